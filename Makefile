@@ -1,0 +1,91 @@
+# gpt - a small, exact GPT-2 runtime in C.
+#
+#   make            build ./gpt
+#   make test       build, generate the test checkpoints, run every test
+#   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make bench      speed and memory numbers (prints, asserts nothing on time)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+
+CC       ?= cc
+CFLAGS   ?= -O2 -march=native
+PKGS     := openblas libcjson libutf8proc
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+ALL_CFLAGS  = $(CFLAGS) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP
+LDLIBS   += $(PKG_LIBS) -lpthread -lm
+
+# SANITIZE=address,undefined builds everything with those sanitizers.
+ifneq ($(SANITIZE),)
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -g
+LDFLAGS    += -fsanitize=$(SANITIZE)
+endif
+
+BUILD    ?= build
+# Generated deterministic checkpoints (large; shared by the normal and asan builds).
+CKPT_DIR ?= build/ckpt
+PREFIX   ?= /usr/local
+
+LIB_SRCS   := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJS   := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
+TEST_SRCS  := $(wildcard tests/test_*.c)
+TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test asan bench install clean checkpoints test-bins
+
+all: gpt
+
+ifeq ($(BUILD),build)
+gpt: $(BUILD)/gpt
+	cp $< $@
+endif
+
+$(BUILD)/gpt: $(BUILD)/src/main.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -c -o $@ $<
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/%.o: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -c -o $@ $<
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+test-bins: $(BUILD)/gpt $(TEST_BINS) $(TOOL_BINS)
+
+# The deterministic checkpoints of tests/fixtures/FORMULA.md, written by our
+# own generator and verified against the published sha256 sums.
+checkpoints: $(BUILD)/tests/gen_checkpoint
+	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/make_checkpoints.sh
+
+test: test-bins checkpoints
+	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/run.sh
+
+asan:
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O1 -march=native" test
+
+bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
+	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh bench/run.sh
+
+install: $(BUILD)/gpt
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
+	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
+	install -m 644 models/vocab.json models/merges.txt $(DESTDIR)$(PREFIX)/share/gpt/
+
+clean:
+	rm -rf build build-asan gpt
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

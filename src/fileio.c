@@ -1,0 +1,94 @@
+/* fileio.c - see fileio.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int file_read_all(const char *path, char **data, size_t *len, GptError *err) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return gpt_error(err, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return gpt_error(err, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                fclose(f);
+                return gpt_error(err, "%s: out of memory", path);
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return gpt_error(err, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+int file_map(const char *path, MappedFile *out, GptError *err) {
+    out->data = NULL;
+    out->size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return gpt_error(err, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return gpt_error(err, "%s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return gpt_error(err, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return 0;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return gpt_error(err, "%s: mmap: %s", path, strerror(errno));
+    out->data = p;
+    out->size = (size_t)st.st_size;
+    return 0;
+}
+
+void file_unmap(MappedFile *f) {
+    if (f && f->data) munmap((void *)f->data, f->size);
+    if (f) {
+        f->data = NULL;
+        f->size = 0;
+    }
+}
+
+int path_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int path_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}

@@ -1,0 +1,34 @@
+/*
+ * fileio.h - reading and mapping files, with errors that name the path.
+ *
+ * Two ways in: file_read_all() copies a whole (small) file into a malloc'd,
+ * NUL-terminated buffer (JSON, merges.txt); file_map() maps a (large) file
+ * read-only, for weights. Neither interprets the bytes.
+ */
+#ifndef GPT_FILEIO_H
+#define GPT_FILEIO_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+// Reads all of `path` into *data (malloc'd, one extra NUL byte appended, not
+// counted in *len). The caller frees *data. Returns 0, or -1 with err set.
+int file_read_all(const char *path, char **data, size_t *len, GptError *err);
+
+typedef struct {
+    const unsigned char *data;  // read-only mapping, NULL when empty/closed
+    size_t size;                // bytes mapped (the file's length)
+} MappedFile;
+
+// Maps `path` read-only. An empty file maps to {NULL, 0}. Returns 0 or -1.
+int file_map(const char *path, MappedFile *out, GptError *err);
+// Unmaps; NULL-safe and idempotent (leaves {NULL, 0}).
+void file_unmap(MappedFile *f);
+
+// 1 if path is an existing directory, 0 otherwise.
+int path_is_dir(const char *path);
+// 1 if path exists (any kind), 0 otherwise.
+int path_exists(const char *path);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * check.h - the whole test framework: CHECK counts, prints what failed and
+ * where, and check_exit() turns the count into the exit code. Each test binary
+ * prints "NAME: N passed, M failed" as its last line.
+ */
+#ifndef GPT_CHECK_H
+#define GPT_CHECK_H
+
+#include <stdio.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (cond) {                                                           \
+            check_passed++;                                                   \
+        } else {                                                              \
+            check_failed++;                                                   \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__,  \
+                    #cond);                                                   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+static inline int check_exit(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);
+    return check_failed ? 1 : 0;
+}
+
+#endif

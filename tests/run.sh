@@ -1,0 +1,37 @@
+#!/bin/sh
+# Runs every test binary ($BUILD/tests/test_*) and every CLI test script
+# (tests/cli_*.sh) from the repository root, and stops at the first failure.
+# Each prints "NAME: N passed, M failed" last; this sums them.
+# Environment: BUILD (build dir, default build), CKPT_DIR (generated checkpoints).
+BUILD=${BUILD:-build}
+CKPT_DIR=${CKPT_DIR:-build/ckpt}
+GPT=${GPT:-$BUILD/gpt}
+export BUILD CKPT_DIR GPT
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for t in "$BUILD"/tests/test_* tests/cli_*.sh; do
+    case "$t" in *.o|*.d) continue ;; esac
+    [ -e "$t" ] || continue
+    echo "== $t"
+    case "$t" in
+        *.sh) sh "$t" >"$log" 2>&1 ;;
+        *) "$t" >"$log" 2>&1 ;;
+    esac
+    rc=$?
+    cat "$log"
+    line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    if [ $rc -ne 0 ]; then
+        [ "${f:-0}" -eq 0 ] && failed=$((failed + 1))
+        echo "FAILED: $t (exit $rc)"
+        echo "total: $passed passed, $failed failed"
+        exit 1
+    fi
+done
+echo "total: $passed passed, $failed failed"
+[ $failed -eq 0 ]
