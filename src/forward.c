@@ -1,0 +1,291 @@
+/*
+ * forward.c - the GPT-2 forward pass on OpenBLAS.
+ *
+ * Shapes, used in every comment below:
+ *   T   new tokens in this call (all sequences stacked)    n   new tokens of one sequence
+ *   C   channels (n_embd, 768)       NH  heads (12)        HS  head size (C / NH, 64)
+ *   L   layers (12)                  V   vocabulary (50257)
+ *   P   positions already in a sequence's cache             Tk  P + n, keys attended over
+ *
+ * Per block, in Hugging Face GPT-2's order (pre-LayerNorm):
+ *   x += attn(ln_1(x)) @ W_proj + b_proj
+ *   x += gelu(ln_2(x) @ W_fc + b_fc) @ W_fcproj + b_fcproj
+ * then ln_f and logits = ln_f(x) @ wte^T (the output layer is tied to wte).
+ *
+ * What it does not do: sample, tokenize, or own the cache's memory.
+ */
+#include "forward.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ----------------------------------------------------------------------------
+// scratch memory
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens,
+                       size_t max_ctx, size_t max_logit_rows, GptError *err) {
+    memset(s, 0, sizeof *s);
+    if (max_tokens < 1 || max_ctx < 1 || max_ctx > (size_t)cfg->n_ctx)
+        return gpt_error(err, "forward: bad scratch sizes (tokens %zu, context %zu)",
+                         max_tokens, max_ctx);
+    size_t C = (size_t)cfg->n_embd, V = (size_t)cfg->vocab_size, T = max_tokens;
+    // Each buffer starts on a 64-byte boundary (16 floats).
+    size_t sizes[7] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, T * max_ctx,
+                       max_logit_rows * V};
+    size_t total = 0;
+    for (int i = 0; i < 7; i++) total += round_up(sizes[i], 16);
+    float *block = aligned_alloc(64, total * sizeof(float));
+    if (!block) return gpt_error(err, "forward: out of memory for %zu scratch floats", total);
+    float **slots[7] = {&s->x, &s->ln, &s->qkv, &s->attn, &s->fc, &s->scores, &s->logits};
+    float *p = block;
+    for (int i = 0; i < 7; i++) {
+        *slots[i] = p;
+        p += round_up(sizes[i], 16);
+    }
+    s->block = block;
+    s->max_tokens = max_tokens;
+    s->max_ctx = max_ctx;
+    s->max_logit_rows = max_logit_rows;
+    return 0;
+}
+
+void forward_state_free(ForwardState *s) {
+    if (!s) return;
+    free(s->block);
+    memset(s, 0, sizeof *s);
+}
+
+// ----------------------------------------------------------------------------
+// kernels
+
+void layernorm_forward(float *out, const float *inp, const float *weight,
+                       const float *bias, size_t T, size_t C, float eps) {
+    for (size_t t = 0; t < T; t++) {
+        const float *x = inp + t * C;
+        float *y = out + t * C;
+        // Two passes in double: the mean first, then the variance around it,
+        // so large means cost no precision.
+        double sum = 0.0;
+        for (size_t i = 0; i < C; i++) sum += x[i];
+        float mean = (float)(sum / (double)C);
+        double var = 0.0;
+        for (size_t i = 0; i < C; i++) {
+            double d = (double)x[i] - mean;
+            var += d * d;
+        }
+        float rstd = (float)(1.0 / sqrt(var / (double)C + (double)eps));
+        for (size_t i = 0; i < C; i++) y[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+    }
+}
+
+void gelu_forward(float *x, size_t n) {
+    // GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(sqrt_2_over_pi * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void softmax_rows(float *x, size_t T, size_t n) {
+    for (size_t t = 0; t < T; t++) {
+        float *row = x + t * n;
+        float max = -INFINITY;
+        for (size_t i = 0; i < n; i++)
+            if (row[i] > max) max = row[i];
+        if (max == -INFINITY) {
+            // Every key is masked: exp(-inf - -inf) would be NaN. Nothing may
+            // be attended to, so every weight is exactly zero.
+            memset(row, 0, n * sizeof *row);
+            continue;
+        }
+        float sum = 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            row[i] = expf(row[i] - max);  // masked entries: expf(-inf) = 0 exactly
+            sum += row[i];
+        }
+        float inv = 1.0f / sum;
+        for (size_t i = 0; i < n; i++) row[i] *= inv;
+    }
+}
+
+// out(T,N) = inp(T,K) @ W(K,N) + b. With accumulate, out += instead of =.
+// One token is a matrix-vector product: sgemv streams W once, which is all
+// decode can do, and skips sgemm's packing of a one-row operand.
+static void linear(float *out, const float *inp, const float *W, const float *b,
+                   size_t T, size_t K, size_t N, int accumulate) {
+    for (size_t t = 0; t < T; t++) {
+        float *row = out + t * N;
+        if (accumulate)
+            for (size_t j = 0; j < N; j++) row[j] += b[j];
+        else
+            memcpy(row, b, N * sizeof *row);
+    }
+    if (T == 1) {
+        // out(N) += W(K,N)^T @ inp(K)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)K, (int)N, 1.0f, W, (int)N, inp, 1,
+                    1.0f, out, 1);
+    } else {
+        // out(T,N) += inp(T,K) @ W(K,N)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)N, (int)K, 1.0f,
+                    inp, (int)K, W, (int)N, 1.0f, out, (int)N);
+    }
+}
+
+// Causal self-attention of one sequence's n new tokens over its Tk = P + n
+// cached positions, one layer. qkv holds the new tokens' (n, 3C) rows; their
+// keys and values are copied into the cache first, then each head reads only
+// the cache.
+static void attention_one_sequence(float *out, float *scores, const float *qkv,
+                                   KVCache *cache, size_t layer, size_t n, size_t C,
+                                   size_t NH) {
+    size_t HS = C / NH, P = cache->n_tokens, Tk = P + n;
+    float scale = 1.0f / sqrtf((float)HS);  // 1/sqrt(d_head), not 1/sqrt(C)
+    for (size_t h = 0; h < NH; h++) {
+        float *keys = kvcache_keys(cache, layer, h);      // (capacity, HS)
+        float *values = kvcache_values(cache, layer, h);  // (capacity, HS)
+        for (size_t i = 0; i < n; i++) {
+            memcpy(keys + (P + i) * HS, qkv + i * 3 * C + C + h * HS, HS * sizeof(float));
+            memcpy(values + (P + i) * HS, qkv + i * 3 * C + 2 * C + h * HS, HS * sizeof(float));
+        }
+        const float *q = qkv + h * HS;  // (n, HS), row stride 3C
+        float *o = out + h * HS;        // (n, HS), row stride C
+        if (n == 1) {
+            // scores(Tk) = keys(Tk,HS) @ q(HS) * scale
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)Tk, (int)HS, scale, keys, (int)HS,
+                        q, 1, 0.0f, scores, 1);
+        } else {
+            // scores(n,Tk) = q(n,HS) @ keys(Tk,HS)^T * scale
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS,
+                        scale, q, (int)(3 * C), keys, (int)HS, 0.0f, scores, (int)Tk);
+        }
+        // The causal mask goes in before the softmax, as -inf: query i sits at
+        // position P + i and may not see keys after it. Multiplying the
+        // weights by a 0/1 mask afterwards would leave them unnormalised.
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = P + i + 1; j < Tk; j++) scores[i * Tk + j] = -INFINITY;
+        softmax_rows(scores, n, Tk);  // over keys, the last axis
+        if (n == 1) {
+            // o(HS) = values(Tk,HS)^T @ scores(Tk)
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)Tk, (int)HS, 1.0f, values, (int)HS,
+                        scores, 1, 0.0f, o, 1);
+        } else {
+            // o(n,HS) = scores(n,Tk) @ values(Tk,HS)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)HS, (int)Tk,
+                        1.0f, scores, (int)Tk, values, (int)HS, 0.0f, o, (int)C);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+// Everything that can go wrong is checked before any cache is touched.
+static int check_batch(const Model *m, const ForwardState *s, const SeqInput *seqs,
+                       size_t n_seqs, GptError *err) {
+    const GPT2Config *cfg = &m->config;
+    size_t T = 0, rows = 0;
+    for (size_t i = 0; i < n_seqs; i++) {
+        const SeqInput *q = &seqs[i];
+        const KVCache *c = q->cache;
+        if (!c || c->n_layer != (size_t)cfg->n_layer || c->n_head != (size_t)cfg->n_head ||
+            c->head_size * c->n_head != (size_t)cfg->n_embd)
+            return gpt_error(err, "forward: sequence %zu has no cache of this model's shape", i);
+        if (q->n_tokens > c->capacity - c->n_tokens)
+            return gpt_error(err, "forward: sequence %zu: %zu tokens + %zu new exceed the cache's %zu positions",
+                             i, c->n_tokens, q->n_tokens, c->capacity);
+        if (c->n_tokens + q->n_tokens > s->max_ctx)
+            return gpt_error(err, "forward: sequence %zu: %zu positions exceed the scratch's %zu",
+                             i, c->n_tokens + q->n_tokens, s->max_ctx);
+        for (size_t t = 0; t < q->n_tokens; t++)
+            if (q->tokens[t] < 0 || q->tokens[t] >= cfg->vocab_size)
+                return gpt_error(err, "forward: token id %d outside the vocabulary [0, %d)",
+                                 (int)q->tokens[t], cfg->vocab_size);
+        T += q->n_tokens;
+        if (q->want == LOGITS_LAST && q->n_tokens > 0) rows += 1;
+        if (q->want == LOGITS_ALL) rows += q->n_tokens;
+    }
+    if (T > s->max_tokens)
+        return gpt_error(err, "forward: %zu tokens in one call, scratch holds %zu", T, s->max_tokens);
+    if (rows > s->max_logit_rows)
+        return gpt_error(err, "forward: %zu logit rows in one call, scratch holds %zu", rows,
+                         s->max_logit_rows);
+    return 0;
+}
+
+int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
+                 GptError *err) {
+    if (check_batch(m, s, seqs, n_seqs, err) != 0) return -1;
+    const GPT2Config *cfg = &m->config;
+    const GPT2Weights *w = &m->weights;
+    size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
+
+    // x(T,C) = wte[token] + wpe[position]
+    size_t T = 0;
+    for (size_t i = 0; i < n_seqs; i++) {
+        for (size_t t = 0; t < seqs[i].n_tokens; t++, T++) {
+            const float *tok = w->wte + (size_t)seqs[i].tokens[t] * C;
+            const float *pos = w->wpe + (seqs[i].cache->n_tokens + t) * C;
+            float *x = s->x + T * C;
+            for (size_t c = 0; c < C; c++) x[c] = tok[c] + pos[c];
+        }
+    }
+    if (T == 0) return 0;
+
+    for (size_t l = 0; l < (size_t)cfg->n_layer; l++) {
+        const GPT2Layer *lw = &w->layers[l];
+        layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
+        // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
+        linear(s->qkv, s->ln, lw->qkv_w, lw->qkv_b, T, C, 3 * C, 0);
+        size_t row = 0;
+        for (size_t i = 0; i < n_seqs; i++) {
+            size_t n = seqs[i].n_tokens;
+            if (n == 0) continue;
+            // attn(n,C) for this sequence's rows
+            attention_one_sequence(s->attn + row * C, s->scores, s->qkv + row * 3 * C,
+                                   seqs[i].cache, l, n, C, NH);
+            row += n;
+        }
+        // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
+        linear(s->x, s->attn, lw->attn_proj_w, lw->attn_proj_b, T, C, C, 1);
+        layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
+        // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
+        linear(s->fc, s->ln, lw->fc_w, lw->fc_b, T, C, 4 * C, 0);
+        gelu_forward(s->fc, T * 4 * C);
+        // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
+        linear(s->x, s->fc, lw->fc_proj_w, lw->fc_proj_b, T, 4 * C, C, 1);
+    }
+
+    // The final layernorm only for the rows whose logits are wanted, gathered
+    // into ln(R,C); then one product with the tied embedding.
+    size_t R = 0, row = 0;
+    for (size_t i = 0; i < n_seqs; i++) {
+        size_t n = seqs[i].n_tokens;
+        seqs[i].logits_row = R;
+        if (n > 0 && seqs[i].want == LOGITS_LAST) {
+            layernorm_forward(s->ln + R * C, s->x + (row + n - 1) * C, w->lnf_w, w->lnf_b, 1, C,
+                              cfg->ln_eps);
+            R += 1;
+        } else if (seqs[i].want == LOGITS_ALL) {
+            layernorm_forward(s->ln + R * C, s->x + row * C, w->lnf_w, w->lnf_b, n, C,
+                              cfg->ln_eps);
+            R += n;
+        }
+        row += n;
+        seqs[i].cache->n_tokens += n;
+    }
+    if (R == 1) {
+        // logits(V) = wte(V,C) @ ln(C)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)C, 1.0f, w->wte, (int)C, s->ln, 1,
+                    0.0f, s->logits, 1);
+    } else if (R > 1) {
+        // logits(R,V) = ln(R,C) @ wte(V,C)^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)V, (int)C, 1.0f, s->ln,
+                    (int)C, w->wte, (int)C, 0.0f, s->logits, (int)V);
+    }
+    return 0;
+}

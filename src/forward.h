@@ -1,0 +1,70 @@
+/*
+ * forward.h - the GPT-2 transformer: from token ids to logits.
+ *
+ * One call runs a batch of sequences, each with its own KV cache and its own
+ * number of new tokens: a prompt being prefilled (many tokens) and sequences
+ * being decoded (one token each) can share a call. The new tokens of every
+ * sequence are stacked into one (T, C) activation so that every weight matrix
+ * is read once per call, by one sgemm; only attention runs per sequence.
+ *
+ * Logits are computed only for the positions that ask for them: the last new
+ * token of a sequence (generation) or all of them (scoring).
+ */
+#ifndef GPT_FORWARD_H
+#define GPT_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "kvcache.h"
+#include "model.h"
+
+typedef enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL } LogitsWanted;
+
+typedef struct {
+    const int32_t *tokens;  // (n_tokens) new tokens, at positions cache->n_tokens...
+    size_t n_tokens;
+    KVCache *cache;         // appended to; must have room for n_tokens more
+    LogitsWanted want;
+    size_t logits_row;      // out: row of ForwardState.logits holding this
+                            // sequence's first requested logits
+} SeqInput;
+
+// Scratch memory for gpt2_forward, allocated once for the largest call.
+typedef struct {
+    size_t max_tokens;      // Tmax: new tokens in one call, all sequences together
+    size_t max_ctx;         // positions a sequence may attend over
+    size_t max_logit_rows;  // logit rows one call may ask for
+    float *x;        // (Tmax, C)    the residual stream
+    float *ln;       // (Tmax, C)    layernorm output
+    float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens
+    float *attn;     // (Tmax, C)    attention output, heads side by side
+    float *fc;       // (Tmax, 4C)   MLP hidden layer
+    float *scores;   // (Tmax, max_ctx) attention weights of one head
+    float *logits;   // (max_logit_rows, V)
+    float *block;    // the one allocation the pointers above live in
+} ForwardState;
+
+int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens,
+                       size_t max_ctx, size_t max_logit_rows, GptError *err);
+void forward_state_free(ForwardState *s);  // NULL-safe, idempotent
+
+// Runs the new tokens of n_seqs sequences through the model, appends their
+// keys and values to each sequence's cache, and writes the requested logits
+// into s->logits (seqs[i].logits_row says where). Returns 0, or -1 with err
+// set (a token id outside the vocabulary, a cache or the context overflowing,
+// more tokens or logit rows than the state was sized for); on error no cache
+// has been changed.
+int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
+                 GptError *err);
+
+// Kernels, exposed for the tests. Sizes last, outputs first (llm.c's order).
+void layernorm_forward(float *out, const float *inp, const float *weight,
+                       const float *bias, size_t T, size_t C, float eps);
+void gelu_forward(float *x, size_t n);  // in place, tanh form ("gelu_new")
+// Softmax of each of the T rows (n wide) in place. A row whose entries are all
+// -inf (fully masked) becomes all zeros rather than NaN.
+void softmax_rows(float *x, size_t T, size_t n);
+
+#endif

@@ -1,0 +1,361 @@
+/*
+ * test_forward.c - the forward pass against Hugging Face transformers.
+ *
+ * Reference data (tests/fixtures/public_refs.json and the .f32 logits files)
+ * was produced by transformers in float64 on the deterministic checkpoints
+ * that tests/make_checkpoints.sh regenerates into $CKPT_DIR. Checked here:
+ *   - the kernels on tiny inputs against plain double-precision formulas;
+ *   - last-position logits of every public prompt, both models (all 50257);
+ *   - the log-probability of every prompt token and their sum;
+ *   - the 40 greedy tokens, generated through the KV cache one at a time;
+ *   - decoding step by step gives the logits of one full pass;
+ *   - a batch of sequences gives what each sequence gives alone;
+ *   - bad input is refused before any cache changes.
+ *
+ * Tolerances. transformers' own float32 run differs from its float64 run by
+ * about 2e-5 (124M) and 2e-6 (tiny) on these logits
+ * (fp32_vs_fp64_max_abs_diff_last). We allow 1e-3 and 1e-4: a real bug
+ * (a wrong scale, mask or layer order) moves logits by 1e-1 or more, while
+ * summation order in BLAS moves them by ~1e-5.
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fileio.h"
+#include "forward.h"
+#include "kvcache.h"
+#include "model.h"
+
+static const char *ckpt_dir(void) {
+    const char *d = getenv("CKPT_DIR");
+    return d && *d ? d : "build/ckpt";
+}
+
+// ---------------------------------------------------------------------------
+// kernels
+
+static void test_kernels(void) {
+    // layernorm of two rows against the formula in double
+    float x[2][5] = {{1, 2, 3, 4, 5}, {-3, 0.5f, 100, 7, -0.25f}};
+    float w[5] = {1, 0.5f, -1, 2, 1}, b[5] = {0, 1, 0, -1, 0.5f}, y[2][5];
+    layernorm_forward(&y[0][0], &x[0][0], w, b, 2, 5, 1e-5f);
+    for (int t = 0; t < 2; t++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < 5; i++) mean += x[t][i];
+        mean /= 5;
+        for (int i = 0; i < 5; i++) var += (x[t][i] - mean) * (x[t][i] - mean);
+        var /= 5;
+        for (int i = 0; i < 5; i++) {
+            double want = (x[t][i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+            CHECK(fabs(y[t][i] - want) < 1e-5, "layernorm[%d][%d] = %g, want %g", t, i, y[t][i], want);
+        }
+    }
+    // gelu_new
+    float g[6] = {-6, -1, -0.1f, 0, 0.7f, 4};
+    float in[6];
+    memcpy(in, g, sizeof g);
+    gelu_forward(g, 6);
+    for (int i = 0; i < 6; i++) {
+        double v = in[i];
+        double want = 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+        CHECK(fabs(g[i] - want) < 1e-6, "gelu(%g) = %g, want %g", v, g[i], want);
+    }
+    // softmax: a normal row, a row with masked entries, a fully masked row
+    float s[3][4] = {{1, 2, 3, 4}, {0, -INFINITY, 0, -INFINITY}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
+    softmax_rows(&s[0][0], 3, 4);
+    double z = exp(1) + exp(2) + exp(3) + exp(4);
+    for (int i = 0; i < 4; i++)
+        CHECK(fabs(s[0][i] - exp(i + 1) / z) < 1e-6, "softmax[0][%d] = %g", i, s[0][i]);
+    CHECK(s[1][0] == 0.5f && s[1][1] == 0.0f && s[1][2] == 0.5f && s[1][3] == 0.0f,
+          "masked keys must get exactly zero weight: %g %g %g %g", s[1][0], s[1][1], s[1][2], s[1][3]);
+    for (int i = 0; i < 4; i++)
+        CHECK(s[2][i] == 0.0f, "fully masked row must be zeros, not NaN: [%d] = %g", i, s[2][i]);
+}
+
+// ---------------------------------------------------------------------------
+// helpers
+
+typedef struct {
+    Model model;
+    ForwardState fs;
+    KVCache cache;
+} Runner;
+
+static int runner_open(Runner *r, const char *name, size_t max_tokens) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", ckpt_dir(), name);
+    GptError err = {{0}};
+    memset(r, 0, sizeof *r);
+    if (model_load(&r->model, path, &err) != 0) {
+        CHECK(0, "load %s: %s", path, err.msg);
+        return -1;
+    }
+    size_t ctx = (size_t)r->model.config.n_ctx;
+    if (forward_state_init(&r->fs, &r->model.config, max_tokens, ctx, max_tokens, &err) != 0 ||
+        kvcache_init(&r->cache, &r->model.config, ctx, &err) != 0) {
+        CHECK(0, "init %s: %s", name, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void runner_close(Runner *r) {
+    kvcache_free(&r->cache);
+    forward_state_free(&r->fs);
+    model_free(&r->model);
+}
+
+static size_t json_ids(const cJSON *arr, int32_t *out, size_t cap) {
+    size_t n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        if (n < cap) out[n] = (int32_t)it->valuedouble;
+        n++;
+    }
+    return n;
+}
+
+static int argmax(const float *x, size_t n) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int)best;
+}
+
+static double log_softmax_at(const float *x, size_t n, int target) {
+    double max = -INFINITY, sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] > max) max = x[i];
+    for (size_t i = 0; i < n; i++) sum += exp(x[i] - max);
+    return x[target] - max - log(sum);
+}
+
+// ---------------------------------------------------------------------------
+// against transformers
+
+static void test_reference_model(const cJSON *refs, const char *name, double logit_tol) {
+    Runner r;
+    if (runner_open(&r, name, 64) != 0) {
+        runner_close(&r);
+        return;
+    }
+    size_t V = (size_t)r.model.config.vocab_size;
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/public_last_logits_%s.f32", name);
+    char *all_logits = NULL;
+    size_t all_len = 0;
+    GptError err = {{0}};
+    CHECK(file_read_all(path, &all_logits, &all_len, &err) == 0, "%s", err.msg);
+
+    const cJSON *cases = cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), name);
+    CHECK(cJSON_GetArraySize(cases) == 10, "%s: %d reference prompts, want 10", name,
+          cJSON_GetArraySize(cases));
+    const cJSON *c;
+    int index = 0;
+    cJSON_ArrayForEach(c, cases) {
+        int32_t ids[64];
+        size_t n = json_ids(cJSON_GetObjectItem(c, "ids"), ids, 64);
+        int offset = cJSON_GetObjectItem(c, "last_logits_offset")->valueint;
+        kvcache_reset(&r.cache);
+
+        // One pass over the prompt, logits at every position.
+        SeqInput seq = {.tokens = ids, .n_tokens = n, .cache = &r.cache, .want = LOGITS_ALL};
+        if (gpt2_forward(&r.model, &r.fs, &seq, 1, &err) != 0) {
+            CHECK(0, "%s prompt %d: %s", name, index, err.msg);
+            continue;
+        }
+        const float *last = r.fs.logits + (n - 1) * V;
+        if (all_logits && all_len >= ((size_t)offset + 1) * V * 4) {
+            double max_diff = 0;
+            size_t worst = 0;
+            for (size_t i = 0; i < V; i++) {
+                float want;
+                memcpy(&want, all_logits + ((size_t)offset * V + i) * 4, 4);
+                double d = fabs((double)last[i] - want);
+                if (d > max_diff) {
+                    max_diff = d;
+                    worst = i;
+                }
+            }
+            CHECK(max_diff <= logit_tol, "%s prompt %d: last logits off by %.3g at id %zu (tolerance %g)",
+                  name, index, max_diff, worst, logit_tol);
+        }
+        int32_t top10[10];
+        json_ids(cJSON_GetObjectItem(c, "last_top10_ids"), top10, 10);
+        CHECK(argmax(last, V) == top10[0], "%s prompt %d: argmax %d, want %d", name, index,
+              argmax(last, V), top10[0]);
+
+        // Log-probability of each prompt token given the ones before it.
+        const cJSON *lps = cJSON_GetObjectItem(c, "prompt_token_logprobs");
+        double sum = 0, worst_lp = 0;
+        for (size_t t = 1; t < n; t++) {
+            double lp = log_softmax_at(r.fs.logits + (t - 1) * V, V, ids[t]);
+            double want = cJSON_GetArrayItem(lps, (int)(t - 1))->valuedouble;
+            if (fabs(lp - want) > worst_lp) worst_lp = fabs(lp - want);
+            sum += lp;
+        }
+        double want_sum = cJSON_GetObjectItem(c, "prompt_logprob_sum")->valuedouble;
+        CHECK(worst_lp < 1e-3, "%s prompt %d: a token log-prob off by %g", name, index, worst_lp);
+        CHECK(fabs(sum - want_sum) < 1e-2, "%s prompt %d: log-prob sum %.6f, want %.6f", name, index,
+              sum, want_sum);
+
+        // 40 greedy tokens through the KV cache, one token per call.
+        int32_t greedy[40];
+        size_t n_greedy = json_ids(cJSON_GetObjectItem(c, "greedy_ids"), greedy, 40);
+        kvcache_reset(&r.cache);
+        SeqInput prefill = {.tokens = ids, .n_tokens = n, .cache = &r.cache, .want = LOGITS_LAST};
+        int ok = gpt2_forward(&r.model, &r.fs, &prefill, 1, &err) == 0;
+        size_t same = 0;
+        for (size_t g = 0; ok && g < n_greedy; g++) {
+            int32_t next = (int32_t)argmax(r.fs.logits, V);
+            if (next != greedy[g]) break;
+            same++;
+            SeqInput step = {.tokens = &next, .n_tokens = 1, .cache = &r.cache, .want = LOGITS_LAST};
+            ok = gpt2_forward(&r.model, &r.fs, &step, 1, &err) == 0;
+        }
+        CHECK(ok && same == 40 && n_greedy == 40,
+              "%s prompt %d: greedy ids match for %zu of %zu steps%s%s", name, index, same, n_greedy,
+              ok ? "" : ": ", ok ? "" : err.msg);
+        index++;
+    }
+    free(all_logits);
+    runner_close(&r);
+}
+
+// ---------------------------------------------------------------------------
+// the cache and batching
+
+static void test_cache_equals_full_pass(const char *name) {
+    Runner r;
+    if (runner_open(&r, name, 64) != 0) {
+        runner_close(&r);
+        return;
+    }
+    size_t V = (size_t)r.model.config.vocab_size;
+    int32_t ids[48];
+    for (int i = 0; i < 48; i++) ids[i] = (int32_t)((i * 7919 + 13) % (int)V);
+    GptError err = {{0}};
+
+    // One pass over all 48 tokens...
+    SeqInput full = {.tokens = ids, .n_tokens = 48, .cache = &r.cache, .want = LOGITS_ALL};
+    CHECK(gpt2_forward(&r.model, &r.fs, &full, 1, &err) == 0, "%s", err.msg);
+    float *expected = malloc(48 * V * sizeof(float));
+    memcpy(expected, r.fs.logits, 48 * V * sizeof(float));
+    CHECK(r.cache.n_tokens == 48, "cache holds %zu positions, want 48", r.cache.n_tokens);
+
+    // ...equals a prefill of 5 then a chunk of 11 then one token at a time.
+    kvcache_reset(&r.cache);
+    double max_diff = 0;
+    size_t pos = 0;
+    while (pos < 48) {
+        size_t len = pos == 0 ? 5 : pos == 5 ? 11 : 1;
+        SeqInput s = {.tokens = ids + pos, .n_tokens = len, .cache = &r.cache, .want = LOGITS_ALL};
+        if (gpt2_forward(&r.model, &r.fs, &s, 1, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+            break;
+        }
+        for (size_t t = 0; t < len; t++)
+            for (size_t i = 0; i < V; i++) {
+                double d = fabs(r.fs.logits[t * V + i] - expected[(pos + t) * V + i]);
+                if (d > max_diff) max_diff = d;
+            }
+        pos += len;
+    }
+    CHECK(max_diff < 1e-4, "%s: step-by-step logits differ from the full pass by %g", name, max_diff);
+
+    // Two sequences in one call (one prefilling 7 tokens, one decoding a
+    // single token over a 30-token cache) give what each gives alone.
+    KVCache other;
+    CHECK(kvcache_init(&other, &r.model.config, 64, &err) == 0, "%s", err.msg);
+    kvcache_reset(&r.cache);
+    SeqInput a0 = {.tokens = ids, .n_tokens = 30, .cache = &r.cache, .want = LOGITS_NONE};
+    CHECK(gpt2_forward(&r.model, &r.fs, &a0, 1, &err) == 0, "%s", err.msg);
+    SeqInput batch[2] = {
+        {.tokens = ids + 30, .n_tokens = 1, .cache = &r.cache, .want = LOGITS_LAST},
+        {.tokens = ids + 10, .n_tokens = 7, .cache = &other, .want = LOGITS_ALL},
+    };
+    CHECK(gpt2_forward(&r.model, &r.fs, batch, 2, &err) == 0, "%s", err.msg);
+    CHECK(batch[0].logits_row == 0 && batch[1].logits_row == 1, "logit rows %zu, %zu",
+          batch[0].logits_row, batch[1].logits_row);
+    double d_a = 0;
+    for (size_t i = 0; i < V; i++) {
+        double d = fabs(r.fs.logits[i] - expected[30 * V + i]);
+        if (d > d_a) d_a = d;
+    }
+    CHECK(d_a < 1e-4, "batched decode differs from the single pass by %g", d_a);
+    float *b_logits = malloc(7 * V * sizeof(float));
+    memcpy(b_logits, r.fs.logits + V, 7 * V * sizeof(float));
+    kvcache_reset(&other);
+    SeqInput b_alone = {.tokens = ids + 10, .n_tokens = 7, .cache = &other, .want = LOGITS_ALL};
+    CHECK(gpt2_forward(&r.model, &r.fs, &b_alone, 1, &err) == 0, "%s", err.msg);
+    double d_b = 0;
+    for (size_t i = 0; i < 7 * V; i++) {
+        double d = fabs(r.fs.logits[i] - b_logits[i]);
+        if (d > d_b) d_b = d;
+    }
+    CHECK(d_b < 1e-4, "batched prefill differs from the prefill alone by %g", d_b);
+
+    // Refusals leave the caches as they were.
+    size_t held = r.cache.n_tokens;
+    int32_t bad = (int32_t)V;
+    SeqInput s_bad = {.tokens = &bad, .n_tokens = 1, .cache = &r.cache, .want = LOGITS_LAST};
+    CHECK(gpt2_forward(&r.model, &r.fs, &s_bad, 1, &err) != 0 && strstr(err.msg, "outside the vocabulary"),
+          "token id V must be refused: %s", err.msg);
+    KVCache small;
+    CHECK(kvcache_init(&small, &r.model.config, 4, &err) == 0, "%s", err.msg);
+    SeqInput s_big = {.tokens = ids, .n_tokens = 5, .cache = &small, .want = LOGITS_LAST};
+    CHECK(gpt2_forward(&r.model, &r.fs, &s_big, 1, &err) != 0 && strstr(err.msg, "exceed"),
+          "5 tokens into a 4-position cache must be refused: %s", err.msg);
+    SeqInput s_many = {.tokens = ids, .n_tokens = 48, .cache = &other, .want = LOGITS_ALL};
+    other.n_tokens = 0;
+    SeqInput pair[2] = {s_many, {.tokens = ids, .n_tokens = 30, .cache = &small, .want = LOGITS_NONE}};
+    CHECK(gpt2_forward(&r.model, &r.fs, pair, 2, &err) != 0, "78 tokens into a 64-token scratch must be refused");
+    CHECK(r.cache.n_tokens == held && small.n_tokens == 0 && other.n_tokens == 0,
+          "a refused call changed a cache");
+    CHECK(kvcache_init(&small, &r.model.config, (size_t)r.model.config.n_ctx + 1, &err) != 0,
+          "a cache beyond the context must be refused");
+    kvcache_free(&small);
+    kvcache_free(&other);
+    free(b_logits);
+    free(expected);
+    runner_close(&r);
+}
+
+static void test_kv_bytes(void) {
+    GPT2Config gpt2 = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .vocab_size = 50257};
+    CHECK(kvcache_bytes_per_token(&gpt2) == 73728, "124M: %zu B/token, want 2*12*12*64*4 = 73728",
+          kvcache_bytes_per_token(&gpt2));
+    CHECK(kvcache_bytes_per_token(&gpt2) * 1024 == 72u * 1024 * 1024, "124M full context must be 72 MiB");
+    GPT2Config xl = {.n_layer = 48, .n_head = 25, .n_embd = 1600, .n_ctx = 1024, .vocab_size = 50257};
+    CHECK(kvcache_bytes_per_token(&xl) == 2u * 48 * 1600 * 4, "XL: %zu B/token", kvcache_bytes_per_token(&xl));
+    GptError err = {{0}};
+    KVCache c;
+    CHECK(kvcache_init(&c, &gpt2, 100, &err) == 0, "%s", err.msg);
+    CHECK(kvcache_bytes_allocated(&c) == 100 * 73728, "100 positions allocate %zu B", kvcache_bytes_allocated(&c));
+    kvcache_free(&c);
+    kvcache_free(&c);  // idempotent
+}
+
+int main(void) {
+    test_kernels();
+    test_kv_bytes();
+    char *text = NULL;
+    size_t len;
+    GptError err = {{0}};
+    if (file_read_all("tests/fixtures/public_refs.json", &text, &len, &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        return check_exit("test_forward");
+    }
+    cJSON *refs = cJSON_Parse(text);
+    CHECK(refs != NULL, "tests/fixtures/public_refs.json does not parse");
+    test_reference_model(refs, "tiny", 1e-4);
+    test_reference_model(refs, "gpt2-124M-shaped", 1e-3);
+    test_cache_equals_full_pass("tiny");
+    test_cache_equals_full_pass("gpt2-124M-shaped");
+    cJSON_Delete(refs);
+    free(text);
+    return check_exit("test_forward");
+}
