@@ -73,6 +73,20 @@ int model_load(Model *m, const char *path, GptError *err);
 // Frees what model_load allocated and unmaps the file. NULL-safe, idempotent.
 void model_free(Model *m);
 
+// What a checkpoint file is, judged by its first bytes (model_sniff).
+typedef enum {
+    MODEL_KIND_UNKNOWN = 0,
+    MODEL_KIND_SAFETENSORS,  // 8-byte LE header length, then a JSON object
+    MODEL_KIND_GPTBIN,       // gpt's own model.bin (loaded by modelbin.c)
+    MODEL_KIND_LLMC,         // llm.c checkpoint: int32 magic 20240326 (modelbin.c)
+} ModelKind;
+
+// Looks at the first n bytes `head` of a file of file_size bytes and says what
+// kind of checkpoint it is; it reads nothing else and never fails. The loader
+// then validates the whole file and reports anything wrong in detail.
+// (modelbin.c adds its magic here when it lands; see model.c.)
+ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size);
+
 // The GPT-2 hyper-parameters must make sense together; 0 if they do, else -1
 // with err naming `what` (usually the file) and the bad field.
 int gpt2_config_validate(const GPT2Config *c, const char *what, GptError *err);

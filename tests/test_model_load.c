@@ -1,0 +1,560 @@
+/*
+ * test_model_load.c - model_load() on the generated checkpoints of
+ * tests/make_checkpoints.sh ($CKPT_DIR, default build/ckpt), and on broken
+ * copies of the tiny one written into a temporary directory.
+ *
+ * The expected weight values are computed here from FORMULA.md, independently
+ * of the generator: a loader that reads the wrong bytes, the wrong tensor or
+ * the wrong layout cannot agree with them. Comparisons are exact: loading
+ * must not change a single bit (F16/BF16: the value rounded to nearest-even,
+ * widened back exactly).
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "model.h"
+
+static const char *ckpt_dir;
+
+// ---------------------------------------------------------------------------
+// FORMULA.md
+
+static uint64_t fnv1a64(const char *s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    while (*s) h = (h ^ (unsigned char)*s++) * 0x100000001B3ull;
+    return h;
+}
+
+static uint64_t splitmix64(uint64_t x) {
+    uint64_t z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Scale by name: ln weights are 1 + 0.125u, the rest s*u (FORMULA.md's table).
+static float formula(const char *name, size_t i) {
+    float u = (float)(splitmix64(fnv1a64(name) ^ (uint64_t)i) >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    const char *dot = strrchr(name, '.');
+    int is_ln = strstr(name, "ln_") != NULL;
+    if (!strcmp(name, "wte.weight")) return 0.25f * u;
+    if (is_ln && !strcmp(dot, ".weight")) return 1.0f + 0.125f * u;
+    if (strstr(name, "c_proj.weight")) return 0.03125f * u;
+    return 0.0625f * u;
+}
+
+typedef enum { AS_F32, AS_F16, AS_BF16 } Rounding;
+
+static float rounded(float v, Rounding r) {
+    if (r == AS_F16) return (float)(_Float16)v;  // the compiler's RNE conversion
+    if (r == AS_BF16) {
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        b += 0x7FFFu + ((b >> 16) & 1u);
+        b &= 0xFFFF0000u;
+        memcpy(&v, &b, 4);
+    }
+    return v;
+}
+
+// Compares n values of tensor `name` (every `stride`-th element plus the
+// last) with the formula; reports the first mismatch. Returns mismatches.
+static size_t check_tensor(const float *p, const char *name, size_t n, size_t stride, Rounding r) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        if (i + stride >= n) i = n - 1;  // always include the last element
+        float want = rounded(formula(name, i), r);
+        if (memcmp(&p[i], &want, 4) != 0) {
+            if (!bad)
+                fprintf(stderr, "  %s[%zu]: expected %.9g, got %.9g\n", name, i, (double)want, (double)p[i]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+// Every tensor of a loaded model against the formula.
+static void check_weights(const Model *m, size_t stride, Rounding r, const char *what) {
+    const GPT2Config *c = &m->config;
+    size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size, T = (size_t)c->n_ctx;
+    size_t bad = 0;
+    char name[64];
+    bad += check_tensor(m->weights.wte, "wte.weight", V * C, stride, r);
+    bad += check_tensor(m->weights.wpe, "wpe.weight", T * C, stride, r);
+    for (int l = 0; l < c->n_layer; l++) {
+        const GPT2Layer *y = &m->weights.layers[l];
+        struct {
+            const float *p;
+            const char *suffix;
+            size_t n;
+        } t[12] = {
+            {y->ln1_w, "ln_1.weight", C},         {y->ln1_b, "ln_1.bias", C},
+            {y->qkv_w, "attn.c_attn.weight", C * 3 * C}, {y->qkv_b, "attn.c_attn.bias", 3 * C},
+            {y->attn_proj_w, "attn.c_proj.weight", C * C}, {y->attn_proj_b, "attn.c_proj.bias", C},
+            {y->ln2_w, "ln_2.weight", C},         {y->ln2_b, "ln_2.bias", C},
+            {y->fc_w, "mlp.c_fc.weight", C * 4 * C},     {y->fc_b, "mlp.c_fc.bias", 4 * C},
+            {y->fc_proj_w, "mlp.c_proj.weight", 4 * C * C}, {y->fc_proj_b, "mlp.c_proj.bias", C},
+        };
+        for (int k = 0; k < 12; k++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, t[k].suffix);
+            bad += check_tensor(t[k].p, name, t[k].n, stride, r);
+        }
+    }
+    bad += check_tensor(m->weights.lnf_w, "ln_f.weight", C, 1, r);
+    bad += check_tensor(m->weights.lnf_b, "ln_f.bias", C, 1, r);
+    CHECK(bad == 0, "%s: %zu weight values differ from FORMULA.md", what, bad);
+}
+
+static size_t gpt2_params(size_t L, size_t C, size_t T, size_t V) {
+    return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+}
+
+static char *path_in(const char *dir, const char *name) {
+    static char buf[8][1024];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
+    return p;
+}
+
+// ---------------------------------------------------------------------------
+// Good checkpoints
+
+static void test_tiny(void) {
+    Model m;
+    GptError err = {""};
+    const char *dir = path_in(ckpt_dir, "tiny");
+    int rc = model_load(&m, dir, &err);
+    CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
+    if (rc != 0) return;
+    GPT2Config c = m.config;
+    CHECK(c.n_layer == 2 && c.n_embd == 64 && c.n_head == 4 && c.n_ctx == 128 && c.vocab_size == 50257,
+          "tiny config: L %d C %d NH %d T %d V %d", c.n_layer, c.n_embd, c.n_head, c.n_ctx, c.vocab_size);
+    CHECK(c.ln_eps == 1e-5f, "ln_eps %g", (double)c.ln_eps);
+    size_t want = gpt2_params(2, 64, 128, 50257);
+    CHECK(m.n_params == want, "tiny n_params %zu, expected %zu", m.n_params, want);
+    CHECK(m.weight_bytes == 4 * want, "weight_bytes %zu", m.weight_bytes);
+    CHECK(!strcmp(m.source_kind, "safetensors"), "source_kind %s", m.source_kind);
+    // aligned float32: the weights are the mapping itself, nothing copied
+    CHECK(m.map.data != NULL && m.owned == NULL, "tiny should be mapped in place (map %p, owned %p)",
+          (const void *)m.map.data, (void *)m.owned);
+    CHECK((const unsigned char *)m.weights.wte >= m.map.data &&
+              (const unsigned char *)m.weights.wte < m.map.data + m.map.size,
+          "wte does not point into the mapping");
+    CHECK(m.load_seconds >= 0 && m.load_seconds < 60, "load_seconds %g", m.load_seconds);
+    check_weights(&m, 1, AS_F32, "tiny");
+
+    // The same file by path, and with the "transformer." prefix: same weights.
+    const char *variants[2] = {path_in(ckpt_dir, "tiny/model.safetensors"), path_in(ckpt_dir, "tiny-prefix")};
+    for (int v = 0; v < 2; v++) {
+        Model m2;
+        rc = model_load(&m2, variants[v], &err);
+        CHECK(rc == 0, "model_load(%s): %s", variants[v], err.msg);
+        if (rc != 0) continue;
+        CHECK(m2.n_params == m.n_params, "%s: n_params %zu", variants[v], m2.n_params);
+        int same = memcmp(m2.weights.wte, m.weights.wte, 50257 * 64 * 4) == 0 &&
+                   memcmp(m2.weights.layers[1].fc_proj_w, m.weights.layers[1].fc_proj_w, 256 * 64 * 4) == 0 &&
+                   memcmp(m2.weights.lnf_b, m.weights.lnf_b, 64 * 4) == 0;
+        CHECK(same, "%s: weights differ from tiny's", variants[v]);
+        check_weights(&m2, 7, AS_F32, variants[v]);
+        model_free(&m2);
+    }
+    model_free(&m);
+    model_free(&m);  // idempotent
+    CHECK(m.weights.layers == NULL && m.map.data == NULL, "model_free left pointers behind");
+    model_free(NULL);
+}
+
+static void test_half(const char *name, Rounding r) {
+    Model m;
+    GptError err = {""};
+    const char *dir = path_in(ckpt_dir, name);
+    int rc = model_load(&m, dir, &err);
+    CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
+    if (rc != 0) return;
+    CHECK(m.owned != NULL && m.map.data == NULL, "%s: half weights must be widened into an owned copy", name);
+    CHECK((uintptr_t)m.owned % 64 == 0, "%s: owned block not 64-byte aligned", name);
+    CHECK(m.n_params == gpt2_params(2, 64, 128, 50257), "%s: n_params %zu", name, m.n_params);
+    check_weights(&m, 1, r, name);
+    model_free(&m);
+}
+
+static void test_124m(void) {
+    Model m;
+    GptError err = {""};
+    const char *dir = path_in(ckpt_dir, "gpt2-124M-shaped");
+    int rc = model_load(&m, dir, &err);
+    CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
+    if (rc != 0) return;
+    GPT2Config c = m.config;
+    CHECK(c.n_layer == 12 && c.n_embd == 768 && c.n_head == 12 && c.n_ctx == 1024 && c.vocab_size == 50257,
+          "124M config: L %d C %d NH %d T %d V %d", c.n_layer, c.n_embd, c.n_head, c.n_ctx, c.vocab_size);
+    CHECK(m.n_params == 124439808u, "124M n_params %zu, expected 124439808", m.n_params);
+    CHECK(m.weight_bytes == 4u * 124439808u, "weight_bytes %zu", m.weight_bytes);
+    // The data starts at 3 mod 8: the loader must copy, and align the copy.
+    CHECK(m.owned != NULL, "unaligned 124M file should be copied");
+    CHECK(m.owned == NULL || (uintptr_t)m.owned % 64 == 0, "owned block not 64-byte aligned");
+    CHECK(((uintptr_t)m.weights.wte | (uintptr_t)m.weights.layers[5].fc_w | (uintptr_t)m.weights.lnf_b) % 4 == 0,
+          "weights not float-aligned");
+
+    // A few values by hand (FORMULA.md), then a sample of every tensor.
+    float w0 = m.weights.wte[0], want0 = formula("wte.weight", 0);
+    CHECK(w0 == want0, "wte[0] = %.9g, expected %.9g", (double)w0, (double)want0);
+    float wl = m.weights.layers[11].fc_proj_w[4 * 768 * 768 - 1];
+    float wantl = formula("h.11.mlp.c_proj.weight", 4 * 768 * 768 - 1);
+    CHECK(wl == wantl, "h.11.mlp.c_proj.weight[last] = %.9g, expected %.9g", (double)wl, (double)wantl);
+    float f5 = m.weights.lnf_w[5], want5 = formula("ln_f.weight", 5);
+    CHECK(f5 == want5, "ln_f.weight[5] = %.9g, expected %.9g", (double)f5, (double)want5);
+    CHECK(fabsf(f5 - 1.0f) <= 0.125f, "ln_f.weight[5] = %g is not 1 + 0.125u", (double)f5);
+    check_weights(&m, 997, AS_F32, "gpt2-124M-shaped");
+    if (getenv("VERBOSE")) printf("  124M loaded in %.3f s\n", m.load_seconds);
+    model_free(&m);
+}
+
+// The llm.c variant is loaded by modelbin.c; here we check that it is
+// recognised, and that the generator wrote what llm.c expects, so that the
+// loader's author can trust the fixture.
+static void test_llmc_fixture(void) {
+    const char *path = path_in(ckpt_dir, "tiny-llmc.bin");
+    MappedFile f;
+    GptError err = {""};
+    int rc = file_map(path, &f, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    if (rc != 0) return;
+    CHECK(model_sniff(f.data, f.size, f.size) == MODEL_KIND_LLMC, "%s not recognised as llm.c", path);
+    int32_t h[8];
+    memcpy(h, f.data, sizeof h);
+    CHECK(h[0] == 20240326 && h[1] == 3 && h[2] == 128 && h[3] == 50257 && h[4] == 2 && h[5] == 4 && h[6] == 64 &&
+              h[7] == 50304,
+          "llm.c header %d %d %d %d %d %d %d %d", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    size_t C = 64, L = 2, Vp = 50304, T = 128;
+    size_t want_size = 1024 + 4 * (Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C);
+    CHECK(f.size == want_size, "%s: %zu bytes, expected %zu", path, f.size, want_size);
+    if (f.size == want_size) {
+        const unsigned char *p = f.data + 1024;
+        float v;
+        memcpy(&v, p + 4 * (50256 * C + 63), 4);  // last real wte value
+        CHECK(v == formula("wte.weight", 50256 * C + 63), "llm.c wte last = %g", (double)v);
+        memcpy(&v, p + 4 * (50257 * C), 4);  // first padded row
+        CHECK(v == 0.0f, "llm.c padded wte row not zero: %g", (double)v);
+        // qkvw (L, 3C, C) = c_attn.weight^T: element [l=1][o=5][i=7] is HF [7][5]
+        size_t qkvw = Vp * C + T * C + 2 * L * C;
+        memcpy(&v, p + 4 * (qkvw + 1 * 3 * C * C + 5 * C + 7), 4);
+        CHECK(v == formula("h.1.attn.c_attn.weight", 7 * 3 * C + 5), "llm.c qkvw[1][5][7] = %g", (double)v);
+        // lnfb is last
+        memcpy(&v, f.data + f.size - 4, 4);
+        CHECK(v == formula("ln_f.bias", C - 1), "llm.c lnfb[last] = %g", (double)v);
+    }
+    // What the loader says about it today (modelbin.c will load it).
+    Model m;
+    rc = model_load(&m, path, &err);
+    CHECK(rc != 0 ? strstr(err.msg, "llm.c") != NULL : 1, "llm.c message: %s", err.msg);
+    model_free(&m);
+    file_unmap(&f);
+}
+
+// ---------------------------------------------------------------------------
+// Broken checkpoints, made from tiny in a temp dir
+
+static char tmpdir[64];
+static unsigned char *tiny_bytes;
+static size_t tiny_size;
+static char *tiny_config;
+
+static int write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : -1;
+}
+
+// Writes tmpdir/NAME/{config.json, model.safetensors} with the header
+// replaced by `header` (NULL: keep it) and the file cut at `cut` bytes (0: whole).
+static const char *make_case(const char *name, const char *header, size_t cut, const char *config) {
+    static char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    mkdir(dir, 0777);
+    uint64_t old_len;
+    memcpy(&old_len, tiny_bytes, 8);
+    const unsigned char *data = tiny_bytes + 8 + old_len;
+    size_t data_size = tiny_size - 8 - (size_t)old_len;
+    size_t hlen = header ? strlen(header) : (size_t)old_len;
+    size_t total = 8 + hlen + data_size;
+    unsigned char *buf = malloc(total);
+    uint64_t h64 = hlen;
+    memcpy(buf, &h64, 8);
+    memcpy(buf + 8, header ? (const void *)header : (const void *)(tiny_bytes + 8), hlen);
+    memcpy(buf + 8 + hlen, data, data_size);
+    write_file(path_in(dir, "model.safetensors"), buf, cut ? cut : total);
+    free(buf);
+    if (config) write_file(path_in(dir, "config.json"), config, strlen(config));
+    return dir;
+}
+
+typedef void (*Edit)(cJSON *hdr);
+
+// tiny's header, parsed, edited, printed back.
+static char *edited_header(Edit edit) {
+    uint64_t len;
+    memcpy(&len, tiny_bytes, 8);
+    cJSON *h = cJSON_ParseWithLength((const char *)tiny_bytes + 8, (size_t)len);
+    edit(h);
+    char *s = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    return s;
+}
+
+static void set_offsets(cJSON *h, const char *key, double b, double e) {
+    cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, key), "data_offsets");
+    cJSON_ReplaceItemInArray(o, 0, cJSON_CreateNumber(b));
+    cJSON_ReplaceItemInArray(o, 1, cJSON_CreateNumber(e));
+}
+static void edit_offset_past_end(cJSON *h) { set_offsets(h, "ln_f.bias", 13300000, 13300256); }
+static void edit_offset_short(cJSON *h) {
+    cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "h.1.ln_2.bias"), "data_offsets");
+    double b = cJSON_GetArrayItem(o, 0)->valuedouble;
+    set_offsets(h, "h.1.ln_2.bias", b, b + 252);
+}
+static void edit_missing(cJSON *h) { cJSON_DeleteItemFromObject(h, "h.1.mlp.c_fc.bias"); }
+static void edit_dtype(cJSON *h) {
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(h, "h.0.attn.c_attn.bias"), "dtype", cJSON_CreateString("I32"));
+}
+static void edit_shape(cJSON *h) {
+    cJSON *s = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "h.1.mlp.c_fc.weight"), "shape");
+    cJSON_ReplaceItemInArray(s, 1, cJSON_CreateNumber(255));
+}
+static void edit_unknown(cJSON *h) {
+    cJSON *e = cJSON_Duplicate(cJSON_GetObjectItem(h, "ln_f.bias"), 1);
+    cJSON_AddItemToObject(h, "h.0.attn.rotary", e);
+}
+static void edit_extra_layer(cJSON *h) {
+    cJSON *e = cJSON_Duplicate(cJSON_GetObjectItem(h, "h.1.ln_1.bias"), 1);
+    cJSON_AddItemToObject(h, "h.2.ln_1.bias", e);
+}
+static void edit_duplicate(cJSON *h) {
+    cJSON *e = cJSON_Duplicate(cJSON_GetObjectItem(h, "wpe.weight"), 1);
+    cJSON_AddItemToObject(h, "transformer.wpe.weight", e);
+}
+static void edit_lm_head_bad(cJSON *h) {
+    cJSON *e = cJSON_Duplicate(cJSON_GetObjectItem(h, "wpe.weight"), 1);
+    cJSON_AddItemToObject(h, "lm_head.weight", e);
+}
+static void edit_lm_head_ok(cJSON *h) {
+    cJSON *e = cJSON_Duplicate(cJSON_GetObjectItem(h, "wte.weight"), 1);
+    cJSON_AddItemToObject(h, "lm_head.weight", e);
+    cJSON *m = cJSON_Duplicate(cJSON_GetObjectItem(h, "h.0.ln_1.weight"), 1);
+    cJSON_AddItemToObject(h, "h.0.attn.masked_bias", m);  // ignored buffer
+}
+
+static void expect_fail(const char *dir, const char *load_path, const char *needle1, const char *needle2,
+                        const char *what) {
+    Model m;
+    GptError err = {""};
+    int rc = model_load(&m, load_path ? load_path : dir, &err);
+    CHECK(rc != 0, "%s: model_load succeeded, expected an error", what);
+    CHECK(strstr(err.msg, needle1) && (!needle2 || strstr(err.msg, needle2)),
+          "%s: message \"%s\" lacks \"%s\"%s%s", what, err.msg, needle1, needle2 ? " / " : "",
+          needle2 ? needle2 : "");
+    CHECK(m.weights.layers == NULL && m.owned == NULL && m.map.data == NULL, "%s: failed load left resources", what);
+    CHECK(strchr(err.msg, '\n') == NULL, "%s: message has a newline", what);
+    if (getenv("VERBOSE")) printf("  %-26s %s\n", what, err.msg);
+    model_free(&m);
+}
+
+static const char *with_config(const char *needle, const char *replacement) {
+    // tiny's config.json with one line replaced
+    static char buf[4096];
+    const char *at = strstr(tiny_config, needle);
+    if (!at) return tiny_config;
+    size_t pre = (size_t)(at - tiny_config);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)pre, tiny_config, replacement, at + strlen(needle));
+    return buf;
+}
+
+static void test_errors(void) {
+    GptError err = {""};
+    size_t cfg_len;
+    const char *tiny_st = path_in(ckpt_dir, "tiny/model.safetensors");
+    MappedFile f;
+    if (file_map(tiny_st, &f, &err) != 0 ||
+        file_read_all(path_in(ckpt_dir, "tiny/config.json"), &tiny_config, &cfg_len, &err) != 0) {
+        CHECK(0, "cannot read tiny: %s", err.msg);
+        return;
+    }
+    tiny_size = f.size;
+    tiny_bytes = malloc(f.size);
+    memcpy(tiny_bytes, f.data, f.size);
+    file_unmap(&f);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_model_load.XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        CHECK(0, "mkdtemp failed");
+        return;
+    }
+    const char *d;
+    char *h;
+
+    // The unedited copy loads (the harness itself is right).
+    d = make_case("ok", NULL, 0, tiny_config);
+    Model m;
+    int rc = model_load(&m, d, &err);
+    CHECK(rc == 0, "copy of tiny: %s", err.msg);
+    model_free(&m);
+
+    d = make_case("truncated", NULL, tiny_size - 1000, tiny_config);
+    expect_fail(d, NULL, "outside the data region", "is the file truncated?", "truncated file");
+    d = make_case("truncated-header", NULL, 100, tiny_config);
+    expect_fail(d, NULL, "header length", "model.safetensors", "file cut inside the header");
+    d = make_case("tiny-file", NULL, 5, tiny_config);
+    expect_fail(d, NULL, "too short", NULL, "5-byte file");
+
+    h = edited_header(edit_offset_past_end);
+    d = make_case("offset-past-end", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor ln_f.bias has data_offsets [13300000,13300256] outside", NULL, "offset past end");
+    free(h);
+    h = edited_header(edit_offset_short);
+    d = make_case("offset-mismatch", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.1.ln_2.bias has 252 bytes of data", "needs 256", "end-begin mismatch");
+    free(h);
+    h = edited_header(edit_missing);
+    d = make_case("missing", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.1.mlp.c_fc.bias is missing", NULL, "missing tensor");
+    free(h);
+    h = edited_header(edit_dtype);
+    d = make_case("dtype", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.0.attn.c_attn.bias has dtype I32", NULL, "wrong dtype");
+    free(h);
+    h = edited_header(edit_shape);
+    d = make_case("shape", h, 0, tiny_config);
+    expect_fail(d, NULL, "model.safetensors: tensor h.1.mlp.c_fc.weight has shape [64,255], config implies [64,256]",
+                NULL, "wrong shape");
+    free(h);
+    h = edited_header(edit_unknown);
+    d = make_case("unknown", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.0.attn.rotary is not a GPT-2 weight", NULL, "unknown tensor");
+    free(h);
+    h = edited_header(edit_extra_layer);
+    d = make_case("extra-layer", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.2.ln_1.bias is in layer 2, but config n_layer is 2", NULL, "extra layer");
+    free(h);
+    h = edited_header(edit_duplicate);
+    d = make_case("duplicate", h, 0, tiny_config);
+    expect_fail(d, NULL, "wpe.weight appears twice", NULL, "duplicate tensor");
+    free(h);
+    h = edited_header(edit_lm_head_bad);
+    d = make_case("lm-head-bad", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head");
+    free(h);
+    h = edited_header(edit_lm_head_ok);
+    d = make_case("lm-head-ok", h, 0, tiny_config);
+    rc = model_load(&m, d, &err);
+    CHECK(rc == 0, "tied lm_head.weight and masked_bias should be accepted: %s", err.msg);
+    if (rc == 0) CHECK(m.n_params == gpt2_params(2, 64, 128, 50257), "lm_head counted: %zu", m.n_params);
+    model_free(&m);
+    free(h);
+
+    // header length larger than the file
+    d = make_case("hlen-huge", NULL, 0, tiny_config);
+    {
+        unsigned char *b = malloc(tiny_size);
+        memcpy(b, tiny_bytes, tiny_size);
+        uint64_t big = tiny_size + 10;
+        memcpy(b, &big, 8);
+        write_file(path_in(d, "model.safetensors"), b, tiny_size);
+        free(b);
+    }
+    expect_fail(d, NULL, "header length", "runs past the end of the file", "header length > file");
+
+    d = make_case("bad-json", "{\"wte.weight\":{\"dtype\":\"F32\",", 0, tiny_config);
+    expect_fail(d, NULL, "not valid JSON", "model.safetensors", "malformed JSON header");
+    d = make_case("not-object", "{}", 0, tiny_config);
+    expect_fail(d, NULL, "tensor wte.weight is missing", NULL, "empty header");
+
+    // config.json problems
+    d = make_case("no-config", NULL, 0, NULL);
+    expect_fail(d, NULL, "config.json", NULL, "missing config.json (dir)");
+    expect_fail(d, path_in(d, "model.safetensors"), "no config.json beside it", NULL, "missing config.json (file)");
+    struct {
+        const char *name, *from, *to, *needle;
+    } cfg[] = {
+        {"cfg-heads", "\"n_head\": 4", "\"n_head\": 5", "n_embd 64 is not a multiple of n_head 5"},
+        {"cfg-zero", "\"n_layer\": 2", "\"n_layer\": 0", "n_layer 0"},
+        {"cfg-neg", "\"vocab_size\": 50257", "\"vocab_size\": -3", "vocab_size -3"},
+        {"cfg-float", "\"n_embd\": 64", "\"n_embd\": 64.5", "n_embd must be an integer"},
+        {"cfg-missing", "\"n_embd\": 64,", "", "n_embd is missing"},
+        {"cfg-act", "\"gelu_new\"", "\"relu\"", "activation_function relu is not supported"},
+        {"cfg-eps", "1e-05", "-1", "layer_norm_epsilon"},
+        {"cfg-type", "\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"", "model_type llama"},
+        {"cfg-json", "{", "[", "config.json: not a JSON object"},
+        {"cfg-layers", "\"n_layer\": 2", "\"n_layer\": 3", "tensor h.2.ln_1.weight is missing"},
+        {"cfg-ctx", "\"n_positions\": 128", "\"n_positions\": 127", "tensor wpe.weight has shape [128,64], config implies [127,64]"},
+    };
+    for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        d = make_case(cfg[k].name, NULL, 0, with_config(cfg[k].from, cfg[k].to));
+        expect_fail(d, NULL, cfg[k].needle, NULL, cfg[k].name);
+    }
+    // gelu_pytorch_tanh is the same function; n_positions may fall back to n_ctx
+    d = make_case("cfg-tanh", NULL, 0, with_config("\"gelu_new\"", "\"gelu_pytorch_tanh\""));
+    rc = model_load(&m, d, &err);
+    CHECK(rc == 0, "gelu_pytorch_tanh: %s", err.msg);
+    model_free(&m);
+    d = make_case("cfg-nctx", NULL, 0, with_config("\"n_positions\": 128,", ""));
+    rc = model_load(&m, d, &err);
+    CHECK(rc == 0 && m.config.n_ctx == 128, "n_ctx fallback: %s", err.msg);
+    model_free(&m);
+
+    // Not a checkpoint at all; a path that does not exist; an empty directory.
+    write_file(path_in(tmpdir, "junk.txt"), "hello, world\n", 13);
+    expect_fail(NULL, path_in(tmpdir, "junk.txt"), "junk.txt: not a GPT-2 checkpoint", NULL, "junk file");
+    expect_fail(NULL, path_in(tmpdir, "nope"), "nope", NULL, "nonexistent path");
+    d = make_case("empty-dir", NULL, 0, NULL);
+    unlink(path_in(d, "model.safetensors"));
+    expect_fail(d, NULL, "not a GPT-2 checkpoint", NULL, "empty dir");
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    CHECK(system(cmd) == 0, "cannot remove %s", tmpdir);
+    free(tiny_bytes);
+    free(tiny_config);
+}
+
+static void test_config_validate(void) {
+    GptError err = {""};
+    GPT2Config ok = {12, 12, 768, 1024, 50257, 1e-5f};
+    CHECK(gpt2_config_validate(&ok, "x", &err) == 0, "valid config rejected: %s", err.msg);
+    GPT2Config c = ok;
+    c.n_head = 7;
+    CHECK(gpt2_config_validate(&c, "cfg", &err) != 0 && strstr(err.msg, "cfg: n_embd 768 is not a multiple of n_head 7"),
+          "%s", err.msg);
+    c = ok;
+    c.n_ctx = 0;
+    CHECK(gpt2_config_validate(&c, "cfg", &err) != 0 && strstr(err.msg, "n_positions 0"), "%s", err.msg);
+    c = ok;
+    c.ln_eps = NAN;
+    CHECK(gpt2_config_validate(&c, "cfg", &err) != 0 && strstr(err.msg, "layer_norm_epsilon"), "%s", err.msg);
+    c = ok;
+    c.vocab_size = 1 << 30;
+    CHECK(gpt2_config_validate(&c, "cfg", &err) != 0 && strstr(err.msg, "vocab_size"), "%s", err.msg);
+    c = ok;
+    c.n_layer = -1;
+    CHECK(gpt2_config_validate(&c, "cfg", &err) != 0 && strstr(err.msg, "n_layer -1"), "%s", err.msg);
+}
+
+int main(void) {
+    ckpt_dir = getenv("CKPT_DIR");
+    if (!ckpt_dir || !*ckpt_dir) ckpt_dir = "build/ckpt";
+    test_config_validate();
+    test_tiny();
+    test_half("tiny-f16", AS_F16);
+    test_half("tiny-bf16", AS_BF16);
+    test_llmc_fixture();
+    test_errors();
+    test_124m();
+    return check_exit("test_model_load");
+}
