@@ -31,6 +31,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tokenizer.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model.c reads little-endian safetensors data in place: port the loads first"
 #endif
@@ -608,7 +610,6 @@ void model_free(Model *m) {
     free(m->weights.layers);
     free(m->owned);
     file_unmap(&m->map);
-    // the tokenizer, when a model.bin carries one, is modelbin.c's to free
-    // through its own hook; safetensors never sets it.
+    tokenizer_free(m->tokenizer);  // set only by a model.bin that carries one
     memset(m, 0, sizeof *m);
 }
