@@ -546,10 +546,24 @@ static void test_config_validate(void) {
     CHECK(gpt2_config_validate(&c, "cfg", &err) != 0 && strstr(err.msg, "n_layer -1"), "%s", err.msg);
 }
 
+static void test_sniff(void) {
+    unsigned char st[16] = {6, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' '};
+    CHECK(model_sniff(st, 14, 14) == MODEL_KIND_SAFETENSORS, "safetensors not recognised");
+    CHECK(model_sniff(st, 8, 14) == MODEL_KIND_UNKNOWN, "8 bytes cannot be judged");
+    unsigned char huge[9] = {0, 0, 0, 0, 0, 0, 0, 0x40, '{'};  // a 2^62-byte header
+    CHECK(model_sniff(huge, 9, 1 << 20) == MODEL_KIND_UNKNOWN, "absurd header length accepted");
+    unsigned char llmc[4] = {0xC6, 0xD7, 0x34, 0x01};  // 20240326 little-endian
+    CHECK(model_sniff(llmc, 4, 4096) == MODEL_KIND_LLMC, "llm.c magic not recognised");
+    CHECK(model_sniff(llmc, 4, 100) == MODEL_KIND_UNKNOWN, "llm.c file shorter than its header accepted");
+    CHECK(model_sniff((const unsigned char *)"hello, world", 12, 12) == MODEL_KIND_UNKNOWN, "text accepted");
+    CHECK(model_sniff(NULL, 0, 0) == MODEL_KIND_UNKNOWN, "empty input");
+}
+
 int main(void) {
     ckpt_dir = getenv("CKPT_DIR");
     if (!ckpt_dir || !*ckpt_dir) ckpt_dir = "build/ckpt";
     test_config_validate();
+    test_sniff();
     test_tiny();
     test_half("tiny-f16", AS_F16);
     test_half("tiny-bf16", AS_BF16);
