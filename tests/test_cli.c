@@ -1,0 +1,433 @@
+/*
+ * test_cli.c - end-to-end tests of the gpt command: exit codes, stdout,
+ * stderr, and generation through the whole program against the Hugging Face
+ * references (tests/fixtures/public_refs.json).
+ *
+ * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR. stdin,
+ * stdout and stderr go through temporary files, so no pipe can deadlock.
+ */
+#include <cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fileio.h"
+
+typedef struct {
+    int rc;       // exit code, or 128 + signal
+    char *out;    // stdout, NUL-terminated
+    size_t out_len;
+    char *err;    // stderr
+} Result;
+
+static const char *gpt_bin(void) {
+    const char *g = getenv("GPT");
+    return g && *g ? g : "build/gpt";
+}
+
+static const char *ckpt_dir(void) {
+    const char *d = getenv("CKPT_DIR");
+    return d && *d ? d : "build/ckpt";
+}
+
+static char tmpdir[256];
+
+static void result_free(Result *r) {
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+// Runs gpt with the NULL-terminated arguments and `input` on stdin (NULL:
+// empty stdin).
+static Result run_input(const char *input, size_t input_len, const char *const *args) {
+    Result r = {0};
+    char in_path[300], out_path[300], err_path[300];
+    snprintf(in_path, sizeof in_path, "%s/stdin", tmpdir);
+    snprintf(out_path, sizeof out_path, "%s/stdout", tmpdir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", tmpdir);
+    FILE *f = fopen(in_path, "wb");
+    if (input) fwrite(input, 1, input_len, f);
+    fclose(f);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = gpt_bin();
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fi = open(in_path, O_RDONLY), fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fi, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    size_t len;
+    file_read_all(out_path, &r.out, &r.out_len, NULL);
+    file_read_all(err_path, &r.err, &len, NULL);
+    if (!r.out) r.out = calloc(1, 1);
+    if (!r.err) r.err = calloc(1, 1);
+    return r;
+}
+
+#define RUN(...) run_input(NULL, 0, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_IN(text, ...) run_input(text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
+
+static int one_line(const char *s) {
+    size_t n = strlen(s);
+    return n > 0 && s[n - 1] == '\n' && memchr(s, '\n', n - 1) == NULL;
+}
+
+static char *path_of(const char *name) {
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", ckpt_dir(), name);
+    return buf[k];
+}
+
+// ---------------------------------------------------------------------------
+
+static void test_usage(void) {
+    Result r = RUN("--help");
+    CHECK(r.rc == 0 && strstr(r.out, "usage: gpt") && strstr(r.out, "exit codes"), "--help: rc %d", r.rc);
+    result_free(&r);
+    r = RUN("--version");
+    CHECK(r.rc == 0 && strncmp(r.out, "gpt ", 4) == 0, "--version: rc %d out %s", r.rc, r.out);
+    result_free(&r);
+
+    struct {
+        const char *args[4];
+        const char *message;
+    } bad[] = {
+        {{"--frobnicate"}, "unknown option '--frobnicate'"},
+        {{"-n", "-5"}, "-n -5: must be an integer >= 0"},
+        {{"-n", "ten"}, "-n ten"},
+        {{"--top-p", "1.5"}, "--top-p 1.5: must be in (0, 1]"},
+        {{"--top-p", "0"}, "--top-p 0: must be in (0, 1]"},
+        {{"--temp", "-1"}, "--temp -1: must be >= 0"},
+        {{"--temp", "nan"}, "--temp nan: not a number"},
+        {{"--top-k", "-2"}, "--top-k -2"},
+        {{"--min-p", "1.5"}, "--min-p 1.5: must be in [0, 1]"},
+        {{"--repeat-penalty", "0"}, "--repeat-penalty 0: must be > 0"},
+        {{"-t", "0"}, "-t 0: must be an integer in [1, 1024]"},
+        {{"-s", "-1"}, "-s -1"},
+        {{"--max-tokens"}, "--max-tokens needs a value"},
+        {{"--echo=yes"}, "--echo takes no value"},
+        {{"--tokenize", "--detokenize"}, "exclude each other"},
+        {{"stray"}, "unexpected argument 'stray'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *args[8] = {"-m", path_of("tiny"), "-p", "x"};
+        int n = 4;
+        for (int j = 0; bad[i].args[j]; j++) args[n++] = bad[i].args[j];
+        args[n] = NULL;
+        r = run_input(NULL, 0, args);
+        CHECK(r.rc == 2 && strstr(r.err, bad[i].message) && one_line(r.err) && r.out_len == 0,
+              "%s: rc %d, stderr '%s', want exit 2 and '%s'", bad[i].args[0], r.rc, r.err, bad[i].message);
+        result_free(&r);
+    }
+    // --flag=value is the same as --flag value
+    r = RUN("-m", path_of("tiny"), "-p", "x", "--top-p=2");
+    CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
+    result_free(&r);
+}
+
+static void test_model_errors(void) {
+    Result r = RUN("-m", "/nonexistent/model.bin", "-p", "x");
+    CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/model.bin") && one_line(r.err) && r.out_len == 0,
+          "missing model: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+
+    // A truncated copy of the tiny checkpoint.
+    char src[1024], dst[1024];
+    snprintf(src, sizeof src, "%s/tiny/model.safetensors", ckpt_dir());
+    snprintf(dst, sizeof dst, "%s/truncated", tmpdir);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && head -c 100000 %s > %s/model.safetensors && cp %s/tiny/config.json %s/",
+             dst, src, dst, ckpt_dir(), dst);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    r = RUN("-m", dst, "-p", "x");
+    CHECK(r.rc == 1 && strstr(r.err, "model.safetensors") && one_line(r.err),
+          "truncated model: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    // A file that is no checkpoint at all.
+    snprintf(dst, sizeof dst, "%s/stdin", tmpdir);
+    r = RUN("-m", "tests/fixtures/prompts.json", "-p", "x");
+    CHECK(r.rc == 1 && strstr(r.err, "tests/fixtures/prompts.json") && one_line(r.err),
+          "not a model: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+}
+
+static cJSON *parse_json_output(const Result *r) {
+    cJSON *j = cJSON_Parse(r->out);
+    CHECK(j != NULL, "stdout is not JSON: '%.200s'", r->out);
+    return j;
+}
+
+static int ids_equal(const cJSON *a, const cJSON *b) {
+    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return 0;
+    for (int i = 0; i < cJSON_GetArraySize(a); i++)
+        if (cJSON_GetArrayItem(a, i)->valueint != cJSON_GetArrayItem(b, i)->valueint) return 0;
+    return 1;
+}
+
+// Greedy generation through the whole program equals transformers' 40 ids.
+static void test_greedy_reference(const cJSON *refs, const char *name, int n_prompts) {
+    const cJSON *cases = cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), name);
+    for (int i = 0; i < n_prompts && i < cJSON_GetArraySize(cases); i++) {
+        const cJSON *c = cJSON_GetArrayItem(cases, i);
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        Result r = RUN("-m", path_of(name), "-p", text, "-n", "40", "--temp", "0", "--ignore-eos", "--json");
+        cJSON *j = parse_json_output(&r);
+        CHECK(r.rc == 0, "%s prompt %d: rc %d, %s", name, i, r.rc, r.err);
+        if (j) {
+            CHECK(ids_equal(cJSON_GetObjectItem(j, "prompt_tokens"), cJSON_GetObjectItem(c, "ids")),
+                  "%s prompt %d: prompt tokens differ", name, i);
+            CHECK(ids_equal(cJSON_GetObjectItem(j, "tokens"), cJSON_GetObjectItem(c, "greedy_ids")),
+                  "%s prompt %d: greedy tokens differ from transformers'", name, i);
+            const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason");
+            CHECK(stop && !strcmp(stop->valuestring, "length"), "%s prompt %d: stop_reason", name, i);
+        }
+        cJSON_Delete(j);
+        result_free(&r);
+        // The streamed text is transformers' decoded text.
+        r = RUN("-m", path_of(name), "-p", text, "-n", "40", "--temp", "0", "--ignore-eos");
+        const char *want = cJSON_GetObjectItem(c, "greedy_text")->valuestring;
+        CHECK(r.rc == 0 && strcmp(r.out, want) == 0, "%s prompt %d: streamed '%s', want '%s'", name, i,
+              r.out, want);
+        result_free(&r);
+    }
+}
+
+static void test_generation(void) {
+    const char *tiny = path_of("tiny");
+    // stdin is the prompt when -p is absent
+    Result a = RUN("-m", tiny, "-p", "Hello, my name is", "-n", "12", "--temp", "0");
+    Result b = RUN_IN("Hello, my name is", "-m", tiny, "-n", "12", "--temp", "0");
+    CHECK(a.rc == 0 && b.rc == 0 && strcmp(a.out, b.out) == 0, "stdin prompt differs from -p");
+    // --echo prints the prompt first
+    Result e = RUN("-m", tiny, "-p", "Hello, my name is", "-n", "12", "--temp", "0", "--echo");
+    CHECK(e.rc == 0 && strncmp(e.out, "Hello, my name is", 17) == 0 && strcmp(e.out + 17, a.out) == 0,
+          "--echo: '%s'", e.out);
+    result_free(&a);
+    result_free(&b);
+    result_free(&e);
+
+    // A seed makes sampling reproducible, whatever the thread count.
+    Result s1 = RUN("-m", tiny, "-p", "Once upon a time", "-n", "30", "-s", "42", "-t", "1", "--ignore-eos");
+    Result s2 = RUN("-m", tiny, "-p", "Once upon a time", "-n", "30", "-s", "42", "-t", "2", "--ignore-eos");
+    Result s3 = RUN("-m", tiny, "-p", "Once upon a time", "-n", "30", "-s", "43", "-t", "1", "--ignore-eos");
+    CHECK(s1.rc == 0 && strcmp(s1.out, s2.out) == 0, "same seed, 1 vs 2 threads: '%s' vs '%s'", s1.out, s2.out);
+    CHECK(strcmp(s1.out, s3.out) != 0, "seeds 42 and 43 gave the same 30 tokens");
+    result_free(&s1);
+    result_free(&s2);
+    result_free(&s3);
+
+    // Without -s the seed is random and --stats shows it; rerunning with it
+    // reproduces the text.
+    Result r1 = RUN("-m", tiny, "-p", "The", "-n", "20", "--stats", "--ignore-eos");
+    const char *seed_line = strstr(r1.err, "seed:");
+    CHECK(r1.rc == 0 && seed_line, "--stats shows no seed: %s", r1.err);
+    if (seed_line) {
+        char seed[32] = {0};
+        sscanf(seed_line, "seed: %31s", seed);
+        Result r2 = RUN("-m", tiny, "-p", "The", "-n", "20", "-s", seed, "--ignore-eos");
+        CHECK(r2.rc == 0 && strcmp(r1.out, r2.out) == 0, "seed %s does not reproduce the run", seed);
+        result_free(&r2);
+    }
+    result_free(&r1);
+
+    // An empty prompt starts from <|endoftext|>.
+    Result z = RUN("-m", tiny, "-p", "", "-n", "3", "--json", "--temp", "0");
+    cJSON *j = parse_json_output(&z);
+    if (j) {
+        cJSON *p = cJSON_GetObjectItem(j, "prompt_tokens");
+        CHECK(cJSON_GetArraySize(p) == 1 && cJSON_GetArrayItem(p, 0)->valueint == 50256,
+              "empty prompt: prompt_tokens should be [50256]");
+    }
+    cJSON_Delete(j);
+    result_free(&z);
+
+    // -n 0 generates nothing and succeeds.
+    Result n0 = RUN("-m", tiny, "-p", "Hi", "-n", "0");
+    CHECK(n0.rc == 0 && n0.out_len == 0, "-n 0: rc %d, out '%s'", n0.rc, n0.out);
+    result_free(&n0);
+}
+
+static void test_context_limits(void) {
+    const char *tiny = path_of("tiny");  // 128 positions
+    char prompt[2048] = "";
+    for (int i = 0; i < 200; i++) strcat(prompt, " a");  // 200 tokens
+    Result r = RUN("-m", tiny, "-p", prompt, "-n", "5");
+    CHECK(r.rc == 1 && strstr(r.err, "200 tokens") && strstr(r.err, "128") && one_line(r.err),
+          "too long a prompt: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    // 120 prompt tokens leave 8 positions: generation stops at the context.
+    prompt[0] = '\0';
+    for (int i = 0; i < 120; i++) strcat(prompt, " a");
+    r = RUN("-m", tiny, "-p", prompt, "-n", "50", "--json", "--ignore-eos", "--temp", "0");
+    cJSON *j = parse_json_output(&r);
+    if (j) {
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "prompt_tokens")) == 120, "120 prompt tokens");
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")) == 8, "%d tokens generated, want 8",
+              cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")));
+        CHECK(!strcmp(cJSON_GetObjectItem(j, "stop_reason")->valuestring, "context"), "stop_reason");
+        cJSON *s = cJSON_GetObjectItem(j, "stats");
+        CHECK(cJSON_GetObjectItem(s, "seq_tokens")->valueint == 127,
+              "the last token is not fed back: seq_tokens %d, want 127", cJSON_GetObjectItem(s, "seq_tokens")->valueint);
+    }
+    CHECK(r.rc == 0 && strstr(r.err, "end of the context"), "context stop: rc %d, '%s'", r.rc, r.err);
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+static void test_stats(void) {
+    // 124M: 2 x 12 x 12 x 64 x 4 = 73728 B per token; 72 MiB at 1024 tokens.
+    Result r = RUN("-m", path_of("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
+                   "--ignore-eos", "--stats", "--json");
+    CHECK(r.rc == 0, "124M --stats: rc %d %s", r.rc, r.err);
+    CHECK(strstr(r.err, "2 x 12 layers x 12 heads x 64 dims x 4 bytes = 73728 B/token") != NULL,
+          "--stats lacks the per-token factors: %s", r.err);
+    CHECK(strstr(r.err, "72.00 MiB") != NULL, "--stats lacks the full-context 72.00 MiB");
+    cJSON *j = parse_json_output(&r);
+    cJSON *s = j ? cJSON_GetObjectItem(j, "stats") : NULL;
+    const char *keys[] = {"kv_bytes_per_token", "kv_bytes_sequence", "seq_tokens", "kv_bytes_full_context",
+                          "kv_bytes_allocated", "prefill_tokens", "prefill_tok_s", "decode_tokens",
+                          "decode_tok_s", "peak_rss_bytes", "seed"};
+    for (size_t i = 0; s && i < sizeof keys / sizeof *keys; i++)
+        CHECK(cJSON_GetObjectItem(s, keys[i]) != NULL, "stats lacks %s", keys[i]);
+    if (s) {
+        double per = cJSON_GetObjectItem(s, "kv_bytes_per_token")->valuedouble;
+        double seq = cJSON_GetObjectItem(s, "seq_tokens")->valuedouble;
+        CHECK(per == 73728, "kv_bytes_per_token %g", per);
+        // 5 prompt tokens + 8 new, the last not fed back: 12 positions held.
+        CHECK(seq == 12, "seq_tokens %g, want 12", seq);
+        CHECK(cJSON_GetObjectItem(s, "kv_bytes_sequence")->valuedouble == 12 * 73728, "kv_bytes_sequence");
+        CHECK(cJSON_GetObjectItem(s, "kv_bytes_full_context")->valuedouble == 75497472, "kv_bytes_full_context");
+        CHECK(cJSON_GetObjectItem(s, "kv_bytes_allocated")->valuedouble == 13 * 73728,
+              "allocated for prompt + new tokens (13 positions): %g",
+              cJSON_GetObjectItem(s, "kv_bytes_allocated")->valuedouble);
+        CHECK(cJSON_GetObjectItem(s, "prefill_tokens")->valuedouble == 5, "prefill_tokens");
+        CHECK(cJSON_GetObjectItem(s, "decode_tokens")->valuedouble == 7, "decode_tokens");
+        CHECK(cJSON_GetObjectItem(s, "peak_rss_bytes")->valuedouble > 4e8, "peak_rss_bytes");
+    }
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+static void test_score(const cJSON *refs) {
+    const char *names[] = {"tiny", "gpt2-124M-shaped"};
+    for (int m = 0; m < 2; m++) {
+        const cJSON *cases = cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), names[m]);
+        for (int i = 0; i < 3; i++) {
+            const cJSON *c = cJSON_GetArrayItem(cases, i);
+            Result r = RUN("-m", path_of(names[m]), "-p", cJSON_GetObjectItem(c, "text")->valuestring,
+                           "--score", "--json");
+            cJSON *j = parse_json_output(&r);
+            if (j) {
+                const cJSON *want = cJSON_GetObjectItem(c, "prompt_token_logprobs");
+                const cJSON *got = cJSON_GetObjectItem(j, "logprobs");
+                CHECK(cJSON_GetArraySize(got) == cJSON_GetArraySize(want), "%s %d: %d logprobs, want %d",
+                      names[m], i, cJSON_GetArraySize(got), cJSON_GetArraySize(want));
+                double worst = 0;
+                for (int k = 0; k < cJSON_GetArraySize(want) && k < cJSON_GetArraySize(got); k++) {
+                    double d = fabs(cJSON_GetArrayItem(got, k)->valuedouble - cJSON_GetArrayItem(want, k)->valuedouble);
+                    if (d > worst) worst = d;
+                }
+                CHECK(worst < 1e-3, "%s %d: a log-prob is off by %g", names[m], i, worst);
+                double sum = cJSON_GetObjectItem(j, "sum")->valuedouble;
+                double want_sum = cJSON_GetObjectItem(c, "prompt_logprob_sum")->valuedouble;
+                CHECK(fabs(sum - want_sum) < 1e-2, "%s %d: sum %f, want %f", names[m], i, sum, want_sum);
+                double ppl = cJSON_GetObjectItem(j, "perplexity")->valuedouble;
+                int n = cJSON_GetArraySize(want);
+                CHECK(fabs(ppl - exp(-want_sum / n)) < 1e-3 * ppl, "%s %d: perplexity %f", names[m], i, ppl);
+            }
+            cJSON_Delete(j);
+            result_free(&r);
+        }
+    }
+    Result r = RUN("-m", path_of("tiny"), "-p", "Hello world", "--score");
+    CHECK(r.rc == 0 && strstr(r.out, "perplexity") && one_line(r.out), "--score summary: '%s'", r.out);
+    result_free(&r);
+}
+
+static void test_tokenize_cli(const cJSON *refs) {
+    const cJSON *c;
+    int i = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "tokenizer")) {
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        for (int special = 0; special < 2; special++) {
+            Result r = special ? RUN_IN(text, "--tokenize", "--special") : RUN_IN(text, "--tokenize");
+            const cJSON *ids = cJSON_GetObjectItem(c, special ? "ids_special" : "ids_text");
+            char want[8192] = "";
+            size_t len = 0;
+            const cJSON *id;
+            cJSON_ArrayForEach(id, ids)
+                len += (size_t)snprintf(want + len, sizeof want - len, len ? " %d" : "%d", id->valueint);
+            snprintf(want + len, sizeof want - len, "\n");
+            CHECK(r.rc == 0 && strcmp(r.out, want) == 0, "--tokenize%s case %d: '%s', want '%s'",
+                  special ? " --special" : "", i, r.out, want);
+            // and back
+            Result d = RUN_IN(r.out, "--detokenize");
+            CHECK(d.rc == 0 && d.out_len == strlen(text) && memcmp(d.out, text, d.out_len) == 0,
+                  "--detokenize case %d: '%s'", i, d.out);
+            result_free(&d);
+            result_free(&r);
+        }
+        i++;
+    }
+    Result r = RUN_IN("15496 abc", "--detokenize");
+    CHECK(r.rc != 0 && strstr(r.err, "'abc'") && one_line(r.err), "--detokenize of a word: rc %d '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("15496 50257", "--detokenize");
+    CHECK(r.rc != 0 && strstr(r.err, "50257") && one_line(r.err), "--detokenize of id 50257: rc %d '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("x", "--tokenize", "--tokenizer", "/nonexistent");
+    CHECK(r.rc != 0 && strstr(r.err, "/nonexistent") && one_line(r.err), "bad --tokenizer: rc %d '%s'", r.rc, r.err);
+    result_free(&r);
+    // the model directory's own tokenizer files are used with -m
+    r = RUN_IN("Hello world", "--tokenize", "-m", path_of("tiny"));
+    CHECK(r.rc == 0 && strcmp(r.out, "15496 995\n") == 0, "--tokenize -m: '%s' %s", r.out, r.err);
+    result_free(&r);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-cli-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char *text = NULL;
+    size_t len;
+    GptError err = {{0}};
+    CHECK(file_read_all("tests/fixtures/public_refs.json", &text, &len, &err) == 0, "%s", err.msg);
+    cJSON *refs = text ? cJSON_Parse(text) : NULL;
+    test_usage();
+    test_model_errors();
+    if (refs) {
+        test_tokenize_cli(refs);
+        test_greedy_reference(refs, "tiny", 10);
+        test_greedy_reference(refs, "gpt2-124M-shaped", 2);
+        test_score(refs);
+    }
+    test_generation();
+    test_context_limits();
+    test_stats();
+    cJSON_Delete(refs);
+    free(text);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_exit("test_cli");
+}
