@@ -58,11 +58,15 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n) {
 }
 
 // An open-addressing table from a key (a token's string or its bytes) to the
-// token's id. Slots hold id + 1 (0 = empty) and 32 bits of hash to skip most
-// key comparisons.
+// token's id. A slot holds id + 1 (0 = empty) and 32 bits of the hash, side
+// by side so a probe touches one cache line, and most non-matching keys are
+// skipped without comparing them.
 typedef struct {
-    uint32_t *ids;
-    uint32_t *hashes;
+    uint32_t id1;
+    uint32_t hash32;
+} IdSlot;
+typedef struct {
+    IdSlot *slots;
     size_t mask;
 } IdTable;
 
@@ -125,25 +129,21 @@ static const unsigned char *tok_bytes(const Tokenizer *t, uint32_t id, size_t *l
 
 static int idtable_init(IdTable *tab, size_t n) {
     size_t cap = pow2_at_least(2 * n);
-    tab->ids = calloc(cap, sizeof *tab->ids);
-    tab->hashes = calloc(cap, sizeof *tab->hashes);
+    tab->slots = calloc(cap, sizeof *tab->slots);
     tab->mask = cap - 1;
-    return tab->ids && tab->hashes ? 0 : -1;
+    return tab->slots ? 0 : -1;
 }
 
-static void idtable_free(IdTable *tab) {
-    free(tab->ids);
-    free(tab->hashes);
-}
+static void idtable_free(IdTable *tab) { free(tab->slots); }
 
 // Returns the id stored under key (hash h), or -1. by_bytes selects the key kind.
 static int32_t idtable_find(const Tokenizer *t, const IdTable *tab, int by_bytes,
                             const unsigned char *key, size_t len, uint64_t h) {
     uint32_t h32 = (uint32_t)(h >> 32);
     for (size_t i = (size_t)h & tab->mask;; i = (i + 1) & tab->mask) {
-        uint32_t v = tab->ids[i];
+        uint32_t v = tab->slots[i].id1;
         if (v == 0) return -1;
-        if (tab->hashes[i] != h32) continue;
+        if (tab->slots[i].hash32 != h32) continue;
         uint32_t id = v - 1;
         if (by_bytes) {
             size_t n;
@@ -162,9 +162,9 @@ static void idtable_add(Tokenizer *t, IdTable *tab, int by_bytes, const unsigned
     uint64_t h = hash_bytes(key, len);
     if (idtable_find(t, tab, by_bytes, key, len, h) >= 0) return;
     size_t i = (size_t)h & tab->mask;
-    while (tab->ids[i] != 0) i = (i + 1) & tab->mask;
-    tab->ids[i] = id + 1;
-    tab->hashes[i] = (uint32_t)(h >> 32);
+    while (tab->slots[i].id1 != 0) i = (i + 1) & tab->mask;
+    tab->slots[i].id1 = id + 1;
+    tab->slots[i].hash32 = (uint32_t)(h >> 32);
 }
 
 static size_t pair_slot(const Tokenizer *t, uint64_t key) {
@@ -413,33 +413,66 @@ static int mergeable(const Tokenizer *t, int32_t id) {
     return t->rank_of[id] != NO_RANK || (n == 1 && t->byte_token[t->byte_arena[t->byte_off[id]]] == id);
 }
 
-// Step 3: the pair table, from every split of every merged token.
+// Step 3: the pair table, from every split of every merged token into two
+// mergeable tokens. Gathered first so the table is sized by what it holds
+// (about 1 in 4 splits qualifies), which keeps it small enough to stay in
+// cache while encoding.
 static int build_pairs(Tokenizer *t, const char *src, GptError *err) {
-    size_t n_pairs = 0;
+    size_t n_splits = 0;
     for (size_t id = 0; id < t->n_vocab; id++)
-        if (t->rank_of[id] != NO_RANK) n_pairs += t->byte_off[id + 1] - t->byte_off[id] - 1;
-    size_t cap = pow2_at_least(2 * n_pairs + 2);
-    t->pairs = malloc(cap * sizeof *t->pairs);
-    if (!t->pairs) return gpt_error(err, "%s: out of memory", src);
-    t->pair_mask = cap - 1;
-    for (size_t i = 0; i < cap; i++) t->pairs[i].key = PAIR_EMPTY;
+        if (t->rank_of[id] != NO_RANK) n_splits += t->byte_off[id + 1] - t->byte_off[id] - 1;
+    PairSlot *found = malloc((n_splits ? n_splits : 1) * sizeof *found);
+    // Most splits are not tokens; a one-bit-per-hash filter that fits in
+    // cache answers most of those without touching the (larger) id table.
+    const unsigned filter_bits = 20;
+    uint64_t *filter = calloc((size_t)1 << (filter_bits - 6), sizeof *filter);
+    if (!found || !filter) {
+        free(found);
+        free(filter);
+        return gpt_error(err, "%s: out of memory", src);
+    }
+    for (size_t id = 0; id < t->n_vocab; id++) {
+        size_t n;
+        const unsigned char *b = tok_bytes(t, (uint32_t)id, &n);
+        uint64_t h = hash_bytes(b, n) >> (64 - filter_bits);
+        filter[h >> 6] |= 1ULL << (h & 63);
+    }
+    size_t n_found = 0;
     for (size_t id = 0; id < t->n_vocab; id++) {
         if (t->rank_of[id] == NO_RANK) continue;
         size_t n;
         const unsigned char *b = tok_bytes(t, (uint32_t)id, &n);
         for (size_t k = 1; k < n; k++) {
-            int32_t l = idtable_find(t, &t->by_bytes, 1, b, k, hash_bytes(b, k));
-            int32_t r = idtable_find(t, &t->by_bytes, 1, b + k, n - k, hash_bytes(b + k, n - k));
-            if (l < 0 || r < 0 || !mergeable(t, l) || !mergeable(t, r)) continue;
-            uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
-            PairSlot *s = &t->pairs[pair_slot(t, key)];
-            if (s->key == PAIR_EMPTY || t->rank_of[id] < s->rank) {
-                s->key = key;
-                s->rank = t->rank_of[id];
-                s->merged = (int32_t)id;
-            }
+            uint64_t hl = hash_bytes(b, k), fl = hl >> (64 - filter_bits);
+            if (!(filter[fl >> 6] >> (fl & 63) & 1)) continue;
+            uint64_t hr = hash_bytes(b + k, n - k), fr = hr >> (64 - filter_bits);
+            if (!(filter[fr >> 6] >> (fr & 63) & 1)) continue;
+            int32_t l = idtable_find(t, &t->by_bytes, 1, b, k, hl);
+            if (l < 0 || !mergeable(t, l)) continue;
+            int32_t r = idtable_find(t, &t->by_bytes, 1, b + k, n - k, hr);
+            if (r < 0 || !mergeable(t, r)) continue;
+            found[n_found].key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
+            found[n_found].rank = t->rank_of[id];
+            found[n_found].merged = (int32_t)id;
+            n_found++;
         }
     }
+    size_t cap = pow2_at_least(2 * n_found + 2);
+    t->pairs = malloc(cap * sizeof *t->pairs);
+    if (!t->pairs) {
+        free(found);
+        return gpt_error(err, "%s: out of memory", src);
+    }
+    t->pair_mask = cap - 1;
+    for (size_t i = 0; i < cap; i++) t->pairs[i].key = PAIR_EMPTY;
+    for (size_t i = 0; i < n_found; i++) {
+        PairSlot *s = &t->pairs[pair_slot(t, found[i].key)];
+        // Two tokens with the same bytes (possible only in odd tables): the
+        // lower rank wins, as the first would in tiktoken's byte-keyed ranks.
+        if (s->key == PAIR_EMPTY || found[i].rank < s->rank) *s = found[i];
+    }
+    free(found);
+    free(filter);
     return 0;
 }
 
