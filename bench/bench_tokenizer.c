@@ -4,6 +4,7 @@
  * are quadratic in naive BPE. Prints numbers only; asserts nothing on time.
  * Run from the repository root (reads models/ and src/).
  *
+ * Encode speed is the best of 5 runs (the machine may be shared).
  * The piece cache makes verbatim repetition optimistic, so both inputs are
  * varied: the prose is generated from a seeded RNG (common words mixed with
  * made-up ones), and each copy of the source has some letters changed.
@@ -141,7 +142,7 @@ static void bench_encode(Tokenizer *t, const char *name, const Buf *b) {
     size_t n;
     GptError err;
     double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 5; rep++) {
         double t0 = now();
         if (tokenizer_encode(t, b->p, b->n, 0, &ids, &n, &err)) {
             fprintf(stderr, "bench_tokenizer: %s\n", err.msg);
@@ -149,7 +150,7 @@ static void bench_encode(Tokenizer *t, const char *name, const Buf *b) {
         }
         double dt = now() - t0;
         if (dt < best) best = dt;
-        if (rep < 2) free(ids);
+        if (rep < 4) free(ids);
     }
     printf("encode %-6s %8.2f MB  %8zu tokens  %7.1f MB/s  (%.2f bytes/token)\n", name,
            (double)b->n / 1e6, n, (double)b->n / 1e6 / best, (double)b->n / (double)n);

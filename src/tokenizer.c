@@ -81,7 +81,7 @@ typedef struct {
 // The piece cache: direct-mapped by hash. Short pieces only; a piece whose
 // encoding does not fit is simply not cached.
 #define CACHE_SLOTS 8192
-#define CACHE_KEY_MAX 23
+#define CACHE_KEY_MAX 22  // with the rest: a 64-byte slot
 #define CACHE_IDS_MAX 8
 typedef struct {
     uint64_t hash;
@@ -769,14 +769,20 @@ typedef struct {
     size_t n, cap;
 } IdVec;
 
-static int idvec_push(IdVec *v, int32_t id) {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int32_t *p = realloc(v->ids, cap * sizeof *p);
-        if (!p) return -1;
-        v->ids = p;
-        v->cap = cap;
-    }
+// Makes room for `more` ids.
+static int idvec_reserve(IdVec *v, size_t more) {
+    if (v->n + more <= v->cap) return 0;
+    size_t cap = v->cap ? v->cap : 64;
+    while (cap < v->n + more) cap *= 2;
+    int32_t *p = realloc(v->ids, cap * sizeof *p);
+    if (!p) return -1;
+    v->ids = p;
+    v->cap = cap;
+    return 0;
+}
+
+static inline int idvec_push(IdVec *v, int32_t id) {
+    if (v->n == v->cap && idvec_reserve(v, 1)) return -1;
     v->ids[v->n++] = id;
     return 0;
 }
@@ -872,24 +878,29 @@ static int bpe_piece(Tokenizer *t, const unsigned char *p, size_t n, IdVec *out)
     return 0;
 }
 
-// One piece of the pre-tokenizer: a whole token if it is one (tiktoken's
-// shortcut), else from the cache, else BPE.
+// One piece of the pre-tokenizer: from the cache, else a whole token if it
+// is one (tiktoken's shortcut), else BPE. The cache comes first and holds
+// single-token pieces too: one probe into it is cheaper than the id table.
 static int encode_piece(Tokenizer *t, const unsigned char *p, size_t n, IdVec *out) {
     if (n == 1) return idvec_push(out, t->byte_token[p[0]]);
     uint64_t h = hash_bytes(p, n);
-    int32_t id = idtable_find(t, &t->by_bytes, 1, p, n, h);
-    if (id >= 0 && mergeable(t, id)) return idvec_push(out, id);
     CacheSlot *slot = NULL;
     if (n <= CACHE_KEY_MAX) {
         slot = &t->cache[(h >> 7) & (CACHE_SLOTS - 1)];
         if (slot->klen == n && slot->hash == h && memcmp(slot->key, p, n) == 0) {
-            for (size_t i = 0; i < slot->nids; i++)
-                if (idvec_push(out, slot->ids[i])) return -1;
+            if (out->n + slot->nids > out->cap && idvec_reserve(out, slot->nids)) return -1;
+            memcpy(out->ids + out->n, slot->ids, slot->nids * sizeof *out->ids);
+            out->n += slot->nids;
             return 0;
         }
     }
     size_t start = out->n;
-    if (bpe_piece(t, p, n, out)) return -1;
+    int32_t id = idtable_find(t, &t->by_bytes, 1, p, n, h);
+    if (id >= 0 && mergeable(t, id)) {
+        if (idvec_push(out, id)) return -1;
+    } else if (bpe_piece(t, p, n, out)) {
+        return -1;
+    }
     size_t got = out->n - start;
     if (slot && got <= CACHE_IDS_MAX) {
         slot->hash = h;
