@@ -4,7 +4,8 @@
  * are quadratic in naive BPE. Prints numbers only; asserts nothing on time.
  * Run from the repository root (reads models/ and src/).
  *
- * Encode speed is the best of 5 runs (the machine may be shared).
+ * Times are this thread's CPU time (the machine may be shared with other
+ * work, which would inflate wall-clock times), encode the best of 5 runs.
  * The piece cache makes verbatim repetition optimistic, so both inputs are
  * varied: the prose is generated from a seeded RNG (common words mixed with
  * made-up ones), and each copy of the source has some letters changed.
@@ -24,7 +25,7 @@
 
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
