@@ -6,10 +6,10 @@
  * that turns the surviving logits into unnormalized weights exp((l - max)/T)
  * in double, then the filters on that candidate list, then one draw.
  * What it does not: it never sorts the whole vocabulary when a filter is on.
- * top-k finds its threshold with a size-k min-heap (O(V log k)); top-p first
- * drops the tokens that provably cannot be in the nucleus, then finds the cut
- * among the rest by quickselect (expected O(n)); min-p is one comparison per
- * candidate. The test keeps a plain full-sort version of all of it.
+ * top-k finds its threshold with a size-k min-heap (O(V log k)); top-p finds
+ * the bucket of a logit histogram where the nucleus ends, then the cut inside
+ * that bucket by quickselect (expected O(n) in all); min-p is one comparison
+ * per candidate. The test keeps a plain full-sort version of all of it.
  *
  * The RNG is xoshiro256** seeded through splitmix64; the same seed gives the
  * same tokens on every machine. The sampler keeps no global state.
@@ -222,13 +222,13 @@ static inline void cand_swap(SamplerCand *a, SamplerCand *b) {
 
 // The nucleus of a[0..m) without sorting it: returns j >= 1 and permutes a so
 // that a[0..j) are the kept tokens and a[j-1] is the last of them in
-// cand_before order. A token is kept while the probability mass before it is
-// < limit (> 0). Quickselect on that rule: partition around a pivot, and the
-// mass of the part before the pivot says on which side the cut lies.
+// cand_before order. acc is the weight of the tokens before all of a (kept
+// already); a token is kept while the weight before it is < limit, and
+// acc < limit on entry. Quickselect on that rule: partition around a pivot,
+// and the weight of the part before the pivot says on which side the cut lies.
 // Expected O(m); only the final short range is sorted.
-static size_t nucleus(SamplerCand *a, size_t m, double z, double limit) {
+static size_t nucleus(SamplerCand *a, size_t m, double acc, double limit) {
     size_t lo = 0, hi = m;  // kept: a[0..lo); the cut lies in [lo, hi]
-    double acc = 0.0;       // mass of a[0..lo)
     while (hi - lo > 16) {
         // Median of three into a[hi-1]: sorted or reversed input stays O(m).
         size_t mid = lo + (hi - lo) / 2, last = hi - 1;
@@ -240,14 +240,14 @@ static size_t nucleus(SamplerCand *a, size_t m, double z, double limit) {
         double mass = 0.0;
         for (size_t i = lo; i < last; i++)
             if (cand_before(&a[i], &piv)) {
-                mass += a[i].weight / z;
+                mass += a[i].weight;
                 cand_swap(&a[i], &a[q++]);
             }
         cand_swap(&a[q], &a[last]);
         if (acc + mass >= limit) {
             hi = q;  // the pivot already starts at or after the cut
         } else {
-            acc += mass + a[q].weight / z;  // a[lo..q] all kept
+            acc += mass + a[q].weight;  // a[lo..q] all kept
             lo = q + 1;
         }
     }
@@ -255,36 +255,55 @@ static size_t nucleus(SamplerCand *a, size_t m, double z, double limit) {
         for (size_t j = i; j > lo && cand_before(&a[j], &a[j - 1]); j--)
             cand_swap(&a[j], &a[j - 1]);
     size_t j = lo;
-    while (j < hi && acc < limit) acc += a[j++].weight / z;
+    while (j < hi && acc < limit) acc += a[j++].weight;
     return j;
+}
+
+// Histogram resolution for top-p: TOPP_PER_UNIT buckets per unit of scaled
+// logit, TOPP_BUCKETS in all; everything below -TOPP_BUCKETS/TOPP_PER_UNIT
+// (weight < e^-32) shares the last bucket.
+#define TOPP_PER_UNIT 16.0
+#define TOPP_BUCKETS 512
+
+static inline size_t topp_bucket(double logit) {
+    double x = -logit * TOPP_PER_UNIT;  // logit <= 0
+    return x < TOPP_BUCKETS - 1 ? (size_t)x : TOPP_BUCKETS - 1;
 }
 
 // Keeps the nucleus of cand[0..n) in place (ascending id order survives);
 // z is the sum of their weights. Returns the new count.
 //
-// Why the prefilter is safe: a token of probability q has at most n-1 others
-// after it in the order, each of probability <= q, so the mass before it is
-// >= 1 - q - (n-1)q = 1 - nq. If q < (1-p)/n that mass is > p and the token
-// is out. The most probable token has q >= 1/n >= (1-p)/n and so survives.
-// The prefilter drops only tokens the exact rule drops too, so the result is
-// that of a full sort; it pays off when the distribution is peaked.
+// A radix step, then quickselect. The bucket of a token is monotone in the
+// top-p order (descending logit), so every token of a bucket comes before
+// every token of the buckets below it. Let B be the first bucket where the
+// cumulative weight reaches the limit: a token below B has at least all of
+// buckets 0..B before it and is out; a token above B has less than the limit
+// before it and is in. Only B's tokens need ordering, and nucleus() finds the
+// cut among them without sorting. Two O(n) passes in all; the comparisons
+// with the limit differ from a full sort's running sum only by the order of
+// the additions (~1e-16 relative), far inside SAMPLER_TOP_P_EPS.
 static size_t top_p_filter(Sampler *s, size_t n, double z) {
-    double p = s->params.top_p;
-    double limit = p - SAMPLER_TOP_P_EPS;
-    SamplerCand *cand = s->cand, *sorted = s->sorted;
-    double wcut = (1.0 - p) * z / (double)n;
+    SamplerCand *cand = s->cand, *sel = s->sorted;
+    double limit = ((double)s->params.top_p - SAMPLER_TOP_P_EPS) * z;
+    if (!(limit > 0)) {
+        // HF keeps at least one token (min_tokens_to_keep = 1): the first.
+        size_t best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (cand_before(&cand[i], &cand[best])) best = i;
+        cand[0] = cand[best];
+        return 1;
+    }
+    double mass[TOPP_BUCKETS] = {0};
+    for (size_t i = 0; i < n; i++) mass[topp_bucket(cand[i].logit)] += cand[i].weight;
+    size_t B = 0;
+    double acc = 0.0;  // weight of buckets 0..B-1, all kept
+    while (B < TOPP_BUCKETS - 1 && acc + mass[B] < limit) acc += mass[B++];
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        if (cand[i].weight >= wcut) sorted[m++] = cand[i];
-    SamplerCand last;
-    if (limit > 0) {
-        last = sorted[nucleus(sorted, m, z, limit) - 1];
-    } else {
-        // HF keeps at least one token (min_tokens_to_keep = 1): the first.
-        last = sorted[0];
-        for (size_t i = 1; i < m; i++)
-            if (cand_before(&sorted[i], &last)) last = sorted[i];
-    }
+        if (topp_bucket(cand[i].logit) == B) sel[m++] = cand[i];
+    // m >= 1: bucket 0 holds the argmax (logit 0), and B > 0 only when the
+    // buckets before it fell short of the limit, so B holds weight.
+    const SamplerCand last = sel[nucleus(sel, m, acc, limit) - 1];
     // The nucleus is every token at or before `last` in the order; filtering
     // by that key keeps cand in id order without a re-sort.
     size_t k = 0;

@@ -524,78 +524,98 @@ static void test_frequencies(void) {
 }
 
 // The fast path against the full-sort reference on GPT-2-sized logits.
+typedef struct {
+    float *logits, *work;
+    int32_t *ids, hist[300];
+    double *w;
+    int configs, mismatches, pick_mismatches;
+    size_t max_kept;
+} Compare;
+
+static void compare_config(Compare *cmp, int dist, SamplerParams P) {
+    const size_t V = GPT2_V;
+    Sampler s = make(P, V);
+    memcpy(cmp->work, cmp->logits, V * sizeof *cmp->work);
+    const SamplerCand *cand;
+    double z;
+    size_t n = sampler_distribution(&s, cmp->work, cmp->hist, 300, &cand, &z);
+    size_t m = ref_distribution(cmp->logits, V, &P, cmp->hist, 300, cmp->ids,
+                                cmp->w);
+    // Same weights bit for bit up to exp's own rounding: 1e-12 relative.
+    int ok = n == m;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = cand[i].id == cmp->ids[i] &&
+             fabs(cand[i].weight - cmp->w[i]) <= 1e-12 * cmp->w[i];
+    if (!ok) {
+        cmp->mismatches++;
+        fprintf(stderr, "  dist %d T %g k %d p %g min-p %g pen %g: kept %zu, "
+                "reference %zu\n", dist, P.temperature, P.top_k, P.top_p,
+                P.min_p, P.repeat_penalty, n, m);
+    }
+    if (n > cmp->max_kept) cmp->max_kept = n;
+    for (int r = 0; r < 8; r++) {
+        double u = r == 0 ? 0.0 : r == 1 ? 1 - 0x1.0p-53 : test_uniform();
+        memcpy(cmp->work, cmp->logits, V * sizeof *cmp->work);
+        int32_t got = sampler_sample_u(&s, cmp->work, cmp->hist, 300, u);
+        if (got != pick(cmp->ids, cmp->w, m, u)) cmp->pick_mismatches++;
+    }
+    sampler_free(&s);
+    cmp->configs++;
+}
+
 static void test_fast_vs_reference(void) {
     const size_t V = GPT2_V;
-    float *logits = malloc(V * sizeof *logits);
-    float *work = malloc(V * sizeof *work);
-    int32_t *ids = malloc(V * sizeof *ids);
-    double *w = malloc(V * sizeof *w);
-    int32_t hist[300];
+    Compare cmp = {0};
+    cmp.logits = malloc(V * sizeof *cmp.logits);
+    cmp.work = malloc(V * sizeof *cmp.work);
+    cmp.ids = malloc(V * sizeof *cmp.ids);
+    cmp.w = malloc(V * sizeof *cmp.w);
     for (int i = 0; i < 300; i++)
-        hist[i] = (int32_t)(test_uniform() * (i < 150 ? 2000 : V));
-    for (int i = 0; i < 40; i++) hist[150 + i] = hist[i];  // repeats
+        cmp.hist[i] = (int32_t)(test_uniform() * (i < 150 ? 2000 : V));
+    for (int i = 0; i < 40; i++) cmp.hist[150 + i] = cmp.hist[i];  // repeats
 
     const float temps[] = {0.7f, 1.3f};
     const int ks[] = {0, 1, 40, 60000};
     const float ps[] = {1.0f, 0.9f, 0.5f};
     const float mps[] = {0.0f, 0.05f};
     const float pens[] = {1.0f, 1.3f};
-    int configs = 0, mismatches = 0, pick_mismatches = 0;
-    size_t max_kept = 0;
     for (int dist = 0; dist < 3; dist++) {
         for (size_t i = 0; i < V; i++) {
             double g = test_gauss();
-            if (dist == 0) logits[i] = (float)(0.5 * g);          // flat
-            else if (dist == 1) logits[i] = (float)(3 * g - 80);  // GPT-2-like
-            else logits[i] = (float)(round(4 * g) / 4);           // many ties
+            if (dist == 0) cmp.logits[i] = (float)(0.5 * g);          // flat
+            else if (dist == 1) cmp.logits[i] = (float)(3 * g - 80);  // GPT-2-like
+            else cmp.logits[i] = (float)(round(4 * g) / 4);           // many ties
         }
         if (dist == 1)
             for (int j = 0; j < 20; j++)
-                logits[(size_t)(test_uniform() * V)] = (float)(-60 + j * 0.5);
+                cmp.logits[(size_t)(test_uniform() * V)] = (float)(-60 + j * 0.5);
         for (int a = 0; a < 2; a++)
         for (int b = 0; b < 4; b++)
         for (int c = 0; c < 3; c++)
         for (int d = 0; d < 2; d++)
-        for (int e = 0; e < 2; e++) {
-            SamplerParams P = params(temps[a], ks[b], ps[c], mps[d], pens[e],
-                                     (uint64_t)configs);
-            Sampler s = make(P, V);
-            memcpy(work, logits, V * sizeof *work);
-            const SamplerCand *cand;
-            double z;
-            size_t n = sampler_distribution(&s, work, hist, 300, &cand, &z);
-            size_t m = ref_distribution(logits, V, &P, hist, 300, ids, w);
-            int ok = n == m;
-            for (size_t i = 0; ok && i < n; i++)
-                ok = cand[i].id == ids[i] &&
-                     fabs(cand[i].weight - w[i]) <= 1e-12 * w[i];
-            if (!ok) {
-                mismatches++;
-                fprintf(stderr, "  dist %d T %g k %d p %g min-p %g pen %g: "
-                        "kept %zu, reference %zu\n", dist, P.temperature,
-                        P.top_k, P.top_p, P.min_p, P.repeat_penalty, n, m);
-            }
-            if (n > max_kept) max_kept = n;
-            for (int r = 0; r < 8; r++) {
-                double u = r < 2 ? (r == 0 ? 0.0 : 1 - 0x1.0p-53) : test_uniform();
-                memcpy(work, logits, V * sizeof *work);
-                int32_t got = sampler_sample_u(&s, work, hist, 300, u);
-                if (got != pick(ids, w, m, u)) pick_mismatches++;
-            }
-            sampler_free(&s);
-            configs++;
-        }
+        for (int e = 0; e < 2; e++)
+            compare_config(&cmp, dist, params(temps[a], ks[b], ps[c], mps[d],
+                                              pens[e], (uint64_t)cmp.configs));
+        // Extremes: weights that underflow to 0 (T 0.01), a nearly uniform
+        // distribution (T 20), nuclei that take almost everything (p near 1)
+        // or almost nothing.
+        const float xt[] = {0.01f, 20.0f};
+        const float xp[] = {0.999999f, 0.99f, 1e-7f};
+        for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 3; c++)
+            compare_config(&cmp, dist, params(xt[a], 0, xp[c], 0, 1,
+                                              (uint64_t)cmp.configs));
     }
-    CHECK(mismatches == 0, "%d of %d configurations kept a different set",
-          mismatches, configs);
-    CHECK(pick_mismatches == 0, "%d of %d draws picked a different token",
-          pick_mismatches, configs * 8);
-    CHECK(max_kept > 10000, "no configuration kept a large set (max %zu): the "
-          "comparison did not exercise big candidate lists", max_kept);
-    free(logits);
-    free(work);
-    free(ids);
-    free(w);
+    CHECK(cmp.mismatches == 0, "%d of %d configurations kept a different set",
+          cmp.mismatches, cmp.configs);
+    CHECK(cmp.pick_mismatches == 0, "%d of %d draws picked a different token",
+          cmp.pick_mismatches, cmp.configs * 8);
+    CHECK(cmp.max_kept > 10000, "no configuration kept a large set (max %zu): "
+          "the comparison did not exercise big candidate lists", cmp.max_kept);
+    free(cmp.logits);
+    free(cmp.work);
+    free(cmp.ids);
+    free(cmp.w);
 }
 
 int main(void) {
