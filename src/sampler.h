@@ -89,7 +89,8 @@ void sampler_free(Sampler *s);
 // history holds every id so far (prompt + generated, may be NULL when
 // n_history is 0; ids outside [0, V) are ignored). Consumes exactly one
 // uniform number from the RNG when temperature > 0, none when greedy.
-// Returns the id, or -1 when no logit is usable (all NaN or -inf).
+// Returns the id, or -1 when no logit is usable: all NaN or -inf, or any
+// +inf (which would make every other weight 0 and inf - inf NaN).
 int32_t sampler_sample(Sampler *s, float *logits, const int32_t *history,
                        size_t n_history);
 
@@ -101,7 +102,8 @@ int32_t sampler_sample_u(Sampler *s, float *logits, const int32_t *history,
 // Applies the penalty and the filters and exposes the resulting distribution:
 // *out points at the kept tokens in ascending id order (inside s, valid until
 // the next call), *total is the sum of their weights. Greedy gives the argmax
-// alone with weight 1. Returns the number kept, 0 when no logit is usable.
+// alone with weight 1. Returns the number kept, 0 when no logit is usable
+// (as for sampler_sample).
 size_t sampler_distribution(Sampler *s, float *logits, const int32_t *history,
                             size_t n_history, const SamplerCand **out,
                             double *total);
