@@ -1019,7 +1019,7 @@ int tokenizer_encode(Tokenizer *t, const char *text, size_t len, int allow_speci
     } else {
         failed = encode_ordinary(t, s, len, &v);
     }
-    if (!failed && !v.ids) failed = idvec_push(&v, 0), v.n = 0;
+    if (!failed && !v.ids) failed = idvec_reserve(&v, 1);  // *ids is never NULL on success
     if (failed) {
         free(v.ids);
         return gpt_error(err, "tokenizer_encode: out of memory");

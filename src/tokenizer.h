@@ -73,8 +73,10 @@ size_t tokenizer_max_token_bytes(const Tokenizer *t);
 // text is all ordinary text (tiktoken's encode_ordinary); otherwise each
 // literal "<|endoftext|>" becomes tokenizer_eot_id() (tiktoken's
 // encode(text, allowed_special="all")). On success *ids is malloc'd (caller
-// frees; non-NULL even for n_ids == 0) and 0 is returned; on failure -1 with
-// err set and *ids NULL.
+// frees; non-NULL even for n_ids == 0) and 0 is returned; on failure (out of
+// memory, or a text of 4 GiB or more) -1 with err set and *ids NULL.
+// Scratch space grows to the longest piece seen and is kept until
+// tokenizer_free.
 int tokenizer_encode(Tokenizer *t, const char *text, size_t len, int allow_special,
                      int32_t **ids, size_t *n_ids, GptError *err);
 
