@@ -242,6 +242,8 @@ static void test_greedy(void) {
     float nan3[3] = {NAN, NAN, NAN}, ninf3[3] = {-INFINITY, -INFINITY, -INFINITY};
     CHECK(sampler_sample(&s, nan3, NULL, 0) == -1, "all NaN should give -1");
     CHECK(sampler_sample(&s, ninf3, NULL, 0) == -1, "all -inf should give -1");
+    float pinf3[3] = {0, INFINITY, 1};
+    CHECK(sampler_sample(&s, pinf3, NULL, 0) == -1, "a +inf logit should give -1");
     int nan_picked = 0;
     for (int i = 0; i < 200; i++) {
         float m[3] = {NAN, 0.0f, -INFINITY};
