@@ -36,11 +36,12 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test asan bench install clean checkpoints test-bins
 
-all: gpt
-
 ifeq ($(BUILD),build)
+all: gpt
 gpt: $(BUILD)/gpt
 	cp $< $@
+else
+all: $(BUILD)/gpt
 endif
 
 $(BUILD)/gpt: $(BUILD)/src/main.o $(LIB_OBJS)
@@ -64,7 +65,7 @@ $(BUILD)/bench/%.o: bench/%.c
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-test-bins: $(BUILD)/gpt $(TEST_BINS) $(TOOL_BINS)
+test-bins: all $(TEST_BINS) $(TOOL_BINS)
 
 # The deterministic checkpoints of tests/fixtures/FORMULA.md, written by our
 # own generator and verified against the published sha256 sums.

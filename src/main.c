@@ -713,6 +713,10 @@ static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const 
             break;
         }
         int32_t next = sampler_sample(&sampler, fs.logits, history, n_hist);
+        if (next < 0) {
+            fprintf(stderr, "gpt: the model produced no usable logits (NaN or infinite)\n");
+            goto done;
+        }
         if (next == eot && !o->ignore_eos) {
             stop_reason = "eos";
             break;
