@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "modelbin.h"
 #include "tokenizer.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -68,7 +69,9 @@ ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size) {
     }
     // llm.c: 256 int32 header, magic first (versions 3 = f32, 5 = bf16)
     if (n >= 4 && file_size >= 1024 && le32(head) == LLMC_MAGIC) return MODEL_KIND_LLMC;
-    // gpt's model.bin: modelbin.c's magic goes here.
+    // gpt's model.bin: 8 magic bytes; modelbin.c checks everything else
+    if (n >= MODELBIN_MAGIC_LEN && memcmp(head, MODELBIN_MAGIC, MODELBIN_MAGIC_LEN) == 0)
+        return MODEL_KIND_GPTBIN;
     return MODEL_KIND_UNKNOWN;
 }
 
@@ -404,6 +407,47 @@ static int assign(Model *m, const Shapes *sh, const float *const *ptr, GptError 
     return 0;
 }
 
+// The canonical tensor list, public for modelbin.c (see model.h).
+static Shapes shapes_of(const GPT2Config *c) {
+    Shapes sh = {c->n_layer, (size_t)c->n_embd, (size_t)c->n_ctx, (size_t)c->vocab_size,
+                 4 + PER_LAYER * (size_t)c->n_layer};
+    return sh;
+}
+
+size_t gpt2_n_tensors(const GPT2Config *c) { return shapes_of(c).n_slots; }
+
+void gpt2_tensor_name(const GPT2Config *c, size_t i, char *buf, size_t n) {
+    Shapes sh = shapes_of(c);
+    slot_name(&sh, i, buf, n);
+}
+
+int gpt2_tensor_shape(const GPT2Config *c, size_t i, size_t dims[2]) {
+    Shapes sh = shapes_of(c);
+    Slot s;
+    slot_shape(&sh, i, &s);
+    dims[0] = s.dims[0];
+    dims[1] = s.dims[1];
+    return s.ndim;
+}
+
+const float *model_tensor(const Model *m, size_t i) {
+    const GPT2Weights *w = &m->weights;
+    size_t n = gpt2_n_tensors(&m->config);
+    if (i == 0) return w->wte;
+    if (i == 1) return w->wpe;
+    if (i == n - 2) return w->lnf_w;
+    if (i == n - 1) return w->lnf_b;
+    const GPT2Layer *y = &w->layers[(i - 2) / PER_LAYER];
+    const float *p[PER_LAYER] = {y->ln1_w, y->ln1_b, y->qkv_w, y->qkv_b, y->attn_proj_w, y->attn_proj_b,
+                                 y->ln2_w, y->ln2_b, y->fc_w, y->fc_b, y->fc_proj_w, y->fc_proj_b};
+    return p[(i - 2) % PER_LAYER];
+}
+
+int model_set_weights(Model *m, const float *const *ptr, const char *path, GptError *err) {
+    Shapes sh = shapes_of(&m->config);
+    return assign(m, &sh, ptr, err, path);
+}
+
 // Loads the safetensors file already mapped in m->map, with the config read.
 static int load_safetensors(Model *m, const char *path, GptError *err) {
     const unsigned char *file = m->map.data;
@@ -570,9 +614,13 @@ int model_load(Model *m, const char *path, GptError *err) {
 
     ModelKind kind = model_sniff(m->map.data, m->map.size, m->map.size);
     if (kind == MODEL_KIND_GPTBIN || kind == MODEL_KIND_LLMC) {
-        // modelbin.c's loader is called from here once it exists.
-        gpt_error(err, "%s: %s checkpoints are not supported by this build", st_path,
-                  kind == MODEL_KIND_LLMC ? "llm.c" : "gpt model.bin");
+        // One file that holds its own configuration: modelbin.c validates it
+        // and sets the weights (and, for model.bin, the tokenizer).
+        if ((kind == MODEL_KIND_GPTBIN ? modelbin_load_mapped(m, st_path, err)
+                                       : llmc_load_mapped(m, st_path, err)) != 0)
+            goto done;
+        m->load_seconds = now_seconds() - t0;
+        rc = 0;
         goto done;
     }
     if (kind != MODEL_KIND_SAFETENSORS && !(is_dir && m->map.size < 9)) {

@@ -8,7 +8,7 @@
  * Accepted inputs (recognised by content, not by name):
  *   - a Hugging Face GPT-2 directory: config.json + model.safetensors
  *   - a model.safetensors file with config.json beside it
- * (model.bin, gpt's own one-file format, is added by modelbin.c.)
+ *   - gpt's own one-file model.bin, or an llm.c checkpoint (modelbin.c)
  *
  * Storage: weights live in one read-only mapping of the file when the file's
  * float32 data is aligned, or else in one 64-byte-aligned allocation into which
@@ -84,8 +84,25 @@ typedef enum {
 // Looks at the first n bytes `head` of a file of file_size bytes and says what
 // kind of checkpoint it is; it reads nothing else and never fails. The loader
 // then validates the whole file and reports anything wrong in detail.
-// (modelbin.c adds its magic here when it lands; see model.c.)
+// gpt's model.bin starts with the 8 bytes MODELBIN_MAGIC (modelbin.h).
 ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size);
+
+// The weights as a list of tensors, in the canonical order of a Hugging Face
+// file (unprefixed names): 0 wte.weight, 1 wpe.weight, then 12 per layer
+// (2 + 12*l + k: ln_1.weight, ln_1.bias, attn.c_attn.weight, .bias,
+// attn.c_proj.weight, .bias, ln_2.weight, .bias, mlp.c_fc.weight, .bias,
+// mlp.c_proj.weight, .bias), then ln_f.weight, ln_f.bias. modelbin.c writes
+// and reads tensors in this order. The config must have been validated.
+size_t gpt2_n_tensors(const GPT2Config *c);
+// Name of tensor i, e.g. "h.3.mlp.c_fc.weight".
+void gpt2_tensor_name(const GPT2Config *c, size_t i, char *buf, size_t n);
+// Shape of tensor i in storage order (HF Conv1D layout); returns ndim (1 or 2).
+int gpt2_tensor_shape(const GPT2Config *c, size_t i, size_t dims[2]);
+// The float32 data of tensor i of a loaded model.
+const float *model_tensor(const Model *m, size_t i);
+// Points m->weights at ptr[i] for each tensor i (m->config set); allocates
+// m->weights.layers. Returns 0, or -1 with err naming `path`.
+int model_set_weights(Model *m, const float *const *ptr, const char *path, GptError *err);
 
 // The GPT-2 hyper-parameters must make sense together; 0 if they do, else -1
 // with err naming `what` (usually the file) and the bad field.
