@@ -16,6 +16,8 @@
  */
 #include "forward.h"
 
+#include "memory.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -38,7 +40,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
                        max_logit_rows * V};
     size_t total = 0;
     for (int i = 0; i < 7; i++) total += round_up(sizes[i], 16);
-    float *block = aligned_alloc(64, total * sizeof(float));
+    float *block = memory_alloc_large(total * sizeof(float));
     if (!block) return gpt_error(err, "forward: out of memory for %zu scratch floats", total);
     float **slots[7] = {&s->x, &s->ln, &s->qkv, &s->attn, &s->fc, &s->scores, &s->logits};
     float *p = block;
@@ -143,6 +145,9 @@ static void linear(float *out, const float *inp, const float *W, const float *b,
     }
 }
 
+// Rows of queries whose scores are computed together in a prefill.
+enum { QUERY_BLOCK = 64 };
+
 // Causal self-attention of one sequence's n new tokens over its Tk = P + n
 // cached positions, one layer. qkv holds the new tokens' (n, 3C) rows; their
 // keys and values are copied into the cache first, then each head reads only
@@ -159,31 +164,38 @@ static void attention_one_sequence(float *out, float *scores, const float *qkv,
             memcpy(keys + (P + i) * HS, qkv + i * 3 * C + C + h * HS, HS * sizeof(float));
             memcpy(values + (P + i) * HS, qkv + i * 3 * C + 2 * C + h * HS, HS * sizeof(float));
         }
-        const float *q = qkv + h * HS;  // (n, HS), row stride 3C
-        float *o = out + h * HS;        // (n, HS), row stride C
         if (n == 1) {
+            const float *q = qkv + h * HS;  // (HS)
+            float *o = out + h * HS;        // (HS)
             // scores(Tk) = keys(Tk,HS) @ q(HS) * scale
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)Tk, (int)HS, scale, keys, (int)HS,
                         q, 1, 0.0f, scores, 1);
-        } else {
-            // scores(n,Tk) = q(n,HS) @ keys(Tk,HS)^T * scale
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS,
-                        scale, q, (int)(3 * C), keys, (int)HS, 0.0f, scores, (int)Tk);
-        }
-        // The causal mask goes in before the softmax, as -inf: query i sits at
-        // position P + i and may not see keys after it. Multiplying the
-        // weights by a 0/1 mask afterwards would leave them unnormalised.
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = P + i + 1; j < Tk; j++) scores[i * Tk + j] = -INFINITY;
-        softmax_rows(scores, n, Tk);  // over keys, the last axis
-        if (n == 1) {
+            softmax_rows(scores, 1, Tk);  // one query sees every cached key: no mask
             // o(HS) = values(Tk,HS)^T @ scores(Tk)
             cblas_sgemv(CblasRowMajor, CblasTrans, (int)Tk, (int)HS, 1.0f, values, (int)HS,
                         scores, 1, 0.0f, o, 1);
-        } else {
-            // o(n,HS) = scores(n,Tk) @ values(Tk,HS)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)HS, (int)Tk,
-                        1.0f, scores, (int)Tk, values, (int)HS, 0.0f, o, (int)C);
+            continue;
+        }
+        // Queries in blocks of QUERY_BLOCK: block [q0, q0+nq) can only see keys
+        // [0, P+q0+nq), so the keys after that are never multiplied at all,
+        // which halves the work of a long causal prefill.
+        for (size_t q0 = 0; q0 < n; q0 += QUERY_BLOCK) {
+            size_t nq = n - q0 < QUERY_BLOCK ? n - q0 : QUERY_BLOCK;
+            size_t Tb = P + q0 + nq;  // keys this block attends over
+            const float *q = qkv + q0 * 3 * C + h * HS;  // (nq, HS), row stride 3C
+            float *o = out + q0 * C + h * HS;            // (nq, HS), row stride C
+            // scores(nq,Tb) = q(nq,HS) @ keys(Tb,HS)^T * scale
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)Tb, (int)HS,
+                        scale, q, (int)(3 * C), keys, (int)HS, 0.0f, scores, (int)Tb);
+            // The causal mask goes in before the softmax, as -inf: query i sits
+            // at position P + q0 + i and may not see keys after it. Multiplying
+            // the weights by a 0/1 mask afterwards would leave them unnormalised.
+            for (size_t i = 0; i < nq; i++)
+                for (size_t j = P + q0 + i + 1; j < Tb; j++) scores[i * Tb + j] = -INFINITY;
+            softmax_rows(scores, nq, Tb);  // over keys, the last axis
+            // o(nq,HS) = scores(nq,Tb) @ values(Tb,HS)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)HS, (int)Tb,
+                        1.0f, scores, (int)Tb, values, (int)HS, 0.0f, o, (int)C);
         }
     }
 }

@@ -1,6 +1,8 @@
 /* kvcache.c - see kvcache.h. */
 #include "kvcache.h"
 
+#include "memory.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +22,7 @@ int kvcache_init(KVCache *c, const GPT2Config *cfg, size_t capacity, GptError *e
     size_t floats = c->n_layer * c->n_head * capacity * c->head_size;
     // One block for K and V: half each. Not zeroed: a position is written
     // before it is read, and untouched pages cost nothing.
-    float *block = malloc(2 * floats * sizeof(float));
+    float *block = memory_alloc_large(2 * floats * sizeof(float));
     if (!block) return gpt_error(err, "kvcache: out of memory for %zu positions", capacity);
     c->k = block;
     c->v = block + floats;

@@ -230,27 +230,29 @@ static void test_reference_model(const cJSON *refs, const char *name, double log
 
 static void test_cache_equals_full_pass(const char *name) {
     Runner r;
-    if (runner_open(&r, name, 64) != 0) {
+    if (runner_open(&r, name, 128) != 0) {
         runner_close(&r);
         return;
     }
     size_t V = (size_t)r.model.config.vocab_size;
-    int32_t ids[48];
-    for (int i = 0; i < 48; i++) ids[i] = (int32_t)((i * 7919 + 13) % (int)V);
+    // 100 tokens: more than one block of queries in the prefill (QUERY_BLOCK).
+    enum { N = 100 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)((i * 7919 + 13) % (int)V);
     GptError err = {{0}};
 
-    // One pass over all 48 tokens...
-    SeqInput full = {.tokens = ids, .n_tokens = 48, .cache = &r.cache, .want = LOGITS_ALL};
+    // One pass over all N tokens...
+    SeqInput full = {.tokens = ids, .n_tokens = N, .cache = &r.cache, .want = LOGITS_ALL};
     CHECK(gpt2_forward(&r.model, &r.fs, &full, 1, &err) == 0, "%s", err.msg);
-    float *expected = malloc(48 * V * sizeof(float));
-    memcpy(expected, r.fs.logits, 48 * V * sizeof(float));
-    CHECK(r.cache.n_tokens == 48, "cache holds %zu positions, want 48", r.cache.n_tokens);
+    float *expected = malloc(N * V * sizeof(float));
+    memcpy(expected, r.fs.logits, N * V * sizeof(float));
+    CHECK(r.cache.n_tokens == N, "cache holds %zu positions, want %d", r.cache.n_tokens, N);
 
     // ...equals a prefill of 5 then a chunk of 11 then one token at a time.
     kvcache_reset(&r.cache);
     double max_diff = 0;
     size_t pos = 0;
-    while (pos < 48) {
+    while (pos < N) {
         size_t len = pos == 0 ? 5 : pos == 5 ? 11 : 1;
         SeqInput s = {.tokens = ids + pos, .n_tokens = len, .cache = &r.cache, .want = LOGITS_ALL};
         if (gpt2_forward(&r.model, &r.fs, &s, 1, &err) != 0) {
@@ -269,7 +271,7 @@ static void test_cache_equals_full_pass(const char *name) {
     // Two sequences in one call (one prefilling 7 tokens, one decoding a
     // single token over a 30-token cache) give what each gives alone.
     KVCache other;
-    CHECK(kvcache_init(&other, &r.model.config, 64, &err) == 0, "%s", err.msg);
+    CHECK(kvcache_init(&other, &r.model.config, 128, &err) == 0, "%s", err.msg);
     kvcache_reset(&r.cache);
     SeqInput a0 = {.tokens = ids, .n_tokens = 30, .cache = &r.cache, .want = LOGITS_NONE};
     CHECK(gpt2_forward(&r.model, &r.fs, &a0, 1, &err) == 0, "%s", err.msg);
@@ -309,10 +311,10 @@ static void test_cache_equals_full_pass(const char *name) {
     SeqInput s_big = {.tokens = ids, .n_tokens = 5, .cache = &small, .want = LOGITS_LAST};
     CHECK(gpt2_forward(&r.model, &r.fs, &s_big, 1, &err) != 0 && strstr(err.msg, "exceed"),
           "5 tokens into a 4-position cache must be refused: %s", err.msg);
-    SeqInput s_many = {.tokens = ids, .n_tokens = 48, .cache = &other, .want = LOGITS_ALL};
+    SeqInput s_many = {.tokens = ids, .n_tokens = 99, .cache = &other, .want = LOGITS_ALL};
     other.n_tokens = 0;
-    SeqInput pair[2] = {s_many, {.tokens = ids, .n_tokens = 30, .cache = &small, .want = LOGITS_NONE}};
-    CHECK(gpt2_forward(&r.model, &r.fs, pair, 2, &err) != 0, "78 tokens into a 64-token scratch must be refused");
+    SeqInput pair[2] = {s_many, {.tokens = ids, .n_tokens = 30, .cache = &r.cache, .want = LOGITS_NONE}};
+    CHECK(gpt2_forward(&r.model, &r.fs, pair, 2, &err) != 0, "129 tokens into a 128-token scratch must be refused");
     CHECK(r.cache.n_tokens == held && small.n_tokens == 0 && other.n_tokens == 0,
           "a refused call changed a cache");
     CHECK(kvcache_init(&small, &r.model.config, (size_t)r.model.config.n_ctx + 1, &err) != 0,
