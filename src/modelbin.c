@@ -229,8 +229,9 @@ static int header_check(const unsigned char *file, size_t size, const char *path
 
 static int config_check(const BinHeader *h, const char *path, GPT2Config *c, GptError *err) {
     const uint32_t v[5] = {h->n_layer, h->n_head, h->n_embd, h->n_ctx, h->vocab_size};
+    static const char *const names[5] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size"};
     for (int k = 0; k < 5; k++)
-        if (v[k] > INT32_MAX) return gpt_error(err, "%s: header field %d holds %u, not a GPT-2 size", path, k, v[k]);
+        if (v[k] > INT32_MAX) return gpt_error(err, "%s: %s %u is not a GPT-2 size", path, names[k], v[k]);
     c->n_layer = (int)h->n_layer;
     c->n_head = (int)h->n_head;
     c->n_embd = (int)h->n_embd;
@@ -285,8 +286,12 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
         gpt2_tensor_name(c, i, want_name, sizeof want_name);
         memcpy(name, e, NAME_BYTES);
         name[NAME_BYTES] = '\0';
-        if (memchr(e, 0, NAME_BYTES) == NULL)
-            return gpt_error(err, "%s: tensor %zu: name is not NUL-terminated (expected %s)", path, i, want_name);
+        const unsigned char *nul = memchr(e, 0, NAME_BYTES);
+        int padded = nul != NULL;
+        for (const unsigned char *q = nul; padded && q < e + NAME_BYTES; q++) padded = *q == 0;
+        if (!padded)
+            return gpt_error(err, "%s: tensor %zu: name field is not a NUL-padded string (expected %s)", path, i,
+                             want_name);
         if (strcmp(name, want_name) != 0)
             return gpt_error(err, "%s: tensor %zu is named '%.64s', expected %s", path, i, name, want_name);
         uint32_t dt = rd32(e + 64), ndim = rd32(e + 68);
@@ -305,10 +310,14 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             got[d] = rd64(e + 72 + 8 * (size_t)d);
             if (d < nd ? got[d] != dims[d] : got[d] != 0) ok = 0;
         }
-        if (!ok || rd64(e + 120) != 0) {
+        if (rd64(e + 120) != 0) return gpt_error(err, "%s: tensor %s: reserved field is not zero", path, name);
+        if (!ok) {
             char gs[128], ws[64];
             uint64_t w64[2] = {dims[0], dims[1]};
-            shape_str(gs, sizeof gs, got, ndim >= 1 && ndim <= 4 ? (int)ndim : 4);
+            int shown = ndim <= 4 ? (int)ndim : 4;  // and any stray dims beyond ndim
+            for (int d = shown; d < 4; d++)
+                if (got[d]) shown = d + 1;
+            shape_str(gs, sizeof gs, got, shown);
             shape_str(ws, sizeof ws, w64, nd);
             return gpt_error(err, "%s: tensor %s has shape %s (ndim %u), config implies %s", path, name, gs, ndim, ws);
         }
