@@ -317,9 +317,9 @@ static void test_cache_equals_full_pass(const char *name) {
     CHECK(gpt2_forward(&r.model, &r.fs, pair, 2, &err) != 0, "129 tokens into a 128-token scratch must be refused");
     CHECK(r.cache.n_tokens == held && small.n_tokens == 0 && other.n_tokens == 0,
           "a refused call changed a cache");
+    kvcache_free(&small);
     CHECK(kvcache_init(&small, &r.model.config, (size_t)r.model.config.n_ctx + 1, &err) != 0,
           "a cache beyond the context must be refused");
-    kvcache_free(&small);
     kvcache_free(&other);
     free(b_logits);
     free(expected);
