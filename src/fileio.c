@@ -1,9 +1,10 @@
 /* fileio.c - see fileio.h. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE  // madvise
 #include "fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,18 @@ int file_map(const char *path, MappedFile *out, GptError *err) {
     out->data = p;
     out->size = (size_t)st.st_size;
     return 0;
+}
+
+void file_release(const MappedFile *f, size_t offset, size_t len) {
+    if (!f->data || offset >= f->size) return;
+    if (len > f->size - offset) len = f->size - offset;
+    // Only whole pages inside the range: a page shared with a neighbour that
+    // is still to be read stays.
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)f->data;
+    uintptr_t first = (base + offset + page - 1) / page * page;
+    uintptr_t last = (base + offset + len) / page * page;
+    if (last > first) (void)madvise((void *)first, last - first, MADV_DONTNEED);
 }
 
 void file_unmap(MappedFile *f) {

@@ -23,6 +23,11 @@ typedef struct {
 
 // Maps `path` read-only. An empty file maps to {NULL, 0}. Returns 0 or -1.
 int file_map(const char *path, MappedFile *out, GptError *err);
+// Tells the kernel that bytes [offset, offset + len) of the mapping will not
+// be read again soon, so their pages leave this process's memory (they stay
+// in the page cache, and a later read brings them back). Used after copying
+// weights out of a mapping, so the file and its copy are not both resident.
+void file_release(const MappedFile *f, size_t offset, size_t len);
 // Unmaps; NULL-safe and idempotent (leaves {NULL, 0}).
 void file_unmap(MappedFile *f);
 

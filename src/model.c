@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "memory.h"
 #include "modelbin.h"
 #include "tokenizer.h"
 
@@ -534,7 +535,7 @@ static int load_safetensors(Model *m, const char *path, GptError *err) {
     } else {
         // One allocation, filled once: unaligned float32 cannot be read in
         // place without undefined behaviour, and F16/BF16 need widening.
-        m->owned = aligned_alloc(64, owned_floats * sizeof(float));
+        m->owned = memory_alloc_large(owned_floats * sizeof(float));
         if (!m->owned) {
             gpt_error(err, "%s: out of memory for %zu MB of weights", path, owned_floats * 4 >> 20);
             goto done;
@@ -543,6 +544,8 @@ static int load_safetensors(Model *m, const char *path, GptError *err) {
         for (size_t i = 0; i < sh.n_slots; i++) {
             size_t n = slot_numel(&slots[i]);
             widen(dst, data + slots[i].begin, n, slots[i].dtype);
+            file_release(&m->map, (size_t)(data - m->map.data) + slots[i].begin,
+                         slots[i].end - slots[i].begin);
             ptr[i] = dst;
             dst += (n + 15) / 16 * 16;
         }

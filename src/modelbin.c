@@ -63,6 +63,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "memory.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model.bin is little-endian and its float32 data is used in place: port the loads first"
 #endif
@@ -650,7 +652,7 @@ int llmc_load_mapped(Model *m, const char *path, GptError *err) {
         total += (n + 15) / 16 * 16;  // each tensor on 64 bytes
     }
     const float **ptr = calloc(nt, sizeof *ptr);
-    m->owned = aligned_alloc(64, total * sizeof(float));
+    m->owned = memory_alloc_large(total * sizeof(float));
     if (!ptr || !m->owned) {
         free(ptr);
         return gpt_error(err, "%s: out of memory for %zu MB of weights", path, total * 4 >> 20);
@@ -681,6 +683,7 @@ int llmc_load_mapped(Model *m, const char *path, GptError *err) {
         }
         if (nd == 2 && i >= 2) transpose(dst, from, dims[0], dims[1]);
         else memcpy(dst, from, n * sizeof(float));
+        file_release(&m->map, (size_t)((const unsigned char *)from - m->map.data), n * sizeof(float));
         ptr[i] = dst;
         dst += (n + 15) / 16 * 16;
     }
