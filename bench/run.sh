@@ -23,7 +23,20 @@ for t in 1 2; do
         grep -E '^(weights|prefill|decode|kv alloc|peak rss):' | sed 's/^/  /'
 done
 
-if [ -x "$BUILD"/bench/bench_load.sh ] || [ -f bench/load.sh ]; then
-    echo
-    sh bench/load.sh
-fi
+echo
+echo "== load the 124M model and print the first token (wall time, best of 5)"
+BIN=$CKPT_DIR/gpt2-124M-shaped.bin
+[ -f "$BIN" ] || "$GPT" convert "$M124" "$BIN"
+for src in "$BIN" "$M124"; do
+    best=
+    for i in 1 2 3 4 5; do
+        t0=$(date +%s.%N)
+        "$GPT" -m "$src" -p Hello -n 1 --temp 0 >/dev/null
+        t1=$(date +%s.%N)
+        best=$(echo "$t0 $t1 $best" | awk '{ d = $2 - $1; if ($3 == "" || d < $3) d = d; else d = $3; printf "%.3f", d }')
+    done
+    load=$("$GPT" -m "$src" -p Hello -n 1 --temp 0 --stats 2>&1 >/dev/null | sed -n 's/.*loaded in \([0-9.]*\) s.*/\1/p')
+    rss=$("$GPT" -m "$src" -p Hello -n 1 --temp 0 --json | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')
+    printf '  %-40s %s s to the first token (model load %s s), peak RSS %s MiB\n' "$src" "$best" "$load" \
+        "$(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }')"
+done
