@@ -822,6 +822,8 @@ static int run_model(const Options *o) {
     const char *prompt = o->prompt;
     size_t prompt_len = prompt ? strlen(prompt) : 0;
     if (!prompt) {
+        if (isatty(STDIN_FILENO))
+            fprintf(stderr, "gpt: reading the prompt from stdin; end it with Ctrl-D (or pass -p)\n");
         if (read_stream(stdin, &stdin_text, &prompt_len) != 0) {
             fprintf(stderr, "gpt: stdin: read error\n");
             goto done;
