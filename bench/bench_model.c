@@ -12,7 +12,8 @@
  *   - OpenBLAS sgemm GFLOP/s on the layer shapes at T = 512, and the prefill
  *     speed that allows: GFLOP/s / (2 x matmul parameters per token);
  *   - OpenBLAS sgemv alone over one token's matrix products (tok/s);
- *   - our prefill of a 512-token prompt and our decode of 128 tokens.
+ *   - our prefill of a 512-token prompt (best of 3) and our decode of 128
+ *     tokens after it.
  * Prints numbers; asserts nothing about time.
  */
 #include <cblas.h>
@@ -164,14 +165,20 @@ static void run_forward(const Model *m, size_t prompt_len, size_t n_decode, doub
     gpt2_forward(m, &fs, &warm, 1, &err);
     kvcache_reset(&cache);
 
-    double t0 = now();
-    SeqInput seq = {.tokens = ids, .n_tokens = prompt_len, .cache = &cache, .want = LOGITS_LAST};
-    if (gpt2_forward(m, &fs, &seq, 1, &err) != 0) {
-        fprintf(stderr, "bench: %s\n", err.msg);
-        exit(1);
+    // Prefill: the best of three, the machine being shared.
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        kvcache_reset(&cache);
+        double t0 = now();
+        SeqInput seq = {.tokens = ids, .n_tokens = prompt_len, .cache = &cache, .want = LOGITS_LAST};
+        if (gpt2_forward(m, &fs, &seq, 1, &err) != 0) {
+            fprintf(stderr, "bench: %s\n", err.msg);
+            exit(1);
+        }
+        if (now() - t0 < best) best = now() - t0;
     }
-    *prefill_tok_s = (double)prompt_len / (now() - t0);
-    t0 = now();
+    *prefill_tok_s = (double)prompt_len / best;
+    double t0 = now();
     for (size_t i = 0; i < n_decode; i++) {
         int32_t next = argmax(fs.logits, (size_t)m->config.vocab_size);
         SeqInput step = {.tokens = &next, .n_tokens = 1, .cache = &cache, .want = LOGITS_LAST};

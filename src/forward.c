@@ -87,14 +87,15 @@ void layernorm_forward(float *out, const float *inp, const float *weight,
 void gelu_forward(float *x, size_t n) {
     // GPT-2's "gelu_new": 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
     // Since 1 + tanh(u) = 2 / (1 + exp(-2u)), this is x / (1 + exp(-2u)):
-    // the same function, one expf instead of tanhf (which costs 3x more), and
-    // no cancellation near u = 0. For u -> -inf, exp overflows to inf and the
-    // result is -0, as it should be.
+    // the same function with one exp instead of a tanh, and no cancellation
+    // near u = 0. For very negative x, exp_approx saturates at e^88 and the
+    // result is x / 1.6e38, which is 0 to float precision, as it should be.
     const float sqrt_2_over_pi = 0.7978845608028654f;
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
         float u = sqrt_2_over_pi * (v + 0.044715f * v * v * v);
-        x[i] = v / (1.0f + expf(-2.0f * u));
+        x[i] = v / (1.0f + exp_approx(-2.0f * u));
     }
 }
 
@@ -110,13 +111,12 @@ void softmax_rows(float *x, size_t T, size_t n) {
             memset(row, 0, n * sizeof *row);
             continue;
         }
+        // A masked entry's weight is exactly 0, not exp_approx's floor of
+        // 1.6e-38: the future must get no weight at all.
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) row[i] = row[i] == -INFINITY ? 0.0f : exp_approx(row[i] - max);
         float sum = 0.0f;
-        for (size_t i = 0; i < n; i++) {
-            // A masked entry's weight is exactly 0 (expf(-inf) would give
-            // that too, at the price of a call: half of a causal prefill is masked).
-            row[i] = row[i] == -INFINITY ? 0.0f : expf(row[i] - max);
-            sum += row[i];
-        }
+        for (size_t i = 0; i < n; i++) sum += row[i];
         float inv = 1.0f / sum;
         for (size_t i = 0; i < n; i++) row[i] *= inv;
     }

@@ -53,16 +53,42 @@ static void test_kernels(void) {
             CHECK(fabs(y[t][i] - want) < 1e-5, "layernorm[%d][%d] = %g, want %g", t, i, y[t][i], want);
         }
     }
+    // exp_approx against exp in double over its whole range
+    double worst_rel = 0, worst_x = 0;
+    for (float v = -87.0f; v <= 88.0f; v += 0.00137f) {
+        double want = exp((double)v);
+        double rel = fabs(exp_approx(v) - want) / want;
+        if (rel > worst_rel) {
+            worst_rel = rel;
+            worst_x = v;
+        }
+    }
+    CHECK(worst_rel < 2e-7, "exp_approx: relative error %.3g at x = %g", worst_rel, worst_x);
+    CHECK(exp_approx(0.0f) == 1.0f, "exp_approx(0) = %.9g", exp_approx(0.0f));
+    CHECK(exp_approx(-1000.0f) > 0.0f && exp_approx(-1000.0f) < 1e-37f, "exp_approx(-1000) = %g",
+          exp_approx(-1000.0f));
     // gelu_new
-    float g[6] = {-6, -1, -0.1f, 0, 0.7f, 4};
-    float in[6];
-    memcpy(in, g, sizeof g);
-    gelu_forward(g, 6);
-    for (int i = 0; i < 6; i++) {
+    // gelu_new, in its tanh form, in double, over [-12, 12) and at the ends
+    enum { NG = 24002 };
+    static float g[NG], in[NG];
+    for (int i = 0; i < NG - 2; i++) in[i] = -12.0f + (float)i * 0.001f;
+    in[NG - 2] = -100.0f;
+    in[NG - 1] = 100.0f;
+    memcpy(g, in, sizeof g);
+    gelu_forward(g, NG);
+    double worst = 0;
+    int worst_i = 0;
+    for (int i = 0; i < NG; i++) {
         double v = in[i];
         double want = 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
-        CHECK(fabs(g[i] - want) < 1e-6, "gelu(%g) = %g, want %g", v, g[i], want);
+        double err = fabs(g[i] - want) / (fabs(want) > 1 ? fabs(want) : 1);
+        if (err > worst) {
+            worst = err;
+            worst_i = i;
+        }
     }
+    CHECK(worst < 1e-6, "gelu(%g) = %.9g, want %.9g", in[worst_i], g[worst_i],
+          0.5 * in[worst_i] * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (in[worst_i] + 0.044715 * in[worst_i] * in[worst_i] * in[worst_i]))));
     // softmax: a normal row, a row with masked entries, a fully masked row
     float s[3][4] = {{1, 2, 3, 4}, {0, -INFINITY, 0, -INFINITY}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
     softmax_rows(&s[0][0], 3, 4);
