@@ -3,89 +3,25 @@
  * stderr, and generation through the whole program against the Hugging Face
  * references (tests/fixtures/public_refs.json).
  *
- * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR. stdin,
- * stdout and stderr go through temporary files, so no pipe can deadlock.
+ * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
  */
 #include <cJSON.h>
-#include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "fileio.h"
+#include "run_gpt.h"
 
-typedef struct {
-    int rc;       // exit code, or 128 + signal
-    char *out;    // stdout, NUL-terminated
-    size_t out_len;
-    char *err;    // stderr
-} Result;
+static char tmpdir[256];
 
-static const char *gpt_bin(void) {
-    const char *g = getenv("GPT");
-    return g && *g ? g : "build/gpt";
-}
+#define RUN(...) run_gpt(tmpdir, NULL, 0, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_IN(text, ...) run_gpt(tmpdir, text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
 
 static const char *ckpt_dir(void) {
     const char *d = getenv("CKPT_DIR");
     return d && *d ? d : "build/ckpt";
-}
-
-static char tmpdir[256];
-
-static void result_free(Result *r) {
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof *r);
-}
-
-// Runs gpt with the NULL-terminated arguments and `input` on stdin (NULL:
-// empty stdin).
-static Result run_input(const char *input, size_t input_len, const char *const *args) {
-    Result r = {0};
-    char in_path[300], out_path[300], err_path[300];
-    snprintf(in_path, sizeof in_path, "%s/stdin", tmpdir);
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmpdir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmpdir);
-    FILE *f = fopen(in_path, "wb");
-    if (input) fwrite(input, 1, input_len, f);
-    fclose(f);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = gpt_bin();
-    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fi = open(in_path, O_RDONLY), fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    size_t len;
-    file_read_all(out_path, &r.out, &r.out_len, NULL);
-    file_read_all(err_path, &r.err, &len, NULL);
-    if (!r.out) r.out = calloc(1, 1);
-    if (!r.err) r.err = calloc(1, 1);
-    return r;
-}
-
-#define RUN(...) run_input(NULL, 0, (const char *const[]){__VA_ARGS__, NULL})
-#define RUN_IN(text, ...) run_input(text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
-
-static int one_line(const char *s) {
-    size_t n = strlen(s);
-    return n > 0 && s[n - 1] == '\n' && memchr(s, '\n', n - 1) == NULL;
 }
 
 static char *path_of(const char *name) {
@@ -132,7 +68,7 @@ static void test_usage(void) {
         int n = 4;
         for (int j = 0; bad[i].args[j]; j++) args[n++] = bad[i].args[j];
         args[n] = NULL;
-        r = run_input(NULL, 0, args);
+        r = run_gpt(tmpdir, NULL, 0, args);
         CHECK(r.rc == 2 && strstr(r.err, bad[i].message) && one_line(r.err) && r.out_len == 0,
               "%s: rc %d, stderr '%s', want exit 2 and '%s'", bad[i].args[0], r.rc, r.err, bad[i].message);
         result_free(&r);
@@ -162,7 +98,6 @@ static void test_model_errors(void) {
           "truncated model: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
     // A file that is no checkpoint at all.
-    snprintf(dst, sizeof dst, "%s/stdin", tmpdir);
     r = RUN("-m", "tests/fixtures/prompts.json", "-p", "x");
     CHECK(r.rc == 1 && strstr(r.err, "tests/fixtures/prompts.json") && one_line(r.err),
           "not a model: rc %d, '%s'", r.rc, r.err);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "run_gpt.h"
 #include "fileio.h"
 #include "forward.h"
 #include "kvcache.h"
@@ -522,54 +523,7 @@ static void test_damage(void) {
 // ---------------------------------------------------------------------------
 // the command line
 
-typedef struct {
-    int rc;
-    char *out, *err;
-} Result;
-
-static Result run(const char *const *args) {
-    Result r = {0};
-    char out_path[300], err_path[300];
-    snprintf(out_path, sizeof out_path, "%s/stdout", tmpdir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", tmpdir);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = env_or("GPT", "build/gpt");
-    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fi = open("/dev/null", O_RDONLY), fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    size_t len;
-    file_read_all(out_path, &r.out, &len, NULL);
-    file_read_all(err_path, &r.err, &len, NULL);
-    if (!r.out) r.out = calloc(1, 1);
-    if (!r.err) r.err = calloc(1, 1);
-    return r;
-}
-
-#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
-
-static void result_free(Result *r) {
-    free(r->out);
-    free(r->err);
-}
-
-static int one_line(const char *s) {
-    size_t n = strlen(s);
-    return n > 0 && s[n - 1] == '\n' && memchr(s, '\n', n - 1) == NULL;
-}
+#define RUN(...) run_gpt(tmpdir, NULL, 0, (const char *const[]){__VA_ARGS__, NULL})
 
 // The "tokens" of --json output equal the reference greedy ids.
 static int greedy_matches(const char *json, const cJSON *want) {
@@ -595,7 +549,7 @@ static void test_cli(const cJSON *refs) {
         {"inspect", "--frob", "a", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        Result r = run(bad[i]);
+        Result r = run_gpt(tmpdir, NULL, 0, bad[i]);
         CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt "), "usage case %zu: rc %d, '%s'", i, r.rc, r.err);
         result_free(&r);
     }
