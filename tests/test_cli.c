@@ -7,6 +7,7 @@
  */
 #include <cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +80,50 @@ static void test_usage(void) {
     result_free(&r);
 }
 
+// Writes DIR/config.json and DIR/model.safetensors: the tiny checkpoint with
+// one header entry edited. field "data_offsets" moves the tensor's end past
+// the data, "dtype" makes it I32, NULL removes the tensor.
+static int write_edited_checkpoint(const char *dir, const char *tensor, const char *field) {
+    char path[2048], *data = NULL;
+    size_t len;
+    snprintf(path, sizeof path, "%s/tiny/model.safetensors", ckpt_dir());
+    if (file_read_all(path, &data, &len, NULL) != 0 || len < 8) return -1;
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | (unsigned char)data[i];
+    char *json = strndup(data + 8, header_len);
+    cJSON *h = cJSON_Parse(json);
+    cJSON *t = cJSON_GetObjectItem(h, tensor);
+    if (!t) return -1;
+    if (!field) {
+        cJSON_DeleteItemFromObject(h, tensor);
+    } else if (!strcmp(field, "dtype")) {
+        cJSON_ReplaceItemInObject(t, "dtype", cJSON_CreateString("I32"));
+    } else {
+        cJSON *offsets = cJSON_GetObjectItem(t, "data_offsets");
+        double end = cJSON_GetArrayItem(offsets, 1)->valuedouble;
+        cJSON_ReplaceItemInArray(offsets, 1, cJSON_CreateNumber(end + 4096));
+    }
+    char *edited = cJSON_PrintUnformatted(h);
+    uint64_t n = strlen(edited);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/tiny/config.json %s/", dir, ckpt_dir(), dir);
+    int rc = system(cmd) == 0 ? 0 : -1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) rc = -1;
+    if (f) {
+        for (int i = 0; i < 8; i++) fputc((int)(n >> (8 * i)) & 0xFF, f);
+        fwrite(edited, 1, n, f);
+        fwrite(data + 8 + header_len, 1, len - 8 - header_len, f);
+        fclose(f);
+    }
+    free(edited);
+    cJSON_Delete(h);
+    free(json);
+    free(data);
+    return rc;
+}
+
 static void test_model_errors(void) {
     Result r = RUN("-m", "/nonexistent/model.bin", "-p", "x");
     CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/model.bin") && one_line(r.err) && r.out_len == 0,
@@ -97,6 +142,23 @@ static void test_model_errors(void) {
     CHECK(r.rc == 1 && strstr(r.err, "model.safetensors") && one_line(r.err),
           "truncated model: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
+    // A header that lies about offsets, a missing tensor, a wrong dtype.
+    struct {
+        const char *name, *tensor, *field;
+        const char *message;
+    } lies[] = {
+        {"lying-offsets", "ln_f.bias", "data_offsets", "ln_f.bias"},
+        {"missing-tensor", "h.1.mlp.c_fc.bias", NULL, "h.1.mlp.c_fc.bias"},
+        {"wrong-dtype", "wpe.weight", "dtype", "wpe.weight"},
+    };
+    for (size_t i = 0; i < sizeof lies / sizeof *lies; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", tmpdir, lies[i].name);
+        CHECK(write_edited_checkpoint(dst, lies[i].tensor, lies[i].field) == 0, "writing %s", dst);
+        r = RUN("-m", dst, "-p", "x");
+        CHECK(r.rc == 1 && strstr(r.err, "model.safetensors") && strstr(r.err, lies[i].message) && one_line(r.err),
+              "%s: rc %d, '%s'", lies[i].name, r.rc, r.err);
+        result_free(&r);
+    }
     // A file that is no checkpoint at all.
     r = RUN("-m", "tests/fixtures/prompts.json", "-p", "x");
     CHECK(r.rc == 1 && strstr(r.err, "tests/fixtures/prompts.json") && one_line(r.err),
