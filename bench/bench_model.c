@@ -13,7 +13,9 @@
  *     speed that allows: GFLOP/s / (2 x matmul parameters per token);
  *   - OpenBLAS sgemv alone over one token's matrix products (tok/s);
  *   - our prefill of a 512-token prompt (best of 3) and our decode of 128
- *     tokens after it.
+ *     tokens after it;
+ *   - decode of B sequences stepping together (one forward call per step):
+ *     each weight read then serves B tokens.
  * Prints numbers; asserts nothing about time.
  */
 #include <cblas.h>
@@ -193,6 +195,52 @@ static void run_forward(const Model *m, size_t prompt_len, size_t n_decode, doub
     kvcache_free(&cache);
 }
 
+// Aggregate decode tokens per second when B sequences step together: one
+// gpt2_forward call per step carries one new token of each, so each weight
+// matrix is read once for B tokens (sgemm with M = B instead of sgemv).
+static double batched_decode_tok_s(const Model *m, size_t B, size_t prompt_len, size_t steps) {
+    GptError err = {{0}};
+    size_t cap = prompt_len + steps;
+    KVCache *caches = calloc(B, sizeof *caches);
+    SeqInput *seqs = calloc(B, sizeof *seqs);
+    int32_t *ids = malloc(prompt_len * sizeof *ids), *next = malloc(B * sizeof *next);
+    ForwardState fs;
+    if (forward_state_init(&fs, &m->config, B > prompt_len ? B : prompt_len, cap, B, &err) != 0) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        exit(1);
+    }
+    for (size_t b = 0; b < B; b++) {
+        if (kvcache_init(&caches[b], &m->config, cap, &err) != 0) {
+            fprintf(stderr, "bench: %s\n", err.msg);
+            exit(1);
+        }
+        for (size_t i = 0; i < prompt_len; i++) ids[i] = (int32_t)((i * 2654435761u + b * 7919u) % 50000);
+        SeqInput p = {.tokens = ids, .n_tokens = prompt_len, .cache = &caches[b], .want = LOGITS_LAST};
+        gpt2_forward(m, &fs, &p, 1, &err);
+        next[b] = (int32_t)argmax(fs.logits, (size_t)m->config.vocab_size);
+    }
+    double t0 = now();
+    for (size_t s = 0; s < steps; s++) {
+        for (size_t b = 0; b < B; b++)
+            seqs[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
+        if (gpt2_forward(m, &fs, seqs, B, &err) != 0) {
+            fprintf(stderr, "bench: %s\n", err.msg);
+            exit(1);
+        }
+        for (size_t b = 0; b < B; b++)
+            next[b] = (int32_t)argmax(fs.logits + seqs[b].logits_row * (size_t)m->config.vocab_size,
+                                      (size_t)m->config.vocab_size);
+    }
+    double tok_s = (double)(B * steps) / (now() - t0);
+    for (size_t b = 0; b < B; b++) kvcache_free(&caches[b]);
+    forward_state_free(&fs);
+    free(caches);
+    free(seqs);
+    free(ids);
+    free(next);
+    return tok_s;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_model MODEL_DIR [threads...]\n");
@@ -244,6 +292,11 @@ int main(int argc, char **argv) {
                100.0 * prefill / prefill_bound);
         printf("  gpt decode (%zu tokens)    %8.1f tok/s  = %3.0f%% of the bandwidth bound\n", n_decode, decode,
                100.0 * decode / bound);
+        printf("  batched decode (tokens of all sequences per second, 64-token prompts, 32 steps):\n   ");
+        const size_t batches[] = {1, 4, 16};
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
+            printf("  B=%zu %.1f tok/s", batches[b], batched_decode_tok_s(&m, batches[b], 64, 32));
+        printf("\n");
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
