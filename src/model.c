@@ -164,9 +164,10 @@ static int read_config(const char *path, GPT2Config *c, GptError *err) {
     int n_inner = 0;
     r = json_int(root, "n_inner", &n_inner, 0, path, err);
     if (r < 0) goto done;
-    if (r == 0 && n_inner != 4 * c->n_embd) {
-        gpt_error(err, "%s: n_inner %d is not 4 * n_embd (%d); gpt supports only that MLP width", path,
-                  n_inner, 4 * c->n_embd);
+    // n_embd is not validated yet: 4 * n_embd may not fit an int
+    if (r == 0 && n_inner != 4LL * c->n_embd) {
+        gpt_error(err, "%s: n_inner %d is not 4 * n_embd (%lld); gpt supports only that MLP width", path,
+                  n_inner, 4LL * c->n_embd);
         goto done;
     }
     c->ln_eps = 1e-5f;

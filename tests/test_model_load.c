@@ -494,6 +494,9 @@ static void test_errors(void) {
         {"cfg-json", "{", "[", "config.json: not a JSON object"},
         {"cfg-layers", "\"n_layer\": 2", "\"n_layer\": 3", "tensor h.2.ln_1.weight is missing"},
         {"cfg-ctx", "\"n_positions\": 128", "\"n_positions\": 127", "tensor wpe.weight has shape [128,64], config implies [127,64]"},
+        // 4 * n_embd is computed before n_embd is range-checked: no int overflow
+        {"cfg-inner", "\"n_embd\": 64", "\"n_embd\": 1073741824, \"n_inner\": 4",
+         "n_inner 4 is not 4 * n_embd (4294967296)"},
     };
     for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
         d = make_case(cfg[k].name, NULL, 0, with_config(cfg[k].from, cfg[k].to));
