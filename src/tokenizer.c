@@ -390,6 +390,11 @@ static int add_merge(Tokenizer *t, size_t rank, int32_t left, int32_t right, con
     size_t la, lb;
     const unsigned char *a = tok_bytes(t, (uint32_t)left, &la);
     const unsigned char *b = tok_bytes(t, (uint32_t)right, &lb);
+    // An empty token (a "" key) merges into nothing new, and would count -1
+    // splits in build_pairs.
+    if (la == 0 || lb == 0)
+        return gpt_error(err, "%s: merge '%s %s' names an empty token", where,
+                         t->str_arena + t->str_off[left], t->str_arena + t->str_off[right]);
     unsigned char stackbuf[256];
     unsigned char *cat = la + lb <= sizeof stackbuf ? stackbuf : malloc(la + lb);
     if (!cat) return gpt_error(err, "%s: out of memory", where);

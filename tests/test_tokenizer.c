@@ -388,6 +388,19 @@ static void test_errors(Tokenizer *ref) {
           "tokenizer.json unknown merge: \"%s\"", err.msg);
     free(good);
     free(doc);
+    // A merge of two empty tokens (a "" key, possible only in tokenizer.json's
+    // array form) once counted -1 splits and overflowed the pair buffer:
+    // "aa" and "bb" have one split each, "" minus one.
+    good = tiny_vocab_json("\"\": 256, \"aa\": 257, \"bb\": 258");
+    doc = malloc(strlen(good) + 200);
+    sprintf(doc, "{\"model\": {\"vocab\": %s, \"merges\": [[\"a\", \"a\"], [\"b\", \"b\"], [\"\", \"\"]]}}", good);
+    write_file(j, doc);
+    t = tokenizer_load(j, &err);
+    CHECK(t == NULL && strstr(err.msg, "model.merges[2]: merge ' ' names an empty token"),
+          "tokenizer.json empty merge: \"%s\"", err.msg);
+    tokenizer_free(t);
+    free(good);
+    free(doc);
     unlink(v);
     unlink(m);
     unlink(j);
