@@ -12,6 +12,7 @@
  */
 #include <cJSON.h>
 #include <cblas.h>
+#include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -102,9 +103,10 @@ static int usage_error(const char *fmt, const char *a, const char *b) {
     return EXIT_USAGE;
 }
 
-// Strict number parsing: the whole string must be the number.
+// Strict number parsing: the whole string must be the number. strto* would
+// skip leading white space (and strtoull then negate " -5"): refused here.
 static int parse_long(const char *s, long *out) {
-    if (!s || !*s) return -1;
+    if (!s || !*s || isspace((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -114,7 +116,7 @@ static int parse_long(const char *s, long *out) {
 }
 
 static int parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s || *s == '-') return -1;
+    if (!s || !*s || *s == '-' || isspace((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -124,7 +126,7 @@ static int parse_u64(const char *s, uint64_t *out) {
 }
 
 static int parse_float(const char *s, float *out) {
-    if (!s || !*s) return -1;
+    if (!s || !*s || isspace((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -446,7 +448,8 @@ static int run_tokenize(const Options *o) {
             size_t wl = (size_t)(p - start);
             long id;
             snprintf(word, sizeof word, "%.*s", (int)(wl < 31 ? wl : 31), start);
-            if (wl >= sizeof word || parse_long(word, &id) != 0) {
+            // a NUL would end `word` early: "5\0x" is not the id 5
+            if (wl >= sizeof word || memchr(start, '\0', wl) || parse_long(word, &id) != 0) {
                 fprintf(stderr, "gpt: --detokenize: stdin: '%.*s' is not a token id\n",
                         (int)(wl < 40 ? wl : 40), start);
                 goto done;

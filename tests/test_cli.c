@@ -59,6 +59,10 @@ static void test_usage(void) {
         {{"--repeat-penalty", "0"}, "--repeat-penalty 0: must be > 0"},
         {{"-t", "0"}, "-t 0: must be an integer in [1, 1024]"},
         {{"-s", "-1"}, "-s -1"},
+        // strtoull skips the blank and negates: " -5" was taken as seed 2^64 - 5
+        {{"-s", " -5"}, "-s  -5: must be an integer"},
+        {{"-n", " 3"}, "-n  3: must be an integer >= 0"},
+        {{"--temp", " 1"}, "--temp  1: not a number"},
         {{"--max-tokens"}, "--max-tokens needs a value"},
         {{"--echo=yes"}, "--echo takes no value"},
         {{"--tokenize", "--detokenize"}, "exclude each other"},
@@ -386,6 +390,11 @@ static void test_tokenize_cli(const cJSON *refs) {
     }
     Result r = RUN_IN("15496 abc", "--detokenize");
     CHECK(r.rc != 0 && strstr(r.err, "'abc'") && one_line(r.err), "--detokenize of a word: rc %d '%s'", r.rc, r.err);
+    result_free(&r);
+    // an id followed by a NUL byte is not that id (it was read as 15496)
+    r = run_gpt(tmpdir, "15496\0abc 995", 13, (const char *const[]){"--detokenize", NULL});
+    CHECK(r.rc != 0 && strstr(r.err, "is not a token id") && one_line(r.err), "--detokenize of '15496\\0abc': rc %d '%s'",
+          r.rc, r.err);
     result_free(&r);
     r = RUN_IN("15496 50257", "--detokenize");
     CHECK(r.rc != 0 && strstr(r.err, "50257") && one_line(r.err), "--detokenize of id 50257: rc %d '%s'", r.rc, r.err);
