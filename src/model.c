@@ -17,7 +17,9 @@
  * files) or not (GPT2Model files). Ignored: "__metadata__", the causal-mask
  * buffers h.N.attn.bias / h.N.attn.masked_bias, and lm_head.weight (tied to
  * wte; accepted only when it is (V, C), since anything else means the file is
- * not the model the config describes). Any other tensor is an error: an extra
+ * not the model the config describes); an ignored entry's data_offsets must
+ * still lie inside the data region, and no two weights may share bytes. Any
+ * other tensor is an error: an extra
  * layer or an unknown weight means config and file disagree, and silently
  * running a different model than the one on disk would be worse than failing.
  */
@@ -291,6 +293,44 @@ static void format_shape(char *buf, size_t n, const size_t *dims, int ndim) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+// Reads an entry's data_offsets [begin, end) and checks that they lie in the
+// data region. Every entry is checked, the ignored ones too.
+static int entry_range(const cJSON *e, const char *key, size_t data_size, const char *path, size_t *begin,
+                       size_t *end, GptError *err) {
+    const cJSON *offs = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "data_offsets") : NULL;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
+        json_size(cJSON_GetArrayItem(offs, 0), begin) != 0 || json_size(cJSON_GetArrayItem(offs, 1), end) != 0)
+        return gpt_error(err, "%s: tensor %s: data_offsets is not a pair of sizes", path, key);
+    if (*begin > *end || *end > data_size)
+        return gpt_error(err, "%s: tensor %s has data_offsets [%zu,%zu] outside the data region of %zu bytes%s",
+                         path, key, *begin, *end, data_size,
+                         *end > data_size ? " (is the file truncated?)" : "");
+    return 0;
+}
+
+typedef struct {
+    size_t begin, end;
+    const char *key;
+} Range;
+
+static int range_cmp(const void *a, const void *b) {
+    const Range *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+// No two weights gpt uses may share bytes: a file whose tensors overlap is
+// damaged or forged, and would give one weight another's values. (The
+// ignored entries, a tied lm_head.weight say, are only checked to lie inside
+// the data region.)
+static int check_no_overlap(Range *r, size_t n, const char *path, GptError *err) {
+    qsort(r, n, sizeof *r, range_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (r[i].begin < r[i - 1].end && r[i].begin < r[i].end)
+            return gpt_error(err, "%s: tensors %s and %s share bytes of the data region", path, r[i - 1].key,
+                             r[i].key);
+    return 0;
+}
+
 // Validates one header entry against the shape it must have and the data
 // region's size; fills dtype and byte range. `key` is the name as stored.
 static int check_entry(const cJSON *e, const char *key, const size_t *dims, int ndim, size_t data_size,
@@ -298,7 +338,6 @@ static int check_entry(const cJSON *e, const char *key, const size_t *dims, int 
     if (!cJSON_IsObject(e)) return gpt_error(err, "%s: tensor %s: header entry is not an object", path, key);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt)) return gpt_error(err, "%s: tensor %s has no dtype", path, key);
     size_t es;
     if (!strcmp(dt->valuestring, "F32")) *dtype = DT_F32, es = 4;
@@ -324,13 +363,7 @@ static int check_entry(const cJSON *e, const char *key, const size_t *dims, int 
         return gpt_error(err, "%s: tensor %s has shape %s, config implies %s", path, key, got, want);
     }
 
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
-        json_size(cJSON_GetArrayItem(offs, 0), begin) != 0 || json_size(cJSON_GetArrayItem(offs, 1), end) != 0)
-        return gpt_error(err, "%s: tensor %s: data_offsets is not a pair of sizes", path, key);
-    if (*begin > *end || *end > data_size)
-        return gpt_error(err, "%s: tensor %s has data_offsets [%zu,%zu] outside the data region of %zu bytes%s",
-                         path, key, *begin, *end, data_size,
-                         *end > data_size ? " (is the file truncated?)" : "");
+    if (entry_range(e, key, data_size, path, begin, end, err) != 0) return -1;
     size_t need = es;
     for (int d = 0; d < ndim; d++) need *= dims[d];
     if (*end - *begin != need)
@@ -475,6 +508,7 @@ static int load_safetensors(Model *m, const char *path, GptError *err) {
                  4 + PER_LAYER * (size_t)c->n_layer};
     Slot *slots = calloc(sh.n_slots, sizeof *slots);
     const float **ptr = calloc(sh.n_slots, sizeof *ptr);
+    Range *ranges = NULL;
     int rc = -1;
     if (!slots || !ptr) {
         gpt_error(err, "%s: out of memory", path);
@@ -482,12 +516,19 @@ static int load_safetensors(Model *m, const char *path, GptError *err) {
     }
     for (size_t i = 0; i < sh.n_slots; i++) slot_shape(&sh, i, &slots[i]);
 
+    size_t n_entries = (size_t)cJSON_GetArraySize(hdr), n_ranges = 0;
+    ranges = calloc(n_entries ? n_entries : 1, sizeof *ranges);
+    if (!ranges) {
+        gpt_error(err, "%s: out of memory", path);
+        goto done;
+    }
     for (const cJSON *e = hdr->child; e; e = e->next) {
         const char *key = e->string;
         if (!strcmp(key, "__metadata__")) continue;
         const char *name = strncmp(key, PREFIX, sizeof PREFIX - 1) == 0 ? key + sizeof PREFIX - 1 : key;
         DType dt;
         size_t b, en;
+        if (entry_range(e, key, data_size, path, &b, &en, err) != 0) goto done;
         if (!strcmp(name, "lm_head.weight")) {
             // tied to wte: we always use wte, but a different shape means
             // the file is not the model the config describes
@@ -513,7 +554,10 @@ static int load_safetensors(Model *m, const char *path, GptError *err) {
         s->key = key;
         if (check_entry(e, key, s->dims, s->ndim, data_size, path, &s->dtype, &s->begin, &s->end, err) != 0)
             goto done;
+        ranges[n_ranges++] = (Range){s->begin, s->end, key};
     }
+
+    if (check_no_overlap(ranges, n_ranges, path, err) != 0) goto done;
 
     // Everything present? Float32 and 4-byte aligned in memory?
     int in_place = 1;
@@ -561,6 +605,7 @@ done:
     cJSON_Delete(hdr);
     free(slots);
     free(ptr);
+    free(ranges);
     return rc;
 }
 

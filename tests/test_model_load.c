@@ -353,6 +353,17 @@ static void edit_lm_head_ok(cJSON *h) {
     cJSON_AddItemToObject(h, "h.0.attn.masked_bias", m);  // ignored buffer
 }
 
+static void edit_overlap(cJSON *h) {
+    // h.0.ln_1.bias moved onto the bytes of h.0.ln_1.weight (same size)
+    cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "h.0.ln_1.weight"), "data_offsets");
+    set_offsets(h, "h.0.ln_1.bias", cJSON_GetArrayItem(o, 0)->valuedouble, cJSON_GetArrayItem(o, 1)->valuedouble);
+}
+static void edit_mask_past_end(cJSON *h) {
+    cJSON *m = cJSON_Duplicate(cJSON_GetObjectItem(h, "h.0.ln_1.weight"), 1);
+    cJSON_AddItemToObject(h, "h.0.attn.bias", m);  // an ignored buffer, but its bytes must exist
+    set_offsets(h, "h.0.attn.bias", 13300000, 13300256);
+}
+
 static void expect_fail(const char *dir, const char *load_path, const char *needle1, const char *needle2,
                         const char *what) {
     Model m;
@@ -450,6 +461,15 @@ static void test_errors(void) {
     h = edited_header(edit_lm_head_bad);
     d = make_case("lm-head-bad", h, 0, tiny_config);
     expect_fail(d, NULL, "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head");
+    free(h);
+    h = edited_header(edit_overlap);
+    d = make_case("overlap", h, 0, tiny_config);
+    expect_fail(d, NULL, "h.0.ln_1.bias", "share bytes of the data region", "overlapping tensors");
+    free(h);
+    h = edited_header(edit_mask_past_end);
+    d = make_case("mask-past-end", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.0.attn.bias has data_offsets [13300000,13300256] outside", NULL,
+                "ignored buffer past the end");
     free(h);
     h = edited_header(edit_lm_head_ok);
     d = make_case("lm-head-ok", h, 0, tiny_config);
