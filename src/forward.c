@@ -72,14 +72,17 @@ void layernorm_forward(float *out, const float *inp, const float *weight,
         // Two passes in double: the mean first, then the variance around it,
         // so large means cost no precision.
         double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
         for (size_t i = 0; i < C; i++) sum += x[i];
         float mean = (float)(sum / (double)C);
         double var = 0.0;
+#pragma omp simd reduction(+ : var)
         for (size_t i = 0; i < C; i++) {
             double d = (double)x[i] - mean;
             var += d * d;
         }
         float rstd = (float)(1.0 / sqrt(var / (double)C + (double)eps));
+#pragma omp simd
         for (size_t i = 0; i < C; i++) y[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
     }
 }
@@ -103,8 +106,8 @@ void softmax_rows(float *x, size_t T, size_t n) {
     for (size_t t = 0; t < T; t++) {
         float *row = x + t * n;
         float max = -INFINITY;
-        for (size_t i = 0; i < n; i++)
-            if (row[i] > max) max = row[i];
+#pragma omp simd reduction(max : max)
+        for (size_t i = 0; i < n; i++) max = row[i] > max ? row[i] : max;
         if (max == -INFINITY) {
             // Every key is masked: exp(-inf - -inf) would be NaN. Nothing may
             // be attended to, so every weight is exactly zero.
@@ -116,8 +119,10 @@ void softmax_rows(float *x, size_t T, size_t n) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++) row[i] = row[i] == -INFINITY ? 0.0f : exp_approx(row[i] - max);
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (size_t i = 0; i < n; i++) sum += row[i];
         float inv = 1.0f / sum;
+#pragma omp simd
         for (size_t i = 0; i < n; i++) row[i] *= inv;
     }
 }
@@ -130,6 +135,7 @@ static void linear(float *out, const float *inp, const float *W, const float *b,
     for (size_t t = 0; t < T; t++) {
         float *row = out + t * N;
         if (accumulate)
+#pragma omp simd
             for (size_t j = 0; j < N; j++) row[j] += b[j];
         else
             memcpy(row, b, N * sizeof *row);
