@@ -260,6 +260,7 @@ static long match_name(const Shapes *sh, const char *name, long *layer_out) {
     if (!strcmp(name, "ln_f.weight")) return (long)sh->n_slots - 2;
     if (!strcmp(name, "ln_f.bias")) return (long)sh->n_slots - 1;
     if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9') return -1;
+    if (name[2] == '0' && name[3] >= '0' && name[3] <= '9') return -1;  // "h.01." is no layer's name
     const char *p = name + 2;
     long layer = 0;
     while (*p >= '0' && *p <= '9') {

@@ -353,6 +353,10 @@ static void edit_lm_head_ok(cJSON *h) {
     cJSON_AddItemToObject(h, "h.0.attn.masked_bias", m);  // ignored buffer
 }
 
+static void edit_leading_zero(cJSON *h) {
+    cJSON *e = cJSON_DetachItemFromObject(h, "h.1.ln_1.bias");
+    cJSON_AddItemToObject(h, "h.01.ln_1.bias", e);
+}
 static void edit_overlap(cJSON *h) {
     // h.0.ln_1.bias moved onto the bytes of h.0.ln_1.weight (same size)
     cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, "h.0.ln_1.weight"), "data_offsets");
@@ -461,6 +465,10 @@ static void test_errors(void) {
     h = edited_header(edit_lm_head_bad);
     d = make_case("lm-head-bad", h, 0, tiny_config);
     expect_fail(d, NULL, "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head");
+    free(h);
+    h = edited_header(edit_leading_zero);
+    d = make_case("leading-zero", h, 0, tiny_config);
+    expect_fail(d, NULL, "tensor h.01.ln_1.bias is not a GPT-2 weight", NULL, "layer number with a leading zero");
     free(h);
     h = edited_header(edit_overlap);
     d = make_case("overlap", h, 0, tiny_config);
