@@ -273,6 +273,13 @@ static int config_check(const BinHeader *h, const char *path, GPT2Config *c, Gpt
                              path, sec[k].what, (unsigned long long)sec[k].off, (unsigned long long)sec[k].len,
                              MODELBIN_HEADER_BYTES, (unsigned long long)meta);
     }
+    // The sections may not share bytes: a writer lays them out one after
+    // another, so an overlap means a damaged or forged header.
+    for (int a = 0; a < 4; a++)
+        for (int b = a + 1; b < 4; b++)
+            if (sec[a].len && sec[b].len && sec[a].off < sec[b].off + sec[b].len &&
+                sec[b].off < sec[a].off + sec[a].len)
+                return gpt_error(err, "%s: %s and %s overlap", path, sec[a].what, sec[b].what);
     return 0;
 }
 

@@ -468,6 +468,8 @@ static void test_damage(void) {
         {64, 8, 1ull << 40, "token strings"},
         {72, 8, UINT64_MAX, "token strings"},
         {80, 8, data_off, "merges"},
+        {80, 8, index_off, "token index and merges overlap"},
+        {88, 8, index_off, "token index and tensor table overlap"},
         {88, 8, table + 4, "tensor table"},
         {88, 8, n, "tensor table"},
         {96, 8, data_off + 64, "data region"},
