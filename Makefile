@@ -15,11 +15,13 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 ALL_CFLAGS  = $(CFLAGS) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP
 LDLIBS   += $(PKG_LIBS) -lpthread -lm
 
-# The loops marked `#pragma omp simd` (GELU, softmax) are vectorised: that
-# flag enables those pragmas alone, no OpenMP runtime. Our float code never
-# reads the FP exception flags, so float operations may be treated as
-# non-trapping, which the vectoriser needs for floorf. Every result is still
-# what IEEE arithmetic gives (unlike -ffast-math, which we never use).
+# The loops marked `#pragma omp simd` (GELU, softmax, layernorm, bias adds)
+# are vectorised: -fopenmp-simd enables those pragmas alone, no OpenMP
+# runtime. A reduction marked so may add in another order (float noise, far
+# below the tests' tolerances). Our float code never reads the FP exception
+# flags, so float operations may be treated as non-trapping, which the
+# vectoriser needs for floorf. Nothing else changes: no -ffast-math, which
+# would break NaN checks and GELU.
 ALL_CFLAGS += -fopenmp-simd -fno-trapping-math
 
 # SANITIZE=address,undefined builds everything with those sanitizers.
