@@ -429,56 +429,31 @@ static void test_errors(void) {
     d = make_case("tiny-file", NULL, 5, tiny_config);
     expect_fail(d, NULL, "too short", NULL, "5-byte file");
 
-    h = edited_header(edit_offset_past_end);
-    d = make_case("offset-past-end", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor ln_f.bias has data_offsets [13300000,13300256] outside", NULL, "offset past end");
-    free(h);
-    h = edited_header(edit_offset_short);
-    d = make_case("offset-mismatch", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.1.ln_2.bias has 252 bytes of data", "needs 256", "end-begin mismatch");
-    free(h);
-    h = edited_header(edit_missing);
-    d = make_case("missing", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.1.mlp.c_fc.bias is missing", NULL, "missing tensor");
-    free(h);
-    h = edited_header(edit_dtype);
-    d = make_case("dtype", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.0.attn.c_attn.bias has dtype I32", NULL, "wrong dtype");
-    free(h);
-    h = edited_header(edit_shape);
-    d = make_case("shape", h, 0, tiny_config);
-    expect_fail(d, NULL, "model.safetensors: tensor h.1.mlp.c_fc.weight has shape [64,255], config implies [64,256]",
-                NULL, "wrong shape");
-    free(h);
-    h = edited_header(edit_unknown);
-    d = make_case("unknown", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.0.attn.rotary is not a GPT-2 weight", NULL, "unknown tensor");
-    free(h);
-    h = edited_header(edit_extra_layer);
-    d = make_case("extra-layer", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.2.ln_1.bias is in layer 2, but config n_layer is 2", NULL, "extra layer");
-    free(h);
-    h = edited_header(edit_duplicate);
-    d = make_case("duplicate", h, 0, tiny_config);
-    expect_fail(d, NULL, "wpe.weight appears twice", NULL, "duplicate tensor");
-    free(h);
-    h = edited_header(edit_lm_head_bad);
-    d = make_case("lm-head-bad", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head");
-    free(h);
-    h = edited_header(edit_leading_zero);
-    d = make_case("leading-zero", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.01.ln_1.bias is not a GPT-2 weight", NULL, "layer number with a leading zero");
-    free(h);
-    h = edited_header(edit_overlap);
-    d = make_case("overlap", h, 0, tiny_config);
-    expect_fail(d, NULL, "h.0.ln_1.bias", "share bytes of the data region", "overlapping tensors");
-    free(h);
-    h = edited_header(edit_mask_past_end);
-    d = make_case("mask-past-end", h, 0, tiny_config);
-    expect_fail(d, NULL, "tensor h.0.attn.bias has data_offsets [13300000,13300256] outside", NULL,
-                "ignored buffer past the end");
-    free(h);
+    // Header edits, each refused with a message that names the tensor.
+    struct {
+        const char *name;
+        Edit edit;
+        const char *needle1, *needle2, *what;
+    } edits[] = {
+        {"offset-past-end", edit_offset_past_end, "tensor ln_f.bias has data_offsets [13300000,13300256] outside", NULL, "offset past end"},
+        {"offset-mismatch", edit_offset_short, "tensor h.1.ln_2.bias has 252 bytes of data", "needs 256", "end-begin mismatch"},
+        {"missing", edit_missing, "tensor h.1.mlp.c_fc.bias is missing", NULL, "missing tensor"},
+        {"dtype", edit_dtype, "tensor h.0.attn.c_attn.bias has dtype I32", NULL, "wrong dtype"},
+        {"shape", edit_shape, "model.safetensors: tensor h.1.mlp.c_fc.weight has shape [64,255], config implies [64,256]", NULL, "wrong shape"},
+        {"unknown", edit_unknown, "tensor h.0.attn.rotary is not a GPT-2 weight", NULL, "unknown tensor"},
+        {"extra-layer", edit_extra_layer, "tensor h.2.ln_1.bias is in layer 2, but config n_layer is 2", NULL, "extra layer"},
+        {"duplicate", edit_duplicate, "wpe.weight appears twice", NULL, "duplicate tensor"},
+        {"lm-head-bad", edit_lm_head_bad, "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head"},
+        {"leading-zero", edit_leading_zero, "tensor h.01.ln_1.bias is not a GPT-2 weight", NULL, "layer number with a leading zero"},
+        {"overlap", edit_overlap, "h.0.ln_1.bias", "share bytes of the data region", "overlapping tensors"},
+        {"mask-past-end", edit_mask_past_end, "tensor h.0.attn.bias has data_offsets [13300000,13300256] outside", NULL, "ignored buffer past the end"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        h = edited_header(edits[i].edit);
+        d = make_case(edits[i].name, h, 0, tiny_config);
+        expect_fail(d, NULL, edits[i].needle1, edits[i].needle2, edits[i].what);
+        free(h);
+    }
     h = edited_header(edit_lm_head_ok);
     d = make_case("lm-head-ok", h, 0, tiny_config);
     rc = model_load(&m, d, &err);
