@@ -435,18 +435,25 @@ static void test_errors(void) {
         Edit edit;
         const char *needle1, *needle2, *what;
     } edits[] = {
-        {"offset-past-end", edit_offset_past_end, "tensor ln_f.bias has data_offsets [13300000,13300256] outside", NULL, "offset past end"},
-        {"offset-mismatch", edit_offset_short, "tensor h.1.ln_2.bias has 252 bytes of data", "needs 256", "end-begin mismatch"},
+        {"offset-past-end", edit_offset_past_end,
+         "tensor ln_f.bias has data_offsets [13300000,13300256] outside", NULL, "offset past end"},
+        {"offset-mismatch", edit_offset_short,
+         "tensor h.1.ln_2.bias has 252 bytes of data", "needs 256", "end-begin mismatch"},
         {"missing", edit_missing, "tensor h.1.mlp.c_fc.bias is missing", NULL, "missing tensor"},
         {"dtype", edit_dtype, "tensor h.0.attn.c_attn.bias has dtype I32", NULL, "wrong dtype"},
-        {"shape", edit_shape, "model.safetensors: tensor h.1.mlp.c_fc.weight has shape [64,255], config implies [64,256]", NULL, "wrong shape"},
+        {"shape", edit_shape,
+         "model.safetensors: tensor h.1.mlp.c_fc.weight has shape [64,255], config implies [64,256]", NULL, "wrong shape"},
         {"unknown", edit_unknown, "tensor h.0.attn.rotary is not a GPT-2 weight", NULL, "unknown tensor"},
-        {"extra-layer", edit_extra_layer, "tensor h.2.ln_1.bias is in layer 2, but config n_layer is 2", NULL, "extra layer"},
+        {"extra-layer", edit_extra_layer,
+         "tensor h.2.ln_1.bias is in layer 2, but config n_layer is 2", NULL, "extra layer"},
         {"duplicate", edit_duplicate, "wpe.weight appears twice", NULL, "duplicate tensor"},
-        {"lm-head-bad", edit_lm_head_bad, "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head"},
-        {"leading-zero", edit_leading_zero, "tensor h.01.ln_1.bias is not a GPT-2 weight", NULL, "layer number with a leading zero"},
+        {"lm-head-bad", edit_lm_head_bad,
+         "tensor lm_head.weight has shape [128,64], config implies [50257,64]", NULL, "bad lm_head"},
+        {"leading-zero", edit_leading_zero,
+         "tensor h.01.ln_1.bias is not a GPT-2 weight", NULL, "layer number with a leading zero"},
         {"overlap", edit_overlap, "h.0.ln_1.bias", "share bytes of the data region", "overlapping tensors"},
-        {"mask-past-end", edit_mask_past_end, "tensor h.0.attn.bias has data_offsets [13300000,13300256] outside", NULL, "ignored buffer past the end"},
+        {"mask-past-end", edit_mask_past_end,
+         "tensor h.0.attn.bias has data_offsets [13300000,13300256] outside", NULL, "ignored buffer past the end"},
     };
     for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
         h = edited_header(edits[i].edit);
