@@ -12,24 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int file_read_all(const char *path, char **data, size_t *len, GptError *err) {
+int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err) {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return gpt_error(err, "%s: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return gpt_error(err, "%s: out of memory", path);
-    }
+    if (!buf) return gpt_error(err, "%s: out of memory", name);
     for (;;) {
         if (n + 1 >= cap) {
             char *bigger = realloc(buf, cap * 2);
             if (!bigger) {
                 free(buf);
-                fclose(f);
-                return gpt_error(err, "%s: out of memory", path);
+                return gpt_error(err, "%s: out of memory", name);
             }
             buf = bigger;
             cap *= 2;
@@ -38,16 +32,24 @@ int file_read_all(const char *path, char **data, size_t *len, GptError *err) {
         n += got;
         if (got == 0) break;
     }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
+    if (ferror(f)) {
         free(buf);
-        return gpt_error(err, "%s: read error", path);
+        return gpt_error(err, "%s: read error", name);
     }
     buf[n] = '\0';
     *data = buf;
     *len = n;
     return 0;
+}
+
+int file_read_all(const char *path, char **data, size_t *len, GptError *err) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return gpt_error(err, "%s: %s", path, strerror(errno));
+    int rc = file_read_stream(f, path, data, len, err);
+    fclose(f);
+    return rc;
 }
 
 int file_map(const char *path, MappedFile *out, GptError *err) {

@@ -9,12 +9,17 @@
 #define GPT_FILEIO_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "error.h"
 
 // Reads all of `path` into *data (malloc'd, one extra NUL byte appended, not
 // counted in *len). The caller frees *data. Returns 0, or -1 with err set.
 int file_read_all(const char *path, char **data, size_t *len, GptError *err);
+
+// The same for an open stream (stdin): reads to its end. `name` is what the
+// error message calls it.
+int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err);
 
 typedef struct {
     const unsigned char *data;  // read-only mapping, NULL when empty/closed

@@ -135,34 +135,6 @@ static int parse_float(const char *s, float *out) {
     return 0;
 }
 
-static int read_stream(FILE *f, char **data, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return -1;
-    for (;;) {
-        if (n + 1 >= cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                return -1;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        return -1;
-    }
-    buf[n] = '\0';
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 // ----------------------------------------------------------------------------
 // arguments
 
@@ -420,8 +392,8 @@ static int run_tokenize(const Options *o) {
         goto done;
     }
     size_t len;
-    if (read_stream(stdin, &input, &len) != 0) {
-        fprintf(stderr, "gpt: stdin: read error\n");
+    if (file_read_stream(stdin, "stdin", &input, &len, &err) != 0) {
+        fprintf(stderr, "gpt: %s\n", err.msg);
         goto done;
     }
     if (o->tokenize) {
@@ -827,8 +799,8 @@ static int run_model(const Options *o) {
     if (!prompt) {
         if (isatty(STDIN_FILENO))
             fprintf(stderr, "gpt: reading the prompt from stdin; end it with Ctrl-D (or pass -p)\n");
-        if (read_stream(stdin, &stdin_text, &prompt_len) != 0) {
-            fprintf(stderr, "gpt: stdin: read error\n");
+        if (file_read_stream(stdin, "stdin", &stdin_text, &prompt_len, &err) != 0) {
+            fprintf(stderr, "gpt: %s\n", err.msg);
             goto done;
         }
         prompt = stdin_text;
