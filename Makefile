@@ -6,6 +6,10 @@
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
+#
+# Layout: src/*.c is the library (libgpt.a: it computes, never prints or
+# exits); src/cli/*.c is the command line, one front-end linking it; tests/
+# and tests/bench/ link it too.
 
 CC       ?= cc
 CFLAGS   ?= -O2 -march=native
@@ -35,13 +39,16 @@ BUILD    ?= build
 CKPT_DIR ?= build/ckpt
 PREFIX   ?= /usr/local
 
-LIB_SRCS   := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_SRCS   := $(wildcard src/*.c)
 LIB_OBJS   := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
+LIB        := $(BUILD)/libgpt.a
+CLI_SRCS   := $(wildcard src/cli/*.c)
+CLI_OBJS   := $(CLI_SRCS:src/%.c=$(BUILD)/src/%.o)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
-BENCH_SRCS := $(wildcard bench/*.c)
-BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+BENCH_SRCS := $(wildcard tests/bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test asan bench install clean checkpoints test-bins
 
@@ -53,7 +60,11 @@ else
 all: $(BUILD)/gpt
 endif
 
-$(BUILD)/gpt: $(BUILD)/src/main.o $(LIB_OBJS)
+$(LIB): $(LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/gpt: $(CLI_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/src/%.o: src/%.c
@@ -64,14 +75,14 @@ $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -c -o $@ $<
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_OBJS)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bench/%.o: bench/%.c
+$(BUILD)/bench/%.o: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -c -o $@ $<
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB_OBJS)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 test-bins: all $(TEST_BINS) $(TOOL_BINS)
@@ -88,7 +99,7 @@ asan:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O1 -march=native" test
 
 bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
-	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh bench/run.sh
+	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/bench/run.sh
 
 install: $(BUILD)/gpt
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt

@@ -98,6 +98,34 @@ void file_unmap(MappedFile *f) {
     }
 }
 
+char *path_join(const char *dir, const char *name) {
+    size_t d = strlen(dir), n = d + (name ? strlen(name) + 1 : 0) + 1;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    // "/" + "x" is "/x", not "//x"
+    if (name) snprintf(p, n, "%s%s%s", dir, d && dir[d - 1] == '/' ? "" : "/", name);
+    else memcpy(p, dir, n);
+    return p;
+}
+
+char *path_dirname(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return path_join(".", NULL);
+    size_t n = slash == path ? 1 : (size_t)(slash - path);  // "/x" -> "/"
+    char *dir = malloc(n + 1);
+    if (!dir) return NULL;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return dir;
+}
+
+char *path_sibling(const char *file, const char *name) {
+    char *dir = path_dirname(file);
+    char *p = dir ? path_join(dir, name) : NULL;
+    free(dir);
+    return p;
+}
+
 int path_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);

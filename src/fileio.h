@@ -36,6 +36,16 @@ void file_release(const MappedFile *f, size_t offset, size_t len);
 // Unmaps; NULL-safe and idempotent (leaves {NULL, 0}).
 void file_unmap(MappedFile *f);
 
+// dir + "/" + name (one slash between them), malloc'd (the caller frees); with name NULL, a copy of
+// dir. NULL when out of memory.
+char *path_join(const char *dir, const char *name);
+// The directory part of path: "a/b.bin" gives "a", "b.bin" gives ".",
+// "/b.bin" gives "/". malloc'd, or NULL.
+char *path_dirname(const char *path);
+// The path of `name` in the directory that holds `file`: "a/b.bin" and "c"
+// give "a/c", "b.bin" gives "./c", "/b.bin" gives "/c". malloc'd, or NULL.
+char *path_sibling(const char *file, const char *name);
+
 // 1 if path is an existing directory, 0 otherwise.
 int path_is_dir(const char *path);
 // 1 if path exists (any kind), 0 otherwise.

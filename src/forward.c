@@ -12,10 +12,13 @@
  *   x += gelu(ln_2(x) @ W_fc + b_fc) @ W_fcproj + b_fcproj
  * then ln_f and logits = ln_f(x) @ wte^T (the output layer is tied to wte).
  *
- * What it does not do: sample, tokenize, or own the cache's memory.
+ * What it does not do: sample, tokenize, own the cache's memory, or know how a
+ * weight is stored (matmul.h does).
  */
 #include "forward.h"
 
+#include "bytes.h"
+#include "matmul.h"
 #include "memory.h"
 
 #include <cblas.h>
@@ -25,8 +28,6 @@
 
 // ----------------------------------------------------------------------------
 // scratch memory
-
-static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens,
                        size_t max_ctx, size_t max_logit_rows, GptError *err) {
@@ -127,30 +128,6 @@ void softmax_rows(float *x, size_t T, size_t n) {
     }
 }
 
-// out(T,N) = inp(T,K) @ W(K,N) + b. With accumulate, out += instead of =.
-// One token is a matrix-vector product: sgemv streams W once, which is all
-// decode can do, and skips sgemm's packing of a one-row operand.
-static void linear(float *out, const float *inp, const float *W, const float *b,
-                   size_t T, size_t K, size_t N, int accumulate) {
-    for (size_t t = 0; t < T; t++) {
-        float *row = out + t * N;
-        if (accumulate)
-#pragma omp simd
-            for (size_t j = 0; j < N; j++) row[j] += b[j];
-        else
-            memcpy(row, b, N * sizeof *row);
-    }
-    if (T == 1) {
-        // out(N) += W(K,N)^T @ inp(K)
-        cblas_sgemv(CblasRowMajor, CblasTrans, (int)K, (int)N, 1.0f, W, (int)N, inp, 1,
-                    1.0f, out, 1);
-    } else {
-        // out(T,N) += inp(T,K) @ W(K,N)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)N, (int)K, 1.0f,
-                    inp, (int)K, W, (int)N, 1.0f, out, (int)N);
-    }
-}
-
 // Rows of queries whose scores are computed together in a prefill.
 enum { QUERY_BLOCK = 64 };
 
@@ -247,16 +224,16 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     if (check_batch(m, s, seqs, n_seqs, err) != 0) return -1;
     const GPT2Config *cfg = &m->config;
     const GPT2Weights *w = &m->weights;
-    size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
+    size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head;
 
     // x(T,C) = wte[token] + wpe[position]
     size_t T = 0;
     for (size_t i = 0; i < n_seqs; i++) {
         for (size_t t = 0; t < seqs[i].n_tokens; t++, T++) {
-            const float *tok = w->wte + (size_t)seqs[i].tokens[t] * C;
             const float *pos = w->wpe + (seqs[i].cache->n_tokens + t) * C;
             float *x = s->x + T * C;
-            for (size_t c = 0; c < C; c++) x[c] = tok[c] + pos[c];
+            weight_row(x, &w->wte, (size_t)seqs[i].tokens[t]);
+            for (size_t c = 0; c < C; c++) x[c] += pos[c];
         }
     }
     if (T == 0) return 0;
@@ -265,7 +242,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         const GPT2Layer *lw = &w->layers[l];
         layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
         // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
-        linear(s->qkv, s->ln, lw->qkv_w, lw->qkv_b, T, C, 3 * C, 0);
+        matmul(s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0);
         size_t row = 0;
         for (size_t i = 0; i < n_seqs; i++) {
             size_t n = seqs[i].n_tokens;
@@ -276,13 +253,13 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
             row += n;
         }
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
-        linear(s->x, s->attn, lw->attn_proj_w, lw->attn_proj_b, T, C, C, 1);
+        matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
-        linear(s->fc, s->ln, lw->fc_w, lw->fc_b, T, C, 4 * C, 0);
+        matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0);
         gelu_forward(s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
-        linear(s->x, s->fc, lw->fc_proj_w, lw->fc_proj_b, T, 4 * C, C, 1);
+        matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1);
     }
 
     // The final layernorm only for the rows whose logits are wanted, gathered
@@ -303,14 +280,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         row += n;
         seqs[i].cache->n_tokens += n;
     }
-    if (R == 1) {
-        // logits(V) = wte(V,C) @ ln(C)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)C, 1.0f, w->wte, (int)C, s->ln, 1,
-                    0.0f, s->logits, 1);
-    } else if (R > 1) {
-        // logits(R,V) = ln(R,C) @ wte(V,C)^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)V, (int)C, 1.0f, s->ln,
-                    (int)C, w->wte, (int)C, 0.0f, s->logits, (int)V);
-    }
+    // logits(R,V) = ln(R,C) @ wte(V,C)^T
+    if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0);
     return 0;
 }

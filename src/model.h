@@ -1,19 +1,13 @@
 /*
- * model.h - a GPT-2 model in memory: hyper-parameters and float32 weights.
+ * model.h - a GPT-2 model in memory: hyper-parameters, the one table of its
+ * tensors, and the weights the forward pass reads.
  *
- * model_load() opens a checkpoint, validates every tensor against the shape
- * the configuration implies, and leaves float32 weights that the forward pass
- * reads. It does not run anything and does not own a KV cache.
- *
- * Accepted inputs (recognised by content, not by name):
- *   - a Hugging Face GPT-2 directory: config.json + model.safetensors
- *   - a model.safetensors file with config.json beside it
- *   - gpt's own one-file model.bin, or an llm.c checkpoint (modelbin.c)
- *
- * Storage: weights live in one read-only mapping of the file when the file's
- * float32 data is aligned, or else in one 64-byte-aligned allocation into which
- * they are copied once (unaligned data, F16/BF16 widened to float32). The
- * pointers below point into that storage and are never freed one by one.
+ * This file knows no file format. loader.h opens files (safetensors, gpt's
+ * model.bin, llm.c checkpoints; docs/model-format.md); each format file
+ * validates its bytes against the table below and hands the tensors to
+ * model_set_weights(). Storage: the weights point into one read-only mapping
+ * of the file (Model.map) or into one 64-byte-aligned block the loader
+ * filled (Model.owned); they are never freed one by one.
  */
 #ifndef GPT_MODEL_H
 #define GPT_MODEL_H
@@ -21,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "error.h"
 #include "fileio.h"
 
@@ -33,21 +28,63 @@ typedef struct {
     float ln_eps;     // layer_norm_epsilon
 } GPT2Config;
 
-// One transformer block. Matrices are in Hugging Face's Conv1D layout,
-// (in, out) row-major, so that y = x @ W + b.
+/*
+ * The tensor table: every tensor of GPT-2, once. Names, shapes, the order
+ * of a file, the llm.c order, matching a file's entries and filling the
+ * structs below all derive from it (model.c).
+ *
+ *   X(name, llm.c name, field, kind, rows, cols)
+ *
+ * name is Hugging Face's (inside a layer, after "h.N."); rows and cols are
+ * the shape in Hugging Face's storage order, in units of C (n_embd), V
+ * (vocab_size) and T (n_ctx); cols 0 means a vector. The kinds:
+ *   MATRIX     a Weight read by matmul, stored (in, out): y = x @ W + b
+ *   EMBEDDING  wte, a Weight whose rows are tokens (V, C): the embedding
+ *              gathers rows, the tied output layer computes x @ wte^T
+ *   VECTOR     always float32: norms, biases, and wpe
+ * Only MATRIX and EMBEDDING may be stored in reduced precision.
+ *
+ * A file holds, in this order: GPT2_HEAD_TENSORS, then GPT2_LAYER_TENSORS
+ * for layer 0, 1, ..., L-1, then GPT2_TAIL_TENSORS.
+ */
+#define GPT2_HEAD_TENSORS(X)                                              \
+    X("wte.weight", "wte", wte, EMBEDDING, V, C)                          \
+    X("wpe.weight", "wpe", wpe, VECTOR, T, C)
+#define GPT2_LAYER_TENSORS(X)                                             \
+    X("ln_1.weight", "ln1w", ln1_w, VECTOR, C, 0)                         \
+    X("ln_1.bias", "ln1b", ln1_b, VECTOR, C, 0)                           \
+    X("attn.c_attn.weight", "qkvw", qkv_w, MATRIX, C, 3 * C)              \
+    X("attn.c_attn.bias", "qkvb", qkv_b, VECTOR, 3 * C, 0)                \
+    X("attn.c_proj.weight", "attprojw", attn_proj_w, MATRIX, C, C)        \
+    X("attn.c_proj.bias", "attprojb", attn_proj_b, VECTOR, C, 0)          \
+    X("ln_2.weight", "ln2w", ln2_w, VECTOR, C, 0)                         \
+    X("ln_2.bias", "ln2b", ln2_b, VECTOR, C, 0)                           \
+    X("mlp.c_fc.weight", "fcw", fc_w, MATRIX, C, 4 * C)                   \
+    X("mlp.c_fc.bias", "fcb", fc_b, VECTOR, 4 * C, 0)                     \
+    X("mlp.c_proj.weight", "fcprojw", fc_proj_w, MATRIX, 4 * C, C)        \
+    X("mlp.c_proj.bias", "fcprojb", fc_proj_b, VECTOR, C, 0)
+#define GPT2_TAIL_TENSORS(X)                                              \
+    X("ln_f.weight", "lnfw", lnf_w, VECTOR, C, 0)                         \
+    X("ln_f.bias", "lnfb", lnf_b, VECTOR, C, 0)
+
+// One transformer block (the table's GPT2_LAYER_TENSORS).
 typedef struct {
-    const float *ln1_w, *ln1_b;          // (C), (C)
-    const float *qkv_w, *qkv_b;          // (C, 3C), (3C)   attn.c_attn
-    const float *attn_proj_w, *attn_proj_b;  // (C, C), (C) attn.c_proj
-    const float *ln2_w, *ln2_b;          // (C), (C)
-    const float *fc_w, *fc_b;            // (C, 4C), (4C)   mlp.c_fc
-    const float *fc_proj_w, *fc_proj_b;  // (4C, C), (C)    mlp.c_proj
+    const float *ln1_w, *ln1_b;        // (C), (C)
+    Weight qkv_w;                      // (C, 3C)  attn.c_attn
+    const float *qkv_b;                // (3C)
+    Weight attn_proj_w;                // (C, C)   attn.c_proj
+    const float *attn_proj_b;          // (C)
+    const float *ln2_w, *ln2_b;        // (C), (C)
+    Weight fc_w;                       // (C, 4C)  mlp.c_fc
+    const float *fc_b;                 // (4C)
+    Weight fc_proj_w;                  // (4C, C)  mlp.c_proj
+    const float *fc_proj_b;            // (C)
 } GPT2Layer;
 
 typedef struct {
-    const float *wte;       // (V, C)    token embedding, also the tied lm_head
-    const float *wpe;       // (maxT, C) position embedding
-    GPT2Layer *layers;      // (L) array, malloc'd
+    Weight wte;                  // (V, C)    token embedding, also the tied output layer
+    const float *wpe;            // (maxT, C) position embedding
+    GPT2Layer *layers;           // (L) array, malloc'd
     const float *lnf_w, *lnf_b;  // (C), (C)
 } GPT2Weights;
 
@@ -56,56 +93,62 @@ typedef struct Tokenizer Tokenizer;
 typedef struct {
     GPT2Config config;
     GPT2Weights weights;
-    size_t n_params;          // float32 parameters (wte counted once)
-    size_t weight_bytes;      // n_params * 4: what one decode step reads
+    size_t n_params;          // parameters (wte counted once)
+    size_t weight_bytes;      // bytes of all weights as held: what one decode step reads
     MappedFile map;           // the file, when weights point into it
-    float *owned;             // the aligned copy, when they do not
+    void *owned;              // the 64-byte-aligned block, when they do not
     Tokenizer *tokenizer;     // a tokenizer stored in the model file, or NULL
     double load_seconds;      // wall time of model_load
     char source_kind[32];     // "safetensors", "model.bin", "llm.c"
 } Model;
 
-// Loads the checkpoint at `path` into *m (zeroed first). Returns 0, or -1 with
-// a message naming the file and, where it applies, the tensor. On failure *m
-// holds nothing that needs freeing (model_free is still safe).
-int model_load(Model *m, const char *path, GptError *err);
-
-// Frees what model_load allocated and unmaps the file. NULL-safe, idempotent.
+// Frees what loading allocated and unmaps the file. NULL-safe, idempotent.
 void model_free(Model *m);
-
-// What a checkpoint file is, judged by its first bytes (model_sniff).
-typedef enum {
-    MODEL_KIND_UNKNOWN = 0,
-    MODEL_KIND_SAFETENSORS,  // 8-byte LE header length, then a JSON object
-    MODEL_KIND_GPTBIN,       // gpt's own model.bin (loaded by modelbin.c)
-    MODEL_KIND_LLMC,         // llm.c checkpoint: int32 magic 20240326 (modelbin.c)
-} ModelKind;
-
-// Looks at the first n bytes `head` of a file of file_size bytes and says what
-// kind of checkpoint it is; it reads nothing else and never fails. The loader
-// then validates the whole file and reports anything wrong in detail.
-// gpt's model.bin starts with the 8 bytes MODELBIN_MAGIC (modelbin.h).
-ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size);
-
-// The weights as a list of tensors, in the canonical order of a Hugging Face
-// file (unprefixed names): 0 wte.weight, 1 wpe.weight, then 12 per layer
-// (2 + 12*l + k: ln_1.weight, ln_1.bias, attn.c_attn.weight, .bias,
-// attn.c_proj.weight, .bias, ln_2.weight, .bias, mlp.c_fc.weight, .bias,
-// mlp.c_proj.weight, .bias), then ln_f.weight, ln_f.bias. modelbin.c writes
-// and reads tensors in this order. The config must have been validated.
-size_t gpt2_n_tensors(const GPT2Config *c);
-// Name of tensor i, e.g. "h.3.mlp.c_fc.weight".
-void gpt2_tensor_name(const GPT2Config *c, size_t i, char *buf, size_t n);
-// Shape of tensor i in storage order (HF Conv1D layout); returns ndim (1 or 2).
-int gpt2_tensor_shape(const GPT2Config *c, size_t i, size_t dims[2]);
-// The float32 data of tensor i of a loaded model.
-const float *model_tensor(const Model *m, size_t i);
-// Points m->weights at ptr[i] for each tensor i (m->config set); allocates
-// m->weights.layers. Returns 0, or -1 with err naming `path`.
-int model_set_weights(Model *m, const float *const *ptr, const char *path, GptError *err);
 
 // The GPT-2 hyper-parameters must make sense together; 0 if they do, else -1
 // with err naming `what` (usually the file) and the bad field.
 int gpt2_config_validate(const GPT2Config *c, const char *what, GptError *err);
+
+// ---------------------------------------------------------------------------
+// The table, by index: tensor i of a model of configuration c (validated),
+// 0 <= i < gpt2_n_tensors(c) = 4 + 12 L, in the order a file holds them.
+
+typedef enum { TENSOR_MATRIX, TENSOR_EMBEDDING, TENSOR_VECTOR } TensorKind;
+
+typedef struct {
+    char name[64];           // "h.3.mlp.c_fc.weight"
+    const char *llmc_name;   // "fcw": llm.c's name of the kind (all layers)
+    TensorKind kind;
+    int ndim;                // 1 or 2
+    size_t dims[2];          // Hugging Face storage order; dims[1] = 0 if ndim 1
+    size_t numel;
+    int layer;               // -1 outside the layers
+    size_t index_in_layer;   // 0..11 in GPT2_LAYER_TENSORS (layers only)
+} TensorSpec;
+
+enum { GPT2_TENSORS_PER_LAYER = 12 };
+
+size_t gpt2_n_tensors(const GPT2Config *c);
+void gpt2_tensor_spec(const GPT2Config *c, size_t i, TensorSpec *out);
+// Shortcuts: the name, and the shape (returns ndim).
+void gpt2_tensor_name(const GPT2Config *c, size_t i, char *buf, size_t n);
+int gpt2_tensor_shape(const GPT2Config *c, size_t i, size_t dims[2]);
+// The index of a Hugging Face name ("h.3.ln_2.bias", no "transformer."
+// prefix), or -1 if no tensor of this configuration has it. *layer_out gets
+// the layer of an "h.N." name, even one beyond n_layer (for messages), else -1.
+long gpt2_tensor_index(const GPT2Config *c, const char *name, long *layer_out);
+
+// One tensor's data as a format hands it over, or as model_tensor returns it.
+typedef struct {
+    DType dtype;
+    const void *data;  // numel elements in Hugging Face's storage order
+} TensorRef;
+
+// Points m->weights at t[i] for each tensor i (m->config set and validated);
+// allocates m->weights.layers and sets n_params and weight_bytes. VECTOR
+// tensors must be float32. Returns 0, or -1 with err naming `path`.
+int model_set_weights(Model *m, const TensorRef *t, const char *path, GptError *err);
+// Tensor i of a loaded model.
+TensorRef model_tensor(const Model *m, size_t i);
 
 #endif

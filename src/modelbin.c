@@ -1,61 +1,23 @@
 /*
- * modelbin.c - gpt's one-file model.bin (write, validate, map), llm.c
- * checkpoints, and the tensor listing behind `gpt inspect`.
- *
- * What it does not: parse argv or print (main.c), find tokenizer files
- * (main.c), read safetensors weights (model.c; the converter gets a loaded
- * Model and writes what it holds).
- *
- * model.bin, format version 1 (docs/model-format.md says the same at length).
- * Every integer is a fixed-width little-endian integer; offsets are absolute
- * byte offsets in the file unless said otherwise.
- *
- *   header, 128 bytes:
- *      0  u8[8]  magic "GPT2BIN\0"
- *      8  u32    format version (1)
- *     12  u32    header bytes (128)
- *     16  u32    n_layer          20  u32 n_head        24  u32 n_embd
- *     28  u32    n_ctx            32  u32 vocab_size    36  f32 layer_norm_epsilon
- *     40  u32    n_tokens (tokenizer vocabulary; = vocab_size)
- *     44  u32    n_merges         48  u32 n_tensors (= 4 + 12 n_layer)
- *     52  u32    reserved, 0
- *     56  u64    index_offset     (n_tokens + 1) u32 string offsets, 4-aligned
- *     64  u64    strings_offset   72  u64 strings_bytes
- *     80  u64    merges_offset    n_merges x (i32 left id, i32 right id), 4-aligned
- *     88  u64    table_offset     n_tensors x 128-byte entries, 8-aligned
- *     96  u64    data_offset      a multiple of 4096
- *    104  u64    data_bytes
- *    112  u64    file_bytes       = data_offset + data_bytes = the file's size
- *    120  u64    reserved, 0
- *   tokenizer: token id i is strings[index[i] .. index[i+1]-1), its
- *      vocab.json form (e.g. "Ġthe") in UTF-8 followed by one NUL, so the
- *      strings are used in place; index[0] = 0, index[n_tokens] =
- *      strings_bytes. Merge rank r joins tokens merges[r].
- *   tensor table entry, 128 bytes:
- *      0  char[64] name, NUL-padded ("wte.weight", "h.0.ln_1.weight", ...)
- *     64  u32    dtype (0 F32, 1 F16, 2 BF16; this build reads F32)
- *     68  u32    ndim (1..4)      72  u64[4] dims (unused ones 0)
- *    104  u64    offset, relative to data_offset, a multiple of 64
- *    112  u64    nbytes           120  u64 reserved, 0
- *   Tensors appear in the canonical order of model.h (gpt2_tensor_name),
- *   matrices in Hugging Face's Conv1D (in, out) layout, data row-major.
+ * modelbin.c - gpt's one-file model.bin: validate and map (loading), write
+ * (`gpt convert`), list (`gpt inspect`). docs/model-format.md describes the
+ * format, field by field; this file follows it.
  *
  * Loading is an mmap plus validation of the header, the table and the
  * tokenizer tables: every section and tensor must lie inside the file, the
- * file must be as long as the header says, every shape must be the one the
- * configuration implies. Weights are then pointers into the mapping; the data
- * region starts on a page and each tensor on 64 bytes, so float32 tensors are
- * aligned in place without a copy.
+ * file must be as long as the header says, every tensor must be the one the
+ * tensor table (model.h) names at its place, with the shape the configuration
+ * implies. Weights are then pointers into the mapping; the data region starts
+ * on a page and each tensor on 64 bytes, so float32 tensors are aligned in
+ * place without a copy.
  *
- * llm.c checkpoints (karpathy/llm.c gpt2_124M.bin): a 256 x int32 header
- * (magic 20240326, version 3 = float32, maxT, V, L, NH, C, padded V), then
- * the parameters grouped by kind across layers, matrices as (out, in), wte
- * padded to padded-V rows. We copy them once into our layout.
+ * What it does not: parse argv or print (src/cli), find tokenizer files
+ * (src/cli/locate.c), read other formats (the converter gets a loaded Model
+ * and writes what it holds).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "modelbin.h"
 
-#include <cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,46 +25,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "memory.h"
+#include "bytes.h"
+#include "formats.h"
+#include "tokenizer.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model.bin is little-endian and its float32 data is used in place: port the loads first"
 #endif
 
-#define LLMC_MAGIC 20240326u
-#define LLMC_HEADER_BYTES 1024u
 #define MAX_TOKENS (1u << 24)
 #define MAX_MERGES (1u << 24)
 #define NAME_BYTES 64
-
-static uint32_t rd32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-
-static void wr32(unsigned char *p, uint32_t v) {
-    for (int k = 0; k < 4; k++) p[k] = (unsigned char)(v >> (8 * k));
-}
-
-static void wr64(unsigned char *p, uint64_t v) {
-    wr32(p, (uint32_t)v);
-    wr32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-// [off, off + len) inside [0, limit), written so that nothing overflows.
-static int inside(uint64_t off, uint64_t len, uint64_t limit) { return off <= limit && len <= limit - off; }
-
-static const char *dtype_name(uint32_t dt) {
-    switch (dt) {
-    case MODELBIN_F32: return "F32";
-    case MODELBIN_F16: return "F16";
-    case MODELBIN_BF16: return "BF16";
-    default: return NULL;
-    }
-}
 
 // Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
 static int utf8_valid(const unsigned char *s, size_t n) {
@@ -132,15 +65,6 @@ static int utf8_valid(const unsigned char *s, size_t n) {
         i += k + 1;
     }
     return 1;
-}
-
-static size_t numel(const size_t *dims, int ndim) { return ndim == 1 ? dims[0] : dims[0] * dims[1]; }
-
-static void shape_str(char *buf, size_t n, const uint64_t *dims, int ndim) {
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%llu", d ? "," : "", (unsigned long long)dims[d]);
-    if (k < n) snprintf(buf + k, n - k, "]");
 }
 
 // ---------------------------------------------------------------------------
@@ -254,7 +178,7 @@ static int config_check(const BinHeader *h, const char *path, GPT2Config *c, Gpt
     // Sections: the metadata before the data region, the data region to the end.
     uint64_t meta = h->data_offset;
     if (h->data_offset % MODELBIN_DATA_ALIGN != 0 || h->data_offset < MODELBIN_HEADER_BYTES ||
-        !inside(h->data_offset, h->data_bytes, h->file_bytes) || h->data_offset + h->data_bytes != h->file_bytes)
+        !range_inside(h->data_offset, h->data_bytes, h->file_bytes) || h->data_offset + h->data_bytes != h->file_bytes)
         return gpt_error(err, "%s: data region [%llu, +%llu) is not a page-aligned tail of the file", path,
                          (unsigned long long)h->data_offset, (unsigned long long)h->data_bytes);
     struct {
@@ -267,7 +191,7 @@ static int config_check(const BinHeader *h, const char *path, GPT2Config *c, Gpt
         {"tensor table", h->table_offset, (uint64_t)h->n_tensors * MODELBIN_ENTRY_BYTES, 8},
     };
     for (int k = 0; k < 4; k++) {
-        if (sec[k].off < MODELBIN_HEADER_BYTES || !inside(sec[k].off, sec[k].len, meta) ||
+        if (sec[k].off < MODELBIN_HEADER_BYTES || !range_inside(sec[k].off, sec[k].len, meta) ||
             sec[k].off % sec[k].align != 0)
             return gpt_error(err, "%s: %s at [%llu, +%llu) lies outside the metadata [%u, %llu) or is misaligned",
                              path, sec[k].what, (unsigned long long)sec[k].off, (unsigned long long)sec[k].len,
@@ -283,16 +207,18 @@ static int config_check(const BinHeader *h, const char *path, GPT2Config *c, Gpt
     return 0;
 }
 
-// Validates every table entry; ptr[i] gets tensor i's data.
+// Validates every table entry against the tensor table; t[i] gets tensor
+// i's data.
 static int table_check(const unsigned char *file, const BinHeader *h, const GPT2Config *c, const char *path,
-                       const float **ptr, size_t *n_params, GptError *err) {
+                       TensorRef *t, GptError *err) {
     const unsigned char *data = file + h->data_offset;
     uint64_t prev_end = 0;
-    *n_params = 0;
     for (size_t i = 0; i < h->n_tensors; i++) {
         const unsigned char *e = file + h->table_offset + i * MODELBIN_ENTRY_BYTES;
-        char want_name[96], name[NAME_BYTES + 1];
-        gpt2_tensor_name(c, i, want_name, sizeof want_name);
+        TensorSpec spec;
+        gpt2_tensor_spec(c, i, &spec);
+        const char *want_name = spec.name;
+        char name[NAME_BYTES + 1];
         memcpy(name, e, NAME_BYTES);
         name[NAME_BYTES] = '\0';
         const unsigned char *nul = memchr(e, 0, NAME_BYTES);
@@ -305,14 +231,14 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             return gpt_error(err, "%s: tensor %zu is named '%.64s', expected %s", path, i, name, want_name);
         uint32_t dt = rd32(e + 64), ndim = rd32(e + 68);
         uint64_t off = rd64(e + 104), nbytes = rd64(e + 112);
-        if (dt != MODELBIN_F32) {
-            if (dtype_name(dt))
+        if (dt != DTYPE_F32) {
+            if (dtype_name((DType)dt))
                 return gpt_error(err, "%s: tensor %s has dtype %s; this build reads only F32 tensors from a model.bin",
-                                 path, name, dtype_name(dt));
+                                 path, name, dtype_name((DType)dt));
             return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16)", path, name, dt);
         }
-        size_t dims[2];
-        int nd = gpt2_tensor_shape(c, i, dims);
+        const size_t *dims = spec.dims;
+        int nd = spec.ndim;
         uint64_t got[4];
         int ok = ndim == (uint32_t)nd;
         for (int d = 0; d < 4; d++) {
@@ -326,23 +252,22 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             int shown = ndim <= 4 ? (int)ndim : 4;  // and any stray dims beyond ndim
             for (int d = shown; d < 4; d++)
                 if (got[d]) shown = d + 1;
-            shape_str(gs, sizeof gs, got, shown);
-            shape_str(ws, sizeof ws, w64, nd);
+            shape_string(gs, sizeof gs, got, shown);
+            shape_string(ws, sizeof ws, w64, nd);
             return gpt_error(err, "%s: tensor %s has shape %s (ndim %u), config implies %s", path, name, gs, ndim, ws);
         }
-        size_t n = numel(dims, nd);
-        if (nbytes != (uint64_t)n * 4)
-            return gpt_error(err, "%s: tensor %s has %llu bytes; F32 of its shape needs %zu", path, name,
-                             (unsigned long long)nbytes, n * 4);
-        if (off % MODELBIN_TENSOR_ALIGN != 0 || !inside(off, nbytes, h->data_bytes))
+        size_t need = spec.numel * dtype_size((DType)dt);
+        if (nbytes != (uint64_t)need)
+            return gpt_error(err, "%s: tensor %s has %llu bytes; %s of its shape needs %zu", path, name,
+                             (unsigned long long)nbytes, dtype_name((DType)dt), need);
+        if (off % MODELBIN_TENSOR_ALIGN != 0 || !range_inside(off, nbytes, h->data_bytes))
             return gpt_error(err, "%s: tensor %s at data offset %llu (+%llu bytes) lies outside the data region of "
                              "%llu bytes or is not 64-byte aligned", path, name, (unsigned long long)off,
                              (unsigned long long)nbytes, (unsigned long long)h->data_bytes);
         if (off < prev_end)
             return gpt_error(err, "%s: tensor %s overlaps the tensor before it", path, name);
         prev_end = off + nbytes;
-        ptr[i] = (const float *)(const void *)(data + off);
-        *n_params += n;
+        t[i] = (TensorRef){(DType)dt, data + off};
     }
     return 0;
 }
@@ -406,21 +331,17 @@ int modelbin_load_mapped(Model *m, const char *path, GptError *err) {
     BinHeader h;
     if (header_check(file, size, path, &h, err) != 0) return -1;
     if (config_check(&h, path, &m->config, err) != 0) return -1;
-    size_t nt = h.n_tensors;
-    const float **ptr = calloc(nt, sizeof *ptr);
-    if (!ptr) return gpt_error(err, "%s: out of memory", path);
-    size_t n_params;
+    TensorRef *t = calloc(h.n_tensors, sizeof *t);
+    if (!t) return gpt_error(err, "%s: out of memory", path);
     int rc = -1;
-    if (table_check(file, &h, &m->config, path, ptr, &n_params, err) != 0) goto done;
+    if (table_check(file, &h, &m->config, path, t, err) != 0) goto done;
     m->tokenizer = tokenizer_check(file, &h, path, err);
     if (!m->tokenizer) goto done;
-    if (model_set_weights(m, ptr, path, err) != 0) goto done;
-    m->n_params = n_params;
-    m->weight_bytes = n_params * sizeof(float);
+    if (model_set_weights(m, t, path, err) != 0) goto done;
     snprintf(m->source_kind, sizeof m->source_kind, "model.bin");
     rc = 0;
 done:
-    free(ptr);
+    free(t);
     return rc;
 }
 
@@ -445,6 +366,13 @@ static void out_pad_to(Out *o, uint64_t target) {
         uint64_t n = target - o->pos;
         out_bytes(o, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
     }
+}
+
+// Bytes of tensor i's data as the model holds it.
+static uint64_t tensor_bytes(const Model *m, size_t i) {
+    TensorSpec spec;
+    gpt2_tensor_spec(&m->config, i, &spec);
+    return (uint64_t)spec.numel * dtype_size(model_tensor(m, i).dtype);
 }
 
 int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, size_t *bytes_out,
@@ -483,12 +411,10 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     h.merges_offset = align_up(h.strings_offset + h.strings_bytes, 8);
     h.table_offset = align_up(h.merges_offset + 8 * (uint64_t)n_merges, MODELBIN_TENSOR_ALIGN);
     h.data_offset = align_up(h.table_offset + (uint64_t)h.n_tensors * MODELBIN_ENTRY_BYTES, MODELBIN_DATA_ALIGN);
+    // Each tensor as the model holds it: its dtype, numel elements.
     uint64_t data_end = 0;
-    for (size_t i = 0; i < h.n_tensors; i++) {
-        size_t dims[2];
-        int nd = gpt2_tensor_shape(c, i, dims);
-        data_end = align_up(data_end, MODELBIN_TENSOR_ALIGN) + (uint64_t)numel(dims, nd) * 4;
-    }
+    for (size_t i = 0; i < h.n_tensors; i++)
+        data_end = align_up(data_end, MODELBIN_TENSOR_ALIGN) + tensor_bytes(m, i);
     h.data_bytes = data_end;
     h.file_bytes = h.data_offset + h.data_bytes;
 
@@ -537,15 +463,15 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     out_pad_to(&o, h.table_offset);
     uint64_t off = 0;
     for (size_t i = 0; i < h.n_tensors; i++) {
-        size_t dims[2];
-        int nd = gpt2_tensor_shape(c, i, dims);
+        TensorSpec spec;
+        gpt2_tensor_spec(c, i, &spec);
         memset(buf, 0, sizeof buf);
-        gpt2_tensor_name(c, i, (char *)buf, NAME_BYTES);
-        wr32(buf + 64, MODELBIN_F32);
-        wr32(buf + 68, (uint32_t)nd);
-        for (int d = 0; d < nd; d++) wr64(buf + 72 + 8 * d, dims[d]);
+        snprintf((char *)buf, NAME_BYTES, "%s", spec.name);
+        wr32(buf + 64, (uint32_t)model_tensor(m, i).dtype);
+        wr32(buf + 68, (uint32_t)spec.ndim);
+        for (int d = 0; d < spec.ndim; d++) wr64(buf + 72 + 8 * d, spec.dims[d]);
         off = align_up(off, MODELBIN_TENSOR_ALIGN);
-        uint64_t nbytes = (uint64_t)numel(dims, nd) * 4;
+        uint64_t nbytes = tensor_bytes(m, i);
         wr64(buf + 104, off);
         wr64(buf + 112, nbytes);
         out_bytes(&o, buf, MODELBIN_ENTRY_BYTES);
@@ -553,10 +479,8 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     }
     out_pad_to(&o, h.data_offset);
     for (size_t i = 0; i < h.n_tensors; i++) {
-        size_t dims[2];
-        int nd = gpt2_tensor_shape(c, i, dims);
         out_pad_to(&o, h.data_offset + align_up(o.pos - h.data_offset, MODELBIN_TENSOR_ALIGN));
-        out_bytes(&o, model_tensor(m, i), numel(dims, nd) * sizeof(float));
+        out_bytes(&o, model_tensor(m, i).data, (size_t)tensor_bytes(m, i));
     }
     if (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) {
         gpt_error(err, "%s: write error: %s", tmp, strerror(errno));
@@ -589,186 +513,10 @@ done:
 }
 
 // ---------------------------------------------------------------------------
-// llm.c
-
-// llm.c's parameter tensors in file order; the 12 per-layer kinds are in the
-// same order as ours (model.h), each grouped across layers.
-static const char *const LLMC_NAMES[16] = {"wte",  "wpe",      "ln1w",     "ln1b", "qkvw", "qkvb",
-                                           "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
-                                           "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
-
-typedef struct {
-    GPT2Config c;
-    uint32_t version;
-    size_t Vp;         // padded vocabulary rows of wte
-    size_t n_floats;   // parameters in the file, padding included
-} LlmcHeader;
-
-static int llmc_header(const unsigned char *file, size_t size, const char *path, LlmcHeader *h, GptError *err) {
-    if (size < LLMC_HEADER_BYTES)
-        return gpt_error(err, "%s: file is %zu bytes, shorter than llm.c's %u-byte header", path, size,
-                         LLMC_HEADER_BYTES);
-    int32_t v[8];
-    for (int k = 0; k < 8; k++) v[k] = (int32_t)rd32(file + 4 * k);
-    if ((uint32_t)v[0] != LLMC_MAGIC) return gpt_error(err, "%s: not an llm.c checkpoint (bad magic)", path);
-    h->version = (uint32_t)v[1];
-    if (v[1] != 3)
-        return gpt_error(err, "%s: llm.c checkpoint version %d%s; gpt reads version 3 (float32)", path, v[1],
-                         v[1] == 5 ? " (bfloat16)" : "");
-    GPT2Config *c = &h->c;
-    c->n_ctx = v[2];
-    c->vocab_size = v[3];
-    c->n_layer = v[4];
-    c->n_head = v[5];
-    c->n_embd = v[6];
-    c->ln_eps = 1e-5f;  // llm.c's layernorm uses 1e-5, as GPT-2 does
-    if (gpt2_config_validate(c, path, err) != 0) return -1;
-    if (v[7] < v[3] || v[7] - v[3] > (1 << 20))
-        return gpt_error(err, "%s: padded vocabulary %d is not %d or a little more", path, v[7], v[3]);
-    h->Vp = (size_t)v[7];
-    size_t C = (size_t)c->n_embd, L = (size_t)c->n_layer, T = (size_t)c->n_ctx;
-    // sizes are bounded by gpt2_config_validate: nothing here overflows 64 bits
-    h->n_floats = h->Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
-    uint64_t want = LLMC_HEADER_BYTES + 4 * (uint64_t)h->n_floats;
-    if (size != want)
-        return gpt_error(err, "%s: file is %zu bytes; an llm.c checkpoint of the shape its header gives is %llu (%s)",
-                         path, size, (unsigned long long)want, size < want ? "truncated?" : "damaged?");
-    return 0;
-}
-
-// dst(in, out) = src(out, in)^T, in blocks that stay in cache.
-static void transpose(float *dst, const float *src, size_t in, size_t out) {
-    enum { B = 32 };
-    for (size_t o0 = 0; o0 < out; o0 += B)
-        for (size_t i0 = 0; i0 < in; i0 += B)
-            for (size_t o = o0; o < out && o < o0 + B; o++)
-                for (size_t i = i0; i < in && i < i0 + B; i++) dst[i * out + o] = src[o * in + i];
-}
-
-int llmc_load_mapped(Model *m, const char *path, GptError *err) {
-    LlmcHeader h;
-    if (llmc_header(m->map.data, m->map.size, path, &h, err) != 0) return -1;
-    m->config = h.c;
-    const GPT2Config *c = &m->config;
-    size_t nt = gpt2_n_tensors(c), L = (size_t)c->n_layer;
-    size_t total = 0, n_params = 0;
-    for (size_t i = 0; i < nt; i++) {
-        size_t dims[2];
-        size_t n = numel(dims, gpt2_tensor_shape(c, i, dims));
-        n_params += n;
-        total += (n + 15) / 16 * 16;  // each tensor on 64 bytes
-    }
-    const float **ptr = calloc(nt, sizeof *ptr);
-    m->owned = memory_alloc_large(total * sizeof(float));
-    if (!ptr || !m->owned) {
-        free(ptr);
-        return gpt_error(err, "%s: out of memory for %zu MB of weights", path, total * 4 >> 20);
-    }
-    // the mapping is page-aligned and the header 1024 bytes: floats in place
-    const float *src = (const float *)(const void *)(m->map.data + LLMC_HEADER_BYTES);
-    float *dst = m->owned;
-    size_t C = (size_t)c->n_embd;
-    for (size_t i = 0; i < nt; i++) {
-        size_t dims[2];
-        int nd = gpt2_tensor_shape(c, i, dims);
-        size_t n = numel(dims, nd);
-        const float *from;
-        if (i == 0) {
-            from = src;  // the first V of Vp rows
-        } else if (i == 1) {
-            from = src + h.Vp * C;
-        } else if (i >= nt - 2) {
-            from = src + h.n_floats - (nt - i) * C;  // lnfw, lnfb end the file
-        } else {
-            // kind k of layer l: skip all layers of the kinds before k
-            size_t k = (i - 2) % 12, l = (i - 2) / 12, base = h.Vp * C + (size_t)c->n_ctx * C;
-            for (size_t j = 0; j < k; j++) {
-                size_t d[2];
-                base += L * numel(d, gpt2_tensor_shape(c, 2 + j, d));
-            }
-            from = src + base + l * n;
-        }
-        if (nd == 2 && i >= 2) transpose(dst, from, dims[0], dims[1]);
-        else memcpy(dst, from, n * sizeof(float));
-        file_release(&m->map, (size_t)((const unsigned char *)from - m->map.data), n * sizeof(float));
-        ptr[i] = dst;
-        dst += (n + 15) / 16 * 16;
-    }
-    int rc = model_set_weights(m, ptr, path, err);
-    free(ptr);
-    if (rc != 0) return -1;
-    file_unmap(&m->map);  // nothing points into it any more
-    m->n_params = n_params;
-    m->weight_bytes = n_params * sizeof(float);
-    snprintf(m->source_kind, sizeof m->source_kind, "llm.c");
-    return 0;
-}
-
-// ---------------------------------------------------------------------------
 // inspect
 
-static int add_info(ModelInfo *info, size_t *cap, const char *name, const char *dtype, int ndim,
-                    const uint64_t *dims, uint64_t offset, uint64_t nbytes) {
-    if (info->n_tensors == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        TensorInfo *t = realloc(info->tensors, nc * sizeof *t);
-        if (!t) return -1;
-        info->tensors = t;
-        *cap = nc;
-    }
-    TensorInfo *t = &info->tensors[info->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    snprintf(t->dtype, sizeof t->dtype, "%s", dtype);
-    t->ndim = ndim > 8 ? 8 : ndim;
-    for (int d = 0; d < t->ndim; d++) t->dims[d] = dims[d];
-    t->offset = offset;
-    t->nbytes = nbytes;
-    return 0;
-}
-
-static int by_offset(const void *a, const void *b) {
-    uint64_t x = ((const TensorInfo *)a)->offset, y = ((const TensorInfo *)b)->offset;
-    return x < y ? -1 : x > y;
-}
-
-// A JSON number as a size; 0 for anything else.
-static uint64_t json_u64(const cJSON *v) {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 9007199254740992.0) return 0;
-    return (uint64_t)v->valuedouble;
-}
-
-// The safetensors header, already validated by model_load.
-static int list_safetensors(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
-    uint64_t hlen = rd64(file);
-    cJSON *hdr = cJSON_ParseWithLength((const char *)file + 8, (size_t)hlen);
-    if (!hdr) return gpt_error(err, "%s: the safetensors header is not valid JSON", info->file);
-    size_t cap = 0;
-    int rc = 0;
-    info->data_offset = 8 + (size_t)hlen;
-    (void)size;
-    for (const cJSON *e = hdr->child; e && rc == 0; e = e->next) {
-        if (!strcmp(e->string, "__metadata__")) continue;
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        // model_load skips the entries it ignores (mask buffers) unchecked:
-        // read every field defensively
-        uint64_t dims[8] = {0};
-        int nd = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : 0;
-        for (int d = 0; d < nd && d < 8; d++) dims[d] = json_u64(cJSON_GetArrayItem(shape, d));
-        uint64_t b = cJSON_IsArray(offs) ? json_u64(cJSON_GetArrayItem(offs, 0)) : 0;
-        uint64_t en = cJSON_IsArray(offs) ? json_u64(cJSON_GetArrayItem(offs, 1)) : 0;
-        if (en < b) en = b;
-        if (add_info(info, &cap, e->string, cJSON_IsString(dt) ? dt->valuestring : "?", nd, dims,
-                     info->data_offset + b, en - b) != 0)
-            rc = gpt_error(err, "%s: out of memory", info->file);
-    }
-    cJSON_Delete(hdr);
-    return rc;
-}
-
-static int list_modelbin(const unsigned char *file, ModelInfo *info, GptError *err) {
+int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
+    (void)size;  // validated by loading
     BinHeader h;
     header_read(file, &h);
     info->version = h.version;
@@ -778,71 +526,11 @@ static int list_modelbin(const unsigned char *file, ModelInfo *info, GptError *e
         const unsigned char *e = file + h.table_offset + i * MODELBIN_ENTRY_BYTES;
         uint64_t dims[4];
         for (int d = 0; d < 4; d++) dims[d] = rd64(e + 72 + 8 * d);
-        const char *dt = dtype_name(rd32(e + 64));
-        if (add_info(info, &cap, (const char *)e, dt ? dt : "?", (int)rd32(e + 68), dims,
-                     h.data_offset + rd64(e + 104), rd64(e + 112)) != 0)
+        const char *dt = dtype_name((DType)rd32(e + 64));
+        if (model_info_add(info, &cap, (const char *)e, dt ? dt : "?", (int)rd32(e + 68), dims,
+                           h.data_offset + rd64(e + 104), rd64(e + 112)) != 0)
             return gpt_error(err, "%s: out of memory", info->file);
     }
     return 0;
 }
 
-static int list_llmc(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
-    LlmcHeader h;
-    if (llmc_header(file, size, info->file, &h, err) != 0) return -1;
-    info->version = h.version;
-    info->data_offset = LLMC_HEADER_BYTES;
-    uint64_t L = (uint64_t)h.c.n_layer, C = (uint64_t)h.c.n_embd, T = (uint64_t)h.c.n_ctx;
-    // as llm.c stores them: matrices (L, out, in)
-    const uint64_t shapes[16][4] = {
-        {2, h.Vp, C, 0}, {2, T, C, 0},     {2, L, C, 0},     {2, L, C, 0},
-        {3, L, 3 * C, C}, {2, L, 3 * C, 0}, {3, L, C, C},     {2, L, C, 0},
-        {2, L, C, 0},     {2, L, C, 0},     {3, L, 4 * C, C}, {2, L, 4 * C, 0},
-        {3, L, C, 4 * C}, {2, L, C, 0},     {1, C, 0, 0},     {1, C, 0, 0},
-    };
-    uint64_t off = LLMC_HEADER_BYTES;
-    size_t cap = 0;
-    for (int k = 0; k < 16; k++) {
-        int nd = (int)shapes[k][0];
-        const uint64_t *dims = &shapes[k][1];
-        uint64_t n = 1;
-        for (int d = 0; d < nd; d++) n *= dims[d];
-        if (add_info(info, &cap, LLMC_NAMES[k], "F32", nd, dims, off, 4 * n) != 0)
-            return gpt_error(err, "%s: out of memory", info->file);
-        off += 4 * n;
-    }
-    return 0;
-}
-
-int model_inspect(const char *path, ModelInfo *info, GptError *err) {
-    memset(info, 0, sizeof *info);
-    Model m;
-    if (model_load(&m, path, err) != 0) return -1;
-    info->config = m.config;
-    info->n_params = m.n_params;
-    snprintf(info->kind, sizeof info->kind, "%s", m.source_kind);
-    if (m.tokenizer) {
-        info->n_tokens = tokenizer_vocab_size(m.tokenizer);
-        info->n_merges = tokenizer_n_merges(m.tokenizer);
-    }
-    model_free(&m);
-    if (path_is_dir(path)) snprintf(info->file, sizeof info->file, "%s/model.safetensors", path);
-    else snprintf(info->file, sizeof info->file, "%s", path);
-    MappedFile f;
-    if (file_map(info->file, &f, err) != 0) return -1;
-    info->file_bytes = f.size;
-    int rc;
-    if (!strcmp(info->kind, "model.bin")) rc = list_modelbin(f.data, info, err);
-    else if (!strcmp(info->kind, "llm.c")) rc = list_llmc(f.data, f.size, info, err);
-    else rc = list_safetensors(f.data, f.size, info, err);
-    file_unmap(&f);
-    if (rc == 0) qsort(info->tensors, info->n_tensors, sizeof *info->tensors, by_offset);
-    else model_info_free(info);
-    return rc;
-}
-
-void model_info_free(ModelInfo *info) {
-    if (!info) return;
-    free(info->tensors);
-    info->tensors = NULL;
-    info->n_tensors = 0;
-}

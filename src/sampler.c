@@ -92,21 +92,61 @@ uint64_t sampler_random_seed(void) {
 int sampler_params_validate(const SamplerParams *p, GptError *err) {
     // Written as !(ok) so that NaN fails every check.
     if (!(p->temperature >= 0))
-        return gpt_error(err, "--temp %g: must be >= 0", p->temperature);
+        return gpt_error(err, "temperature %g: must be >= 0", p->temperature);
     if (isinf(p->temperature))
-        return gpt_error(err, "--temp %g: must be finite", p->temperature);
+        return gpt_error(err, "temperature %g: must be finite", p->temperature);
     if (p->top_k < 0)
-        return gpt_error(err, "--top-k %d: must be >= 0", p->top_k);
+        return gpt_error(err, "top_k %d: must be >= 0", p->top_k);
     if (!(p->top_p > 0 && p->top_p <= 1))
-        return gpt_error(err, "--top-p %g: must be in (0, 1]", p->top_p);
+        return gpt_error(err, "top_p %g: must be in (0, 1]", p->top_p);
     if (!(p->min_p >= 0 && p->min_p <= 1))
-        return gpt_error(err, "--min-p %g: must be in [0, 1]", p->min_p);
+        return gpt_error(err, "min_p %g: must be in [0, 1]", p->min_p);
     if (!(p->repeat_penalty > 0))
-        return gpt_error(err, "--repeat-penalty %g: must be > 0",
+        return gpt_error(err, "repeat_penalty %g: must be > 0",
                          p->repeat_penalty);
     if (isinf(p->repeat_penalty))
-        return gpt_error(err, "--repeat-penalty %g: must be finite",
+        return gpt_error(err, "repeat_penalty %g: must be finite",
                          p->repeat_penalty);
+    return 0;
+}
+
+int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err) {
+    memset(s, 0, sizeof *s);
+    if (vocab_size == 0 || vocab_size > (size_t)INT32_MAX)
+        return gpt_error(err, "sampler: vocabulary size %zu: must be in 1..%d",
+                         vocab_size, INT32_MAX);
+    if (vocab_size > SIZE_MAX / sizeof(SamplerCand))
+        return gpt_error(err, "sampler: vocabulary size %zu is too large",
+                         vocab_size);
+    s->vocab_size = vocab_size;
+    s->cand = malloc(vocab_size * sizeof *s->cand);
+    s->sorted = malloc(vocab_size * sizeof *s->sorted);
+    s->heap = malloc(vocab_size * sizeof *s->heap);
+    s->seen = calloc(vocab_size, sizeof *s->seen);
+    if (!s->cand || !s->sorted || !s->heap || !s->seen) {
+        sampler_scratch_free(s);
+        return gpt_error(err, "sampler: out of memory for a vocabulary of %zu",
+                         vocab_size);
+    }
+    return 0;
+}
+
+void sampler_scratch_free(SamplerScratch *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->sorted);
+    free(s->heap);
+    free(s->seen);
+    memset(s, 0, sizeof *s);
+}
+
+int sampler_init_shared(Sampler *s, const SamplerParams *p, SamplerScratch *scratch,
+                        GptError *err) {
+    memset(s, 0, sizeof *s);
+    if (sampler_params_validate(p, err) != 0) return -1;
+    s->params = *p;
+    s->shared = scratch;
+    sampler_rng_seed(&s->rng, p->seed);
     return 0;
 }
 
@@ -114,49 +154,34 @@ int sampler_init(Sampler *s, const SamplerParams *p, size_t vocab_size,
                  GptError *err) {
     memset(s, 0, sizeof *s);
     if (sampler_params_validate(p, err) != 0) return -1;
-    if (vocab_size == 0 || vocab_size > (size_t)INT32_MAX)
-        return gpt_error(err, "sampler: vocabulary size %zu: must be in 1..%d",
-                         vocab_size, INT32_MAX);
-    if (vocab_size > SIZE_MAX / sizeof(SamplerCand))
-        return gpt_error(err, "sampler: vocabulary size %zu is too large",
-                         vocab_size);
+    if (sampler_scratch_init(&s->own, vocab_size, err) != 0) return -1;
     s->params = *p;
-    s->vocab_size = vocab_size;
     sampler_rng_seed(&s->rng, p->seed);
-    s->cand = malloc(vocab_size * sizeof *s->cand);
-    s->sorted = malloc(vocab_size * sizeof *s->sorted);
-    s->heap = malloc(vocab_size * sizeof *s->heap);
-    s->seen = calloc(vocab_size, sizeof *s->seen);
-    if (!s->cand || !s->sorted || !s->heap || !s->seen) {
-        sampler_free(s);
-        return gpt_error(err, "sampler: out of memory for a vocabulary of %zu",
-                         vocab_size);
-    }
     return 0;
 }
 
 void sampler_free(Sampler *s) {
     if (!s) return;
-    free(s->cand);
-    free(s->sorted);
-    free(s->heap);
-    free(s->seen);
-    s->cand = NULL;
-    s->sorted = NULL;
-    s->heap = NULL;
-    s->seen = NULL;
+    // A shared scratch belongs to whoever made it.
+    sampler_scratch_free(&s->own);
+    s->shared = NULL;
 }
 
 // ---------------------------------------------------------------------------
 // The filters
 
+// The scratch a sampler draws with. (Not a pointer kept in the struct: a
+// Sampler may be copied.)
+static SamplerScratch *scratch_of(Sampler *s) { return s->shared ? s->shared : &s->own; }
+
 // CTRL's rule as HF applies it: gather the logits of the history ids, scale,
 // scatter back. A repeated id is gathered from the original logit each time,
 // so it is penalized once, not once per occurrence; `seen` enforces that here.
-static void apply_repeat_penalty(Sampler *s, float *logits,
+static void apply_repeat_penalty(Sampler *sp, float *logits,
                                  const int32_t *history, size_t n_history) {
-    float pen = s->params.repeat_penalty;
+    float pen = sp->params.repeat_penalty;
     if (pen == 1.0f || n_history == 0) return;
+    SamplerScratch *s = scratch_of(sp);
     size_t V = s->vocab_size;
     for (size_t i = 0; i < n_history; i++) {
         int32_t id = history[i];
@@ -282,9 +307,9 @@ static inline size_t topp_bucket(double logit) {
 // cut among them without sorting. Two O(n) passes in all; the comparisons
 // with the limit differ from a full sort's running sum only by the order of
 // the additions (~1e-16 relative), far inside SAMPLER_TOP_P_EPS.
-static size_t top_p_filter(Sampler *s, size_t n, double z) {
-    SamplerCand *cand = s->cand, *sel = s->sorted;
-    double limit = ((double)s->params.top_p - SAMPLER_TOP_P_EPS) * z;
+static size_t top_p_filter(Sampler *sp, size_t n, double z) {
+    SamplerCand *cand = scratch_of(sp)->cand, *sel = scratch_of(sp)->sorted;
+    double limit = ((double)sp->params.top_p - SAMPLER_TOP_P_EPS) * z;
     if (!(limit > 0)) {
         // HF keeps at least one token (min_tokens_to_keep = 1): the first.
         size_t best = 0;
@@ -312,14 +337,15 @@ static size_t top_p_filter(Sampler *s, size_t n, double z) {
     return k;
 }
 
-size_t sampler_distribution(Sampler *s, float *logits, const int32_t *history,
+size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
                             size_t n_history, const SamplerCand **out,
                             double *total) {
+    SamplerScratch *s = scratch_of(sp);
     size_t V = s->vocab_size;
-    const SamplerParams *P = &s->params;
+    const SamplerParams *P = &sp->params;
     *out = s->cand;
     *total = 0.0;
-    apply_repeat_penalty(s, logits, history, n_history);
+    apply_repeat_penalty(sp, logits, history, n_history);
 
     float lmax = -INFINITY;
     size_t imax = 0;
@@ -358,7 +384,7 @@ size_t sampler_distribution(Sampler *s, float *logits, const int32_t *history,
     }
     // The argmax has weight exp(0) = 1, so n >= 1 here.
 
-    if (P->top_p < 1.0f && n > 1) n = top_p_filter(s, n, z);
+    if (P->top_p < 1.0f && n > 1) n = top_p_filter(sp, n, z);
 
     if (P->min_p > 0.0f) {
         // HF compares probabilities with min_p * max probability; the common

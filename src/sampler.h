@@ -62,27 +62,49 @@ typedef struct {
     int32_t id;
 } SamplerCand;
 
+// The large working memory of a draw, about 53 bytes per vocabulary entry
+// (2.7 MB for GPT-2). Its contents do not outlive a call, so one scratch
+// serves every sequence of an engine, one draw at a time.
 typedef struct {
-    SamplerParams params;
     size_t vocab_size;     // V
-    SamplerRng rng;
     SamplerCand *cand;     // (V) the kept tokens, ascending id
     SamplerCand *sorted;   // (V) top-p scratch: the candidates it partitions
     float *heap;           // (V) top-k scratch: min-heap of the k largest
     uint8_t *seen;         // (V) repetition penalty: ids already penalized
+} SamplerScratch;
+
+// Allocates the scratch for a vocabulary of vocab_size (1 .. INT32_MAX).
+// Returns 0, or -1 with err set and *s left safe to sampler_scratch_free.
+int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err);
+// NULL-safe and idempotent.
+void sampler_scratch_free(SamplerScratch *s);
+
+// One sequence's sampler: its parameters and its RNG (small), and the
+// scratch it draws with (shared, or its own).
+typedef struct {
+    SamplerParams params;
+    SamplerRng rng;
+    SamplerScratch *shared;   // a scratch shared with other samplers, or NULL
+    SamplerScratch own;       // used when shared is NULL
 } Sampler;
 
-// Checks every field; on error names the flag and the rule, e.g.
-// "--top-p 1.5: must be in (0, 1]". Returns 0 or -1.
+// Checks every field; on error names the parameter and the rule, e.g.
+// "top_p 1.5: must be in (0, 1]" (a front-end names its own flags). Returns
+// 0 or -1.
 int sampler_params_validate(const SamplerParams *p, GptError *err);
 
-// Validates p, copies it, seeds the RNG from p->seed and allocates the scratch
-// buffers for a vocabulary of vocab_size (1 .. INT32_MAX). Returns 0, or -1
-// with err set and *s left safe to sampler_free.
+// Validates p, copies it, seeds the RNG from p->seed and allocates a scratch
+// of its own for a vocabulary of vocab_size (1 .. INT32_MAX). Returns 0, or
+// -1 with err set and *s left safe to sampler_free.
 int sampler_init(Sampler *s, const SamplerParams *p, size_t vocab_size,
                  GptError *err);
 
-// Releases the buffers. NULL-safe and idempotent.
+// The same, drawing with a scratch shared with other samplers (it must
+// outlive this one). Allocates nothing.
+int sampler_init_shared(Sampler *s, const SamplerParams *p, SamplerScratch *scratch,
+                        GptError *err);
+
+// Releases its own scratch, if any. NULL-safe and idempotent.
 void sampler_free(Sampler *s);
 
 // Picks the next token. logits (V) receive the repetition penalty in place;

@@ -27,6 +27,7 @@
 #include "fileio.h"
 #include "forward.h"
 #include "kvcache.h"
+#include "loader.h"
 #include "model.h"
 
 static const char *ckpt_dir(void) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "loader.h"
 #include "model.h"
 
 static const char *ckpt_dir;
@@ -64,6 +65,9 @@ static float rounded(float v, Rounding r) {
     return v;
 }
 
+// A float32 Weight's data, in Hugging Face's storage order.
+#define F32(w) ((const float *)(w).data)
+
 // Compares n values of tensor `name` (every `stride`-th element plus the
 // last) with the formula; reports the first mismatch. Returns mismatches.
 static size_t check_tensor(const float *p, const char *name, size_t n, size_t stride, Rounding r) {
@@ -86,7 +90,7 @@ static void check_weights(const Model *m, size_t stride, Rounding r, const char 
     size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size, T = (size_t)c->n_ctx;
     size_t bad = 0;
     char name[64];
-    bad += check_tensor(m->weights.wte, "wte.weight", V * C, stride, r);
+    bad += check_tensor(F32(m->weights.wte), "wte.weight", V * C, stride, r);
     bad += check_tensor(m->weights.wpe, "wpe.weight", T * C, stride, r);
     for (int l = 0; l < c->n_layer; l++) {
         const GPT2Layer *y = &m->weights.layers[l];
@@ -96,11 +100,11 @@ static void check_weights(const Model *m, size_t stride, Rounding r, const char 
             size_t n;
         } t[12] = {
             {y->ln1_w, "ln_1.weight", C},         {y->ln1_b, "ln_1.bias", C},
-            {y->qkv_w, "attn.c_attn.weight", C * 3 * C}, {y->qkv_b, "attn.c_attn.bias", 3 * C},
-            {y->attn_proj_w, "attn.c_proj.weight", C * C}, {y->attn_proj_b, "attn.c_proj.bias", C},
+            {F32(y->qkv_w), "attn.c_attn.weight", C * 3 * C}, {y->qkv_b, "attn.c_attn.bias", 3 * C},
+            {F32(y->attn_proj_w), "attn.c_proj.weight", C * C}, {y->attn_proj_b, "attn.c_proj.bias", C},
             {y->ln2_w, "ln_2.weight", C},         {y->ln2_b, "ln_2.bias", C},
-            {y->fc_w, "mlp.c_fc.weight", C * 4 * C},     {y->fc_b, "mlp.c_fc.bias", 4 * C},
-            {y->fc_proj_w, "mlp.c_proj.weight", 4 * C * C}, {y->fc_proj_b, "mlp.c_proj.bias", C},
+            {F32(y->fc_w), "mlp.c_fc.weight", C * 4 * C},     {y->fc_b, "mlp.c_fc.bias", 4 * C},
+            {F32(y->fc_proj_w), "mlp.c_proj.weight", 4 * C * C}, {y->fc_proj_b, "mlp.c_proj.bias", C},
         };
         for (int k = 0; k < 12; k++) {
             snprintf(name, sizeof name, "h.%d.%s", l, t[k].suffix);
@@ -145,8 +149,8 @@ static void test_tiny(void) {
     // aligned float32: the weights are the mapping itself, nothing copied
     CHECK(m.map.data != NULL && m.owned == NULL, "tiny should be mapped in place (map %p, owned %p)",
           (const void *)m.map.data, (void *)m.owned);
-    CHECK((const unsigned char *)m.weights.wte >= m.map.data &&
-              (const unsigned char *)m.weights.wte < m.map.data + m.map.size,
+    CHECK((const unsigned char *)m.weights.wte.data >= m.map.data &&
+              (const unsigned char *)m.weights.wte.data < m.map.data + m.map.size,
           "wte does not point into the mapping");
     CHECK(m.load_seconds >= 0 && m.load_seconds < 60, "load_seconds %g", m.load_seconds);
     check_weights(&m, 1, AS_F32, "tiny");
@@ -159,8 +163,8 @@ static void test_tiny(void) {
         CHECK(rc == 0, "model_load(%s): %s", variants[v], err.msg);
         if (rc != 0) continue;
         CHECK(m2.n_params == m.n_params, "%s: n_params %zu", variants[v], m2.n_params);
-        int same = memcmp(m2.weights.wte, m.weights.wte, 50257 * 64 * 4) == 0 &&
-                   memcmp(m2.weights.layers[1].fc_proj_w, m.weights.layers[1].fc_proj_w, 256 * 64 * 4) == 0 &&
+        int same = memcmp(m2.weights.wte.data, m.weights.wte.data, 50257 * 64 * 4) == 0 &&
+                   memcmp(m2.weights.layers[1].fc_proj_w.data, m.weights.layers[1].fc_proj_w.data, 256 * 64 * 4) == 0 &&
                    memcmp(m2.weights.lnf_b, m.weights.lnf_b, 64 * 4) == 0;
         CHECK(same, "%s: weights differ from tiny's", variants[v]);
         check_weights(&m2, 7, AS_F32, variants[v]);
@@ -201,13 +205,13 @@ static void test_124m(void) {
     // The data starts at 3 mod 8: the loader must copy, and align the copy.
     CHECK(m.owned != NULL, "unaligned 124M file should be copied");
     CHECK(m.owned == NULL || (uintptr_t)m.owned % 64 == 0, "owned block not 64-byte aligned");
-    CHECK(((uintptr_t)m.weights.wte | (uintptr_t)m.weights.layers[5].fc_w | (uintptr_t)m.weights.lnf_b) % 4 == 0,
+    CHECK(((uintptr_t)m.weights.wte.data | (uintptr_t)m.weights.layers[5].fc_w.data | (uintptr_t)m.weights.lnf_b) % 4 == 0,
           "weights not float-aligned");
 
     // A few values by hand (FORMULA.md), then a sample of every tensor.
-    float w0 = m.weights.wte[0], want0 = formula("wte.weight", 0);
+    float w0 = F32(m.weights.wte)[0], want0 = formula("wte.weight", 0);
     CHECK(w0 == want0, "wte[0] = %.9g, expected %.9g", (double)w0, (double)want0);
-    float wl = m.weights.layers[11].fc_proj_w[4 * 768 * 768 - 1];
+    float wl = F32(m.weights.layers[11].fc_proj_w)[4 * 768 * 768 - 1];
     float wantl = formula("h.11.mlp.c_proj.weight", 4 * 768 * 768 - 1);
     CHECK(wl == wantl, "h.11.mlp.c_proj.weight[last] = %.9g, expected %.9g", (double)wl, (double)wantl);
     float f5 = m.weights.lnf_w[5], want5 = formula("ln_f.weight", 5);

@@ -34,6 +34,7 @@
 #include "fileio.h"
 #include "forward.h"
 #include "kvcache.h"
+#include "loader.h"
 #include "model.h"
 #include "modelbin.h"
 #include "tokenizer.h"
@@ -108,7 +109,8 @@ static int same_weights(const Model *a, const Model *b, const char *what) {
         size_t dims[2];
         int nd = gpt2_tensor_shape(&a->config, i, dims);
         size_t n = nd == 1 ? dims[0] : dims[0] * dims[1];
-        if (memcmp(model_tensor(a, i), model_tensor(b, i), n * sizeof(float)) != 0) {
+        TensorRef ta = model_tensor(a, i), tb = model_tensor(b, i);
+        if (ta.dtype != tb.dtype || memcmp(ta.data, tb.data, n * dtype_size(ta.dtype)) != 0) {
             char name[96];
             gpt2_tensor_name(&a->config, i, name, sizeof name);
             CHECK(0, "%s: tensor %s differs", what, name);
@@ -224,10 +226,10 @@ static void test_convert(const char *src, const char *ref_name, int n_prompts, c
     }
     CHECK(!strcmp(b.source_kind, "model.bin"), "source_kind %s", b.source_kind);
     CHECK(b.owned == NULL && b.map.data != NULL && b.map.size == bytes, "%s: weights must be the mapping", out);
-    CHECK((const unsigned char *)b.weights.wte >= b.map.data &&
+    CHECK((const unsigned char *)b.weights.wte.data >= b.map.data &&
               (const unsigned char *)b.weights.lnf_b < b.map.data + b.map.size,
           "%s: weights do not point into the mapping", out);
-    CHECK((uintptr_t)b.weights.wte % 64 == 0 && (uintptr_t)b.weights.layers[0].fc_w % 64 == 0,
+    CHECK((uintptr_t)b.weights.wte.data % 64 == 0 && (uintptr_t)b.weights.layers[0].fc_w.data % 64 == 0,
           "%s: tensors not 64-byte aligned", out);
     CHECK(b.n_params == a.n_params && b.weight_bytes == a.weight_bytes, "n_params %zu vs %zu", b.n_params,
           a.n_params);
@@ -264,7 +266,7 @@ static void test_llmc(const cJSON *refs, Tokenizer *shipped) {
     }
     CHECK(!strcmp(b.source_kind, "llm.c") && b.tokenizer == NULL && b.owned && !b.map.data,
           "llm.c: kind %s, weights in one allocation, no tokenizer", b.source_kind);
-    CHECK((uintptr_t)b.weights.layers[1].qkv_w % 64 == 0, "llm.c: tensors not 64-byte aligned");
+    CHECK((uintptr_t)b.weights.layers[1].qkv_w.data % 64 == 0, "llm.c: tensors not 64-byte aligned");
     if (same_weights(&a, &b, "tiny-llmc.bin")) same_logits(&a, &b, refs, "tiny", 3, "tiny-llmc.bin");
     model_free(&a);
     model_free(&b);

@@ -190,22 +190,22 @@ static void test_validate(void) {
     edge.min_p = 1.0f;
     CHECK(sampler_params_validate(&edge, &err) == 0, "min-p 1: %s", err.msg);
 
-    check_invalid(params(1, 0, 1.5f, 0, 1, 0), "--top-p 1.5: must be in (0, 1]");
-    check_invalid(params(1, 0, 0.0f, 0, 1, 0), "--top-p 0: must be in (0, 1]");
-    check_invalid(params(-1, 0, 1, 0, 1, 0), "--temp -1: must be >= 0");
-    check_invalid(params(NAN, 0, 1, 0, 1, 0), "--temp nan: must be >= 0");
-    check_invalid(params(INFINITY, 0, 1, 0, 1, 0), "--temp inf: must be finite");
-    check_invalid(params(1, -3, 1, 0, 1, 0), "--top-k -3: must be >= 0");
-    check_invalid(params(1, 0, 1, 2, 1, 0), "--min-p 2: must be in [0, 1]");
-    check_invalid(params(1, 0, 1, -0.5f, 1, 0), "--min-p -0.5: must be in [0, 1]");
-    check_invalid(params(1, 0, 1, 0, 0, 0), "--repeat-penalty 0: must be > 0");
+    check_invalid(params(1, 0, 1.5f, 0, 1, 0), "top_p 1.5: must be in (0, 1]");
+    check_invalid(params(1, 0, 0.0f, 0, 1, 0), "top_p 0: must be in (0, 1]");
+    check_invalid(params(-1, 0, 1, 0, 1, 0), "temperature -1: must be >= 0");
+    check_invalid(params(NAN, 0, 1, 0, 1, 0), "temperature nan: must be >= 0");
+    check_invalid(params(INFINITY, 0, 1, 0, 1, 0), "temperature inf: must be finite");
+    check_invalid(params(1, -3, 1, 0, 1, 0), "top_k -3: must be >= 0");
+    check_invalid(params(1, 0, 1, 2, 1, 0), "min_p 2: must be in [0, 1]");
+    check_invalid(params(1, 0, 1, -0.5f, 1, 0), "min_p -0.5: must be in [0, 1]");
+    check_invalid(params(1, 0, 1, 0, 0, 0), "repeat_penalty 0: must be > 0");
     check_invalid(params(1, 0, 1, 0, INFINITY, 0),
-                  "--repeat-penalty inf: must be finite");
+                  "repeat_penalty inf: must be finite");
 
     Sampler s;
     SamplerParams bad = params(1, 0, 1.5f, 0, 1, 0);
     CHECK(sampler_init(&s, &bad, 10, &err) == -1 &&
-              strcmp(err.msg, "--top-p 1.5: must be in (0, 1]") == 0,
+              strcmp(err.msg, "top_p 1.5: must be in (0, 1]") == 0,
           "init with bad params: \"%s\"", err.msg);
     sampler_free(&s);
     CHECK(sampler_init(&s, &ok, 0, &err) == -1 && strstr(err.msg, "vocabulary"),

@@ -29,6 +29,7 @@
 
 #include "forward.h"
 #include "kvcache.h"
+#include "loader.h"
 #include "model.h"
 
 static double now(void) {
@@ -95,7 +96,7 @@ static double sgemm_gflops(const Model *m, size_t T) {
     for (size_t i = 0; i < T * 4 * C; i++) x[i] = 0.001f * (float)(i % 97);
     const GPT2Layer *l = &m->weights.layers[0];
     struct { const float *w; size_t k, n; } shapes[4] = {
-        {l->qkv_w, C, 3 * C}, {l->attn_proj_w, C, C}, {l->fc_w, C, 4 * C}, {l->fc_proj_w, 4 * C, C}};
+        {l->qkv_w.data, C, 3 * C}, {l->attn_proj_w.data, C, C}, {l->fc_w.data, C, 4 * C}, {l->fc_proj_w.data, 4 * C, C}};
     double flops = 0, best = 1e30;
     for (int rep = 0; rep < 4; rep++) {
         double t0 = now();
@@ -125,12 +126,12 @@ static double sgemv_tok_s(const Model *m) {
         double t0 = now();
         for (int L = 0; L < m->config.n_layer; L++) {
             const GPT2Layer *l = &m->weights.layers[L];
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(3 * C), 1, l->qkv_w, (int)(3 * C), x, 1, 0, y, 1);
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)C, 1, l->attn_proj_w, (int)C, x, 1, 0, y, 1);
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(4 * C), 1, l->fc_w, (int)(4 * C), x, 1, 0, y, 1);
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)(4 * C), (int)C, 1, l->fc_proj_w, (int)C, x, 1, 0, y, 1);
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(3 * C), 1, l->qkv_w.data, (int)(3 * C), x, 1, 0, y, 1);
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)C, 1, l->attn_proj_w.data, (int)C, x, 1, 0, y, 1);
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(4 * C), 1, l->fc_w.data, (int)(4 * C), x, 1, 0, y, 1);
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)(4 * C), (int)C, 1, l->fc_proj_w.data, (int)C, x, 1, 0, y, 1);
         }
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)C, 1, m->weights.wte, (int)C, x, 1, 0, y, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)C, 1, m->weights.wte.data, (int)C, x, 1, 0, y, 1);
         double dt = now() - t0;
         if (dt < best) best = dt;
     }
