@@ -39,11 +39,12 @@ static inline int range_inside(uint64_t off, uint64_t len, uint64_t limit) {
     return off <= limit && len <= limit - off;
 }
 
-// "[768,2304]": a shape as the error messages print it.
-static inline void shape_string(char *buf, size_t n, const uint64_t *dims, int ndim) {
+// A shape as "[768,2304]" (sep ",", as error messages print it) or
+// "[768, 2304]" (sep ", ").
+static inline void shape_string(char *buf, size_t n, const uint64_t *dims, int ndim, const char *sep) {
     size_t k = (size_t)snprintf(buf, n, "[");
     for (int d = 0; d < ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%llu", d ? "," : "", (unsigned long long)dims[d]);
+        k += (size_t)snprintf(buf + k, n - k, "%s%llu", d ? sep : "", (unsigned long long)dims[d]);
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 

@@ -252,8 +252,8 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             int shown = ndim <= 4 ? (int)ndim : 4;  // and any stray dims beyond ndim
             for (int d = shown; d < 4; d++)
                 if (got[d]) shown = d + 1;
-            shape_string(gs, sizeof gs, got, shown);
-            shape_string(ws, sizeof ws, w64, nd);
+            shape_string(gs, sizeof gs, got, shown, ",");
+            shape_string(ws, sizeof ws, w64, nd, ",");
             return gpt_error(err, "%s: tensor %s has shape %s (ndim %u), config implies %s", path, name, gs, ndim, ws);
         }
         size_t need = spec.numel * dtype_size((DType)dt);

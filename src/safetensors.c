@@ -140,7 +140,7 @@ static int json_size(const cJSON *v, size_t *out) {
 static void format_dims(char *buf, size_t n, const size_t *dims, int ndim) {
     uint64_t d64[8];
     for (int d = 0; d < ndim && d < 8; d++) d64[d] = dims[d];
-    shape_string(buf, n, d64, ndim < 8 ? ndim : 8);
+    shape_string(buf, n, d64, ndim < 8 ? ndim : 8, ",");
 }
 
 // Reads an entry's data_offsets [begin, end) and checks that they lie in the

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Runs every test binary ($BUILD/tests/test_*) and every CLI test script
+# Runs the source checks (tests/check_*.sh), every test binary
+# ($BUILD/tests/test_*) and every CLI test script
 # (tests/cli_*.sh) from the repository root, and stops at the first failure.
 # Each prints "NAME: N passed, M failed" last; this sums them.
 # Environment: BUILD (build dir, default build), CKPT_DIR (generated checkpoints).
@@ -11,7 +12,7 @@ passed=0
 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in "$BUILD"/tests/test_* tests/cli_*.sh; do
+for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
     case "$t" in *.o|*.d) continue ;; esac
     [ -e "$t" ] || continue
     echo "== $t"

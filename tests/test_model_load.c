@@ -222,7 +222,7 @@ static void test_124m(void) {
     model_free(&m);
 }
 
-// The llm.c variant is loaded by modelbin.c; here we check that it is
+// The llm.c variant is loaded by llmc.c; here we check that it is
 // recognised, and that the generator wrote what llm.c expects, so that the
 // loader's author can trust the fixture.
 static void test_llmc_fixture(void) {
@@ -256,7 +256,7 @@ static void test_llmc_fixture(void) {
         memcpy(&v, f.data + f.size - 4, 4);
         CHECK(v == formula("ln_f.bias", C - 1), "llm.c lnfb[last] = %g", (double)v);
     }
-    // What the loader says about it today (modelbin.c will load it).
+    // What the loader says about it.
     Model m;
     rc = model_load(&m, path, &err);
     CHECK(rc != 0 ? strstr(err.msg, "llm.c") != NULL : 1, "llm.c message: %s", err.msg);

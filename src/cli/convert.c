@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "clock.h"
 #include "cli.h"
 #include "kvcache.h"
@@ -113,11 +114,7 @@ int run_inspect(int argc, char **argv) {
     for (size_t i = 0; i < info.n_tensors; i++) {
         const TensorInfo *t = &info.tensors[i];
         char shape[128];
-        size_t k = (size_t)snprintf(shape, sizeof shape, "[");
-        for (int d = 0; d < t->ndim && k < sizeof shape; d++)
-            k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%llu", d ? ", " : "",
-                                  (unsigned long long)t->dims[d]);
-        if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
+        shape_string(shape, sizeof shape, t->dims, t->ndim, ", ");
         printf("  %-28s %-5s %-22s %12llu %12llu\n", t->name, t->dtype, shape, (unsigned long long)t->offset,
                (unsigned long long)t->nbytes);
     }

@@ -27,16 +27,12 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "clock.h"
 #include "forward.h"
 #include "kvcache.h"
 #include "loader.h"
 #include "model.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ---------------------------------------------------------------------------
 // memory read bandwidth
@@ -67,7 +63,7 @@ static double read_bandwidth(const uint64_t *buf, size_t n, int threads) {
     for (int rep = 0; rep < 5; rep++) {
         pthread_t tid[64];
         ReadJob jobs[64];
-        double t0 = now();
+        double t0 = now_seconds();
         for (int i = 0; i < threads; i++) {
             jobs[i] = (ReadJob){buf + n / (size_t)threads * (size_t)i, n / (size_t)threads, 0};
             pthread_create(&tid[i], NULL, read_job, &jobs[i]);
@@ -77,7 +73,7 @@ static double read_bandwidth(const uint64_t *buf, size_t n, int threads) {
             pthread_join(tid[i], NULL);
             sink ^= jobs[i].sum;
         }
-        double dt = now() - t0;
+        double dt = now_seconds() - t0;
         if (sink == 42) printf(" ");  // keep the sums alive
         double gbs = (double)(n * sizeof *buf) / dt / 1e9;
         if (gbs > best) best = gbs;
@@ -99,7 +95,7 @@ static double sgemm_gflops(const Model *m, size_t T) {
         {l->qkv_w.data, C, 3 * C}, {l->attn_proj_w.data, C, C}, {l->fc_w.data, C, 4 * C}, {l->fc_proj_w.data, 4 * C, C}};
     double flops = 0, best = 1e30;
     for (int rep = 0; rep < 4; rep++) {
-        double t0 = now();
+        double t0 = now_seconds();
         flops = 0;
         for (int s = 0; s < 4; s++) {
             // y(T,n) = x(T,k) @ W(k,n)
@@ -108,7 +104,7 @@ static double sgemm_gflops(const Model *m, size_t T) {
                         0.0f, y, (int)shapes[s].n);
             flops += 2.0 * (double)T * (double)shapes[s].k * (double)shapes[s].n;
         }
-        double dt = now() - t0;
+        double dt = now_seconds() - t0;
         if (dt < best) best = dt;
     }
     free(x);
@@ -123,7 +119,7 @@ static double sgemv_tok_s(const Model *m) {
     float *x = calloc(4 * C, sizeof(float)), *y = calloc(V, sizeof(float));
     double best = 1e30;
     for (int rep = 0; rep < 10; rep++) {
-        double t0 = now();
+        double t0 = now_seconds();
         for (int L = 0; L < m->config.n_layer; L++) {
             const GPT2Layer *l = &m->weights.layers[L];
             cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(3 * C), 1, l->qkv_w.data, (int)(3 * C), x, 1, 0, y, 1);
@@ -132,7 +128,7 @@ static double sgemv_tok_s(const Model *m) {
             cblas_sgemv(CblasRowMajor, CblasTrans, (int)(4 * C), (int)C, 1, l->fc_proj_w.data, (int)C, x, 1, 0, y, 1);
         }
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)C, 1, m->weights.wte.data, (int)C, x, 1, 0, y, 1);
-        double dt = now() - t0;
+        double dt = now_seconds() - t0;
         if (dt < best) best = dt;
     }
     free(x);
@@ -172,16 +168,16 @@ static void run_forward(const Model *m, size_t prompt_len, size_t n_decode, doub
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         kvcache_reset(&cache);
-        double t0 = now();
+        double t0 = now_seconds();
         SeqInput seq = {.tokens = ids, .n_tokens = prompt_len, .cache = &cache, .want = LOGITS_LAST};
         if (gpt2_forward(m, &fs, &seq, 1, &err) != 0) {
             fprintf(stderr, "bench: %s\n", err.msg);
             exit(1);
         }
-        if (now() - t0 < best) best = now() - t0;
+        if (now_seconds() - t0 < best) best = now_seconds() - t0;
     }
     *prefill_tok_s = (double)prompt_len / best;
-    double t0 = now();
+    double t0 = now_seconds();
     for (size_t i = 0; i < n_decode; i++) {
         int32_t next = argmax(fs.logits, (size_t)m->config.vocab_size);
         SeqInput step = {.tokens = &next, .n_tokens = 1, .cache = &cache, .want = LOGITS_LAST};
@@ -190,7 +186,7 @@ static void run_forward(const Model *m, size_t prompt_len, size_t n_decode, doub
             exit(1);
         }
     }
-    *decode_tok_s = (double)n_decode / (now() - t0);
+    *decode_tok_s = (double)n_decode / (now_seconds() - t0);
     free(ids);
     forward_state_free(&fs);
     kvcache_free(&cache);
@@ -220,7 +216,7 @@ static double batched_decode_tok_s(const Model *m, size_t B, size_t prompt_len, 
         gpt2_forward(m, &fs, &p, 1, &err);
         next[b] = (int32_t)argmax(fs.logits, (size_t)m->config.vocab_size);
     }
-    double t0 = now();
+    double t0 = now_seconds();
     for (size_t s = 0; s < steps; s++) {
         for (size_t b = 0; b < B; b++)
             seqs[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
@@ -232,7 +228,7 @@ static double batched_decode_tok_s(const Model *m, size_t B, size_t prompt_len, 
             next[b] = (int32_t)argmax(fs.logits + seqs[b].logits_row * (size_t)m->config.vocab_size,
                                       (size_t)m->config.vocab_size);
     }
-    double tok_s = (double)(B * steps) / (now() - t0);
+    double tok_s = (double)(B * steps) / (now_seconds() - t0);
     for (size_t b = 0; b < B; b++) kvcache_free(&caches[b]);
     forward_state_free(&fs);
     free(caches);

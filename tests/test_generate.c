@@ -1,0 +1,280 @@
+/*
+ * test_generate.c - the generation engine (generate.h) on the tiny
+ * checkpoint:
+ *   - one sequence through the engine gives, token for token, what the plain
+ *     loop the command line used to run gives (prefill, then sample, append,
+ *     feed back), greedy and sampled, for every stop reason;
+ *   - several sequences stepping together, prompts read in chunks beside
+ *     the decodes, give each sequence's greedy tokens alone;
+ *   - scoring matches transformers' log-probabilities.
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fileio.h"
+#include "forward.h"
+#include "generate.h"
+#include "loader.h"
+
+static Model model;
+static Tokenizer *tok;
+
+// The loop the command line ran before the engine existed: the reference
+// for what one sequence must produce.
+static size_t plain_loop(const int32_t *prompt, size_t n_prompt, const GenParams *p, int32_t eot,
+                         int32_t *out, StopReason *why) {
+    const GPT2Config *c = &model.config;
+    size_t room = (size_t)c->n_ctx - n_prompt, max_new = p->max_new;
+    size_t capacity = n_prompt + (max_new < room ? max_new : room);
+    GptError err = {{0}};
+    KVCache cache;
+    ForwardState fs;
+    Sampler s;
+    int32_t *hist = malloc((capacity + 1) * sizeof *hist);
+    memcpy(hist, prompt, n_prompt * sizeof *prompt);
+    size_t n_hist = n_prompt, generated = 0;
+    *why = STOP_LENGTH;
+    if (kvcache_init(&cache, c, capacity, &err) || forward_state_init(&fs, c, n_prompt, capacity, 1, &err) ||
+        sampler_init(&s, &p->sampling, (size_t)c->vocab_size, &err)) {
+        CHECK(0, "plain loop: %s", err.msg);
+        return 0;
+    }
+    SeqInput seq = {.tokens = prompt, .n_tokens = n_prompt, .cache = &cache, .want = LOGITS_LAST};
+    gpt2_forward(&model, &fs, &seq, 1, &err);
+    while (generated < max_new) {
+        if (n_hist >= (size_t)c->n_ctx) {
+            *why = STOP_CONTEXT;
+            break;
+        }
+        int32_t next = sampler_sample(&s, fs.logits, hist, n_hist);
+        if (next == eot && !p->ignore_eos) {
+            *why = STOP_EOS;
+            break;
+        }
+        hist[n_hist++] = next;
+        out[generated++] = next;
+        if (generated == max_new || n_hist >= (size_t)c->n_ctx) continue;
+        SeqInput step = {.tokens = &hist[n_hist - 1], .n_tokens = 1, .cache = &cache, .want = LOGITS_LAST};
+        gpt2_forward(&model, &fs, &step, 1, &err);
+    }
+    kvcache_free(&cache);
+    forward_state_free(&fs);
+    sampler_free(&s);
+    free(hist);
+    return generated;
+}
+
+// Runs seqs[0..n) through one engine until all stop; returns 0 or -1.
+static int run_engine(Engine *e, Sequence **seqs, size_t n) {
+    GptError err = {{0}};
+    for (int steps = 0; steps < 10000; steps++) {
+        int running = 0;
+        for (size_t i = 0; i < n; i++) running |= seqs[i]->stop == STOP_NONE;
+        if (!running) return 0;
+        if (engine_step(e, seqs, n, &err) != 0) {
+            CHECK(0, "engine_step: %s", err.msg);
+            return -1;
+        }
+    }
+    CHECK(0, "the engine did not finish in 10000 steps");
+    return -1;
+}
+
+static size_t encode(const char *text, int32_t **ids) {
+    size_t n = 0;
+    GptError err = {{0}};
+    CHECK(tokenizer_encode(tok, text, strlen(text), 0, ids, &n, &err) == 0, "%s", err.msg);
+    return n;
+}
+
+static void test_one_sequence(void) {
+    static const struct {
+        const char *prompt;
+        float temp;
+        int top_k;
+        float top_p, rep;
+        size_t max_new;
+        int ignore_eos, force_eot;  // force_eot: make the greedy first token the "eot"
+        StopReason want;
+    } cases[] = {
+        {"The quick brown fox", 0, 0, 1, 1, 30, 0, 0, STOP_LENGTH},
+        {"Once upon a time", 0.9f, 40, 0.95f, 1.2f, 40, 1, 0, STOP_LENGTH},
+        {"Hello", 1.3f, 0, 1, 1, 25, 1, 0, STOP_LENGTH},
+        {"Nothing at all", 0.7f, 0, 0.5f, 1, 0, 0, 0, STOP_LENGTH},      // -n 0
+        {"x y z", 0, 0, 1, 1, 500, 1, 0, STOP_CONTEXT},                  // runs into the context
+        {"To be, or not", 0, 0, 1, 1, 10, 0, 1, STOP_EOS},
+    };
+    GptError err = {{0}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        int32_t *ids;
+        size_t n = encode(cases[k].prompt, &ids);
+        GenParams p = {.sampling = {.temperature = cases[k].temp, .top_k = cases[k].top_k, .top_p = cases[k].top_p,
+                                    .repeat_penalty = cases[k].rep, .seed = 1000 + k},
+                       .max_new = cases[k].max_new, .ignore_eos = cases[k].ignore_eos};
+        Engine e;
+        Sequence s;
+        if (engine_init(&e, &model, tok, 1, n, &err) != 0 || sequence_init(&s, &e, ids, n, &p, &err) != 0) {
+            CHECK(0, "case %zu: %s", k, err.msg);
+            free(ids);
+            continue;
+        }
+        int32_t eot = e.eot;
+        if (cases[k].force_eot) {
+            int32_t first[1];
+            StopReason w;
+            GenParams one = p;
+            one.max_new = 1;
+            plain_loop(ids, n, &one, -1, first, &w);
+            e.eot = eot = first[0];
+        }
+        Sequence *batch[1] = {&s};
+        // what the steps wrote, joined, must be the tokens' text
+        char *text = NULL;
+        size_t text_len = 0;
+        for (int steps = 0; s.stop == STOP_NONE && steps < 2000; steps++) {
+            if (engine_step(&e, batch, 1, &err) != 0) break;
+            text = realloc(text, text_len + s.out_len + 1);
+            memcpy(text + text_len, s.out, s.out_len);
+            text_len += s.out_len;
+        }
+        int32_t *want = malloc((cases[k].max_new + 1) * sizeof *want);
+        StopReason why;
+        size_t n_want = plain_loop(ids, n, &p, eot, want, &why);
+        CHECK(s.stop == cases[k].want && why == cases[k].want, "case %zu: stop %s, plain loop %s, want %s", k,
+              stop_reason_name(s.stop), stop_reason_name(why), stop_reason_name(cases[k].want));
+        CHECK(s.n_generated == n_want && memcmp(s.tokens + n, want, n_want * sizeof *want) == 0,
+              "case %zu: the engine's %zu tokens differ from the plain loop's %zu", k, s.n_generated, n_want);
+        // The steps' text joined is what one TokenStream makes of the tokens.
+        char *decoded = NULL;
+        size_t decoded_len = 0;
+        TokenStream ts;
+        token_stream_init(&ts);
+        for (size_t i = 0; i <= n_want; i++) {
+            const char *piece;
+            size_t len;
+            if (i < n_want) token_stream_push(&ts, tok, want[i], &piece, &len, &err);
+            else token_stream_flush(&ts, &piece, &len);
+            decoded = realloc(decoded, decoded_len + len + 1);
+            memcpy(decoded + decoded_len, piece, len);
+            decoded_len += len;
+        }
+        token_stream_free(&ts);
+        CHECK(text_len == decoded_len && (text_len == 0 || memcmp(text, decoded, text_len) == 0),
+              "case %zu: streamed text (%zu bytes) differs from the tokens' stream (%zu bytes)", k, text_len,
+              decoded_len);
+        if (cases[k].want == STOP_CONTEXT)
+            CHECK(s.n_tokens == (size_t)model.config.n_ctx, "context stop at %zu tokens", s.n_tokens);
+        free(decoded);
+        free(text);
+        free(want);
+        free(ids);
+        sequence_free(&s);
+        sequence_free(&s);  // idempotent
+        engine_free(&e);
+    }
+}
+
+static void test_batch(void) {
+    static const char *prompts[] = {
+        "In the beginning",
+        "A very long prompt that the engine has to read in several chunks, because the step budget is "
+        "small: it shares its steps with the others",
+        "1 2 3 4 5",
+        "",
+        "Colorless green ideas sleep furiously",
+    };
+    enum { NS = sizeof prompts / sizeof *prompts };
+    GptError err = {{0}};
+    Sequence alone[NS], together[NS];
+    Sequence *ptr[NS];
+    GenParams p = {.sampling = {.temperature = 0, .top_p = 1, .repeat_penalty = 1}, .max_new = 12, .ignore_eos = 1};
+    Engine e1, e5;
+    CHECK(engine_init(&e1, &model, tok, 1, 64, &err) == 0, "%s", err.msg);
+    // 8 tokens a step for 5 sequences: prompts go in chunks beside decodes
+    CHECK(engine_init(&e5, &model, tok, NS, 8, &err) == 0, "%s", err.msg);
+    CHECK(engine_init(&e5, &model, tok, NS, NS - 1, &err) != 0, "a step budget below the sequences must be refused");
+    engine_free(&e5);
+    CHECK(engine_init(&e5, &model, tok, NS, 8, &err) == 0, "%s", err.msg);
+    for (size_t i = 0; i < NS; i++) {
+        int32_t *ids;
+        size_t n = encode(prompts[i], &ids);
+        if (n == 0) ids[n++] = e1.eot;
+        CHECK(sequence_init(&alone[i], &e1, ids, n, &p, &err) == 0, "%s", err.msg);
+        CHECK(sequence_init(&together[i], &e5, ids, n, &p, &err) == 0, "%s", err.msg);
+        free(ids);
+        Sequence *one[1] = {&alone[i]};
+        run_engine(&e1, one, 1);
+        ptr[i] = &together[i];
+    }
+    run_engine(&e5, ptr, NS);
+    for (size_t i = 0; i < NS; i++) {
+        CHECK(together[i].stop == STOP_LENGTH && together[i].n_generated == 12, "seq %zu: %s after %zu", i,
+              stop_reason_name(together[i].stop), together[i].n_generated);
+        CHECK(memcmp(alone[i].tokens, together[i].tokens, alone[i].n_tokens * sizeof(int32_t)) == 0,
+              "seq %zu: greedy tokens in a batch differ from the sequence alone", i);
+        CHECK(together[i].prefill_tokens == together[i].n_prompt, "seq %zu: prefilled %zu of %zu", i,
+              together[i].prefill_tokens, together[i].n_prompt);
+        sequence_free(&alone[i]);
+        sequence_free(&together[i]);
+    }
+    engine_free(&e1);
+    engine_free(&e5);
+}
+
+static void test_score(const cJSON *refs) {
+    const cJSON *c;
+    int k = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), "tiny")) {
+        const cJSON *jids = cJSON_GetObjectItem(c, "ids");
+        size_t n = (size_t)cJSON_GetArraySize(jids);
+        int32_t *ids = malloc(n * sizeof *ids);
+        double *lp = malloc(n * sizeof *lp);
+        for (size_t i = 0; i < n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(jids, (int)i)->valueint;
+        GptError err = {{0}};
+        size_t kv = 0;
+        CHECK(score_tokens(&model, ids, n, lp, NULL, &kv, &err) == 0, "%s", err.msg);
+        double worst = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            double want = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "prompt_token_logprobs"), (int)i)->valuedouble;
+            if (fabs(lp[i] - want) > worst) worst = fabs(lp[i] - want);
+        }
+        CHECK(worst < 1e-4, "tiny prompt %d: a score differs from transformers' by %g", k, worst);
+        CHECK(kv == n * kvcache_bytes_per_token(&model.config), "score cache %zu bytes", kv);
+        free(ids);
+        free(lp);
+        k++;
+    }
+    GptError err = {{0}};
+    int32_t one = 0;
+    double lp;
+    CHECK(score_tokens(&model, &one, 0, &lp, NULL, NULL, &err) != 0, "an empty text must be refused");
+}
+
+int main(void) {
+    const char *dir = getenv("CKPT_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny", dir && *dir ? dir : "build/ckpt");
+    GptError err = {{0}};
+    if (model_load(&model, path, &err) != 0 || !(tok = tokenizer_load("models", &err))) {
+        CHECK(0, "%s", err.msg);
+        return check_exit("test_generate");
+    }
+    test_one_sequence();
+    test_batch();
+    char *text;
+    size_t len;
+    if (file_read_all("tests/fixtures/public_refs.json", &text, &len, &err) == 0) {
+        cJSON *refs = cJSON_Parse(text);
+        test_score(refs);
+        cJSON_Delete(refs);
+        free(text);
+    } else {
+        CHECK(0, "%s", err.msg);
+    }
+    tokenizer_free(tok);
+    model_free(&model);
+    return check_exit("test_generate");
+}
