@@ -1,15 +1,26 @@
 /* dtype.c - see dtype.h. */
 #include "dtype.h"
 
+#include <math.h>
 #include <string.h>
+#include <strings.h>
+
+#include "bytes.h"
 
 const char *dtype_name(DType dt) {
     switch (dt) {
     case DTYPE_F32: return "F32";
     case DTYPE_F16: return "F16";
     case DTYPE_BF16: return "BF16";
+    case DTYPE_Q8: return "Q8";
     }
     return NULL;
+}
+
+int dtype_from_name(const char *name) {
+    for (int d = 0; d < DTYPE_COUNT; d++)
+        if (!strcasecmp(name, dtype_name((DType)d))) return d;
+    return -1;
 }
 
 size_t dtype_size(DType dt) {
@@ -17,38 +28,119 @@ size_t dtype_size(DType dt) {
     case DTYPE_F32: return 4;
     case DTYPE_F16:
     case DTYPE_BF16: return 2;
+    case DTYPE_Q8: return 0;
     }
     return 0;
+}
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 float f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1Fu;
     uint32_t man = h & 0x3FFu;
-    uint32_t bits;
-    if (exp == 0x1F) {
-        bits = sign | 0x7F800000u | (man << 13);  // inf, nan
-    } else if (exp != 0) {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else {
-        // subnormal half: normalise into a float32 exponent
-        int e = -1;
-        do {
-            man <<= 1;
-            e++;
-        } while (!(man & 0x400u));
-        bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FFu) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    if (exp == 0x1F) return float_of(sign | 0x7F800000u | (man << 13));  // inf, nan
+    if (exp != 0) return float_of(sign | ((exp + 127 - 15) << 23) | (man << 13));
+    // zero or subnormal: man * 2^-24, exact in float32
+    float v = (float)man * 0x1p-24f;
+    return sign ? -v : v;
 }
 
-float bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+float bf16_to_f32(uint16_t h) { return float_of((uint32_t)h << 16); }
+
+uint16_t f32_to_f16(float f) {
+    uint32_t u = bits_of(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    float a = fabsf(f);
+    if (isnan(f)) return (uint16_t)(sign | 0x7E00u);
+    if (a >= 65520.0f) return (uint16_t)(sign | 0x7C00u);  // rounds past 65504: inf
+    if (a < 0x1p-14f) {
+        // subnormal half: a multiple of 2^-24; rintf rounds ties to even
+        return (uint16_t)(sign | (uint16_t)rintf(a * 0x1p24f));
+    }
+    // normal: keep 10 of float's 23 mantissa bits, round to nearest even
+    uint32_t abits = bits_of(a);
+    uint32_t exp = (abits >> 23) - 127 + 15;
+    uint32_t man = abits & 0x7FFFFFu;
+    uint32_t half = (exp << 10) | (man >> 13);
+    uint32_t rest = man & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) half++;  // may carry into the exponent: fine
+    return (uint16_t)(sign | half);
+}
+
+uint16_t f32_to_bf16(float f) {
+    uint32_t u = bits_of(f);
+    if (isnan(f)) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even; overflow carries to inf
+    return (uint16_t)(u >> 16);
+}
+
+size_t q8_row_quants(size_t K) { return round_up(K, Q8_BLOCK); }
+
+void q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
+    size_t K_pad = q8_row_quants(K);
+    for (size_t b0 = 0; b0 < K_pad; b0 += Q8_BLOCK) {
+        size_t n = K - b0 < Q8_BLOCK ? K - b0 : Q8_BLOCK;
+        if (b0 >= K) n = 0;
+        float amax = 0.0f;
+        for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[b0 + i]));
+        // The scale as it will be read back: rounded to f16 first, so that
+        // the quants are chosen for the scale that multiplies them.
+        uint16_t d16 = f32_to_f16(amax / 127.0f);
+        float d = f16_to_f32(d16);
+        scales[b0 / Q8_BLOCK] = d16;
+        for (size_t i = 0; i < Q8_BLOCK; i++) {
+            float v = i < n && d > 0.0f ? rintf(x[b0 + i] / d) : 0.0f;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            q[b0 + i] = (int8_t)v;
+        }
+    }
+}
+
+size_t weight_bytes(DType dt, size_t n_out, size_t n_in) {
+    if (dt == DTYPE_Q8) {
+        size_t K_pad = q8_row_quants(n_in);
+        return n_out * K_pad + n_out * (K_pad / Q8_BLOCK) * sizeof(uint16_t);
+    }
+    return n_out * n_in * dtype_size(dt);
+}
+
+Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in) {
+    Weight w = {.dtype = dt, .n_in = n_in, .n_out = n_out, .data = bytes, .scales = NULL};
+    if (dt == DTYPE_Q8)
+        w.scales = (const uint16_t *)(const void *)((const unsigned char *)bytes + n_out * q8_row_quants(n_in));
+    return w;
+}
+
+void weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in) {
+    size_t n = n_out * n_in;
+    switch (dt) {
+    case DTYPE_F32:
+        memcpy(dst, src, n * sizeof(float));
+        break;
+    case DTYPE_F16:
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_f16(src[i]);
+        break;
+    case DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(src[i]);
+        break;
+    case DTYPE_Q8: {
+        size_t K_pad = q8_row_quants(n_in);
+        int8_t *q = dst;
+        uint16_t *scales = (uint16_t *)(void *)((unsigned char *)dst + n_out * K_pad);
+        for (size_t j = 0; j < n_out; j++)
+            q8_quantize_row(q + j * K_pad, scales + j * (K_pad / Q8_BLOCK), src + j * n_in, n_in);
+        break;
+    }
+    }
 }

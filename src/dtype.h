@@ -1,6 +1,6 @@
 /*
  * dtype.h - element types of stored weights, their conversions, and Weight:
- * a weight matrix that knows its element type and layout.
+ * a weight matrix that knows its element type.
  *
  * Norms, biases and the position embedding are always float32 (a plain
  * `const float *`). Matrices, the ones a matmul reads (c_attn, attn c_proj,
@@ -19,31 +19,64 @@
 
 typedef enum {
     DTYPE_F32 = 0,   // IEEE binary32
-    DTYPE_F16 = 1,   // IEEE binary16
-    DTYPE_BF16 = 2,  // bfloat16: the top 16 bits of a binary32
+    DTYPE_F16 = 1,   // IEEE binary16: 10 mantissa bits, range to 65504
+    DTYPE_BF16 = 2,  // bfloat16: the top 16 bits of a binary32 (7 mantissa bits)
+    DTYPE_Q8 = 3,    // int8 in blocks of Q8_BLOCK along the input axis, an
+                     // f16 scale per block (matrices only; see below)
 } DType;
 
-// "F32", "F16", "BF16" (the safetensors spelling); NULL for an unknown code.
+enum { DTYPE_COUNT = 4 };
+
+// "F32", "F16", "BF16", "Q8" (the safetensors spelling for the first three);
+// NULL for an unknown code.
 const char *dtype_name(DType dt);
-// Bytes one element takes; 0 for an unknown code.
+// The dtype a name (case-insensitive: "f16", "BF16", "q8") stands for; -1
+// if none.
+int dtype_from_name(const char *name);
+// Bytes one element takes (F32 4, F16/BF16 2); 0 for Q8, which is stored in
+// blocks (weight_bytes), and for an unknown code.
 size_t dtype_size(DType dt);
 
 // Exact widening of a half / bfloat16 (NaN and inf kept, subnormals too).
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);
+// Narrowing, rounded to nearest, ties to even; beyond the range -> inf; NaN
+// stays NaN (quiet).
+uint16_t f32_to_f16(float f);
+uint16_t f32_to_bf16(float f);
 
-// How a Weight's data is laid out, row-major either way.
-typedef enum {
-    WEIGHT_IN_OUT,  // (n_in, n_out): Hugging Face's Conv1D, y = x @ W
-    WEIGHT_OUT_IN,  // (n_out, n_in): one row per output, y = x @ W^T (wte, llm.c)
-} WeightLayout;
+/*
+ * Q8. A row of K weights is cut into blocks of Q8_BLOCK = 32 along K (the
+ * last block padded with zeros); each block b stores 32 int8 q[i] and one
+ * f16 scale d[b], and stands for w[i] = d[b] * q[i]. d = max |w| / 127
+ * rounded to f16, q = round(w / d) clamped to [-127, 127]. A row takes
+ * K_pad = round_up(K, 32) bytes of quants and K_pad / 32 scales: 34 bytes
+ * per 32 weights, 1.0625 bytes a weight, 3.76 times fewer than float32.
+ */
+enum { Q8_BLOCK = 32 };
+size_t q8_row_quants(size_t K);  // K_pad
+// Quantizes x (K) into q (K_pad int8) and scales (K_pad / 32 f16).
+void q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
 
-// A matrix of the product y(n_out) = x(n_in) @ W (+ bias).
+// A matrix of the product y(n_out) = x(n_in) @ W^T (+ bias), stored one row
+// per output: row j holds the n_in weights that output j reads, contiguous,
+// which is how every matmul kernel streams it.
+//   F32, F16, BF16  data: (n_out, n_in) elements
+//   Q8              data: (n_out, K_pad) int8 quants; scales: (n_out, K_pad/32) f16
 typedef struct {
     DType dtype;
-    WeightLayout layout;
-    size_t n_in, n_out;  // K and N of the matmul
-    const void *data;    // n_in * n_out elements of dtype, in `layout`
+    size_t n_in, n_out;       // K and N of the matmul
+    const void *data;
+    const uint16_t *scales;   // Q8 only
 } Weight;
+
+// Bytes a matrix of n_out rows of n_in takes in dtype dt (quants and scales).
+size_t weight_bytes(DType dt, size_t n_out, size_t n_in);
+// Writes rows [0, n_out) of float32 src (n_out, n_in) into dst as dtype dt,
+// laid out as Weight says; for Q8 the scales follow the quants at
+// dst + n_out * K_pad. dst must hold weight_bytes(dt, n_out, n_in).
+void weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in);
+// A Weight over such bytes (data and, for Q8, scales pointed into them).
+Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in);
 
 #endif

@@ -19,20 +19,22 @@
 
 // safetensors.c. Reads the Hugging Face config.json at config_path into
 // m->config, then the safetensors file already mapped in m->map.
-int safetensors_load_mapped(Model *m, const char *path, const char *config_path, GptError *err);
+int safetensors_load_mapped(Model *m, const char *path, const char *config_path, const WeightOptions *o,
+                            GptError *err);
 // Lists the entries of a safetensors header already validated by loading.
 int safetensors_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err);
 
-// modelbin.c. Validates the model.bin mapped in m->map, points the weights
-// into the mapping and builds m->tokenizer from the stored tables.
-int modelbin_load_mapped(Model *m, const char *path, GptError *err);
+// modelbin.c. Validates the model.bin mapped in m->map, hands its tensors to
+// model_set_weights (in place, unless converted) and builds m->tokenizer
+// from the stored tables.
+int modelbin_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err);
 int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err);
 
-// llmc.c. Loads the llm.c checkpoint (version 3, float32) mapped in m->map:
-// drops the padded vocabulary rows, transposes llm.c's (out, in) matrices to
-// the Conv1D (in, out) layout, all into one 64-byte-aligned block (m->owned),
-// and unmaps the file. m->tokenizer stays NULL (llm.c files carry none).
-int llmc_load_mapped(Model *m, const char *path, GptError *err);
+// llmc.c. Validates the llm.c checkpoint (version 3, float32) mapped in
+// m->map and hands its tensors to model_set_weights: llm.c stores matrices
+// one row per output, as gpt holds them, so they are used in place (wte
+// without its padded rows). m->tokenizer stays NULL (llm.c files carry none).
+int llmc_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err);
 int llmc_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err);
 
 #endif

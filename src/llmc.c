@@ -6,8 +6,8 @@
  * V, L, NH, C, padded V), then the parameters grouped by kind across layers
  * in the tensor table's per-layer order (model.h's llm.c names: all layers'
  * ln1w, then all ln1b, ...), matrices stored (out, in), and wte padded to
- * padded-V rows. We copy them once into our layout: the padding dropped,
- * matrices transposed to Hugging Face's (in, out).
+ * padded-V rows. That is gpt's own layout for matrices, so the weights are
+ * used in place from the mapping.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,6 @@
 
 #include "bytes.h"
 #include "formats.h"
-#include "memory.h"
 
 #define LLMC_HEADER_BYTES 1024u
 
@@ -83,49 +82,23 @@ static size_t llmc_offset(const LlmcHeader *h, size_t i) {
     return off;  // not reached: i is in the table
 }
 
-// dst(in, out) = src(out, in)^T, in blocks that stay in cache.
-static void transpose(float *dst, const float *src, size_t in, size_t out) {
-    enum { B = 32 };
-    for (size_t o0 = 0; o0 < out; o0 += B)
-        for (size_t i0 = 0; i0 < in; i0 += B)
-            for (size_t o = o0; o < out && o < o0 + B; o++)
-                for (size_t i = i0; i < in && i < i0 + B; i++) dst[i * out + o] = src[o * in + i];
-}
-
-int llmc_load_mapped(Model *m, const char *path, GptError *err) {
+int llmc_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err) {
     LlmcHeader h;
     if (llmc_header(m->map.data, m->map.size, path, &h, err) != 0) return -1;
     m->config = h.c;
     const GPT2Config *c = &m->config;
-    size_t nt = gpt2_n_tensors(c), total = 0;
-    for (size_t i = 0; i < nt; i++) {
-        TensorSpec s;
-        gpt2_tensor_spec(c, i, &s);
-        total += round_up(s.numel, 16);  // each tensor on 64 bytes
-    }
+    size_t nt = gpt2_n_tensors(c);
     TensorRef *t = calloc(nt, sizeof *t);
-    m->owned = memory_alloc_large(total * sizeof(float));
-    if (!t || !m->owned) {
-        free(t);
-        return gpt_error(err, "%s: out of memory for %zu MB of weights", path, total * 4 >> 20);
-    }
-    // the mapping is page-aligned and the header 1024 bytes: floats in place
-    const float *src = (const float *)(const void *)(m->map.data + LLMC_HEADER_BYTES);
-    float *dst = m->owned;
-    for (size_t i = 0; i < nt; i++) {
-        TensorSpec s;
-        gpt2_tensor_spec(c, i, &s);
-        const float *from = src + llmc_offset(&h, i);  // wte: the first V of Vp rows
-        if (s.kind == TENSOR_MATRIX) transpose(dst, from, s.dims[0], s.dims[1]);
-        else memcpy(dst, from, s.numel * sizeof(float));
-        file_release(&m->map, (size_t)((const unsigned char *)from - m->map.data), s.numel * sizeof(float));
-        t[i] = (TensorRef){DTYPE_F32, dst};
-        dst += round_up(s.numel, 16);
-    }
-    int rc = model_set_weights(m, t, path, err);
+    if (!t) return gpt_error(err, "%s: out of memory", path);
+    // The mapping is page-aligned and the header 1024 bytes: every tensor is
+    // float-aligned in place. Matrices are (out, in), one row per output;
+    // wte's first V of Vp rows are the vocabulary.
+    const unsigned char *params = m->map.data + LLMC_HEADER_BYTES;
+    for (size_t i = 0; i < nt; i++)
+        t[i] = (TensorRef){DTYPE_F32, LAYOUT_OUT_IN, params + 4 * llmc_offset(&h, i)};
+    int rc = model_set_weights(m, t, o, path, err);
     free(t);
     if (rc != 0) return -1;
-    file_unmap(&m->map);  // nothing points into it any more
     snprintf(m->source_kind, sizeof m->source_kind, "llm.c");
     return 0;
 }

@@ -35,7 +35,9 @@ static const char NOT_A_CHECKPOINT[] =
     "not a GPT-2 checkpoint (expected a directory with config.json and model.safetensors, a "
     ".safetensors file, or a gpt model.bin)";
 
-int model_load(Model *m, const char *path, GptError *err) {
+int model_load(Model *m, const char *path, GptError *err) { return model_load_with(m, path, NULL, err); }
+
+int model_load_with(Model *m, const char *path, const WeightOptions *o, GptError *err) {
     double t0 = now_seconds();
     memset(m, 0, sizeof *m);
     char *st_path = NULL, *cfg_path = NULL;
@@ -56,10 +58,10 @@ int model_load(Model *m, const char *path, GptError *err) {
 
     switch (model_sniff(m->map.data, m->map.size, m->map.size)) {
     case MODEL_KIND_GPTBIN:
-        if (modelbin_load_mapped(m, st_path, err) != 0) goto done;
+        if (modelbin_load_mapped(m, st_path, o, err) != 0) goto done;
         break;
     case MODEL_KIND_LLMC:
-        if (llmc_load_mapped(m, st_path, err) != 0) goto done;
+        if (llmc_load_mapped(m, st_path, o, err) != 0) goto done;
         break;
     case MODEL_KIND_UNKNOWN:
         // A directory's model.safetensors is one by name: too short a file
@@ -80,7 +82,7 @@ int model_load(Model *m, const char *path, GptError *err) {
             gpt_error(err, "%s: no config.json beside it (looked for %s)", st_path, cfg_path);
             goto done;
         }
-        if (safetensors_load_mapped(m, st_path, cfg_path, err) != 0) goto done;
+        if (safetensors_load_mapped(m, st_path, cfg_path, o, err) != 0) goto done;
         break;
     }
     m->load_seconds = now_seconds() - t0;

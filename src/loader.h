@@ -24,6 +24,9 @@
 // a message naming the file and, where it applies, the tensor. On failure *m
 // holds nothing that needs freeing (model_free is still safe).
 int model_load(Model *m, const char *path, GptError *err);
+// The same, with the weights converted as `o` says (NULL: as stored): e.g.
+// every matrix to F16, BF16 or Q8 in memory, without writing a file.
+int model_load_with(Model *m, const char *path, const WeightOptions *o, GptError *err);
 
 // What a checkpoint file is, judged by its first bytes.
 typedef enum {

@@ -4,7 +4,7 @@
  * it. forward.c calls only these.
  *
  * matmul() is the fast path: float32 goes to OpenBLAS (sgemv for one row,
- * sgemm for more). matmul_reference() is the plain triple loop the tests
+ * sgemm for more); other dtypes are widened a panel of rows at a time. matmul_reference() is the plain triple loop the tests
  * hold every fast path against.
  */
 #ifndef GPT_MATMUL_H
@@ -14,7 +14,7 @@
 
 #include "dtype.h"
 
-// out(T, N) = inp(T, K) @ W + bias, with K = W->n_in, N = W->n_out; with
+// out(T, N) = inp(T, K) @ W^T + bias, with K = W->n_in, N = W->n_out; with
 // accumulate, out += instead of =. bias (N) may be NULL. Rows are T apart
 // by K (inp) and N (out).
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
@@ -28,7 +28,7 @@ void matmul_reference(float *out, const float *inp, const Weight *W, const float
 // vectors) as float32 into out (n_in).
 void weight_row(float *out, const Weight *W, size_t row);
 
-// Element (i, j) of W as float32: input i, output j, whatever the layout.
+// Element (i, j) of W as float32: input i, output j, whatever the dtype.
 float weight_at(const Weight *W, size_t i, size_t j);
 
 #endif

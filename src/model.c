@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
+#include "memory.h"
 #include "tokenizer.h"
 
 // Upper bounds that catch a corrupt config long before a size overflows:
@@ -165,8 +167,13 @@ long gpt2_tensor_index(const GPT2Config *c, const char *name, long *layer_out) {
     return -1;
 }
 
+TensorLayout gpt2_hf_layout(TensorKind k) { return k == TENSOR_MATRIX ? LAYOUT_IN_OUT : LAYOUT_OUT_IN; }
+
 // ---------------------------------------------------------------------------
 // the weights
+
+// Rows converted at a time: the float32 staging block stays in cache.
+enum { PACK_ROWS = 32 };
 
 // Where tensor i's field is: a Weight for MATRIX / EMBEDDING rows, a
 // const float * for VECTOR rows.
@@ -179,46 +186,215 @@ static void *field_of(GPT2Weights *w, const GPT2Config *c, size_t i, TensorKind 
     return base + r->offset;
 }
 
-int model_set_weights(Model *m, const TensorRef *t, const char *path, GptError *err) {
+// A matrix's shape as a Weight sees it: n_out rows of n_in.
+static void matrix_shape(const TensorSpec *s, size_t *n_out, size_t *n_in) {
+    int in_first = s->kind == TENSOR_MATRIX;  // HF (in, out)
+    *n_in = in_first ? s->dims[0] : s->dims[1];
+    *n_out = in_first ? s->dims[1] : s->dims[0];
+}
+
+// Elements [at, at + n) of an array of dtype dt (F32, F16, BF16) at
+// possibly unaligned bytes p, as float32.
+static void elements(float *out, const unsigned char *p, DType dt, size_t at, size_t n) {
+    if (dt == DTYPE_F32) {
+        memcpy(out, p + 4 * at, 4 * n);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const unsigned char *e = p + 2 * (at + k);
+        uint16_t h = (uint16_t)(e[0] | e[1] << 8);
+        out[k] = dt == DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+}
+
+enum { TILE = 32 };
+
+// Matrix t (any dtype but Q8) stored (in, out), transposed into float32
+// rows: out (n_out, n_in). In TILE x TILE tiles, so that both the source's
+// rows and the destination's are read and written in runs.
+static void transpose_rows(float *out, const TensorRef *t, size_t n_out, size_t n_in) {
+    float tile[TILE][TILE];
+    for (size_t i0 = 0; i0 < n_in; i0 += TILE) {
+        size_t ni = n_in - i0 < TILE ? n_in - i0 : TILE;
+        for (size_t j0 = 0; j0 < n_out; j0 += TILE) {
+            size_t nj = n_out - j0 < TILE ? n_out - j0 : TILE;
+            for (size_t i = 0; i < ni; i++) elements(tile[i], t->data, t->dtype, (i0 + i) * n_out + j0, nj);
+            for (size_t j = 0; j < nj; j++)
+                for (size_t i = 0; i < ni; i++) out[(j0 + j) * n_in + i0 + i] = tile[i][j];
+        }
+    }
+}
+
+// Output rows [j0, j0 + rows) of matrix t (n_out x n_in, stored one row
+// per output) as float32 into out (rows, n_in).
+static void matrix_rows(float *out, const TensorRef *t, size_t n_out, size_t n_in, size_t j0, size_t rows) {
+    const unsigned char *p = t->data;
+    if (t->dtype == DTYPE_Q8) {
+        Weight w = weight_view(DTYPE_Q8, p, n_out, n_in);
+        size_t K_pad = q8_row_quants(n_in);
+        for (size_t r = 0; r < rows; r++) {
+            const int8_t *q = (const int8_t *)w.data + (j0 + r) * K_pad;
+            const uint16_t *d = w.scales + (j0 + r) * (K_pad / Q8_BLOCK);
+            for (size_t i = 0; i < n_in; i++) out[r * n_in + i] = f16_to_f32(d[i / Q8_BLOCK]) * (float)q[i];
+        }
+    } else {
+        for (size_t r = 0; r < rows; r++) elements(out + r * n_in, p, t->dtype, (j0 + r) * n_in, n_in);
+    }
+}
+
+// Writes rows [0, n) of float32 rows (n, n_in) into dst, a matrix of n_out
+// rows in dtype dt, starting at row j0 (Q8's scales follow all the quants).
+static void encode_rows(unsigned char *dst, DType dt, const float *rows, size_t j0, size_t n, size_t n_out,
+                        size_t n_in) {
+    if (dt != DTYPE_Q8) {
+        weight_encode(dst + j0 * n_in * dtype_size(dt), dt, rows, n, n_in);
+        return;
+    }
+    size_t K_pad = q8_row_quants(n_in);
+    uint16_t *scales = (uint16_t *)(void *)(dst + n_out * K_pad);
+    for (size_t r = 0; r < n; r++)
+        q8_quantize_row((int8_t *)(void *)(dst + (j0 + r) * K_pad), scales + (j0 + r) * (K_pad / Q8_BLOCK),
+                        rows + r * n_in, n_in);
+}
+
+// Writes matrix t into dst as `dt`, one row per output. staging holds
+// n_out * n_in floats for an (in, out) source converted to another dtype,
+// else PACK_ROWS * n_in.
+static void pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size_t n_out, size_t n_in,
+                        float *staging) {
+    if (t->layout == LAYOUT_IN_OUT) {
+        float *rows = dt == DTYPE_F32 ? (float *)(void *)dst : staging;
+        transpose_rows(rows, t, n_out, n_in);
+        if (dt != DTYPE_F32) encode_rows(dst, dt, rows, 0, n_out, n_out, n_in);
+        return;
+    }
+    for (size_t j0 = 0; j0 < n_out; j0 += PACK_ROWS) {
+        size_t rows = n_out - j0 < PACK_ROWS ? n_out - j0 : PACK_ROWS;
+        matrix_rows(staging, t, n_out, n_in, j0, rows);
+        encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
+    }
+}
+
+// Is tensor t usable in place as kind `kind` in dtype dt?
+static int in_place(const TensorRef *t, TensorKind kind, DType dt) {
+    if ((uintptr_t)t->data % 4 != 0 || t->dtype != dt) return 0;
+    return kind == TENSOR_VECTOR || t->layout == LAYOUT_OUT_IN;
+}
+
+int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, const char *path, GptError *err) {
     const GPT2Config *c = &m->config;
     GPT2Weights *w = &m->weights;
     free(w->layers);
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) return gpt_error(err, "%s: out of memory", path);
     size_t n = gpt2_n_tensors(c);
-    m->n_params = 0;
-    m->weight_bytes = 0;
+    DType *target = calloc(n, sizeof *target);
+    if (!target) return gpt_error(err, "%s: out of memory", path);
+    // What each tensor becomes, and how much must be converted.
+    size_t owned_bytes = 0, staging_floats = 1;
+    for (size_t i = 0; i < n; i++) {
+        TensorSpec s;
+        gpt2_tensor_spec(c, i, &s);
+        if (!dtype_name(t[i].dtype) || !t[i].data) {
+            free(target);
+            return gpt_error(err, "%s: tensor %s: no usable data (dtype %d)", path, s.name, (int)t[i].dtype);
+        }
+        if (s.kind == TENSOR_VECTOR) {
+            target[i] = DTYPE_F32;
+            if (t[i].dtype == DTYPE_Q8) {
+                free(target);
+                return gpt_error(err, "%s: tensor %s: a vector cannot be stored as Q8", path, s.name);
+            }
+        } else {
+            target[i] = o && o->matrix_dtype >= 0 ? (DType)o->matrix_dtype : t[i].dtype;
+            if (t[i].dtype == DTYPE_Q8 && t[i].layout != LAYOUT_OUT_IN) {
+                free(target);
+                return gpt_error(err, "%s: tensor %s: Q8 must be stored (out, in)", path, s.name);
+            }
+            size_t n_out, n_in;
+            matrix_shape(&s, &n_out, &n_in);
+            size_t need = t[i].layout == LAYOUT_IN_OUT && target[i] != DTYPE_F32 ? n_out * n_in : PACK_ROWS * n_in;
+            if (need > staging_floats) staging_floats = need;
+        }
+        if (!in_place(&t[i], s.kind, target[i])) {
+            size_t n_out, n_in;
+            if (s.kind == TENSOR_VECTOR) n_out = 1, n_in = s.numel;
+            else matrix_shape(&s, &n_out, &n_in);
+            owned_bytes += round_up(weight_bytes(target[i], n_out, n_in), 64);
+        }
+    }
+    float *staging = NULL;
+    unsigned char *dst = NULL;
+    if (owned_bytes) {
+        free(m->owned);
+        m->owned = memory_alloc_large(owned_bytes);
+        staging = malloc(staging_floats * sizeof *staging);
+        if (!m->owned || !staging) {
+            free(staging);
+            free(target);
+            return gpt_error(err, "%s: out of memory for %zu MB of weights", path, owned_bytes >> 20);
+        }
+        dst = m->owned;
+    }
+    m->n_params = m->weight_bytes = m->decode_bytes = 0;
+    int uses_map = 0;
     for (size_t i = 0; i < n; i++) {
         TensorSpec s;
         gpt2_tensor_spec(c, i, &s);
         TensorKind kind;
         void *f = field_of(w, c, i, &kind);
-        if (!dtype_name(t[i].dtype) || !t[i].data || (kind == TENSOR_VECTOR && t[i].dtype != DTYPE_F32))
-            return gpt_error(err, "%s: tensor %s: no usable data (dtype %d)", path, s.name, (int)t[i].dtype);
-        if (kind == TENSOR_VECTOR) {
-            *(const float **)f = t[i].data;
-        } else {
-            // HF stores c_attn & co. as (in, out); wte's rows are the outputs
-            // of the tied output layer.
-            Weight *wt = f;
-            wt->dtype = t[i].dtype;
-            wt->data = t[i].data;
-            wt->layout = kind == TENSOR_EMBEDDING ? WEIGHT_OUT_IN : WEIGHT_IN_OUT;
-            wt->n_in = kind == TENSOR_EMBEDDING ? s.dims[1] : s.dims[0];
-            wt->n_out = kind == TENSOR_EMBEDDING ? s.dims[0] : s.dims[1];
+        size_t n_out = 1, n_in = s.numel;
+        if (kind != TENSOR_VECTOR) matrix_shape(&s, &n_out, &n_in);
+        size_t bytes = weight_bytes(target[i], n_out, n_in);
+        const void *data = t[i].data;
+        if (!in_place(&t[i], kind, target[i])) {
+            if (kind == TENSOR_VECTOR)
+                elements((float *)(void *)dst, data, t[i].dtype, 0, s.numel);
+            else
+                pack_matrix(dst, target[i], &t[i], n_out, n_in, staging);
+            // The source will not be read again: its pages can leave memory.
+            const unsigned char *src = data;
+            if (m->map.data && src >= m->map.data && src < m->map.data + m->map.size) {
+                size_t src_bytes = s.kind == TENSOR_VECTOR || t[i].dtype == DTYPE_Q8
+                                       ? weight_bytes(t[i].dtype, n_out, n_in)
+                                       : s.numel * dtype_size(t[i].dtype);
+                file_release(&m->map, (size_t)(src - m->map.data), src_bytes);
+            }
+            data = dst;
+            dst += round_up(bytes, 64);
+        } else if (m->map.data && (const unsigned char *)data >= m->map.data &&
+                   (const unsigned char *)data < m->map.data + m->map.size) {
+            uses_map = 1;
         }
+        if (kind == TENSOR_VECTOR) *(const float **)f = data;
+        else *(Weight *)f = weight_view(target[i], data, n_out, n_in);
         m->n_params += s.numel;
-        m->weight_bytes += s.numel * dtype_size(t[i].dtype);
+        m->weight_bytes += bytes;
+        // decode reads every weight once, but only one row of wpe
+        m->decode_bytes += i == 1 ? s.dims[1] * sizeof(float) : bytes;
     }
+    free(staging);
+    free(target);
+    if (!uses_map) file_unmap(&m->map);  // nothing points into it any more
     return 0;
 }
 
 TensorRef model_tensor(const Model *m, size_t i) {
     TensorKind kind;
     void *f = field_of((GPT2Weights *)&m->weights, &m->config, i, &kind);
-    if (kind == TENSOR_VECTOR) return (TensorRef){DTYPE_F32, *(const float **)f};
+    if (kind == TENSOR_VECTOR) return (TensorRef){DTYPE_F32, LAYOUT_OUT_IN, *(const float **)f};
     const Weight *wt = f;
-    return (TensorRef){wt->dtype, wt->data};
+    return (TensorRef){wt->dtype, LAYOUT_OUT_IN, wt->data};
+}
+
+size_t model_tensor_bytes(const Model *m, size_t i) {
+    TensorKind kind;
+    void *f = field_of((GPT2Weights *)&m->weights, &m->config, i, &kind);
+    TensorSpec s;
+    gpt2_tensor_spec(&m->config, i, &s);
+    if (kind == TENSOR_VECTOR) return s.numel * sizeof(float);
+    const Weight *wt = f;
+    return weight_bytes(wt->dtype, wt->n_out, wt->n_in);
 }
 
 void model_free(Model *m) {

@@ -94,7 +94,9 @@ typedef struct {
     GPT2Config config;
     GPT2Weights weights;
     size_t n_params;          // parameters (wte counted once)
-    size_t weight_bytes;      // bytes of all weights as held: what one decode step reads
+    size_t weight_bytes;      // bytes of all weights as held in memory
+    size_t decode_bytes;      // bytes of weights one decode step reads: all but
+                              // wpe, of which it reads one row
     MappedFile map;           // the file, when weights point into it
     void *owned;              // the 64-byte-aligned block, when they do not
     Tokenizer *tokenizer;     // a tokenizer stored in the model file, or NULL
@@ -138,17 +140,42 @@ int gpt2_tensor_shape(const GPT2Config *c, size_t i, size_t dims[2]);
 // the layer of an "h.N." name, even one beyond n_layer (for messages), else -1.
 long gpt2_tensor_index(const GPT2Config *c, const char *name, long *layer_out);
 
+// How a file stores a matrix: Hugging Face's (in, out), or one row per
+// output (out, in), which is how a Weight holds it in memory. Vectors have
+// one layout.
+typedef enum { LAYOUT_IN_OUT = 0, LAYOUT_OUT_IN = 1 } TensorLayout;
+
+// The layout Hugging Face stores tensor kind k in: MATRIX (in, out), the
+// rest (out, in) (wte's rows are tokens).
+TensorLayout gpt2_hf_layout(TensorKind k);
+
 // One tensor's data as a format hands it over, or as model_tensor returns it.
 typedef struct {
     DType dtype;
-    const void *data;  // numel elements in Hugging Face's storage order
+    TensorLayout layout;
+    const void *data;  // the tensor's bytes; need not be aligned
 } TensorRef;
 
-// Points m->weights at t[i] for each tensor i (m->config set and validated);
-// allocates m->weights.layers and sets n_params and weight_bytes. VECTOR
-// tensors must be float32. Returns 0, or -1 with err naming `path`.
-int model_set_weights(Model *m, const TensorRef *t, const char *path, GptError *err);
-// Tensor i of a loaded model.
+// What the weights should become in memory.
+typedef struct {
+    int matrix_dtype;  // every MATRIX and EMBEDDING tensor in this DType,
+                       // or -1 to keep each as the file stores it
+} WeightOptions;
+
+// Sets m->weights from the tensors t[i] of the table (m->config set and
+// validated): VECTOR tensors become float32, matrices Weights in `o`'s dtype
+// and the (out, in) layout. A tensor already in that form, 4-byte aligned,
+// is used in place (in the file's mapping); the others are converted once
+// into one 64-byte-aligned block (m->owned), and the pages of the mapping
+// they came from are released as they are copied. Allocates
+// m->weights.layers; sets n_params and weight_bytes. Returns 0, or -1 with
+// err naming `path`.
+int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, const char *path,
+                      GptError *err);
+// Tensor i of a loaded model: vectors float32, matrices as their Weight
+// holds them ((out, in), Q8 quants then scales).
 TensorRef model_tensor(const Model *m, size_t i);
+// Bytes of tensor i as the model holds it.
+size_t model_tensor_bytes(const Model *m, size_t i);
 
 #endif

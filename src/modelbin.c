@@ -140,8 +140,8 @@ static int header_check(const unsigned char *file, size_t size, const char *path
         return gpt_error(err, "%s: file is %zu bytes, shorter than the %u-byte model.bin header (truncated?)",
                          path, size, MODELBIN_HEADER_BYTES);
     header_read(file, h);
-    if (h->version != MODELBIN_VERSION)
-        return gpt_error(err, "%s: model.bin format version %u; this gpt reads version %u", path, h->version,
+    if (h->version < 1 || h->version > MODELBIN_VERSION)
+        return gpt_error(err, "%s: model.bin format version %u; this gpt reads versions 1 to %u", path, h->version,
                          MODELBIN_VERSION);
     if (h->header_bytes != MODELBIN_HEADER_BYTES || h->reserved32 != 0 || h->reserved64 != 0)
         return gpt_error(err, "%s: damaged model.bin header (header size %u, reserved fields not zero?)", path,
@@ -231,12 +231,24 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             return gpt_error(err, "%s: tensor %zu is named '%.64s', expected %s", path, i, name, want_name);
         uint32_t dt = rd32(e + 64), ndim = rd32(e + 68);
         uint64_t off = rd64(e + 104), nbytes = rd64(e + 112);
-        if (dt != DTYPE_F32) {
-            if (dtype_name((DType)dt))
-                return gpt_error(err, "%s: tensor %s has dtype %s; this build reads only F32 tensors from a model.bin",
-                                 path, name, dtype_name((DType)dt));
-            return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16)", path, name, dt);
-        }
+        // Version 1 has a reserved u64 at 120; version 2 the layout there.
+        uint32_t layout = h->version >= 2 ? rd32(e + 120) : 0;
+        if ((h->version < 2 ? rd64(e + 120) : rd32(e + 124)) != 0)
+            return gpt_error(err, "%s: tensor %s: reserved field is not zero", path, name);
+        if (!dtype_name((DType)dt))
+            return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16, 3 Q8)", path,
+                             name, dt);
+        if (spec.kind == TENSOR_VECTOR && dt != DTYPE_F32)
+            return gpt_error(err, "%s: tensor %s has dtype %s; norms, biases and wpe are stored as F32", path, name,
+                             dtype_name((DType)dt));
+        if (layout > 1 || (layout == 1 && spec.kind != TENSOR_MATRIX))
+            return gpt_error(err, "%s: tensor %s: layout %u; %s", path, name, layout,
+                             spec.kind == TENSOR_MATRIX ? "0 (in, out) or 1 (out, in)" : "it has only layout 0");
+        // A matrix's rows: Hugging Face's (in, out) unless transposed; wte
+        // is (out, in) as stored.
+        TensorLayout tl = layout ? LAYOUT_OUT_IN : gpt2_hf_layout(spec.kind);
+        if (dt == DTYPE_Q8 && tl != LAYOUT_OUT_IN)
+            return gpt_error(err, "%s: tensor %s: Q8 is stored one row per output (layout 1)", path, name);
         const size_t *dims = spec.dims;
         int nd = spec.ndim;
         uint64_t got[4];
@@ -245,7 +257,6 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             got[d] = rd64(e + 72 + 8 * (size_t)d);
             if (d < nd ? got[d] != dims[d] : got[d] != 0) ok = 0;
         }
-        if (rd64(e + 120) != 0) return gpt_error(err, "%s: tensor %s: reserved field is not zero", path, name);
         if (!ok) {
             char gs[128], ws[64];
             uint64_t w64[2] = {dims[0], dims[1]};
@@ -256,7 +267,9 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             shape_string(ws, sizeof ws, w64, nd, ",");
             return gpt_error(err, "%s: tensor %s has shape %s (ndim %u), config implies %s", path, name, gs, ndim, ws);
         }
-        size_t need = spec.numel * dtype_size((DType)dt);
+        size_t n_out = spec.kind == TENSOR_MATRIX ? spec.dims[1] : spec.dims[0];
+        size_t need = spec.kind == TENSOR_VECTOR ? spec.numel * sizeof(float)
+                                                 : weight_bytes((DType)dt, n_out, spec.numel / n_out);
         if (nbytes != (uint64_t)need)
             return gpt_error(err, "%s: tensor %s has %llu bytes; %s of its shape needs %zu", path, name,
                              (unsigned long long)nbytes, dtype_name((DType)dt), need);
@@ -267,7 +280,7 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
         if (off < prev_end)
             return gpt_error(err, "%s: tensor %s overlaps the tensor before it", path, name);
         prev_end = off + nbytes;
-        t[i] = (TensorRef){(DType)dt, data + off};
+        t[i] = (TensorRef){(DType)dt, tl, data + off};
     }
     return 0;
 }
@@ -325,7 +338,7 @@ done:
     return t;
 }
 
-int modelbin_load_mapped(Model *m, const char *path, GptError *err) {
+int modelbin_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err) {
     const unsigned char *file = m->map.data;
     size_t size = m->map.size;
     BinHeader h;
@@ -337,7 +350,7 @@ int modelbin_load_mapped(Model *m, const char *path, GptError *err) {
     if (table_check(file, &h, &m->config, path, t, err) != 0) goto done;
     m->tokenizer = tokenizer_check(file, &h, path, err);
     if (!m->tokenizer) goto done;
-    if (model_set_weights(m, t, path, err) != 0) goto done;
+    if (model_set_weights(m, t, o, path, err) != 0) goto done;
     snprintf(m->source_kind, sizeof m->source_kind, "model.bin");
     rc = 0;
 done:
@@ -366,13 +379,6 @@ static void out_pad_to(Out *o, uint64_t target) {
         uint64_t n = target - o->pos;
         out_bytes(o, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
     }
-}
-
-// Bytes of tensor i's data as the model holds it.
-static uint64_t tensor_bytes(const Model *m, size_t i) {
-    TensorSpec spec;
-    gpt2_tensor_spec(&m->config, i, &spec);
-    return (uint64_t)spec.numel * dtype_size(model_tensor(m, i).dtype);
 }
 
 int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, size_t *bytes_out,
@@ -414,7 +420,7 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     // Each tensor as the model holds it: its dtype, numel elements.
     uint64_t data_end = 0;
     for (size_t i = 0; i < h.n_tensors; i++)
-        data_end = align_up(data_end, MODELBIN_TENSOR_ALIGN) + tensor_bytes(m, i);
+        data_end = align_up(data_end, MODELBIN_TENSOR_ALIGN) + model_tensor_bytes(m, i);
     h.data_bytes = data_end;
     h.file_bytes = h.data_offset + h.data_bytes;
 
@@ -469,9 +475,11 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
         snprintf((char *)buf, NAME_BYTES, "%s", spec.name);
         wr32(buf + 64, (uint32_t)model_tensor(m, i).dtype);
         wr32(buf + 68, (uint32_t)spec.ndim);
+        // the model holds c_attn & co. one row per output: transposed
+        wr32(buf + 120, spec.kind == TENSOR_MATRIX ? 1u : 0u);
         for (int d = 0; d < spec.ndim; d++) wr64(buf + 72 + 8 * d, spec.dims[d]);
         off = align_up(off, MODELBIN_TENSOR_ALIGN);
-        uint64_t nbytes = tensor_bytes(m, i);
+        uint64_t nbytes = model_tensor_bytes(m, i);
         wr64(buf + 104, off);
         wr64(buf + 112, nbytes);
         out_bytes(&o, buf, MODELBIN_ENTRY_BYTES);
@@ -480,7 +488,7 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     out_pad_to(&o, h.data_offset);
     for (size_t i = 0; i < h.n_tensors; i++) {
         out_pad_to(&o, h.data_offset + align_up(o.pos - h.data_offset, MODELBIN_TENSOR_ALIGN));
-        out_bytes(&o, model_tensor(m, i).data, (size_t)tensor_bytes(m, i));
+        out_bytes(&o, model_tensor(m, i).data, (size_t)model_tensor_bytes(m, i));
     }
     if (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) {
         gpt_error(err, "%s: write error: %s", tmp, strerror(errno));

@@ -16,15 +16,14 @@
 
 #define MODELBIN_MAGIC "GPT2BIN\0"
 #define MODELBIN_MAGIC_LEN 8
-#define MODELBIN_VERSION 1u
+#define MODELBIN_VERSION 2u  // written; versions 1 and 2 are read
 #define MODELBIN_HEADER_BYTES 128u
 #define MODELBIN_ENTRY_BYTES 128u   // one tensor table entry
 #define MODELBIN_DATA_ALIGN 4096u   // the data region starts on a page
 #define MODELBIN_TENSOR_ALIGN 64u   // each tensor starts on a cache line
 
-// Tensor dtypes: each tensor records its own (dtype.h's codes), so that
-// reduced-precision weights need no new format version.
-enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16 };
+// Tensor dtypes: each tensor records its own (dtype.h's codes).
+enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16, MODELBIN_Q8 = DTYPE_Q8 };
 
 // Writes model m with tokenizer tok to out_path as a model.bin, each tensor
 // in the dtype the model holds it in. The bytes go to a temporary file

@@ -3,11 +3,9 @@
  *
  * What it does: reads config.json, parses the safetensors header with cJSON,
  * validates every entry (present, dtype, shape from the tensor table, byte
- * range) before touching its data, then either points the weights straight
- * into the read-only mapping (float32 and 4-byte aligned, the common case
- * for files we write) or copies them once into one 64-byte-aligned block
- * (unaligned data as in the published gpt2 file, whose data starts at byte
- * 14,291; F16/BF16 widened to float32).
+ * range) before touching its data, then hands the tensors, as they lie in
+ * the mapping, to model_set_weights (model.h), which uses what it can in
+ * place and converts the rest once.
  *
  * Header policy: keys may carry a "transformer." prefix (GPT2LMHeadModel
  * files) or not (GPT2Model files). Ignored: "__metadata__", the causal-mask
@@ -28,7 +26,6 @@
 
 #include "bytes.h"
 #include "formats.h"
-#include "memory.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c reads little-endian float data in place: port the loads first"
@@ -235,19 +232,8 @@ static int is_mask_buffer(const char *name) {
     return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
 }
 
-// Copies n values of dtype dt from possibly unaligned bytes src into dst.
-static void widen(float *dst, const unsigned char *src, size_t n, DType dt) {
-    if (dt == DTYPE_F32) {
-        memcpy(dst, src, n * 4);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
-        dst[i] = dt == DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-}
-
-int safetensors_load_mapped(Model *m, const char *path, const char *config_path, GptError *err) {
+int safetensors_load_mapped(Model *m, const char *path, const char *config_path, const WeightOptions *o,
+                            GptError *err) {
     if (read_config(config_path, &m->config, err) != 0) return -1;
     const unsigned char *file = m->map.data;
     size_t size = m->map.size;
@@ -324,40 +310,19 @@ int safetensors_load_mapped(Model *m, const char *path, const char *config_path,
 
     if (check_no_overlap(ranges, n_ranges, path, err) != 0) goto done;
 
-    // Everything present? Float32 and 4-byte aligned in memory?
-    int in_place = 1;
-    size_t owned_floats = 0;
+    // Everything present? Then the tensors are handed over as they lie in
+    // the mapping: model_set_weights uses aligned float32 vectors in place
+    // and converts the rest (unaligned data, as in the published gpt2 file
+    // whose data starts at byte 14,291; F16/BF16 vectors; matrices, which
+    // Hugging Face stores (in, out)).
     for (size_t i = 0; i < n_slots; i++) {
         if (!slots[i].key) {
             gpt_error(err, "%s: tensor %s is missing", path, slots[i].spec.name);
             goto done;
         }
-        owned_floats += round_up(slots[i].spec.numel, 16);  // each tensor on a 64-byte boundary
-        if (slots[i].dtype != DTYPE_F32 || (uintptr_t)(data + slots[i].begin) % 4 != 0) in_place = 0;
+        refs[i] = (TensorRef){slots[i].dtype, gpt2_hf_layout(slots[i].spec.kind), data + slots[i].begin};
     }
-
-    if (in_place) {
-        for (size_t i = 0; i < n_slots; i++) refs[i] = (TensorRef){DTYPE_F32, data + slots[i].begin};
-    } else {
-        // One allocation, filled once: unaligned float32 cannot be read in
-        // place without undefined behaviour, and F16/BF16 need widening.
-        m->owned = memory_alloc_large(owned_floats * sizeof(float));
-        if (!m->owned) {
-            gpt_error(err, "%s: out of memory for %zu MB of weights", path, owned_floats * 4 >> 20);
-            goto done;
-        }
-        float *dst = m->owned;
-        for (size_t i = 0; i < n_slots; i++) {
-            size_t n = slots[i].spec.numel;
-            widen(dst, data + slots[i].begin, n, slots[i].dtype);
-            file_release(&m->map, (size_t)(data - m->map.data) + slots[i].begin,
-                         slots[i].end - slots[i].begin);
-            refs[i] = (TensorRef){DTYPE_F32, dst};
-            dst += round_up(n, 16);
-        }
-    }
-    if (model_set_weights(m, refs, path, err) != 0) goto done;
-    if (!in_place) file_unmap(&m->map);  // nothing points into it any more
+    if (model_set_weights(m, refs, o, path, err) != 0) goto done;
     snprintf(m->source_kind, sizeof m->source_kind, "safetensors");
     rc = 0;
 done:

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "matmul.h"
 #include "loader.h"
 #include "model.h"
 
@@ -65,9 +66,6 @@ static float rounded(float v, Rounding r) {
     return v;
 }
 
-// A float32 Weight's data, in Hugging Face's storage order.
-#define F32(w) ((const float *)(w).data)
-
 // Compares n values of tensor `name` (every `stride`-th element plus the
 // last) with the formula; reports the first mismatch. Returns mismatches.
 static size_t check_tensor(const float *p, const char *name, size_t n, size_t stride, Rounding r) {
@@ -84,13 +82,31 @@ static size_t check_tensor(const float *p, const char *name, size_t n, size_t st
     return bad;
 }
 
+// The same for a matrix held as a Weight, whatever its dtype: element k of
+// Hugging Face's storage order is (in i, out j) with k = i * n_out + j for
+// c_attn & co. (stored (in, out)) and (out j, in i) with k = j * n_in + i
+// for wte (stored (V, C)).
+static size_t check_weight(const Weight *w, const char *name, int hf_in_out, size_t stride, Rounding r) {
+    size_t bad = 0, n = w->n_in * w->n_out;
+    for (size_t k = 0; k < n; k += stride) {
+        if (k + stride >= n) k = n - 1;
+        size_t i = hf_in_out ? k / w->n_out : k % w->n_in, j = hf_in_out ? k % w->n_out : k / w->n_in;
+        float want = rounded(formula(name, k), r), got = weight_at(w, i, j);
+        if (memcmp(&got, &want, 4) != 0) {
+            if (!bad) fprintf(stderr, "  %s[%zu]: expected %.9g, got %.9g\n", name, k, (double)want, (double)got);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 // Every tensor of a loaded model against the formula.
 static void check_weights(const Model *m, size_t stride, Rounding r, const char *what) {
     const GPT2Config *c = &m->config;
-    size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size, T = (size_t)c->n_ctx;
+    size_t C = (size_t)c->n_embd, T = (size_t)c->n_ctx;
     size_t bad = 0;
     char name[64];
-    bad += check_tensor(F32(m->weights.wte), "wte.weight", V * C, stride, r);
+    bad += check_weight(&m->weights.wte, "wte.weight", 0, stride, r);
     bad += check_tensor(m->weights.wpe, "wpe.weight", T * C, stride, r);
     for (int l = 0; l < c->n_layer; l++) {
         const GPT2Layer *y = &m->weights.layers[l];
@@ -98,17 +114,24 @@ static void check_weights(const Model *m, size_t stride, Rounding r, const char 
             const float *p;
             const char *suffix;
             size_t n;
-        } t[12] = {
-            {y->ln1_w, "ln_1.weight", C},         {y->ln1_b, "ln_1.bias", C},
-            {F32(y->qkv_w), "attn.c_attn.weight", C * 3 * C}, {y->qkv_b, "attn.c_attn.bias", 3 * C},
-            {F32(y->attn_proj_w), "attn.c_proj.weight", C * C}, {y->attn_proj_b, "attn.c_proj.bias", C},
-            {y->ln2_w, "ln_2.weight", C},         {y->ln2_b, "ln_2.bias", C},
-            {F32(y->fc_w), "mlp.c_fc.weight", C * 4 * C},     {y->fc_b, "mlp.c_fc.bias", 4 * C},
-            {F32(y->fc_proj_w), "mlp.c_proj.weight", 4 * C * C}, {y->fc_proj_b, "mlp.c_proj.bias", C},
+        } t[8] = {
+            {y->ln1_w, "ln_1.weight", C},   {y->ln1_b, "ln_1.bias", C},
+            {y->qkv_b, "attn.c_attn.bias", 3 * C}, {y->attn_proj_b, "attn.c_proj.bias", C},
+            {y->ln2_w, "ln_2.weight", C},   {y->ln2_b, "ln_2.bias", C},
+            {y->fc_b, "mlp.c_fc.bias", 4 * C}, {y->fc_proj_b, "mlp.c_proj.bias", C},
         };
-        for (int k = 0; k < 12; k++) {
+        for (int k = 0; k < 8; k++) {
             snprintf(name, sizeof name, "h.%d.%s", l, t[k].suffix);
             bad += check_tensor(t[k].p, name, t[k].n, stride, r);
+        }
+        struct {
+            const Weight *w;
+            const char *suffix;
+        } mats[4] = {{&y->qkv_w, "attn.c_attn.weight"}, {&y->attn_proj_w, "attn.c_proj.weight"},
+                     {&y->fc_w, "mlp.c_fc.weight"}, {&y->fc_proj_w, "mlp.c_proj.weight"}};
+        for (int k = 0; k < 4; k++) {
+            snprintf(name, sizeof name, "h.%d.%s", l, mats[k].suffix);
+            bad += check_weight(mats[k].w, name, 1, stride, r);
         }
     }
     bad += check_tensor(m->weights.lnf_w, "ln_f.weight", C, 1, r);
@@ -146,12 +169,18 @@ static void test_tiny(void) {
     CHECK(m.n_params == want, "tiny n_params %zu, expected %zu", m.n_params, want);
     CHECK(m.weight_bytes == 4 * want, "weight_bytes %zu", m.weight_bytes);
     CHECK(!strcmp(m.source_kind, "safetensors"), "source_kind %s", m.source_kind);
-    // aligned float32: the weights are the mapping itself, nothing copied
-    CHECK(m.map.data != NULL && m.owned == NULL, "tiny should be mapped in place (map %p, owned %p)",
-          (const void *)m.map.data, (void *)m.owned);
+    // aligned float32: what is stored as gpt holds it is used in place (the
+    // vectors, and wte, whose rows are tokens); c_attn & co., stored (in,
+    // out), are transposed once into the owned block
+    CHECK(m.map.data != NULL && m.owned != NULL, "tiny: map %p, owned %p", (const void *)m.map.data,
+          (void *)m.owned);
     CHECK((const unsigned char *)m.weights.wte.data >= m.map.data &&
-              (const unsigned char *)m.weights.wte.data < m.map.data + m.map.size,
-          "wte does not point into the mapping");
+              (const unsigned char *)m.weights.wte.data < m.map.data + m.map.size &&
+              (const unsigned char *)m.weights.layers[1].ln2_b >= m.map.data &&
+              (const unsigned char *)m.weights.layers[1].ln2_b < m.map.data + m.map.size,
+          "wte and the vectors do not point into the mapping");
+    CHECK(m.weights.layers[0].qkv_w.data == m.owned && m.weights.layers[0].qkv_w.dtype == DTYPE_F32,
+          "h.0's c_attn should be the first tensor of the owned block");
     CHECK(m.load_seconds >= 0 && m.load_seconds < 60, "load_seconds %g", m.load_seconds);
     check_weights(&m, 1, AS_F32, "tiny");
 
@@ -183,8 +212,13 @@ static void test_half(const char *name, Rounding r) {
     int rc = model_load(&m, dir, &err);
     CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
     if (rc != 0) return;
-    CHECK(m.owned != NULL && m.map.data == NULL, "%s: half weights must be widened into an owned copy", name);
-    CHECK((uintptr_t)m.owned % 64 == 0, "%s: owned block not 64-byte aligned", name);
+    // matrices keep their two bytes; vectors are widened to float32
+    DType want = r == AS_F16 ? DTYPE_F16 : DTYPE_BF16;
+    CHECK(m.weights.wte.dtype == want && m.weights.layers[1].fc_proj_w.dtype == want, "%s: matrices are %s, %s",
+          name, dtype_name(m.weights.wte.dtype), dtype_name(m.weights.layers[1].fc_proj_w.dtype));
+    CHECK(m.weight_bytes == 4 * (128 * 64 + 2 * 13 * 64 + 2 * 64) + 2 * (50257 * 64 + 2 * 12 * 64 * 64),
+          "%s: weight_bytes %zu", name, m.weight_bytes);
+    CHECK(m.owned != NULL && (uintptr_t)m.owned % 64 == 0, "%s: owned block not 64-byte aligned", name);
     CHECK(m.n_params == gpt2_params(2, 64, 128, 50257), "%s: n_params %zu", name, m.n_params);
     check_weights(&m, 1, r, name);
     model_free(&m);
@@ -209,9 +243,9 @@ static void test_124m(void) {
           "weights not float-aligned");
 
     // A few values by hand (FORMULA.md), then a sample of every tensor.
-    float w0 = F32(m.weights.wte)[0], want0 = formula("wte.weight", 0);
+    float w0 = weight_at(&m.weights.wte, 0, 0), want0 = formula("wte.weight", 0);
     CHECK(w0 == want0, "wte[0] = %.9g, expected %.9g", (double)w0, (double)want0);
-    float wl = F32(m.weights.layers[11].fc_proj_w)[4 * 768 * 768 - 1];
+    float wl = weight_at(&m.weights.layers[11].fc_proj_w, 4 * 768 - 1, 767);
     float wantl = formula("h.11.mlp.c_proj.weight", 4 * 768 * 768 - 1);
     CHECK(wl == wantl, "h.11.mlp.c_proj.weight[last] = %.9g, expected %.9g", (double)wl, (double)wantl);
     float f5 = m.weights.lnf_w[5], want5 = formula("ln_f.weight", 5);

@@ -256,6 +256,59 @@ static void test_convert(const char *src, const char *ref_name, int n_prompts, c
     unlink(out);
 }
 
+// A version-1 model.bin, as gpt 0.1 wrote it (float32 matrices in Hugging
+// Face's (in, out) order, the u64 at 120 of each entry reserved), still
+// loads, and gives the logits of the safetensors it came from. It is made
+// here from a version-2 file by transposing its matrices back.
+static void test_version1(const cJSON *refs, Tokenizer *shipped) {
+    GptError err = {{0}};
+    Model a, b;
+    if (model_load(&a, ckpt("tiny"), &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    const char *v2 = tmp("v2.bin"), *v1 = tmp("v1.bin");
+    char *data = NULL;
+    size_t len = 0;
+    if (modelbin_write(&a, shipped, v2, NULL, &err) != 0 || file_read_all(v2, &data, &len, &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        model_free(&a);
+        return;
+    }
+    unsigned char *f = (unsigned char *)data;
+    uint64_t table = get64(f + 88), data_off = get64(f + 96);
+    uint32_t n_tensors = (uint32_t)(f[48] | f[49] << 8 | f[50] << 16 | (uint32_t)f[51] << 24);
+    put32(f + 8, 1);
+    int transposed = 0;
+    for (uint32_t i = 0; i < n_tensors; i++) {
+        unsigned char *e = f + table + 128 * (size_t)i;
+        if (e[120] == 1) {
+            uint64_t n_in = get64(e + 72), n_out = get64(e + 80);  // HF dims: (in, out)
+            float *w = (float *)(void *)(f + data_off + get64(e + 104)), *t = malloc(n_in * n_out * 4);
+            for (uint64_t j = 0; j < n_out; j++)
+                for (uint64_t k = 0; k < n_in; k++) t[k * n_out + j] = w[j * n_in + k];
+            memcpy(w, t, n_in * n_out * 4);
+            free(t);
+            transposed++;
+        }
+        put64(e + 120, 0);
+    }
+    CHECK(transposed == 4 * a.config.n_layer, "%d matrices were stored transposed, want %d", transposed,
+          4 * a.config.n_layer);
+    write_file(v1, data, len);
+    free(data);
+    if (model_load(&b, v1, &err) != 0) {
+        CHECK(0, "version 1: %s", err.msg);
+    } else {
+        CHECK(b.owned != NULL, "version 1: its (in, out) matrices must be transposed on load");
+        if (same_weights(&a, &b, "version 1")) same_logits(&a, &b, refs, "tiny", 2, "version 1");
+        model_free(&b);
+    }
+    model_free(&a);
+    unlink(v1);
+    unlink(v2);
+}
+
 static void test_llmc(const cJSON *refs, Tokenizer *shipped) {
     GptError err = {{0}};
     Model a, b;
@@ -264,9 +317,13 @@ static void test_llmc(const cJSON *refs, Tokenizer *shipped) {
         model_free(&a);
         return;
     }
-    CHECK(!strcmp(b.source_kind, "llm.c") && b.tokenizer == NULL && b.owned && !b.map.data,
-          "llm.c: kind %s, weights in one allocation, no tokenizer", b.source_kind);
-    CHECK((uintptr_t)b.weights.layers[1].qkv_w.data % 64 == 0, "llm.c: tensors not 64-byte aligned");
+    // llm.c stores matrices one row per output, as gpt holds them: used in
+    // place from the mapping (float-aligned: the header is 1024 bytes)
+    CHECK(!strcmp(b.source_kind, "llm.c") && b.tokenizer == NULL && !b.owned && b.map.data,
+          "llm.c: kind %s, weights in place, no tokenizer", b.source_kind);
+    CHECK((const unsigned char *)b.weights.layers[1].qkv_w.data > b.map.data &&
+              (uintptr_t)b.weights.layers[1].qkv_w.data % 4 == 0,
+          "llm.c: c_attn not in the mapping");
     if (same_weights(&a, &b, "tiny-llmc.bin")) same_logits(&a, &b, refs, "tiny", 3, "tiny-llmc.bin");
     model_free(&a);
     model_free(&b);
@@ -452,7 +509,8 @@ static void test_damage(void) {
     } cases[] = {
         {0, 1, 0xFF, "not a GPT-2 checkpoint"},
         {7, 1, 0x01, "not a GPT-2 checkpoint"},
-        {8, 4, 2, "version 2"},
+        {8, 4, 3, "version 3"},
+        {8, 4, 0, "version 0"},
         {8, 4, 0xFFFFFFFF, "version 4294967295"},
         {12, 4, 64, "header"},
         {16, 4, 0xFFFFFFFF, "n_layer 4294967295 is not a GPT-2 size"},
@@ -497,7 +555,10 @@ static void test_damage(void) {
         {table + 128 + 104, 8, 0, "overlaps"},
         {table + 112, 8, 4, "needs 8320"},
         {table + 112, 8, UINT64_MAX, "bytes"},
-        {table + 120, 8, 1, "reserved field"},
+        {table + 120, 4, 1, "wte.weight: layout 1; it has only layout 0"},
+        {table + 128 * 4 + 120, 4, 2, "h.0.attn.c_attn.weight: layout 2"},
+        {table + 124, 4, 1, "reserved field"},
+        {table + 128 * 2 + 64, 4, MODELBIN_Q8, "dtype Q8"},
         // tokenizer tables
         {index_off, 4, 1, "token index"},
         {index_off + 4 * 260, 4, 0xFFFFFFFF, "token index"},
@@ -605,7 +666,7 @@ static void test_cli(const cJSON *refs) {
 
     // inspect
     r = RUN("inspect", out);
-    CHECK(r.rc == 0 && strstr(r.out, "model.bin version 1") && strstr(r.out, "wte.weight") &&
+    CHECK(r.rc == 0 && strstr(r.out, "model.bin version 2") && strstr(r.out, "wte.weight") &&
               strstr(r.out, "[50257, 64]") && strstr(r.out, "[64, 192]") && strstr(r.out, "1024 bytes per token") &&
               strstr(r.out, "50000 merges"),
           "inspect tiny.bin: rc %d, '%.300s' %s", r.rc, r.out, r.err);
@@ -695,6 +756,7 @@ int main(void) {
         test_convert(ckpt("tiny-prefix"), "tiny", 1, refs, shipped);
         test_convert(ckpt("gpt2-124M-shaped"), "gpt2-124M-shaped", 2, refs, shipped);
         test_llmc(refs, shipped);
+        test_version1(refs, shipped);
         test_half(shipped);
         test_damage();
         test_cli(refs);
