@@ -129,6 +129,7 @@ int model_inspect(const char *path, ModelInfo *info, GptError *err) {
     info->config = m.config;
     info->n_params = m.n_params;
     info->weight_bytes = m.weight_bytes;
+    info->decode_bytes = m.decode_bytes;
     snprintf(info->kind, sizeof info->kind, "%s", m.source_kind);
     if (m.tokenizer) {
         info->n_tokens = tokenizer_vocab_size(m.tokenizer);

@@ -44,7 +44,9 @@ ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size);
 // One tensor as a file stores it, for `gpt inspect`.
 typedef struct {
     char name[96];
-    char dtype[8];       // "F32", "F16", "BF16", or as the file says
+    char dtype[8];       // "F32", "F16", "BF16", "Q8", or as the file says
+    int transposed;      // a matrix stored one row per output: dims are
+                         // still Hugging Face's (in, out)
     int ndim;            // up to 8
     uint64_t dims[8];
     uint64_t offset;     // absolute byte offset of its data in the file
@@ -58,7 +60,8 @@ typedef struct {
     unsigned version;         // model.bin / llm.c format version; 0 otherwise
     GPT2Config config;
     size_t n_params;
-    size_t weight_bytes;      // as loaded: what one decode step reads
+    size_t weight_bytes;      // as loaded
+    size_t decode_bytes;      // weights one decode step reads (Model.decode_bytes)
     size_t n_tokens, n_merges;  // the stored tokenizer (model.bin); 0 if none
     size_t data_offset;       // where tensor data starts
     TensorInfo *tensors;      // (n_tensors), malloc'd, in file order

@@ -538,6 +538,7 @@ int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptEr
         if (model_info_add(info, &cap, (const char *)e, dt ? dt : "?", (int)rd32(e + 68), dims,
                            h.data_offset + rd64(e + 104), rd64(e + 112)) != 0)
             return gpt_error(err, "%s: out of memory", info->file);
+        info->tensors[info->n_tensors - 1].transposed = h.version >= 2 && rd32(e + 120) == 1;
     }
     return 0;
 }

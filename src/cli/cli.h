@@ -36,6 +36,7 @@ typedef struct {
     SamplerParams sampling;
     int have_seed;
     long threads;
+    int weight_dtype;    // --dtype: matrices converted at load; -1 as stored
     int ignore_eos, echo, stats, json, score, tokenize, detokenize, special;
 } Options;
 
@@ -59,9 +60,10 @@ int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 // locate.c
 // -m, else $GPT_MODEL, else models/gpt2.bin, else models/gpt2/; NULL if none.
 const char *resolve_model_path(const char *model_flag);
-// Loads the model resolve_model_path() finds; on failure prints why and
-// returns EXIT_RUNTIME (EXIT_OK on success). *path_out gets the path.
-int load_model(const char *model_flag, Model *m, const char **path_out);
+// Loads the model resolve_model_path() finds, its matrices converted to
+// weight_dtype (-1: as stored); on failure prints why and returns
+// EXIT_RUNTIME (EXIT_OK on success). *path_out gets the path.
+int load_model(const char *model_flag, int weight_dtype, Model *m, const char **path_out);
 // Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
 // the model m (may be NULL), else the files beside model_path, else the
 // shipped GPT-2 files. *owned says whether the caller must free the result.

@@ -15,12 +15,15 @@
 #include "modelbin.h"
 
 static const char *convert_usage =
-    "usage: gpt convert SRC OUT.bin [--tokenizer PATH]\n"
+    "usage: gpt convert SRC OUT.bin [--dtype T] [--tokenizer PATH]\n"
     "  SRC: a Hugging Face GPT-2 directory or model.safetensors (F32, F16 or BF16),\n"
     "       an llm.c checkpoint (gpt2_124M.bin, version 3), or a model.bin\n"
+    "  --dtype T         the weight matrices in f32, f16, bf16 or q8 (int8 in blocks of\n"
+    "                    32 with an f16 scale); norms, biases and wpe stay f32\n"
+    "                    (default: as SRC stores them)\n"
     "  --tokenizer PATH  vocab.json + merges.txt directory or tokenizer.json (default:\n"
     "                    the one beside SRC, else the shipped GPT-2 files)\n"
-    "Writes one file holding the configuration, the tokenizer and float32 weights.\n";
+    "Writes one file holding the configuration, the tokenizer and the weights.\n";
 
 static const char *inspect_usage =
     "usage: gpt inspect FILE\n"
@@ -31,6 +34,7 @@ int run_convert(int argc, char **argv) {
     const char *pos[2] = {NULL, NULL};
     int n_pos = 0;
     const char *tokenizer_path = NULL;
+    int dtype = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -41,6 +45,11 @@ int run_convert(int argc, char **argv) {
             tokenizer_path = argv[++i];
         } else if (!strncmp(a, "--tokenizer=", 12)) {
             tokenizer_path = a + 12;
+        } else if (!strcmp(a, "--dtype") || !strncmp(a, "--dtype=", 8)) {
+            const char *v = a[7] == '=' ? a + 8 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v) return usage_error("convert", "--dtype needs a value");
+            if ((dtype = dtype_from_name(v)) < 0)
+                return usage_error("convert", "--dtype %s: must be f32, f16, bf16 or q8", v);
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error("convert", "unknown option '%s'", a);
         } else if (n_pos < 2) {
@@ -53,7 +62,8 @@ int run_convert(int argc, char **argv) {
     double t0 = now_seconds();
     Model m;
     GptError err = {{0}};
-    if (model_load(&m, pos[0], &err) != 0) return report_error(&err);
+    WeightOptions wo = {.matrix_dtype = dtype};
+    if (model_load_with(&m, pos[0], &wo, &err) != 0) return report_error(&err);
     int owned = 0, rc = EXIT_RUNTIME;
     size_t bytes = 0;
     Tokenizer *tok = open_tokenizer(tokenizer_path, &m, pos[0], &owned, &err);
@@ -62,9 +72,9 @@ int run_convert(int argc, char **argv) {
     } else {
         const GPT2Config *c = &m.config;
         fprintf(stderr, "gpt: wrote %s: %zu params (%d layers, %d heads, %d channels, context %d, vocab %d), "
-                        "%zu bytes, from %s %s in %.2f s\n",
-                pos[1], m.n_params, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, bytes,
-                m.source_kind, pos[0], now_seconds() - t0);
+                        "matrices %s, %zu bytes, from %s %s in %.2f s\n",
+                pos[1], m.n_params, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size,
+                dtype_name(m.weights.wte.dtype), bytes, m.source_kind, pos[0], now_seconds() - t0);
         rc = EXIT_OK;
     }
     if (owned) tokenizer_free(tok);
@@ -101,7 +111,8 @@ int run_inspect(int argc, char **argv) {
         printf("format:      %s, %llu bytes\n", info.kind, (unsigned long long)info.file_bytes);
     printf("config:      n_layer %d, n_head %d, n_embd %d, n_ctx %d, vocab_size %d, layer_norm_epsilon %g\n",
            c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, (double)c->ln_eps);
-    printf("parameters:  %zu (%zu bytes as float32)\n", info.n_params, info.n_params * sizeof(float));
+    printf("parameters:  %zu; %zu bytes as loaded, %zu bytes read per decoded token\n", info.n_params,
+           info.weight_bytes, info.decode_bytes);
     if (info.n_tokens)
         printf("tokenizer:   %zu tokens, %zu merges, stored in the file\n", info.n_tokens, info.n_merges);
     else
@@ -110,12 +121,13 @@ int run_inspect(int argc, char **argv) {
            "%zu bytes for the full context of %d\n",
            per_token, c->n_layer, c->n_head, HS, per_token * (size_t)c->n_ctx, c->n_ctx);
     printf("tensors:     %zu, data from byte %zu\n", info.n_tensors, info.data_offset);
-    printf("  %-28s %-5s %-22s %12s %12s\n", "name", "dtype", "shape", "offset", "bytes");
+    printf("  %-28s %-5s %-24s %12s %12s\n", "name", "dtype", "shape (HF order)", "offset", "bytes");
     for (size_t i = 0; i < info.n_tensors; i++) {
         const TensorInfo *t = &info.tensors[i];
         char shape[128];
         shape_string(shape, sizeof shape, t->dims, t->ndim, ", ");
-        printf("  %-28s %-5s %-22s %12llu %12llu\n", t->name, t->dtype, shape, (unsigned long long)t->offset,
+        if (t->transposed) strncat(shape, " (out,in)", sizeof shape - strlen(shape) - 1);
+        printf("  %-28s %-5s %-24s %12llu %12llu\n", t->name, t->dtype, shape, (unsigned long long)t->offset,
                (unsigned long long)t->nbytes);
     }
     model_info_free(&info);

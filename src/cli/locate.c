@@ -60,7 +60,7 @@ const char *resolve_model_path(const char *model_flag) {
     return NULL;
 }
 
-int load_model(const char *model_flag, Model *m, const char **path_out) {
+int load_model(const char *model_flag, int weight_dtype, Model *m, const char **path_out) {
     const char *path = resolve_model_path(model_flag);
     *path_out = path;
     if (!path) {
@@ -70,7 +70,8 @@ int load_model(const char *model_flag, Model *m, const char **path_out) {
         return EXIT_RUNTIME;
     }
     GptError err = {{0}};
-    if (model_load(m, path, &err) != 0) return report_error(&err);
+    WeightOptions wo = {.matrix_dtype = weight_dtype};
+    if (model_load_with(m, path, &wo, &err) != 0) return report_error(&err);
     return EXIT_OK;
 }
 

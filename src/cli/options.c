@@ -29,6 +29,8 @@ static const char *usage_text =
     "                          (default: $GPT_MODEL, else models/gpt2.bin, else models/gpt2/)\n"
     "  -p, --prompt TEXT       the prompt (default: all of stdin); empty starts from <|endoftext|>\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
+    "      --dtype T           convert the weight matrices at load: f32, f16, bf16 or q8\n"
+    "                          (default: as the file stores them)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
     "generation:\n"
     "  -n, --max-tokens N      tokens to generate (default 256)\n"
@@ -89,6 +91,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     *done = 0;
     memset(o, 0, sizeof *o);
     o->max_tokens = 256;
+    o->weight_dtype = -1;
     o->sampling.temperature = 1.0f;
     o->sampling.top_p = 1.0f;
     o->sampling.repeat_penalty = 1.0f;
@@ -131,6 +134,10 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         } else if (IS("-m", "--model")) {
             NEED_VALUE();
             o->model_path = value;
+        } else if (IS(NULL, "--dtype")) {
+            NEED_VALUE();
+            o->weight_dtype = dtype_from_name(value);
+            if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", name, value);
         } else if (IS(NULL, "--tokenizer")) {
             NEED_VALUE();
             o->tokenizer_path = value;
