@@ -1,5 +1,5 @@
 /*
- * forward.c - the GPT-2 forward pass on OpenBLAS.
+ * forward.c - the GPT-2 forward pass.
  *
  * Shapes, used in every comment below:
  *   T   new tokens in this call (all sequences stacked)    n   new tokens of one sequence
@@ -17,11 +17,11 @@
  */
 #include "forward.h"
 
+#include "attention.h"
 #include "bytes.h"
 #include "matmul.h"
 #include "memory.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +30,17 @@
 // scratch memory
 
 int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens,
-                       size_t max_ctx, size_t max_logit_rows, GptError *err) {
+                       size_t max_ctx, size_t max_logit_rows, ThreadPool *pool, GptError *err) {
     memset(s, 0, sizeof *s);
     if (max_tokens < 1 || max_ctx < 1 || max_ctx > (size_t)cfg->n_ctx)
         return gpt_error(err, "forward: bad scratch sizes (tokens %zu, context %zu)",
                          max_tokens, max_ctx);
+    if (cfg->n_embd / cfg->n_head > 256)
+        return gpt_error(err, "forward: head size %d; attention handles up to 256", cfg->n_embd / cfg->n_head);
     size_t C = (size_t)cfg->n_embd, V = (size_t)cfg->vocab_size, T = max_tokens;
+    size_t threads = (size_t)threadpool_size(pool);
     // Each buffer starts on a 64-byte boundary (16 floats).
-    size_t sizes[7] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, T * max_ctx,
+    size_t sizes[7] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * round_up(max_ctx, 16),
                        max_logit_rows * V};
     size_t total = 0;
     for (int i = 0; i < 7; i++) total += round_up(sizes[i], 16);
@@ -53,6 +56,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     s->max_tokens = max_tokens;
     s->max_ctx = max_ctx;
     s->max_logit_rows = max_logit_rows;
+    s->pool = pool;
     return 0;
 }
 
@@ -128,57 +132,34 @@ void softmax_rows(float *x, size_t T, size_t n) {
     }
 }
 
-// Rows of queries whose scores are computed together in a prefill.
-enum { QUERY_BLOCK = 64 };
+// ----------------------------------------------------------------------------
+// attention
 
-// Causal self-attention of one sequence's n new tokens over its Tk = P + n
-// cached positions, one layer. qkv holds the new tokens' (n, 3C) rows; their
-// keys and values are copied into the cache first, then each head reads only
-// the cache.
-static void attention_one_sequence(float *out, float *scores, const float *qkv,
-                                   KVCache *cache, size_t layer, size_t n, size_t C,
-                                   size_t NH) {
-    size_t HS = C / NH, P = cache->n_tokens, Tk = P + n;
-    float scale = 1.0f / sqrtf((float)HS);  // 1/sqrt(d_head), not 1/sqrt(C)
-    for (size_t h = 0; h < NH; h++) {
-        float *keys = kvcache_keys(cache, layer, h);      // (capacity, HS)
-        float *values = kvcache_values(cache, layer, h);  // (capacity, HS)
-        for (size_t i = 0; i < n; i++) {
-            memcpy(keys + (P + i) * HS, qkv + i * 3 * C + C + h * HS, HS * sizeof(float));
-            memcpy(values + (P + i) * HS, qkv + i * 3 * C + 2 * C + h * HS, HS * sizeof(float));
-        }
-        if (n == 1) {
-            const float *q = qkv + h * HS;  // (HS)
-            float *o = out + h * HS;        // (HS)
-            // scores(Tk) = keys(Tk,HS) @ q(HS) * scale
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)Tk, (int)HS, scale, keys, (int)HS,
-                        q, 1, 0.0f, scores, 1);
-            softmax_rows(scores, 1, Tk);  // one query sees every cached key: no mask
-            // o(HS) = values(Tk,HS)^T @ scores(Tk)
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)Tk, (int)HS, 1.0f, values, (int)HS,
-                        scores, 1, 0.0f, o, 1);
-            continue;
-        }
-        // Queries in blocks of QUERY_BLOCK: block [q0, q0+nq) can only see keys
-        // [0, P+q0+nq), so the keys after that are never multiplied at all,
-        // which halves the work of a long causal prefill.
-        for (size_t q0 = 0; q0 < n; q0 += QUERY_BLOCK) {
-            size_t nq = n - q0 < QUERY_BLOCK ? n - q0 : QUERY_BLOCK;
-            size_t Tb = P + q0 + nq;  // keys this block attends over
-            const float *q = qkv + q0 * 3 * C + h * HS;  // (nq, HS), row stride 3C
-            float *o = out + q0 * C + h * HS;            // (nq, HS), row stride C
-            // scores(nq,Tb) = q(nq,HS) @ keys(Tb,HS)^T * scale
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)Tb, (int)HS,
-                        scale, q, (int)(3 * C), keys, (int)HS, 0.0f, scores, (int)Tb);
-            // The causal mask goes in before the softmax, as -inf: query i sits
-            // at position P + q0 + i and may not see keys after it. Multiplying
-            // the weights by a 0/1 mask afterwards would leave them unnormalised.
-            for (size_t i = 0; i < nq; i++)
-                for (size_t j = P + q0 + i + 1; j < Tb; j++) scores[i * Tb + j] = -INFINITY;
-            softmax_rows(scores, nq, Tb);  // over keys, the last axis
-            // o(nq,HS) = scores(nq,Tb) @ values(Tb,HS)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)HS, (int)Tb,
-                        1.0f, scores, (int)Tb, values, (int)HS, 0.0f, o, (int)C);
+// One layer's attention for every new token of every sequence in the call.
+typedef struct {
+    const ForwardState *s;
+    const SeqInput *seqs;
+    size_t n_seqs, layer, C, NH, n_items;  // n_items: (new token, head) pairs
+} AttentionJob;
+
+// Thread `thread` takes an even share of the (token, head) pairs, in the
+// order sequence, token, head. Each pair is one attention_query.
+static void attention_task(void *arg, int thread, int n_threads) {
+    const AttentionJob *j = arg;
+    size_t begin, end, HS = j->C / j->NH;
+    thread_range(j->n_items, 1, thread, n_threads, &begin, &end);
+    float *scores = j->s->scores + (size_t)thread * round_up(j->s->max_ctx, 16);
+    size_t item = 0, row = 0;
+    for (size_t i = 0; i < j->n_seqs && item < end; i++) {
+        size_t n = j->seqs[i].n_tokens, P = j->seqs[i].cache->n_tokens;
+        for (size_t t = 0; t < n && item < end; t++, row++) {
+            for (size_t h = 0; h < j->NH; h++, item++) {
+                if (item < begin) continue;
+                if (item >= end) break;
+                // query at position P + t sees keys 0 .. P + t
+                attention_query(j->s->attn + row * j->C + h * HS, j->s->qkv + row * 3 * j->C + h * HS,
+                                j->seqs[i].cache, j->layer, h, P + t + 1, scores);
+            }
         }
     }
 }
@@ -242,24 +223,27 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         const GPT2Layer *lw = &w->layers[l];
         layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
         // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
-        matmul(s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0);
-        size_t row = 0;
-        for (size_t i = 0; i < n_seqs; i++) {
-            size_t n = seqs[i].n_tokens;
-            if (n == 0) continue;
-            // attn(n,C) for this sequence's rows
-            attention_one_sequence(s->attn + row * C, s->scores, s->qkv + row * 3 * C,
-                                   seqs[i].cache, l, n, C, NH);
-            row += n;
-        }
+        matmul(s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, s->pool);
+        // The new tokens' keys and values go into the caches first; then
+        // each (token, head) attends over its sequence's cache.
+        size_t HS = C / NH, row = 0;
+        for (size_t i = 0; i < n_seqs; i++)
+            for (size_t t = 0; t < seqs[i].n_tokens; t++, row++)
+                for (size_t h = 0; h < NH; h++) {
+                    const float *k = s->qkv + row * 3 * C + C + h * HS;  // (HS)
+                    kvcache_store(seqs[i].cache, l, h, seqs[i].cache->n_tokens + t, k, k + C);
+                }
+        // attn(T,C) = heads side by side
+        AttentionJob job = {s, seqs, n_seqs, l, C, NH, T * NH};
+        threadpool_run(s->pool, attention_task, &job);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
-        matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1);
+        matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, s->pool);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
-        matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0);
+        matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, s->pool);
         gelu_forward(s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
-        matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1);
+        matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, s->pool);
     }
 
     // The final layernorm only for the rows whose logits are wanted, gathered
@@ -281,6 +265,6 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         seqs[i].cache->n_tokens += n;
     }
     // logits(R,V) = ln(R,C) @ wte(V,C)^T
-    if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0);
+    if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0, s->pool);
     return 0;
 }

@@ -5,7 +5,11 @@
  * number of new tokens: a prompt being prefilled (many tokens) and sequences
  * being decoded (one token each) can share a call. The new tokens of every
  * sequence are stacked into one (T, C) activation so that every weight matrix
- * is read once per call, by one sgemm; only attention runs per sequence.
+ * is read once per call, by one matmul; only attention runs per sequence.
+ *
+ * Every row is computed by the same operations in the same order whatever
+ * else is in the call (matmul.h, attention.h): a sequence's logits are the
+ * same bits alone or in a batch, prefilled in one piece or in chunks.
  *
  * Logits are computed only for the positions that ask for them: the last new
  * token of a sequence (generation) or all of them (scoring).
@@ -20,6 +24,7 @@
 #include "error.h"
 #include "kvcache.h"
 #include "model.h"
+#include "threads.h"
 
 typedef enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL } LogitsWanted;
 
@@ -33,22 +38,25 @@ typedef struct {
 } SeqInput;
 
 // Scratch memory for gpt2_forward, allocated once for the largest call.
+// Scratch memory for gpt2_forward, allocated once for the largest call.
 typedef struct {
     size_t max_tokens;      // Tmax: new tokens in one call, all sequences together
     size_t max_ctx;         // positions a sequence may attend over
     size_t max_logit_rows;  // logit rows one call may ask for
+    ThreadPool *pool;       // the threads the work is split over (not owned; NULL: one)
     float *x;        // (Tmax, C)    the residual stream
     float *ln;       // (Tmax, C)    layernorm output
     float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens
     float *attn;     // (Tmax, C)    attention output, heads side by side
     float *fc;       // (Tmax, 4C)   MLP hidden layer
-    float *scores;   // (Tmax, max_ctx) attention weights of one head
+    float *scores;   // (threads, max_ctx rounded up to 16) one query's attention weights per thread
     float *logits;   // (max_logit_rows, V)
     float *block;    // the one allocation the pointers above live in
 } ForwardState;
 
+// pool (may be NULL) is used by every call; it must outlive the state.
 int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens,
-                       size_t max_ctx, size_t max_logit_rows, GptError *err);
+                       size_t max_ctx, size_t max_logit_rows, ThreadPool *pool, GptError *err);
 void forward_state_free(ForwardState *s);  // NULL-safe, idempotent
 
 // Runs the new tokens of n_seqs sequences through the model, appends their

@@ -30,7 +30,7 @@ const char *stop_reason_name(StopReason r) {
 }
 
 int engine_init(Engine *e, const Model *m, const Tokenizer *tok, size_t max_seqs,
-                size_t max_step_tokens, GptError *err) {
+                size_t max_step_tokens, DType kv_dtype, ThreadPool *pool, GptError *err) {
     memset(e, 0, sizeof *e);
     if (max_seqs < 1 || max_step_tokens < max_seqs)
         return gpt_error(err, "engine: %zu sequences and %zu tokens per step do not fit", max_seqs,
@@ -40,6 +40,7 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, size_t max_seqs
     e->eot = tokenizer_eot_id(tok);
     e->max_seqs = max_seqs;
     e->max_step_tokens = max_step_tokens;
+    e->kv_dtype = kv_dtype;
     e->inputs = calloc(max_seqs, sizeof *e->inputs);
     e->which = calloc(max_seqs, sizeof *e->which);
     e->prefilling = calloc(max_seqs, sizeof *e->prefilling);
@@ -47,7 +48,7 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, size_t max_seqs
         engine_free(e);
         return gpt_error(err, "engine: out of memory");
     }
-    if (forward_state_init(&e->fs, &m->config, max_step_tokens, (size_t)m->config.n_ctx, max_seqs,
+    if (forward_state_init(&e->fs, &m->config, max_step_tokens, (size_t)m->config.n_ctx, max_seqs, pool,
                            err) != 0 ||
         sampler_scratch_init(&e->scratch, (size_t)m->config.vocab_size, err) != 0) {
         engine_free(e);
@@ -85,7 +86,7 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     s->n_tokens = s->n_prompt = n_prompt;
     s->max_new = p->max_new;
     s->ignore_eos = p->ignore_eos;
-    if (kvcache_init(&s->cache, c, capacity, err) != 0 ||
+    if (kvcache_init(&s->cache, c, e->kv_dtype, capacity, err) != 0 ||
         sampler_init_shared(&s->sampler, &p->sampling, (SamplerScratch *)&e->scratch, err) != 0)
         return -1;
     return 0;
@@ -214,8 +215,8 @@ static double log_softmax_at(const float *logits, size_t V, int32_t target) {
     return (double)logits[target] - max - log(sum);
 }
 
-int score_tokens(const Model *m, const int32_t *ids, size_t n, double *logprobs,
-                 double *seconds, size_t *kv_bytes, GptError *err) {
+int score_tokens(const Model *m, const int32_t *ids, size_t n, DType kv_dtype, ThreadPool *pool,
+                 double *logprobs, double *seconds, size_t *kv_bytes, GptError *err) {
     const GPT2Config *c = &m->config;
     size_t V = (size_t)c->vocab_size;
     if (n < 1 || n > (size_t)c->n_ctx)
@@ -224,8 +225,8 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, double *logprobs,
     ForwardState fs = {0};
     int rc = -1;
     // Logits for SCORE_CHUNK rows at a time, whatever the length.
-    if (kvcache_init(&cache, c, n, err) != 0 ||
-        forward_state_init(&fs, c, n < SCORE_CHUNK ? n : SCORE_CHUNK, n, SCORE_CHUNK, err) != 0)
+    if (kvcache_init(&cache, c, kv_dtype, n, err) != 0 ||
+        forward_state_init(&fs, c, n < SCORE_CHUNK ? n : SCORE_CHUNK, n, SCORE_CHUNK, pool, err) != 0)
         goto done;
     double t0 = now_seconds();
     for (size_t start = 0; start < n; start += SCORE_CHUNK) {

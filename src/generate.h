@@ -79,6 +79,7 @@ typedef struct {
     int32_t eot;              // <|endoftext|>, -1 if the tokenizer has none
     ForwardState fs;
     SamplerScratch scratch;   // shared by every sequence's sampler
+    DType kv_dtype;           // the sequences' caches: F32 or F16
     SeqInput *inputs;         // (max_seqs) one step's batch
     size_t *which;            // (max_seqs) the sequence of each input
     unsigned char *prefilling;  // (max_seqs) per sequence: still reading its prompt
@@ -88,9 +89,11 @@ typedef struct {
 } Engine;
 
 // Sets up an engine for steps of up to max_seqs sequences and max_step_tokens
-// new tokens (>= max_seqs). Returns 0, or -1 with err set.
+// new tokens (>= max_seqs), KV caches of kv_dtype (F32 or F16), the work
+// split over pool (NULL: one thread; it must outlive the engine). Returns 0,
+// or -1 with err set.
 int engine_init(Engine *e, const Model *m, const Tokenizer *tok, size_t max_seqs,
-                size_t max_step_tokens, GptError *err);
+                size_t max_step_tokens, DType kv_dtype, ThreadPool *pool, GptError *err);
 void engine_free(Engine *e);  // NULL-safe, idempotent
 
 // Prepares a sequence to continue prompt[0..n_prompt) (1 <= n_prompt <= the
@@ -109,11 +112,12 @@ void sequence_free(Sequence *s);  // NULL-safe, idempotent
 int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err);
 
 // Scoring: logprobs[i] = log p(ids[i + 1] | ids[0..i]) for i < n - 1, in
-// double, the text run through the model in chunks of SCORE_CHUNK tokens.
-// *seconds (may be NULL) gets the wall time, *kv_bytes (may be NULL) the
-// cache it allocated. n must be in [1, the context]. Returns 0 or -1.
+// double, the text run through the model in chunks of SCORE_CHUNK tokens
+// with a KV cache of kv_dtype, over pool (may be NULL). *seconds (may be
+// NULL) gets the wall time, *kv_bytes (may be NULL) the cache it allocated.
+// n must be in [1, the context]. Returns 0 or -1.
 enum { SCORE_CHUNK = 128 };
-int score_tokens(const Model *m, const int32_t *ids, size_t n, double *logprobs,
-                 double *seconds, size_t *kv_bytes, GptError *err);
+int score_tokens(const Model *m, const int32_t *ids, size_t n, DType kv_dtype, ThreadPool *pool,
+                 double *logprobs, double *seconds, size_t *kv_bytes, GptError *err);
 
 #endif

@@ -63,7 +63,8 @@ static void blas_rows(float *out, size_t ldo, const float *inp, const float *w, 
 enum { PANEL_ROWS = 256 };
 
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
-            int accumulate) {
+            int accumulate, ThreadPool *pool) {
+    (void)pool;
     size_t K = W->n_in, N = W->n_out;
     // The bias goes in first, and BLAS adds the product to it (beta = 1).
     float beta = accumulate ? 1.0f : 0.0f;

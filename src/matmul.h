@@ -13,12 +13,14 @@
 #include <stddef.h>
 
 #include "dtype.h"
+#include "threads.h"
 
 // out(T, N) = inp(T, K) @ W^T + bias, with K = W->n_in, N = W->n_out; with
 // accumulate, out += instead of =. bias (N) may be NULL. Rows are T apart
 // by K (inp) and N (out).
+// The work is split over pool's threads (NULL: the caller's alone).
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
-            int accumulate);
+            int accumulate, ThreadPool *pool);
 
 // The same, one output at a time, summed in double: slow and obviously right.
 void matmul_reference(float *out, const float *inp, const Weight *W, const float *bias,

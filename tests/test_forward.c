@@ -121,8 +121,8 @@ static int runner_open(Runner *r, const char *name, size_t max_tokens) {
         return -1;
     }
     size_t ctx = (size_t)r->model.config.n_ctx;
-    if (forward_state_init(&r->fs, &r->model.config, max_tokens, ctx, max_tokens, &err) != 0 ||
-        kvcache_init(&r->cache, &r->model.config, ctx, &err) != 0) {
+    if (forward_state_init(&r->fs, &r->model.config, max_tokens, ctx, max_tokens, NULL, &err) != 0 ||
+        kvcache_init(&r->cache, &r->model.config, DTYPE_F32, ctx, &err) != 0) {
         CHECK(0, "init %s: %s", name, err.msg);
         return -1;
     }
@@ -298,7 +298,7 @@ static void test_cache_equals_full_pass(const char *name) {
     // Two sequences in one call (one prefilling 7 tokens, one decoding a
     // single token over a 30-token cache) give what each gives alone.
     KVCache other;
-    CHECK(kvcache_init(&other, &r.model.config, 128, &err) == 0, "%s", err.msg);
+    CHECK(kvcache_init(&other, &r.model.config, DTYPE_F32, 128, &err) == 0, "%s", err.msg);
     kvcache_reset(&r.cache);
     SeqInput a0 = {.tokens = ids, .n_tokens = 30, .cache = &r.cache, .want = LOGITS_NONE};
     CHECK(gpt2_forward(&r.model, &r.fs, &a0, 1, &err) == 0, "%s", err.msg);
@@ -334,7 +334,7 @@ static void test_cache_equals_full_pass(const char *name) {
     CHECK(gpt2_forward(&r.model, &r.fs, &s_bad, 1, &err) != 0 && strstr(err.msg, "outside the vocabulary"),
           "token id V must be refused: %s", err.msg);
     KVCache small;
-    CHECK(kvcache_init(&small, &r.model.config, 4, &err) == 0, "%s", err.msg);
+    CHECK(kvcache_init(&small, &r.model.config, DTYPE_F32, 4, &err) == 0, "%s", err.msg);
     SeqInput s_big = {.tokens = ids, .n_tokens = 5, .cache = &small, .want = LOGITS_LAST};
     CHECK(gpt2_forward(&r.model, &r.fs, &s_big, 1, &err) != 0 && strstr(err.msg, "exceed"),
           "5 tokens into a 4-position cache must be refused: %s", err.msg);
@@ -345,7 +345,7 @@ static void test_cache_equals_full_pass(const char *name) {
     CHECK(r.cache.n_tokens == held && small.n_tokens == 0 && other.n_tokens == 0,
           "a refused call changed a cache");
     kvcache_free(&small);
-    CHECK(kvcache_init(&small, &r.model.config, (size_t)r.model.config.n_ctx + 1, &err) != 0,
+    CHECK(kvcache_init(&small, &r.model.config, DTYPE_F32, (size_t)r.model.config.n_ctx + 1, &err) != 0,
           "a cache beyond the context must be refused");
     kvcache_free(&other);
     free(b_logits);
@@ -355,15 +355,16 @@ static void test_cache_equals_full_pass(const char *name) {
 
 static void test_kv_bytes(void) {
     GPT2Config gpt2 = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .vocab_size = 50257};
-    CHECK(kvcache_bytes_per_token(&gpt2) == 73728, "124M: %zu B/token, want 2*12*12*64*4 = 73728",
-          kvcache_bytes_per_token(&gpt2));
-    CHECK(kvcache_bytes_per_token(&gpt2) * 1024 == 72u * 1024 * 1024, "124M full context must be 72 MiB");
+    CHECK(kvcache_bytes_per_token(&gpt2, DTYPE_F32) == 73728, "124M: %zu B/token, want 2*12*12*64*4 = 73728",
+          kvcache_bytes_per_token(&gpt2, DTYPE_F32));
+    CHECK(kvcache_bytes_per_token(&gpt2, DTYPE_F32) * 1024 == 72u * 1024 * 1024, "124M full context must be 72 MiB");
     GPT2Config xl = {.n_layer = 48, .n_head = 25, .n_embd = 1600, .n_ctx = 1024, .vocab_size = 50257};
-    CHECK(kvcache_bytes_per_token(&xl) == 2u * 48 * 1600 * 4, "XL: %zu B/token", kvcache_bytes_per_token(&xl));
+    CHECK(kvcache_bytes_per_token(&xl, DTYPE_F32) == 2u * 48 * 1600 * 4, "XL: %zu B/token", kvcache_bytes_per_token(&xl, DTYPE_F32));
     GptError err = {{0}};
     KVCache c;
-    CHECK(kvcache_init(&c, &gpt2, 100, &err) == 0, "%s", err.msg);
-    CHECK(kvcache_bytes_allocated(&c) == 100 * 73728, "100 positions allocate %zu B", kvcache_bytes_allocated(&c));
+    CHECK(kvcache_init(&c, &gpt2, DTYPE_F32, 100, &err) == 0, "%s", err.msg);
+    CHECK(kvcache_bytes_allocated(&c) == 112 * 73728, "100 positions allocate %zu B, want 7 blocks of 16",
+          kvcache_bytes_allocated(&c));
     kvcache_free(&c);
     kvcache_free(&c);  // idempotent
 }

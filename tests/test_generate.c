@@ -37,7 +37,7 @@ static size_t plain_loop(const int32_t *prompt, size_t n_prompt, const GenParams
     memcpy(hist, prompt, n_prompt * sizeof *prompt);
     size_t n_hist = n_prompt, generated = 0;
     *why = STOP_LENGTH;
-    if (kvcache_init(&cache, c, capacity, &err) || forward_state_init(&fs, c, n_prompt, capacity, 1, &err) ||
+    if (kvcache_init(&cache, c, DTYPE_F32, capacity, &err) || forward_state_init(&fs, c, n_prompt, capacity, 1, NULL, &err) ||
         sampler_init(&s, &p->sampling, (size_t)c->vocab_size, &err)) {
         CHECK(0, "plain loop: %s", err.msg);
         return 0;
@@ -116,7 +116,7 @@ static void test_one_sequence(void) {
                        .max_new = cases[k].max_new, .ignore_eos = cases[k].ignore_eos};
         Engine e;
         Sequence s;
-        if (engine_init(&e, &model, tok, 1, n, &err) != 0 || sequence_init(&s, &e, ids, n, &p, &err) != 0) {
+        if (engine_init(&e, &model, tok, 1, n, DTYPE_F32, NULL, &err) != 0 || sequence_init(&s, &e, ids, n, &p, &err) != 0) {
             CHECK(0, "case %zu: %s", k, err.msg);
             free(ids);
             continue;
@@ -192,12 +192,12 @@ static void test_batch(void) {
     Sequence *ptr[NS];
     GenParams p = {.sampling = {.temperature = 0, .top_p = 1, .repeat_penalty = 1}, .max_new = 12, .ignore_eos = 1};
     Engine e1, e5;
-    CHECK(engine_init(&e1, &model, tok, 1, 64, &err) == 0, "%s", err.msg);
+    CHECK(engine_init(&e1, &model, tok, 1, 64, DTYPE_F32, NULL, &err) == 0, "%s", err.msg);
     // 8 tokens a step for 5 sequences: prompts go in chunks beside decodes
-    CHECK(engine_init(&e5, &model, tok, NS, 8, &err) == 0, "%s", err.msg);
-    CHECK(engine_init(&e5, &model, tok, NS, NS - 1, &err) != 0, "a step budget below the sequences must be refused");
+    CHECK(engine_init(&e5, &model, tok, NS, 8, DTYPE_F32, NULL, &err) == 0, "%s", err.msg);
+    CHECK(engine_init(&e5, &model, tok, NS, NS - 1, DTYPE_F32, NULL, &err) != 0, "a step budget below the sequences must be refused");
     engine_free(&e5);
-    CHECK(engine_init(&e5, &model, tok, NS, 8, &err) == 0, "%s", err.msg);
+    CHECK(engine_init(&e5, &model, tok, NS, 8, DTYPE_F32, NULL, &err) == 0, "%s", err.msg);
     for (size_t i = 0; i < NS; i++) {
         int32_t *ids;
         size_t n = encode(prompts[i], &ids);
@@ -235,14 +235,14 @@ static void test_score(const cJSON *refs) {
         for (size_t i = 0; i < n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(jids, (int)i)->valueint;
         GptError err = {{0}};
         size_t kv = 0;
-        CHECK(score_tokens(&model, ids, n, lp, NULL, &kv, &err) == 0, "%s", err.msg);
+        CHECK(score_tokens(&model, ids, n, DTYPE_F32, NULL, lp, NULL, &kv, &err) == 0, "%s", err.msg);
         double worst = 0;
         for (size_t i = 0; i + 1 < n; i++) {
             double want = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "prompt_token_logprobs"), (int)i)->valuedouble;
             if (fabs(lp[i] - want) > worst) worst = fabs(lp[i] - want);
         }
         CHECK(worst < 1e-4, "tiny prompt %d: a score differs from transformers' by %g", k, worst);
-        CHECK(kv == n * kvcache_bytes_per_token(&model.config), "score cache %zu bytes", kv);
+        CHECK(kv == (n + 15) / 16 * 16 * kvcache_bytes_per_token(&model.config, DTYPE_F32), "score cache %zu bytes", kv);
         free(ids);
         free(lp);
         k++;
@@ -250,7 +250,7 @@ static void test_score(const cJSON *refs) {
     GptError err = {{0}};
     int32_t one = 0;
     double lp;
-    CHECK(score_tokens(&model, &one, 0, &lp, NULL, NULL, &err) != 0, "an empty text must be refused");
+    CHECK(score_tokens(&model, &one, 0, DTYPE_F32, NULL, &lp, NULL, NULL, &err) != 0, "an empty text must be refused");
 }
 
 int main(void) {

@@ -52,7 +52,7 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
     weight_encode(bytes, dt, w, N, K);
     Weight W = weight_view(dt, bytes, N, K);
     const float *b = with_bias ? bias : NULL;
-    matmul(fast, inp, &W, b, T, accumulate);
+    matmul(fast, inp, &W, b, T, accumulate, NULL);
     matmul_reference(ref, inp, &W, b, T, accumulate);
     double worst = 0;
     size_t worst_at = 0;

@@ -128,8 +128,8 @@ static void same_logits(const Model *a, const Model *b, const cJSON *refs, const
     ForwardState fa = {0}, fb = {0};
     KVCache ka = {0}, kb = {0};
     GptError err = {{0}};
-    if (forward_state_init(&fa, c, 64, 64, 64, &err) || forward_state_init(&fb, c, 64, 64, 64, &err) ||
-        kvcache_init(&ka, c, 64, &err) || kvcache_init(&kb, c, 64, &err)) {
+    if (forward_state_init(&fa, c, 64, 64, 64, NULL, &err) || forward_state_init(&fb, c, 64, 64, 64, NULL, &err) ||
+        kvcache_init(&ka, c, DTYPE_F32, 64, &err) || kvcache_init(&kb, c, DTYPE_F32, 64, &err)) {
         CHECK(0, "%s: %s", what, err.msg);
         goto done;
     }

@@ -103,7 +103,7 @@ int run_inspect(int argc, char **argv) {
     if (model_inspect(path, &info, &err) != 0) return report_error(&err);
     const GPT2Config *c = &info.config;
     size_t HS = (size_t)(c->n_embd / c->n_head);
-    size_t per_token = kvcache_bytes_per_token(c);
+    size_t per_token = kvcache_bytes_per_token(c, DTYPE_F32);
     printf("file:        %s\n", info.file);
     if (info.version)
         printf("format:      %s version %u, %llu bytes\n", info.kind, info.version, (unsigned long long)info.file_bytes);

@@ -40,7 +40,7 @@ static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 static cJSON *stats_json(const Model *m, const RunStats *r) {
     const GPT2Config *c = &m->config;
-    size_t per_token = kvcache_bytes_per_token(c);
+    size_t per_token = kvcache_bytes_per_token(c, DTYPE_F32);
     cJSON *s = cJSON_CreateObject();
     cJSON_AddNumberToObject(s, "n_layer", c->n_layer);
     cJSON_AddNumberToObject(s, "n_head", c->n_head);
@@ -74,7 +74,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
 static void print_stats(const Model *m, const RunStats *r, long threads) {
     const GPT2Config *c = &m->config;
     size_t HS = (size_t)(c->n_embd / c->n_head);
-    size_t per_token = kvcache_bytes_per_token(c);
+    size_t per_token = kvcache_bytes_per_token(c, DTYPE_F32);
     FILE *e = stderr;
     fprintf(e, "model:      %s, %d layers, %d heads x %zu dims, %d channels, context %d, vocab %d\n",
             m->source_kind, c->n_layer, c->n_head, HS, c->n_embd, c->n_ctx, c->vocab_size);
@@ -123,7 +123,7 @@ static int run_score(const Options *o, const Model *m, const int32_t *ids, size_
         gpt_error(&err, "out of memory");
         return report_error(&err);
     }
-    if (score_tokens(m, ids, n, logprobs, &r.prefill_seconds, &r.kv_allocated, &err) != 0) {
+    if (score_tokens(m, ids, n, DTYPE_F32, NULL, logprobs, &r.prefill_seconds, &r.kv_allocated, &err) != 0) {
         free(logprobs);
         return report_error(&err);
     }
@@ -180,7 +180,7 @@ static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const 
     r.prompt_tokens = n_prompt;
 
     // One sequence; the whole prompt in one step.
-    if (engine_init(&engine, m, tok, 1, n_prompt, &err) != 0) return report_error(&err);
+    if (engine_init(&engine, m, tok, 1, n_prompt, DTYPE_F32, NULL, &err) != 0) return report_error(&err);
     if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0) {
         report_error(&err);
         goto done;

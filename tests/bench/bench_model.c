@@ -152,8 +152,8 @@ static void run_forward(const Model *m, size_t prompt_len, size_t n_decode, doub
     KVCache cache;
     ForwardState fs;
     size_t cap = prompt_len + n_decode;
-    if (kvcache_init(&cache, &m->config, cap, &err) != 0 ||
-        forward_state_init(&fs, &m->config, prompt_len, cap, 1, &err) != 0) {
+    if (kvcache_init(&cache, &m->config, DTYPE_F32, cap, &err) != 0 ||
+        forward_state_init(&fs, &m->config, prompt_len, cap, 1, NULL, &err) != 0) {
         fprintf(stderr, "bench: %s\n", err.msg);
         exit(1);
     }
@@ -202,12 +202,12 @@ static double batched_decode_tok_s(const Model *m, size_t B, size_t prompt_len, 
     SeqInput *seqs = calloc(B, sizeof *seqs);
     int32_t *ids = malloc(prompt_len * sizeof *ids), *next = malloc(B * sizeof *next);
     ForwardState fs;
-    if (forward_state_init(&fs, &m->config, B > prompt_len ? B : prompt_len, cap, B, &err) != 0) {
+    if (forward_state_init(&fs, &m->config, B > prompt_len ? B : prompt_len, cap, B, NULL, &err) != 0) {
         fprintf(stderr, "bench: %s\n", err.msg);
         exit(1);
     }
     for (size_t b = 0; b < B; b++) {
-        if (kvcache_init(&caches[b], &m->config, cap, &err) != 0) {
+        if (kvcache_init(&caches[b], &m->config, DTYPE_F32, cap, &err) != 0) {
             fprintf(stderr, "bench: %s\n", err.msg);
             exit(1);
         }

@@ -1,0 +1,37 @@
+/*
+ * attention.h - causal self-attention of one head for one query over a
+ * sequence's KV cache, in one fixed order of operations.
+ *
+ * For the query q at position p of a sequence, with the keys and values of
+ * positions 0..p in its cache (kvcache.h):
+ *
+ *   s_t  = (q . k_t) / sqrt(HS)           t = 0..p   (later keys are never read:
+ *   w_t  = exp(s_t - max s) / sum exp              the causal mask is the loop's end)
+ *   out  = sum_t w_t v_t
+ *
+ * Every sum is taken in an order fixed by the query and the cache alone:
+ *   q . k_t       d = 0..HS-1 in turn, one fused multiply-add each
+ *   sum exp       16 lanes (t mod 16), added up as a fixed tree
+ *   sum w_t v_t   t = 0..p in turn per output dimension, then times 1/sum
+ * so a query's result is the same bits whether it is computed in a prefill
+ * of 500 tokens, in a decode step, alone or beside other sequences: what
+ * batching and prefix sharing rely on.
+ */
+#ifndef GPT_ATTENTION_H
+#define GPT_ATTENTION_H
+
+#include <stddef.h>
+
+#include "kvcache.h"
+
+// out (HS) = attention of q (HS) over positions [0, n_keys) of cache c,
+// layer and head given. scores: scratch of round_up(n_keys, 16) floats.
+void attention_query(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
+                     size_t n_keys, float *scores);
+
+// The same, written plainly (no blocking, no vector clones): the reference
+// the tests hold attention_query to, bit for bit.
+void attention_query_reference(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
+                               size_t n_keys, float *scores);
+
+#endif

@@ -1,0 +1,141 @@
+/* threads.c - see threads.h. */
+#include "threads.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+// Spins before a worker sleeps (each a pause instruction, ~10-40 ns).
+enum { SPIN_ITERATIONS = 20000 };
+
+typedef struct {
+    ThreadPool *pool;
+    int index;
+} Worker;
+
+struct ThreadPool {
+    int n_threads;
+    pthread_t *threads;
+    Worker *workers;
+    ThreadTask task;
+    void *arg;
+    atomic_uint generation;  // bumped once per run: the signal to start
+    atomic_int finished;     // workers done with the current run
+    atomic_int stop;
+    pthread_mutex_t lock;    // guards sleepers and the condition variable
+    pthread_cond_t wake;
+    int sleepers;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void *worker_main(void *arg) {
+    Worker *w = arg;
+    ThreadPool *p = w->pool;
+    unsigned seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+    for (;;) {
+        unsigned gen = seen;
+        for (int i = 0; i < SPIN_ITERATIONS; i++) {
+            gen = atomic_load_explicit(&p->generation, memory_order_acquire);
+            if (gen != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
+            cpu_relax();
+        }
+        if (gen == seen) {
+            pthread_mutex_lock(&p->lock);
+            p->sleepers++;
+            while ((gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+                   !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->lock);
+            p->sleepers--;
+            pthread_mutex_unlock(&p->lock);
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = gen;
+        p->task(p->arg, w->index, p->n_threads);
+        atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
+    }
+}
+
+ThreadPool *threadpool_create(int n_threads, GptError *err) {
+    if (n_threads < 1) n_threads = 1;
+    ThreadPool *p = calloc(1, sizeof *p);
+    if (!p) {
+        gpt_error(err, "threads: out of memory");
+        return NULL;
+    }
+    p->n_threads = n_threads;
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->finished, 0);
+    atomic_init(&p->stop, 0);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+    p->workers = calloc((size_t)n_threads, sizeof *p->workers);
+    if (!p->threads || !p->workers) {
+        threadpool_free(p);
+        gpt_error(err, "threads: out of memory");
+        return NULL;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        p->workers[i] = (Worker){p, i};
+        if (pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]) != 0) {
+            p->n_threads = i;  // join the ones that started
+            threadpool_free(p);
+            gpt_error(err, "threads: cannot start thread %d of %d", i + 1, n_threads);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+void threadpool_free(ThreadPool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->lock);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 1; i < p->n_threads; i++)
+        if (p->threads) pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->wake);
+    free(p->threads);
+    free(p->workers);
+    free(p);
+}
+
+int threadpool_size(const ThreadPool *p) { return p ? p->n_threads : 1; }
+
+void threadpool_run(ThreadPool *p, ThreadTask task, void *arg) {
+    if (!p || p->n_threads == 1) {
+        task(arg, 0, 1);
+        return;
+    }
+    p->task = task;
+    p->arg = arg;
+    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    if (p->sleepers) pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    task(arg, 0, p->n_threads);
+    int want = p->n_threads - 1;
+    for (long i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < want; i++)
+        if (i < SPIN_ITERATIONS) cpu_relax();
+        else sched_yield();
+}
+
+void thread_range(size_t n, size_t grain, int thread, int n_threads, size_t *begin, size_t *end) {
+    if (grain == 0) grain = 1;
+    size_t chunks = (n + grain - 1) / grain;
+    size_t per = chunks / (size_t)n_threads, extra = chunks % (size_t)n_threads;
+    size_t t = (size_t)thread;
+    size_t c0 = t * per + (t < extra ? t : extra);
+    size_t c1 = c0 + per + (t < extra ? 1 : 0);
+    *begin = c0 * grain < n ? c0 * grain : n;
+    *end = c1 * grain < n ? c1 * grain : n;
+}
