@@ -39,16 +39,18 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
         return gpt_error(err, "forward: head size %d; attention handles up to 256", cfg->n_embd / cfg->n_head);
     size_t C = (size_t)cfg->n_embd, V = (size_t)cfg->vocab_size, T = max_tokens;
     size_t threads = (size_t)threadpool_size(pool);
+    // matmul's scratch per thread: one group of rows of the widest input (4C)
+    size_t mm_floats = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, 4 * C);
     // Each buffer starts on a 64-byte boundary (16 floats).
-    size_t sizes[7] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * round_up(max_ctx, 16),
-                       max_logit_rows * V};
+    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * round_up(max_ctx, 16),
+                       max_logit_rows * V, threads * mm_floats};
     size_t total = 0;
-    for (int i = 0; i < 7; i++) total += round_up(sizes[i], 16);
+    for (int i = 0; i < 8; i++) total += round_up(sizes[i], 16);
     float *block = memory_alloc_large(total * sizeof(float));
     if (!block) return gpt_error(err, "forward: out of memory for %zu scratch floats", total);
-    float **slots[7] = {&s->x, &s->ln, &s->qkv, &s->attn, &s->fc, &s->scores, &s->logits};
+    float **slots[8] = {&s->x, &s->ln, &s->qkv, &s->attn, &s->fc, &s->scores, &s->logits, &s->matmul_scratch};
     float *p = block;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         *slots[i] = p;
         p += round_up(sizes[i], 16);
     }
@@ -56,6 +58,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     s->max_tokens = max_tokens;
     s->max_ctx = max_ctx;
     s->max_logit_rows = max_logit_rows;
+    s->matmul_scratch_floats = mm_floats;
     s->pool = pool;
     return 0;
 }
@@ -206,6 +209,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     const GPT2Config *cfg = &m->config;
     const GPT2Weights *w = &m->weights;
     size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head;
+    const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats};
 
     // x(T,C) = wte[token] + wpe[position]
     size_t T = 0;
@@ -223,7 +227,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         const GPT2Layer *lw = &w->layers[l];
         layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
         // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
-        matmul(s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, s->pool);
+        matmul(s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, &mm);
         // The new tokens' keys and values go into the caches first; then
         // each (token, head) attends over its sequence's cache.
         size_t HS = C / NH, row = 0;
@@ -237,13 +241,13 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         AttentionJob job = {s, seqs, n_seqs, l, C, NH, T * NH};
         threadpool_run(s->pool, attention_task, &job);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
-        matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, s->pool);
+        matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
-        matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, s->pool);
+        matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
         gelu_forward(s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
-        matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, s->pool);
+        matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
     }
 
     // The final layernorm only for the rows whose logits are wanted, gathered
@@ -265,6 +269,6 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         seqs[i].cache->n_tokens += n;
     }
     // logits(R,V) = ln(R,C) @ wte(V,C)^T
-    if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0, s->pool);
+    if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0, &mm);
     return 0;
 }

@@ -51,6 +51,8 @@ typedef struct {
     float *fc;       // (Tmax, 4C)   MLP hidden layer
     float *scores;   // (threads, max_ctx rounded up to 16) one query's attention weights per thread
     float *logits;   // (max_logit_rows, V)
+    float *matmul_scratch;          // (threads, matmul_scratch_floats) matmul's per-thread scratch
+    size_t matmul_scratch_floats;   // per thread: a group of min(Tmax, MATMUL_GROUP) rows of 4C
     float *block;    // the one allocation the pointers above live in
 } ForwardState;
 

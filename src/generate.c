@@ -24,33 +24,33 @@ const char *stop_reason_name(StopReason r) {
     case STOP_EOS: return "eos";
     case STOP_LENGTH: return "length";
     case STOP_CONTEXT: return "context";
+    case STOP_STRING: return "stop";
     case STOP_ERROR: return "error";
     }
     return "";
 }
 
-int engine_init(Engine *e, const Model *m, const Tokenizer *tok, size_t max_seqs,
-                size_t max_step_tokens, DType kv_dtype, ThreadPool *pool, GptError *err) {
+int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineConfig *cfg, GptError *err) {
     memset(e, 0, sizeof *e);
-    if (max_seqs < 1 || max_step_tokens < max_seqs)
-        return gpt_error(err, "engine: %zu sequences and %zu tokens per step do not fit", max_seqs,
-                         max_step_tokens);
+    if (cfg->max_seqs < 1 || cfg->max_step_tokens < cfg->max_seqs)
+        return gpt_error(err, "engine: %zu sequences and %zu tokens per step do not fit", cfg->max_seqs,
+                         cfg->max_step_tokens);
     e->model = m;
     e->tok = tok;
     e->eot = tokenizer_eot_id(tok);
-    e->max_seqs = max_seqs;
-    e->max_step_tokens = max_step_tokens;
-    e->kv_dtype = kv_dtype;
-    e->inputs = calloc(max_seqs, sizeof *e->inputs);
-    e->which = calloc(max_seqs, sizeof *e->which);
-    e->prefilling = calloc(max_seqs, sizeof *e->prefilling);
+    e->cfg = *cfg;
+    size_t n_ctx = (size_t)m->config.n_ctx;
+    if (!e->cfg.kv_blocks) e->cfg.kv_blocks = cfg->max_seqs * ((n_ctx + KV_BLOCK - 1) / KV_BLOCK);
+    e->inputs = calloc(cfg->max_seqs, sizeof *e->inputs);
+    e->which = calloc(cfg->max_seqs, sizeof *e->which);
+    e->prefilling = calloc(cfg->max_seqs, sizeof *e->prefilling);
     if (!e->inputs || !e->which || !e->prefilling) {
         engine_free(e);
         return gpt_error(err, "engine: out of memory");
     }
-    if (forward_state_init(&e->fs, &m->config, max_step_tokens, (size_t)m->config.n_ctx, max_seqs, pool,
-                           err) != 0 ||
-        sampler_scratch_init(&e->scratch, (size_t)m->config.vocab_size, err) != 0) {
+    if (forward_state_init(&e->fs, &m->config, cfg->max_step_tokens, n_ctx, cfg->max_seqs, cfg->pool, err) != 0 ||
+        sampler_scratch_init(&e->scratch, (size_t)m->config.vocab_size, err) != 0 ||
+        !(e->kv = kvpool_create(&m->config, cfg->kv_dtype, e->cfg.kv_blocks, err))) {
         engine_free(e);
         return -1;
     }
@@ -61,6 +61,7 @@ void engine_free(Engine *e) {
     if (!e) return;
     forward_state_free(&e->fs);
     sampler_scratch_free(&e->scratch);
+    kvpool_free(e->kv);
     free(e->inputs);
     free(e->which);
     free(e->prefilling);
@@ -86,20 +87,76 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     s->n_tokens = s->n_prompt = n_prompt;
     s->max_new = p->max_new;
     s->ignore_eos = p->ignore_eos;
-    if (kvcache_init(&s->cache, c, e->kv_dtype, capacity, err) != 0 ||
+    if (p->n_stops) {
+        s->stops = calloc(p->n_stops, sizeof *s->stops);
+        if (!s->stops) return gpt_error(err, "out of memory");
+        for (size_t i = 0; i < p->n_stops; i++) {
+            size_t len = strlen(p->stops[i]);
+            if (len == 0) return gpt_error(err, "stop string %zu is empty", i);
+            if (!(s->stops[i] = strdup(p->stops[i]))) return gpt_error(err, "out of memory");
+            s->n_stops = i + 1;
+            if (len > s->max_stop_len) s->max_stop_len = len;
+        }
+        if (!(s->held = malloc(2 * s->max_stop_len + 64))) return gpt_error(err, "out of memory");
+    }
+    if (kvcache_attach(&s->cache, e->kv, capacity, err) != 0 ||
         sampler_init_shared(&s->sampler, &p->sampling, (SamplerScratch *)&e->scratch, err) != 0)
         return -1;
     return 0;
 }
 
-void sequence_free(Sequence *s) {
+void sequence_release(Sequence *s, Engine *e) {
+    if (!s || !s->cache.pool) return;
+    s->positions = s->cache.n_tokens;
+    if (s->admitted && e && e->kv) {
+        // what is left of its promise: blocks promised and never taken
+        size_t taken = s->cache.n_blocks - s->kv_shared_blocks;
+        kvpool_unreserve(e->kv, s->kv_reserved > taken ? s->kv_reserved - taken : 0);
+    }
+    kvcache_free(&s->cache);
+}
+
+void sequence_free(Sequence *s, Engine *e) {
     if (!s) return;
+    sequence_release(s, e);
     free(s->tokens);
     free(s->out);
-    kvcache_free(&s->cache);
+    for (size_t i = 0; i < s->n_stops; i++) free(s->stops[i]);
+    free(s->stops);
+    free(s->held);
     sampler_free(&s->sampler);
     token_stream_free(&s->stream);
     memset(s, 0, sizeof *s);
+}
+
+int engine_admit(Engine *e, Sequence *s, GptError *err) {
+    if (s->admitted) return 1;
+    KVCache *c = &s->cache;
+    size_t need = (c->max_positions + KV_BLOCK - 1) / KV_BLOCK;
+    KVPoolStats ps = kvpool_stats(e->kv);
+    if (need > ps.n_blocks)
+        return gpt_error(err, "it needs %zu bytes of KV cache (%zu positions); the budget is %zu bytes",
+                         need * ps.block_bytes, c->max_positions, ps.n_blocks * ps.block_bytes);
+    if (kvpool_reserve(e->kv, need) != 0) return 0;
+    size_t shared = 0;
+    if (e->cfg.share_prefixes) {
+        int wait = 0;
+        s->prefix_reused = kvcache_share_prefix(c, s->tokens, s->n_prompt, &shared, &wait);
+        if (wait) {
+            kvpool_unreserve(e->kv, need);
+            return 0;
+        }
+        kvpool_unreserve(e->kv, shared);  // those blocks were there already
+    }
+    s->kv_reserved = need - shared;
+    s->kv_shared_blocks = shared;
+    s->admitted = 1;
+    // The prompt's blocks now, so that the prompt can be registered for the
+    // prompts admitted after it (they wait for it rather than compute it twice).
+    if (kvcache_grow(c, s->n_prompt) != 0) return gpt_error(err, "kvcache: the pool broke its promise");
+    if (e->cfg.share_prefixes) kvcache_register_prompt(c, s->tokens, s->n_prompt);
+    e->prefix_tokens_reused += s->prefix_reused;
+    return 1;
 }
 
 // Appends bytes to the step's output.
@@ -116,15 +173,70 @@ static int out_append(Sequence *s, const char *p, size_t n) {
     return 0;
 }
 
+// Text on its way out. Without stop strings it goes straight to out. With
+// them, it joins the held-back text, which is searched: a stop string found
+// ends the output just before it (returns 1); otherwise everything goes out
+// but the longest tail that could still become a stop string. Every match
+// starts inside the held text, since all earlier text was let out only
+// when no stop string could start in it. Returns 0, 1, or -1 (out of memory).
+static int emit(Sequence *s, const char *p, size_t n) {
+    if (!s->n_stops) return out_append(s, p, n);
+    while (n) {
+        // in pieces, so that held never exceeds 2 x the longest stop string
+        size_t take = n < s->max_stop_len + 64 ? n : s->max_stop_len + 64;
+        memcpy(s->held + s->held_len, p, take);
+        s->held_len += take;
+        p += take;
+        n -= take;
+        const char *h = s->held;
+        size_t H = s->held_len, first = H;
+        for (size_t i = 0; i < s->n_stops; i++) {
+            size_t len = strlen(s->stops[i]);
+            for (size_t at = 0; at + len <= H && at < first; at++)
+                if (!memcmp(h + at, s->stops[i], len)) {
+                    first = at;
+                    break;
+                }
+        }
+        if (first < H) {
+            s->held_len = 0;
+            return out_append(s, h, first) != 0 ? -1 : 1;
+        }
+        size_t keep = 0;
+        for (size_t i = 0; i < s->n_stops; i++) {
+            size_t len = strlen(s->stops[i]);
+            for (size_t k = len - 1 < H ? len - 1 : H; k > keep; k--)
+                if (!memcmp(h + H - k, s->stops[i], k)) {
+                    keep = k;
+                    break;
+                }
+        }
+        if (out_append(s, h, H - keep) != 0) return -1;
+        memmove(s->held, h + H - keep, keep);
+        s->held_len = keep;
+    }
+    return 0;
+}
+
 static void stop(Sequence *s, StopReason why) {
     s->stop = why;
+    if (why == STOP_STRING) return;  // what came after the stop string is dropped
     const char *tail;
     size_t n;
     token_stream_flush(&s->stream, &tail, &n);
-    if (out_append(s, tail, n) != 0 && why != STOP_ERROR) {
-        s->stop = STOP_ERROR;
-        gpt_error(&s->error, "out of memory");
+    int rc = emit(s, tail, n);
+    if (rc == 1) {
+        s->stop = STOP_STRING;
+        return;
     }
+    // the held-back text was no stop string after all
+    if (rc != 0 || out_append(s, s->held, s->held_len) != 0) {
+        if (why != STOP_ERROR) {
+            s->stop = STOP_ERROR;
+            gpt_error(&s->error, "out of memory");
+        }
+    }
+    s->held_len = 0;
 }
 
 // One draw from the logits of s's last position, and what follows from it.
@@ -143,27 +255,28 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
     s->last_token = next;
     const char *text;
     size_t len;
-    if (token_stream_push(&s->stream, e->tok, next, &text, &len, &s->error) != 0 ||
-        out_append(s, text, len) != 0) {
+    int rc = token_stream_push(&s->stream, e->tok, next, &text, &len, &s->error) != 0 ? -1 : emit(s, text, len);
+    if (rc < 0) {
         if (!s->error.msg[0]) gpt_error(&s->error, "out of memory");
         return stop(s, STOP_ERROR);
     }
+    if (rc == 1) return stop(s, STOP_STRING);
     if (s->n_generated >= s->max_new) return stop(s, STOP_LENGTH);
     if (s->n_tokens >= n_ctx) return stop(s, STOP_CONTEXT);
 }
 
 int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
-    if (n > e->max_seqs)
-        return gpt_error(err, "engine: %zu sequences in one step, at most %zu", n, e->max_seqs);
+    if (n > e->cfg.max_seqs)
+        return gpt_error(err, "engine: %zu sequences in one step, at most %zu", n, e->cfg.max_seqs);
     // The batch: decodes first (one token each), then prompt chunks in the
     // budget that is left.
-    size_t budget = e->max_step_tokens, n_in = 0;
+    size_t budget = e->cfg.max_step_tokens, n_in = 0;
     size_t *which = e->which;                // input j is sequence which[j]
     unsigned char *prefilling = e->prefilling;  // of sequence i
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < n; i++) {
             Sequence *s = seqs[i];
-            if (s->stop) continue;
+            if (s->stop || !s->admitted) continue;
             s->out_len = 0;
             s->last_token = -1;
             size_t at = s->cache.n_tokens;
@@ -171,6 +284,11 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             if (decoding != (pass == 0) || budget == 0) continue;
             size_t take = decoding ? 1 : s->n_prompt - at;
             if (take > budget) take = budget;
+            if (kvcache_grow(&s->cache, at + take) != 0) {
+                gpt_error(&s->error, "kvcache: the pool broke its promise");
+                stop(s, STOP_ERROR);
+                continue;
+            }
             e->inputs[n_in] = (SeqInput){.tokens = s->tokens + at, .n_tokens = take, .cache = &s->cache,
                                         .want = at + take >= s->n_prompt ? LOGITS_LAST : LOGITS_NONE};
             prefilling[i] = !decoding;
@@ -182,6 +300,9 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
     int rc = gpt2_forward(e->model, &e->fs, e->inputs, n_in, err);
     double t1 = now_seconds();
     if (rc == 0) {
+        e->steps++;
+        e->forward_seconds += t1 - t0;
+        for (size_t j = 0; j < n_in; j++) kvcache_mark_filled(e->inputs[j].cache);
         size_t V = (size_t)e->model->config.vocab_size;
         for (size_t j = 0; j < n_in; j++) {
             Sequence *s = seqs[which[j]];
@@ -190,14 +311,20 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
                 sample_next(e, s, e->fs.logits + e->inputs[j].logits_row * V);
             double sample_seconds = now_seconds() - ts;
             if (prefilling[which[j]]) {
+                e->prefill_tokens += e->inputs[j].n_tokens;
                 s->prefill_tokens += e->inputs[j].n_tokens;
                 s->prefill_seconds += t1 - t0;
                 s->decode_seconds += sample_seconds;
             } else {
+                e->decode_tokens += 1;
                 s->decode_tokens += 1;
                 s->decode_seconds += t1 - t0 + sample_seconds;
             }
+            s->positions = s->cache.n_tokens;
         }
+        // A sequence that stopped gives its blocks back now.
+        for (size_t j = 0; j < n_in; j++)
+            if (seqs[which[j]]->stop) sequence_release(seqs[which[j]], e);
     }
     return rc;
 }
@@ -215,30 +342,47 @@ static double log_softmax_at(const float *logits, size_t V, int32_t target) {
     return (double)logits[target] - max - log(sum);
 }
 
-int score_tokens(const Model *m, const int32_t *ids, size_t n, DType kv_dtype, ThreadPool *pool,
-                 double *logprobs, double *seconds, size_t *kv_bytes, GptError *err) {
+int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
+                 double *logprobs, ScoreStats *stats, GptError *err) {
     const GPT2Config *c = &m->config;
-    size_t V = (size_t)c->vocab_size;
-    if (n < 1 || n > (size_t)c->n_ctx)
+    size_t V = (size_t)c->vocab_size, ctx = (size_t)c->n_ctx;
+    if (n < 1) return gpt_error(err, "the text is empty");
+    if (n > ctx && !stride)
         return gpt_error(err, "the text is %zu tokens; the model's context holds %d", n, c->n_ctx);
+    if (stride > ctx) return gpt_error(err, "stride %zu: must be at most the context, %d", stride, c->n_ctx);
+    size_t window = n < ctx ? n : ctx;
     KVCache cache = {0};
     ForwardState fs = {0};
+    ScoreStats st = {0};
     int rc = -1;
     // Logits for SCORE_CHUNK rows at a time, whatever the length.
-    if (kvcache_init(&cache, c, kv_dtype, n, err) != 0 ||
-        forward_state_init(&fs, c, n < SCORE_CHUNK ? n : SCORE_CHUNK, n, SCORE_CHUNK, pool, err) != 0)
+    if (kvcache_init(&cache, c, kv_dtype, window, err) != 0 ||
+        forward_state_init(&fs, c, window < SCORE_CHUNK ? window : SCORE_CHUNK, window, SCORE_CHUNK, pool, err) != 0)
         goto done;
     double t0 = now_seconds();
-    for (size_t start = 0; start < n; start += SCORE_CHUNK) {
-        size_t len = n - start < SCORE_CHUNK ? n - start : SCORE_CHUNK;
-        SeqInput seq = {.tokens = ids + start, .n_tokens = len, .cache = &cache, .want = LOGITS_ALL};
-        if (gpt2_forward(m, &fs, &seq, 1, err) != 0) goto done;
-        // Row i predicts token start + i + 1.
-        for (size_t i = 0; i < len && start + i + 1 < n; i++)
-            logprobs[start + i] = log_softmax_at(fs.logits + (seq.logits_row + i) * V, V, ids[start + i + 1]);
+    size_t scored_to = 1;  // targets [1, scored_to) are done
+    for (size_t begin = 0; scored_to < n || begin == 0; begin += stride) {
+        size_t end = begin + window < n ? begin + window : n;
+        kvcache_reset(&cache);
+        st.windows++;
+        for (size_t start = begin; start < end; start += SCORE_CHUNK) {
+            size_t len = end - start < SCORE_CHUNK ? end - start : SCORE_CHUNK;
+            SeqInput seq = {.tokens = ids + start, .n_tokens = len, .cache = &cache, .want = LOGITS_ALL};
+            if (gpt2_forward(m, &fs, &seq, 1, err) != 0) goto done;
+            st.tokens_run += len;
+            // Row i predicts token start + i + 1; only the targets not scored yet.
+            for (size_t i = 0; i < len; i++) {
+                size_t target = start + i + 1;
+                if (target < scored_to || target >= end) continue;
+                logprobs[target - 1] = log_softmax_at(fs.logits + (seq.logits_row + i) * V, V, ids[target]);
+            }
+        }
+        if (end > scored_to) scored_to = end;
+        if (end == n || !stride) break;
     }
-    if (seconds) *seconds = now_seconds() - t0;
-    if (kv_bytes) *kv_bytes = kvcache_bytes_allocated(&cache);
+    st.seconds = now_seconds() - t0;
+    st.kv_bytes = kvcache_bytes_allocated(&cache);
+    if (stats) *stats = st;
     rc = 0;
 done:
     forward_state_free(&fs);

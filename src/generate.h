@@ -15,14 +15,17 @@
  * all sequences.
  *
  *     Engine e;  Sequence s;
- *     engine_init(&e, model, tok, 1, n_prompt, &err);
+ *     engine_init(&e, model, tok, &(EngineConfig){.max_seqs = 1, .max_step_tokens = n_prompt}, &err);
  *     sequence_init(&s, &e, ids, n_prompt, &params, &err);
+ *     engine_admit(&e, &s, &err);
  *     while (!s.stop) { engine_step(&e, &(Sequence *){&s}, 1, &err); print(s.out, s.out_len); }
- *     sequence_free(&s);  engine_free(&e);
+ *     sequence_free(&s, &e);  engine_free(&e);
  *
- * A sequence's result does not depend on the others in the step: each has
- * its own cache, sampler and RNG, and the sampler's scratch holds nothing
- * from one draw to the next.
+ * A sequence's result does not depend on the others in the step, on how
+ * its prompt was cut into chunks, or on whether part of its prompt came
+ * from another sequence's blocks: every row is computed in the same order of
+ * operations (forward.h), each sequence has its own sampler and RNG, and the
+ * sampler's scratch holds nothing from one draw to the next.
  */
 #ifndef GPT_GENERATE_H
 #define GPT_GENERATE_H
@@ -42,82 +45,126 @@ typedef enum {
     STOP_EOS,        // sampled <|endoftext|> (not part of the output)
     STOP_LENGTH,     // generated max_new tokens
     STOP_CONTEXT,    // the next token would need a position past the context
+    STOP_STRING,     // the text reached one of its stop strings (not part of the output)
     STOP_ERROR,      // the model gave no usable logits: seq->error says more
 } StopReason;
 
-// "eos", "length", "context", "error"; "" for STOP_NONE.
+// "eos", "length", "context", "stop", "error"; "" for STOP_NONE.
 const char *stop_reason_name(StopReason r);
 
 typedef struct {
     SamplerParams sampling;  // including the seed
     size_t max_new;          // tokens to generate at most
     int ignore_eos;          // keep going after <|endoftext|>
+    const char *const *stops;  // stop when the text contains one of these (copied)
+    size_t n_stops;
 } GenParams;
 
 typedef struct {
     int32_t *tokens;        // (capacity + 1) the prompt, then the generated ids
     size_t n_tokens;        // prompt + generated so far
     size_t n_prompt;
-    KVCache cache;          // cache.n_tokens: positions run through the model
+    KVCache cache;          // cache.n_tokens: positions run through the model (or shared)
     Sampler sampler;        // parameters and RNG; draws with the engine's scratch
     TokenStream stream;     // generated ids -> whole UTF-8 characters
     size_t max_new, n_generated;
     int ignore_eos;
+    int admitted;           // has its blocks (engine_admit); only then does it step
     StopReason stop;
     GptError error;         // with STOP_ERROR
     int32_t last_token;     // sampled by the last step, -1 if none
     char *out;              // the text the last step completed (not NUL-terminated)
     size_t out_len, out_cap;
+    char **stops;           // (n_stops) its stop strings
+    size_t n_stops, max_stop_len;
+    char *held;             // text held back: it may be the start of a stop string
+    size_t held_len;
     // what this sequence cost
+    size_t positions;       // positions its cache holds (held when it stopped)
+    size_t prefix_reused;   // prompt positions shared from other sequences' blocks
+    size_t kv_reserved;     // blocks promised to it and not taken yet, plus taken
+    size_t kv_shared_blocks;  // whole blocks it shares (taken from no reservation)
     size_t prefill_tokens, decode_tokens;    // tokens run through the model
     double prefill_seconds, decode_seconds;  // wall time of the steps that did so
 } Sequence;
 
 typedef struct {
+    size_t max_seqs;          // sequences one step may advance
+    size_t max_step_tokens;   // new tokens one step may run (>= max_seqs): prompts
+                              // are read in chunks that fit beside the decodes
+    DType kv_dtype;           // the caches: F32 or F16
+    size_t kv_blocks;         // the pool every sequence's cache draws on, in blocks
+                              // of KV_BLOCK positions; 0: max_seqs full contexts
+    int share_prefixes;       // prompts that start alike share computed blocks
+    ThreadPool *pool;         // threads for the model (NULL: one); must outlive the engine
+} EngineConfig;
+
+typedef struct {
     const Model *model;
     const Tokenizer *tok;
     int32_t eot;              // <|endoftext|>, -1 if the tokenizer has none
+    EngineConfig cfg;
     ForwardState fs;
     SamplerScratch scratch;   // shared by every sequence's sampler
-    DType kv_dtype;           // the sequences' caches: F32 or F16
+    KVPool *kv;               // the blocks of every sequence's cache
     SeqInput *inputs;         // (max_seqs) one step's batch
     size_t *which;            // (max_seqs) the sequence of each input
     unsigned char *prefilling;  // (max_seqs) per sequence: still reading its prompt
-    size_t max_seqs;          // sequences one step may advance
-    size_t max_step_tokens;   // new tokens one step may run: prompts are read
-                              // in chunks that fit beside the decodes
+    // totals over the engine's life
+    size_t prefill_tokens, decode_tokens, prefix_tokens_reused, steps;
+    double forward_seconds;
 } Engine;
 
-// Sets up an engine for steps of up to max_seqs sequences and max_step_tokens
-// new tokens (>= max_seqs), KV caches of kv_dtype (F32 or F16), the work
-// split over pool (NULL: one thread; it must outlive the engine). Returns 0,
-// or -1 with err set.
-int engine_init(Engine *e, const Model *m, const Tokenizer *tok, size_t max_seqs,
-                size_t max_step_tokens, DType kv_dtype, ThreadPool *pool, GptError *err);
-void engine_free(Engine *e);  // NULL-safe, idempotent
+// Sets up an engine as cfg says. Returns 0, or -1 with err set.
+int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineConfig *cfg, GptError *err);
+void engine_free(Engine *e);  // NULL-safe, idempotent; free the sequences first
 
 // Prepares a sequence to continue prompt[0..n_prompt) (1 <= n_prompt <= the
-// context): copies the prompt, allocates a cache for the prompt and up to
-// max_new tokens (at most the context), seeds its sampler. Returns 0, or -1
-// with err set and *s safe to sequence_free.
+// context): copies the prompt, seeds its sampler, and gives it an empty
+// cache on the engine's pool for the prompt and up to max_new tokens (at
+// most the context). It steps once engine_admit has given it its blocks.
+// Returns 0, or -1 with err set and *s safe to sequence_free.
 int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_prompt,
                   const GenParams *p, GptError *err);
-void sequence_free(Sequence *s);  // NULL-safe, idempotent
+// Gives its blocks back to the pool. NULL-safe, idempotent.
+void sequence_free(Sequence *s, Engine *e);
+// Gives its blocks (and what is left of the promise) back to the pool, and
+// keeps the rest; engine_step does it when a sequence stops, so that its
+// place goes to the next one at once. Idempotent.
+void sequence_release(Sequence *s, Engine *e);
 
-// Advances every sequence of seqs[0..n) that has not stopped by one step
-// (n <= max_seqs). Afterwards each has out/out_len (the text completed now,
-// the flushed tail when it stopped), last_token, and stop. A sequence stops
-// with STOP_ERROR alone when its logits are unusable. Returns 0, or -1 with
-// err set when the step could not run at all (nothing has changed then).
+// Admits s: promises it every block it can need, so that it never waits once
+// running, shares what it can of its prompt with earlier prompts' blocks,
+// and takes the blocks for the rest of its prompt. Returns 1 when admitted,
+// 0 when it must wait (the pool is short, or another sequence is computing
+// the prefix it would share: try again after the next step), -1 with err set
+// when it can never fit (it alone needs more than the pool).
+int engine_admit(Engine *e, Sequence *s, GptError *err);
+
+// Advances every admitted sequence of seqs[0..n) that has not stopped by one
+// step (n <= max_seqs). Afterwards each has out/out_len (the text completed
+// now, the flushed tail when it stopped), last_token, and stop. A sequence
+// stops with STOP_ERROR alone when its logits are unusable. Returns 0, or -1
+// with err set when the step could not run at all (nothing has changed then).
 int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err);
 
-// Scoring: logprobs[i] = log p(ids[i + 1] | ids[0..i]) for i < n - 1, in
-// double, the text run through the model in chunks of SCORE_CHUNK tokens
-// with a KV cache of kv_dtype, over pool (may be NULL). *seconds (may be
-// NULL) gets the wall time, *kv_bytes (may be NULL) the cache it allocated.
-// n must be in [1, the context]. Returns 0 or -1.
+// Scoring: logprobs[i] = log p(ids[i + 1] | what comes before it) for
+// i < n - 1, in double. A text that fits the context is one window. A longer
+// one needs stride (1 <= stride <= the context): windows of the context
+// start every stride tokens, and each scores only the tokens the window
+// before it did not (Hugging Face's perplexity recipe, llama-perplexity's
+// too): each token is scored once, with at least context - stride tokens
+// before it once the first window is past. The model runs in chunks of
+// SCORE_CHUNK tokens, the KV cache in kv_dtype, the threads of pool (may be
+// NULL). Returns 0, or -1 with err set.
 enum { SCORE_CHUNK = 128 };
-int score_tokens(const Model *m, const int32_t *ids, size_t n, DType kv_dtype, ThreadPool *pool,
-                 double *logprobs, double *seconds, size_t *kv_bytes, GptError *err);
+typedef struct {
+    size_t windows;          // windows run
+    size_t tokens_run;       // positions run through the model (more than n with overlap)
+    double seconds;          // wall time
+    size_t kv_bytes;         // the cache it allocated
+} ScoreStats;
+int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
+                 double *logprobs, ScoreStats *stats, GptError *err);
 
 #endif

@@ -3,9 +3,14 @@
  * place that knows how a weight matrix is stored and which code multiplies
  * it. forward.c calls only these.
  *
- * matmul() is the fast path: float32 goes to OpenBLAS (sgemv for one row,
- * sgemm for more); other dtypes are widened a panel of rows at a time. matmul_reference() is the plain triple loop the tests
- * hold every fast path against.
+ * matmul() runs our own kernels (matmul_kernels.h: portable C, AVX2, AVX-512,
+ * the best one the CPU has, chosen at every call), which read every dtype as
+ * stored (F16, BF16 and Q8 are widened in registers) and compute each output
+ * in one fixed order of operations, the "canonical arithmetic" spelled out in
+ * matmul_kernels.h. So each output row is the same bits whatever T, whatever
+ * the other rows, however many threads, on whichever ISA: prefill and decode,
+ * alone or in a batch, agree exactly. matmul_reference() is the plain triple
+ * loop in double the tests hold it against.
  */
 #ifndef GPT_MATMUL_H
 #define GPT_MATMUL_H
@@ -15,19 +20,42 @@
 #include "dtype.h"
 #include "threads.h"
 
+// Rows of inp one pass over W serves: matmul() cuts T into groups of this
+// many rows and reads W once per group (see matmul.c for why this size).
+enum { MATMUL_GROUP = 32 };
+
+// How a matmul() call may run: the threads to split each group's N over and
+// each thread's scratch (thread i uses scratch + i * scratch_floats_per_thread;
+// the block 64-byte aligned, scratch_floats_per_thread a multiple of 16). A
+// thread whose slice is smaller than matmul_scratch_floats(group rows, K)
+// reads inp in place: the same bits, slower. A NULL context: the caller's
+// thread alone, no scratch.
+typedef struct {
+    ThreadPool *pool;   // NULL: one thread
+    float *scratch;     // NULL: none
+    size_t scratch_floats_per_thread;
+} MatmulContext;
+
+// Scratch floats one thread needs for a group of B rows of K inputs (a
+// multiple of 16). For matmul(): B = MATMUL_GROUP, or T if T is smaller.
+size_t matmul_scratch_floats(size_t B, size_t K);
+
 // out(T, N) = inp(T, K) @ W^T + bias, with K = W->n_in, N = W->n_out; with
 // accumulate, out += instead of =. bias (N) may be NULL. Rows are T apart
-// by K (inp) and N (out).
-// The work is split over pool's threads (NULL: the caller's alone).
+// by K (inp) and N (out); any T.
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
-            int accumulate, ThreadPool *pool);
+            int accumulate, const MatmulContext *ctx);
 
 // The same, one output at a time, summed in double: slow and obviously right.
 void matmul_reference(float *out, const float *inp, const Weight *W, const float *bias,
                       size_t T, int accumulate);
 
+// Name of the kernels matmul() runs on this CPU: "avx512", "avx2" or
+// "scalar" (for reports).
+const char *matmul_isa_in_use(void);
+
 // Row `row` of an embedding (its n_out rows of n_in, e.g. wte's token
-// vectors) as float32 into out (n_in).
+// vectors) as float32 into out (n_in): exact, whatever the dtype.
 void weight_row(float *out, const Weight *W, size_t row);
 
 // Element (i, j) of W as float32: input i, output j, whatever the dtype.

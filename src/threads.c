@@ -37,7 +37,9 @@ static inline void cpu_relax(void) {
 static void *worker_main(void *arg) {
     Worker *w = arg;
     ThreadPool *p = w->pool;
-    unsigned seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+    // Generation 0 is the pool's state when the worker was created; reading
+    // the counter here instead would miss a run started before this thread.
+    unsigned seen = 0;
     for (;;) {
         unsigned gen = seen;
         for (int i = 0; i < SPIN_ITERATIONS; i++) {

@@ -67,6 +67,8 @@ static void test_usage(void) {
         {{"--echo=yes"}, "--echo takes no value"},
         {{"--tokenize", "--detokenize"}, "exclude each other"},
         {{"stray"}, "unexpected argument 'stray'"},
+        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16 or q8"},
+        {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *args[8] = {"-m", path_of("tiny"), "-p", "x"};
@@ -298,7 +300,7 @@ static void test_stats(void) {
     Result r = RUN("-m", path_of("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
                    "--ignore-eos", "--stats", "--json");
     CHECK(r.rc == 0, "124M --stats: rc %d %s", r.rc, r.err);
-    CHECK(strstr(r.err, "2 x 12 layers x 12 heads x 64 dims x 4 bytes = 73728 B/token") != NULL,
+    CHECK(strstr(r.err, "2 x 12 layers x 12 heads x 64 dims x 4 bytes (F32) = 73728 B/token") != NULL,
           "--stats lacks the per-token factors: %s", r.err);
     CHECK(strstr(r.err, "72.00 MiB") != NULL, "--stats lacks the full-context 72.00 MiB");
     cJSON *j = parse_json_output(&r);
@@ -324,6 +326,26 @@ static void test_stats(void) {
         CHECK(cJSON_GetObjectItem(s, "decode_tokens")->valuedouble == 7, "decode_tokens");
         CHECK(cJSON_GetObjectItem(s, "peak_rss_bytes")->valuedouble > 4e8, "peak_rss_bytes");
     }
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+// --kv-type f16: half the bytes per position, in every figure of the report.
+static void test_kv_f16(void) {
+    Result r = RUN("-m", path_of("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
+                   "--kv-type", "f16", "--stats", "--json");
+    CHECK(r.rc == 0, "--kv-type f16: rc %d %s", r.rc, r.err);
+    CHECK(strstr(r.err, "2 x 12 layers x 12 heads x 64 dims x 2 bytes (F16) = 36864 B/token") != NULL &&
+              strstr(r.err, "1024 tokens x 36864 B = 37748736 B (36.00 MiB)") != NULL,
+          "--kv-type f16 --stats: %s", r.err);
+    cJSON *j = parse_json_output(&r);
+    cJSON *s = j ? cJSON_GetObjectItem(j, "stats") : NULL;
+    CHECK(s && !strcmp(cJSON_GetObjectItem(s, "kv_dtype")->valuestring, "F16") &&
+              cJSON_GetObjectItem(s, "kv_bytes_per_token")->valuedouble == 36864 &&
+              cJSON_GetObjectItem(s, "kv_bytes_sequence")->valuedouble == 12 * 36864 &&
+              cJSON_GetObjectItem(s, "kv_bytes_full_context")->valuedouble == 37748736 &&
+              cJSON_GetObjectItem(s, "kv_bytes_allocated")->valuedouble == 16 * 36864,
+          "--kv-type f16 --json: stats in F16 bytes");
     cJSON_Delete(j);
     result_free(&r);
 }
@@ -431,6 +453,7 @@ int main(void) {
     test_generation();
     test_context_limits();
     test_stats();
+    test_kv_f16();
     cJSON_Delete(refs);
     free(text);
     char cmd[512];

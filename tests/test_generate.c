@@ -116,7 +116,9 @@ static void test_one_sequence(void) {
                        .max_new = cases[k].max_new, .ignore_eos = cases[k].ignore_eos};
         Engine e;
         Sequence s;
-        if (engine_init(&e, &model, tok, 1, n, DTYPE_F32, NULL, &err) != 0 || sequence_init(&s, &e, ids, n, &p, &err) != 0) {
+        EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n, .kv_dtype = DTYPE_F32};
+        if (engine_init(&e, &model, tok, &ec, &err) != 0 || sequence_init(&s, &e, ids, n, &p, &err) != 0 ||
+            engine_admit(&e, &s, &err) != 1) {
             CHECK(0, "case %zu: %s", k, err.msg);
             free(ids);
             continue;
@@ -171,12 +173,42 @@ static void test_one_sequence(void) {
         free(text);
         free(want);
         free(ids);
-        sequence_free(&s);
-        sequence_free(&s);  // idempotent
+        sequence_free(&s, &e);
+        sequence_free(&s, &e);  // idempotent
         engine_free(&e);
     }
 }
 
+// Runs seqs[0..n) through one engine, admitting them in order as the pool
+// allows (a sequence that must wait waits), until all stop. 0 or -1.
+static int run_admitting(Engine *e, Sequence **seqs, size_t n) {
+    GptError err = {{0}};
+    for (int steps = 0; steps < 20000; steps++) {
+        int running = 0, waiting = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!seqs[i]->admitted && !waiting) {
+                int a = engine_admit(e, seqs[i], &err);
+                if (a < 0) {
+                    CHECK(0, "engine_admit: %s", err.msg);
+                    return -1;
+                }
+                waiting = a == 0;  // in order: the ones after it wait too
+            }
+            running |= seqs[i]->stop == STOP_NONE;
+        }
+        if (!running) return 0;
+        if (engine_step(e, seqs, n, &err) != 0) {
+            CHECK(0, "engine_step: %s", err.msg);
+            return -1;
+        }
+    }
+    CHECK(0, "the engine did not finish in 20000 steps");
+    return -1;
+}
+
+// Sequences stepping together, prompts read in chunks beside the decodes,
+// prompts sharing a prefix sharing its blocks, a pool too small for all of
+// them at once: each sequence's tokens are exactly those it gets alone.
 static void test_batch(void) {
     static const char *prompts[] = {
         "In the beginning",
@@ -184,44 +216,90 @@ static void test_batch(void) {
         "small: it shares its steps with the others",
         "1 2 3 4 5",
         "",
+        "A very long prompt that the engine has to read in several chunks, because the step budget is "
+        "small: it shares its steps with the others, and this one starts like the second",
         "Colorless green ideas sleep furiously",
+        "A very long prompt that the engine has to read in several chunks, because",
     };
     enum { NS = sizeof prompts / sizeof *prompts };
     GptError err = {{0}};
-    Sequence alone[NS], together[NS];
-    Sequence *ptr[NS];
-    GenParams p = {.sampling = {.temperature = 0, .top_p = 1, .repeat_penalty = 1}, .max_new = 12, .ignore_eos = 1};
-    Engine e1, e5;
-    CHECK(engine_init(&e1, &model, tok, 1, 64, DTYPE_F32, NULL, &err) == 0, "%s", err.msg);
-    // 8 tokens a step for 5 sequences: prompts go in chunks beside decodes
-    CHECK(engine_init(&e5, &model, tok, NS, 8, DTYPE_F32, NULL, &err) == 0, "%s", err.msg);
-    CHECK(engine_init(&e5, &model, tok, NS, NS - 1, DTYPE_F32, NULL, &err) != 0, "a step budget below the sequences must be refused");
-    engine_free(&e5);
-    CHECK(engine_init(&e5, &model, tok, NS, 8, DTYPE_F32, NULL, &err) == 0, "%s", err.msg);
+    int32_t *want[NS];
+    size_t n_want[NS];
+    GenParams p[NS];
+    for (size_t i = 0; i < NS; i++)
+        p[i] = (GenParams){.sampling = {.temperature = i % 2 ? 0.9f : 0.0f, .top_k = i % 3 == 0 ? 20 : 0,
+                                        .top_p = 1, .repeat_penalty = 1, .seed = 77 + i},
+                           .max_new = 10 + i, .ignore_eos = 1};
+    // alone: one engine per sequence, the whole prompt in one step
     for (size_t i = 0; i < NS; i++) {
         int32_t *ids;
         size_t n = encode(prompts[i], &ids);
+        Engine e1;
+        Sequence s;
+        EngineConfig c1 = {.max_seqs = 1, .max_step_tokens = 128, .kv_dtype = DTYPE_F32};
+        CHECK(engine_init(&e1, &model, tok, &c1, &err) == 0, "%s", err.msg);
         if (n == 0) ids[n++] = e1.eot;
-        CHECK(sequence_init(&alone[i], &e1, ids, n, &p, &err) == 0, "%s", err.msg);
-        CHECK(sequence_init(&together[i], &e5, ids, n, &p, &err) == 0, "%s", err.msg);
-        free(ids);
-        Sequence *one[1] = {&alone[i]};
+        CHECK(sequence_init(&s, &e1, ids, n, &p[i], &err) == 0 && engine_admit(&e1, &s, &err) == 1, "%s", err.msg);
+        Sequence *one[1] = {&s};
         run_engine(&e1, one, 1);
-        ptr[i] = &together[i];
+        n_want[i] = s.n_tokens;
+        want[i] = malloc(s.n_tokens * sizeof *want[i]);
+        memcpy(want[i], s.tokens, s.n_tokens * sizeof *want[i]);
+        sequence_free(&s, &e1);
+        engine_free(&e1);
+        free(ids);
     }
-    run_engine(&e5, ptr, NS);
-    for (size_t i = 0; i < NS; i++) {
-        CHECK(together[i].stop == STOP_LENGTH && together[i].n_generated == 12, "seq %zu: %s after %zu", i,
-              stop_reason_name(together[i].stop), together[i].n_generated);
-        CHECK(memcmp(alone[i].tokens, together[i].tokens, alone[i].n_tokens * sizeof(int32_t)) == 0,
-              "seq %zu: greedy tokens in a batch differ from the sequence alone", i);
-        CHECK(together[i].prefill_tokens == together[i].n_prompt, "seq %zu: prefilled %zu of %zu", i,
-              together[i].prefill_tokens, together[i].n_prompt);
-        sequence_free(&alone[i]);
-        sequence_free(&together[i]);
+    // together, three ways
+    struct {
+        size_t step_tokens, kv_blocks;
+        int share;
+        const char *what;
+    } ways[] = {
+        {8, 0, 0, "chunks of 8 beside the decodes"},
+        {8, 0, 1, "chunks of 8, prefixes shared"},
+        {24, 12, 1, "a pool of 12 blocks: sequences wait for blocks"},
+    };
+    for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
+        Engine e;
+        Sequence together[NS], *ptr[NS];
+        EngineConfig c = {.max_seqs = NS, .max_step_tokens = ways[w].step_tokens, .kv_dtype = DTYPE_F32,
+                          .kv_blocks = ways[w].kv_blocks, .share_prefixes = ways[w].share};
+        CHECK(engine_init(&e, &model, tok, &c, &err) == 0, "%s", err.msg);
+        for (size_t i = 0; i < NS; i++) {
+            CHECK(sequence_init(&together[i], &e, want[i], n_want[i] - p[i].max_new, &p[i], &err) == 0, "%s", err.msg);
+            ptr[i] = &together[i];
+        }
+        run_admitting(&e, ptr, NS);
+        size_t reused = 0;
+        for (size_t i = 0; i < NS; i++) {
+            Sequence *t = &together[i];
+            CHECK(t->stop == STOP_LENGTH && t->n_tokens == n_want[i] &&
+                      memcmp(t->tokens, want[i], n_want[i] * sizeof(int32_t)) == 0,
+                  "%s: sequence %zu: %s after %zu tokens; its tokens differ from the sequence alone", ways[w].what, i,
+                  stop_reason_name(t->stop), t->n_generated);
+            CHECK(t->prefill_tokens + t->prefix_reused == t->n_prompt, "%s: sequence %zu prefilled %zu + shared %zu of %zu",
+                  ways[w].what, i, t->prefill_tokens, t->prefix_reused, t->n_prompt);
+            reused += t->prefix_reused;
+            sequence_free(t, &e);
+        }
+        // prompts 4 and 6 start with prompt 1's first 16 or more tokens
+        if (ways[w].share) CHECK(reused >= 32, "%s: %zu prompt positions shared", ways[w].what, reused);
+        KVPoolStats ps = kvpool_stats(e.kv);
+        CHECK(ps.held == 0 && ps.reserved == 0, "%s: %zu blocks still held, %zu reserved", ways[w].what, ps.held,
+              ps.reserved);
+        if (ways[w].kv_blocks) CHECK(ps.peak_held <= ways[w].kv_blocks, "%s: peak %zu blocks", ways[w].what, ps.peak_held);
+        engine_free(&e);
     }
-    engine_free(&e1);
-    engine_free(&e5);
+    // a sequence that alone needs more than the pool is refused, not kept waiting
+    Engine e;
+    Sequence s;
+    EngineConfig c = {.max_seqs = 1, .max_step_tokens = 8, .kv_dtype = DTYPE_F32, .kv_blocks = 1};
+    CHECK(engine_init(&e, &model, tok, &c, &err) == 0, "%s", err.msg);
+    CHECK(sequence_init(&s, &e, want[1], 20, &p[1], &err) == 0, "%s", err.msg);
+    CHECK(engine_admit(&e, &s, &err) == -1 && strstr(err.msg, "budget"), "too big for the pool: %s", err.msg);
+    sequence_free(&s, &e);
+    engine_free(&e);
+    for (size_t i = 0; i < NS; i++) free(want[i]);
 }
 
 static void test_score(const cJSON *refs) {
@@ -234,8 +312,9 @@ static void test_score(const cJSON *refs) {
         double *lp = malloc(n * sizeof *lp);
         for (size_t i = 0; i < n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(jids, (int)i)->valueint;
         GptError err = {{0}};
-        size_t kv = 0;
-        CHECK(score_tokens(&model, ids, n, DTYPE_F32, NULL, lp, NULL, &kv, &err) == 0, "%s", err.msg);
+        ScoreStats st = {0};
+        CHECK(score_tokens(&model, ids, n, 0, DTYPE_F32, NULL, lp, &st, &err) == 0, "%s", err.msg);
+        size_t kv = st.kv_bytes;
         double worst = 0;
         for (size_t i = 0; i + 1 < n; i++) {
             double want = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "prompt_token_logprobs"), (int)i)->valuedouble;
@@ -250,7 +329,31 @@ static void test_score(const cJSON *refs) {
     GptError err = {{0}};
     int32_t one = 0;
     double lp;
-    CHECK(score_tokens(&model, &one, 0, DTYPE_F32, NULL, &lp, NULL, NULL, &err) != 0, "an empty text must be refused");
+    CHECK(score_tokens(&model, &one, 0, 0, DTYPE_F32, NULL, &lp, NULL, &err) != 0, "an empty text must be refused");
+
+    // A text longer than the context (tiny: 128) in windows every 50 tokens:
+    // each token is scored once, in the window that first reaches it,
+    // exactly as scoring that window alone scores it.
+    enum { N = 300, STRIDE = 50, CTX = 128 };
+    int32_t ids[N];
+    double all[N], part[CTX];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)((i * 7919 + 13) % 50257);
+    ScoreStats st;
+    CHECK(score_tokens(&model, ids, N, 0, DTYPE_F32, NULL, all, NULL, &err) != 0 && strstr(err.msg, "context"),
+          "too long a text without a stride must be refused: %s", err.msg);
+    CHECK(score_tokens(&model, ids, N, CTX + 1, DTYPE_F32, NULL, all, NULL, &err) != 0, "a stride past the context");
+    CHECK(score_tokens(&model, ids, N, STRIDE, DTYPE_F32, NULL, all, &st, &err) == 0, "%s", err.msg);
+    CHECK(st.windows == 5 && st.tokens_run == 128 * 4 + 100, "windows %zu, tokens run %zu", st.windows, st.tokens_run);
+    size_t prev_end = 1, checked = 0;
+    int same = 1;
+    for (size_t b = 0; prev_end < N; b += STRIDE) {
+        size_t e = b + CTX < N ? b + CTX : N;
+        score_tokens(&model, ids + b, e - b, 0, DTYPE_F32, NULL, part, NULL, &err);
+        for (size_t t = prev_end > b + 1 ? prev_end : b + 1; t < e; t++, checked++)
+            same &= memcmp(&all[t - 1], &part[t - b - 1], sizeof(double)) == 0;
+        prev_end = e;
+    }
+    CHECK(same && checked == N - 1, "windowed scores differ from each window alone (%zu checked)", checked);
 }
 
 int main(void) {

@@ -1,17 +1,27 @@
 /*
- * test_matmul.c - every fast matmul path against matmul_reference(), the
- * plain loop summed in double, on ragged shapes: K and N that are not
- * multiples of any vector width or of Q8's block, one row and several,
- * every dtype, with and without bias, = and +=. Both sides read the same
- * encoded weights, so the tolerance is float32 summation's in every dtype;
- * the encodings themselves are checked against their rounding bounds.
+ * test_matmul.c - matmul() and its kernels (matmul_kernels.h) against
+ * matmul_reference(), the plain loop summed in double, on ragged shapes: K
+ * and N that are not multiples of any vector width or of Q8's block, one row
+ * and many, every dtype, with and without bias, = and +=. Both sides read the
+ * same encoded weights, so the tolerance is float32 summation's in every
+ * dtype; the encodings themselves are checked against their rounding bounds.
  *
- * Tolerance. A float32 dot product of K terms carries a rounding error of
- * at most about K * 2^-24 times sum |x_k w_k| (the worst case; a blocked or
- * pairwise sum does far better). We allow 4e-6 * sqrt(K) + 1e-6 of that
- * magnitude, well above what float32 summation in any order reaches on
- * these random inputs and far below a wrong index or a missing term (which
- * moves a result by a whole term, about 1/K of the magnitude or more).
+ * 1. matmul() vs matmul_reference: a relative error of at most
+ *    4e-6 sqrt(K) + 1e-6 of sum |x w| (far above float32 summation in any
+ *    order, far below a wrong index or a missing term).
+ * 2. The sweep (every dtype, K in {1, 7, 15, ..., 770}, N up to 300 and odd,
+ *    B = 1..16 and 100):
+ *    (a) every kernel within the rigorous bound of the canonical arithmetic
+ *        (matmul_kernels.h): (m + 1) 2^-24 (sum |x w| + |bias| + |old out|),
+ *        m = ceil(K/16) + 6;
+ *    (b) every supported ISA, with and without scratch, bitwise equal to
+ *        MATMUL_SCALAR; F16/BF16/Q8 bitwise equal to the F32 kernel on their
+ *        dequantized weights; matmul() on a 2-thread pool the same bits;
+ *    (c) batch invariance, bitwise: a row computed alone equals its row in
+ *        random batches (rows repeated, any position), computed in random
+ *        [n0, n1) pieces (the columns outside a piece untouched), with and
+ *        without scratch, and through matmul() with T > MATMUL_GROUP on a
+ *        2-thread pool.
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,14 +30,20 @@
 
 #include "check.h"
 #include "matmul.h"
+#include "matmul_kernels.h"
+#include "threads.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float uniform(void) {  // [-1, 1)
+static uint64_t next_random(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+    return rng_state;
 }
+static float uniform(void) {  // [-1, 1)
+    return (float)((next_random() >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static size_t below(size_t n) { return (size_t)(next_random() >> 11) % n; }
 
 // |x| @ |W| + |bias| (+ |out| when accumulating): the scale of each result.
 static double magnitude(const float *inp, const Weight *W, const float *bias, const float *prev,
@@ -38,7 +54,8 @@ static double magnitude(const float *inp, const Weight *W, const float *bias, co
     return m;
 }
 
-static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, int accumulate) {
+static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, int accumulate,
+                        const MatmulContext *ctx) {
     float *w = malloc(K * N * sizeof *w), *inp = malloc(T * K * sizeof *inp);
     float *bias = malloc(N * sizeof *bias), *fast = malloc(T * N * sizeof *fast);
     float *ref = malloc(T * N * sizeof *ref), *prev = malloc(T * N * sizeof *prev);
@@ -52,7 +69,7 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
     weight_encode(bytes, dt, w, N, K);
     Weight W = weight_view(dt, bytes, N, K);
     const float *b = with_bias ? bias : NULL;
-    matmul(fast, inp, &W, b, T, accumulate, NULL);
+    matmul(fast, inp, &W, b, T, accumulate, ctx);
     matmul_reference(ref, inp, &W, b, T, accumulate);
     double worst = 0;
     size_t worst_at = 0;
@@ -81,7 +98,8 @@ static void test_encodings(void) {
         weight_row(row, &W, 2);
         double worst = 0;
         for (size_t i = 0; i < K; i++) {
-            CHECK(row[i] == weight_at(&W, i, 2), "%s: weight_row and weight_at differ at %zu", dtype_name((DType)d), i);
+            CHECK(row[i] == weight_at(&W, i, 2), "%s: weight_row %.9g expected to equal weight_at %.9g at %zu",
+                  dtype_name((DType)d), row[i], weight_at(&W, i, 2), i);
             worst = fmax(worst, fabs(row[i] - w[2 * K + i]));
         }
         // rounding: F32 exact; F16 half an ulp (2^-11 relative); BF16 2^-8;
@@ -92,18 +110,22 @@ static void test_encodings(void) {
     // exact halves: 1, -2, the largest, the smallest subnormal; ties to even
     CHECK(f32_to_f16(1.0f) == 0x3C00 && f32_to_f16(-2.0f) == 0xC000 && f32_to_f16(65504.0f) == 0x7BFF &&
               f32_to_f16(0x1p-24f) == 0x0001 && f32_to_f16(65520.0f) == 0x7C00,
-          "f32_to_f16 of exact values");
+          "f32_to_f16 of 1, -2, 65504, 2^-24, 65520: 3c00 c000 7bff 0001 7c00 expected, got %04x %04x %04x %04x %04x",
+          f32_to_f16(1.0f), f32_to_f16(-2.0f), f32_to_f16(65504.0f), f32_to_f16(0x1p-24f), f32_to_f16(65520.0f));
     CHECK(f32_to_f16(1.0f + 0x1p-11f) == 0x3C00 && f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3C02,
-          "f32_to_f16 ties to even");
+          "f32_to_f16 ties to even: 3c00 3c02 expected, got %04x %04x", f32_to_f16(1.0f + 0x1p-11f),
+          f32_to_f16(1.0f + 3 * 0x1p-11f));
     CHECK(f32_to_bf16(1.0f) == 0x3F80 && f32_to_bf16(1.0f + 0x1p-8f) == 0x3F80 &&
               f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82,
-          "f32_to_bf16 rounding");
-    int all = 1;
-    for (uint32_t h = 0; h < 0x10000; h++) {
+          "f32_to_bf16 rounding: 3f80 3f80 3f82 expected, got %04x %04x %04x", f32_to_bf16(1.0f),
+          f32_to_bf16(1.0f + 0x1p-8f), f32_to_bf16(1.0f + 3 * 0x1p-8f));
+    uint32_t bad = 0x10000;
+    for (uint32_t h = 0; h < 0x10000 && bad == 0x10000; h++) {
         float f = f16_to_f32((uint16_t)h);
-        if (f == f && f32_to_f16(f) != h) all = 0;  // every half but NaN round-trips
+        if (f == f && f32_to_f16(f) != h) bad = h;  // every half but NaN round-trips
     }
-    CHECK(all, "f16 -> f32 -> f16 must round-trip every half");
+    CHECK(bad == 0x10000, "f16 -> f32 -> f16 must round-trip every half; %04x came back as %04x", bad,
+          bad < 0x10000 ? f32_to_f16(f16_to_f32((uint16_t)bad)) : 0);
     // Q8: zeros, a padded tail, the clamp
     float z[40] = {0};
     int8_t q[64];
@@ -111,10 +133,253 @@ static void test_encodings(void) {
     z[39] = -3.0f;
     q8_quantize_row(q, sc, z, 40);
     CHECK(q[0] == 0 && q[39] == -127 && q[40] == 0 && q[63] == 0 && sc[0] == 0 && f16_to_f32(sc[1]) * 127 > 2.99f,
-          "q8 of zeros and a padded tail: q %d %d %d scale %g", q[0], q[39], q[40], f16_to_f32(sc[1]));
+          "q8 of zeros and a padded tail: q 0 -127 0 0, scales 0 and 3/127 expected, got q %d %d %d %d scales %g %g",
+          q[0], q[39], q[40], q[63], f16_to_f32(sc[0]), f16_to_f32(sc[1]));
+}
+
+// ----------------------------------------------------------------------------
+// the sweep
+
+enum { MAX_B = 100 };  // the largest batch the sweep runs (> MATMUL_GROUP)
+_Static_assert(MAX_B > MATMUL_GROUP + 5, "the sweep must run batches of several groups");
+
+// A matrix in one dtype and the exact float value of each of its weights.
+typedef struct {
+    DType dt;
+    size_t N, K;
+    unsigned char *bytes;
+    Weight W;
+    float *deq;  // (N, K)
+    Weight Wdeq;  // deq as an F32 Weight
+} Mat;
+
+static void mat_make(Mat *m, DType dt, size_t N, size_t K) {
+    float *w = malloc(N * K * sizeof *w);
+    for (size_t n = 0; n < N; n++) {
+        // a scale per row over a wide range; some all-zero rows and blocks
+        float scale = ldexpf(1.0f, (int)below(20) - 10);
+        int zero_row = below(23) == 0;
+        for (size_t k = 0; k < K; k++)
+            w[n * K + k] = zero_row || (k / 32) % 7 == 5 ? 0.0f : uniform() * scale;
+    }
+    m->dt = dt, m->N = N, m->K = K;
+    m->bytes = malloc(weight_bytes(dt, N, K));
+    weight_encode(m->bytes, dt, w, N, K);
+    m->W = weight_view(dt, m->bytes, N, K);
+    m->deq = malloc(N * K * sizeof *m->deq);
+    int same = 1;
+    for (size_t n = 0; n < N; n++) {
+        weight_row(m->deq + n * K, &m->W, n);
+        for (size_t k = 0; k < K; k++) same &= m->deq[n * K + k] == weight_at(&m->W, k, n);
+    }
+    CHECK(same, "%s K %zu N %zu: weight_row must give weight_at's values, it differs",
+          dtype_name(dt), K, N);
+    m->Wdeq = weight_view(DTYPE_F32, m->deq, N, K);
+    free(w);
+}
+
+static void mat_free(Mat *m) { free(m->bytes), free(m->deq); }
+
+// Buffers shared by the sweep, sized for the largest shape.
+typedef struct {
+    float *x, *bias, *old, *ref, *scalar, *y, *scratch;
+    ThreadPool *pool;
+} Bufs;
+
+static const char *isa_label(int isa) { return matmul_isa_name((MatmulIsa)isa); }
+
+// Index of the first float where a and b differ (bitwise), or n if none.
+static size_t first_difference(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a)) return i;
+    return n;
+}
+
+// (a) and (b) for one batch size.
+static void check_batch(const Mat *m, size_t B, Bufs *u) {
+    const size_t N = m->N, K = m->K;
+    const int use_bias = B % 3 != 0, acc = B % 2 == 1;
+    const float *bias = use_bias ? u->bias : NULL;
+    for (size_t i = 0; i < B * K; i++) u->x[i] = uniform() * (below(4) == 0 ? 100.0f : 1.0f);
+    for (size_t i = 0; i < B * N; i++) u->old[i] = uniform();
+    memcpy(u->ref, u->old, B * N * sizeof(float));
+    matmul_reference(u->ref, u->x, &m->W, bias, B, acc);
+    memcpy(u->scalar, u->old, B * N * sizeof(float));
+    matmul_rows(MATMUL_SCALAR, u->scalar, u->x, &m->W, bias, B, 0, N, acc, NULL);
+
+    // (a) the bound, on the canonical (scalar) result
+    const double m_chain = (double)((K + 15) / 16) + 4 + 2;
+    double worst = 0, worst_err = 0, worst_tol = 0;
+    size_t worst_at = 0;
+    for (size_t b = 0; b < B; b++)
+        for (size_t n = 0; n < N; n++) {
+            double mag = (use_bias ? fabs(bias[n]) : 0.0) + (acc ? fabs(u->old[b * N + n]) : 0.0);
+            for (size_t k = 0; k < K; k++) mag += fabs((double)u->x[b * K + k] * m->deq[n * K + k]);
+            double tol = (m_chain + 1) * 0x1p-24 * mag * 1.0001 + 1e-30;
+            double err = fabs((double)u->scalar[b * N + n] - u->ref[b * N + n]);
+            if (err / tol > worst) worst = err / tol, worst_err = err, worst_tol = tol, worst_at = b * N + n;
+        }
+    CHECK(worst <= 1.0, "%s K %zu N %zu B %zu: error within the canonical bound expected, got %.3g > %.3g at %zu",
+          dtype_name(m->dt), K, N, B, worst_err, worst_tol, worst_at);
+
+    // (b) every ISA, with and without scratch, the scalar bits
+    for (int isa = MATMUL_AVX2; isa < MATMUL_ISA_COUNT; isa++) {
+        if (!matmul_isa_supported((MatmulIsa)isa)) continue;
+        for (int s = 0; s < 2; s++) {
+            memcpy(u->y, u->old, B * N * sizeof(float));
+            matmul_rows((MatmulIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
+            size_t d = first_difference(u->y, u->scalar, B * N);
+            CHECK(d == B * N, "%s K %zu N %zu B %zu: %s%s must give the scalar bits; at %zu %.9g, scalar %.9g",
+                  dtype_name(m->dt), K, N, B, isa_label(isa), s ? " with scratch" : "", d,
+                  d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
+        }
+    }
+    // the F32 kernel on the dequantized weights
+    if (m->dt != DTYPE_F32) {
+        memcpy(u->y, u->old, B * N * sizeof(float));
+        matmul_rows(MATMUL_SCALAR, u->y, u->x, &m->Wdeq, bias, B, 0, N, acc, NULL);
+        size_t d = first_difference(u->y, u->scalar, B * N);
+        CHECK(d == B * N, "%s K %zu N %zu B %zu: the F32 kernel on the dequantized weights must give the same bits; "
+              "at %zu %.9g vs %.9g", dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0,
+              d < B * N ? u->scalar[d] : 0.0);
+    }
+    // matmul() on 2 threads with scratch
+    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K)};
+    memcpy(u->y, u->old, B * N * sizeof(float));
+    matmul(u->y, u->x, &m->W, bias, B, acc, &ctx);
+    size_t d = first_difference(u->y, u->scalar, B * N);
+    CHECK(d == B * N, "%s K %zu N %zu B %zu: matmul() on 2 threads must give the scalar bits; at %zu %.9g vs %.9g",
+          dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
+}
+
+// The first row b of y (T, N) that differs from alone[idx[b]], or T; *col
+// and the two values say where and what.
+static size_t first_bad_row(const float *y, const float *alone, const size_t *idx, size_t T, size_t N,
+                            size_t *col, float *got, float *want) {
+    for (size_t b = 0; b < T; b++) {
+        size_t c = first_difference(y + b * N, alone + idx[b] * N, N);
+        if (c < N) {
+            *col = c, *got = y[b * N + c], *want = alone[idx[b] * N + c];
+            return b;
+        }
+    }
+    *col = 0, *got = *want = 0.0f;
+    return T;
+}
+
+// (c) batch invariance of one ISA's kernel: rows alone vs in batches.
+static void check_invariance(const Mat *m, MatmulIsa isa, Bufs *u) {
+    enum { POOL = 16 };
+    const size_t N = m->N, K = m->K;
+    float *rows = malloc(POOL * K * sizeof *rows), *alone = malloc(POOL * N * sizeof *alone);
+    size_t idx[MAX_B];
+    for (size_t i = 0; i < POOL * K; i++) rows[i] = uniform();
+    for (size_t p = 0; p < POOL; p++)
+        matmul_rows(isa, alone + p * N, rows + p * K, &m->W, u->bias, 1, 0, N, 0, NULL);
+    const char *name = isa_label(isa);
+    for (size_t B = 2; B <= 17; B++) {
+        // B = 17 stands for a batch past the kernels' 16: T = 100 through matmul()
+        size_t T = B == 17 ? MAX_B : B;
+        for (size_t b = 0; b < T; b++) idx[b] = below(POOL);  // repeats allowed
+        for (size_t b = 0; b < T; b++) memcpy(u->x + b * K, rows + idx[b] * K, K * sizeof(float));
+        memset(u->y, 0xff, T * N * sizeof(float));  // NaN sentinel
+        const char *how;
+        if (B == 17) {
+            how = isa == matmul_best_isa() ? "matmul() T 100, 2 threads" : NULL;
+            if (!how) break;
+            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K)};
+            matmul(u->y, u->x, &m->W, u->bias, T, 0, &ctx);
+        } else if (B % 2) {
+            how = B % 4 == 1 ? "whole, scratch" : "whole, no scratch";
+            matmul_rows(isa, u->y, u->x, &m->W, u->bias, B, 0, N, 0, B % 4 == 1 ? u->scratch : NULL);
+        } else {
+            how = B % 4 == 0 ? "in pieces, scratch" : "in pieces, no scratch";
+            int untouched = 1;
+            for (size_t n0 = 0, n1; n0 < N; n0 = n1) {
+                size_t len = 1 + (below(3) == 0 ? below(5) : below(N - n0 < 300 ? N - n0 : 300));
+                n1 = n0 + len < N ? n0 + len : N;
+                matmul_rows(isa, u->y, u->x, &m->W, u->bias, B, n0, n1, 0, B % 4 == 0 ? u->scratch : NULL);
+                for (size_t b = 0; b < B; b++)  // columns past the piece still hold the sentinel
+                    for (size_t n = n1; n < N; n++) {
+                        uint32_t v;
+                        memcpy(&v, u->y + b * N + n, sizeof v);
+                        untouched &= v == 0xffffffffu;
+                    }
+            }
+            CHECK(untouched, "%s %s K %zu N %zu B %zu: a piece [n0, n1) must leave the other columns alone; "
+                  "it wrote past n1", dtype_name(m->dt), name, K, N, B);
+        }
+        size_t col;
+        float got, want;
+        size_t bad = first_bad_row(u->y, alone, idx, T, N, &col, &got, &want);
+        CHECK(bad == T, "%s %s K %zu N %zu B %zu (%s): every row must equal the same row computed alone; "
+              "row %zu column %zu is %.9g, alone %.9g", dtype_name(m->dt), name, K, N, T, how, bad, col, got, want);
+    }
+    // matmul() with no context, and with scratch too small to use: same bits
+    if (isa == matmul_best_isa()) {
+        size_t T = MAX_B;
+        for (size_t b = 0; b < T; b++) idx[b] = below(POOL);
+        for (size_t b = 0; b < T; b++) memcpy(u->x + b * K, rows + idx[b] * K, K * sizeof(float));
+        MatmulContext small = {u->pool, u->scratch, 16};
+        for (int c = 0; c < 2; c++) {
+            matmul(u->y, u->x, &m->W, u->bias, T, 0, c ? &small : NULL);
+            size_t col;
+            float got, want;
+            size_t bad = first_bad_row(u->y, alone, idx, T, N, &col, &got, &want);
+            CHECK(bad == T, "%s K %zu N %zu: matmul() T %zu %s must give each row's bits alone; "
+                  "row %zu column %zu is %.9g, alone %.9g", dtype_name(m->dt), K, N, T,
+                  c ? "with too little scratch" : "on one thread", bad, col, got, want);
+        }
+    }
+    free(rows), free(alone);
+}
+
+static void sweep(void) {
+    static const size_t Ks[] = {1, 7, 15, 16, 17, 31, 32, 33, 100, 768, 770};
+    static const size_t Ns[] = {1, 3, 17, 64, 100, 301};
+    // batch sizes: every tile shape and tail of every kernel, and a big one
+    static const size_t Bs_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, MATMUL_GROUP + 1, MAX_B};
+    static const size_t Bs_big[] = {1, 2, 4, 5, 11, 16, MATMUL_GROUP + 5};
+    const size_t Kmax = 770, Nmax = 301;
+    GptError err;
+    Bufs u;
+    u.x = malloc(MAX_B * Kmax * sizeof(float));
+    u.bias = malloc(Nmax * sizeof(float));
+    u.old = malloc(MAX_B * Nmax * sizeof(float));
+    u.ref = malloc(MAX_B * Nmax * sizeof(float));
+    u.scalar = malloc(MAX_B * Nmax * sizeof(float));
+    u.y = malloc(MAX_B * Nmax * sizeof(float));
+    // 2 threads' worth for matmul(); a single kernel call uses the first
+    size_t per_thread = matmul_scratch_floats(MAX_B, Kmax);
+    u.scratch = aligned_alloc(64, 2 * per_thread * sizeof(float));
+    u.pool = threadpool_create(2, &err);
+    CHECK(u.pool != NULL, "a pool of 2 threads expected, got none");
+    for (size_t i = 0; i < Nmax; i++) u.bias[i] = uniform();
+
+    for (int d = 0; d < DTYPE_COUNT; d++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
+                Mat m;
+                size_t K = Ks[ki], N = Ns[ni];
+                mat_make(&m, (DType)d, N, K);
+                int big = K * N > 20000;
+                const size_t *Bs = big ? Bs_big : Bs_all;
+                size_t nB = big ? sizeof Bs_big / sizeof *Bs_big : sizeof Bs_all / sizeof *Bs_all;
+                for (size_t i = 0; i < nB; i++) check_batch(&m, Bs[i], &u);
+                for (int isa = 0; isa < MATMUL_ISA_COUNT; isa++)
+                    if (matmul_isa_supported((MatmulIsa)isa) && (isa != MATMUL_SCALAR || !big))
+                        check_invariance(&m, (MatmulIsa)isa, &u);
+                mat_free(&m);
+            }
+    threadpool_free(u.pool);
+    free(u.x), free(u.bias), free(u.old), free(u.ref), free(u.scalar), free(u.y), free(u.scratch);
 }
 
 int main(void) {
+    printf("matmul kernels: %s (supported:", matmul_isa_in_use());
+    for (int isa = 0; isa < MATMUL_ISA_COUNT; isa++)
+        if (matmul_isa_supported((MatmulIsa)isa)) printf(" %s", matmul_isa_name((MatmulIsa)isa));
+    printf(")\n");
     test_encodings();
     const size_t Ts[] = {1, 2, 3, 7, 17};
     const size_t Ks[] = {1, 7, 33, 100, 768};
@@ -123,6 +388,8 @@ int main(void) {
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
             for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
                 for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
-                    check_shape((DType)d, Ts[a], Ks[k], Ns[n], (int)((a + k + n) % 2), (int)((a + n) % 3 == 0));
+                    check_shape((DType)d, Ts[a], Ks[k], Ns[n], (int)((a + k + n) % 2), (int)((a + n) % 3 == 0),
+                                NULL);
+    sweep();
     return check_exit("test_matmul");
 }

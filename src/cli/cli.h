@@ -5,8 +5,10 @@
  *   options.c      the options: --help text, parsing, number rules
  *   locate.c       finding the model and the tokenizer files
  *   run_model.c    generation and scoring: prompt rules, output, --stats, --json
+ *   batch.c        --batch: prompts from stdin, one result line each
  *   tokenize.c     --tokenize and --detokenize
  *   convert.c      gpt convert and gpt inspect
+ *   output.c       stdout, with every write checked
  *
  * The command line is the only part of gpt that reads argv and stdin,
  * prints, and chooses exit codes: 0 success, 1 load, input or runtime
@@ -26,18 +28,35 @@
 
 #define GPT_VERSION "0.1.0"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
+
+typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH } Mode;
+
+enum { MAX_STOPS = 16 };
 
 typedef struct {
+    Mode mode;
     const char *model_path;
     const char *tokenizer_path;
     const char *prompt;  // NULL: read stdin
+    int keep_newline;    // keep the final newline of a prompt read from stdin
     long max_tokens;
     SamplerParams sampling;
     int have_seed;
     long threads;
     int weight_dtype;    // --dtype: matrices converted at load; -1 as stored
-    int ignore_eos, echo, stats, json, score, tokenize, detokenize, special;
+    DType kv_dtype;      // --kv-type: F32 or F16
+    int ignore_eos, echo, stats, json, special;
+    const char *stops[MAX_STOPS];  // --stop
+    size_t n_stops;
+    // --batch
+    int jsonl, unordered, text_output, share_prefixes, stats_json;
+    long parallel, prefill_chunk;
+    uint64_t first_index;
+    size_t kv_budget;    // bytes; 0: the default
+    // --score
+    int per_token;
+    long stride;         // 0: the text must fit the context
 } Options;
 
 // options.c
@@ -49,6 +68,10 @@ int parse_options(int argc, char **argv, Options *o, int *done);
 // white space, which strto* would skip). 0 or -1.
 int parse_long(const char *s, long *out);
 int parse_u64(const char *s, uint64_t *out);
+// A decimal float (no hex, inf or nan): 0, -1 not a number, -2 out of range.
+int parse_decimal(const char *s, float *out);
+// A byte count with an optional K, M or G (powers of 1024). 0 or -1.
+int parse_size(const char *s, size_t *out);
 
 // main.c: the two ways to report a failure, each one line on stderr.
 // "gpt: MESSAGE"; returns EXIT_RUNTIME.
@@ -56,6 +79,14 @@ int report_error(const GptError *err);
 // "gpt[ CMD]: MESSAGE (see gpt[ CMD] --help)"; returns EXIT_USAGE. cmd is
 // NULL for the main command, or "convert", "inspect".
 int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// output.c: writing stdout. Each returns 0, or -1 after reporting the
+// error on stderr ("gpt: stdout: ..."); the caller stops and exits 1.
+typedef struct cJSON cJSON;
+int out_write(const void *p, size_t n);
+int out_flush(void);
+int out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int out_json_line(const cJSON *root);  // unformatted, one line
 
 // locate.c
 // -m, else $GPT_MODEL, else models/gpt2.bin, else models/gpt2/; NULL if none.
@@ -70,8 +101,24 @@ int load_model(const char *model_flag, int weight_dtype, Model *m, const char **
 Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char *model_path,
                           int *owned, GptError *err);
 
-// run_model.c: gpt [--score] with a model.
+// run_model.c: gpt [--score] with a model, and what batch.c shares with it.
 int run_model(const Options *o);
+// The prompt: -p, else all of stdin less one final newline (unless
+// --keep-newline). *text is malloc'd. 0, or -1 after reporting.
+int read_prompt(const Options *o, char **text, size_t *len);
+// -s, or a seed drawn from the OS below 2^53.
+uint64_t run_seed(const Options *o);
+// SIGINT and SIGTERM set a flag (the first time; the second time they end
+// the process): the loops check it after each step.
+void catch_interrupts(void);
+int was_interrupted(void);
+// Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.
+int print_escaped(const unsigned char *b, size_t len);
+cJSON *ids_json(const int32_t *ids, size_t n);
+cJSON *seed_json(uint64_t seed);  // exact digits
+size_t peak_rss_bytes(void);
+// batch.c: gpt --batch.
+int run_batch(const Options *o);
 // tokenize.c
 int run_tokenize(const Options *o);
 // convert.c: argv from the subcommand's name on.

@@ -118,7 +118,7 @@ int run_inspect(int argc, char **argv) {
     else
         printf("tokenizer:   not in the file (--tokenizer, the files beside it, or the shipped GPT-2 files)\n");
     printf("kv cache:    %zu bytes per token (2 x %d layers x %d heads x %zu dims x 4 bytes), "
-           "%zu bytes for the full context of %d\n",
+           "%zu bytes for the full context of %d; half that with --kv-type f16\n",
            per_token, c->n_layer, c->n_head, HS, per_token * (size_t)c->n_ctx, c->n_ctx);
     printf("tensors:     %zu, data from byte %zu\n", info.n_tensors, info.data_offset);
     printf("  %-28s %-5s %-24s %12s %12s\n", "name", "dtype", "shape (HF order)", "offset", "bytes");

@@ -36,6 +36,10 @@ int main(int argc, char **argv) {
     int done = 0;
     int rc = parse_options(argc, argv, &o, &done);
     if (done) return rc;
-    if (o.tokenize || o.detokenize) return run_tokenize(&o);
-    return run_model(&o);
+    switch (o.mode) {
+    case MODE_TOKENIZE:
+    case MODE_DETOKENIZE: return run_tokenize(&o);
+    case MODE_BATCH: return run_batch(&o);
+    default: return run_model(&o);
+    }
 }

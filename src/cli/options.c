@@ -1,10 +1,16 @@
 /*
- * options.c - gpt's options: the --help text, parsing argv into Options, and
- * the rules every number must follow. Every value is checked here and a bad
- * one is refused (exit 2, one line naming the flag); none is silently changed.
+ * options.c - gpt's options: the --help text, parsing argv into Options
+ * with getopt_long (so -n20, -mFILE, --temp=0.7, unambiguous abbreviations
+ * and -- work as in every GNU tool), and the rules every value follows.
+ *
+ * Every value is checked here and a bad one is refused: exit 2, one line
+ * naming the flag as it was typed; none is silently changed. An option that
+ * does not apply to the mode (--echo with --score, -n with --tokenize) is
+ * refused the same way, naming the option and the mode.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,24 +19,26 @@
 
 #include "cli.h"
 
-// A usage error ends the parse: *done is set and the exit code returned.
-#define FAIL(...) (*done = 1, usage_error(NULL, __VA_ARGS__))
-
 static const char *usage_text =
     "usage: gpt [options]                       generate text from a prompt\n"
+    "       gpt --batch [options] < prompts     one JSON line per prompt line (see below)\n"
     "       gpt --score [options]               log-probability of each token of a text\n"
-    "       gpt --tokenize [--special] < text   print token ids\n"
-    "       gpt --detokenize < ids              print the text of token ids\n"
+    "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
+    "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
     "\n"
     "model and input:\n"
     "  -m, --model PATH        model.bin, a Hugging Face GPT-2 directory or model.safetensors\n"
     "                          (default: $GPT_MODEL, else models/gpt2.bin, else models/gpt2/)\n"
-    "  -p, --prompt TEXT       the prompt (default: all of stdin); empty starts from <|endoftext|>\n"
+    "  -p, --prompt TEXT       the prompt (or text); without it, all of stdin, less one final\n"
+    "                          newline when it is a prompt; an empty prompt (an empty stdin\n"
+    "                          too) starts from <|endoftext|>\n"
+    "      --keep-newline      keep the final newline of a prompt read from stdin\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16 or q8\n"
     "                          (default: as the file stores them)\n"
+    "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
     "generation:\n"
     "  -n, --max-tokens N      tokens to generate (default 256)\n"
@@ -39,9 +47,26 @@ static const char *usage_text =
     "      --top-p P           keep the smallest set reaching probability P, in (0,1] (default 1.0)\n"
     "      --min-p P           drop tokens below P x the top probability, 0 = off (default 0)\n"
     "      --repeat-penalty R  CTRL repetition penalty, 1.0 = off (default 1.0)\n"
-    "  -s, --seed N            random seed (default: random, shown by --stats)\n"
+    "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
+    "      --stop STR          stop when the text contains STR (repeatable); STR is not output\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
     "      --echo              print the prompt before the continuation\n"
+    "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
+    "      --jsonl             each line is a JSON object {\"prompt\": ..., \"id\", \"max_tokens\",\n"
+    "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
+    "                          \"seed\", \"stop\"}; the options are the defaults\n"
+    "      --parallel N        sequences decoded together (default 16)\n"
+    "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes (default 1G)\n"
+    "      --unordered         write each result when it is done, not in input order\n"
+    "      --text              one completion per line, \\ as \\\\, newline as \\n, CR as \\r\n"
+    "      --first-index N     the first line's index (default 0); seeds are -s + index\n"
+    "      --prefill-chunk N   prompt tokens per step beside the decodes (default 128)\n"
+    "      --no-prefix-sharing compute every prompt in full\n"
+    "      --stats-json        the --stats report as one JSON line on stderr\n"
+    "scoring (--score):\n"
+    "      --per-token         one line per token: its text and log-probability, tab-separated\n"
+    "      --stride N          texts longer than the context: windows of the context, each\n"
+    "                          N tokens after the last, scoring only its new tokens\n"
     "output:\n"
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
@@ -49,7 +74,8 @@ static const char *usage_text =
     "  -h, --help              this help\n"
     "      --version           print the version\n"
     "\n"
-    "exit codes: 0 success, 1 load/input/runtime error, 2 usage error\n";
+    "exit codes: 0 success, 1 load/input/runtime error (--batch: any line failed),\n"
+    "2 usage error, 130 interrupted\n";
 
 // Strict number parsing: the whole string must be the number. strto* would
 // skip leading white space (and strtoull then negate " -5"): refused here.
@@ -73,155 +99,276 @@ int parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
-static int parse_float(const char *s, float *out) {
-    if (!s || !*s || isspace((unsigned char)*s)) return -1;
+// A decimal number: digits, one point, an exponent; no hex, inf or nan
+// (which strtod would take). 0, -1 if it is not one, -2 if it is out of
+// float's range (2.5e-400 and 1e50 both).
+int parse_decimal(const char *s, float *out) {
+    if (!s || !*s) return -1;
+    for (const char *p = s; *p; p++)
+        if (!strchr("0123456789.eE+-", *p)) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return -1;
+    if (*end || end == s) return -1;
+    if (errno == ERANGE || !isfinite(v) || fabs(v) > 3.4e38 || (v != 0 && fabs(v) < 1.2e-38)) return -2;
     *out = (float)v;
     return 0;
 }
 
-static int is_flag(const char *name, const char *short_name, const char *long_name) {
-    return (short_name && !strcmp(name, short_name)) || !strcmp(name, long_name);
-}
-
-int parse_options(int argc, char **argv, Options *o, int *done) {
-    *done = 0;
-    memset(o, 0, sizeof *o);
-    o->max_tokens = 256;
-    o->weight_dtype = -1;
-    o->sampling.temperature = 1.0f;
-    o->sampling.top_p = 1.0f;
-    o->sampling.repeat_penalty = 1.0f;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = cores > 0 ? cores : 1;
-
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        // Accept --flag=value as well as --flag value.
-        char name[64];
-        const char *value = NULL;
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (eq && (size_t)(eq - arg) < sizeof name) {
-            memcpy(name, arg, (size_t)(eq - arg));
-            name[eq - arg] = '\0';
-            value = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", arg);
-        }
-#define IS(short_, long_) is_flag(name, short_, long_)
-#define FLAG_NO_VALUE()                                                     \
-    do {                                                                    \
-        if (value) return FAIL("%s takes no value", name);              \
-    } while (0)
-#define NEED_VALUE()                                                        \
-    do {                                                                    \
-        if (!value) {                                                       \
-            if (i + 1 >= argc) return FAIL("%s needs a value", name); \
-            value = argv[++i];                                              \
-        }                                                                   \
-    } while (0)
-        if (IS("-h", "--help")) {
-            fputs(usage_text, stdout);
-            *done = 1;
-            return EXIT_OK;
-        } else if (IS(NULL, "--version")) {
-            printf("gpt " GPT_VERSION "\n");
-            *done = 1;
-            return EXIT_OK;
-        } else if (IS("-m", "--model")) {
-            NEED_VALUE();
-            o->model_path = value;
-        } else if (IS(NULL, "--dtype")) {
-            NEED_VALUE();
-            o->weight_dtype = dtype_from_name(value);
-            if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", name, value);
-        } else if (IS(NULL, "--tokenizer")) {
-            NEED_VALUE();
-            o->tokenizer_path = value;
-        } else if (IS("-p", "--prompt")) {
-            NEED_VALUE();
-            o->prompt = value;
-        } else if (IS("-n", "--max-tokens")) {
-            NEED_VALUE();
-            if (parse_long(value, &o->max_tokens) || o->max_tokens < 0)
-                return FAIL("%s %s: must be an integer >= 0", name, value);
-        } else if (IS(NULL, "--temp")) {
-            NEED_VALUE();
-            if (parse_float(value, &o->sampling.temperature))
-                return FAIL("%s %s: not a number", name, value);
-            if (o->sampling.temperature < 0)
-                return FAIL("%s %s: must be >= 0", name, value);
-        } else if (IS(NULL, "--top-k")) {
-            NEED_VALUE();
-            long k;
-            if (parse_long(value, &k) || k < 0 || k > INT32_MAX)
-                return FAIL("%s %s: must be an integer >= 0", name, value);
-            o->sampling.top_k = (int)k;
-        } else if (IS(NULL, "--top-p")) {
-            NEED_VALUE();
-            if (parse_float(value, &o->sampling.top_p))
-                return FAIL("%s %s: not a number", name, value);
-            if (!(o->sampling.top_p > 0 && o->sampling.top_p <= 1))
-                return FAIL("%s %s: must be in (0, 1]", name, value);
-        } else if (IS(NULL, "--min-p")) {
-            NEED_VALUE();
-            if (parse_float(value, &o->sampling.min_p))
-                return FAIL("%s %s: not a number", name, value);
-            if (!(o->sampling.min_p >= 0 && o->sampling.min_p <= 1))
-                return FAIL("%s %s: must be in [0, 1]", name, value);
-        } else if (IS(NULL, "--repeat-penalty")) {
-            NEED_VALUE();
-            if (parse_float(value, &o->sampling.repeat_penalty))
-                return FAIL("%s %s: not a number", name, value);
-            if (!(o->sampling.repeat_penalty > 0))
-                return FAIL("%s %s: must be > 0", name, value);
-        } else if (IS("-s", "--seed")) {
-            NEED_VALUE();
-            if (parse_u64(value, &o->sampling.seed))
-                return FAIL("%s %s: must be an integer in [0, 2^64)", name, value);
-            o->have_seed = 1;
-        } else if (IS("-t", "--threads")) {
-            NEED_VALUE();
-            if (parse_long(value, &o->threads) || o->threads < 1 || o->threads > 1024)
-                return FAIL("%s %s: must be an integer in [1, 1024]", name, value);
-        } else if (IS(NULL, "--ignore-eos")) {
-            FLAG_NO_VALUE();
-            o->ignore_eos = 1;
-        } else if (IS(NULL, "--echo")) {
-            FLAG_NO_VALUE();
-            o->echo = 1;
-        } else if (IS(NULL, "--stats")) {
-            FLAG_NO_VALUE();
-            o->stats = 1;
-        } else if (IS(NULL, "--json")) {
-            FLAG_NO_VALUE();
-            o->json = 1;
-        } else if (IS(NULL, "--score")) {
-            FLAG_NO_VALUE();
-            o->score = 1;
-        } else if (IS(NULL, "--tokenize")) {
-            FLAG_NO_VALUE();
-            o->tokenize = 1;
-        } else if (IS(NULL, "--detokenize")) {
-            FLAG_NO_VALUE();
-            o->detokenize = 1;
-        } else if (IS(NULL, "--special")) {
-            FLAG_NO_VALUE();
-            o->special = 1;
-        } else if (arg[0] == '-' && arg[1] != '\0') {
-            return FAIL("unknown option '%s'", arg);
-        } else {
-            return FAIL("unexpected argument '%s'", arg);
-        }
-#undef IS
-#undef FLAG_NO_VALUE
-#undef NEED_VALUE
-    }
-    if (o->tokenize + o->detokenize + o->score > 1)
-        return FAIL("--tokenize, --detokenize and --score exclude each other");
+int parse_size(const char *s, size_t *out) {
+    if (!s || !*s || !isdigit((unsigned char)*s)) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1ull << 10, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1ull << 20, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1ull << 30, end++;
+    if (*end == 'i' && mult > 1) end++;           // KiB, MiB, GiB
+    if ((*end == 'B' || *end == 'b') && end[1] == '\0') end++;
+    if (errno || *end || v > SIZE_MAX / mult) return -1;
+    *out = (size_t)(v * mult);
     return 0;
 }
 
+// ----------------------------------------------------------------------------
+// the options and the modes they apply to
+
+enum {
+    GEN = 1 << MODE_GENERATE, SCORE = 1 << MODE_SCORE, TOK = 1 << MODE_TOKENIZE,
+    DETOK = 1 << MODE_DETOKENIZE, BATCH = 1 << MODE_BATCH,
+    MODEL_MODES = GEN | SCORE | BATCH, ALL = GEN | SCORE | TOK | DETOK | BATCH,
+};
+
+// getopt_long codes of the long-only options
+enum {
+    O_VERSION = 256, O_TOKENIZER, O_DTYPE, O_KV_TYPE, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
+    O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
+    O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
+    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE,
+};
+
+static const struct option LONG_OPTIONS[] = {
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, O_VERSION},
+    {"model", required_argument, 0, 'm'},
+    {"prompt", required_argument, 0, 'p'},
+    {"keep-newline", no_argument, 0, O_KEEP_NEWLINE},
+    {"tokenizer", required_argument, 0, O_TOKENIZER},
+    {"dtype", required_argument, 0, O_DTYPE},
+    {"kv-type", required_argument, 0, O_KV_TYPE},
+    {"special", no_argument, 0, O_SPECIAL},
+    {"max-tokens", required_argument, 0, 'n'},
+    {"temp", required_argument, 0, O_TEMP},
+    {"top-k", required_argument, 0, O_TOP_K},
+    {"top-p", required_argument, 0, O_TOP_P},
+    {"min-p", required_argument, 0, O_MIN_P},
+    {"repeat-penalty", required_argument, 0, O_REPEAT},
+    {"seed", required_argument, 0, 's'},
+    {"stop", required_argument, 0, O_STOP},
+    {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
+    {"echo", no_argument, 0, O_ECHO},
+    {"json", no_argument, 0, O_JSON},
+    {"stats", no_argument, 0, O_STATS},
+    {"threads", required_argument, 0, 't'},
+    {"score", no_argument, 0, O_SCORE},
+    {"tokenize", no_argument, 0, O_TOKENIZE},
+    {"detokenize", no_argument, 0, O_DETOKENIZE},
+    {"batch", no_argument, 0, O_BATCH},
+    {"jsonl", no_argument, 0, O_JSONL},
+    {"parallel", required_argument, 0, O_PARALLEL},
+    {"kv-budget", required_argument, 0, O_KV_BUDGET},
+    {"unordered", no_argument, 0, O_UNORDERED},
+    {"text", no_argument, 0, O_TEXT},
+    {"first-index", required_argument, 0, O_FIRST_INDEX},
+    {"prefill-chunk", required_argument, 0, O_PREFILL_CHUNK},
+    {"no-prefix-sharing", no_argument, 0, O_NO_PREFIX},
+    {"stats-json", no_argument, 0, O_STATS_JSON},
+    {"per-token", no_argument, 0, O_PER_TOKEN},
+    {"stride", required_argument, 0, O_STRIDE},
+    {0, 0, 0, 0},
+};
+
+// The modes each option applies to, by its code.
+static int modes_of(int code) {
+    switch (code) {
+    case 'm': case O_TOKENIZER: return ALL;
+    case 'p': return GEN | SCORE | TOK | DETOK;
+    case O_KEEP_NEWLINE: return GEN;
+    case O_SPECIAL: return GEN | SCORE | TOK | BATCH;
+    case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
+    case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
+    case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
+    case O_ECHO: return GEN;
+    case O_JSON: return GEN | SCORE | TOK;
+    case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
+    case O_PREFILL_CHUNK: case O_NO_PREFIX: case O_STATS_JSON: return BATCH;
+    case O_PER_TOKEN: case O_STRIDE: return SCORE;
+    }
+    return ALL;
+}
+
+static const char *mode_name(Mode m) {
+    static const char *const names[] = {"generation", "--score", "--tokenize", "--detokenize", "--batch"};
+    return names[m];
+}
+
+// A usage error ends the parse: *done is set and the exit code returned.
+#define FAIL(...) (*done = 1, usage_error(NULL, __VA_ARGS__))
+
+int parse_options(int argc, char **argv, Options *o, int *done) {
+    memset(o, 0, sizeof *o);
+    *done = 0;
+    o->mode = MODE_GENERATE;
+    o->max_tokens = 256;
+    o->sampling.temperature = 1.0f;
+    o->sampling.top_p = 1.0f;
+    o->sampling.repeat_penalty = 1.0f;
+    o->weight_dtype = -1;
+    o->kv_dtype = DTYPE_F32;
+    o->parallel = 16;
+    o->prefill_chunk = 128;
+    o->share_prefixes = 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = cores > 0 ? cores : 1;
+
+    // Which options were given (by code), as typed, for the mode check.
+    const char *given[O_STRIDE + 1] = {0};
+    int n_modes = 0;
+    opterr = 0;  // our messages, not getopt's
+    optind = 0;  // a full reset (GNU)
+    for (;;) {
+        int longindex = -1;
+        int c = getopt_long(argc, argv, ":hm:p:n:s:t:", LONG_OPTIONS, &longindex);
+        if (c == -1) break;
+        // the flag as the user typed it (its long name, if abbreviated), for messages
+        char flag[64];
+        if (longindex >= 0) snprintf(flag, sizeof flag, "--%s", LONG_OPTIONS[longindex].name);
+        else snprintf(flag, sizeof flag, "-%c", c);
+        if (c == '?' || c == ':') {
+            const char *arg = argv[optind - 1];
+            if (strncmp(arg, "--", 2) != 0) {  // a short option
+                if (c == ':') return FAIL("-%c needs a value", optopt);
+                return FAIL("unknown option '-%c'", optopt);
+            }
+            // a long option: which one, and what went wrong
+            const char *eq = strchr(arg, '=');
+            size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+            for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
+                if (strlen(lo->name) >= len - 2 && !strncmp(lo->name, arg + 2, len - 2)) {
+                    if (c == ':') return FAIL("--%s needs a value", lo->name);
+                    if (eq && lo->has_arg == no_argument) return FAIL("--%s takes no value", lo->name);
+                }
+            return FAIL("unknown option '%.*s' (or an ambiguous abbreviation)", (int)len, arg);
+        }
+        // the option as typed: its own argv word (the value may be the next one)
+        if (c < (int)(sizeof given / sizeof *given))
+            given[c] = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
+        const char *v = optarg;
+        long k;
+        float f;
+        int rc;
+        switch (c) {
+        case 'h':
+            fputs(usage_text, stdout);
+            *done = 1;
+            return fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
+        case O_VERSION:
+            printf("gpt " GPT_VERSION "\n");
+            *done = 1;
+            return fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
+        case 'm': o->model_path = v; break;
+        case 'p': o->prompt = v; break;
+        case O_TOKENIZER: o->tokenizer_path = v; break;
+        case O_KEEP_NEWLINE: o->keep_newline = 1; break;
+        case O_SPECIAL: o->special = 1; break;
+        case O_DTYPE:
+            o->weight_dtype = dtype_from_name(v);
+            if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", flag, v);
+            break;
+        case O_KV_TYPE:
+            k = dtype_from_name(v);
+            if (k != DTYPE_F32 && k != DTYPE_F16) return FAIL("%s %s: must be f32 or f16", flag, v);
+            o->kv_dtype = (DType)k;
+            break;
+        case 'n':
+            if (parse_long(v, &o->max_tokens) || o->max_tokens < 0)
+                return FAIL("%s %s: must be an integer >= 0", flag, v);
+            break;
+        case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT:
+            rc = parse_decimal(v, &f);
+            if (rc == -1) return FAIL("%s %s: not a number", flag, v);
+            if (rc == -2) return FAIL("%s %s: out of range", flag, v);
+            if (c == O_TEMP && !(f >= 0)) return FAIL("%s %s: must be >= 0", flag, v);
+            if (c == O_TOP_P && !(f > 0 && f <= 1)) return FAIL("%s %s: must be in (0, 1]", flag, v);
+            if (c == O_MIN_P && !(f >= 0 && f <= 1)) return FAIL("%s %s: must be in [0, 1]", flag, v);
+            if (c == O_REPEAT && !(f > 0)) return FAIL("%s %s: must be > 0", flag, v);
+            if (c == O_TEMP) o->sampling.temperature = f;
+            if (c == O_TOP_P) o->sampling.top_p = f;
+            if (c == O_MIN_P) o->sampling.min_p = f;
+            if (c == O_REPEAT) o->sampling.repeat_penalty = f;
+            break;
+        case O_TOP_K:
+            if (parse_long(v, &k) || k < 0 || k > INT32_MAX) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            o->sampling.top_k = (int)k;
+            break;
+        case 's':
+            if (parse_u64(v, &o->sampling.seed)) return FAIL("%s %s: must be an integer in [0, 2^64)", flag, v);
+            o->have_seed = 1;
+            break;
+        case 't':
+            if (parse_long(v, &o->threads) || o->threads < 1 || o->threads > 1024)
+                return FAIL("%s %s: must be an integer in [1, 1024]", flag, v);
+            break;
+        case O_STOP:
+            if (!*v) return FAIL("%s: an empty stop string would stop at once", flag);
+            if (o->n_stops == MAX_STOPS) return FAIL("%s: at most %d stop strings", flag, MAX_STOPS);
+            o->stops[o->n_stops++] = v;
+            break;
+        case O_IGNORE_EOS: o->ignore_eos = 1; break;
+        case O_ECHO: o->echo = 1; break;
+        case O_JSON: o->json = 1; break;
+        case O_STATS: o->stats = 1; break;
+        case O_SCORE: case O_TOKENIZE: case O_DETOKENIZE: case O_BATCH:
+            n_modes++;
+            o->mode = c == O_SCORE ? MODE_SCORE : c == O_TOKENIZE ? MODE_TOKENIZE : c == O_DETOKENIZE ? MODE_DETOKENIZE
+                                                                                                  : MODE_BATCH;
+            break;
+        case O_JSONL: o->jsonl = 1; break;
+        case O_UNORDERED: o->unordered = 1; break;
+        case O_TEXT: o->text_output = 1; break;
+        case O_NO_PREFIX: o->share_prefixes = 0; break;
+        case O_STATS_JSON: o->stats_json = 1; break;
+        case O_PER_TOKEN: o->per_token = 1; break;
+        case O_PARALLEL:
+            if (parse_long(v, &o->parallel) || o->parallel < 1 || o->parallel > 256)
+                return FAIL("%s %s: must be an integer in [1, 256]", flag, v);
+            break;
+        case O_PREFILL_CHUNK:
+            if (parse_long(v, &o->prefill_chunk) || o->prefill_chunk < 1 || o->prefill_chunk > 4096)
+                return FAIL("%s %s: must be an integer in [1, 4096]", flag, v);
+            break;
+        case O_STRIDE:
+            if (parse_long(v, &o->stride) || o->stride < 1) return FAIL("%s %s: must be an integer >= 1", flag, v);
+            break;
+        case O_FIRST_INDEX:
+            if (parse_u64(v, &o->first_index)) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            break;
+        case O_KV_BUDGET:
+            if (parse_size(v, &o->kv_budget) || o->kv_budget == 0)
+                return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
+            break;
+        }
+    }
+    if (optind < argc) return FAIL("unexpected argument '%s'", argv[optind]);
+    if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize and --batch exclude each other");
+    for (int c = 0; c < (int)(sizeof given / sizeof *given); c++)
+        if (given[c] && !(modes_of(c) & (1 << o->mode))) {
+            // the flag as typed, without a value glued to it
+            const char *g = given[c];
+            size_t len = strcspn(g, "=");
+            if (g[0] == '-' && g[1] != '-' && len > 2) len = 2;
+            return FAIL("%.*s does not apply to %s", (int)len, g, mode_name(o->mode));
+        }
+    return 0;
+}

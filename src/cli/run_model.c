@@ -1,11 +1,13 @@
 /*
- * run_model.c - `gpt` and `gpt --score`: the prompt rules, the generation
- * loop as a client of the engine (one sequence), streaming the text, and the
+ * run_model.c - `gpt` and `gpt --score`: the prompt rules, generation as a
+ * client of the engine (one sequence), streaming the text, scoring, and the
  * --stats and --json reports.
  */
 #include <cJSON.h>
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,19 +18,32 @@
 #include "fileio.h"
 #include "generate.h"
 #include "kvcache.h"
+#include "matmul.h"
 
-// What a run did, for --stats and --json.
-typedef struct {
-    size_t prompt_tokens, generated;
-    size_t prefill_tokens, decode_tokens;
-    double prefill_seconds, decode_seconds;
-    size_t seq_tokens;        // positions held in the cache at the end
-    size_t kv_allocated;
-    uint64_t seed;
-    int have_seed;            // sampling happened (scoring has no seed)
-} RunStats;
+// ----------------------------------------------------------------------------
+// Ctrl-C: the first one finishes the current step and ends the run as if it
+// had stopped there (stop_reason "interrupted", the stats, exit 130); a
+// second one ends the process at once, as usual.
 
-static size_t peak_rss_bytes(void) {
+static volatile sig_atomic_t interrupted;  // the one flag a signal handler may set
+
+static void on_interrupt(int sig) {
+    interrupted = 1;
+    signal(sig, SIG_DFL);
+}
+
+void catch_interrupts(void) {
+    interrupted = 0;
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+}
+
+int was_interrupted(void) { return interrupted != 0; }
+
+// ----------------------------------------------------------------------------
+// reports
+
+size_t peak_rss_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (size_t)ru.ru_maxrss * 1024;  // Linux reports KiB
@@ -38,9 +53,29 @@ static double rate(size_t n, double seconds) { return seconds > 0 ? (double)n / 
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
+// What a run did, for --stats and --json.
+typedef struct {
+    size_t prompt_tokens, generated;
+    size_t prefill_tokens, decode_tokens;
+    double prefill_seconds, decode_seconds;
+    size_t seq_tokens;        // positions held in the cache at the end
+    size_t kv_allocated;
+    DType kv_dtype;           // the cache's elements
+    uint64_t seed;
+    int have_seed;            // sampling happened (scoring has no seed)
+} RunStats;
+
+// A 64-bit seed as a JSON number: digits, exact (cJSON would round it to a
+// double). Seeds gpt draws are below 2^53, which every JSON reader keeps.
+cJSON *seed_json(uint64_t seed) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)seed);
+    return cJSON_CreateRaw(digits);
+}
+
 static cJSON *stats_json(const Model *m, const RunStats *r) {
     const GPT2Config *c = &m->config;
-    size_t per_token = kvcache_bytes_per_token(c, DTYPE_F32);
+    size_t per_token = kvcache_bytes_per_token(c, r->kv_dtype);
     cJSON *s = cJSON_CreateObject();
     cJSON_AddNumberToObject(s, "n_layer", c->n_layer);
     cJSON_AddNumberToObject(s, "n_head", c->n_head);
@@ -48,8 +83,11 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "n_ctx", c->n_ctx);
     cJSON_AddNumberToObject(s, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(s, "n_params", (double)m->n_params);
+    cJSON_AddStringToObject(s, "weight_dtype", dtype_name(m->weights.wte.dtype));
     cJSON_AddNumberToObject(s, "weight_bytes", (double)m->weight_bytes);
+    cJSON_AddNumberToObject(s, "decode_bytes_per_token", (double)m->decode_bytes);
     cJSON_AddNumberToObject(s, "load_seconds", m->load_seconds);
+    cJSON_AddStringToObject(s, "kv_dtype", dtype_name(r->kv_dtype));
     cJSON_AddNumberToObject(s, "kv_bytes_per_token", (double)per_token);
     cJSON_AddNumberToObject(s, "kv_bytes_sequence", (double)(per_token * r->seq_tokens));
     cJSON_AddNumberToObject(s, "seq_tokens", (double)r->seq_tokens);
@@ -60,28 +98,24 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "decode_tokens", (double)r->decode_tokens);
     cJSON_AddNumberToObject(s, "decode_tok_s", rate(r->decode_tokens, r->decode_seconds));
     cJSON_AddNumberToObject(s, "peak_rss_bytes", (double)peak_rss_bytes());
-    if (r->have_seed) {
-        // A 64-bit seed does not fit a JSON number exactly: write it as digits.
-        char digits[32];
-        snprintf(digits, sizeof digits, "%llu", (unsigned long long)r->seed);
-        cJSON_AddItemToObject(s, "seed", cJSON_CreateRaw(digits));
-    } else {
-        cJSON_AddNullToObject(s, "seed");
-    }
+    cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
+    if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
+    else cJSON_AddNullToObject(s, "seed");
     return s;
 }
 
 static void print_stats(const Model *m, const RunStats *r, long threads) {
     const GPT2Config *c = &m->config;
     size_t HS = (size_t)(c->n_embd / c->n_head);
-    size_t per_token = kvcache_bytes_per_token(c, DTYPE_F32);
+    size_t per_token = kvcache_bytes_per_token(c, r->kv_dtype);
     FILE *e = stderr;
     fprintf(e, "model:      %s, %d layers, %d heads x %zu dims, %d channels, context %d, vocab %d\n",
             m->source_kind, c->n_layer, c->n_head, HS, c->n_embd, c->n_ctx, c->vocab_size);
-    fprintf(e, "weights:    %zu params, %zu bytes (%.2f MiB) float32, loaded in %.3f s\n",
-            m->n_params, m->weight_bytes, mib(m->weight_bytes), m->load_seconds);
-    fprintf(e, "kv cache:   2 x %d layers x %d heads x %zu dims x 4 bytes = %zu B/token (%.2f KiB)\n",
-            c->n_layer, c->n_head, HS, per_token, (double)per_token / 1024.0);
+    fprintf(e, "weights:    %zu params, %zu bytes (%.2f MiB), matrices %s, loaded in %.3f s\n", m->n_params,
+            m->weight_bytes, mib(m->weight_bytes), dtype_name(m->weights.wte.dtype), m->load_seconds);
+    fprintf(e, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token (%.2f KiB)\n",
+            c->n_layer, c->n_head, HS, kv_elem_size(r->kv_dtype), dtype_name(r->kv_dtype), per_token,
+            (double)per_token / 1024.0);
     fprintf(e, "kv held:    %zu tokens x %zu B = %zu B (%.2f MiB)\n", r->seq_tokens, per_token,
             per_token * r->seq_tokens, mib(per_token * r->seq_tokens));
     fprintf(e, "kv full:    %d tokens x %zu B = %zu B (%.2f MiB)\n", c->n_ctx, per_token,
@@ -91,48 +125,89 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
             r->prefill_seconds, rate(r->prefill_tokens, r->prefill_seconds));
     fprintf(e, "decode:     %zu tokens in %.3f s = %.1f tok/s\n", r->decode_tokens,
             r->decode_seconds, rate(r->decode_tokens, r->decode_seconds));
-    fprintf(e, "threads:    %ld\n", threads);
+    fprintf(e, "threads:    %ld (kernels %s)\n", threads, matmul_isa_in_use());
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
         fprintf(e, "seed:       %llu\n", (unsigned long long)r->seed);
 }
 
-static cJSON *ids_json(const int32_t *ids, size_t n) {
+cJSON *ids_json(const int32_t *ids, size_t n) {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
     return a;
 }
 
-static int print_json(cJSON *root) {
-    char *s = cJSON_PrintUnformatted(root);
-    if (!s) return EXIT_RUNTIME;
-    printf("%s\n", s);
-    free(s);
-    return EXIT_OK;
+// ----------------------------------------------------------------------------
+// the prompt
+
+int read_prompt(const Options *o, char **text, size_t *len) {
+    GptError err = {{0}};
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        *text = malloc(*len + 1);
+        if (!*text) {
+            fprintf(stderr, "gpt: out of memory\n");
+            return -1;
+        }
+        memcpy(*text, o->prompt, *len + 1);
+        return 0;
+    }
+    if (isatty(STDIN_FILENO))
+        fprintf(stderr, "gpt: reading %s from stdin; end it with Ctrl-D (or pass -p)\n",
+                o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
+    if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
+    // `echo Hello | gpt` means the prompt "Hello": one final newline (or
+    // CR LF) is the end of the line, not part of the prompt. (--score and
+    // --tokenize take the text exactly as it is.)
+    if (o->mode == MODE_GENERATE && !o->keep_newline && *len && (*text)[*len - 1] == '\n') {
+        (*text)[--*len] = '\0';
+        if (*len && (*text)[*len - 1] == '\r') (*text)[--*len] = '\0';
+    }
+    return 0;
+}
+
+// The seed of a run: -s, or one drawn from the OS below 2^53 (so that a JSON
+// reader keeps it exactly and `gpt -s SEED` repeats the run).
+uint64_t run_seed(const Options *o) {
+    return o->have_seed ? o->sampling.seed : sampler_random_seed() & ((1ull << 53) - 1);
 }
 
 // ----------------------------------------------------------------------------
 // --score
 
-static int run_score(const Options *o, const Model *m, const int32_t *ids, size_t n) {
+static int run_score(const Options *o, const Model *m, ThreadPool *pool, const Tokenizer *tok,
+                     const int32_t *ids, size_t n) {
     GptError err = {{0}};
     RunStats r = {0};
+    r.kv_dtype = o->kv_dtype;
     r.prompt_tokens = n;
     double *logprobs = calloc(n, sizeof *logprobs);  // n - 1 used
+    ScoreStats st;
     if (!logprobs) {
         gpt_error(&err, "out of memory");
         return report_error(&err);
     }
-    if (score_tokens(m, ids, n, DTYPE_F32, NULL, logprobs, &r.prefill_seconds, &r.kv_allocated, &err) != 0) {
+    if (score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, &err) != 0) {
         free(logprobs);
         return report_error(&err);
     }
-    r.prefill_tokens = n;
-    r.seq_tokens = n;
+    r.prefill_tokens = st.tokens_run;
+    r.prefill_seconds = st.seconds;
+    r.kv_allocated = st.kv_bytes;
+    r.seq_tokens = n < (size_t)m->config.n_ctx ? n : (size_t)m->config.n_ctx;
     double sum = 0.0;
     for (size_t i = 0; i + 1 < n; i++) sum += logprobs[i];
     double ppl = n > 1 ? exp(-sum / (double)(n - 1)) : NAN;
-    int rc;
+    int rc = EXIT_RUNTIME;
+    // A NaN or infinite log-probability means the model's numbers went wrong
+    // (a damaged weight, say): refused, as generation refuses such logits.
+    if (n > 1 && !isfinite(sum)) {
+        size_t bad = 0;
+        while (bad + 1 < n && isfinite(logprobs[bad])) bad++;
+        fprintf(stderr, "gpt: the model produced a non-finite log-probability (token %zu: %g)\n", bad + 1,
+                logprobs[bad]);
+        goto done;
+    }
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "tokens", ids_json(ids, n));
@@ -140,29 +215,61 @@ static int run_score(const Options *o, const Model *m, const int32_t *ids, size_
         for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, cJSON_CreateNumber(logprobs[i]));
         cJSON_AddItemToObject(root, "logprobs", lp);
         cJSON_AddNumberToObject(root, "sum", sum);
-        if (n > 1)
-            cJSON_AddNumberToObject(root, "perplexity", ppl);
-        else
-            cJSON_AddNullToObject(root, "perplexity");
+        if (n > 1) cJSON_AddNumberToObject(root, "perplexity", ppl);
+        else cJSON_AddNullToObject(root, "perplexity");
+        cJSON_AddNumberToObject(root, "windows", (double)st.windows);
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
-        rc = print_json(root);
+        int bad = out_json_line(root);
         cJSON_Delete(root);
+        if (bad) goto done;
     } else {
-        if (n > 1)
-            printf("tokens %zu  logprob_sum %.6f  perplexity %.4f\n", n, sum, ppl);
-        else
-            printf("tokens %zu  logprob_sum 0  perplexity n/a (one token has nothing to predict)\n", n);
-        rc = EXIT_OK;
+        if (o->per_token) {
+            // token text, TAB, its log-probability (the first token has none)
+            for (size_t i = 0; i < n; i++) {
+                size_t len;
+                const unsigned char *b = tokenizer_token_bytes(tok, ids[i], &len);
+                char lp[32];
+                if (i) snprintf(lp, sizeof lp, "%.6f", logprobs[i - 1]);
+                else snprintf(lp, sizeof lp, "-");
+                if (print_escaped(b, len) != 0 || out_printf("\t%s\n", lp) != 0) goto done;
+            }
+        }
+        // n tokens: n - 1 of them predicted (the first has no context)
+        if (n > 1 ? out_printf("tokens %zu  scored %zu  logprob_sum %.6f  perplexity %.4f\n", n, n - 1, sum, ppl)
+                  : out_printf("tokens 1  scored 0  logprob_sum 0  perplexity n/a (one token has nothing to predict)\n"))
+            goto done;
     }
+    if (out_flush() != 0) goto done;
+    rc = EXIT_OK;
     if (o->stats) print_stats(m, &r, o->threads);
+done:
     free(logprobs);
     return rc;
+}
+
+// Bytes as text for one output line: \\ for a backslash, \n, \r and \t for
+// those characters, \xHH for other control bytes; the rest as they are.
+int print_escaped(const unsigned char *b, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = b[i];
+        char esc[8];
+        const char *s = esc;
+        size_t n = 2;
+        if (ch == '\\') s = "\\\\";
+        else if (ch == '\n') s = "\\n";
+        else if (ch == '\r') s = "\\r";
+        else if (ch == '\t') s = "\\t";
+        else if (ch < 0x20 || ch == 0x7F) n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
+        else s = (const char *)&b[i], n = 1;
+        if (out_write(s, n) != 0) return -1;
+    }
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
 // generation
 
-static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const char *prompt,
+static int run_generate(const Options *o, const Model *m, ThreadPool *pool, Tokenizer *tok, const char *prompt,
                         size_t prompt_len, const int32_t *ids, size_t n_prompt) {
     GptError err = {{0}};
     Engine engine;
@@ -172,27 +279,35 @@ static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const 
     int rc = EXIT_RUNTIME;
     RunStats r = {0};
 
-    GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
-                    .ignore_eos = o->ignore_eos};
-    gp.sampling.seed = o->have_seed ? o->sampling.seed : sampler_random_seed();
+    GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
+                    .stops = o->stops, .n_stops = o->n_stops};
+    gp.sampling.seed = run_seed(o);
     r.seed = gp.sampling.seed;
     r.have_seed = 1;
     r.prompt_tokens = n_prompt;
+    r.kv_dtype = o->kv_dtype;
 
-    // One sequence; the whole prompt in one step.
-    if (engine_init(&engine, m, tok, 1, n_prompt, DTYPE_F32, NULL, &err) != 0) return report_error(&err);
-    if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0) {
+    // One sequence; the whole prompt in one step; a pool of its size.
+    size_t room = (size_t)m->config.n_ctx - n_prompt, max_new = (size_t)o->max_tokens;
+    size_t positions = n_prompt + (max_new < room ? max_new : room);
+    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n_prompt, .kv_dtype = o->kv_dtype,
+                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool};
+    if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
+    if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0 || engine_admit(&engine, &seq, &err) != 1) {
         report_error(&err);
         goto done;
     }
-    r.kv_allocated = kvcache_bytes_allocated(&seq.cache);
+    r.kv_allocated = kvpool_stats(engine.kv).n_blocks * kvpool_stats(engine.kv).block_bytes;
 
-    if (o->echo && !o->json) {
-        fwrite(prompt, 1, prompt_len, stdout);
-        fflush(stdout);
-    }
+    if (o->echo && !o->json && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
+    catch_interrupts();
     Sequence *batch[1] = {&seq};
+    int stopped_by_user = 0;
     while (!seq.stop) {
+        if (was_interrupted()) {
+            stopped_by_user = 1;
+            break;
+        }
         if (engine_step(&engine, batch, 1, &err) != 0) {
             report_error(&err);
             goto done;
@@ -211,9 +326,8 @@ static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const 
             }
             memcpy(text + text_len, seq.out, seq.out_len);
             text_len += seq.out_len;
-        } else if (seq.out_len) {
-            fwrite(seq.out, 1, seq.out_len, stdout);
-            fflush(stdout);
+        } else if (seq.out_len && (out_write(seq.out, seq.out_len) != 0 || out_flush() != 0)) {
+            goto done;  // stdout is gone: stop generating
         }
         if (seq.stop == STOP_CONTEXT)
             fprintf(stderr, "gpt: stopped at the end of the context (%d positions)\n", m->config.n_ctx);
@@ -223,8 +337,8 @@ static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const 
     r.prefill_seconds = seq.prefill_seconds;
     r.decode_tokens = seq.decode_tokens;
     r.decode_seconds = seq.decode_seconds;
-    r.seq_tokens = seq.cache.n_tokens;
-    const char *stop_reason = stop_reason_name(seq.stop);
+    r.seq_tokens = seq.positions ? seq.positions : seq.cache.n_tokens;
+    const char *stop_reason = stopped_by_user ? "interrupted" : stop_reason_name(seq.stop);
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "prompt_tokens", ids_json(ids, n_prompt));
@@ -233,25 +347,25 @@ static int run_generate(const Options *o, const Model *m, Tokenizer *tok, const 
         cJSON_AddStringToObject(root, "text", text ? text : "");
         cJSON_AddStringToObject(root, "stop_reason", stop_reason);
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
-        rc = print_json(root);
+        int bad = out_json_line(root);
         cJSON_Delete(root);
-    } else {
-        rc = EXIT_OK;
+        if (bad) goto done;
     }
-    if (fflush(stdout) != 0) rc = EXIT_RUNTIME;
+    if (out_flush() != 0) goto done;
+    rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
     if (o->stats) {
         fprintf(stderr, "stop:       %s after %zu new tokens\n", stop_reason, r.generated);
         print_stats(m, &r, o->threads);
     }
 done:
     free(text);
-    sequence_free(&seq);
+    sequence_free(&seq, &engine);
     engine_free(&engine);
     return rc;
 }
 
 // ----------------------------------------------------------------------------
-// the prompt
+// gpt [--score]
 
 int run_model(const Options *o) {
     Model m = {0};
@@ -261,8 +375,11 @@ int run_model(const Options *o) {
     rc = EXIT_RUNTIME;
     GptError err = {{0}};
     int owned = 0;
-    char *stdin_text = NULL;
+    char *prompt = NULL;
+    size_t prompt_len = 0;
     int32_t *ids = NULL;
+    ThreadPool *pool = NULL;
+    int scoring = o->mode == MODE_SCORE;
     Tokenizer *tok = open_tokenizer(o->tokenizer_path, &m, model_path, &owned, &err);
     if (!tok) {
         report_error(&err);
@@ -273,23 +390,13 @@ int run_model(const Options *o) {
                 model_path, m.config.vocab_size, tokenizer_vocab_size(tok));
         goto done;
     }
-    const char *prompt = o->prompt;
-    size_t prompt_len = prompt ? strlen(prompt) : 0;
-    if (!prompt) {
-        if (isatty(STDIN_FILENO))
-            fprintf(stderr, "gpt: reading the prompt from stdin; end it with Ctrl-D (or pass -p)\n");
-        if (file_read_stream(stdin, "stdin", &stdin_text, &prompt_len, &err) != 0) {
-            report_error(&err);
-            goto done;
-        }
-        prompt = stdin_text;
-    }
+    if (read_prompt(o, &prompt, &prompt_len) != 0) goto done;
     size_t n;
     if (tokenizer_encode(tok, prompt, prompt_len, o->special, &ids, &n, &err) != 0) {
         report_error(&err);
         goto done;
     }
-    if (n == 0 && !o->score) {
+    if (n == 0 && !scoring) {
         // GPT-2 was trained with <|endoftext|> between documents: an empty
         // prompt starts a new one.
         int32_t eot = tokenizer_eot_id(tok);
@@ -297,27 +404,29 @@ int run_model(const Options *o) {
             fprintf(stderr, "gpt: empty prompt and the tokenizer has no <|endoftext|>\n");
             goto done;
         }
-        free(ids);
-        ids = malloc(sizeof *ids);
-        if (!ids) goto done;
-        ids[0] = eot;
-        n = 1;
+        ids[n++] = eot;  // an empty result still has room for one id (tokenizer.h)
     }
     if (n == 0) {
         fprintf(stderr, "gpt: --score: the text is empty\n");
         goto done;
     }
-    if (n > (size_t)m.config.n_ctx) {
-        fprintf(stderr, "gpt: the %s is %zu tokens; the model's context holds %d\n",
-                o->score ? "text" : "prompt", n, m.config.n_ctx);
+    if (n > (size_t)m.config.n_ctx && !(scoring && o->stride)) {
+        fprintf(stderr, "gpt: the %s is %zu tokens; the model's context holds %d%s\n", scoring ? "text" : "prompt",
+                n, m.config.n_ctx, scoring ? " (--stride N scores longer texts in windows)" : "");
         goto done;
     }
+    // -t N: our kernels' pool, and OpenBLAS's threads for what still uses it
     openblas_set_num_threads((int)o->threads);
-    rc = o->score ? run_score(o, &m, ids, n)
-                  : run_generate(o, &m, tok, prompt, prompt_len, ids, n);
+    pool = threadpool_create((int)o->threads, &err);
+    if (!pool) {
+        report_error(&err);
+        goto done;
+    }
+    rc = scoring ? run_score(o, &m, pool, tok, ids, n) : run_generate(o, &m, pool, tok, prompt, prompt_len, ids, n);
 done:
+    threadpool_free(pool);
     free(ids);
-    free(stdin_text);
+    free(prompt);
     if (owned) tokenizer_free(tok);
     model_free(&m);
     return rc;

@@ -1,7 +1,9 @@
 /*
- * tokenize.c - `gpt --tokenize` (text on stdin -> ids on stdout) and
- * `gpt --detokenize` (ids -> the exact bytes they stand for).
+ * tokenize.c - `gpt --tokenize` (text -> ids) and `gpt --detokenize` (ids
+ * -> the exact bytes they stand for). The text or the ids come from -p or
+ * stdin; a stdin text loses one final newline, as a prompt does.
  */
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,79 @@
 #include "cli.h"
 #include "fileio.h"
 #include "loader.h"
+
+// Appends id to ids, growing it. 0 or -1.
+static int push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id) {
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 1024;
+        int32_t *bigger = realloc(*ids, c * sizeof *bigger);
+        if (!bigger) return -1;
+        *ids = bigger;
+        *cap = c;
+    }
+    (*ids)[(*n)++] = id;
+    return 0;
+}
+
+// Token ids from text: a JSON array of integers (what --json and --tokenize
+// --json print), or integers separated by white space and commas.
+static int parse_ids(const char *input, size_t len, size_t vocab, int32_t **ids, size_t *n_ids) {
+    size_t n = 0, cap = 0;
+    *ids = NULL;
+    const char *p = input;
+    while (p < input + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    if (p < input + len && *p == '[') {
+        cJSON *a = cJSON_ParseWithLength(input, len);
+        if (!cJSON_IsArray(a)) {
+            cJSON_Delete(a);
+            fprintf(stderr, "gpt: --detokenize: the input starts with '[' but is not a JSON array\n");
+            return -1;
+        }
+        const cJSON *it;
+        size_t i = 0;
+        cJSON_ArrayForEach(it, a) {
+            double d = it->valuedouble;
+            if (!cJSON_IsNumber(it) || d != (double)(long)d || d < 0 || d >= (double)vocab) {
+                char *s = cJSON_PrintUnformatted(it);
+                fprintf(stderr, "gpt: --detokenize: element %zu (%.40s) is not a token id in [0, %zu)\n", i,
+                        s ? s : "?", vocab);
+                free(s);
+                cJSON_Delete(a);
+                return -1;
+            }
+            if (push_id(ids, &n, &cap, (int32_t)d) != 0) {
+                cJSON_Delete(a);
+                return -1;
+            }
+            i++;
+        }
+        cJSON_Delete(a);
+        *n_ids = n;
+        return 0;
+    }
+    for (;;) {
+        while (p < input + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',')) p++;
+        if (p >= input + len) break;
+        const char *start = p;
+        while (p < input + len && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' && *p != ',') p++;
+        char word[32];
+        size_t wl = (size_t)(p - start);
+        long id;
+        snprintf(word, sizeof word, "%.*s", (int)(wl < 31 ? wl : 31), start);
+        // a NUL would end `word` early: "5\0x" is not the id 5
+        if (wl >= sizeof word || memchr(start, '\0', wl) || parse_long(word, &id) != 0) {
+            fprintf(stderr, "gpt: --detokenize: '%.*s' is not a token id\n", (int)(wl < 40 ? wl : 40), start);
+            return -1;
+        }
+        if (id < 0 || (size_t)id >= vocab) {
+            fprintf(stderr, "gpt: --detokenize: token id %ld outside the vocabulary [0, %zu)\n", id, vocab);
+            return -1;
+        }
+        if (push_id(ids, &n, &cap, (int32_t)id) != 0) return -1;
+    }
+    *n_ids = n;
+    return 0;
+}
 
 int run_tokenize(const Options *o) {
     Model m = {0};
@@ -19,70 +94,33 @@ int run_tokenize(const Options *o) {
         if (model_load(&m, model_path, &err) != 0) return report_error(&err);
     }
     int owned = 0, rc = EXIT_RUNTIME;
-    char *input = NULL;
+    char *input = NULL, *text = NULL;
     int32_t *ids = NULL;
-    char *text = NULL;
+    size_t len, n = 0;
     Tokenizer *tok = open_tokenizer(o->tokenizer_path, &m, model_path, &owned, &err);
     if (!tok) {
         report_error(&err);
         goto done;
     }
-    size_t len;
-    if (file_read_stream(stdin, "stdin", &input, &len, &err) != 0) {
-        report_error(&err);
-        goto done;
-    }
-    if (o->tokenize) {
-        size_t n;
+    if (read_prompt(o, &input, &len) != 0) goto done;
+    if (o->mode == MODE_TOKENIZE) {
         if (tokenizer_encode(tok, input, len, o->special, &ids, &n, &err) != 0) {
             report_error(&err);
             goto done;
         }
-        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", (int)ids[i]);
-        printf("\n");
+        int bad = out_write(o->json ? "[" : "", o->json);
+        for (size_t i = 0; i < n && !bad; i++) bad = out_printf(i ? (o->json ? ",%d" : " %d") : "%d", (int)ids[i]);
+        if (bad || out_write(o->json ? "]\n" : "\n", o->json ? 2 : 1) != 0) goto done;
     } else {
-        size_t n = 0, cap = 1024;
-        ids = malloc(cap * sizeof *ids);
-        if (!ids) goto done;
-        const char *p = input;
-        for (;;) {
-            while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
-            if (p >= input + len) break;
-            const char *start = p;
-            while (p < input + len && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' &&
-                   *p != ',')
-                p++;
-            char word[32];
-            size_t wl = (size_t)(p - start);
-            long id;
-            snprintf(word, sizeof word, "%.*s", (int)(wl < 31 ? wl : 31), start);
-            // a NUL would end `word` early: "5\0x" is not the id 5
-            if (wl >= sizeof word || memchr(start, '\0', wl) || parse_long(word, &id) != 0) {
-                fprintf(stderr, "gpt: --detokenize: stdin: '%.*s' is not a token id\n",
-                        (int)(wl < 40 ? wl : 40), start);
-                goto done;
-            }
-            if (id < 0 || (size_t)id >= tokenizer_vocab_size(tok)) {
-                fprintf(stderr, "gpt: --detokenize: token id %ld outside the vocabulary [0, %zu)\n",
-                        id, tokenizer_vocab_size(tok));
-                goto done;
-            }
-            if (n == cap) {
-                int32_t *bigger = realloc(ids, 2 * cap * sizeof *ids);
-                if (!bigger) goto done;
-                ids = bigger;
-                cap *= 2;
-            }
-            ids[n++] = (int32_t)id;
-        }
+        if (parse_ids(input, len, tokenizer_vocab_size(tok), &ids, &n) != 0) goto done;
         size_t text_len;
         if (tokenizer_decode(tok, ids, n, &text, &text_len, &err) != 0) {
             fprintf(stderr, "gpt: --detokenize: %s\n", err.msg);
             goto done;
         }
-        fwrite(text, 1, text_len, stdout);
+        if (out_write(text, text_len) != 0) goto done;
     }
-    rc = fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
+    rc = out_flush() == 0 ? EXIT_OK : EXIT_RUNTIME;
 done:
     free(input);
     free(ids);

@@ -1,0 +1,652 @@
+/*
+ * batch.c - `gpt --batch`: prompts on stdin, one per line, decoded together,
+ * one result line per prompt line on stdout.
+ *
+ *   input    a plain line is a prompt (an empty line an empty prompt); with
+ *            --jsonl each line is a JSON object (--help lists its fields).
+ *            Lines are read as they arrive: while sequences are running, a
+ *            slow producer is polled, never waited for; at most a window of
+ *            lines is held at once, however long the input.
+ *   engine   up to --parallel sequences in flight; a new line joins as soon
+ *            as a place is free, its prompt prefilled in chunks that share
+ *            each step with the running sequences' one-token decodes, its KV
+ *            blocks drawn from one pool (--kv-budget) and, where its prompt
+ *            starts like an earlier one, shared with it.
+ *   output   one JSON object per input line, in input order (or, with
+ *            --unordered, as each is done), each written and flushed when
+ *            it and all before it are done. A bad line gets {"index", "error"}
+ *            in its place; the others run; the exit status is 1 if any line
+ *            failed.
+ *
+ * A line's result is what `gpt -p PROMPT -s SEED` with the same options
+ * gives, SEED being the line's "seed", or -s plus the line's index: every
+ * row of the model is computed the same way whatever else is in the step
+ * (forward.h), so the batch changes nothing but the speed.
+ */
+#include <cJSON.h>
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "generate.h"
+#include "kvcache.h"
+#include "matmul.h"
+
+// ----------------------------------------------------------------------------
+// reading lines as they come
+
+typedef struct {
+    int fd;
+    char *buf;
+    size_t len, cap, start;  // unread bytes are buf[start, len)
+    int eof, error;
+} LineReader;
+
+// The next line (without its newline, or CR LF) into *line/*n, pointing into
+// the reader's buffer (valid until the next call). Waits for input only if
+// `wait`. Returns 1 with a line, 0 when none is there yet, -1 at the end of
+// the input (or an error, reported).
+static int next_line(LineReader *r, int wait, char **line, size_t *n) {
+    for (;;) {
+        char *nl = memchr(r->buf + r->start, '\n', r->len - r->start);
+        if (nl || (r->eof && r->len > r->start)) {
+            size_t end = nl ? (size_t)(nl - r->buf) : r->len;
+            *line = r->buf + r->start;
+            *n = end - r->start;
+            if (*n && (*line)[*n - 1] == '\r') (*n)--;
+            r->start = nl ? end + 1 : end;
+            return 1;
+        }
+        if (r->eof) return -1;
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        int ready = poll(&p, 1, wait ? -1 : 0);
+        if (ready < 0 && errno == EINTR) return 0;  // Ctrl-C: the caller looks
+        if (ready == 0) return 0;
+        // room: drop what was read, grow if a line is longer than the buffer
+        if (r->start) {
+            memmove(r->buf, r->buf + r->start, r->len - r->start);
+            r->len -= r->start;
+            r->start = 0;
+        }
+        if (r->cap - r->len < 4096) {
+            size_t cap = r->cap ? 2 * r->cap : 1 << 16;
+            char *bigger = realloc(r->buf, cap);
+            if (!bigger) {
+                fprintf(stderr, "gpt: stdin: out of memory for a line of %zu bytes\n", r->len);
+                r->error = 1;
+                return -1;
+            }
+            r->buf = bigger;
+            r->cap = cap;
+        }
+        ssize_t got = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (got < 0 && errno == EINTR) return 0;
+        if (got < 0) {
+            fprintf(stderr, "gpt: stdin: %s\n", strerror(errno));
+            r->error = 1;
+            r->eof = 1;
+            return -1;
+        }
+        if (got == 0) r->eof = 1;
+        r->len += (size_t)got;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// jobs: one per input line
+
+typedef struct {
+    uint64_t index;
+    cJSON *id;              // the line's "id", echoed back
+    char *prompt;           // the prompt text, as valid UTF-8 (for the output)
+    char *error;            // a line that failed: why (nothing runs for it)
+    int32_t *ids;           // the prompt's tokens
+    size_t n_ids;
+    GenParams params;
+    const char *stops[MAX_STOPS];  // into stop_json / the options
+    cJSON *stop_json;
+    Sequence seq;
+    int has_seq, running;
+    char *text;             // the completion so far
+    size_t text_len, text_cap;
+    double last_token_at;   // when its last token came out, 0 before the first
+    int done;
+    const char *stop_reason;
+} Job;
+
+static void job_free(Job *j, Engine *e) {
+    if (!j) return;
+    cJSON_Delete(j->id);
+    cJSON_Delete(j->stop_json);
+    free(j->prompt);
+    free(j->error);
+    free(j->ids);
+    free(j->text);
+    if (j->has_seq) sequence_free(&j->seq, e);
+    free(j);
+}
+
+static int job_fail(Job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int job_fail(Job *j, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    free(j->error);
+    j->error = strdup(msg);
+    j->done = 1;
+    return -1;
+}
+
+// bytes -> valid UTF-8 (invalid bytes as U+FFFD), malloc'd
+static char *valid_utf8(const char *p, size_t n) {
+    TokenStream ts;
+    token_stream_init(&ts);
+    const char *out, *tail;
+    size_t out_len, tail_len;
+    char *s = NULL;
+    if (token_stream_push_bytes(&ts, (const unsigned char *)p, n, &out, &out_len, NULL) == 0) {
+        s = malloc(out_len + 8);
+        if (s) {
+            memcpy(s, out, out_len);
+            token_stream_flush(&ts, &tail, &tail_len);
+            memcpy(s + out_len, tail, tail_len);
+            s[out_len + tail_len] = '\0';
+        }
+    }
+    token_stream_free(&ts);
+    return s;
+}
+
+static int json_number(const cJSON *v, double *out) {
+    if (!cJSON_IsNumber(v)) return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+// The fields of a --jsonl line over the defaults in j->params. 0 or -1.
+static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
+                       int *seed_given) {
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return job_fail(j, "not a JSON object");
+    }
+    int rc = -1;
+    SamplerParams *sp = &j->params.sampling;
+    for (const cJSON *f = o->child; f; f = f->next) {
+        const char *k = f->string;
+        double d;
+        if (!strcmp(k, "prompt")) {
+            if (!cJSON_IsString(f)) {
+                job_fail(j, "prompt must be a string");
+                goto done;
+            }
+            *prompt = f->valuestring;
+            *prompt_len = strlen(f->valuestring);
+        } else if (!strcmp(k, "id")) {
+            j->id = cJSON_Duplicate(f, 1);
+        } else if (!strcmp(k, "max_tokens")) {
+            if (json_number(f, &d) || d != floor(d) || d < 0 || d > 1e9) {
+                job_fail(j, "max_tokens must be an integer >= 0");
+                goto done;
+            }
+            j->params.max_new = (size_t)d;
+        } else if (!strcmp(k, "top_k")) {
+            if (json_number(f, &d) || d != floor(d) || d < 0 || d > 2147483647.0) {
+                job_fail(j, "top_k must be an integer >= 0");
+                goto done;
+            }
+            sp->top_k = (int)d;
+        } else if (!strcmp(k, "temperature") || !strcmp(k, "top_p") || !strcmp(k, "min_p") ||
+                   !strcmp(k, "repeat_penalty")) {
+            if (json_number(f, &d) || !isfinite(d) || fabs(d) > 3e38) {
+                job_fail(j, "%s must be a number", k);
+                goto done;
+            }
+            float *dst = !strcmp(k, "temperature") ? &sp->temperature
+                         : !strcmp(k, "top_p")     ? &sp->top_p
+                         : !strcmp(k, "min_p")     ? &sp->min_p
+                                                   : &sp->repeat_penalty;
+            *dst = (float)d;
+        } else if (!strcmp(k, "seed")) {
+            // a number up to 2^53 (beyond it JSON readers round), or digits
+            uint64_t seed = 0;
+            int bad;
+            if (cJSON_IsString(f)) {
+                bad = parse_u64(f->valuestring, &seed) != 0;
+            } else {
+                d = 0;
+                bad = json_number(f, &d) || d != floor(d) || d < 0 || d > 9007199254740992.0;
+                seed = bad ? 0 : (uint64_t)d;
+            }
+            if (bad) {
+                job_fail(j, "seed must be an integer in [0, 2^53], or a string of digits up to 2^64 - 1");
+                goto done;
+            }
+            sp->seed = seed;
+            *seed_given = 1;
+        } else if (!strcmp(k, "stop")) {
+            j->params.n_stops = 0;
+            cJSON_Delete(j->stop_json);
+            j->stop_json = cJSON_Duplicate(f, 1);
+            const cJSON *it = j->stop_json;
+            if (cJSON_IsArray(it)) it = it->child;
+            else if (!cJSON_IsString(it)) it = NULL, job_fail(j, "stop must be a string or an array of strings");
+            if (j->error) goto done;
+            for (; it; it = cJSON_IsArray(j->stop_json) ? it->next : NULL) {
+                if (!cJSON_IsString(it) || !*it->valuestring) {
+                    job_fail(j, "stop must be a string or an array of non-empty strings");
+                    goto done;
+                }
+                if (j->params.n_stops == MAX_STOPS) {
+                    job_fail(j, "stop: at most %d strings", MAX_STOPS);
+                    goto done;
+                }
+                j->stops[j->params.n_stops++] = it->valuestring;
+            }
+            j->params.stops = j->stops;
+        } else {
+            job_fail(j, "unknown field \"%.40s\"", k);
+            goto done;
+        }
+    }
+    if (!*prompt) {
+        job_fail(j, "no \"prompt\" field");
+        goto done;
+    }
+    // the prompt string lives in o: keep it past o's deletion
+    char *copy = malloc(*prompt_len + 1);
+    if (!copy) {
+        job_fail(j, "out of memory");
+        goto done;
+    }
+    memcpy(copy, *prompt, *prompt_len + 1);
+    *prompt = copy;
+    rc = 0;
+done:
+    cJSON_Delete(o);
+    return rc;
+}
+
+// A job for input line `index`: parsed, tokenized and checked, or failed.
+static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
+                          const char *line, size_t len) {
+    Job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->index = index;
+    j->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
+                            .ignore_eos = o->ignore_eos, .stops = o->stops, .n_stops = o->n_stops};
+    j->params.sampling.seed = seed_base + index;
+    const char *prompt = line;
+    size_t prompt_len = len;
+    int seed_given = 0;
+    char *owned_prompt = NULL;
+    if (o->jsonl) {
+        prompt = NULL;
+        if (parse_jsonl(j, line, len, &prompt, &prompt_len, &seed_given) != 0) return j;
+        owned_prompt = (char *)prompt;
+    }
+    GptError err = {{0}};
+    j->prompt = valid_utf8(prompt, prompt_len);
+    if (!j->prompt) job_fail(j, "out of memory");
+    else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
+    else if (tokenizer_encode(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0)
+        job_fail(j, "%s", err.msg);
+    else if (j->n_ids == 0 && tokenizer_eot_id(tok) < 0)
+        job_fail(j, "empty prompt and the tokenizer has no <|endoftext|>");
+    else if (j->n_ids == 0)
+        j->ids[j->n_ids++] = tokenizer_eot_id(tok);  // an empty prompt starts a new document
+    if (!j->error && j->n_ids > (size_t)m->config.n_ctx)
+        job_fail(j, "the prompt is %zu tokens; the model's context holds %d", j->n_ids, m->config.n_ctx);
+    free(owned_prompt);
+    return j;
+}
+
+// ----------------------------------------------------------------------------
+// the run
+
+// Log-spaced buckets of the time between two tokens of one sequence, for
+// the median and the maximum without keeping every gap.
+enum { GAP_BUCKETS = 600 };  // 10 us .. 100 s, 100 per decade
+typedef struct {
+    size_t count[GAP_BUCKETS], n;
+    double max;
+} GapHistogram;
+
+static void gap_add(GapHistogram *h, double s) {
+    int b = s <= 1e-5 ? 0 : (int)(100 * log10(s / 1e-5));
+    h->count[b < GAP_BUCKETS ? b : GAP_BUCKETS - 1]++;
+    h->n++;
+    if (s > h->max) h->max = s;
+}
+
+static double gap_median(const GapHistogram *h) {
+    size_t seen = 0;
+    for (int b = 0; b < GAP_BUCKETS; b++)
+        if ((seen += h->count[b]) * 2 >= h->n && h->n) return 1e-5 * pow(10, (b + 0.5) / 100);
+    return 0;
+}
+
+typedef struct {
+    const Options *o;
+    const Model *m;
+    Tokenizer *tok;
+    Engine engine;
+    Job **queue;            // every job read and not yet written, in input order
+    size_t q_head, q_len, q_cap;
+    size_t lines, failed, written;
+    GapHistogram gaps;
+    double t0;
+    int write_failed;
+} Batch;
+
+static int queue_push(Batch *b, Job *j) {
+    if (b->q_len == b->q_cap) {
+        size_t cap = b->q_cap ? 2 * b->q_cap : 64;
+        Job **q = malloc(cap * sizeof *q);
+        if (!q) return -1;
+        for (size_t i = 0; i < b->q_len; i++) q[i] = b->queue[(b->q_head + i) % b->q_cap];
+        free(b->queue);
+        b->queue = q;
+        b->q_cap = cap;
+        b->q_head = 0;
+    }
+    b->queue[(b->q_head + b->q_len++) % b->q_cap] = j;
+    return 0;
+}
+
+static Job *queue_at(const Batch *b, size_t i) { return b->queue[(b->q_head + i) % b->q_cap]; }
+
+// The result line of a finished job.
+static int write_job(Batch *b, Job *j) {
+    const Options *o = b->o;
+    if (j->error) {
+        b->failed++;
+        if (o->text_output) {
+            fprintf(stderr, "gpt: line %llu: %s\n", (unsigned long long)j->index, j->error);
+            return out_write("\n", 1) || out_flush() ? -1 : 0;
+        }
+    }
+    if (o->text_output) {
+        return print_escaped((const unsigned char *)j->text, j->text_len) || out_write("\n", 1) || out_flush()
+                   ? -1
+                   : 0;
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "index", (double)j->index);
+    if (j->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(j->id, 1));
+    if (j->error) {
+        cJSON_AddStringToObject(r, "error", j->error);
+    } else {
+        const Sequence *s = &j->seq;
+        size_t per_token = kvcache_bytes_per_token(&b->m->config, o->kv_dtype);
+        cJSON_AddStringToObject(r, "prompt", j->prompt);
+        if (j->text) j->text[j->text_len] = '\0';
+        cJSON_AddStringToObject(r, "text", j->text ? j->text : "");
+        cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
+        cJSON_AddNumberToObject(r, "prompt_tokens", (double)s->n_prompt);
+        cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);
+        cJSON_AddItemToObject(r, "seed", seed_json(j->params.sampling.seed));
+        cJSON *st = cJSON_CreateObject();
+        cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
+        cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));
+        cJSON_AddNumberToObject(st, "prefix_tokens_reused", (double)s->prefix_reused);
+        cJSON_AddNumberToObject(st, "prefill_tokens", (double)s->prefill_tokens);
+        cJSON_AddNumberToObject(st, "decode_tokens", (double)s->decode_tokens);
+        cJSON_AddItemToObject(r, "stats", st);
+    }
+    int rc = out_json_line(r) || out_flush() ? -1 : 0;
+    cJSON_Delete(r);
+    return rc;
+}
+
+// Writes what is done: in order, the done jobs at the head of the queue; or
+// (--unordered) every done job. Frees them.
+static int write_done(Batch *b) {
+    size_t keep = 0;
+    for (size_t i = 0; i < b->q_len; i++) {
+        Job *j = queue_at(b, i);
+        int ready = j->done && (b->o->unordered || keep == 0);
+        if (!ready) {
+            b->queue[(b->q_head + keep++) % b->q_cap] = j;
+            continue;
+        }
+        if (!b->write_failed && write_job(b, j) != 0) b->write_failed = 1;
+        b->written++;
+        job_free(j, &b->engine);
+    }
+    b->q_len = keep;
+    return b->write_failed ? -1 : 0;
+}
+
+// A job stops: its text is complete.
+static void finish(Job *j, const char *reason) {
+    j->done = 1;
+    j->running = 0;
+    j->stop_reason = reason;
+}
+
+static int append_text(Job *j, const char *p, size_t n) {
+    if (j->text_len + n + 1 > j->text_cap) {
+        size_t cap = (j->text_len + n + 1) * 2;
+        char *bigger = realloc(j->text, cap);
+        if (!bigger) return -1;
+        j->text = bigger;
+        j->text_cap = cap;
+    }
+    memcpy(j->text + j->text_len, p, n);
+    j->text_len += n;
+    return 0;
+}
+
+static void print_batch_stats(const Batch *b, double wall) {
+    const Options *o = b->o;
+    const Engine *e = &b->engine;
+    const GPT2Config *c = &b->m->config;
+    KVPoolStats ps = kvpool_stats(e->kv);
+    size_t per_token = kvcache_bytes_per_token(c, o->kv_dtype);
+    size_t HS = (size_t)(c->n_embd / c->n_head);
+    double median = gap_median(&b->gaps);
+    if (o->stats_json) {
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddNumberToObject(s, "lines", (double)b->lines);
+        cJSON_AddNumberToObject(s, "failed", (double)b->failed);
+        cJSON_AddNumberToObject(s, "wall_seconds", wall);
+        cJSON_AddNumberToObject(s, "parallel", (double)o->parallel);
+        cJSON_AddStringToObject(s, "weight_dtype", dtype_name(b->m->weights.wte.dtype));
+        cJSON_AddStringToObject(s, "kv_dtype", dtype_name(o->kv_dtype));
+        cJSON_AddNumberToObject(s, "kv_bytes_per_token", (double)per_token);
+        cJSON_AddNumberToObject(s, "kv_block_tokens", KV_BLOCK);
+        cJSON_AddNumberToObject(s, "kv_block_bytes", (double)ps.block_bytes);
+        cJSON_AddNumberToObject(s, "kv_blocks", (double)ps.n_blocks);
+        cJSON_AddNumberToObject(s, "kv_budget_bytes", (double)(ps.n_blocks * ps.block_bytes));
+        cJSON_AddNumberToObject(s, "kv_peak_bytes_held", (double)(ps.peak_held * ps.block_bytes));
+        cJSON_AddNumberToObject(s, "prefix_tokens_reused", (double)e->prefix_tokens_reused);
+        cJSON_AddNumberToObject(s, "prefill_tokens_saved", (double)e->prefix_tokens_reused);
+        cJSON_AddNumberToObject(s, "prefill_tokens", (double)e->prefill_tokens);
+        cJSON_AddNumberToObject(s, "decode_tokens", (double)e->decode_tokens);
+        cJSON_AddNumberToObject(s, "steps", (double)e->steps);
+        cJSON_AddNumberToObject(s, "prefill_tok_s", wall > 0 ? (double)e->prefill_tokens / wall : 0);
+        cJSON_AddNumberToObject(s, "decode_tok_s", wall > 0 ? (double)e->decode_tokens / wall : 0);
+        cJSON_AddNumberToObject(s, "token_gap_max_seconds", b->gaps.max);
+        cJSON_AddNumberToObject(s, "token_gap_median_seconds", median);
+        cJSON_AddNumberToObject(s, "peak_rss_bytes", (double)peak_rss_bytes());
+        cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
+        char *txt = cJSON_PrintUnformatted(s);
+        if (txt) fprintf(stderr, "%s\n", txt);
+        free(txt);
+        cJSON_Delete(s);
+    }
+    if (!o->stats) return;
+    FILE *f = stderr;
+    fprintf(f, "lines:      %zu (%zu failed) in %.3f s, %ld in parallel\n", b->lines, b->failed, wall, o->parallel);
+    fprintf(f, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token\n", c->n_layer,
+            c->n_head, HS, kv_elem_size(o->kv_dtype), dtype_name(o->kv_dtype), per_token);
+    fprintf(f, "kv pool:    %zu blocks of %d tokens (%zu B), budget %zu B, peak held %zu B\n", ps.n_blocks, KV_BLOCK,
+            ps.block_bytes, ps.n_blocks * ps.block_bytes, ps.peak_held * ps.block_bytes);
+    fprintf(f, "prefix:     %zu prompt tokens reused, %zu prefill tokens saved\n", e->prefix_tokens_reused,
+            e->prefix_tokens_reused);
+    fprintf(f, "prefill:    %zu tokens, %.1f tok/s of wall time\n", e->prefill_tokens,
+            wall > 0 ? (double)e->prefill_tokens / wall : 0);
+    fprintf(f, "decode:     %zu tokens, %.1f tok/s of wall time, %zu steps\n", e->decode_tokens,
+            wall > 0 ? (double)e->decode_tokens / wall : 0, e->steps);
+    fprintf(f, "token gap:  median %.4f s, largest %.4f s (between two tokens of one sequence)\n", median,
+            b->gaps.max);
+    fprintf(f, "threads:    %ld (kernels %s)\n", o->threads, matmul_isa_in_use());
+    fprintf(f, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), (double)peak_rss_bytes() / (1 << 20));
+}
+
+int run_batch(const Options *o) {
+    Model m = {0};
+    const char *model_path;
+    int rc = load_model(o->model_path, o->weight_dtype, &m, &model_path);
+    if (rc != EXIT_OK) return rc;
+    rc = EXIT_RUNTIME;
+    GptError err = {{0}};
+    int owned = 0;
+    ThreadPool *pool = NULL;
+    Batch b = {.o = o, .m = &m};
+    LineReader in = {.fd = STDIN_FILENO};
+    Job **slots = calloc((size_t)o->parallel, sizeof *slots);  // the jobs in flight
+    Sequence **seqs = calloc((size_t)o->parallel, sizeof *seqs);
+    int engine_up = 0;
+    b.tok = open_tokenizer(o->tokenizer_path, &m, model_path, &owned, &err);
+    if (!b.tok || !slots || !seqs) {
+        report_error(&err);
+        goto done;
+    }
+    if ((size_t)m.config.vocab_size != tokenizer_vocab_size(b.tok)) {
+        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n", model_path,
+                m.config.vocab_size, tokenizer_vocab_size(b.tok));
+        goto done;
+    }
+    openblas_set_num_threads((int)o->threads);
+    pool = threadpool_create((int)o->threads, &err);
+    size_t block_bytes = kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK;
+    // The default budget: 1 GiB, but no more than twice what --parallel full
+    // contexts take (the second half keeps finished prompts' blocks for
+    // later prompts to share).
+    size_t ctx_blocks = ((size_t)m.config.n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    size_t budget = o->kv_budget;
+    if (!budget) {
+        budget = (size_t)1 << 30;
+        if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
+            budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
+    }
+    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
+                       .kv_dtype = o->kv_dtype, .kv_blocks = budget / block_bytes,
+                       .share_prefixes = o->share_prefixes, .pool = pool};
+    if (!pool || ec.kv_blocks == 0) {
+        if (pool) gpt_error(&err, "--kv-budget %zu: less than one block of %d positions (%zu bytes)", budget, KV_BLOCK,
+                            block_bytes);
+        report_error(&err);
+        goto done;
+    }
+    if (engine_init(&b.engine, &m, b.tok, &ec, &err) != 0) {
+        report_error(&err);
+        goto done;
+    }
+    engine_up = 1;
+    uint64_t seed_base = run_seed(o);
+    // Ordered output holds done jobs until those before them are done: read
+    // no further than this many lines past the oldest one not yet written.
+    size_t window = 4 * (size_t)o->parallel + 64;
+    size_t n_slots = 0;
+    int interrupted_run = 0;
+    catch_interrupts();
+    b.t0 = now_seconds();
+    for (;;) {
+        if (was_interrupted()) interrupted_run = 1;
+        // 1. new lines, while there is a free place
+        while (!interrupted_run && !in.eof && n_slots < (size_t)o->parallel && b.q_len < window) {
+            char *line;
+            size_t len;
+            int idle = n_slots == 0;  // nothing to do but wait for input
+            int got = next_line(&in, idle, &line, &len);
+            if (got <= 0) break;
+            Job *j = job_from_line(o, b.tok, &m, seed_base, o->first_index + b.lines, line, len);
+            if (!j || queue_push(&b, j) != 0) {
+                fprintf(stderr, "gpt: out of memory\n");
+                goto done;
+            }
+            b.lines++;
+            if (j->done) continue;  // a bad line: its error is its result
+            if (sequence_init(&j->seq, &b.engine, j->ids, j->n_ids, &j->params, &err) != 0) {
+                j->has_seq = 1;
+                job_fail(j, "%s", err.msg);
+                continue;
+            }
+            j->has_seq = 1;
+            slots[n_slots++] = j;
+        }
+        if (in.error) goto done;
+        // 2. admission, in input order: a job that must wait holds back the ones after it
+        for (size_t i = 0; i < n_slots && !interrupted_run; i++) {
+            Job *j = slots[i];
+            if (j->running) continue;
+            int a = engine_admit(&b.engine, &j->seq, &err);
+            if (a < 0) job_fail(j, "%s", err.msg);
+            if (a == 0) break;
+            j->running = a > 0;
+        }
+        // 3. one step of everything admitted
+        size_t n_seqs = 0;
+        for (size_t i = 0; i < n_slots; i++)
+            if (slots[i]->running) seqs[n_seqs++] = &slots[i]->seq;
+        if (interrupted_run) {
+            for (size_t i = 0; i < n_slots; i++) finish(slots[i], "interrupted");
+        } else if (n_seqs) {
+            if (engine_step(&b.engine, seqs, n_seqs, &err) != 0) {
+                report_error(&err);
+                goto done;
+            }
+            double now = now_seconds();
+            for (size_t i = 0; i < n_slots; i++) {
+                Job *j = slots[i];
+                if (!j->running) continue;
+                Sequence *s = &j->seq;
+                if (s->out_len && append_text(j, s->out, s->out_len) != 0) job_fail(j, "out of memory");
+                if (s->last_token >= 0) {
+                    if (j->last_token_at > 0) gap_add(&b.gaps, now - j->last_token_at);
+                    j->last_token_at = now;
+                }
+                if (s->stop == STOP_ERROR) job_fail(j, "%s", s->error.msg);
+                else if (s->stop) finish(j, stop_reason_name(s->stop));
+            }
+        }
+        // the jobs that are done leave their places
+        size_t k = 0;
+        for (size_t i = 0; i < n_slots; i++) {
+            if (slots[i]->done) sequence_release(&slots[i]->seq, &b.engine);
+            else slots[k++] = slots[i];
+        }
+        n_slots = k;
+        // 4. results
+        if (write_done(&b) != 0) goto done;
+        if ((in.eof || interrupted_run) && n_slots == 0 && b.q_len == 0) break;
+    }
+    double wall = now_seconds() - b.t0;
+    print_batch_stats(&b, wall);
+    rc = interrupted_run ? EXIT_INTERRUPTED : b.failed ? EXIT_RUNTIME : EXIT_OK;
+done:
+    for (size_t i = 0; i < b.q_len; i++) job_free(queue_at(&b, i), &b.engine);
+    free(b.queue);
+    free(in.buf);
+    free(slots);
+    free(seqs);
+    if (engine_up) engine_free(&b.engine);
+    threadpool_free(pool);
+    if (owned) tokenizer_free(b.tok);
+    model_free(&m);
+    return rc;
+}

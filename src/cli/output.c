@@ -1,0 +1,51 @@
+/*
+ * output.c - every byte the command line writes to stdout goes through
+ * here, so that no write error goes unnoticed: a full disk, a closed stdout
+ * or a reader that went away (EPIPE, when SIGPIPE is ignored) is reported
+ * once, as "gpt: stdout: No space left on device", and the caller stops.
+ */
+#include <cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int stdout_failed(void) {
+    int e = errno ? errno : EIO;
+    fprintf(stderr, "gpt: stdout: %s\n", strerror(e));
+    return -1;
+}
+
+int out_write(const void *p, size_t n) {
+    errno = 0;
+    if (n && fwrite(p, 1, n, stdout) != n) return stdout_failed();
+    return 0;
+}
+
+int out_flush(void) {
+    errno = 0;
+    return fflush(stdout) == 0 ? 0 : stdout_failed();
+}
+
+int out_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    int rc = vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    return rc < 0 ? stdout_failed() : 0;
+}
+
+int out_json_line(const cJSON *root) {
+    char *s = cJSON_PrintUnformatted(root);
+    if (!s) {
+        fprintf(stderr, "gpt: out of memory\n");
+        return -1;
+    }
+    int rc = out_write(s, strlen(s)) || out_write("\n", 1) ? -1 : 0;
+    free(s);
+    return rc;
+}

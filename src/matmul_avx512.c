@@ -1,0 +1,311 @@
+/*
+ * matmul_avx512.c - AVX-512 (F/BW/VL/DQ) + F16C + FMA kernels
+ * (matmul_kernels.h). Every function carries __attribute__((target(...))),
+ * so the file builds with plain -O2 for baseline x86-64; matmul.c calls in
+ * here only where the CPU supports it.
+ *
+ * Arithmetic per output element = the canonical one: one zmm accumulator
+ * per (b, n), vfmadd over k in steps of 16 (K tail: zero-masked lanes), the
+ * fixed reduction tree, then + bias, then + old out.
+ *
+ * Speed (measured on Zen 4; none of this changes a result):
+ *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every
+ *    weight vector is loaded and widened once per tile and feeds C FMAs.
+ *  - The hardware prefetchers lose much bandwidth as soon as the inner loop
+ *    walks several address streams at once, even streams that hit L1
+ *    (R adjacent W rows at B = 1 lost 30-50%). Hence: (a) for B > 1 the
+ *    activations are first repacked into one linear stream
+ *    (xp[k/16][c][16] per batch chunk, zero-padded, in the caller's
+ *    scratch); (b) for small B the R rows of a tile are taken from R
+ *    far-apart parts of [n0, n1) ("split" tiles: R independent linear
+ *    streams); (c) for B >= 8 (compute-bound) tiles of R adjacent rows, and
+ *    a software prefetch walks the *next* tile linearly (prefetcht1, at
+ *    least 16 KiB ahead; T0 was clearly worse).
+ *  - For B > C the same R weight rows are re-read for the next C batch
+ *    rows; they are then in L1/L2, so memory sees W once per call.
+ *  - Q8: the block scales of the current 512 weights are widened to float
+ *    once per tile row, so that each block costs a broadcast load.
+ *  - gcc -O2 does not fully unroll small loops over __m512 arrays by itself
+ *    (stack spills): each such loop carries #pragma GCC unroll.
+ */
+#include "matmul_kernels.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
+#define AI static inline __attribute__((always_inline)) TGT512
+
+// Tile shapes (R weight rows x up to C batch rows) by batch size:
+enum {
+    R_1 = 2,                  // B == 1: 2 split rows (2 FMA chains; Q8 needs them)
+    R_M = 4, C_M = 3,         // 2 <= B < 4: 4 split rows x 3
+    R_4F = 3, C_4F = 4,       // F32, 4 <= B < 8: 3 split rows x 4, per-row prefetch
+    PFS_4F = 4096,            //   that many bytes ahead
+    R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound)
+    PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
+    RMAX = 4, CMAX = 4,
+};
+#define PF_HINT _MM_HINT_T1   // into L2: measured clearly better than T0
+
+// A weight matrix seen uniformly: rows ldw elements apart (K, or K_pad for
+// Q8), Q8 scales ldd per row.
+typedef struct {
+    const char *w;
+    const uint16_t *d;
+    size_t N, K, ldw, ldd;
+} WD;
+
+AI size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
+
+// 16 weights of one row from element k as exact float32 (d16: the Q8 block
+// scale, broadcast).
+AI __m512 load_w(DType dt, const char *row, size_t k, __m512 d16) {
+    switch (dt) {
+    case DTYPE_F32: return _mm512_loadu_ps((const float *)(const void *)row + k);
+    case DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)row + k)));
+    case DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)row + k))),
+            16));
+    case DTYPE_Q8: break;
+    }
+    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const int8_t *)row + k)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d16);  // exact: 7 bits x 11 bits
+}
+
+// The same for the K tail: lanes not in m are +0.0f and are not read (a Q8
+// row is padded to K_pad, so its full load is in bounds).
+AI __m512 load_w_tail(DType dt, const char *row, size_t k, __mmask16 m, __m512 d16) {
+    switch (dt) {
+    case DTYPE_F32: return _mm512_maskz_loadu_ps(m, (const float *)(const void *)row + k);
+    case DTYPE_F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)row + k));
+    case DTYPE_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)row + k)), 16));
+    case DTYPE_Q8: break;
+    }
+    return _mm512_maskz_mov_ps(m, load_w(dt, row, k, d16));
+}
+
+AI __mmask16 tail_mask(size_t left) {  // lanes [0, min(left, 16))
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+// The canonical tree: lane i + lane i+8, then 8 -> 4 -> 2 -> 1.
+AI float hsum(__m512 a) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+// One tile: weight rows n, n + rs, ... (R of them) x batch rows [b0, b0+C).
+// R and C are constants after inlining, so the arrays live in registers.
+// xp: the packed activations of this batch chunk ([k/16][c][16], zero-padded
+// to a multiple of 16), or NULL to read the rows of inp in place.
+AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+             const float *inp, const float *xp, const float *bias, int accumulate) {
+    const size_t K = W->K, N = W->N, es = esize(dt);
+    const char *wr[RMAX];
+    const uint16_t *dr[RMAX];
+    const float *xr[CMAX];
+    __m512 acc[RMAX][CMAX];
+    // Q8: the block scales of the current 512 weights, widened to float.
+    float sd[RMAX][16] __attribute__((aligned(64)));
+
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * es;
+        dr[r] = dt == DTYPE_Q8 ? W->d + (n + (size_t)r * rs) * W->ldd : NULL;
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+
+// x vector of batch row c at element k (a full vector)
+#define XV(c, k) (xp ? _mm512_load_ps(xp + (k) * (size_t)C + 16 * (size_t)(c)) : _mm512_loadu_ps(xr[c] + (k)))
+
+    size_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        if (dt == DTYPE_Q8 && (k & 511) == 0) {
+            const size_t j = k / Q8_BLOCK;
+            const __mmask16 m = tail_mask(W->ldd - j);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                _mm512_store_ps(sd[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, dr[r] + j)));
+        }
+        if (rs == 1 && (R > 1 || C > 1)) {  // walk the next tile linearly (see the top)
+            const size_t tb = (size_t)R * W->ldw * es;
+            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + k * (size_t)R * es;
+#pragma GCC unroll 8
+            for (size_t off = 0; off < (size_t)R * 16 * es; off += 64)
+                _mm_prefetch((const char *)(next + off), PF_HINT);
+        }
+        if (PFS && rs != 1 && C > 1) {  // split tiles: each row is its own stream
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+                for (size_t off = 0; off < 16 * es; off += 64)
+                    _mm_prefetch((const char *)((uintptr_t)wr[r] + k * es + off + (size_t)PFS), PF_HINT);
+        }
+        __m512 wv[RMAX];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            wv[r] = load_w(dt, wr[r], k,
+                           dt == DTYPE_Q8 ? _mm512_set1_ps(sd[r][(k / Q8_BLOCK) & 15]) : _mm512_setzero_ps());
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m512 xv = XV(c, k);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+    // K tail (< 16 left): one more step in which lanes k >= K see w = x = +0.
+    if (k < K) {
+        const __mmask16 m = tail_mask(K - k);
+        __m512 wv[RMAX];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            wv[r] = load_w_tail(dt, wr[r], k, m,
+                                dt == DTYPE_Q8 ? _mm512_set1_ps(_cvtsh_ss(dr[r][k / Q8_BLOCK])) : _mm512_setzero_ps());
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m512 xv = xp ? XV(c, k) : _mm512_maskz_loadu_ps(m, xr[c] + k);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+#undef XV
+
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            float s = hsum(acc[r][c]);
+            if (bias) s = s + bias[n + (size_t)r * rs];
+            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
+            *o = accumulate ? *o + s : s;
+        }
+}
+
+// ---- activation packing ----------------------------------------------------
+
+AI size_t kpad(size_t K) { return (K + 15) / 16 * 16; }
+
+// Packs inp (B, K) into dst in chunks of CM rows: the chunk at b0 with C
+// rows lies at dst + b0 * kpad(K), laid out [k/16][c][16], zeros past K.
+TGT512 static void pack_x(float *dst, const float *inp, size_t B, size_t K, size_t CM) {
+    const size_t Kp = kpad(K);
+    for (size_t b0 = 0; b0 < B; b0 += CM) {
+        const size_t C = B - b0 < CM ? B - b0 : CM;
+        float *chunk = dst + b0 * Kp;
+        for (size_t k = 0; k < Kp; k += 16) {
+            const __mmask16 m = tail_mask(K > k ? K - k : 0);
+            for (size_t c = 0; c < C; c++)
+                _mm512_store_ps(chunk + k * C + 16 * c, _mm512_maskz_loadu_ps(m, inp + (b0 + c) * K + k));
+        }
+    }
+}
+
+// ---- drivers ---------------------------------------------------------------
+
+// R weight rows (rs apart) from n, all B batch rows in chunks of CM.
+AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs, float *out,
+             const float *inp, const float *xp, const float *bias, size_t B, int accumulate) {
+    const size_t Kp = kpad(W->K);
+    size_t b = 0;
+    for (; b + (size_t)CM <= B; b += (size_t)CM)
+        tile(dt, R, CM, PFS, W, n, rs, b, out, inp, xp ? xp + b * Kp : NULL, bias, accumulate);
+    const float *xpb = xp ? xp + b * Kp : NULL;
+    switch (B - b) {  // batch tail: the same arithmetic per element, a smaller tile
+    case 3:
+        if (CM > 3) tile(dt, R, CM > 3 ? 3 : 1, PFS, W, n, rs, b, out, inp, xpb, bias, accumulate);
+        break;
+    case 2:
+        if (CM > 2) tile(dt, R, CM > 2 ? 2 : 1, PFS, W, n, rs, b, out, inp, xpb, bias, accumulate);
+        break;
+    case 1: tile(dt, R, 1, PFS, W, n, rs, b, out, inp, xpb, bias, accumulate); break;
+    default: break;
+    }
+}
+
+AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
+                const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    const float *xp = NULL;
+    if (B > 1 && scratch) {
+        pack_x(scratch, inp, B, W->K, (size_t)CM);
+        xp = scratch;
+    }
+    size_t n = n0;
+    if (SPLIT && R > 1) {
+        // the R rows of a tile come from R equal parts of [n0, n1): R
+        // far-apart linear streams instead of R interleaved ones
+        const size_t part = (n1 - n0) / (size_t)R;
+        for (; n < n0 + part; n++) rows(dt, R, CM, PFS, W, n, part, out, inp, xp, bias, B, accumulate);
+        n = n0 + part * (size_t)R;
+    } else {
+        for (; n + (size_t)R <= n1; n += (size_t)R) rows(dt, R, CM, PFS, W, n, 1, out, inp, xp, bias, B, accumulate);
+    }
+    for (; n < n1; n++) rows(dt, 1, CM, PFS, W, n, 1, out, inp, xp, bias, B, accumulate);  // row tail
+}
+
+AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+            size_t n1, int accumulate, float *scratch) {
+    if (B == 1)
+        run_cfg(dt, R_1, 1, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else if (B < 4)
+        run_cfg(dt, R_M, C_M, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else if (B < 8 && dt == DTYPE_F32)  // still memory-bound: split rows + prefetch
+        run_cfg(dt, R_4F, C_4F, 1, PFS_4F, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else
+        run_cfg(dt, R_2, C_2, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
+
+// One instance per dtype, so that every switch on dt above folds away.
+#define RUN_DTYPE(name, dt)                                                                          \
+    TGT512 static void name(const WD *W, float *out, const float *inp, const float *bias, size_t B, \
+                            size_t n0, size_t n1, int accumulate, float *scratch) {                 \
+        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                 \
+    }
+RUN_DTYPE(run_f32, DTYPE_F32)
+RUN_DTYPE(run_f16, DTYPE_F16)
+RUN_DTYPE(run_bf16, DTYPE_BF16)
+RUN_DTYPE(run_q8, DTYPE_Q8)
+#undef RUN_DTYPE
+
+TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
+                               size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    if (n0 >= n1 || B == 0) return;
+    size_t K = W->n_in;
+    WD d = {(const char *)W->data, NULL, W->n_out, K, K, 0};
+    switch (W->dtype) {
+    case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_Q8:
+        d.ldw = q8_row_quants(K);
+        d.d = W->scales;
+        d.ldd = d.ldw / Q8_BLOCK;
+        run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
+        break;
+    }
+}
+
+#else  // not x86-64: never chosen (matmul_isa_supported says 0); the same bits anyway
+
+void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
+                        size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    (void)scratch;
+    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate);
+}
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * test_batch.c - `gpt --batch` end to end: every line's result is what the
+ * same prompt gives run alone (`gpt -p PROMPT -s SEED` with the line's
+ * options), token for token, whatever the --parallel, whether prompts share
+ * a prefix or not, greedy and sampled, on the tiny and the 124M-shaped test
+ * checkpoints; and the mode's contract: input and output lines one to one,
+ * in order (or not, with --unordered), bad lines answered with an error in
+ * their place, stop strings, --text, the exit status, GNU parallel.
+ *
+ * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
+ */
+#include <cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fileio.h"
+#include "run_gpt.h"
+
+static char tmpdir[256];
+
+#define RUN_IN(text, ...) run_gpt(tmpdir, text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
+
+static const char *ckpt(const char *name) {
+    static char buf[4][1024];
+    static int k;
+    const char *d = getenv("CKPT_DIR");
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", d && *d ? d : "build/ckpt", name);
+    return buf[k];
+}
+
+// ---------------------------------------------------------------------------
+// the prompts: 32 lines, a third of them sharing a long prefix, half greedy
+
+enum { N_PROMPTS = 32 };
+
+typedef struct {
+    char prompt[512];
+    float temp;
+    int top_k;
+    unsigned seed;
+    int max_tokens;
+} Prompt;
+
+static const char *SHARED =
+    "You are a careful assistant. Answer in one short sentence, without lists, and keep to the facts that "
+    "the question gives. Here is the question:";
+
+static void make_prompts(Prompt *p) {
+    static const char *tails[] = {
+        "What is the capital of France?", "Why is the sky blue?", "Name a prime number.",
+        "What do bees make?",             "Who wrote Hamlet?",     "How many legs has a spider?",
+        "What is ice?",                   "Where is Peru?",        "When does spring start?",
+        "What is a byte?",                "Is the sun a star?",
+    };
+    for (int i = 0; i < N_PROMPTS; i++) {
+        if (i % 3 == 0) snprintf(p[i].prompt, sizeof p[i].prompt, "%s %s", SHARED, tails[i / 3 % 11]);
+        else snprintf(p[i].prompt, sizeof p[i].prompt, "Story %d: once upon a time, in a town of %d people,", i, 100 * i + 7);
+        p[i].temp = i % 2 ? 0.0f : 0.9f;
+        p[i].top_k = i % 4 == 0 ? 40 : 0;
+        p[i].seed = 1000u + 17u * (unsigned)i;
+        p[i].max_tokens = 4 + i % 5;
+    }
+}
+
+static char *jsonl_of(const Prompt *p, int n) {
+    size_t cap = 256 * (size_t)n + 4096, len = 0;
+    char *s = malloc(cap);
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "prompt", p[i].prompt);
+        cJSON_AddNumberToObject(o, "id", 500 + i);
+        cJSON_AddNumberToObject(o, "temperature", p[i].temp);
+        if (p[i].top_k) cJSON_AddNumberToObject(o, "top_k", p[i].top_k);
+        cJSON_AddNumberToObject(o, "seed", p[i].seed);
+        cJSON_AddNumberToObject(o, "max_tokens", p[i].max_tokens);
+        char *line = cJSON_PrintUnformatted(o);
+        size_t l = strlen(line);
+        if (len + l + 2 > cap) s = realloc(s, cap = 2 * (len + l + 2));
+        memcpy(s + len, line, l);
+        len += l;
+        s[len++] = '\n';
+        free(line);
+        cJSON_Delete(o);
+    }
+    s[len] = '\0';
+    return s;
+}
+
+// The --json tokens of `gpt -p PROMPT` with the prompt's options, alone.
+static cJSON *alone(const char *model, const Prompt *p) {
+    char temp[32], seed[32], n[32], k[32];
+    snprintf(temp, sizeof temp, "%g", (double)p->temp);
+    snprintf(seed, sizeof seed, "%u", p->seed);
+    snprintf(n, sizeof n, "%d", p->max_tokens);
+    snprintf(k, sizeof k, "%d", p->top_k);
+    Result r = run_gpt(tmpdir, NULL, 0,
+                       (const char *const[]){"-m", model, "-p", p->prompt, "--temp", temp, "--top-k", k, "-s", seed,
+                                             "-n", n, "--json", NULL});
+    cJSON *j = r.rc == 0 ? cJSON_Parse(r.out) : NULL;
+    CHECK(j != NULL, "alone: rc %d %s", r.rc, r.err);
+    result_free(&r);
+    cJSON *t = j ? cJSON_DetachItemFromObject(j, "tokens") : NULL;
+    cJSON_Delete(j);
+    return t;
+}
+
+// Splits stdout into lines; returns the count.
+static size_t split_lines(char *out, char **lines, size_t max) {
+    size_t n = 0;
+    for (char *p = out; *p && n < max;) {
+        char *nl = strchr(p, '\n');
+        lines[n++] = p;
+        if (!nl) break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    return n;
+}
+
+static void test_equals_alone(const char *name) {
+    const char *model = ckpt(name);
+    Prompt p[N_PROMPTS];
+    make_prompts(p);
+    cJSON *want[N_PROMPTS];
+    for (int i = 0; i < N_PROMPTS; i++) want[i] = alone(model, &p[i]);
+    char *input = jsonl_of(p, N_PROMPTS);
+    const char *parallels[] = {"1", "4", "16"};
+    for (int w = 0; w < 6; w++) {
+        const char *par = parallels[w % 3];
+        int share = w < 3;
+        Result r = share ? RUN_IN(input, "-m", model, "--batch", "--jsonl", "--parallel", par, "--prefill-chunk", "24",
+                                  "--stats-json")
+                         : RUN_IN(input, "-m", model, "--batch", "--jsonl", "--parallel", par, "--prefill-chunk", "24",
+                                  "--stats-json", "--no-prefix-sharing");
+        CHECK(r.rc == 0, "%s --parallel %s: rc %d %s", name, par, r.rc, r.err);
+        char *lines[N_PROMPTS + 2];
+        size_t n = split_lines(r.out, lines, N_PROMPTS + 2);
+        CHECK(n == N_PROMPTS, "%s --parallel %s: %zu output lines for %d input lines", name, par, n, N_PROMPTS);
+        int same = 0;
+        for (size_t i = 0; i < n && i < N_PROMPTS; i++) {
+            cJSON *j = cJSON_Parse(lines[i]);
+            const cJSON *idx = cJSON_GetObjectItem(j, "index"), *id = cJSON_GetObjectItem(j, "id");
+            CHECK(idx && idx->valueint == (int)i && id && id->valueint == 500 + (int)i,
+                  "%s --parallel %s: line %zu is out of order or lost its id: %.200s", name, par, i, lines[i]);
+            const cJSON *tokens = cJSON_GetObjectItem(j, "tokens");
+            char *a = tokens ? cJSON_PrintUnformatted(tokens) : NULL, *b = want[i] ? cJSON_PrintUnformatted(want[i]) : NULL;
+            if (a && b && !strcmp(a, b)) same++;
+            else CHECK(0, "%s --parallel %s%s: line %zu (%s): %s, alone %s", name, par, share ? "" : " unshared", i,
+                       p[i].temp > 0 ? "sampled" : "greedy", a ? a : "?", b ? b : "?");
+            free(a);
+            free(b);
+            cJSON_Delete(j);
+        }
+        CHECK(same == N_PROMPTS, "%s --parallel %s: %d of %d lines equal their run alone", name, par, same, N_PROMPTS);
+        // the shared prefix was computed once, not once per prompt
+        cJSON *st = cJSON_Parse(r.err);
+        const cJSON *reused = cJSON_GetObjectItem(st, "prefix_tokens_reused");
+        if (share && atoi(par) > 1)
+            CHECK(reused && reused->valuedouble >= 8 * 16, "%s --parallel %s: %g prefix tokens reused", name, par,
+                  reused ? reused->valuedouble : -1.0);
+        if (!share) CHECK(reused && reused->valuedouble == 0, "--no-prefix-sharing reused %g", reused ? reused->valuedouble : -1.0);
+        cJSON_Delete(st);
+        result_free(&r);
+    }
+    free(input);
+    for (int i = 0; i < N_PROMPTS; i++) cJSON_Delete(want[i]);
+}
+
+// ---------------------------------------------------------------------------
+// the contract
+
+static void test_lines(void) {
+    const char *tiny = ckpt("tiny");
+    // plain lines: one result each, in order; an empty line is an empty prompt
+    Result r = RUN_IN("Hello\n\nThe cat\r\nlast line without a newline", "-m", tiny, "--batch", "-n", "3", "--temp", "0");
+    char *lines[8];
+    size_t n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 0 && n == 4, "plain lines: rc %d, %zu lines: %s", r.rc, n, r.err);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *j = cJSON_Parse(lines[i]);
+        const char *want[] = {"Hello", "", "The cat", "last line without a newline"};
+        const cJSON *pr = cJSON_GetObjectItem(j, "prompt"), *idx = cJSON_GetObjectItem(j, "index");
+        CHECK(pr && !strcmp(pr->valuestring, want[i]) && idx && idx->valueint == (int)i, "line %zu: %s", i, lines[i]);
+        cJSON_Delete(j);
+    }
+    result_free(&r);
+
+    // seeds: -s plus the line index, so that any line can be re-run alone
+    r = RUN_IN("A\nB\nC\n", "-m", tiny, "--batch", "-n", "5", "-s", "41");
+    n = split_lines(r.out, lines, 8);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *j = cJSON_Parse(lines[i]);
+        const cJSON *s = cJSON_GetObjectItem(j, "seed");
+        CHECK(s && s->valuedouble == 41 + (double)i, "line %zu: seed %g, want %zu", i, s ? s->valuedouble : -1.0, 41 + i);
+        char seed[16];
+        snprintf(seed, sizeof seed, "%zu", 41 + i);
+        const char *prompts[] = {"A", "B", "C"};
+        Result a = RUN_IN("", "-m", tiny, "-p", prompts[i], "-n", "5", "-s", seed, "--json");
+        cJSON *ja = cJSON_Parse(a.out);
+        char *x = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "tokens")), *y = cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "tokens"));
+        CHECK(x && y && !strcmp(x, y), "line %zu: %s, alone with -s %s: %s", i, x, seed, y);
+        free(x), free(y);
+        cJSON_Delete(ja);
+        result_free(&a);
+        cJSON_Delete(j);
+    }
+    result_free(&r);
+
+    // bad lines get an error in their place; the others run; exit 1
+    const char *in = "{\"prompt\": \"ok\", \"max_tokens\": 2}\n"
+                     "not json\n"
+                     "{\"prompt\": 5}\n"
+                     "{\"prompt\": \"x\", \"top_p\": 1.5}\n"
+                     "{\"prompt\": \"x\", \"temprature\": 1}\n"
+                     "{\"id\": 3}\n"
+                     "{\"prompt\": \"fine too\", \"id\": {\"k\": [1, 2]}, \"max_tokens\": 1}\n";
+    r = RUN_IN(in, "-m", tiny, "--batch", "--jsonl", "--temp", "0");
+    n = split_lines(r.out, lines, 8);
+    const char *want_err[] = {NULL, "not a JSON object", "prompt must be a string", "top_p 1.5: must be in (0, 1]",
+                              "unknown field \"temprature\"", "no \"prompt\"", NULL};
+    CHECK(r.rc == 1 && n == 7, "bad lines: rc %d (want 1), %zu lines", r.rc, n);
+    for (size_t i = 0; i < n && i < 7; i++) {
+        cJSON *j = cJSON_Parse(lines[i]);
+        const cJSON *e = cJSON_GetObjectItem(j, "error");
+        if (want_err[i]) CHECK(e && strstr(e->valuestring, want_err[i]), "line %zu: %s", i, lines[i]);
+        else CHECK(!e && cJSON_GetObjectItem(j, "text"), "line %zu: %s", i, lines[i]);
+        cJSON_Delete(j);
+    }
+    CHECK(n == 7 && strstr(lines[6], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 7 ? lines[6] : "");
+    result_free(&r);
+
+    // a prompt longer than the context (tiny: 128) is an error line
+    char longp[2048] = "";
+    for (int i = 0; i < 200; i++) strcat(longp, " word");
+    strcat(longp, "\nshort\n");
+    r = RUN_IN(longp, "-m", tiny, "--batch", "-n", "2");
+    n = split_lines(r.out, lines, 4);
+    CHECK(r.rc == 1 && n == 2 && strstr(lines[0], "context holds 128") && strstr(lines[1], "\"text\""),
+          "too long a prompt: rc %d %s", r.rc, r.out);
+    result_free(&r);
+
+    // stop strings, across token boundaries; the text ends before them
+    r = RUN_IN("{\"prompt\": \"Hello\", \"stop\": [\"xyz\", \"oH\"], \"max_tokens\": 20}\n", "-m", tiny, "--batch",
+               "--jsonl", "--temp", "0");
+    cJSON *j = cJSON_Parse(r.out);
+    const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason"), *text = cJSON_GetObjectItem(j, "text");
+    // tiny repeats "Hello" (one token): "HelloHello..." has "oH" after "Hell",
+    // across the boundary of the first two tokens
+    CHECK(stop && !strcmp(stop->valuestring, "stop") && text && !strcmp(text->valuestring, "Hell"),
+          "stop string: %s", r.out);
+    cJSON_Delete(j);
+    result_free(&r);
+    Result single = RUN_IN("", "-m", tiny, "-p", "Hello", "--stop", "oH", "-n", "20", "--temp", "0", "--json");
+    j = cJSON_Parse(single.out);
+    CHECK(single.rc == 0 && j && !strcmp(cJSON_GetObjectItem(j, "text")->valuestring, "Hell") &&
+              !strcmp(cJSON_GetObjectItem(j, "stop_reason")->valuestring, "stop"),
+          "--stop in the single mode: '%s'", single.out);
+    cJSON_Delete(j);
+    result_free(&single);
+    single = RUN_IN("", "-m", tiny, "-p", "Hello", "--stop", "oH", "-n", "20", "--temp", "0");
+    CHECK(single.rc == 0 && !strcmp(single.out, "Hell"), "--stop streamed: '%s'", single.out);
+    result_free(&single);
+
+    // --text: one escaped completion per line; an error line is empty
+    r = RUN_IN("{\"prompt\": \"a\", \"max_tokens\": 3}\n{\"prompt\": 1}\n", "-m", tiny, "--batch", "--jsonl", "--text",
+               "--temp", "0", "--stop", "zzz");
+    n = split_lines(r.out, lines, 4);
+    CHECK(r.rc == 1 && n == 2 && lines[0][0] && !lines[1][0] && strstr(r.err, "line 1: prompt must be a string"),
+          "--text: rc %d, '%s', '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+
+    // --unordered: every line once, whatever the order
+    r = RUN_IN("a\nbb\nccc\ndddd\n", "-m", tiny, "--batch", "--unordered", "-n", "3", "--parallel", "2");
+    n = split_lines(r.out, lines, 8);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *x = cJSON_Parse(lines[i]);
+        const cJSON *idx = cJSON_GetObjectItem(x, "index");
+        if (idx) seen |= 1 << idx->valueint;
+        cJSON_Delete(x);
+    }
+    CHECK(r.rc == 0 && n == 4 && seen == 15, "--unordered: %zu lines, indexes %x", n, seen);
+    result_free(&r);
+
+    // usage errors: exit 2 before reading anything
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--echo");
+    CHECK(r.rc == 2 && strstr(r.err, "--echo does not apply to --batch") && !r.out_len, "--batch --echo: %s", r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--parallel", "0");
+    CHECK(r.rc == 2 && strstr(r.err, "--parallel 0"), "--parallel 0: %s", r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "12Q");
+    CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 12Q"), "--kv-budget 12Q: %s", r.err);
+    result_free(&r);
+    // a budget too small for one sequence: that line fails, clearly
+    r = RUN_IN("hello\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "2M", "-n", "40");
+    CHECK(r.rc == 1 && strstr(r.out, "budget"), "2M budget: rc %d %s %s", r.rc, r.out, r.err);
+    result_free(&r);
+}
+
+// GNU parallel splits the input across processes; with --first-index from
+// its job number, the joined output is the single run's, line for line.
+static void test_gnu_parallel(void) {
+    if (system("parallel --version >/dev/null 2>&1") != 0) {
+        CHECK(0, "GNU parallel is not installed (apt-get install parallel; .ci/run does)");
+        return;
+    }
+    char input[8192] = "";
+    for (int i = 0; i < 40; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "{\"prompt\": \"Prompt number %d says\", \"id\": \"p%d\", \"max_tokens\": %d}\n", i, i,
+                 2 + i % 4);
+        strcat(input, line);
+    }
+    char in_path[512], cmd[4096];
+    snprintf(in_path, sizeof in_path, "%s/prompts.jsonl", tmpdir);
+    FILE *f = fopen(in_path, "w");
+    fputs(input, f);
+    fclose(f);
+    const char *gpt = gpt_binary();
+    snprintf(cmd, sizeof cmd,
+             "parallel --will-cite --pipe -N 10 -k '%s --batch --jsonl -m %s -s 7 --first-index $(( ({#} - 1) * 10 ))' "
+             "< %s > %s/parallel.out 2>%s/parallel.err",
+             gpt, ckpt("tiny"), in_path, tmpdir, tmpdir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    Result one = RUN_IN(input, "-m", ckpt("tiny"), "--batch", "--jsonl", "-s", "7");
+    char out_path[512], *joined = NULL;
+    size_t len = 0;
+    snprintf(out_path, sizeof out_path, "%s/parallel.out", tmpdir);
+    file_read_all(out_path, &joined, &len, NULL);
+    // The results are the same, line for line; only the stats may differ
+    // (the single run shares more prompt prefixes than the pieces can).
+    char *a[64], *b[64];
+    size_t na = joined ? split_lines(joined, a, 64) : 0, nb = split_lines(one.out, b, 64), same = 0;
+    for (size_t i = 0; i < na && i < nb; i++) {
+        cJSON *x = cJSON_Parse(a[i]), *y = cJSON_Parse(b[i]);
+        cJSON_DeleteItemFromObject(x, "stats");
+        cJSON_DeleteItemFromObject(y, "stats");
+        char *sx = cJSON_PrintUnformatted(x), *sy = cJSON_PrintUnformatted(y);
+        same += sx && sy && !strcmp(sx, sy);
+        free(sx), free(sy);
+        cJSON_Delete(x), cJSON_Delete(y);
+    }
+    CHECK(one.rc == 0 && na == 40 && nb == 40 && same == 40,
+          "GNU parallel: %zu and %zu lines, %zu of them equal to one --batch run's", na, nb, same);
+    free(joined);
+    result_free(&one);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-batch-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_lines();
+    test_gnu_parallel();
+    test_equals_alone("tiny");
+    test_equals_alone("gpt2-124M-shaped");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_exit("test_batch");
+}
