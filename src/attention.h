@@ -11,8 +11,11 @@
  *
  * Every sum is taken in an order fixed by the query and the cache alone:
  *   q . k_t       d = 0..HS-1 in turn, one fused multiply-add each
+ *   max           exact in any order
  *   sum exp       16 lanes (t mod 16), added up as a fixed tree
- *   sum w_t v_t   t = 0..p in turn per output dimension, then times 1/sum
+ *   sum w_t v_t   per output dimension, four partial sums (t mod 4), each
+ *                 over its t in turn, added as (0 + 1) + (2 + 3), then
+ *                 times 1/sum
  * so a query's result is the same bits whether it is computed in a prefill
  * of 500 tokens, in a decode step, alone or beside other sequences: what
  * batching and prefix sharing rely on.
@@ -29,9 +32,13 @@
 void attention_query(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
                      size_t n_keys, float *scores);
 
-// The same, written plainly (no blocking, no vector clones): the reference
-// the tests hold attention_query to, bit for bit.
+// The same, written plainly: the definition, which every vector version
+// (attention.c) matches bit for bit.
 void attention_query_reference(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
                                size_t n_keys, float *scores);
+// The version for one instruction set (matmul_kernels.h's MatmulIsa), for
+// the tests; an ISA the CPU lacks runs the reference.
+void attention_query_isa(int isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
+                         size_t n_keys, float *scores);
 
 #endif

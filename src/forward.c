@@ -95,6 +95,11 @@ void layernorm_forward(float *out, const float *inp, const float *weight,
     }
 }
 
+// Element by element, so the vector versions (AVX-512, AVX2, chosen when the
+// program starts) give exactly the baseline's bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 void gelu_forward(float *x, size_t n) {
     // GPT-2's "gelu_new": 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
     // Since 1 + tanh(u) = 2 / (1 + exp(-2u)), this is x / (1 + exp(-2u)):

@@ -25,6 +25,7 @@
 
 #include "check.h"
 #include "fileio.h"
+#include "attention.h"
 #include "forward.h"
 #include "kvcache.h"
 #include "loader.h"
@@ -353,6 +354,47 @@ static void test_cache_equals_full_pass(const char *name) {
     runner_close(&r);
 }
 
+// Every vector version of attention_query gives the reference's bits, for
+// any number of keys (whole blocks of 16 and ragged tails), F32 and F16
+// caches, and a decode-like query after a prefill-like one.
+static void test_attention_isas(void) {
+    GPT2Config cfg = {.n_layer = 2, .n_head = 3, .n_embd = 3 * 64, .n_ctx = 300, .vocab_size = 10, .ln_eps = 1e-5f};
+    GptError err = {{0}};
+    uint64_t st = 12345;
+    for (int dt = 0; dt < 2; dt++) {
+        KVCache c;
+        CHECK(kvcache_init(&c, &cfg, dt ? DTYPE_F16 : DTYPE_F32, 300, &err) == 0, "%s", err.msg);
+        float k[64], v[64], q[64], want[64], got[64], scores[304];
+        for (size_t pos = 0; pos < 300; pos++)
+            for (size_t l = 0; l < 2; l++)
+                for (size_t h = 0; h < 3; h++) {
+                    for (int d = 0; d < 64; d++) {
+                        st = st * 6364136223846793005ull + 1442695040888963407ull;
+                        k[d] = (float)((st >> 40) & 0xFFFF) / 8192.0f - 4.0f;
+                        v[d] = (float)((st >> 20) & 0xFFFF) / 32768.0f - 1.0f;
+                    }
+                    kvcache_store(&c, l, h, pos, k, v);
+                }
+        for (int d = 0; d < 64; d++) q[d] = 0.05f * (float)(d % 11) - 0.2f;
+        int mismatches = 0;
+        const size_t counts[] = {1, 2, 15, 16, 17, 31, 33, 64, 65, 100, 255, 300};
+        for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+            attention_query_reference(want, q, &c, 1, 2, counts[i], scores);
+            for (int isa = 0; isa < 3; isa++) {
+                attention_query_isa(isa, got, q, &c, 1, 2, counts[i], scores);
+                if (memcmp(got, want, sizeof got) != 0) {
+                    if (!mismatches++)
+                        CHECK(0, "%s cache, %zu keys, isa %d: out[0] %.9g, reference %.9g", dt ? "F16" : "F32",
+                              counts[i], isa, got[0], want[0]);
+                }
+            }
+        }
+        CHECK(mismatches == 0, "%s cache: %d attention results differ from the reference", dt ? "F16" : "F32",
+              mismatches);
+        kvcache_free(&c);
+    }
+}
+
 static void test_kv_bytes(void) {
     GPT2Config gpt2 = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .vocab_size = 50257};
     CHECK(kvcache_bytes_per_token(&gpt2, DTYPE_F32) == 73728, "124M: %zu B/token, want 2*12*12*64*4 = 73728",
@@ -372,6 +414,7 @@ static void test_kv_bytes(void) {
 int main(void) {
     test_kernels();
     test_kv_bytes();
+    test_attention_isas();
     char *text = NULL;
     size_t len;
     GptError err = {{0}};
