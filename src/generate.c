@@ -161,6 +161,7 @@ int engine_admit(Engine *e, Sequence *s, GptError *err) {
 
 // Appends bytes to the step's output.
 static int out_append(Sequence *s, const char *p, size_t n) {
+    if (n == 0) return 0;
     if (s->out_len + n > s->out_cap) {
         size_t cap = (s->out_len + n) * 2 + 64;
         char *bigger = realloc(s->out, cap);

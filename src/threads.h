@@ -7,7 +7,7 @@
  * thread created per call. Between tasks a worker spins for a short while
  * (a decode step runs about 50 tasks in a few milliseconds, and waking a
  * sleeping thread costs tens of microseconds), then sleeps on a condition
- * variable, so an idle pool takes no CPU from anyone else (OpenBLAS's own
+ * variable, so an idle pool takes no CPU from anyone else (a BLAS's own
  * threads, other processes).
  *
  * A NULL pool is a pool of one thread: the task runs on the caller.

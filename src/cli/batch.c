@@ -24,7 +24,6 @@
  * (forward.h), so the batch changes nothing but the speed.
  */
 #include <cJSON.h>
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -56,7 +55,7 @@ typedef struct {
 // the input (or an error, reported).
 static int next_line(LineReader *r, int wait, char **line, size_t *n) {
     for (;;) {
-        char *nl = memchr(r->buf + r->start, '\n', r->len - r->start);
+        char *nl = r->buf ? memchr(r->buf + r->start, '\n', r->len - r->start) : NULL;
         if (nl || (r->eof && r->len > r->start)) {
             size_t end = nl ? (size_t)(nl - r->buf) : r->len;
             *line = r->buf + r->start;
@@ -530,7 +529,6 @@ int run_batch(const Options *o) {
                 m.config.vocab_size, tokenizer_vocab_size(b.tok));
         goto done;
     }
-    openblas_set_num_threads((int)o->threads);
     pool = threadpool_create((int)o->threads, &err);
     size_t block_bytes = kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK;
     // The default budget: 1 GiB, but no more than twice what --parallel full

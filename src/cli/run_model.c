@@ -4,7 +4,6 @@
  * --stats and --json reports.
  */
 #include <cJSON.h>
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -415,8 +414,7 @@ int run_model(const Options *o) {
                 n, m.config.n_ctx, scoring ? " (--stride N scores longer texts in windows)" : "");
         goto done;
     }
-    // -t N: our kernels' pool, and OpenBLAS's threads for what still uses it
-    openblas_set_num_threads((int)o->threads);
+    // -t N: the threads our kernels split the work over
     pool = threadpool_create((int)o->threads, &err);
     if (!pool) {
         report_error(&err);

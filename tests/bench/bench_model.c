@@ -1,21 +1,25 @@
 /*
- * bench_model.c - how fast the forward pass is, and how fast it could be.
+ * bench_model.c - how fast the forward pass is, and how fast it could be,
+ * measured in one run (the machines are shared and noisy: every speed is
+ * reported beside a bound measured in the same run, and the variants are
+ * measured in interleaved rounds, best of the rounds).
  *
- *   bench_model MODEL_DIR [threads...]      (default threads: 1 2)
+ *   bench_model MODEL_DIR
  *
- * For each thread count, measured in the same run:
- *   - the machine's memory read bandwidth, and the decode speed it allows
- *     when every float32 weight is read once per token: bandwidth / weight
- *     bytes. The bandwidth is the better of a plain read loop over a 1 GiB
- *     buffer (far past any cache) and what sgemv itself reached streaming
- *     the weights, so the bound is never below what was achieved;
- *   - OpenBLAS sgemm GFLOP/s on the layer shapes at T = 512, and the prefill
- *     speed that allows: GFLOP/s / (2 x matmul parameters per token);
- *   - OpenBLAS sgemv alone over one token's matrix products (tok/s);
- *   - our prefill of a 512-token prompt (best of 3) and our decode of 128
- *     tokens after it;
- *   - decode of B sequences stepping together (one forward call per step):
- *     each weight read then serves B tokens.
+ * Bounds:
+ *   - memory read bandwidth: a plain read loop over 1 GiB (far past any
+ *     cache), 1 and 2 threads. Decode of one sequence reads every weight
+ *     once per token, and the KV cache of its context, so its bound is
+ *     bandwidth / (weight bytes + KV bytes) per token, for each dtype;
+ *   - OpenBLAS sgemm on the layer shapes at T = 512, for prefill: sgemm's
+ *     rate / 2 x (matmul parameters) FLOP per token.
+ * Ours, for each weight dtype (F32, F16, BF16, Q8, converted at load), 1 and
+ * 2 threads:
+ *   - decode of one sequence: 128 tokens after a 64-token prompt;
+ *   - aggregate decode of B = 1, 2, 4, 8, 16 sequences stepping together
+ *     (one forward call per step: each weight read serves B tokens);
+ *   - prefill of 512 tokens;
+ * and decode at a 900-token context with an F32 and an F16 KV cache.
  * Prints numbers; asserts nothing about time.
  */
 #include <cblas.h>
@@ -24,15 +28,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include "clock.h"
 #include "forward.h"
 #include "kvcache.h"
 #include "loader.h"
+#include "matmul.h"
 #include "model.h"
+#include "threads.h"
 
+char *openblas_get_corename(void);
+
+static void die(const GptError *err) {
+    fprintf(stderr, "bench: %s\n", err->msg);
+    exit(1);
+}
 
 // ---------------------------------------------------------------------------
 // memory read bandwidth
@@ -58,9 +68,10 @@ static void *read_job(void *arg) {
     return NULL;
 }
 
-static double read_bandwidth(const uint64_t *buf, size_t n, int threads) {
+// GB/s, best of `reps`.
+static double read_bandwidth(const uint64_t *buf, size_t n, int threads, int reps) {
     double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         pthread_t tid[64];
         ReadJob jobs[64];
         double t0 = now_seconds();
@@ -81,28 +92,24 @@ static double read_bandwidth(const uint64_t *buf, size_t n, int threads) {
     return best;
 }
 
-// ---------------------------------------------------------------------------
-// BLAS on the layer shapes
-
-// GFLOP/s of sgemm over one layer's four products at T tokens.
+// GFLOP/s of OpenBLAS sgemm over one layer's four products at T tokens
+// (weights (N, K), as gpt holds them).
 static double sgemm_gflops(const Model *m, size_t T) {
     size_t C = (size_t)m->config.n_embd;
     float *x = aligned_alloc(64, T * 4 * C * sizeof(float));
     float *y = aligned_alloc(64, T * 4 * C * sizeof(float));
     for (size_t i = 0; i < T * 4 * C; i++) x[i] = 0.001f * (float)(i % 97);
     const GPT2Layer *l = &m->weights.layers[0];
-    struct { const float *w; size_t k, n; } shapes[4] = {
-        {l->qkv_w.data, C, 3 * C}, {l->attn_proj_w.data, C, C}, {l->fc_w.data, C, 4 * C}, {l->fc_proj_w.data, 4 * C, C}};
+    const Weight *w[4] = {&l->qkv_w, &l->attn_proj_w, &l->fc_w, &l->fc_proj_w};
     double flops = 0, best = 1e30;
     for (int rep = 0; rep < 4; rep++) {
         double t0 = now_seconds();
         flops = 0;
         for (int s = 0; s < 4; s++) {
-            // y(T,n) = x(T,k) @ W(k,n)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)shapes[s].n,
-                        (int)shapes[s].k, 1.0f, x, (int)shapes[s].k, shapes[s].w, (int)shapes[s].n,
-                        0.0f, y, (int)shapes[s].n);
-            flops += 2.0 * (double)T * (double)shapes[s].k * (double)shapes[s].n;
+            int K = (int)w[s]->n_in, N = (int)w[s]->n_out;
+            // y(T,N) = x(T,K) @ W(N,K)^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, N, K, 1.0f, x, K, w[s]->data, K, 0.0f, y, N);
+            flops += 2.0 * (double)T * K * N;
         }
         double dt = now_seconds() - t0;
         if (dt < best) best = dt;
@@ -112,121 +119,34 @@ static double sgemm_gflops(const Model *m, size_t T) {
     return flops / best / 1e9;
 }
 
-// Tokens per second of sgemv alone over every matrix one decode step reads:
-// 4 per layer and the (V, C) output layer (49 for GPT-2 124M).
-static double sgemv_tok_s(const Model *m) {
-    size_t C = (size_t)m->config.n_embd, V = (size_t)m->config.vocab_size;
-    float *x = calloc(4 * C, sizeof(float)), *y = calloc(V, sizeof(float));
-    double best = 1e30;
-    for (int rep = 0; rep < 10; rep++) {
-        double t0 = now_seconds();
-        for (int L = 0; L < m->config.n_layer; L++) {
-            const GPT2Layer *l = &m->weights.layers[L];
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(3 * C), 1, l->qkv_w.data, (int)(3 * C), x, 1, 0, y, 1);
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)C, 1, l->attn_proj_w.data, (int)C, x, 1, 0, y, 1);
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)C, (int)(4 * C), 1, l->fc_w.data, (int)(4 * C), x, 1, 0, y, 1);
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)(4 * C), (int)C, 1, l->fc_proj_w.data, (int)C, x, 1, 0, y, 1);
-        }
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)C, 1, m->weights.wte.data, (int)C, x, 1, 0, y, 1);
-        double dt = now_seconds() - t0;
-        if (dt < best) best = dt;
-    }
-    free(x);
-    free(y);
-    return 1.0 / best;
-}
-
 // ---------------------------------------------------------------------------
 // our forward pass
 
-static int argmax(const float *x, size_t n) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int)best;
-}
+static int32_t token_at(size_t i, size_t salt) { return (int32_t)((i * 2654435761u + salt * 7919u) % 50000); }
 
-static void run_forward(const Model *m, size_t prompt_len, size_t n_decode, double *prefill_tok_s,
-                        double *decode_tok_s) {
+// Decode tok/s of B sequences stepping together: prompts of `prompt` tokens,
+// then `steps` steps of one token each. kv: the caches' element type.
+static double decode_tok_s(const Model *m, ThreadPool *pool, size_t B, size_t prompt, size_t steps, DType kv) {
     GptError err = {{0}};
-    KVCache cache;
-    ForwardState fs;
-    size_t cap = prompt_len + n_decode;
-    if (kvcache_init(&cache, &m->config, DTYPE_F32, cap, &err) != 0 ||
-        forward_state_init(&fs, &m->config, prompt_len, cap, 1, NULL, &err) != 0) {
-        fprintf(stderr, "bench: %s\n", err.msg);
-        exit(1);
-    }
-    int32_t *ids = malloc(cap * sizeof *ids);
-    for (size_t i = 0; i < prompt_len; i++) ids[i] = (int32_t)((i * 2654435761u) % 50000);
-    // One untimed run warms the pages and the BLAS threads.
-    SeqInput warm = {.tokens = ids, .n_tokens = 8, .cache = &cache, .want = LOGITS_LAST};
-    gpt2_forward(m, &fs, &warm, 1, &err);
-    kvcache_reset(&cache);
-
-    // Prefill: the best of three, the machine being shared.
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-        kvcache_reset(&cache);
-        double t0 = now_seconds();
-        SeqInput seq = {.tokens = ids, .n_tokens = prompt_len, .cache = &cache, .want = LOGITS_LAST};
-        if (gpt2_forward(m, &fs, &seq, 1, &err) != 0) {
-            fprintf(stderr, "bench: %s\n", err.msg);
-            exit(1);
-        }
-        if (now_seconds() - t0 < best) best = now_seconds() - t0;
-    }
-    *prefill_tok_s = (double)prompt_len / best;
-    double t0 = now_seconds();
-    for (size_t i = 0; i < n_decode; i++) {
-        int32_t next = argmax(fs.logits, (size_t)m->config.vocab_size);
-        SeqInput step = {.tokens = &next, .n_tokens = 1, .cache = &cache, .want = LOGITS_LAST};
-        if (gpt2_forward(m, &fs, &step, 1, &err) != 0) {
-            fprintf(stderr, "bench: %s\n", err.msg);
-            exit(1);
-        }
-    }
-    *decode_tok_s = (double)n_decode / (now_seconds() - t0);
-    free(ids);
-    forward_state_free(&fs);
-    kvcache_free(&cache);
-}
-
-// Aggregate decode tokens per second when B sequences step together: one
-// gpt2_forward call per step carries one new token of each, so each weight
-// matrix is read once for B tokens (sgemm with M = B instead of sgemv).
-static double batched_decode_tok_s(const Model *m, size_t B, size_t prompt_len, size_t steps) {
-    GptError err = {{0}};
-    size_t cap = prompt_len + steps;
+    size_t cap = prompt + steps;
     KVCache *caches = calloc(B, sizeof *caches);
     SeqInput *seqs = calloc(B, sizeof *seqs);
-    int32_t *ids = malloc(prompt_len * sizeof *ids), *next = malloc(B * sizeof *next);
+    int32_t *ids = malloc(prompt * sizeof *ids), *next = malloc(B * sizeof *next);
     ForwardState fs;
-    if (forward_state_init(&fs, &m->config, B > prompt_len ? B : prompt_len, cap, B, NULL, &err) != 0) {
-        fprintf(stderr, "bench: %s\n", err.msg);
-        exit(1);
-    }
+    if (forward_state_init(&fs, &m->config, B > prompt ? B : prompt, cap, B, pool, &err) != 0) die(&err);
     for (size_t b = 0; b < B; b++) {
-        if (kvcache_init(&caches[b], &m->config, DTYPE_F32, cap, &err) != 0) {
-            fprintf(stderr, "bench: %s\n", err.msg);
-            exit(1);
-        }
-        for (size_t i = 0; i < prompt_len; i++) ids[i] = (int32_t)((i * 2654435761u + b * 7919u) % 50000);
-        SeqInput p = {.tokens = ids, .n_tokens = prompt_len, .cache = &caches[b], .want = LOGITS_LAST};
-        gpt2_forward(m, &fs, &p, 1, &err);
-        next[b] = (int32_t)argmax(fs.logits, (size_t)m->config.vocab_size);
+        if (kvcache_init(&caches[b], &m->config, kv, cap, &err) != 0) die(&err);
+        for (size_t i = 0; i < prompt; i++) ids[i] = token_at(i, b);
+        SeqInput p = {.tokens = ids, .n_tokens = prompt, .cache = &caches[b], .want = LOGITS_LAST};
+        if (gpt2_forward(m, &fs, &p, 1, &err) != 0) die(&err);
     }
     double t0 = now_seconds();
     for (size_t s = 0; s < steps; s++) {
-        for (size_t b = 0; b < B; b++)
+        for (size_t b = 0; b < B; b++) {
+            next[b] = token_at(prompt + s, b);
             seqs[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
-        if (gpt2_forward(m, &fs, seqs, B, &err) != 0) {
-            fprintf(stderr, "bench: %s\n", err.msg);
-            exit(1);
         }
-        for (size_t b = 0; b < B; b++)
-            next[b] = (int32_t)argmax(fs.logits + seqs[b].logits_row * (size_t)m->config.vocab_size,
-                                      (size_t)m->config.vocab_size);
+        if (gpt2_forward(m, &fs, seqs, B, &err) != 0) die(&err);
     }
     double tok_s = (double)(B * steps) / (now_seconds() - t0);
     for (size_t b = 0; b < B; b++) kvcache_free(&caches[b]);
@@ -238,68 +158,109 @@ static double batched_decode_tok_s(const Model *m, size_t B, size_t prompt_len, 
     return tok_s;
 }
 
+static double prefill_tok_s(const Model *m, ThreadPool *pool, size_t T) {
+    GptError err = {{0}};
+    KVCache cache;
+    ForwardState fs;
+    if (kvcache_init(&cache, &m->config, DTYPE_F32, T, &err) != 0 ||
+        forward_state_init(&fs, &m->config, T, T, 1, pool, &err) != 0)
+        die(&err);
+    int32_t *ids = malloc(T * sizeof *ids);
+    for (size_t i = 0; i < T; i++) ids[i] = token_at(i, 0);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; rep++) {
+        kvcache_reset(&cache);
+        double t0 = now_seconds();
+        SeqInput seq = {.tokens = ids, .n_tokens = T, .cache = &cache, .want = LOGITS_LAST};
+        if (gpt2_forward(m, &fs, &seq, 1, &err) != 0) die(&err);
+        double dt = now_seconds() - t0;
+        if (dt < best) best = dt;
+    }
+    free(ids);
+    forward_state_free(&fs);
+    kvcache_free(&cache);
+    return (double)T / best;
+}
+
+enum { N_DT = 4, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
+static const DType DTYPES[N_DT] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8};
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_model MODEL_DIR [threads...]\n");
+        fprintf(stderr, "usage: bench_model MODEL_DIR\n");
         return 2;
     }
-    Model m;
     GptError err = {{0}};
-    if (model_load(&m, argv[1], &err) != 0) {
-        fprintf(stderr, "bench: %s\n", err.msg);
-        return 1;
+    Model models[N_DT];
+    for (int d = 0; d < N_DT; d++) {
+        WeightOptions o = {.matrix_dtype = (int)DTYPES[d]};
+        if (model_load_with(&models[d], argv[1], &o, &err) != 0) die(&err);
     }
-    int thread_counts[16] = {1, 2}, n_counts = 2;
-    if (argc > 2) {
-        n_counts = 0;
-        for (int i = 2; i < argc && n_counts < 16; i++) thread_counts[n_counts++] = atoi(argv[i]);
-    }
-    const size_t prompt_len = 512, n_decode = 128;
-    size_t C = (size_t)m.config.n_embd, L = (size_t)m.config.n_layer;
-    // Multiply-adds per token in the layers' matmuls (12 C^2 per layer); the
-    // logits of the last position only are a rounding error at T = 512.
+    const GPT2Config *c = &models[0].config;
+    size_t C = (size_t)c->n_embd, L = (size_t)c->n_layer;
     double flops_per_token = 2.0 * 12.0 * (double)C * (double)C * (double)L;
-
+    size_t kv_per_token = kvcache_bytes_per_token(c, DTYPE_F32);
     size_t n_words = ((size_t)1 << 30) / sizeof(uint64_t);
     uint64_t *buf = malloc(n_words * sizeof *buf);
     for (size_t i = 0; i < n_words; i++) buf[i] = i;
 
-    printf("model: %s (%s), %zu params, %.1f MB float32 read per decoded token\n", argv[1],
-           m.source_kind, m.n_params, (double)m.weight_bytes / 1e6);
-    for (int k = 0; k < n_counts; k++) {
-        int t = thread_counts[k];
+    printf("model: %s, %zu params; kernels %s; OpenBLAS core %s (the sgemm bound)\n", argv[1], models[0].n_params,
+           matmul_isa_in_use(), openblas_get_corename());
+    for (int t = 1; t <= 2; t++) {
+        GptError perr = {{0}};
+        ThreadPool *pool = threadpool_create(t, &perr);
+        if (!pool) die(&perr);
         openblas_set_num_threads(t);
-        double bw_loop = read_bandwidth(buf, n_words, t);
-        double gflops = sgemm_gflops(&m, prompt_len);
+        double bw = read_bandwidth(buf, n_words, t, 5);
+        double gflops = sgemm_gflops(&models[0], PREFILL);
         double prefill_bound = gflops * 1e9 / flops_per_token;
-        double gemv = sgemv_tok_s(&m);
-        double bw_gemv = gemv * (double)m.weight_bytes / 1e9;
-        double bw = bw_loop > bw_gemv ? bw_loop : bw_gemv;
-        double bound = bw * 1e9 / (double)m.weight_bytes;
-        double prefill, decode;
-        run_forward(&m, prompt_len, n_decode, &prefill, &decode);
-        printf("threads %d:\n", t);
-        printf("  memory read bandwidth      %8.1f GB/s  (read loop %.1f, sgemv %.1f) -> float32 decode bound %.1f tok/s\n",
-               bw, bw_loop, bw_gemv, bound);
-        printf("  sgemm on layer shapes      %8.1f GFLOP/s -> prefill bound %.1f tok/s (T=%zu)\n", gflops,
-               prefill_bound, prompt_len);
-        printf("  sgemv alone, one token     %8.1f tok/s  (the %d matrices of one decode step)\n", gemv,
-               4 * m.config.n_layer + 1);
-        printf("  gpt prefill (%zu tokens)   %8.1f tok/s  = %3.0f%% of the sgemm bound\n", prompt_len, prefill,
-               100.0 * prefill / prefill_bound);
-        printf("  gpt decode (%zu tokens)    %8.1f tok/s  = %3.0f%% of the bandwidth bound\n", n_decode, decode,
-               100.0 * decode / bound);
-        printf("  batched decode (tokens of all sequences per second, 64-token prompts, 32 steps):\n   ");
-        const size_t batches[] = {1, 4, 16};
-        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
-            printf("  B=%zu %.1f tok/s", batches[b], batched_decode_tok_s(&m, batches[b], 64, 32));
-        printf("\n");
+        // decode of one sequence, dtypes interleaved, best of 3 rounds; the
+        // bandwidth again in between, the best of all of it taken
+        double dec[N_DT] = {0};
+        for (int round = 0; round < 3; round++) {
+            for (int d = 0; d < N_DT; d++) {
+                double v = decode_tok_s(&models[d], pool, 1, PROMPT, DECODE, DTYPE_F32);
+                if (v > dec[d]) dec[d] = v;
+            }
+            double again = read_bandwidth(buf, n_words, t, 1);
+            if (again > bw) bw = again;
+        }
+        printf("\nthreads %d: read bandwidth %.1f GB/s; sgemm %.1f GFLOP/s -> prefill bound %.0f tok/s\n", t, bw, gflops,
+               prefill_bound);
+        printf("  %-5s %12s %10s %10s %6s %12s %s\n", "dtype", "bytes/token", "bound", "decode", "frac", "prefill 512",
+               "aggregate decode tok/s, B = 1 2 4 8 16");
+        for (int d = 0; d < N_DT; d++) {
+            const Model *m = &models[d];
+            // weights, plus the KV cache of the average context (64..192)
+            double bytes = (double)m->decode_bytes + (double)kv_per_token * (PROMPT + DECODE / 2);
+            double bound = bw * 1e9 / bytes;
+            double pre = prefill_tok_s(m, pool, PREFILL);
+            printf("  %-5s %12.0f %8.1f/s %8.1f/s %5.0f%% %8.0f tok/s %3.0f%%", dtype_name(DTYPES[d]), bytes, bound,
+                   dec[d], 100 * dec[d] / bound, pre, 100 * pre / prefill_bound);
+            const size_t Bs[] = {1, 2, 4, 8, 16};
+            double agg[5];
+            for (size_t i = 0; i < 5; i++) {
+                agg[i] = decode_tok_s(m, pool, Bs[i], 16, 32, DTYPE_F32);
+                printf(" %6.1f", agg[i]);
+            }
+            printf("  (B=4 %.1fx, B=16 %.1fx B=1)\n", agg[2] / agg[0], agg[4] / agg[0]);
+        }
+        // a long context: the KV cache read joins the weights
+        double kv32 = 0, kv16 = 0;
+        for (int round = 0; round < 2; round++) {
+            double a = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F32);
+            double b = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F16);
+            if (a > kv32) kv32 = a;
+            if (b > kv16) kv16 = b;
+        }
+        double ctx = LONG_CTX + 32;
+        double bound32 = bw * 1e9 / ((double)models[0].decode_bytes + ctx * (double)kv_per_token);
+        double bound16 = bw * 1e9 / ((double)models[0].decode_bytes + ctx * (double)kv_per_token / 2);
+        printf("  F32 weights at a %d-token context: F32 KV %.1f tok/s (%.0f%% of %.1f), F16 KV %.1f tok/s (%.0f%% of %.1f)\n",
+               LONG_CTX, kv32, 100 * kv32 / bound32, bound32, kv16, 100 * kv16 / bound16, bound16);
+        threadpool_free(pool);
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("bench process peak RSS: %.1f MiB (includes the 1 GiB bandwidth buffer)\n",
-           (double)ru.ru_maxrss / 1024.0);
     free(buf);
-    model_free(&m);
+    for (int d = 0; d < N_DT; d++) model_free(&models[d]);
     return 0;
 }

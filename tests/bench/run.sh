@@ -1,8 +1,12 @@
 #!/bin/sh
-# make bench: prints speed and memory numbers; asserts nothing about time.
-# Environment: BUILD (default build), CKPT_DIR (generated checkpoints).
+# make bench: speed and memory numbers; asserts nothing about time.
+# Each speed is printed beside a bound or a baseline measured in the same
+# run, variants interleaved, best of the rounds (the machines are shared).
+# Environment: BUILD (default build), CKPT_DIR (generated checkpoints),
+# BENCH_BASE (the commit "today's float32" is built from, default 4f7708d).
 BUILD=${BUILD:-build}
 CKPT_DIR=${CKPT_DIR:-build/ckpt}
+BENCH_BASE=${BENCH_BASE:-4f7708d}
 GPT=$BUILD/gpt
 M124=$CKPT_DIR/gpt2-124M-shaped
 set -e
@@ -11,32 +15,119 @@ echo "== tokenizer (one core)"
 "$BUILD"/bench/bench_tokenizer
 
 echo
-echo "== forward pass, GPT-2 124M shape, float32"
-"$BUILD"/bench/bench_model "$M124" 1 2
+echo "== forward pass, GPT-2 124M shape: bounds and our kernels (library level)"
+"$BUILD"/bench/bench_model "$M124"
 
-echo
-echo "== the gpt command, 124M: 512-token prompt, 128 new tokens (--stats)"
-prompt=$(i=0; while [ $i -lt 512 ]; do printf ' the'; i=$((i + 1)); done)
-for t in 1 2; do
-    echo "threads $t:"
-    "$GPT" -m "$M124" -p "$prompt" -n 128 --ignore-eos --temp 0 -t $t --stats 2>&1 >/dev/null |
-        grep -E '^(weights|prefill|decode|kv alloc|peak rss):' | sed 's/^/  /'
+# model.bin files of each dtype
+for dt in f32 f16 bf16 q8; do
+    [ -f "$CKPT_DIR/124M-$dt.bin" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt 2>/dev/null
 done
 
-echo
-echo "== load the 124M model and print the first token (wall time, best of 5)"
-BIN=$CKPT_DIR/gpt2-124M-shaped.bin
-[ -f "$BIN" ] || "$GPT" convert "$M124" "$BIN"
-for src in "$BIN" "$M124"; do
+# wall seconds of a command, best of N
+best_of() {
+    n=$1
+    shift
     best=
-    for i in 1 2 3 4 5; do
+    i=0
+    while [ $i -lt "$n" ]; do
         t0=$(date +%s.%N)
-        "$GPT" -m "$src" -p Hello -n 1 --temp 0 >/dev/null
+        "$@" >/dev/null 2>&1
         t1=$(date +%s.%N)
-        best=$(echo "$t0 $t1 $best" | awk '{ d = $2 - $1; if ($3 == "" || d < $3) d = d; else d = $3; printf "%.3f", d }')
+        best=$(echo "$t0 $t1 $best" | awk '{ d = $2 - $1; if ($3 != "" && $3 < d) d = $3; printf "%.3f", d }')
+        i=$((i + 1))
     done
-    load=$("$GPT" -m "$src" -p Hello -n 1 --temp 0 --stats 2>&1 >/dev/null | sed -n 's/.*loaded in \([0-9.]*\) s.*/\1/p')
-    rss=$("$GPT" -m "$src" -p Hello -n 1 --temp 0 --json | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')
-    printf '  %-40s %s s to the first token (model load %s s), peak RSS %s MiB\n' "$src" "$best" "$load" \
-        "$(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }')"
+    echo "$best"
+}
+
+echo
+echo "== decode against today's float32 (commit $BENCH_BASE, built here), the gpt command, 64-token prompt, 128 tokens"
+BASE_DIR=$BUILD/bench-base
+if [ ! -x "$BASE_DIR/gpt" ] && git rev-parse --git-dir >/dev/null 2>&1; then
+    rm -rf "$BASE_DIR"
+    git worktree prune
+    git worktree add --detach "$BASE_DIR" "$BENCH_BASE" >/dev/null 2>&1 &&
+        make -C "$BASE_DIR" -j2 gpt >/dev/null 2>&1 || echo "  (could not build $BENCH_BASE)"
+fi
+prompt=$(i=0; while [ $i -lt 64 ]; do printf ' word%d' $i; i=$((i + 1)); done)
+decode_rate() {  # BINARY MODEL THREADS -> decode tok/s
+    "$1" -m "$2" -p "$prompt" -n 128 --ignore-eos --temp 0 -t "$3" --stats 2>&1 >/dev/null |
+        sed -n 's/^decode: .*= \([0-9.]*\) tok\/s/\1/p'
+}
+if [ -x "$BASE_DIR/gpt" ]; then
+    for t in 1 2; do
+        base=0 f32=0 f16=0 bf16=0 q8=0
+        for round in 1 2 3; do
+            v=$(decode_rate "$BASE_DIR/gpt" "$CKPT_DIR/124M-f32.bin.v1" "$t" 2>/dev/null || true)
+            [ -n "$v" ] || v=$(decode_rate "$BASE_DIR/gpt" "$M124" "$t")
+            base=$(echo "$base $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
+            for dt in f32 f16 bf16 q8; do
+                v=$(decode_rate "$GPT" "$CKPT_DIR/124M-$dt.bin" "$t")
+                eval "old=\$$dt"
+                eval "$dt=$(echo "$old $v" | awk '{ print ($2 > $1) ? $2 : $1 }')"
+            done
+        done
+        echo "  threads $t: today's f32 $base tok/s; ours: f32 $f32 ($(echo "$f32 $base" | awk '{ printf "%.2fx", $1 / $2 }')), f16 $f16 ($(echo "$f16 $base" | awk '{ printf "%.2fx", $1 / $2 }')), bf16 $bf16 ($(echo "$bf16 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q8 $q8 ($(echo "$q8 $base" | awk '{ printf "%.2fx", $1 / $2 }'))"
+    done
+else
+    echo "  (no git checkout or no build of $BENCH_BASE: skipped)"
+fi
+
+echo
+echo "== time to the first token from model.bin (load, 1-token prompt, 1 token; wall, best of 5)"
+for dt in f32 f16 bf16 q8; do
+    t=$(best_of 5 "$GPT" -m "$CKPT_DIR/124M-$dt.bin" -p Hello -n 1 --temp 0)
+    rss=$("$GPT" -m "$CKPT_DIR/124M-$dt.bin" -p Hello -n 1 --temp 0 --json | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')
+    printf '  %-5s %s s, peak RSS %s MiB\n' "$dt" "$t" "$(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }')"
 done
+t=$(best_of 3 "$GPT" -m "$M124" -p Hello -n 1 --temp 0)
+echo "  safetensors (published layout, converted on load): $t s"
+
+echo
+echo "== gpt --batch: 64 prompts of 10-100 tokens, -n 64, f32 model.bin, 2 threads"
+BIN=$CKPT_DIR/124M-f32.bin
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+i=0
+while [ $i -lt 64 ]; do
+    n=$((10 + (i * 37) % 91))
+    j=0
+    line="Prompt $i:"
+    while [ $j -lt $((n - 3)) ]; do line="$line w$(( (i * 131 + j * 17) % 997 ))"; j=$((j + 1)); done
+    echo "$line"
+    i=$((i + 1))
+done >"$TMP/mixed.txt"
+i=0
+head=$(j=0; while [ $j -lt 300 ]; do printf ' rule%d' $((j % 50)); j=$((j + 1)); done)
+while [ $i -lt 64 ]; do echo "$head. Question $i: what is $i plus $i?"; i=$((i + 1)); done >"$TMP/shared.txt"
+t0=$(date +%s.%N)
+while IFS= read -r p; do "$GPT" -m "$BIN" -p "$p" -n 64 --ignore-eos -t 2 >/dev/null; done <"$TMP/mixed.txt"
+t1=$(date +%s.%N)
+single=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
+echo "  one process per prompt:          $single s wall, $(echo "$single" | awk '{ printf "%.1f", 64 * 64 / $1 }') tok/s generated"
+for par in 1 4 16; do
+    t0=$(date +%s.%N)
+    "$GPT" -m "$BIN" --batch --parallel $par -n 64 --ignore-eos -t 2 --stats-json <"$TMP/mixed.txt" >/dev/null 2>"$TMP/stats.json"
+    t1=$(date +%s.%N)
+    wall=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
+    s=$(cat "$TMP/stats.json")
+    pre=$(echo "$s" | sed -n 's/.*"prefill_tokens":\([0-9]*\).*/\1/p')
+    gap=$(echo "$s" | sed -n 's/.*"token_gap_max_seconds":\([0-9.e-]*\).*/\1/p')
+    med=$(echo "$s" | sed -n 's/.*"token_gap_median_seconds":\([0-9.e-]*\).*/\1/p')
+    echo "  --batch --parallel $par:  $wall s wall ($(echo "$single $wall" | awk '{ printf "%.1fx", $1 / $2 }') one process per prompt), $(echo "$wall" | awk '{ printf "%.1f", 64 * 64 / $1 }') tok/s, $pre prefill tokens, token gap median $med s, largest $gap s"
+done
+for mode in shared unshared; do
+    flag=""
+    [ $mode = unshared ] && flag=--no-prefix-sharing
+    t0=$(date +%s.%N)
+    "$GPT" -m "$BIN" --batch --parallel 16 -n 64 --ignore-eos -t 2 --stats-json $flag <"$TMP/shared.txt" >/dev/null 2>"$TMP/stats.json"
+    t1=$(date +%s.%N)
+    wall=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
+    s=$(cat "$TMP/stats.json")
+    pre=$(echo "$s" | sed -n 's/.*"prefill_tokens":\([0-9]*\).*/\1/p')
+    saved=$(echo "$s" | sed -n 's/.*"prefill_tokens_saved":\([0-9]*\).*/\1/p')
+    rss=$(echo "$s" | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')
+    budget=$(echo "$s" | sed -n 's/.*"kv_budget_bytes":\([0-9]*\).*/\1/p')
+    eval "wall_$mode=$wall"
+    echo "  64 prompts sharing a 300-token prefix, $mode: $wall s wall, $pre prefill tokens computed, $saved saved; peak RSS $(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }') MiB (weights 475 MiB + KV budget $(echo "$budget" | awk '{ printf "%.0f", $1 / 1048576 }') MiB)"
+done
+echo "  sharing: $(echo "$wall_unshared $wall_shared" | awk '{ printf "%.1fx", $1 / $2 }') faster"
