@@ -27,6 +27,9 @@ typedef struct {
 } MappedFile;
 
 // Maps `path` read-only. An empty file maps to {NULL, 0}. Returns 0 or -1.
+// Built with -DGPT_FUZZ (tests/fuzz/), it reads the file into a heap buffer
+// of exactly its size instead, so that AddressSanitizer sees a read past the
+// end; file_unmap frees it and file_release does nothing.
 int file_map(const char *path, MappedFile *out, GptError *err);
 // Tells the kernel that bytes [offset, offset + len) of the mapping will not
 // be read again soon, so their pages leave this process's memory (they stay

@@ -172,6 +172,15 @@ static void attention_task(void *arg, int thread, int n_threads) {
     }
 }
 
+// 1 if no element of x (n) is NaN or infinite: 0 * x is 0 for every
+// finite x and NaN otherwise, and a NaN stays in the sum.
+static int all_finite(const float *x, size_t n) {
+    float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+    for (size_t i = 0; i < n; i++) z += 0.0f * x[i];
+    return z == 0.0f;
+}
+
 // ----------------------------------------------------------------------------
 // the model
 
@@ -213,7 +222,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     if (check_batch(m, s, seqs, n_seqs, err) != 0) return -1;
     const GPT2Config *cfg = &m->config;
     const GPT2Weights *w = &m->weights;
-    size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head;
+    size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
     const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats};
 
     // x(T,C) = wte[token] + wpe[position]
@@ -227,6 +236,9 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         }
     }
     if (T == 0) return 0;
+    if (!all_finite(s->x, T * C))
+        return gpt_error(err, "forward: the embedding of a token is not finite (NaN or infinite): "
+                              "wte or wpe of the model is damaged");
 
     for (size_t l = 0; l < (size_t)cfg->n_layer; l++) {
         const GPT2Layer *lw = &w->layers[l];
@@ -253,6 +265,11 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         gelu_forward(s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
         matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
+        // A NaN or an infinity from a damaged weight spreads to everything
+        // after it: say where it first appears, not just that the logits are bad.
+        if (!all_finite(s->x, T * C))
+            return gpt_error(err, "forward: layer %zu gives a non-finite activation (NaN or infinite): "
+                                  "a weight of h.%zu is damaged, or too large for float32", l, l);
     }
 
     // The final layernorm only for the rows whose logits are wanted, gathered
@@ -275,5 +292,11 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     }
     // logits(R,V) = ln(R,C) @ wte(V,C)^T
     if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0, &mm);
+    if (R > 0 && !all_finite(s->logits, R * V)) {
+        size_t bad = 0;
+        while (bad < R * V && isfinite(s->logits[bad])) bad++;
+        return gpt_error(err, "forward: the logit of token %zu is not finite (NaN or infinite): wte, the output "
+                              "layer, is damaged", bad % V);
+    }
     return 0;
 }

@@ -64,9 +64,11 @@ void forward_state_free(ForwardState *s);  // NULL-safe, idempotent
 // Runs the new tokens of n_seqs sequences through the model, appends their
 // keys and values to each sequence's cache, and writes the requested logits
 // into s->logits (seqs[i].logits_row says where). Returns 0, or -1 with err
-// set (a token id outside the vocabulary, a cache or the context overflowing,
-// more tokens or logit rows than the state was sized for); on error no cache
-// has been changed.
+// set: a token id outside the vocabulary, a cache or the context
+// overflowing, more tokens or logit rows than the state was sized for (then
+// no cache has been changed); or a NaN or infinity in the activations, which
+// only a damaged model gives (then err names the layer, and the caches hold
+// the new positions).
 int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
                  GptError *err);
 
@@ -80,8 +82,14 @@ void gelu_forward(float *x, size_t n);  // in place, tanh form ("gelu_new")
 // put straight into the exponent bits. Inputs are clamped to [-87, 88], where
 // 2^n is a normal float: e^-87 = 1.6e-38 stands in for anything smaller, so
 // callers that need an exact 0 (masked attention) must say so themselves.
-// Relative error below 1e-7 over the whole range (checked in the tests).
+// Relative error below 1e-7 over the whole range (checked in the tests);
+// exp_approx(NaN) is NaN, exp_approx(+inf) e^88, exp_approx(-inf) e^-87.
 static inline float exp_approx(float x) {
+    // NaN gives NaN, and never reaches the integer conversion below (which
+    // would be undefined); +-inf are clamped like any large number.
+    float in = x;
+    int nan = x != x;
+    x = nan ? 0.0f : x;
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
     float n = floorf(x * 1.44269504088896341f + 0.5f);  // round(x / ln2)
@@ -94,10 +102,10 @@ static inline float exp_approx(float x) {
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;  // e^r
     union {
-        int32_t bits;
+        uint32_t bits;
         float value;
-    } two_n = {.bits = ((int32_t)n + 127) << 23};  // 2^n
-    return p * two_n.value;
+    } two_n = {.bits = (uint32_t)((int32_t)n + 127) << 23};  // 2^n, n in [-126, 127]
+    return nan ? in : p * two_n.value;
 }
 
 // Softmax of each of the T rows (n wide) in place. A row whose entries are all

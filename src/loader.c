@@ -51,7 +51,12 @@ int model_load_with(Model *m, const char *path, const WeightOptions *o, GptError
         goto done;
     }
     if (is_dir && !path_exists(st_path)) {
-        gpt_error(err, "%s: %s", path, NOT_A_CHECKPOINT);
+        cfg_path = path_join(path, "config.json");
+        if (cfg_path && path_exists(cfg_path))
+            gpt_error(err, "%s: has config.json but no model.safetensors (a Hugging Face GPT-2 directory holds both; "
+                           "a download cut short?)", path);
+        else
+            gpt_error(err, "%s: %s", path, NOT_A_CHECKPOINT);
         goto done;
     }
     if (file_map(st_path, &m->map, err) != 0) goto done;

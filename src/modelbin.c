@@ -15,10 +15,11 @@
  * (src/cli/locate.c), read other formats (the converter gets a loaded Model
  * and writes what it holds).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE  // O_TMPFILE, linkat
 #include "modelbin.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,8 +382,132 @@ static void out_pad_to(Out *o, uint64_t target) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// the output file: nothing half-written ever has OUT's name
+
+// A file being written: anonymous (O_TMPFILE, it has no name until it is
+// complete, and vanishes if the process dies), or, where the file system has
+// no O_TMPFILE, a named temporary beside OUT, removed on any failure.
+typedef struct {
+    int fd;
+    char *tmp;  // the temporary's name, when it has one
+} NewFile;
+
+static int newfile_open(NewFile *nf, const char *out_path, mode_t mode, GptError *err) {
+    nf->fd = -1;
+    nf->tmp = NULL;
+    char *dir = path_dirname(out_path);
+    if (!dir) return gpt_error(err, "%s: out of memory", out_path);
+#ifdef O_TMPFILE
+    if (access("/proc/self/fd", X_OK) == 0) nf->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+#endif
+    free(dir);
+    if (nf->fd >= 0) return 0;
+    size_t plen = strlen(out_path) + 16;
+    nf->tmp = malloc(plen);
+    if (!nf->tmp) return gpt_error(err, "%s: out of memory", out_path);
+    snprintf(nf->tmp, plen, "%s.tmp-XXXXXX", out_path);
+    nf->fd = mkstemp(nf->tmp);
+    if (nf->fd < 0) {
+        gpt_error(err, "%s: cannot create a file beside it: %s", out_path, strerror(errno));
+        free(nf->tmp);
+        nf->tmp = NULL;
+        return -1;
+    }
+    fchmod(nf->fd, mode);  // mkstemp's 0600 would make a model private to its writer
+    return 0;
+}
+
+static void newfile_abort(NewFile *nf) {
+    if (nf->fd >= 0) close(nf->fd);
+    if (nf->tmp) unlink(nf->tmp);
+    free(nf->tmp);
+    nf->fd = -1;
+    nf->tmp = NULL;
+}
+
+// Gives the complete file OUT's name: a new name only (link: it fails if
+// OUT appeared meanwhile), or over an existing OUT (rename).
+static int newfile_commit(NewFile *nf, const char *out_path, int replace, GptError *err) {
+    int rc = -1;
+    if (!nf->tmp) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", nf->fd);
+        if (!replace) {
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, out_path, AT_SYMLINK_FOLLOW) == 0) rc = 0;
+            else gpt_error(err, "%s: %s", out_path, strerror(errno));
+        } else {
+            // a name of its own first, then over OUT in one rename
+            char tmp[4096];
+            for (int attempt = 0; attempt < 100 && rc != 0; attempt++) {
+                snprintf(tmp, sizeof tmp, "%s.tmp-%d-%d", out_path, (int)getpid(), attempt);
+                if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) rc = 0;
+                else if (errno != EEXIST) break;
+            }
+            if (rc != 0) {
+                gpt_error(err, "%s: cannot name the new file: %s", out_path, strerror(errno));
+            } else if (rename(tmp, out_path) != 0) {
+                gpt_error(err, "%s: %s", out_path, strerror(errno));
+                unlink(tmp);
+                rc = -1;
+            }
+        }
+    } else if (!replace) {
+        if (link(nf->tmp, out_path) == 0) rc = 0;
+        else gpt_error(err, "%s: %s", out_path, strerror(errno));
+    } else if (rename(nf->tmp, out_path) == 0) {
+        free(nf->tmp);  // it has OUT's name now
+        nf->tmp = NULL;
+        rc = 0;
+    } else {
+        gpt_error(err, "%s: %s", out_path, strerror(errno));
+    }
+    newfile_abort(nf);  // closes; removes a temporary name still there
+    return rc;
+}
+
+// OUT must be a new name or a regular file that may be replaced, and not one
+// of the files being read. *replace says whether it exists; *mode gets the
+// mode the new file takes (an existing OUT's, else 0644).
+static int check_out(const char *out_path, const ModelbinWriteOptions *o, int *replace, mode_t *mode,
+                     GptError *err) {
+    struct stat out;
+    *replace = 0;
+    *mode = 0644;
+    if (stat(out_path, &out) != 0) {
+        if (errno == ENOENT) return 0;
+        return gpt_error(err, "%s: %s", out_path, strerror(errno));
+    }
+    if (!S_ISREG(out.st_mode))
+        return gpt_error(err, "%s: not a regular file; a model.bin is written to a regular file or a new name",
+                         out_path);
+    for (size_t i = 0; o && i < o->n_inputs; i++) {
+        struct stat in;
+        if (stat(o->inputs[i], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+            return gpt_error(err, "%s: is %s, which is being converted: writing it would destroy the input",
+                             out_path, o->inputs[i]);
+    }
+    if (!o || !o->replace) return gpt_error(err, "%s: exists (--force replaces it)", out_path);
+    *replace = 1;
+    *mode = out.st_mode & 07777;
+    return 0;
+}
+
+int modelbin_check_out(const char *out_path, const ModelbinWriteOptions *o, GptError *err) {
+    int replace;
+    mode_t mode;
+    return check_out(out_path, o, &replace, &mode, err);
+}
+
+static int cancelled(const ModelbinWriteOptions *o) { return o && o->cancel && *o->cancel; }
+
 int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, size_t *bytes_out,
                    GptError *err) {
+    return modelbin_write_with(m, tok, out_path, NULL, bytes_out, err);
+}
+
+int modelbin_write_with(const Model *m, const Tokenizer *tok, const char *out_path, const ModelbinWriteOptions *wo,
+                        size_t *bytes_out, GptError *err) {
     const GPT2Config *c = &m->config;
     size_t V = tokenizer_vocab_size(tok);
     if (V != (size_t)c->vocab_size)
@@ -424,24 +549,18 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     h.data_bytes = data_end;
     h.file_bytes = h.data_offset + h.data_bytes;
 
-    size_t plen = strlen(out_path) + 16;
-    char *tmp = malloc(plen);
-    if (!tmp) return gpt_error(err, "%s: out of memory", out_path);
-    snprintf(tmp, plen, "%s.tmp-XXXXXX", out_path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        gpt_error(err, "%s: cannot create a temporary file beside it: %s", out_path, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    Out o = {fdopen(fd, "wb"), 0, 0};
+    int replace;
+    mode_t mode;
+    if (check_out(out_path, wo, &replace, &mode, err) != 0) return -1;
+    NewFile nf;
+    if (newfile_open(&nf, out_path, mode, err) != 0) return -1;
+    Out o = {fdopen(nf.fd, "wb"), 0, 0};
     int rc = -1;
     if (!o.f) {
-        gpt_error(err, "%s: %s", tmp, strerror(errno));
-        close(fd);
+        gpt_error(err, "%s: %s", out_path, strerror(errno));
         goto fail;
     }
-    fchmod(fd, 0644);  // mkstemp's 0600 would make a model private to its writer
+    nf.fd = -1;  // the FILE has it now
 
     unsigned char buf[MODELBIN_ENTRY_BYTES > MODELBIN_HEADER_BYTES ? MODELBIN_ENTRY_BYTES : MODELBIN_HEADER_BYTES];
     header_write(buf, &h);
@@ -487,36 +606,40 @@ int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, s
     }
     out_pad_to(&o, h.data_offset);
     for (size_t i = 0; i < h.n_tensors; i++) {
+        if (cancelled(wo)) {
+            gpt_error(err, "%s: interrupted; nothing was written", out_path);
+            goto fail;
+        }
         out_pad_to(&o, h.data_offset + align_up(o.pos - h.data_offset, MODELBIN_TENSOR_ALIGN));
         out_bytes(&o, model_tensor(m, i).data, (size_t)model_tensor_bytes(m, i));
     }
     if (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) {
-        gpt_error(err, "%s: write error: %s", tmp, strerror(errno));
+        gpt_error(err, "%s: write error: %s", out_path, strerror(errno));
         goto fail;
     }
     if (o.pos != h.file_bytes) {
-        gpt_error(err, "%s: wrote %llu bytes, the layout says %llu (a bug in modelbin.c)", tmp,
+        gpt_error(err, "%s: wrote %llu bytes, the layout says %llu (a bug in modelbin.c)", out_path,
                   (unsigned long long)o.pos, (unsigned long long)h.file_bytes);
         goto fail;
     }
-    FILE *f = o.f;
+    // the FILE's descriptor goes back to nf, which names the file and closes it
+    nf.fd = dup(fileno(o.f));
+    fclose(o.f);
     o.f = NULL;
-    if (fclose(f) != 0) {
-        gpt_error(err, "%s: write error: %s", tmp, strerror(errno));
+    if (nf.fd < 0) {
+        gpt_error(err, "%s: %s", out_path, strerror(errno));
         goto fail;
     }
-    if (rename(tmp, out_path) != 0) {
-        gpt_error(err, "%s: cannot rename %s to it: %s", out_path, tmp, strerror(errno));
+    if (cancelled(wo)) {
+        gpt_error(err, "%s: interrupted; nothing was written", out_path);
         goto fail;
     }
+    if (newfile_commit(&nf, out_path, replace, err) != 0) return -1;
     if (bytes_out) *bytes_out = (size_t)h.file_bytes;
-    rc = 0;
-    goto done;
+    return 0;
 fail:
     if (o.f) fclose(o.f);
-    unlink(tmp);
-done:
-    free(tmp);
+    newfile_abort(&nf);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #define GPT_MODELBIN_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -25,13 +26,30 @@
 // Tensor dtypes: each tensor records its own (dtype.h's codes).
 enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16, MODELBIN_Q8 = DTYPE_Q8 };
 
+// How modelbin_write_with treats OUT and an interruption.
+typedef struct {
+    int replace;             // an existing OUT (a regular file) is replaced,
+                             // keeping its mode; without it, refused
+    const char *const *inputs;  // the files the model came from: OUT may
+    size_t n_inputs;            // not be any of them (same device and inode)
+    const volatile sig_atomic_t *cancel;  // set (by a signal handler, say):
+                             // the write stops and leaves nothing behind
+} ModelbinWriteOptions;
+
 // Writes model m with tokenizer tok to out_path as a model.bin, each tensor
-// in the dtype the model holds it in. The bytes go to a temporary file
-// beside out_path (out_path.tmp-XXXXXX), which is fsync'ed and renamed over
-// out_path only when complete, and removed on any error: an interrupted run
-// never leaves a half-written out_path. *bytes_out (may be NULL) gets the
-// file's size. Returns 0, or -1 with err set.
-int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path,
-                   size_t *bytes_out, GptError *err);
+// in the dtype the model holds it in. OUT must be a new name, or (with
+// replace) a regular file; a device, a directory or an input is refused.
+// The bytes go to a file with no name (O_TMPFILE; where the file system
+// lacks it, a temporary beside OUT, removed on any error), fsync'ed, which
+// takes OUT's name only when complete: whatever happens, OUT is either what
+// it was or the whole new file. *bytes_out (may be NULL) gets the file's
+// size. Returns 0, or -1 with err set.
+int modelbin_write_with(const Model *m, const Tokenizer *tok, const char *out_path, const ModelbinWriteOptions *o,
+                        size_t *bytes_out, GptError *err);
+// The checks modelbin_write_with makes of OUT before it writes anything, for
+// a caller that would rather refuse before a long load. 0 or -1.
+int modelbin_check_out(const char *out_path, const ModelbinWriteOptions *o, GptError *err);
+// The same with no options: a new name only.
+int modelbin_write(const Model *m, const Tokenizer *tok, const char *out_path, size_t *bytes_out, GptError *err);
 
 #endif

@@ -707,31 +707,45 @@ done:
     return t;
 }
 
+// 1 if the last component of path is `name`.
+static int named(const char *path, const char *name) {
+    const char *slash = strrchr(path, '/');
+    return !strcmp(slash ? slash + 1 : path, name);
+}
+
 Tokenizer *tokenizer_load(const char *path, GptError *err) {
     if (!path_is_dir(path)) {
         if (!path_exists(path)) {
             gpt_error(err, "%s: no such file or directory", path);
             return NULL;
         }
-        return tokenizer_load_json(path, err);
-    }
-    size_t n = strlen(path);
-    char *vocab = malloc(n + 32), *merges = malloc(n + 32), *json = malloc(n + 32);
-    Tokenizer *t = NULL;
-    if (!vocab || !merges || !json) {
-        gpt_error(err, "%s: out of memory", path);
-    } else {
-        const char *sep = n && path[n - 1] == '/' ? "" : "/";
-        sprintf(vocab, "%s%svocab.json", path, sep);
-        sprintf(merges, "%s%smerges.txt", path, sep);
-        sprintf(json, "%s%stokenizer.json", path, sep);
-        if (path_exists(vocab) && path_exists(merges))
+        if (!named(path, "vocab.json") && !named(path, "merges.txt")) return tokenizer_load_json(path, err);
+        // one of a pair: the pair, if its other half is beside it
+        char *vocab = path_sibling(path, "vocab.json"), *merges = path_sibling(path, "merges.txt");
+        Tokenizer *t = NULL;
+        if (!vocab || !merges)
+            gpt_error(err, "%s: out of memory", path);
+        else if (path_exists(vocab) && path_exists(merges))
             t = tokenizer_load_files(vocab, merges, err);
-        else if (path_exists(json))
-            t = tokenizer_load_json(json, err);
         else
-            gpt_error(err, "%s: holds neither vocab.json + merges.txt nor tokenizer.json", path);
+            gpt_error(err, "%s: a %s needs %s beside it (or pass the directory, or a tokenizer.json)", path,
+                      named(path, "vocab.json") ? "vocab.json" : "merges.txt",
+                      named(path, "vocab.json") ? "merges.txt" : "vocab.json");
+        free(vocab);
+        free(merges);
+        return t;
     }
+    char *vocab = path_join(path, "vocab.json"), *merges = path_join(path, "merges.txt");
+    char *json = path_join(path, "tokenizer.json");
+    Tokenizer *t = NULL;
+    if (!vocab || !merges || !json)
+        gpt_error(err, "%s: out of memory", path);
+    else if (path_exists(vocab) && path_exists(merges))
+        t = tokenizer_load_files(vocab, merges, err);
+    else if (path_exists(json))
+        t = tokenizer_load_json(json, err);
+    else
+        gpt_error(err, "%s: holds neither vocab.json + merges.txt nor tokenizer.json", path);
     free(vocab);
     free(merges);
     free(json);

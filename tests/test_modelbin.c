@@ -709,7 +709,7 @@ static void test_cli(const cJSON *refs) {
     unlink(big);
 
     // llm.c through the CLI, with the shipped tokenizer
-    r = RUN("convert", ckpt("tiny-llmc.bin"), out, "--tokenizer", "models");
+    r = RUN("convert", ckpt("tiny-llmc.bin"), out, "--tokenizer", "models", "--force");
     CHECK(r.rc == 0 && strstr(r.err, "llm.c"), "convert llm.c: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
     const cJSON *c0 = cJSON_GetArrayItem(cases, 0);

@@ -19,6 +19,7 @@
 #define GPT_CLI_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -112,6 +113,7 @@ uint64_t run_seed(const Options *o);
 // the process): the loops check it after each step.
 void catch_interrupts(void);
 int was_interrupted(void);
+const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
 // Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.
 int print_escaped(const unsigned char *b, size_t len);
 cJSON *ids_json(const int32_t *ids, size_t n);

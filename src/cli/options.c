@@ -270,13 +270,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         int rc;
         switch (c) {
         case 'h':
-            fputs(usage_text, stdout);
             *done = 1;
-            return fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
+            return out_write(usage_text, strlen(usage_text)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
         case O_VERSION:
-            printf("gpt " GPT_VERSION "\n");
             *done = 1;
-            return fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
+            return out_printf("gpt " GPT_VERSION "\n") || out_flush() ? EXIT_RUNTIME : EXIT_OK;
         case 'm': o->model_path = v; break;
         case 'p': o->prompt = v; break;
         case O_TOKENIZER: o->tokenizer_path = v; break;

@@ -39,6 +39,8 @@ void catch_interrupts(void) {
 
 int was_interrupted(void) { return interrupted != 0; }
 
+const volatile sig_atomic_t *interrupt_flag(void) { return &interrupted; }
+
 // ----------------------------------------------------------------------------
 // reports
 

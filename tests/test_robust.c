@@ -1,0 +1,357 @@
+/*
+ * test_robust.c - nothing lost, nothing silent: the places where gpt once
+ * lost data or hid a failure, each reproduced here through the shell as a
+ * script would meet it.
+ *
+ *   convert      OUT may not be its own input, a device, or an existing file
+ *                without --force; Ctrl-C leaves nothing behind
+ *   writes       a full disk, a closed stdout, a reader that went away (with
+ *                SIGPIPE ignored): named on stderr, exit 1, at once
+ *   signals      Ctrl-C during generation: what was generated, stop_reason
+ *                "interrupted", exit 130
+ *   options      GNU conventions (-n20, --temp=0.7, --, abbreviations);
+ *                numbers decimal only; options that do not apply refused
+ *   input        the stdin prompt's final newline; --detokenize of a JSON
+ *                array; --tokenize -p; clear messages for unreadable stdin,
+ *                half a checkpoint, a lone vocab.json
+ *   score        the count of scored tokens, the per-token view, --stride
+ *   damage       NaN weights: refused with the layer named, never a NaN
+ *                perplexity
+ *
+ * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fileio.h"
+#include "run_gpt.h"
+
+static char tmpdir[256];
+
+static const char *ckpt(const char *name) {
+    static char buf[4][1024];
+    static int k;
+    const char *d = getenv("CKPT_DIR");
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", d && *d ? d : "build/ckpt", name);
+    return buf[k];
+}
+
+static const char *tmp(const char *name) {
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+// Runs a shell command (GPT is set to the binary, TINY to the tiny model);
+// its stderr goes to tmp/err, which *err gets. Returns the exit status, or
+// 128 + the signal.
+static int sh(const char *cmd, char **err) {
+    char full[16384];
+    snprintf(full, sizeof full, "GPT='%s' TINY='%s' M124='%s' T='%s'; { %s; } 2>'%s/err'", gpt_binary(), ckpt("tiny"),
+             ckpt("gpt2-124M-shaped"), tmpdir, cmd, tmpdir);
+    int st = system(full);
+    if (err) {
+        size_t len;
+        *err = NULL;
+        file_read_all(tmp("err"), err, &len, NULL);
+        if (!*err) *err = calloc(1, 1);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *path) {
+    char *s = NULL;
+    size_t len;
+    file_read_all(path, &s, &len, NULL);
+    return s ? s : calloc(1, 1);
+}
+
+static off_t size_of(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+// ---------------------------------------------------------------------------
+
+static void test_convert(void) {
+    char *err;
+    // 1. OUT is the input: refused, the input untouched
+    sh("mkdir -p $T/hf && cp $TINY/config.json $TINY/model.safetensors $T/hf/", NULL);
+    off_t before = size_of(tmp("hf/model.safetensors"));
+    int rc = sh("$GPT convert $T/hf $T/hf/model.safetensors", &err);
+    CHECK(rc == 1 && strstr(err, "destroy the input") && size_of(tmp("hf/model.safetensors")) == before,
+          "convert onto its input: rc %d, %s", rc, err);
+    free(err);
+    rc = sh("$GPT convert $T/hf/model.safetensors $T/hf/config.json", &err);
+    CHECK(rc == 1 && strstr(err, "destroy the input"), "convert onto config.json: rc %d, %s", rc, err);
+    free(err);
+    // 2. a device is refused, and stays a device
+    rc = sh("$GPT convert $T/hf /dev/full", &err);
+    struct stat st;
+    CHECK(rc == 1 && strstr(err, "not a regular file") && stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode),
+          "convert to /dev/full: rc %d, %s", rc, err);
+    free(err);
+    // an existing file: refused without --force; replaced with it, its mode kept
+    sh("echo old > $T/ro.bin && chmod 0444 $T/ro.bin", NULL);
+    rc = sh("$GPT convert $T/hf $T/ro.bin", &err);
+    CHECK(rc == 1 && strstr(err, "--force") && size_of(tmp("ro.bin")) == 4, "existing OUT: rc %d, %s", rc, err);
+    free(err);
+    rc = sh("$GPT convert $T/hf $T/ro.bin --force", &err);
+    CHECK(rc == 0 && stat(tmp("ro.bin"), &st) == 0 && (st.st_mode & 0777) == 0444 && st.st_size > 1000000,
+          "--force: rc %d, mode %o, %lld bytes, %s", rc, st.st_mode & 0777, (long long)st.st_size, err);
+    free(err);
+    rc = sh("$GPT -m $T/ro.bin -p Hi -n 2 --temp 0 > /dev/null", NULL);
+    CHECK(rc == 0, "the replaced model.bin runs: rc %d", rc);
+    // 3. Ctrl-C while converting the 124M model: nothing left behind
+    rc = sh("mkdir -p $T/int && ($GPT convert $M124 $T/int/out.bin & pid=$!; sleep 0.4; kill -INT $pid; wait $pid)",
+            &err);
+    char *left = NULL;
+    sh("ls -A $T/int > $T/left", NULL);
+    left = slurp(tmp("left"));
+    CHECK(rc == 130 && left[0] == '\0', "Ctrl-C during convert: rc %d, left '%s', %s", rc, left, err);
+    free(left);
+    free(err);
+}
+
+static void test_write_errors(void) {
+    char *err;
+    struct {
+        const char *cmd, *want;
+    } cases[] = {
+        {"$GPT -m $TINY -p Hello -n 20 > /dev/full", "stdout: No space left on device"},
+        {"$GPT -m $TINY -p Hello -n 20 --echo > /dev/full", "stdout: No space left on device"},
+        {"$GPT -m $TINY -p Hello -n 5 --json > /dev/full", "stdout: No space left on device"},
+        {"$GPT -m $TINY -p 'Hello world' --score > /dev/full", "stdout: No space left on device"},
+        {"$GPT -m $TINY -p 'Hello world' --score --per-token > /dev/full", "stdout: No space left on device"},
+        {"$GPT --tokenize -p Hello > /dev/full", "stdout: No space left on device"},
+        {"echo 15496 | $GPT --detokenize > /dev/full", "stdout: No space left on device"},
+        {"$GPT inspect $TINY > /dev/full", "stdout: No space left on device"},
+        {"echo Hello | $GPT -m $TINY --batch -n 2 > /dev/full", "stdout: No space left on device"},
+        {"$GPT --help > /dev/full", "stdout: No space left on device"},
+        {"$GPT -m $TINY -p Hello -n 20 >&-", "stdout: Bad file descriptor"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = sh(cases[i].cmd, &err);
+        CHECK(rc == 1 && strstr(err, cases[i].want) && one_line(err), "%s: rc %d, '%s'", cases[i].cmd, rc, err);
+        free(err);
+    }
+    // a reader that goes away, SIGPIPE ignored as many supervisors run
+    // programs: EPIPE stops generation at once (not after 100000 tokens)
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = sh("trap '' PIPE; $GPT -m $TINY -p Hello -n 100000 --ignore-eos | head -c 10 > /dev/null", &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK(strstr(err, "stdout: Broken pipe") != NULL && seconds < 20, "EPIPE: rc %d after %.1f s, '%s'", rc, seconds,
+          err);
+    free(err);
+}
+
+static void test_interrupt(void) {
+    char *err;
+    // the 124M model generates slowly enough to be interrupted mid-way
+    int rc = sh("($GPT -m $M124 -p Hello -n 100000 --ignore-eos --json --stats -t 1 > $T/gen.json & pid=$!; "
+                "sleep 1.5; kill -INT $pid; wait $pid)",
+                &err);
+    char *out = slurp(tmp("gen.json"));
+    cJSON *j = cJSON_Parse(out);
+    const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason"), *tokens = cJSON_GetObjectItem(j, "tokens");
+    CHECK(rc == 130 && stop && !strcmp(stop->valuestring, "interrupted") && cJSON_GetArraySize(tokens) > 0 &&
+              strstr(err, "interrupted") && strstr(err, "decode:"),
+          "Ctrl-C during generation: rc %d, stdout '%.200s', stderr '%.300s'", rc, out, err);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+}
+
+static void test_options(void) {
+    char *err;
+    struct {
+        const char *cmd;
+        int rc;
+        const char *want;  // in stderr (or, with rc 0, NULL)
+    } cases[] = {
+        {"$GPT -m$TINY -pHello -n3 --temp=0 > $T/o", 0, NULL},
+        {"$GPT -m $TINY --max=3 --tem 0 -p Hello > $T/o", 0, NULL},  // abbreviations
+        {"$GPT -m $TINY -n 3 --temp 0 -- -p > $T/o", 2, "unexpected argument '-p'"},
+        {"$GPT -m $TINY -p x --temp 0x10", 2, "--temp 0x10: not a number"},
+        {"$GPT -m $TINY -p x --temp inf", 2, "--temp inf: not a number"},
+        {"$GPT -m $TINY -p x --top-p 2.5e-400", 2, "--top-p 2.5e-400: out of range"},
+        {"$GPT -m $TINY -p x --temp 1e50", 2, "--temp 1e50: out of range"},
+        {"$GPT -m $TINY -p x --te 1", 2, "ambiguous"},  // --temp or --text
+        {"$GPT --tokenize -n 5 -p x", 2, "-n does not apply to --tokenize"},
+        {"$GPT --tokenize --temp=1 -p x", 2, "--temp does not apply to --tokenize"},
+        {"$GPT -m $TINY --score --echo -p x", 2, "--echo does not apply to --score"},
+        {"$GPT -m $TINY --stats --detokenize -p 1", 2, "--stats does not apply to --detokenize"},
+        {"$GPT -m $TINY -p x --jsonl", 2, "--jsonl does not apply to generation"},
+        {"$GPT -m $TINY --score --tokenize", 2, "exclude each other"},
+        {"$GPT -m $TINY -p x -n", 2, "-n needs a value"},
+        {"$GPT -m $TINY -p x --stop ''", 2, "empty stop string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = sh(cases[i].cmd, &err);
+        CHECK(rc == cases[i].rc && (cases[i].want ? strstr(err, cases[i].want) && one_line(err) : !err[0]),
+              "%s: rc %d (want %d), '%s'", cases[i].cmd, rc, cases[i].rc, err);
+        free(err);
+    }
+    char *out;
+    sh("$GPT -m $TINY -n3 --temp=0 -pHello > $T/a; $GPT -m $TINY --max-tokens 3 --temp 0 --prompt Hello > $T/b", NULL);
+    char *a = slurp(tmp("a")), *b = slurp(tmp("b"));
+    CHECK(a[0] && !strcmp(a, b), "-n3 --temp=0 -pHello and the long forms differ: '%s' '%s'", a, b);
+    free(a), free(b);
+    // random seeds are below 2^53: jq and every JSON reader keep them exactly
+    int big = 0;
+    for (int i = 0; i < 5; i++) {
+        sh("$GPT -m $TINY -p x -n 1 --json > $T/s", NULL);
+        out = slurp(tmp("s"));
+        const char *p = strstr(out, "\"seed\":");
+        unsigned long long seed = p ? strtoull(p + 7, NULL, 10) : 0;
+        big |= !p || seed >= (1ull << 53);
+        free(out);
+    }
+    CHECK(!big, "a random seed reached 2^53");
+    // explicit seeds keep the full 64 bits
+    sh("$GPT -m $TINY -p x -n 1 --json -s 18446744073709551615 > $T/s", NULL);
+    out = slurp(tmp("s"));
+    CHECK(strstr(out, "\"seed\":18446744073709551615") != NULL, "-s 2^64-1: %s", out);
+    free(out);
+}
+
+static void test_input(void) {
+    char *err, *out;
+    // the stdin prompt loses one final newline; --keep-newline keeps it
+    sh("echo Hello | $GPT -m $TINY -n 1 --temp 0 --json > $T/a; echo Hello | $GPT -m $TINY -n 1 --temp 0 --json "
+       "--keep-newline > $T/b; printf '' | $GPT -m $TINY -n 1 --temp 0 --json > $T/c",
+       NULL);
+    char *a = slurp(tmp("a")), *b = slurp(tmp("b")), *c = slurp(tmp("c"));
+    CHECK(strstr(a, "\"prompt_tokens\":[15496]"), "echo Hello | gpt: %s", a);
+    CHECK(strstr(b, "\"prompt_tokens\":[15496,198]"), "--keep-newline: %s", b);
+    CHECK(strstr(c, "\"prompt_tokens\":[50256]"), "empty stdin starts from <|endoftext|>: %s", c);
+    free(a), free(b), free(c);
+    // --tokenize -p, --tokenize --json, and --detokenize of that JSON
+    sh("$GPT --tokenize -p 'Hello world' > $T/a; $GPT --tokenize --json -p 'Hello world' > $T/b; "
+       "$GPT --detokenize < $T/b > $T/c; echo '[15496, 995]' | $GPT --detokenize > $T/d",
+       NULL);
+    a = slurp(tmp("a")), b = slurp(tmp("b")), c = slurp(tmp("c"));
+    char *d = slurp(tmp("d"));
+    CHECK(!strcmp(a, "15496 995\n") && !strcmp(b, "[15496,995]\n") && !strcmp(c, "Hello world") &&
+              !strcmp(d, "Hello world"),
+          "tokenize/detokenize: '%s' '%s' '%s' '%s'", a, b, c, d);
+    free(a), free(b), free(c), free(d);
+    int rc = sh("echo '[15496, 1.5]' | $GPT --detokenize", &err);
+    CHECK(rc == 1 && strstr(err, "element 1 (1.5) is not a token id"), "a fraction in the array: %s", err);
+    free(err);
+    // clearer messages
+    struct {
+        const char *cmd, *want;
+    } cases[] = {
+        {"$GPT -m $TINY <&-", "stdin: Bad file descriptor"},
+        {"$GPT -m $TINY < /tmp", "stdin: Is a directory"},
+        {"mkdir -p $T/half && cp $TINY/config.json $T/half/ && $GPT -m $T/half -p x",
+         "has config.json but no model.safetensors"},
+        {"$GPT -m $TINY -p x --tokenizer models/vocab.json -n 1 > /dev/null && cp models/vocab.json $T/ && "
+         "$GPT -m $TINY -p x --tokenizer $T/vocab.json",
+         "vocab.json needs merges.txt beside it"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        rc = sh(cases[i].cmd, &err);
+        CHECK(rc == 1 && strstr(err, cases[i].want) && one_line(err), "%s: rc %d, '%s'", cases[i].cmd, rc, err);
+        free(err);
+    }
+    (void)out;
+}
+
+static void test_score(void) {
+    sh("$GPT -m $TINY --score -p 'The cat sat on the mat.' > $T/a; "
+       "$GPT -m $TINY --score --per-token -p 'The cat sat' > $T/b",
+       NULL);
+    char *a = slurp(tmp("a")), *b = slurp(tmp("b"));
+    CHECK(strstr(a, "tokens 7  scored 6  logprob_sum "), "--score summary: %s", a);
+    // "The", " cat", " sat": the first has no log-probability
+    CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3  scored 2"),
+          "--per-token: '%s'", b);
+    free(a), free(b);
+    // a text longer than tiny's 128 positions: refused, or scored in windows
+    char *err;
+    int rc = sh("yes 'one two three four' | head -n 60 > $T/long.txt; $GPT -m $TINY --score < $T/long.txt", &err);
+    CHECK(rc == 1 && strstr(err, "--stride"), "too long a text: rc %d, %s", rc, err);
+    free(err);
+    rc = sh("$GPT -m $TINY --score --stride 64 --json < $T/long.txt > $T/w", &err);
+    char *w = slurp(tmp("w"));
+    cJSON *j = cJSON_Parse(w);
+    const cJSON *lp = cJSON_GetObjectItem(j, "logprobs"), *tokens = cJSON_GetObjectItem(j, "tokens");
+    const cJSON *windows = cJSON_GetObjectItem(j, "windows");
+    CHECK(rc == 0 && lp && tokens && cJSON_GetArraySize(lp) == cJSON_GetArraySize(tokens) - 1 && windows &&
+              windows->valueint >= 4,
+          "--stride 64: rc %d, %s", rc, err);
+    cJSON_Delete(j);
+    free(w);
+    free(err);
+}
+
+// A model.bin whose wte row 0 is NaN (16 bytes changed): every path says so
+// and exits 1; nothing prints a NaN perplexity.
+static void test_nan_weights(void) {
+    char *err;
+    sh("$GPT convert $TINY $T/nan.bin 2>/dev/null", NULL);
+    FILE *f = fopen(tmp("nan.bin"), "r+b");
+    CHECK(f != NULL, "nan.bin");
+    if (!f) return;
+    unsigned char h[128];
+    fread(h, 1, 128, f);
+    uint64_t table = 0, data = 0, off = 0;
+    for (int k = 7; k >= 0; k--) table = table << 8 | h[88 + k], data = data << 8 | h[96 + k];
+    unsigned char e[128];
+    fseek(f, (long)table, SEEK_SET);  // tensor 0 is wte
+    fread(e, 1, 128, f);
+    for (int k = 7; k >= 0; k--) off = off << 8 | e[104 + k];
+    float nan4[4] = {NAN, NAN, NAN, NAN};
+    fseek(f, (long)(data + off), SEEK_SET);
+    fwrite(nan4, 1, 16, f);
+    fclose(f);
+    struct {
+        const char *cmd, *want;
+    } cases[] = {
+        {"$GPT -m $T/nan.bin -p 'Hello world' -n 5 > /dev/null", "logit of token 0 is not finite"},
+        {"$GPT -m $T/nan.bin -p 'Hello world' --score > /dev/null", "not finite"},
+        {"$GPT -m $T/nan.bin -p 'Hello world' --score --json > /dev/null", "not finite"},
+        {"$GPT -m $T/nan.bin -p '!' -n 2 > /dev/null", "embedding of a token is not finite"},  // token 0 itself
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = sh(cases[i].cmd, &err);
+        CHECK(rc == 1 && strstr(err, cases[i].want) && one_line(err), "%s: rc %d, '%s'", cases[i].cmd, rc, err);
+        free(err);
+    }
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-robust-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_convert();
+    test_write_errors();
+    test_interrupt();
+    test_options();
+    test_input();
+    test_score();
+    test_nan_weights();
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w %s; rm -rf %s", tmpdir, tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_exit("test_robust");
+}
