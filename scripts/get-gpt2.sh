@@ -1,26 +1,29 @@
 #!/bin/sh
 # get-gpt2.sh - fetch OpenAI's GPT-2 (124M) from Hugging Face and convert it
-# into gpt's one-file model.bin.
+# into gpt's one-file model.bin. Installed by `make install` as gpt-get-gpt2.
 #
-#   scripts/get-gpt2.sh                 download openai-community/gpt2 into
-#                                       models/gpt2/, then write models/gpt2.bin
-#   scripts/get-gpt2.sh --from DIR      convert a local copy instead (DIR holds
-#                                       config.json and model.safetensors, and
-#                                       vocab.json + merges.txt if it has them)
-#   --out PATH                          where the model.bin goes
-#                                       (default models/gpt2.bin)
+#   get-gpt2.sh                 download openai-community/gpt2, write gpt2.bin
+#   get-gpt2.sh --from DIR      convert a local copy instead (DIR holds
+#                               config.json and model.safetensors, and
+#                               vocab.json + merges.txt if it has them)
+#   --out PATH                  where the model.bin goes (default: models/gpt2.bin
+#                               in a source checkout; installed, gpt2.bin in
+#                               ${XDG_DATA_HOME:-~/.local/share}/gpt, where gpt looks)
+#   --force                     replace an existing model.bin
 #
-# Downloads use curl, skip files already complete, and check each size before
-# anything is converted, so a cut-off download is caught here rather than by
-# the loader. `gpt convert` writes to a temporary file and renames it, so an
-# interrupted run never leaves a half-written model.bin.
-# Environment: GPT (the gpt binary; default ./gpt, else build/gpt).
+# The files are downloaded into a temporary directory beside the output, each
+# size checked, and the directory moved into place (as gpt2/) only once all
+# of them are complete: a failed or interrupted download leaves nothing
+# behind, and gpt never finds half a checkpoint. `gpt convert` writes its
+# file under its final name only when complete.
+# Environment: GPT (the gpt binary; default: ./gpt or build/gpt in a source
+# checkout, else gpt beside this script, else gpt on the PATH).
 set -eu
 
 URL=https://huggingface.co/openai-community/gpt2/resolve/main
-DIR=models/gpt2
-OUT=models/gpt2.bin
 FROM=
+OUT=
+FORCE=
 
 die() {
     echo "get-gpt2.sh: $*" >&2
@@ -28,7 +31,7 @@ die() {
 }
 
 usage() {
-    echo "usage: scripts/get-gpt2.sh [--from DIR] [--out PATH]" >&2
+    echo "usage: get-gpt2.sh [--from DIR] [--out PATH] [--force]" >&2
     exit 2
 }
 
@@ -36,32 +39,34 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --from) [ $# -ge 2 ] || usage; FROM=$2; shift 2 ;;
         --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --force) FORCE=--force; shift ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) usage ;;
     esac
 done
 
-if [ -z "${GPT:-}" ]; then
-    if [ -x ./gpt ]; then GPT=./gpt; else GPT=build/gpt; fi
+# A source checkout (run as scripts/get-gpt2.sh from it) or an installed copy.
+here=$(dirname "$0")
+if [ -f "$here/../src/cli/main.c" ]; then
+    root=$here/..
+    [ -n "$OUT" ] || OUT=$root/models/gpt2.bin
+    if [ -z "${GPT:-}" ]; then
+        if [ -x "$root/gpt" ]; then GPT=$root/gpt; else GPT=$root/build/gpt; fi
+    fi
+else
+    [ -n "$OUT" ] || OUT=${XDG_DATA_HOME:-$HOME/.local/share}/gpt/gpt2.bin
+    if [ -z "${GPT:-}" ]; then
+        if [ -x "$here/gpt" ]; then GPT=$here/gpt; else GPT=$(command -v gpt || echo gpt); fi
+    fi
 fi
-[ -x "$GPT" ] || die "$GPT not found: run make first (or set GPT)"
+command -v "$GPT" >/dev/null 2>&1 || [ -x "$GPT" ] || die "$GPT not found: build it (make) or set GPT"
+if [ -e "$OUT" ] && [ -z "$FORCE" ]; then
+    die "$OUT exists (--force replaces it)"
+fi
+outdir=$(dirname "$OUT")
+mkdir -p "$outdir" || die "cannot create $outdir"
 
 size_of() { wc -c <"$1" | tr -d ' '; }
-
-# fetch FILE SIZE: download $URL/FILE into $DIR unless it is already complete.
-# SIZE "-" accepts any non-empty file (config.json: its size is not pinned).
-fetch() {
-    f=$DIR/$1
-    if [ -f "$f" ] && { [ "$(size_of "$f")" = "$2" ] || { [ "$2" = - ] && [ -s "$f" ]; }; }; then
-        echo "get-gpt2.sh: $f already complete"
-        return 0
-    fi
-    echo "get-gpt2.sh: downloading $URL/$1"
-    curl -fL --retry 3 -o "$f.part" "$URL/$1" || die "download of $1 failed"
-    got=$(size_of "$f.part")
-    [ "$got" = "$2" ] || { [ "$2" = - ] && [ "$got" -gt 0 ]; } || die "$f: $got bytes, expected $2 (incomplete download? delete it and retry)"
-    mv "$f.part" "$f"
-}
 
 if [ -n "$FROM" ]; then
     [ -d "$FROM" ] || die "$FROM: not a directory"
@@ -71,19 +76,40 @@ if [ -n "$FROM" ]; then
     SRC=$FROM
 else
     command -v curl >/dev/null 2>&1 || die "curl not found (or use --from DIR with a local copy)"
-    mkdir -p "$DIR"
-    # Sizes of the files as published (the tokenizer files are the ones in models/).
-    fetch model.safetensors 548105171
-    fetch config.json -
-    fetch vocab.json 1042301
-    fetch merges.txt 456318
+    DIR=$outdir/gpt2
+    if [ -f "$DIR/model.safetensors" ] && [ "$(size_of "$DIR/model.safetensors")" = 548105171 ] &&
+        [ -s "$DIR/config.json" ]; then
+        echo "get-gpt2.sh: $DIR already complete"
+    else
+        # everything into a temporary directory; moved into place when complete
+        TMP=$(mktemp -d "$outdir/.gpt2-download.XXXXXX") || die "cannot create a directory in $outdir"
+        trap 'rm -rf "$TMP"' EXIT
+        trap 'rm -rf "$TMP"; exit 130' INT
+        trap 'rm -rf "$TMP"; exit 143' TERM
+        # name SIZE: SIZE "-" accepts any non-empty file (config.json)
+        fetch() {
+            echo "get-gpt2.sh: downloading $URL/$1"
+            curl -fL --retry 3 -o "$TMP/$1" "$URL/$1" || die "download of $1 failed"
+            got=$(size_of "$TMP/$1")
+            [ "$got" = "$2" ] || { [ "$2" = - ] && [ "$got" -gt 0 ]; } ||
+                die "$1: $got bytes, expected $2 (an incomplete download?)"
+        }
+        # the sizes of the files as published (the tokenizer files are the ones in models/)
+        fetch model.safetensors 548105171
+        fetch config.json -
+        fetch vocab.json 1042301
+        fetch merges.txt 456318
+        rm -rf "$DIR"
+        mv "$TMP" "$DIR" || die "cannot move the download to $DIR"
+        trap - EXIT INT TERM
+    fi
     SRC=$DIR
 fi
 
 # The tokenizer beside the weights if there is one; else gpt uses the shipped one.
 if [ -f "$SRC/vocab.json" ] && [ -f "$SRC/merges.txt" ]; then
-    "$GPT" convert "$SRC" "$OUT" --tokenizer "$SRC"
+    "$GPT" convert "$SRC" "$OUT" --tokenizer "$SRC" $FORCE
 else
-    "$GPT" convert "$SRC" "$OUT"
+    "$GPT" convert "$SRC" "$OUT" $FORCE
 fi
 echo "get-gpt2.sh: done; run: $GPT -m $OUT -p \"Hello\""

@@ -38,12 +38,16 @@
 
 static char tmpdir[256];
 
+// Absolute, since some commands run from another directory.
 static const char *ckpt(const char *name) {
-    static char buf[4][1024];
+    static char buf[4][2048];
     static int k;
     const char *d = getenv("CKPT_DIR");
+    char cwd[1024];
     k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", d && *d ? d : "build/ckpt", name);
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+    d = d && *d ? d : "build/ckpt";
+    snprintf(buf[k], sizeof buf[k], "%s%s%s/%s", d[0] == '/' ? "" : cwd, d[0] == '/' ? "" : "/", d, name);
     return buf[k];
 }
 
@@ -337,6 +341,58 @@ static void test_nan_weights(void) {
     }
 }
 
+// scripts/get-gpt2.sh: a failed or interrupted download leaves nothing
+// (the fake curl on the PATH fails, or hangs until interrupted).
+static void test_get_script(void) {
+    char *err;
+    sh("mkdir -p $T/bin $T/dl $T/dl2 && printf '#!/bin/sh\\nexit 22\\n' > $T/bin/curl && chmod +x $T/bin/curl", NULL);
+    int rc = sh("PATH=$T/bin:$PATH GPT=$GPT sh scripts/get-gpt2.sh --out $T/dl/gpt2.bin > /dev/null", &err);
+    sh("ls -A $T/dl > $T/left", NULL);
+    char *left = slurp(tmp("left"));
+    CHECK(rc == 1 && strstr(err, "download of model.safetensors failed") && left[0] == '\0',
+          "a failed download: rc %d, left '%s', %s", rc, left, err);
+    free(left);
+    free(err);
+    sh("printf '#!/bin/sh\\nsleep 20\\n' > $T/bin/curl", NULL);
+    rc = sh("(PATH=$T/bin:$PATH GPT=$GPT setsid sh scripts/get-gpt2.sh --out $T/dl2/gpt2.bin > /dev/null & pid=$!; "
+            "sleep 1; kill -INT -- -$pid; wait $pid)",
+            &err);
+    sh("ls -A $T/dl2 > $T/left", NULL);
+    left = slurp(tmp("left"));
+    CHECK(left[0] == '\0', "an interrupted download: rc %d, left '%s', %s", rc, left, err);
+    free(left);
+    free(err);
+}
+
+// make install into a DESTDIR, then the installed gpt run from elsewhere:
+// it finds its tokenizer, and the model where gpt-get-gpt2 puts it.
+static void test_install(void) {
+    char *err, cmd[2048];
+    const char *build = getenv("BUILD");
+    snprintf(cmd, sizeof cmd, "make -s install BUILD=%s DESTDIR=$T/root PREFIX=/usr > /dev/null",
+             build && *build ? build : "build");
+    int rc = sh(cmd, &err);
+    CHECK(rc == 0, "make install: rc %d, %s", rc, err);
+    free(err);
+    rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2", &err);
+    CHECK(rc == 1 && strstr(err, "no model") && strstr(err, "gpt-get-gpt2") && strstr(err, "/home/.local/share/gpt"),
+          "installed, no model: rc %d, %s", rc, err);
+    free(err);
+    rc = sh("cd / && $T/root/usr/bin/gpt --tokenize -p Hello > $T/o", &err);
+    char *out = slurp(tmp("o"));
+    CHECK(rc == 0 && !strcmp(out, "15496\n"), "installed --tokenize finds share/gpt: rc %d, '%s' %s", rc, out, err);
+    free(out);
+    free(err);
+    rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT= $T/root/usr/bin/gpt-get-gpt2 --from $TINY > /dev/null && "
+            "HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2 --temp 0 > $T/o",
+            &err);
+    out = slurp(tmp("o"));
+    CHECK(rc == 0 && path_exists(tmp("home/.local/share/gpt/gpt2.bin")) && !strcmp(out, "HelloHello"),
+          "gpt-get-gpt2 into the data dir, then gpt from /: rc %d, '%s', %s", rc, out, err);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-robust-XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -350,6 +406,8 @@ int main(void) {
     test_input();
     test_score();
     test_nan_weights();
+    test_get_script();
+    test_install();
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "chmod -R u+w %s; rm -rf %s", tmpdir, tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

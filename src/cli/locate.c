@@ -1,6 +1,17 @@
 /*
  * locate.c - where the model and the tokenizer files are, when the command
  * line does not say exactly.
+ *
+ * The model, the first that exists of:
+ *   -m PATH, $GPT_MODEL,
+ *   ./models/gpt2.bin, ./models/gpt2/          (a source checkout)
+ *   $XDG_DATA_HOME/gpt/gpt2.bin (or ~/.local/share/gpt/gpt2.bin), and gpt2/
+ *                                              (where gpt-get-gpt2 puts it)
+ *   <gpt's directory>/../share/gpt/gpt2.bin, and GPT_DATADIR/gpt2.bin
+ *                                              (an installed copy's share/gpt)
+ * The tokenizer: --tokenizer, else the one in the model file, else the files
+ * beside the model, else the GPT-2 files shipped with gpt (models/ beside or
+ * above the executable, its ../share/gpt, GPT_DATADIR, ./models).
  */
 #include <libgen.h>  // dirname of the executable
 #include <stdio.h>
@@ -12,7 +23,11 @@
 #include "fileio.h"
 #include "loader.h"
 
-// The directory this executable lives in (for the shipped tokenizer files).
+#ifndef GPT_DATADIR
+#define GPT_DATADIR "/usr/local/share/gpt"
+#endif
+
+// The directory this executable lives in.
 static void exe_dir(char *out, size_t cap) {
     char path[4096];
     ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -22,6 +37,15 @@ static void exe_dir(char *out, size_t cap) {
     }
     path[n] = '\0';
     snprintf(out, cap, "%s", dirname(path));
+}
+
+// The user's data directory for gpt: $XDG_DATA_HOME/gpt or ~/.local/share/gpt.
+static int user_data_dir(char *out, size_t cap) {
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg) snprintf(out, cap, "%s/gpt", xdg);
+    else if (home && *home) snprintf(out, cap, "%s/.local/share/gpt", home);
+    else return -1;
+    return 0;
 }
 
 // 1 if dir holds vocab.json + merges.txt, or tokenizer.json.
@@ -36,9 +60,7 @@ static int has_tokenizer_files(const char *dir) {
     return found;
 }
 
-// The GPT-2 vocab.json + merges.txt shipped with gpt: models/ beside the
-// executable (or one level up, for build/gpt), an installed share/gpt, or
-// models/ in the current directory.
+// The GPT-2 vocab.json + merges.txt shipped with gpt.
 static int default_tokenizer_dir(char *out, size_t cap) {
     char exe[4096];
     exe_dir(exe, sizeof exe);
@@ -47,26 +69,46 @@ static int default_tokenizer_dir(char *out, size_t cap) {
         snprintf(out, cap, candidates[i], exe);
         if (has_tokenizer_files(out)) return 0;
     }
+    snprintf(out, cap, "%s", GPT_DATADIR);
+    if (has_tokenizer_files(out)) return 0;
     snprintf(out, cap, "models");
     return has_tokenizer_files(out) ? 0 : -1;
 }
 
-const char *resolve_model_path(const char *model_flag) {
+const char *resolve_model_path(const char *model_flag, char *buf, size_t cap) {
     if (model_flag) return model_flag;
     const char *env = getenv("GPT_MODEL");
     if (env && *env) return env;
     if (path_exists("models/gpt2.bin")) return "models/gpt2.bin";
     if (path_is_dir("models/gpt2")) return "models/gpt2";
+    char dir[4096], exe[4096];
+    const char *dirs[3];
+    int n = 0;
+    if (user_data_dir(dir, sizeof dir) == 0) dirs[n++] = dir;
+    exe_dir(exe, sizeof exe);
+    strncat(exe, "/../share/gpt", sizeof exe - strlen(exe) - 1);
+    dirs[n++] = exe;
+    dirs[n++] = GPT_DATADIR;
+    for (int i = 0; i < n; i++) {
+        snprintf(buf, cap, "%s/gpt2.bin", dirs[i]);
+        if (path_exists(buf)) return buf;
+        snprintf(buf, cap, "%s/gpt2", dirs[i]);
+        if (path_is_dir(buf)) return buf;
+    }
     return NULL;
 }
 
-int load_model(const char *model_flag, int weight_dtype, Model *m, const char **path_out) {
-    const char *path = resolve_model_path(model_flag);
-    *path_out = path;
+int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap) {
+    char found[4096];
+    const char *path = resolve_model_path(model_flag, found, sizeof found);
+    snprintf(path_out, cap, "%s", path ? path : "");
     if (!path) {
+        char data[4096];
+        if (user_data_dir(data, sizeof data) != 0) snprintf(data, sizeof data, "~/.local/share/gpt");
         fprintf(stderr,
-                "gpt: no model: pass -m PATH or set GPT_MODEL (models/gpt2.bin and models/gpt2/ "
-                "do not exist); scripts/get-gpt2.sh fetches and converts GPT-2\n");
+                "gpt: no model: pass -m PATH or set GPT_MODEL; none in ./models/gpt2.bin, %s/gpt2.bin or %s/gpt2.bin. "
+                "gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n",
+                data, GPT_DATADIR);
         return EXIT_RUNTIME;
     }
     GptError err = {{0}};

@@ -370,8 +370,8 @@ done:
 
 int run_model(const Options *o) {
     Model m = {0};
-    const char *model_path;
-    int rc = load_model(o->model_path, o->weight_dtype, &m, &model_path);
+    char model_path[4096];
+    int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;
     GptError err = {{0}};
