@@ -395,6 +395,75 @@ static void test_attention_isas(void) {
     }
 }
 
+// Batch invariance, for every weight dtype and both KV types: a sequence's
+// logits are the same bits decoded alone or beside up to 15 others, and
+// prefilled in one piece or in chunks.
+static void test_batch_invariance(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny", ckpt_dir());
+    GptError err = {{0}};
+    ThreadPool *pool = threadpool_create(2, &err);
+    for (int dt = 0; dt < DTYPE_COUNT; dt++) {
+        Model m;
+        WeightOptions wo = {.matrix_dtype = dt};
+        if (model_load_with(&m, path, &wo, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+            continue;
+        }
+        size_t V = (size_t)m.config.vocab_size;
+        enum { B = 16, P = 20, STEPS = 3 };
+        for (int kv = 0; kv < 2; kv++) {
+            DType kvt = kv ? DTYPE_F16 : DTYPE_F32;
+            ForwardState fs;
+            KVCache caches[B];
+            int32_t prompt[B][P], next[B];
+            for (int b = 0; b < B; b++)
+                for (int i = 0; i < P; i++) prompt[b][i] = (int32_t)((b * 7919 + i * 104729 + 13) % 50257);
+            float *alone = malloc(STEPS * V * sizeof *alone);
+            CHECK(forward_state_init(&fs, &m.config, B * P, 64, B, pool, &err) == 0, "%s", err.msg);
+            // sequence 0 alone: its prompt in one piece, then STEPS tokens
+            CHECK(kvcache_init(&caches[0], &m.config, kvt, 64, &err) == 0, "%s", err.msg);
+            SeqInput s0 = {.tokens = prompt[0], .n_tokens = P, .cache = &caches[0], .want = LOGITS_LAST};
+            gpt2_forward(&m, &fs, &s0, 1, &err);
+            for (int st = 0; st < STEPS; st++) {
+                next[0] = (int32_t)(1000 + st);
+                SeqInput d = {.tokens = &next[0], .n_tokens = 1, .cache = &caches[0], .want = LOGITS_LAST};
+                gpt2_forward(&m, &fs, &d, 1, &err);
+                memcpy(alone + st * V, fs.logits, V * sizeof(float));
+            }
+            kvcache_free(&caches[0]);
+            // the same among 15 others: prompts in chunks of 7 beside them
+            for (int b = 0; b < B; b++) CHECK(kvcache_init(&caches[b], &m.config, kvt, 64, &err) == 0, "%s", err.msg);
+            for (int at = 0; at < P; at += 7) {
+                SeqInput in[B];
+                for (int b = 0; b < B; b++)
+                    in[b] = (SeqInput){.tokens = prompt[b] + at, .n_tokens = (size_t)(P - at < 7 ? P - at : 7),
+                                       .cache = &caches[b], .want = LOGITS_LAST};
+                CHECK(gpt2_forward(&m, &fs, in, B, &err) == 0, "%s", err.msg);
+            }
+            int same = 1;
+            for (int st = 0; st < STEPS; st++) {
+                SeqInput in[B];
+                for (int b = 0; b < B; b++) {
+                    next[b] = b ? (int32_t)(2000 + 31 * b + st) : (int32_t)(1000 + st);
+                    in[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
+                }
+                // the batch grows and shrinks: 16, then 5, then 9 sequences
+                size_t n = st == 0 ? B : st == 1 ? 5 : 9;
+                CHECK(gpt2_forward(&m, &fs, in, n, &err) == 0, "%s", err.msg);
+                same &= memcmp(fs.logits + in[0].logits_row * V, alone + st * V, V * sizeof(float)) == 0;
+            }
+            CHECK(same, "%s weights, %s KV: logits in a batch differ from the sequence alone", dtype_name((DType)dt),
+                  dtype_name(kvt));
+            for (int b = 0; b < B; b++) kvcache_free(&caches[b]);
+            forward_state_free(&fs);
+            free(alone);
+        }
+        model_free(&m);
+    }
+    threadpool_free(pool);
+}
+
 static void test_kv_bytes(void) {
     GPT2Config gpt2 = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .vocab_size = 50257};
     CHECK(kvcache_bytes_per_token(&gpt2, DTYPE_F32) == 73728, "124M: %zu B/token, want 2*12*12*64*4 = 73728",
@@ -415,6 +484,7 @@ int main(void) {
     test_kernels();
     test_kv_bytes();
     test_attention_isas();
+    test_batch_invariance();
     char *text = NULL;
     size_t len;
     GptError err = {{0}};
