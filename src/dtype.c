@@ -87,24 +87,28 @@ uint16_t f32_to_bf16(float f) {
 
 size_t q8_row_quants(size_t K) { return round_up(K, Q8_BLOCK); }
 
-void q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
-    size_t K_pad = q8_row_quants(K);
+size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
+    size_t K_pad = q8_row_quants(K), bad = 0;
     for (size_t b0 = 0; b0 < K_pad; b0 += Q8_BLOCK) {
-        size_t n = K - b0 < Q8_BLOCK ? K - b0 : Q8_BLOCK;
-        if (b0 >= K) n = 0;
+        size_t n = b0 >= K ? 0 : K - b0 < Q8_BLOCK ? K - b0 : Q8_BLOCK;
         float amax = 0.0f;
-        for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[b0 + i]));
+        for (size_t i = 0; i < n; i++)
+            if (isfinite(x[b0 + i])) amax = fmaxf(amax, fabsf(x[b0 + i]));
+            else bad++;
         // The scale as it will be read back: rounded to f16 first, so that
         // the quants are chosen for the scale that multiplies them.
         uint16_t d16 = f32_to_f16(amax / 127.0f);
         float d = f16_to_f32(d16);
+        if (!isfinite(d)) d16 = f32_to_f16(65504.0f), d = 65504.0f;  // weights beyond f16's range
         scales[b0 / Q8_BLOCK] = d16;
         for (size_t i = 0; i < Q8_BLOCK; i++) {
-            float v = i < n && d > 0.0f ? rintf(x[b0 + i] / d) : 0.0f;
+            float w = i < n ? x[b0 + i] : 0.0f;
+            float v = isfinite(w) && d > 0.0f ? rintf(w / d) : 0.0f;
             v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
             q[b0 + i] = (int8_t)v;
         }
     }
+    return bad;
 }
 
 size_t weight_bytes(DType dt, size_t n_out, size_t n_in) {
@@ -122,8 +126,8 @@ Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in) {
     return w;
 }
 
-void weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in) {
-    size_t n = n_out * n_in;
+size_t weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in) {
+    size_t n = n_out * n_in, bad = 0;
     switch (dt) {
     case DTYPE_F32:
         memcpy(dst, src, n * sizeof(float));
@@ -139,8 +143,9 @@ void weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n
         int8_t *q = dst;
         uint16_t *scales = (uint16_t *)(void *)((unsigned char *)dst + n_out * K_pad);
         for (size_t j = 0; j < n_out; j++)
-            q8_quantize_row(q + j * K_pad, scales + j * (K_pad / Q8_BLOCK), src + j * n_in, n_in);
+            bad += q8_quantize_row(q + j * K_pad, scales + j * (K_pad / Q8_BLOCK), src + j * n_in, n_in);
         break;
     }
     }
+    return bad;
 }

@@ -55,8 +55,11 @@ uint16_t f32_to_bf16(float f);
  */
 enum { Q8_BLOCK = 32 };
 size_t q8_row_quants(size_t K);  // K_pad
-// Quantizes x (K) into q (K_pad int8) and scales (K_pad / 32 f16).
-void q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
+// Quantizes x (K) into q (K_pad int8) and scales (K_pad / 32 f16). A NaN
+// or infinite weight has no int8 value: it becomes 0, and the count of them
+// is returned (the caller refuses the model; a scale beyond f16's range is
+// clamped to 65504).
+size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
 
 // A matrix of the product y(n_out) = x(n_in) @ W^T (+ bias), stored one row
 // per output: row j holds the n_in weights that output j reads, contiguous,
@@ -74,8 +77,9 @@ typedef struct {
 size_t weight_bytes(DType dt, size_t n_out, size_t n_in);
 // Writes rows [0, n_out) of float32 src (n_out, n_in) into dst as dtype dt,
 // laid out as Weight says; for Q8 the scales follow the quants at
-// dst + n_out * K_pad. dst must hold weight_bytes(dt, n_out, n_in).
-void weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in);
+// dst + n_out * K_pad. dst must hold weight_bytes(dt, n_out, n_in). Returns
+// the count of weights Q8 could not hold (NaN, infinite), 0 otherwise.
+size_t weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in);
 // A Weight over such bytes (data and, for Q8, scales pointed into them).
 Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in);
 

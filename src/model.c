@@ -244,35 +244,35 @@ static void matrix_rows(float *out, const TensorRef *t, size_t n_out, size_t n_i
 
 // Writes rows [0, n) of float32 rows (n, n_in) into dst, a matrix of n_out
 // rows in dtype dt, starting at row j0 (Q8's scales follow all the quants).
-static void encode_rows(unsigned char *dst, DType dt, const float *rows, size_t j0, size_t n, size_t n_out,
-                        size_t n_in) {
-    if (dt != DTYPE_Q8) {
-        weight_encode(dst + j0 * n_in * dtype_size(dt), dt, rows, n, n_in);
-        return;
-    }
-    size_t K_pad = q8_row_quants(n_in);
+// Returns the count of weights Q8 could not hold.
+static size_t encode_rows(unsigned char *dst, DType dt, const float *rows, size_t j0, size_t n, size_t n_out,
+                          size_t n_in) {
+    if (dt != DTYPE_Q8) return weight_encode(dst + j0 * n_in * dtype_size(dt), dt, rows, n, n_in);
+    size_t K_pad = q8_row_quants(n_in), bad = 0;
     uint16_t *scales = (uint16_t *)(void *)(dst + n_out * K_pad);
     for (size_t r = 0; r < n; r++)
-        q8_quantize_row((int8_t *)(void *)(dst + (j0 + r) * K_pad), scales + (j0 + r) * (K_pad / Q8_BLOCK),
-                        rows + r * n_in, n_in);
+        bad += q8_quantize_row((int8_t *)(void *)(dst + (j0 + r) * K_pad), scales + (j0 + r) * (K_pad / Q8_BLOCK),
+                               rows + r * n_in, n_in);
+    return bad;
 }
 
 // Writes matrix t into dst as `dt`, one row per output. staging holds
 // n_out * n_in floats for an (in, out) source converted to another dtype,
-// else PACK_ROWS * n_in.
-static void pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size_t n_out, size_t n_in,
-                        float *staging) {
+// else PACK_ROWS * n_in. Returns the count of weights Q8 could not hold.
+static size_t pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size_t n_out, size_t n_in,
+                          float *staging) {
     if (t->layout == LAYOUT_IN_OUT) {
         float *rows = dt == DTYPE_F32 ? (float *)(void *)dst : staging;
         transpose_rows(rows, t, n_out, n_in);
-        if (dt != DTYPE_F32) encode_rows(dst, dt, rows, 0, n_out, n_out, n_in);
-        return;
+        return dt != DTYPE_F32 ? encode_rows(dst, dt, rows, 0, n_out, n_out, n_in) : 0;
     }
+    size_t bad = 0;
     for (size_t j0 = 0; j0 < n_out; j0 += PACK_ROWS) {
         size_t rows = n_out - j0 < PACK_ROWS ? n_out - j0 : PACK_ROWS;
         matrix_rows(staging, t, n_out, n_in, j0, rows);
-        encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
+        bad += encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
     }
+    return bad;
 }
 
 // Is tensor t usable in place as kind `kind` in dtype dt?
@@ -348,10 +348,17 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
         size_t bytes = weight_bytes(target[i], n_out, n_in);
         const void *data = t[i].data;
         if (!in_place(&t[i], kind, target[i])) {
-            if (kind == TENSOR_VECTOR)
+            if (kind == TENSOR_VECTOR) {
                 elements((float *)(void *)dst, data, t[i].dtype, 0, s.numel);
-            else
-                pack_matrix(dst, target[i], &t[i], n_out, n_in, staging);
+            } else {
+                size_t bad = pack_matrix(dst, target[i], &t[i], n_out, n_in, staging);
+                if (bad) {
+                    free(staging);
+                    free(target);
+                    return gpt_error(err, "%s: tensor %s holds %zu NaN or infinite weights, which Q8 cannot hold "
+                                          "(the model is damaged)", path, s.name, bad);
+                }
+            }
             // The source will not be read again: its pages can leave memory.
             const unsigned char *src = data;
             if (m->map.data && src >= m->map.data && src < m->map.data + m->map.size) {

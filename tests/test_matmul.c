@@ -131,10 +131,20 @@ static void test_encodings(void) {
     int8_t q[64];
     uint16_t sc[2];
     z[39] = -3.0f;
-    q8_quantize_row(q, sc, z, 40);
+    CHECK(q8_quantize_row(q, sc, z, 40) == 0, "q8 of finite weights reports non-finite ones");
     CHECK(q[0] == 0 && q[39] == -127 && q[40] == 0 && q[63] == 0 && sc[0] == 0 && f16_to_f32(sc[1]) * 127 > 2.99f,
           "q8 of zeros and a padded tail: q 0 -127 0 0, scales 0 and 3/127 expected, got q %d %d %d %d scales %g %g",
           q[0], q[39], q[40], q[63], f16_to_f32(sc[0]), f16_to_f32(sc[1]));
+    // NaN and infinities have no int8 value: counted, stored as 0, the
+    // block's scale from its finite weights
+    z[1] = NAN, z[2] = INFINITY, z[3] = -INFINITY, z[4] = 2.0f;
+    CHECK(q8_quantize_row(q, sc, z, 40) == 3 && q[1] == 0 && q[2] == 0 && q[4] == 127 && f16_to_f32(sc[0]) * 127 > 1.99f,
+          "q8 of non-finite weights: 3 counted, q 0 0 127 expected, got q %d %d %d, scale %g", q[1], q[2], q[4],
+          f16_to_f32(sc[0]));
+    float huge[32];
+    for (int i = 0; i < 32; i++) huge[i] = 3e38f;
+    CHECK(q8_quantize_row(q, sc, huge, 32) == 0 && f16_to_f32(sc[0]) == 65504.0f && q[0] == 127,
+          "q8 of weights beyond f16's range: scale 65504 and q 127 expected, got %g and %d", f16_to_f32(sc[0]), q[0]);
 }
 
 // ----------------------------------------------------------------------------

@@ -203,6 +203,8 @@ static void test_options(void) {
         {"$GPT -m $TINY -p x --jsonl", 2, "--jsonl does not apply to generation"},
         {"$GPT -m $TINY --score --tokenize", 2, "exclude each other"},
         {"$GPT -m $TINY -p x -n", 2, "-n needs a value"},
+        {"$GPT -m $TINY -p x --json -jx", 2, "unknown option '-j'"},  // not the word before it
+        {"$GPT -m $TINY -p x --max-tokens", 2, "--max-tokens needs a value"},
         {"$GPT -m $TINY -p x --stop ''", 2, "empty stop string"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -333,6 +335,8 @@ static void test_nan_weights(void) {
         {"$GPT -m $T/nan.bin -p 'Hello world' --score > /dev/null", "not finite"},
         {"$GPT -m $T/nan.bin -p 'Hello world' --score --json > /dev/null", "not finite"},
         {"$GPT -m $T/nan.bin -p '!' -n 2 > /dev/null", "embedding of a token is not finite"},  // token 0 itself
+        {"$GPT convert $T/nan.bin $T/nan-q8.bin --dtype q8", "4 NaN or infinite weights, which Q8 cannot hold"},
+        {"$GPT -m $T/nan.bin --dtype q8 -p x", "4 NaN or infinite weights"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = sh(cases[i].cmd, &err);

@@ -246,10 +246,22 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         if (longindex >= 0) snprintf(flag, sizeof flag, "--%s", LONG_OPTIONS[longindex].name);
         else snprintf(flag, sizeof flag, "-%c", c);
         if (c == '?' || c == ':') {
+            // The word at fault: argv[optind - 1] for a long option; for a
+            // short one in a cluster not yet finished ("-jx"), optind has not
+            // moved on and that is the word before it. A long option's error
+            // sets optopt to 0 or to its own code.
             const char *arg = argv[optind - 1];
-            if (strncmp(arg, "--", 2) != 0) {  // a short option
+            int is_long = !strncmp(arg, "--", 2);
+            if (is_long && optopt) {
+                is_long = 0;
+                size_t n = strcspn(arg + 2, "=");
+                for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
+                    if (lo->val == optopt && !strncmp(lo->name, arg + 2, n)) is_long = 1;
+            }
+            if (!is_long) {
                 if (c == ':') return FAIL("-%c needs a value", optopt);
-                return FAIL("unknown option '-%c'", optopt);
+                if (optopt > 32 && optopt < 127) return FAIL("unknown option '-%c'", optopt);
+                return FAIL("unknown option (byte 0x%02x)", (unsigned)optopt & 0xFF);
             }
             // a long option: which one, and what went wrong
             const char *eq = strchr(arg, '=');
