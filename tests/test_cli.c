@@ -174,7 +174,7 @@ static void test_model_errors(void) {
 
 static cJSON *parse_json_output(const Result *r) {
     cJSON *j = cJSON_Parse(r->out);
-    CHECK(j != NULL, "stdout is not JSON: '%.200s'", r->out);
+    CHECK(j != NULL, "stdout is not JSON: '%.200s' (rc %d, stderr '%.300s')", r->out, r->rc, r->err);
     return j;
 }
 

@@ -318,14 +318,17 @@ static int run_generate(const Options *o, const Model *m, ThreadPool *pool, Toke
             goto done;
         }
         if (o->json) {
-            if (text_len + seq.out_len + 1 > text_cap) {
+            if (seq.out_len && text_len + seq.out_len + 1 > text_cap) {
                 size_t cap = (text_len + seq.out_len + 1) * 2;
                 char *bigger = realloc(text, cap);
-                if (!bigger) goto done;
+                if (!bigger) {
+                    fprintf(stderr, "gpt: out of memory for the --json text\n");
+                    goto done;
+                }
                 text = bigger;
                 text_cap = cap;
             }
-            memcpy(text + text_len, seq.out, seq.out_len);
+            if (seq.out_len) memcpy(text + text_len, seq.out, seq.out_len);
             text_len += seq.out_len;
         } else if (seq.out_len && (out_write(seq.out, seq.out_len) != 0 || out_flush() != 0)) {
             goto done;  // stdout is gone: stop generating

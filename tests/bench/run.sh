@@ -57,8 +57,7 @@ if [ -x "$BASE_DIR/gpt" ]; then
     for t in 1 2; do
         base=0 f32=0 f16=0 bf16=0 q8=0
         for round in 1 2 3; do
-            v=$(decode_rate "$BASE_DIR/gpt" "$CKPT_DIR/124M-f32.bin.v1" "$t" 2>/dev/null || true)
-            [ -n "$v" ] || v=$(decode_rate "$BASE_DIR/gpt" "$M124" "$t")
+            v=$(decode_rate "$BASE_DIR/gpt" "$M124" "$t")  # it reads the safetensors in place
             base=$(echo "$base $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
             for dt in f32 f16 bf16 q8; do
                 v=$(decode_rate "$GPT" "$CKPT_DIR/124M-$dt.bin" "$t")
