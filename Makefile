@@ -84,6 +84,10 @@ $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# where an installed gpt looks for models and the tokenizer (locate.c)
+$(BUILD)/src/cli/locate.o: ALL_CFLAGS += -DGPT_DATADIR='"$(PREFIX)/share/gpt"'
+
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -c -o $@ $<
@@ -114,12 +118,73 @@ asan:
 bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/bench/run.sh
 
+# gpt, the GPT-2 tokenizer files beside where it looks for models
+# (PREFIX/share/gpt), and scripts/get-gpt2.sh as gpt-get-gpt2.
 install: $(BUILD)/gpt
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
+	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
 	install -m 644 models/vocab.json models/merges.txt $(DESTDIR)$(PREFIX)/share/gpt/
 
 clean:
 	rm -rf build build-asan gpt
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------------------
+# make fuzz: the libFuzzer harnesses of tests/fuzz/ (see tests/fuzz/README.md).
+# Each harness and the library are built with clang and
+# -fsanitize=fuzzer,address,undefined into build/fuzz/, the library with
+# -DGPT_FUZZ (file_map reads a heap copy of exactly the file's size, so a
+# read past the end of a file is an ASan report); then each harness runs
+# FUZZ_SECONDS seconds on a copy of its seed corpus (tests/fuzz/corpus/NAME,
+# never written to). Any crash, leak, timeout or sanitizer report fails;
+# the inputs that caused it are left in build/fuzz/artifacts/.
+#   make fuzz FUZZ_SECONDS=30        make fuzz FUZZ_TARGETS="cli llmc"
+ifeq ($(origin FUZZ_CC),undefined)
+FUZZ_CC := $(shell command -v clang >/dev/null 2>&1 && echo clang || echo clang-14)
+endif
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= tokenizer safetensors modelbin llmc tokenizer_files cli
+FUZZ_DIR     := build/fuzz
+FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP \
+                -fopenmp-simd -fno-trapping-math -ffp-contract=off \
+                $(FUZZ_SAN) -g -O1 -fno-omit-frame-pointer -DGPT_FUZZ
+# at -O1 under the sanitizers clang leaves some `omp simd` loops scalar, and says so
+FUZZ_CFLAGS  += -Wno-pass-failed
+FUZZ_LIB_OBJS := $(LIB_SRCS:src/%.c=$(FUZZ_DIR)/src/%.o)
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+.PHONY: fuzz fuzz-build
+fuzz: fuzz-build
+	FUZZ_DIR=$(FUZZ_DIR) FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+fuzz-build: $(FUZZ_BINS)
+
+$(FUZZ_DIR)/libgpt.a: $(FUZZ_LIB_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(FUZZ_DIR)/src/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_DIR)/tests/%.o: tests/fuzz/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -Isrc/cli -c -o $@ $<
+
+# parse_options (and the stdout writes of --help) without main(): the
+# harness provides usage_error.
+$(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o $(FUZZ_DIR)/src/cli/output.o \
+                      $(FUZZ_DIR)/libgpt.a
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
+
+$(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_DIR)/libgpt.a
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
+
+.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/tests/fuzz_%.o)
+
+ifneq ($(BUILD),build)
+-include $(shell find $(FUZZ_DIR) -name '*.d' 2>/dev/null)
+endif

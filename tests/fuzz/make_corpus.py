@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of tests/fuzz/corpus/ from the real formats.
+
+A development aid (the seeds are committed; `make fuzz` does not run this):
+
+    make build/tests/gen_checkpoint gpt && python3 tests/fuzz/make_corpus.py
+
+Model files come from our own writers: build/tests/gen_checkpoint (tiny
+safetensors directories and llm.c files) and `gpt convert` (model.bin), all in
+tiny shapes (1 layer, 4 channels, 2 heads, 8 positions) so that each seed is a
+few KB. The model.bin seeds carry a 263-token tokenizer: GPT-2's 256 byte
+tokens, six merges and <|endoftext|> (a model.bin's vocabulary is its
+tokenizer's, which must hold every byte). Texts and argv lines are written out
+below. Each harness's input layout is described in its .c file.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "tests", "fuzz", "corpus")
+GEN = os.path.join(ROOT, "build", "tests", "gen_checkpoint")
+GPT = os.path.join(ROOT, "build", "gpt")
+SHAPE = ["--layers", "1", "--embd", "4", "--heads", "2", "--ctx", "8"]
+MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a"), ("e", "r")]
+
+
+def run(*args):
+    subprocess.run(list(args), check=True, stdout=subprocess.DEVNULL)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def put(harness, name, data):
+    d = os.path.join(OUT, harness)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def small_vocab():
+    """GPT-2's byte tokens (ids 0..255 of the shipped vocab.json), the merges' tokens, <|endoftext|>."""
+    with open(os.path.join(ROOT, "models", "vocab.json"), encoding="utf-8") as f:
+        full = json.load(f)
+    vocab = {s: i for s, i in full.items() if i < 256}
+    assert len(vocab) == 256
+    for a, b in MERGES:
+        vocab.setdefault(a + b, len(vocab))
+    vocab["<|endoftext|>"] = len(vocab)
+    return vocab
+
+
+def main():
+    for tool in (GEN, GPT):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"make_corpus.py: {tool} is not built (make {os.path.relpath(tool, ROOT)})")
+    shutil.rmtree(OUT, ignore_errors=True)
+    tmp = tempfile.mkdtemp(prefix="gpt-corpus-")
+    try:
+        vocab = small_vocab()
+        vocab_json = json.dumps(vocab, ensure_ascii=False)
+        merges_txt = "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in MERGES)
+        tokdir = os.path.join(tmp, "tok")
+        os.makedirs(tokdir)
+        with open(os.path.join(tokdir, "vocab.json"), "w", encoding="utf-8") as f:
+            f.write(vocab_json)
+        with open(os.path.join(tokdir, "merges.txt"), "w", encoding="utf-8") as f:
+            f.write(merges_txt)
+
+        # safetensors: config.json, "\n#safetensors\n", model.safetensors
+        variants = {
+            "f32": [],
+            "f16-prefix-masks": ["--dtype", "F16", "--prefix", "transformer.", "--mask-buffers"],
+            "bf16-unaligned": ["--dtype", "BF16", "--unaligned-data"],
+        }
+        for name, extra in variants.items():
+            d = os.path.join(tmp, "st-" + name)
+            run(GEN, d, *SHAPE, "--vocab", "16", "--no-tokenizer", *extra)
+            put("safetensors", name, read(os.path.join(d, "config.json")) + b"\n#safetensors\n"
+                + read(os.path.join(d, "model.safetensors")))
+        # the header length left for the harness to fill in (8 x 0xFF, JSON, NUL, data)
+        for name in ("f32", "f16-prefix-masks"):
+            d = os.path.join(tmp, "st-" + name)
+            raw = read(os.path.join(d, "model.safetensors"))
+            hlen = int.from_bytes(raw[:8], "little")
+            put("safetensors", name + "-autolen", read(os.path.join(d, "config.json")) + b"\n#safetensors\n"
+                + b"\xff" * 8 + raw[8:8 + hlen].rstrip(b" ") + b"\0" + raw[8 + hlen:])
+        # no separator: the harness's default config.json (this shape, vocab 16)
+        put("safetensors", "default-config",
+            read(os.path.join(tmp, "st-f32", "model.safetensors")))
+
+        # model.bin: `gpt convert` of a tiny checkpoint with the small tokenizer
+        d = os.path.join(tmp, "mb")
+        run(GEN, d, *SHAPE, "--vocab", str(len(vocab)), "--tokenizer-dir", tokdir)
+        for dt in ("f32", "f16", "q8"):
+            out = os.path.join(tmp, f"model-{dt}.bin")
+            run(GPT, "convert", d, out, "--dtype", dt)
+            put("modelbin", dt, read(out))
+
+        # llm.c: version 3, float32 (wte padded to 128 rows)
+        for v in (16, 130):
+            out = os.path.join(tmp, f"llmc-{v}.bin")
+            run(GEN, "--llmc", out, *SHAPE, "--vocab", str(v))
+            put("llmc", f"vocab{v}", read(out))
+
+        # tokenizer files: vocab.json NUL merges.txt, or a tokenizer.json
+        put("tokenizer_files", "vocab-merges", vocab_json + "\0" + merges_txt)
+        put("tokenizer_files", "vocab-merges-crlf", vocab_json + "\0" + merges_txt.replace("\n", "\r\n"))
+        put("tokenizer_files", "tokenizer-json-strings", json.dumps(
+            {"version": "1.0", "model": {"type": "BPE", "vocab": vocab,
+                                         "merges": [f"{a} {b}" for a, b in MERGES]}}, ensure_ascii=False))
+        put("tokenizer_files", "tokenizer-json-pairs", json.dumps(
+            {"model": {"type": "BPE", "dropout": None, "vocab": vocab,
+                       "merges": [[a, b] for a, b in MERGES]}}))
+
+        # tokenizer: texts
+        texts = {
+            "english": "The meaning of life is 42. It's what we'll find, isn't it?\n",
+            "contractions": "'s 't 're 've 'm 'll 'd 'S 'T I'M we'RE",
+            "spaces": "a  b   c\t\td\n\n\ne \r\n  \n   x   ",
+            "numbers": "3.14159 1,000,000 ٣٤ ⅔ ½ 2024-11-30",
+            "unicode": "héllo wörld 日本語のテキスト 🙂👍🏽 e\u0301 ﬁ Ωμέγα",
+            "special": "Hello<|endoftext|>World <|endoftext|><|endoftext|> <|endoftext",
+            "code": "def f(x):\n    return x**2  # square\n\tif (a != b) { c++; }\n",
+        }
+        for name, text in texts.items():
+            put("tokenizer", name, text)
+        put("tokenizer", "invalid-utf8", b"ok \xff\xfe \xc3 \xe0\x80 \xed\xa0\x80 \xf0\x9f\x98 \xf4\x90\x80\x80 end\xe2\x82")
+        put("tokenizer", "bytes", bytes(range(256)))
+
+        # cli: argv words separated by NUL
+        argvs = {
+            "generate": ["-m", "models/gpt2.bin", "-p", "Hello", "-n", "20", "--temp", "0.7", "--top-k", "40",
+                         "--top-p", "0.95", "--min-p", "0.05", "--repeat-penalty", "1.1", "-s", "7", "--echo"],
+            "generate-glued": ["-n20", "-s7", "-mFILE", "--temp=0", "--top-p=1", "--stop", "\\n", "--stop=END",
+                               "--ignore-eos", "--json", "--stats", "-t2", "--dtype", "q8", "--kv-type=f16"],
+            "score": ["--score", "--per-token", "--stride", "512", "--json", "-p", "text", "--special"],
+            "batch": ["--batch", "--jsonl", "--parallel=8", "--kv-budget", "512M", "--unordered", "--text",
+                      "--first-index", "100", "--prefill-chunk", "64", "--no-prefix-sharing", "--stats-json"],
+            "tokenize": ["--tokenize", "--special", "--json", "--tokenizer", "models"],
+            "detokenize": ["--detokenize", "-p", "15496 995"],
+            "help": ["--help"],
+            "version": ["--version"],
+            "abbrev": ["--max=5", "--te", "1.5", "--rep", "2", "--", "-p"],
+            "errors": ["--temp", "nan", "--top-p", "0", "--echo", "--score", "-x"],
+            "missing": ["-n"],
+        }
+        for name, words in argvs.items():
+            put("cli", name, "\0".join(words))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(OUT) for f in fs)
+    print(f"make_corpus.py: {OUT}: {total} bytes")
+
+
+if __name__ == "__main__":
+    main()
