@@ -103,29 +103,38 @@ while IFS= read -r p; do "$GPT" -m "$BIN" -p "$p" -n 64 --ignore-eos -t 2 >/dev/
 t1=$(date +%s.%N)
 single=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
 echo "  one process per prompt:          $single s wall, $(echo "$single" | awk '{ printf "%.1f", 64 * 64 / $1 }') tok/s generated"
-for par in 1 4 16; do
+# batch_run INPUT FLAGS...: runs gpt --batch on INPUT; sets $wall (seconds)
+# and leaves the --stats-json object in $TMP/stats.json, read by stat_of NAME.
+batch_run() {
+    input=$1
+    shift
     t0=$(date +%s.%N)
-    "$GPT" -m "$BIN" --batch --parallel $par -n 64 --ignore-eos -t 2 --stats-json <"$TMP/mixed.txt" >/dev/null 2>"$TMP/stats.json"
+    "$GPT" -m "$BIN" --batch -n 64 --ignore-eos -t 2 --stats-json "$@" <"$input" >/dev/null 2>"$TMP/stats.json"
     t1=$(date +%s.%N)
     wall=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
-    s=$(cat "$TMP/stats.json")
-    pre=$(echo "$s" | sed -n 's/.*"prefill_tokens":\([0-9]*\).*/\1/p')
-    gap=$(echo "$s" | sed -n 's/.*"token_gap_max_seconds":\([0-9.e-]*\).*/\1/p')
-    med=$(echo "$s" | sed -n 's/.*"token_gap_median_seconds":\([0-9.e-]*\).*/\1/p')
-    echo "  --batch --parallel $par:  $wall s wall ($(echo "$single $wall" | awk '{ printf "%.1fx", $1 / $2 }') one process per prompt), $(echo "$wall" | awk '{ printf "%.1f", 64 * 64 / $1 }') tok/s, $pre prefill tokens, token gap median $med s, largest $gap s"
+}
+stat_of() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$TMP/stats.json"; }
+for par in 1 4 16; do
+    batch_run "$TMP/mixed.txt" --parallel $par
+    pre=$(stat_of prefill_tokens)
+    gap=$(stat_of token_gap_max_seconds)
+    med=$(stat_of token_gap_median_seconds)
+    echo "  --batch --parallel $par:  $wall s wall ($(echo "$single $wall" | awk '{ printf "%.1fx", $1 / $2 }') one process per prompt), $(echo "$wall" | awk '{ printf "%.1f", 64 * 64 / $1 }') tok/s, $pre prefill tokens, token gap median $(echo "$med" | awk '{ printf "%.3f", $1 }') s, largest $(echo "$gap" | awk '{ printf "%.3f", $1 }') s"
 done
+wall16=$wall
+# The prefill alone (-n 1: each prompt's prefill and one token): the same
+# work however it is batched, so it bounds what batching can gain.
+batch_run "$TMP/mixed.txt" --parallel 16 -n 1
+echo "  prefill alone (--parallel 16 -n 1): $wall s, $(echo "$wall $wall16 $single" | awk '{ printf "%.0f%% of the --parallel 16 wall, %.0f%% of one process per prompt", 100 * $1 / $2, 100 * $1 / $3 }')"
 for mode in shared unshared; do
     flag=""
     [ $mode = unshared ] && flag=--no-prefix-sharing
-    t0=$(date +%s.%N)
-    "$GPT" -m "$BIN" --batch --parallel 16 -n 64 --ignore-eos -t 2 --stats-json $flag <"$TMP/shared.txt" >/dev/null 2>"$TMP/stats.json"
-    t1=$(date +%s.%N)
-    wall=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
-    s=$(cat "$TMP/stats.json")
-    pre=$(echo "$s" | sed -n 's/.*"prefill_tokens":\([0-9]*\).*/\1/p')
-    saved=$(echo "$s" | sed -n 's/.*"prefill_tokens_saved":\([0-9]*\).*/\1/p')
-    rss=$(echo "$s" | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')
-    budget=$(echo "$s" | sed -n 's/.*"kv_budget_bytes":\([0-9]*\).*/\1/p')
+    # shellcheck disable=SC2086  # $flag is empty or one word
+    batch_run "$TMP/shared.txt" --parallel 16 $flag
+    pre=$(stat_of prefill_tokens)
+    saved=$(stat_of prefill_tokens_saved)
+    rss=$(stat_of peak_rss_bytes)
+    budget=$(stat_of kv_budget_bytes)
     eval "wall_$mode=$wall"
     echo "  64 prompts sharing a 300-token prefix, $mode: $wall s wall, $pre prefill tokens computed, $saved saved; peak RSS $(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }') MiB (weights 475 MiB + KV budget $(echo "$budget" | awk '{ printf "%.0f", $1 / 1048576 }') MiB)"
 done
