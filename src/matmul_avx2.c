@@ -31,16 +31,6 @@
 
 enum { A2_R = 2, A2_C = 3 };  // tile: weight rows x batch rows
 
-// A weight matrix seen uniformly: rows ldw elements apart (K, or K_pad for
-// Q8), Q8 scales ldd per row.
-typedef struct {
-    const char *w;
-    const uint16_t *d;
-    size_t N, K, ldw, ldd;
-} WD;
-
-AI size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
-
 // 8 weights at element k of a row as exact float32 (d8: the Q8 block scale).
 AI __m256 load_w8(DType dt, const char *row, size_t k, __m256 d8) {
     switch (dt) {
@@ -195,18 +185,12 @@ TGT2 static void run_q8(const WD *W, float *out, const float *inp, const float *
 TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
                            size_t B, size_t n0, size_t n1, int accumulate) {
     if (n0 >= n1 || B == 0) return;
-    size_t K = W->n_in;
-    WD d = {(const char *)W->data, NULL, W->n_out, K, K, 0};
+    const WD d = weight_walk(W);
     switch (W->dtype) {
     case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate); break;
     case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate); break;
     case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate); break;
-    case DTYPE_Q8:
-        d.ldw = q8_row_quants(K);
-        d.d = W->scales;
-        d.ldd = d.ldw / Q8_BLOCK;
-        run_q8(&d, out, inp, bias, B, n0, n1, accumulate);
-        break;
+    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate); break;
     }
 }
 

@@ -52,16 +52,6 @@ enum {
 };
 #define PF_HINT _MM_HINT_T1   // into L2: measured clearly better than T0
 
-// A weight matrix seen uniformly: rows ldw elements apart (K, or K_pad for
-// Q8), Q8 scales ldd per row.
-typedef struct {
-    const char *w;
-    const uint16_t *d;
-    size_t N, K, ldw, ldd;
-} WD;
-
-AI size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
-
 // 16 weights of one row from element k as exact float32 (d16: the Q8 block
 // scale, broadcast).
 AI __m512 load_w(DType dt, const char *row, size_t k, __m512 d16) {
@@ -304,18 +294,12 @@ RUN_DTYPE(run_q8, DTYPE_Q8)
 TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                                size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     if (n0 >= n1 || B == 0) return;
-    size_t K = W->n_in;
-    WD d = {(const char *)W->data, NULL, W->n_out, K, K, 0};
+    const WD d = weight_walk(W);
     switch (W->dtype) {
     case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8:
-        d.ldw = q8_row_quants(K);
-        d.d = W->scales;
-        d.ldd = d.ldw / Q8_BLOCK;
-        run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
-        break;
+    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     }
 }
 

@@ -68,6 +68,7 @@
 #define GPT_MATMUL_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dtype.h"
 #include "matmul.h"  // matmul_scratch_floats
@@ -102,5 +103,26 @@ void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float
                       size_t B, size_t n0, size_t n1, int accumulate);
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+
+// A weight matrix as the SIMD kernels walk it: row n at w + n * ldw * esize
+// (ldw = K, or K_pad for Q8), Q8 scales ldd per row at d.
+typedef struct {
+    const char *w;
+    const uint16_t *d;
+    size_t N, K, ldw, ldd;
+} WD;
+
+static inline WD weight_walk(const Weight *W) {
+    WD d = {(const char *)W->data, NULL, W->n_out, W->n_in, W->n_in, 0};
+    if (W->dtype == DTYPE_Q8) {
+        d.ldw = q8_row_quants(W->n_in);
+        d.d = W->scales;
+        d.ldd = d.ldw / Q8_BLOCK;
+    }
+    return d;
+}
+
+// Bytes of one stored element of a row (a Q8 row: one int8 per element).
+static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
 
 #endif
