@@ -165,22 +165,16 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
 }
 
 // One instance per dtype, so that every switch on dt above folds away.
-TGT2 static void run_f32(const WD *W, float *out, const float *inp, const float *bias, size_t B,
-                         size_t n0, size_t n1, int accumulate) {
-    run(DTYPE_F32, W, out, inp, bias, B, n0, n1, accumulate);
-}
-TGT2 static void run_f16(const WD *W, float *out, const float *inp, const float *bias, size_t B,
-                         size_t n0, size_t n1, int accumulate) {
-    run(DTYPE_F16, W, out, inp, bias, B, n0, n1, accumulate);
-}
-TGT2 static void run_bf16(const WD *W, float *out, const float *inp, const float *bias, size_t B,
-                          size_t n0, size_t n1, int accumulate) {
-    run(DTYPE_BF16, W, out, inp, bias, B, n0, n1, accumulate);
-}
-TGT2 static void run_q8(const WD *W, float *out, const float *inp, const float *bias, size_t B,
-                        size_t n0, size_t n1, int accumulate) {
-    run(DTYPE_Q8, W, out, inp, bias, B, n0, n1, accumulate);
-}
+#define RUN_DTYPE(name, dt)                                                                          \
+    TGT2 static void name(const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
+                          size_t n0, size_t n1, int accumulate) {                                   \
+        run(dt, W, out, inp, bias, B, n0, n1, accumulate);                                          \
+    }
+RUN_DTYPE(run_f32, DTYPE_F32)
+RUN_DTYPE(run_f16, DTYPE_F16)
+RUN_DTYPE(run_bf16, DTYPE_BF16)
+RUN_DTYPE(run_q8, DTYPE_Q8)
+#undef RUN_DTYPE
 
 TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
                            size_t B, size_t n0, size_t n1, int accumulate) {

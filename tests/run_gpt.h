@@ -77,6 +77,16 @@ static inline void result_free(Result *r) {
     memset(r, 0, sizeof *r);
 }
 
+// dir/name, in one of 4 buffers used in turn (so up to 4 such paths can be
+// arguments of one call).
+static inline const char *path_in(const char *dir, const char *name) {
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
 // 1 if s is exactly one line ending in '\n': what an error message must be.
 static inline int one_line(const char *s) {
     size_t n = strlen(s);

@@ -54,13 +54,7 @@ static const char *ckpt(const char *name) {
     return buf[k];
 }
 
-static const char *tmp(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
+static const char *tmp(const char *name) { return path_in(tmpdir, name); }
 
 static int write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");

@@ -51,13 +51,7 @@ static const char *ckpt(const char *name) {
     return buf[k];
 }
 
-static const char *tmp(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
+static const char *tmp(const char *name) { return path_in(tmpdir, name); }
 
 // Runs a shell command (GPT is set to the binary, TINY to the tiny model);
 // its stderr goes to tmp/err, which *err gets. Returns the exit status, or
