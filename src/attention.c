@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "forward.h"  // exp_approx
-#include "matmul_kernels.h"
 
 // 16 lanes added up as a fixed tree: (0..7)+(8..15), then halves again.
 static float lane_sum(float *lane) {
@@ -270,20 +269,15 @@ TGT2 static void attention_avx2(float *out, const float *q, const KVCache *c, si
 }
 #endif
 
-void attention_query_isa(int isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                         size_t n_keys, float *scores) {
+void attention_query(MatmulIsa isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
+                     size_t n_keys, float *scores) {
 #if defined(__x86_64__)
     // the vector versions need HS to be a multiple of 16 (GPT-2's is 64)
-    if (c->head_size % 16 == 0 && matmul_isa_supported((MatmulIsa)isa)) {
+    if (c->head_size % 16 == 0) {
         if (isa == MATMUL_AVX512) return attention_avx512(out, q, c, layer, head, n_keys, scores);
         if (isa == MATMUL_AVX2) return attention_avx2(out, q, c, layer, head, n_keys, scores);
     }
 #endif
     (void)isa;
     attention_query_reference(out, q, c, layer, head, n_keys, scores);
-}
-
-void attention_query(float *out, const float *q, const KVCache *c, size_t layer, size_t head, size_t n_keys,
-                     float *scores) {
-    attention_query_isa(matmul_best_isa(), out, q, c, layer, head, n_keys, scores);
 }

@@ -60,6 +60,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     s->max_logit_rows = max_logit_rows;
     s->matmul_scratch_floats = mm_floats;
     s->pool = pool;
+    s->isa = matmul_best_isa();
     return 0;
 }
 
@@ -165,8 +166,9 @@ static void attention_task(void *arg, int thread, int n_threads) {
                 if (item < begin) continue;
                 if (item >= end) break;
                 // query at position P + t sees keys 0 .. P + t
-                attention_query(j->s->attn + row * j->C + h * HS, j->s->qkv + row * 3 * j->C + h * HS,
-                                j->seqs[i].cache, j->layer, h, P + t + 1, scores);
+                attention_query(j->s->isa, j->s->attn + row * j->C + h * HS,
+                                j->s->qkv + row * 3 * j->C + h * HS, j->seqs[i].cache, j->layer, h, P + t + 1,
+                                scores);
             }
         }
     }
@@ -223,7 +225,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     const GPT2Config *cfg = &m->config;
     const GPT2Weights *w = &m->weights;
     size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
-    const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats};
+    const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats, s->isa};
 
     // x(T,C) = wte[token] + wpe[position]
     size_t T = 0;

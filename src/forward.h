@@ -23,6 +23,7 @@
 
 #include "error.h"
 #include "kvcache.h"
+#include "matmul.h"  // MatmulIsa
 #include "model.h"
 #include "threads.h"
 
@@ -44,6 +45,7 @@ typedef struct {
     size_t max_ctx;         // positions a sequence may attend over
     size_t max_logit_rows;  // logit rows one call may ask for
     ThreadPool *pool;       // the threads the work is split over (not owned; NULL: one)
+    MatmulIsa isa;          // the kernels matmul and attention run: matmul_best_isa() at init
     float *x;        // (Tmax, C)    the residual stream
     float *ln;       // (Tmax, C)    layernorm output
     float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens

@@ -135,7 +135,7 @@ static void matmul_task(void *arg, int thread, int n_threads) {
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
             int accumulate, const MatmulContext *ctx) {
     if (T == 0 || W->n_out == 0) return;
-    MatmulJob job = {out, inp, W, bias, T, accumulate, matmul_best_isa(), NULL, 0};
+    MatmulJob job = {out, inp, W, bias, T, accumulate, ctx ? ctx->isa : matmul_best_isa(), NULL, 0};
     ThreadPool *pool = ctx ? ctx->pool : NULL;
     // Scratch only if every thread's slice is big enough and 64-byte aligned.
     size_t need = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, W->n_in);

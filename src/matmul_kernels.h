@@ -73,23 +73,6 @@
 #include "dtype.h"
 #include "matmul.h"  // matmul_scratch_floats
 
-typedef enum {
-    MATMUL_SCALAR = 0,  // portable C, the canonical arithmetic literally
-    MATMUL_AVX2 = 1,    // AVX2 + FMA + F16C
-    MATMUL_AVX512 = 2,  // AVX-512 F/BW/VL/DQ (+ FMA, F16C)
-} MatmulIsa;
-
-enum { MATMUL_ISA_COUNT = 3 };
-
-// Whether this CPU (and this build) runs isa's kernels: asks the CPU every
-// call (cheap), remembers nothing. MATMUL_SCALAR is always supported;
-// off x86-64 the others never are.
-int matmul_isa_supported(MatmulIsa isa);
-// The fastest supported isa.
-MatmulIsa matmul_best_isa(void);
-// "scalar", "avx2", "avx512"; NULL for an unknown code.
-const char *matmul_isa_name(MatmulIsa isa);
-
 // See the top of this file. isa must be supported (an unsupported one runs
 // the scalar kernel: the same bits).
 void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, const float *bias,

@@ -254,7 +254,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
               d < B * N ? u->scalar[d] : 0.0);
     }
     // matmul() on 2 threads with scratch
-    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K)};
+    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), matmul_best_isa()};
     memcpy(u->y, u->old, B * N * sizeof(float));
     matmul(u->y, u->x, &m->W, bias, B, acc, &ctx);
     size_t d = first_difference(u->y, u->scalar, B * N);
@@ -297,7 +297,7 @@ static void check_invariance(const Mat *m, MatmulIsa isa, Bufs *u) {
         if (B == 17) {
             how = isa == matmul_best_isa() ? "matmul() T 100, 2 threads" : NULL;
             if (!how) break;
-            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K)};
+            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), matmul_best_isa()};
             matmul(u->y, u->x, &m->W, u->bias, T, 0, &ctx);
         } else if (B % 2) {
             how = B % 4 == 1 ? "whole, scratch" : "whole, no scratch";
@@ -330,7 +330,7 @@ static void check_invariance(const Mat *m, MatmulIsa isa, Bufs *u) {
         size_t T = MAX_B;
         for (size_t b = 0; b < T; b++) idx[b] = below(POOL);
         for (size_t b = 0; b < T; b++) memcpy(u->x + b * K, rows + idx[b] * K, K * sizeof(float));
-        MatmulContext small = {u->pool, u->scratch, 16};
+        MatmulContext small = {u->pool, u->scratch, 16, matmul_best_isa()};
         for (int c = 0; c < 2; c++) {
             matmul(u->y, u->x, &m->W, u->bias, T, 0, c ? &small : NULL);
             size_t col;
