@@ -366,13 +366,19 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
         size_t end = begin + window < n ? begin + window : n;
         kvcache_reset(&cache);
         st.windows++;
-        for (size_t start = begin; start < end; start += SCORE_CHUNK) {
-            size_t len = end - start < SCORE_CHUNK ? end - start : SCORE_CHUNK;
-            SeqInput seq = {.tokens = ids + start, .n_tokens = len, .cache = &cache, .want = LOGITS_ALL};
+        // Rows before first_row predict targets an earlier window scored:
+        // they are run for the cache alone, without the logits (which cost
+        // about a third of a row's work). Chunking does not change the bits.
+        size_t first_row = scored_to - 1 > begin ? scored_to - 1 : begin;
+        for (size_t start = begin, len; start < end; start += len) {
+            size_t stop = start < first_row ? first_row : end;
+            len = stop - start < SCORE_CHUNK ? stop - start : SCORE_CHUNK;
+            SeqInput seq = {.tokens = ids + start, .n_tokens = len, .cache = &cache,
+                            .want = start < first_row ? LOGITS_NONE : LOGITS_ALL};
             if (gpt2_forward(m, &fs, &seq, 1, err) != 0) goto done;
             st.tokens_run += len;
             // Row i predicts token start + i + 1; only the targets not scored yet.
-            for (size_t i = 0; i < len; i++) {
+            for (size_t i = 0; seq.want == LOGITS_ALL && i < len; i++) {
                 size_t target = start + i + 1;
                 if (target < scored_to || target >= end) continue;
                 logprobs[target - 1] = log_softmax_at(fs.logits + (seq.logits_row + i) * V, V, ids[target]);
