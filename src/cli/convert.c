@@ -97,8 +97,7 @@ int run_convert(int argc, char **argv) {
     size_t bytes = 0;
     Tokenizer *tok = NULL;
     // refused before the (long) load, not after it
-    ModelbinWriteOptions check = wopt;
-    if (modelbin_check_out(dst, &check, &err) != 0) {
+    if (modelbin_check_out(dst, &wopt, &err) != 0) {
         report_error(&err);
         goto done;
     }

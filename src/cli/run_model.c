@@ -298,7 +298,8 @@ static int run_generate(const Options *o, const Model *m, ThreadPool *pool, Toke
         report_error(&err);
         goto done;
     }
-    r.kv_allocated = kvpool_stats(engine.kv).n_blocks * kvpool_stats(engine.kv).block_bytes;
+    KVPoolStats ps = kvpool_stats(engine.kv);
+    r.kv_allocated = ps.n_blocks * ps.block_bytes;
 
     if (o->echo && !o->json && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
     catch_interrupts();
@@ -341,7 +342,7 @@ static int run_generate(const Options *o, const Model *m, ThreadPool *pool, Toke
     r.prefill_seconds = seq.prefill_seconds;
     r.decode_tokens = seq.decode_tokens;
     r.decode_seconds = seq.decode_seconds;
-    r.seq_tokens = seq.positions ? seq.positions : seq.cache.n_tokens;
+    r.seq_tokens = seq.positions;
     const char *stop_reason = stopped_by_user ? "interrupted" : stop_reason_name(seq.stop);
     if (o->json) {
         cJSON *root = cJSON_CreateObject();

@@ -4,6 +4,7 @@
  * stdin; a stdin text loses one final newline, as a prompt does.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static int parse_ids(const char *input, size_t len, size_t vocab, int32_t **ids,
         size_t i = 0;
         cJSON_ArrayForEach(it, a) {
             double d = it->valuedouble;
-            if (!cJSON_IsNumber(it) || d != (double)(long)d || d < 0 || d >= (double)vocab) {
+            // range first: a double beyond long's range must not be cast
+            if (!cJSON_IsNumber(it) || d < 0 || d >= (double)vocab || d != floor(d)) {
                 char *s = cJSON_PrintUnformatted(it);
                 fprintf(stderr, "gpt: --detokenize: element %zu (%.40s) is not a token id in [0, %zu)\n", i,
                         s ? s : "?", vocab);
