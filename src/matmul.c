@@ -176,31 +176,9 @@ void matmul_reference(float *out, const float *inp, const Weight *W, const float
 }
 
 void weight_row(float *out, const Weight *W, size_t row) {
-    size_t K = W->n_in;
-    switch (W->dtype) {
-    case DTYPE_F32:
-        memcpy(out, (const float *)W->data + row * K, K * sizeof *out);
-        return;
-    case DTYPE_F16: {
-        const uint16_t *h = (const uint16_t *)W->data + row * K;
-        for (size_t i = 0; i < K; i++) out[i] = f16_to_f32(h[i]);
+    if (W->dtype == DTYPE_F32) {
+        memcpy(out, (const float *)W->data + row * W->n_in, W->n_in * sizeof *out);
         return;
     }
-    case DTYPE_BF16: {
-        const uint16_t *h = (const uint16_t *)W->data + row * K;
-        for (size_t i = 0; i < K; i++) out[i] = bf16_to_f32(h[i]);
-        return;
-    }
-    case DTYPE_Q8: {
-        size_t K_pad = q8_row_quants(K);
-        const int8_t *q = (const int8_t *)W->data + row * K_pad;
-        const uint16_t *scales = W->scales + row * (K_pad / Q8_BLOCK);
-        for (size_t b0 = 0; b0 < K; b0 += Q8_BLOCK) {
-            float d = f16_to_f32(scales[b0 / Q8_BLOCK]);
-            size_t n = K - b0 < Q8_BLOCK ? K - b0 : Q8_BLOCK;
-            for (size_t i = 0; i < n; i++) out[b0 + i] = d * (float)q[b0 + i];  // exact
-        }
-        return;
-    }
-    }
+    for (size_t i = 0; i < W->n_in; i++) out[i] = weight_at(W, i, row);  // exact: one row per token
 }

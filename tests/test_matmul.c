@@ -54,8 +54,7 @@ static double magnitude(const float *inp, const Weight *W, const float *bias, co
     return m;
 }
 
-static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, int accumulate,
-                        const MatmulContext *ctx) {
+static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, int accumulate) {
     float *w = malloc(K * N * sizeof *w), *inp = malloc(T * K * sizeof *inp);
     float *bias = malloc(N * sizeof *bias), *fast = malloc(T * N * sizeof *fast);
     float *ref = malloc(T * N * sizeof *ref), *prev = malloc(T * N * sizeof *prev);
@@ -69,7 +68,7 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
     weight_encode(bytes, dt, w, N, K);
     Weight W = weight_view(dt, bytes, N, K);
     const float *b = with_bias ? bias : NULL;
-    matmul(fast, inp, &W, b, T, accumulate, ctx);
+    matmul(fast, inp, &W, b, T, accumulate, NULL);
     matmul_reference(ref, inp, &W, b, T, accumulate);
     double worst = 0;
     size_t worst_at = 0;
@@ -398,8 +397,7 @@ int main(void) {
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
             for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
                 for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
-                    check_shape((DType)d, Ts[a], Ks[k], Ns[n], (int)((a + k + n) % 2), (int)((a + n) % 3 == 0),
-                                NULL);
+                    check_shape((DType)d, Ts[a], Ks[k], Ns[n], (int)((a + k + n) % 2), (int)((a + n) % 3 == 0));
     sweep();
     return check_exit("test_matmul");
 }
