@@ -126,26 +126,55 @@ Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in) {
     return w;
 }
 
-size_t weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in) {
-    size_t n = n_out * n_in, bad = 0;
+size_t weight_encode_rows(void *dst, DType dt, const float *src, size_t j0, size_t n, size_t n_out,
+                          size_t n_in) {
+    size_t count = n * n_in, bad = 0;
     switch (dt) {
     case DTYPE_F32:
-        memcpy(dst, src, n * sizeof(float));
+        memcpy((float *)dst + j0 * n_in, src, count * sizeof(float));
         break;
     case DTYPE_F16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_f16(src[i]);
+        for (size_t i = 0; i < count; i++) ((uint16_t *)dst)[j0 * n_in + i] = f32_to_f16(src[i]);
         break;
     case DTYPE_BF16:
-        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(src[i]);
+        for (size_t i = 0; i < count; i++) ((uint16_t *)dst)[j0 * n_in + i] = f32_to_bf16(src[i]);
         break;
     case DTYPE_Q8: {
         size_t K_pad = q8_row_quants(n_in);
         int8_t *q = dst;
         uint16_t *scales = (uint16_t *)(void *)((unsigned char *)dst + n_out * K_pad);
-        for (size_t j = 0; j < n_out; j++)
-            bad += q8_quantize_row(q + j * K_pad, scales + j * (K_pad / Q8_BLOCK), src + j * n_in, n_in);
+        for (size_t r = 0; r < n; r++)
+            bad += q8_quantize_row(q + (j0 + r) * K_pad, scales + (j0 + r) * (K_pad / Q8_BLOCK), src + r * n_in,
+                                   n_in);
         break;
     }
     }
     return bad;
+}
+
+size_t weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in) {
+    return weight_encode_rows(dst, dt, src, 0, n_out, n_out, n_in);
+}
+
+float weight_at(const Weight *W, size_t i, size_t j) {
+    switch (W->dtype) {
+    case DTYPE_F32: return ((const float *)W->data)[j * W->n_in + i];
+    case DTYPE_F16: return f16_to_f32(((const uint16_t *)W->data)[j * W->n_in + i]);
+    case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)W->data)[j * W->n_in + i]);
+    case DTYPE_Q8: {
+        size_t K_pad = q8_row_quants(W->n_in);
+        float d = f16_to_f32(W->scales[j * (K_pad / Q8_BLOCK) + i / Q8_BLOCK]);
+        return d * (float)((const int8_t *)W->data)[j * K_pad + i];
+    }
+    }
+    return 0.0f;
+}
+
+void weight_row(float *out, const Weight *W, size_t row) {
+    if (W->dtype == DTYPE_F32) {
+        memcpy(out, (const float *)W->data + row * W->n_in, W->n_in * sizeof *out);
+        return;
+    }
+    // a row per token at most: no need for speed
+    for (size_t i = 0; i < W->n_in; i++) out[i] = weight_at(W, i, row);
 }

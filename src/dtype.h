@@ -75,12 +75,22 @@ typedef struct {
 
 // Bytes a matrix of n_out rows of n_in takes in dtype dt (quants and scales).
 size_t weight_bytes(DType dt, size_t n_out, size_t n_in);
-// Writes rows [0, n_out) of float32 src (n_out, n_in) into dst as dtype dt,
-// laid out as Weight says; for Q8 the scales follow the quants at
-// dst + n_out * K_pad. dst must hold weight_bytes(dt, n_out, n_in). Returns
-// the count of weights Q8 could not hold (NaN, infinite), 0 otherwise.
+// Writes the n float32 rows of src (n, n_in) into dst as rows [j0, j0 + n)
+// of a matrix of n_out rows in dtype dt, laid out as Weight says (for Q8 the
+// scales of all n_out rows follow all the quants, at dst + n_out * K_pad).
+// dst must hold weight_bytes(dt, n_out, n_in). Returns the count of weights
+// Q8 could not hold (NaN, infinite), 0 otherwise.
+size_t weight_encode_rows(void *dst, DType dt, const float *src, size_t j0, size_t n, size_t n_out,
+                          size_t n_in);
+// The whole matrix: weight_encode_rows(dst, dt, src, 0, n_out, n_out, n_in).
 size_t weight_encode(void *dst, DType dt, const float *src, size_t n_out, size_t n_in);
 // A Weight over such bytes (data and, for Q8, scales pointed into them).
 Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in);
+
+// Row `row` of W (e.g. one of wte's token vectors) as float32 into out
+// (n_in): exact, whatever the dtype.
+void weight_row(float *out, const Weight *W, size_t row);
+// Element (i, j) of W as float32: input i, output j, whatever the dtype.
+float weight_at(const Weight *W, size_t i, size_t j);
 
 #endif

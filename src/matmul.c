@@ -28,7 +28,6 @@
 #include "matmul.h"
 
 #include <stdint.h>
-#include <string.h>
 
 #include "matmul_kernels.h"
 
@@ -150,19 +149,6 @@ void matmul(float *out, const float *inp, const Weight *W, const float *bias, si
 // ----------------------------------------------------------------------------
 // reference and element access
 
-float weight_at(const Weight *W, size_t i, size_t j) {
-    switch (W->dtype) {
-    case DTYPE_F32: return ((const float *)W->data)[j * W->n_in + i];
-    case DTYPE_F16: return f16_to_f32(((const uint16_t *)W->data)[j * W->n_in + i]);
-    case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)W->data)[j * W->n_in + i]);
-    case DTYPE_Q8: {
-        size_t K_pad = q8_row_quants(W->n_in);
-        float d = f16_to_f32(W->scales[j * (K_pad / Q8_BLOCK) + i / Q8_BLOCK]);
-        return d * (float)((const int8_t *)W->data)[j * K_pad + i];
-    }
-    }
-    return 0.0f;
-}
 
 void matmul_reference(float *out, const float *inp, const Weight *W, const float *bias,
                       size_t T, int accumulate) {
@@ -175,10 +161,3 @@ void matmul_reference(float *out, const float *inp, const Weight *W, const float
         }
 }
 
-void weight_row(float *out, const Weight *W, size_t row) {
-    if (W->dtype == DTYPE_F32) {
-        memcpy(out, (const float *)W->data + row * W->n_in, W->n_in * sizeof *out);
-        return;
-    }
-    for (size_t i = 0; i < W->n_in; i++) out[i] = weight_at(W, i, row);  // exact: one row per token
-}

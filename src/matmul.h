@@ -76,11 +76,4 @@ void matmul_reference(float *out, const float *inp, const Weight *W, const float
 // "scalar" (for reports).
 const char *matmul_isa_in_use(void);
 
-// Row `row` of an embedding (its n_out rows of n_in, e.g. wte's token
-// vectors) as float32 into out (n_in): exact, whatever the dtype.
-void weight_row(float *out, const Weight *W, size_t row);
-
-// Element (i, j) of W as float32: input i, output j, whatever the dtype.
-float weight_at(const Weight *W, size_t i, size_t j);
-
 #endif

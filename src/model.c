@@ -231,29 +231,10 @@ static void matrix_rows(float *out, const TensorRef *t, size_t n_out, size_t n_i
     const unsigned char *p = t->data;
     if (t->dtype == DTYPE_Q8) {
         Weight w = weight_view(DTYPE_Q8, p, n_out, n_in);
-        size_t K_pad = q8_row_quants(n_in);
-        for (size_t r = 0; r < rows; r++) {
-            const int8_t *q = (const int8_t *)w.data + (j0 + r) * K_pad;
-            const uint16_t *d = w.scales + (j0 + r) * (K_pad / Q8_BLOCK);
-            for (size_t i = 0; i < n_in; i++) out[r * n_in + i] = f16_to_f32(d[i / Q8_BLOCK]) * (float)q[i];
-        }
+        for (size_t r = 0; r < rows; r++) weight_row(out + r * n_in, &w, j0 + r);
     } else {
         for (size_t r = 0; r < rows; r++) elements(out + r * n_in, p, t->dtype, (j0 + r) * n_in, n_in);
     }
-}
-
-// Writes rows [0, n) of float32 rows (n, n_in) into dst, a matrix of n_out
-// rows in dtype dt, starting at row j0 (Q8's scales follow all the quants).
-// Returns the count of weights Q8 could not hold.
-static size_t encode_rows(unsigned char *dst, DType dt, const float *rows, size_t j0, size_t n, size_t n_out,
-                          size_t n_in) {
-    if (dt != DTYPE_Q8) return weight_encode(dst + j0 * n_in * dtype_size(dt), dt, rows, n, n_in);
-    size_t K_pad = q8_row_quants(n_in), bad = 0;
-    uint16_t *scales = (uint16_t *)(void *)(dst + n_out * K_pad);
-    for (size_t r = 0; r < n; r++)
-        bad += q8_quantize_row((int8_t *)(void *)(dst + (j0 + r) * K_pad), scales + (j0 + r) * (K_pad / Q8_BLOCK),
-                               rows + r * n_in, n_in);
-    return bad;
 }
 
 // Writes matrix t into dst as `dt`, one row per output. staging holds
@@ -264,13 +245,13 @@ static size_t pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size
     if (t->layout == LAYOUT_IN_OUT) {
         float *rows = dt == DTYPE_F32 ? (float *)(void *)dst : staging;
         transpose_rows(rows, t, n_out, n_in);
-        return dt != DTYPE_F32 ? encode_rows(dst, dt, rows, 0, n_out, n_out, n_in) : 0;
+        return dt != DTYPE_F32 ? weight_encode(dst, dt, rows, n_out, n_in) : 0;
     }
     size_t bad = 0;
     for (size_t j0 = 0; j0 < n_out; j0 += PACK_ROWS) {
         size_t rows = n_out - j0 < PACK_ROWS ? n_out - j0 : PACK_ROWS;
         matrix_rows(staging, t, n_out, n_in, j0, rows);
-        bad += encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
+        bad += weight_encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
     }
     return bad;
 }
