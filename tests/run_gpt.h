@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "paths.h"
 
 typedef struct {
     int rc;          // exit code, or 128 + the signal that ended it
@@ -75,16 +76,6 @@ static inline void result_free(Result *r) {
     free(r->out);
     free(r->err);
     memset(r, 0, sizeof *r);
-}
-
-// dir/name, in one of 4 buffers used in turn (so up to 4 such paths can be
-// arguments of one call).
-static inline const char *path_in(const char *dir, const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
 }
 
 // 1 if s is exactly one line ending in '\n': what an error message must be.

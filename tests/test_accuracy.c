@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "paths.h"
 #include "fileio.h"
 #include "forward.h"
 #include "kvcache.h"
@@ -58,11 +59,6 @@ static const Variant VARIANTS[] = {
     {"f16 kv cache", -1, DTYPE_F16, 1.5e-7, 0.985, 3e-6, 10},
 };
 enum { N_VARIANTS = sizeof VARIANTS / sizeof *VARIANTS, WINDOW = 1024, CHUNK = 128 };
-
-static const char *ckpt_dir(void) {
-    const char *d = getenv("CKPT_DIR");
-    return d && *d ? d : "build/ckpt";
-}
 
 // softmax of a row in double: p (V)
 static void softmax(double *p, const float *logits, size_t V) {
@@ -178,8 +174,8 @@ int main(int argc, char **argv) {
     int full = argc > 1 && !strcmp(argv[1], "--full");
     GptError perr = {{0}};
     pool = threadpool_create(2, &perr);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/gpt2-124M-shaped", ckpt_dir());
+    char path[2048];
+    snprintf(path, sizeof path, "%s", ckpt("gpt2-124M-shaped"));
     GptError err = {{0}};
     Model models[N_VARIANTS];
     for (int v = 0; v < N_VARIANTS; v++) {

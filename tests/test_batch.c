@@ -23,15 +23,6 @@ static char tmpdir[256];
 
 #define RUN_IN(text, ...) run_gpt(tmpdir, text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
 
-static const char *ckpt(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    const char *d = getenv("CKPT_DIR");
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", d && *d ? d : "build/ckpt", name);
-    return buf[k];
-}
-
 // ---------------------------------------------------------------------------
 // the prompts: 32 lines, a third of them sharing a long prefix, half greedy
 

@@ -20,19 +20,6 @@ static char tmpdir[256];
 #define RUN(...) run_gpt(tmpdir, NULL, 0, (const char *const[]){__VA_ARGS__, NULL})
 #define RUN_IN(text, ...) run_gpt(tmpdir, text, strlen(text), (const char *const[]){__VA_ARGS__, NULL})
 
-static const char *ckpt_dir(void) {
-    const char *d = getenv("CKPT_DIR");
-    return d && *d ? d : "build/ckpt";
-}
-
-static char *path_of(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", ckpt_dir(), name);
-    return buf[k];
-}
-
 // ---------------------------------------------------------------------------
 
 static void test_usage(void) {
@@ -71,7 +58,7 @@ static void test_usage(void) {
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        const char *args[8] = {"-m", path_of("tiny"), "-p", "x"};
+        const char *args[8] = {"-m", ckpt("tiny"), "-p", "x"};
         int n = 4;
         for (int j = 0; bad[i].args[j]; j++) args[n++] = bad[i].args[j];
         args[n] = NULL;
@@ -81,7 +68,7 @@ static void test_usage(void) {
         result_free(&r);
     }
     // --flag=value is the same as --flag value
-    r = RUN("-m", path_of("tiny"), "-p", "x", "--top-p=2");
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "--top-p=2");
     CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
     result_free(&r);
 }
@@ -92,7 +79,7 @@ static void test_usage(void) {
 static int write_edited_checkpoint(const char *dir, const char *tensor, const char *field) {
     char path[2048], *data = NULL;
     size_t len;
-    snprintf(path, sizeof path, "%s/tiny/model.safetensors", ckpt_dir());
+    snprintf(path, sizeof path, "%s", ckpt("tiny/model.safetensors"));
     if (file_read_all(path, &data, &len, NULL) != 0 || len < 8) return -1;
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; i--) header_len = header_len << 8 | (unsigned char)data[i];
@@ -137,8 +124,8 @@ static void test_model_errors(void) {
     result_free(&r);
 
     // A truncated copy of the tiny checkpoint.
-    char src[1024], dst[1024];
-    snprintf(src, sizeof src, "%s/tiny/model.safetensors", ckpt_dir());
+    char src[2048], dst[1024];
+    snprintf(src, sizeof src, "%s", ckpt("tiny/model.safetensors"));
     snprintf(dst, sizeof dst, "%s/truncated", tmpdir);
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "mkdir -p %s && head -c 100000 %s > %s/model.safetensors && cp %s/tiny/config.json %s/",
@@ -191,7 +178,7 @@ static void test_greedy_reference(const cJSON *refs, const char *name, int n_pro
     for (int i = 0; i < n_prompts && i < cJSON_GetArraySize(cases); i++) {
         const cJSON *c = cJSON_GetArrayItem(cases, i);
         const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
-        Result r = RUN("-m", path_of(name), "-p", text, "-n", "40", "--temp", "0", "--ignore-eos", "--json");
+        Result r = RUN("-m", ckpt(name), "-p", text, "-n", "40", "--temp", "0", "--ignore-eos", "--json");
         cJSON *j = parse_json_output(&r);
         CHECK(r.rc == 0, "%s prompt %d: rc %d, %s", name, i, r.rc, r.err);
         if (j) {
@@ -205,7 +192,7 @@ static void test_greedy_reference(const cJSON *refs, const char *name, int n_pro
         cJSON_Delete(j);
         result_free(&r);
         // The streamed text is transformers' decoded text.
-        r = RUN("-m", path_of(name), "-p", text, "-n", "40", "--temp", "0", "--ignore-eos");
+        r = RUN("-m", ckpt(name), "-p", text, "-n", "40", "--temp", "0", "--ignore-eos");
         const char *want = cJSON_GetObjectItem(c, "greedy_text")->valuestring;
         CHECK(r.rc == 0 && strcmp(r.out, want) == 0, "%s prompt %d: streamed '%s', want '%s'", name, i,
               r.out, want);
@@ -214,7 +201,7 @@ static void test_greedy_reference(const cJSON *refs, const char *name, int n_pro
 }
 
 static void test_generation(void) {
-    const char *tiny = path_of("tiny");
+    const char *tiny = ckpt("tiny");
     // stdin is the prompt when -p is absent
     Result a = RUN("-m", tiny, "-p", "Hello, my name is", "-n", "12", "--temp", "0");
     Result b = RUN_IN("Hello, my name is", "-m", tiny, "-n", "12", "--temp", "0");
@@ -269,7 +256,7 @@ static void test_generation(void) {
 }
 
 static void test_context_limits(void) {
-    const char *tiny = path_of("tiny");  // 128 positions
+    const char *tiny = ckpt("tiny");  // 128 positions
     char prompt[2048] = "";
     for (int i = 0; i < 200; i++) strcat(prompt, " a");  // 200 tokens
     Result r = RUN("-m", tiny, "-p", prompt, "-n", "5");
@@ -297,7 +284,7 @@ static void test_context_limits(void) {
 
 static void test_stats(void) {
     // 124M: 2 x 12 x 12 x 64 x 4 = 73728 B per token; 72 MiB at 1024 tokens.
-    Result r = RUN("-m", path_of("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
+    Result r = RUN("-m", ckpt("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
                    "--ignore-eos", "--stats", "--json");
     CHECK(r.rc == 0, "124M --stats: rc %d %s", r.rc, r.err);
     CHECK(strstr(r.err, "2 x 12 layers x 12 heads x 64 dims x 4 bytes (F32) = 73728 B/token") != NULL,
@@ -332,7 +319,7 @@ static void test_stats(void) {
 
 // --kv-type f16: half the bytes per position, in every figure of the report.
 static void test_kv_f16(void) {
-    Result r = RUN("-m", path_of("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
+    Result r = RUN("-m", ckpt("gpt2-124M-shaped"), "-p", "Hello, my name is", "-n", "8", "--temp", "0",
                    "--kv-type", "f16", "--stats", "--json");
     CHECK(r.rc == 0, "--kv-type f16: rc %d %s", r.rc, r.err);
     CHECK(strstr(r.err, "2 x 12 layers x 12 heads x 64 dims x 2 bytes (F16) = 36864 B/token") != NULL &&
@@ -356,7 +343,7 @@ static void test_score(const cJSON *refs) {
         const cJSON *cases = cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), names[m]);
         for (int i = 0; i < 3; i++) {
             const cJSON *c = cJSON_GetArrayItem(cases, i);
-            Result r = RUN("-m", path_of(names[m]), "-p", cJSON_GetObjectItem(c, "text")->valuestring,
+            Result r = RUN("-m", ckpt(names[m]), "-p", cJSON_GetObjectItem(c, "text")->valuestring,
                            "--score", "--json");
             cJSON *j = parse_json_output(&r);
             if (j) {
@@ -381,7 +368,7 @@ static void test_score(const cJSON *refs) {
             result_free(&r);
         }
     }
-    Result r = RUN("-m", path_of("tiny"), "-p", "Hello world", "--score");
+    Result r = RUN("-m", ckpt("tiny"), "-p", "Hello world", "--score");
     CHECK(r.rc == 0 && strstr(r.out, "perplexity") && one_line(r.out), "--score summary: '%s'", r.out);
     result_free(&r);
 }
@@ -426,7 +413,7 @@ static void test_tokenize_cli(const cJSON *refs) {
     CHECK(r.rc != 0 && strstr(r.err, "/nonexistent") && one_line(r.err), "bad --tokenizer: rc %d '%s'", r.rc, r.err);
     result_free(&r);
     // the model directory's own tokenizer files are used with -m
-    r = RUN_IN("Hello world", "--tokenize", "-m", path_of("tiny"));
+    r = RUN_IN("Hello world", "--tokenize", "-m", ckpt("tiny"));
     CHECK(r.rc == 0 && strcmp(r.out, "15496 995\n") == 0, "--tokenize -m: '%s' %s", r.out, r.err);
     result_free(&r);
 }

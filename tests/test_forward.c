@@ -24,17 +24,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "paths.h"
 #include "fileio.h"
 #include "attention.h"
 #include "forward.h"
 #include "kvcache.h"
 #include "loader.h"
 #include "model.h"
-
-static const char *ckpt_dir(void) {
-    const char *d = getenv("CKPT_DIR");
-    return d && *d ? d : "build/ckpt";
-}
 
 // ---------------------------------------------------------------------------
 // kernels
@@ -113,8 +109,8 @@ typedef struct {
 } Runner;
 
 static int runner_open(Runner *r, const char *name, size_t max_tokens) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", ckpt_dir(), name);
+    char path[2048];
+    snprintf(path, sizeof path, "%s", ckpt(name));
     GptError err = {{0}};
     memset(r, 0, sizeof *r);
     if (model_load(&r->model, path, &err) != 0) {
@@ -401,8 +397,8 @@ static void test_attention_isas(void) {
 // logits are the same bits decoded alone or beside up to 15 others, and
 // prefilled in one piece or in chunks.
 static void test_batch_invariance(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tiny", ckpt_dir());
+    char path[2048];
+    snprintf(path, sizeof path, "%s", ckpt("tiny"));
     GptError err = {{0}};
     ThreadPool *pool = threadpool_create(2, &err);
     for (int dt = 0; dt < DTYPE_COUNT; dt++) {

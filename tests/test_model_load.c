@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "paths.h"
 #include "matmul.h"
 #include "loader.h"
 #include "model.h"
 
-static const char *ckpt_dir;
 
 // ---------------------------------------------------------------------------
 // FORMULA.md
@@ -143,21 +143,13 @@ static size_t gpt2_params(size_t L, size_t C, size_t T, size_t V) {
     return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
-static char *path_in(const char *dir, const char *name) {
-    static char buf[8][1024];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
-    return p;
-}
-
 // ---------------------------------------------------------------------------
 // Good checkpoints
 
 static void test_tiny(void) {
     Model m;
     GptError err = {""};
-    const char *dir = path_in(ckpt_dir, "tiny");
+    const char *dir = ckpt("tiny");
     int rc = model_load(&m, dir, &err);
     CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
     if (rc != 0) return;
@@ -185,7 +177,7 @@ static void test_tiny(void) {
     check_weights(&m, 1, AS_F32, "tiny");
 
     // The same file by path, and with the "transformer." prefix: same weights.
-    const char *variants[2] = {path_in(ckpt_dir, "tiny/model.safetensors"), path_in(ckpt_dir, "tiny-prefix")};
+    const char *variants[2] = {ckpt("tiny/model.safetensors"), ckpt("tiny-prefix")};
     for (int v = 0; v < 2; v++) {
         Model m2;
         rc = model_load(&m2, variants[v], &err);
@@ -208,7 +200,7 @@ static void test_tiny(void) {
 static void test_half(const char *name, Rounding r) {
     Model m;
     GptError err = {""};
-    const char *dir = path_in(ckpt_dir, name);
+    const char *dir = ckpt(name);
     int rc = model_load(&m, dir, &err);
     CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
     if (rc != 0) return;
@@ -227,7 +219,7 @@ static void test_half(const char *name, Rounding r) {
 static void test_124m(void) {
     Model m;
     GptError err = {""};
-    const char *dir = path_in(ckpt_dir, "gpt2-124M-shaped");
+    const char *dir = ckpt("gpt2-124M-shaped");
     int rc = model_load(&m, dir, &err);
     CHECK(rc == 0, "model_load(%s): %s", dir, err.msg);
     if (rc != 0) return;
@@ -260,7 +252,7 @@ static void test_124m(void) {
 // recognised, and that the generator wrote what llm.c expects, so that the
 // loader's author can trust the fixture.
 static void test_llmc_fixture(void) {
-    const char *path = path_in(ckpt_dir, "tiny-llmc.bin");
+    const char *path = ckpt("tiny-llmc.bin");
     MappedFile f;
     GptError err = {""};
     int rc = file_map(path, &f, &err);
@@ -434,10 +426,10 @@ static const char *with_config(const char *needle, const char *replacement) {
 static void test_errors(void) {
     GptError err = {""};
     size_t cfg_len;
-    const char *tiny_st = path_in(ckpt_dir, "tiny/model.safetensors");
+    const char *tiny_st = ckpt("tiny/model.safetensors");
     MappedFile f;
     if (file_map(tiny_st, &f, &err) != 0 ||
-        file_read_all(path_in(ckpt_dir, "tiny/config.json"), &tiny_config, &cfg_len, &err) != 0) {
+        file_read_all(ckpt("tiny/config.json"), &tiny_config, &cfg_len, &err) != 0) {
         CHECK(0, "cannot read tiny: %s", err.msg);
         return;
     }
@@ -611,8 +603,6 @@ static void test_sniff(void) {
 }
 
 int main(void) {
-    ckpt_dir = getenv("CKPT_DIR");
-    if (!ckpt_dir || !*ckpt_dir) ckpt_dir = "build/ckpt";
     test_config_validate();
     test_sniff();
     test_tiny();

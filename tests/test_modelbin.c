@@ -46,14 +46,6 @@ static const char *env_or(const char *name, const char *dflt) {
     return v && *v ? v : dflt;
 }
 
-static const char *ckpt(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", env_or("CKPT_DIR", "build/ckpt"), name);
-    return buf[k];
-}
-
 static const char *tmp(const char *name) { return path_in(tmpdir, name); }
 
 static int write_file(const char *path, const void *data, size_t n) {

@@ -38,19 +38,6 @@
 
 static char tmpdir[256];
 
-// Absolute, since some commands run from another directory.
-static const char *ckpt(const char *name) {
-    static char buf[4][2048];
-    static int k;
-    const char *d = getenv("CKPT_DIR");
-    char cwd[1024];
-    k = (k + 1) % 4;
-    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
-    d = d && *d ? d : "build/ckpt";
-    snprintf(buf[k], sizeof buf[k], "%s%s%s/%s", d[0] == '/' ? "" : cwd, d[0] == '/' ? "" : "/", d, name);
-    return buf[k];
-}
-
 static const char *tmp(const char *name) { return path_in(tmpdir, name); }
 
 // Runs a shell command (GPT is set to the binary, TINY to the tiny model);
