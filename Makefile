@@ -140,12 +140,12 @@ clean:
 # FUZZ_SECONDS seconds on a copy of its seed corpus (tests/fuzz/corpus/NAME,
 # never written to). Any crash, leak, timeout or sanitizer report fails;
 # the inputs that caused it are left in build/fuzz/artifacts/.
-#   make fuzz FUZZ_SECONDS=30        make fuzz FUZZ_TARGETS="cli llmc"
+#   make fuzz FUZZ_SECONDS=30        make fuzz FUZZ_TARGETS="cli model"
 ifeq ($(origin FUZZ_CC),undefined)
 FUZZ_CC := $(shell command -v clang >/dev/null 2>&1 && echo clang || echo clang-14)
 endif
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= tokenizer safetensors modelbin llmc tokenizer_files cli
+FUZZ_TARGETS ?= tokenizer safetensors model tokenizer_files cli
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP \

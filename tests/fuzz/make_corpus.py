@@ -103,13 +103,13 @@ def main():
         for dt in ("f32", "f16", "q8"):
             out = os.path.join(tmp, f"model-{dt}.bin")
             run(GPT, "convert", d, out, "--dtype", dt)
-            put("modelbin", dt, read(out))
+            put("model", dt, read(out))
 
         # llm.c: version 3, float32 (wte padded to 128 rows)
         for v in (16, 130):
             out = os.path.join(tmp, f"llmc-{v}.bin")
             run(GEN, "--llmc", out, *SHAPE, "--vocab", str(v))
-            put("llmc", f"vocab{v}", read(out))
+            put("model", f"llmc-vocab{v}", read(out))
 
         # tokenizer files: vocab.json NUL merges.txt, or a tokenizer.json
         put("tokenizer_files", "vocab-merges", vocab_json + "\0" + merges_txt)

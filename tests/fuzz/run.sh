@@ -24,7 +24,7 @@ export GPT_FUZZ_TOKENIZER
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export UBSAN_OPTIONS
 
-[ $# -gt 0 ] || set -- tokenizer safetensors modelbin llmc tokenizer_files cli
+[ $# -gt 0 ] || set -- tokenizer safetensors model tokenizer_files cli
 mkdir -p "$FUZZ_DIR/artifacts" "$FUZZ_DIR/logs"
 summary=""
 failed=""
