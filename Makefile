@@ -23,7 +23,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
-ALL_CFLAGS  = $(CFLAGS) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP
+# BASE_CFLAGS: what every build of the sources needs (also make fuzz's).
+BASE_CFLAGS = -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP
 LDLIBS   += $(PKG_LIBS) -lpthread -lm
 
 # The loops marked `#pragma omp simd` (GELU, softmax, layernorm, bias adds)
@@ -33,11 +34,12 @@ LDLIBS   += $(PKG_LIBS) -lpthread -lm
 # flags, so float operations may be treated as non-trapping, which the
 # vectoriser needs for floorf. Nothing else changes: no -ffast-math, which
 # would break NaN checks and GELU.
-ALL_CFLAGS += -fopenmp-simd -fno-trapping-math
+BASE_CFLAGS += -fopenmp-simd -fno-trapping-math
 # No contraction of a * b + c into one fused multiply-add behind our back:
 # the kernels fix their order of operations (and where they fuse, with
 # fmaf or intrinsics) so that every ISA and every batch gives the same bits.
-ALL_CFLAGS += -ffp-contract=off
+BASE_CFLAGS += -ffp-contract=off
+ALL_CFLAGS  = $(CFLAGS) $(BASE_CFLAGS)
 
 # SANITIZE=address,undefined builds everything with those sanitizers.
 # Any report ends the program (no recovering past undefined behaviour), so
@@ -148,9 +150,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= tokenizer safetensors model tokenizer_files cli
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP \
-                -fopenmp-simd -fno-trapping-math -ffp-contract=off \
-                $(FUZZ_SAN) -g -O1 -fno-omit-frame-pointer -DGPT_FUZZ
+FUZZ_CFLAGS  := $(BASE_CFLAGS) $(FUZZ_SAN) -g -O1 -fno-omit-frame-pointer -DGPT_FUZZ
 # at -O1 under the sanitizers clang leaves some `omp simd` loops scalar, and says so
 FUZZ_CFLAGS  += -Wno-pass-failed
 FUZZ_LIB_OBJS := $(LIB_SRCS:src/%.c=$(FUZZ_DIR)/src/%.o)
