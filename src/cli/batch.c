@@ -299,12 +299,8 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     j->prompt = valid_utf8(prompt, prompt_len);
     if (!j->prompt) job_fail(j, "out of memory");
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
-    else if (tokenizer_encode(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0)
+    else if (prompt_ids(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0)
         job_fail(j, "%s", err.msg);
-    else if (j->n_ids == 0 && tokenizer_eot_id(tok) < 0)
-        job_fail(j, "empty prompt and the tokenizer has no <|endoftext|>");
-    else if (j->n_ids == 0)
-        j->ids[j->n_ids++] = tokenizer_eot_id(tok);  // an empty prompt starts a new document
     if (!j->error && j->n_ids > (size_t)m->config.n_ctx)
         job_fail(j, "the prompt is %zu tokens; the model's context holds %d", j->n_ids, m->config.n_ctx);
     free(owned_prompt);

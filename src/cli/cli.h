@@ -108,6 +108,10 @@ int run_model(const Options *o);
 // The prompt: -p, else all of stdin less one final newline (unless
 // --keep-newline). *text is malloc'd. 0, or -1 after reporting.
 int read_prompt(const Options *o, char **text, size_t *len);
+// The ids a prompt starts generation from: its tokens, or <|endoftext|>
+// alone for an empty prompt. 0, or -1 with the reason in err.
+int prompt_ids(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+               GptError *err);
 // -s, or a seed drawn from the OS below 2^53.
 uint64_t run_seed(const Options *o);
 // SIGINT and SIGTERM set a flag (the first time; the second time they end

@@ -167,6 +167,18 @@ int read_prompt(const Options *o, char **text, size_t *len) {
     return 0;
 }
 
+int prompt_ids(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+               GptError *err) {
+    if (tokenizer_encode(tok, text, len, special, ids, n, err) != 0) return -1;
+    if (*n > 0) return 0;
+    // GPT-2 was trained with <|endoftext|> between documents: an empty
+    // prompt starts a new one.
+    int32_t eot = tokenizer_eot_id(tok);
+    if (eot < 0) return gpt_error(err, "empty prompt and the tokenizer has no <|endoftext|>");
+    (*ids)[(*n)++] = eot;  // an empty result still has room for one id (tokenizer.h)
+    return 0;
+}
+
 // The seed of a run: -s, or one drawn from the OS below 2^53 (so that a JSON
 // reader keeps it exactly and `gpt -s SEED` repeats the run).
 uint64_t run_seed(const Options *o) {
@@ -397,19 +409,10 @@ int run_model(const Options *o) {
     }
     if (read_prompt(o, &prompt, &prompt_len) != 0) goto done;
     size_t n;
-    if (tokenizer_encode(tok, prompt, prompt_len, o->special, &ids, &n, &err) != 0) {
+    if ((scoring ? tokenizer_encode(tok, prompt, prompt_len, o->special, &ids, &n, &err)
+                 : prompt_ids(tok, prompt, prompt_len, o->special, &ids, &n, &err)) != 0) {
         report_error(&err);
         goto done;
-    }
-    if (n == 0 && !scoring) {
-        // GPT-2 was trained with <|endoftext|> between documents: an empty
-        // prompt starts a new one.
-        int32_t eot = tokenizer_eot_id(tok);
-        if (eot < 0) {
-            fprintf(stderr, "gpt: empty prompt and the tokenizer has no <|endoftext|>\n");
-            goto done;
-        }
-        ids[n++] = eot;  // an empty result still has room for one id (tokenizer.h)
     }
     if (n == 0) {
         fprintf(stderr, "gpt: --score: the text is empty\n");
