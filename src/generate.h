@@ -144,8 +144,11 @@ int engine_admit(Engine *e, Sequence *s, GptError *err);
 // Advances every admitted sequence of seqs[0..n) that has not stopped by one
 // step (n <= max_seqs). Afterwards each has out/out_len (the text completed
 // now, the flushed tail when it stopped), last_token, and stop. A sequence
-// stops with STOP_ERROR alone when its logits are unusable. Returns 0, or -1
-// with err set when the step could not run at all (nothing has changed then).
+// stops with STOP_ERROR alone when the sampler finds its logits unusable.
+// Returns 0, or -1 with err set when the step could not run, or when the
+// forward pass met a non-finite value (it checks every layer and the logits
+// of the whole step): the sequences in the step may then have advanced
+// their caches, and are fit only for sequence_free.
 int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err);
 
 // Scoring: logprobs[i] = log p(ids[i + 1] | what comes before it) for
