@@ -83,7 +83,10 @@ const char *matmul_isa_name(MatmulIsa isa) {
 
 const char *matmul_isa_in_use(void) { return matmul_isa_name(matmul_best_isa()); }
 
-size_t matmul_scratch_floats(size_t B, size_t K) { return B * ((K + 15) / 16 * 16); }
+// Enough for the AVX-512 kernels' packed activations (B x K rounded up to
+// 16 floats) and for Q8's int16 activations and their scales (2 + 4/32
+// bytes per input, K rounded up to 32): 4 bytes per input, K rounded to 32.
+size_t matmul_scratch_floats(size_t B, size_t K) { return B * q8_row_quants(K); }
 
 void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
@@ -92,11 +95,11 @@ void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, c
         matmul_rows_avx512(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     case MATMUL_AVX2:
-        matmul_rows_avx2(out, inp, W, bias, B, n0, n1, accumulate);
+        matmul_rows_avx2(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     case MATMUL_SCALAR: break;
     }
-    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate);
+    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
 // ----------------------------------------------------------------------------

@@ -22,7 +22,9 @@
 
 #if defined(__x86_64__)
 
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,8 +33,8 @@
 
 enum { A2_R = 2, A2_C = 3 };  // tile: weight rows x batch rows
 
-// 8 weights at element k of a row as exact float32 (d8: the Q8 block scale).
-AI __m256 load_w8(DType dt, const char *row, size_t k, __m256 d8) {
+// 8 weights at element k of a row as exact float32 (F32, F16, BF16).
+AI __m256 load_w8(DType dt, const char *row, size_t k) {
     switch (dt) {
     case DTYPE_F32: return _mm256_loadu_ps((const float *)(const void *)row + k);
     case DTYPE_F16:
@@ -41,19 +43,13 @@ AI __m256 load_w8(DType dt, const char *row, size_t k, __m256 d8) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
-    case DTYPE_Q8: break;
+    case DTYPE_Q8: break;  // tile_q8
     }
-    __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)((const int8_t *)row + k)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d8);  // exact
-}
-
-AI __m256 load_d(DType dt, const uint16_t *drow, size_t k) {
-    if (dt != DTYPE_Q8) return _mm256_setzero_ps();
-    return _mm256_set1_ps(_cvtsh_ss(drow[k / Q8_BLOCK]));
+    return _mm256_setzero_ps();
 }
 
 // The exact float value of weight k of a row (for the tail buffers).
-AI float w_scalar(DType dt, const char *row, const uint16_t *drow, size_t k) {
+AI float w_scalar(DType dt, const char *row, size_t k) {
     switch (dt) {
     case DTYPE_F32: return ((const float *)(const void *)row)[k];
     case DTYPE_F16: return _cvtsh_ss(((const uint16_t *)(const void *)row)[k]);
@@ -65,7 +61,7 @@ AI float w_scalar(DType dt, const char *row, const uint16_t *drow, size_t k) {
     }
     case DTYPE_Q8: break;
     }
-    return (float)((const int8_t *)row)[k] * _cvtsh_ss(drow[k / Q8_BLOCK]);
+    return 0.0f;
 }
 
 // The canonical tree on (lo, hi): lo + hi, then 8 -> 4 -> 2 -> 1.
@@ -82,15 +78,11 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
              const float *inp, const float *bias, int accumulate) {
     const size_t K = W->K, N = W->N;
     const char *wr[A2_R];
-    const uint16_t *dr[A2_R];
     const float *xr[A2_C];
     __m256 acc[A2_R][A2_C][2];
 
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
-        dr[r] = dt == DTYPE_Q8 ? W->d + (n + (size_t)r * rs) * W->ldd : NULL;
-    }
+    for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
 #pragma GCC unroll 4
@@ -105,7 +97,7 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
             const size_t kh = k + 8 * (size_t)h;
             __m256 wv[A2_R];
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) wv[r] = load_w8(dt, wr[r], kh, load_d(dt, dr[r], kh));
+            for (int r = 0; r < R; r++) wv[r] = load_w8(dt, wr[r], kh);
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
                 const __m256 xv = _mm256_loadu_ps(xr[c] + kh);
@@ -118,7 +110,7 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
         float wt[A2_R][16], xt[A2_C][16];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
-            for (size_t l = 0; l < 16; l++) wt[r][l] = k + l < K ? w_scalar(dt, wr[r], dr[r], k + l) : 0.0f;
+            for (size_t l = 0; l < 16; l++) wt[r][l] = k + l < K ? w_scalar(dt, wr[r], k + l) : 0.0f;
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             for (size_t l = 0; l < 16; l++) xt[c][l] = k + l < K ? xr[c][k + l] : 0.0f;
@@ -143,6 +135,125 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
             *o = accumulate ? *o + s : s;
         }
 }
+
+// ---- Q8 --------------------------------------------------------------------
+// A block's 16 canonical lanes as (lo, hi): vpmaddwd on inputs 0..15 gives
+// lanes 0..7, on inputs 16..31 lanes 8..15.
+
+// q8_quantize_x_block() for one block of m <= 32 inputs, into dst[0 .. 32).
+AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
+    float buf[Q8_BLOCK] = {0.0f};
+    memcpy(buf, x, m * sizeof *x);
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
+    __m256 v[4], amax = _mm256_setzero_ps();
+    int bad = 0;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(buf + 8 * i);
+        const __m256 a = _mm256_andnot_ps(sign, v[i]);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
+        amax = _mm256_max_ps(amax, a);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    if (bad || am < Q8_X_TINY) {
+        memset(dst, 0, Q8_BLOCK * sizeof *dst);
+        return bad ? NAN : 0.0f;
+    }
+    const __m256 inv = _mm256_set1_ps(32767.0f / am);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * h], inv));
+        const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * h + 1], inv));
+        // packs works within 128-bit lanes: put the 64-bit pieces back in order
+        _mm256_storeu_si256((__m256i *)(void *)(dst + 16 * h), _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8));
+    }
+    return am / 32767.0f;
+}
+
+// Weight rows n, n + rs, ... (R) x batch rows [b0, b0 + C), with the rows'
+// quantized activations (xq, Kq apart) and scales (dx, nb apart).
+AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out, const int16_t *xq,
+                const float *dx, const float *bias, int accumulate) {
+    const size_t N = W->N, Kq = W->ldw, nb = W->ldd;
+    const int8_t *wr[A2_R];
+    const uint16_t *dr[A2_R];
+    __m256 acc[A2_R][A2_C][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const int8_t *)W->w + (n + (size_t)r * rs) * Kq;
+        dr[r] = W->d + (n + (size_t)r * rs) * nb;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
+    for (size_t j = 0; j < nb; j++) {
+        __m256i wv[A2_R][2];
+        float dw[A2_R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            dw[r] = _cvtsh_ss(dr[r][j]);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+                wv[r][h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wr[r] + j * Q8_BLOCK + 16 * h)));
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const int16_t *x = xq + (b0 + (size_t)c) * Kq + j * Q8_BLOCK;
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)x);
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 16));
+            const float d = dx[(b0 + (size_t)c) * nb + j];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256 s = _mm256_set1_ps(dw[r] * d);
+                acc[r][c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(wv[r][0], x0)), s, acc[r][c][0]);
+                acc[r][c][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(wv[r][1], x1)), s, acc[r][c][1]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            float s = hsum(acc[r][c][0], acc[r][c][1]);
+            if (bias) s = s + bias[n + (size_t)r * rs];
+            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
+            *o = accumulate ? *o + s : s;
+        }
+}
+
+AI void rows_q8(int R, const WD *W, size_t n, size_t rs, float *out, const int16_t *xq, const float *dx,
+                const float *bias, size_t B, int accumulate) {
+    size_t b = 0;
+    for (; b + A2_C <= B; b += A2_C) tile_q8(R, A2_C, W, n, rs, b, out, xq, dx, bias, accumulate);
+    switch (B - b) {
+    case 2: tile_q8(R, 2, W, n, rs, b, out, xq, dx, bias, accumulate); break;
+    case 1: tile_q8(R, 1, W, n, rs, b, out, xq, dx, bias, accumulate); break;
+    default: break;
+    }
+}
+
+// Quantizes inp (B, K) into scratch (rows Kq apart, then the scales), then
+// the tiles as for the other dtypes.
+TGT2 static void run_q8(const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+                        size_t n1, int accumulate, float *scratch) {
+    const size_t K = W->K, Kq = W->ldw, nb = W->ldd;
+    int16_t *xq = (int16_t *)(void *)scratch;
+    float *dx = (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K));
+    for (size_t b = 0; b < B; b++)
+        for (size_t j = 0; j < nb; j++) {
+            const size_t k = j * Q8_BLOCK;
+            dx[b * nb + j] = quantize_x_block(xq + b * Kq + k, inp + b * K + k, K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
+        }
+    const size_t part = (n1 - n0) / A2_R;
+    size_t n = n0;
+    for (; n < n0 + part; n++) rows_q8(A2_R, W, n, part, out, xq, dx, bias, B, accumulate);
+    for (n = n0 + part * A2_R; n < n1; n++) rows_q8(1, W, n, 1, out, xq, dx, bias, B, accumulate);
+}
+
+// ---- drivers ---------------------------------------------------------------
 
 // R weight rows (rs apart) for all B batch rows, in chunks of A2_C.
 AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, const float *inp,
@@ -173,26 +284,28 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
 RUN_DTYPE(run_f32, DTYPE_F32)
 RUN_DTYPE(run_f16, DTYPE_F16)
 RUN_DTYPE(run_bf16, DTYPE_BF16)
-RUN_DTYPE(run_q8, DTYPE_Q8)
 #undef RUN_DTYPE
 
 TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                           size_t B, size_t n0, size_t n1, int accumulate) {
+                           size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     if (n0 >= n1 || B == 0) return;
     const WD d = weight_walk(W);
     switch (W->dtype) {
     case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate); break;
     case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate); break;
     case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate); break;
-    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate); break;
+    case DTYPE_Q8:
+        if (scratch) run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
+        else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, NULL);  // nowhere to quantize
+        break;
     }
 }
 
 #else  // not x86-64: never chosen (matmul_isa_supported says 0); the same bits anyway
 
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                      size_t B, size_t n0, size_t n1, int accumulate) {
-    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate);
+                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
 #endif

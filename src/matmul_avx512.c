@@ -23,8 +23,12 @@
  *    least 16 KiB ahead; T0 was clearly worse).
  *  - For B > C the same R weight rows are re-read for the next C batch
  *    rows; they are then in L1/L2, so memory sees W once per call.
- *  - Q8: the block scales of the current 512 weights are widened to float
- *    once per tile row, so that each block costs a broadcast load.
+ *  - Q8: the activations are quantized once per call into scratch, in the
+ *    tiles' order; the scale products dw * dx of the next 16 blocks are
+ *    made once per tile (one vector multiply per weight row and batch row),
+ *    so that each block costs a broadcast load. At B = 1, 2 split rows as
+ *    for the other dtypes: over the whole 124M model (141 MB, 1 thread) one
+ *    row per tile streamed 24 GB/s, 2 split rows 30-32, 4 split rows 31-33.
  *  - gcc -O2 does not fully unroll small loops over __m512 arrays by itself
  *    (stack spills): each such loop carries #pragma GCC unroll.
  */
@@ -32,7 +36,9 @@
 
 #if defined(__x86_64__)
 
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
@@ -40,21 +46,22 @@
 
 // Tile shapes (R weight rows x up to C batch rows) by batch size:
 enum {
-    R_1 = 2,                  // B == 1: 2 split rows (2 FMA chains; Q8 needs them)
+    R_1 = 2,                  // B == 1: 2 split rows
     R_M = 4, C_M = 3,         // 2 <= B < 4: 4 split rows x 3
     R_4F = 3, C_4F = 4,       // F32, 4 <= B < 8: 3 split rows x 4, per-row prefetch
     PFS_4F = 4096,            //   that many bytes ahead
     R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound)
-    R_8 = 3, C_8 = 8,         // Q8, B >= 8: 3 adjacent rows x 8, so that each widened
-                              //   weight vector feeds 8 FMAs, not 4 (see run())
+    Q_R_1 = 2,                // Q8, B == 1: 2 split rows
+    Q_R_M = 2, Q_C_M = 3,     // Q8, 2 <= B < 4: 2 split rows x 3
+    Q_R_4 = 4, Q_C_4 = 4,     // Q8, B >= 4: 4 adjacent rows x 4 (3 x 8, 2 x 8 and 4 x 6:
+                              //   the same speed within 2%)
     PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
-    RMAX = 4, CMAX = 8,
+    RMAX = 4, CMAX = 4,
 };
 #define PF_HINT _MM_HINT_T1   // into L2: measured clearly better than T0
 
-// 16 weights of one row from element k as exact float32 (d16: the Q8 block
-// scale, broadcast).
-AI __m512 load_w(DType dt, const char *row, size_t k, __m512 d16) {
+// 16 weights of one row from element k as exact float32 (F32, F16, BF16).
+AI __m512 load_w(DType dt, const char *row, size_t k) {
     switch (dt) {
     case DTYPE_F32: return _mm512_loadu_ps((const float *)(const void *)row + k);
     case DTYPE_F16:
@@ -63,15 +70,13 @@ AI __m512 load_w(DType dt, const char *row, size_t k, __m512 d16) {
         return _mm512_castsi512_ps(_mm512_slli_epi32(
             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
-    case DTYPE_Q8: break;
+    case DTYPE_Q8: break;  // tile_q8
     }
-    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const int8_t *)row + k)));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d16);  // exact: 7 bits x 11 bits
+    return _mm512_setzero_ps();
 }
 
-// The same for the K tail: lanes not in m are +0.0f and are not read (a Q8
-// row is padded to K_pad, so its full load is in bounds).
-AI __m512 load_w_tail(DType dt, const char *row, size_t k, __mmask16 m, __m512 d16) {
+// The same for the K tail: lanes not in m are +0.0f and are not read.
+AI __m512 load_w_tail(DType dt, const char *row, size_t k, __mmask16 m) {
     switch (dt) {
     case DTYPE_F32: return _mm512_maskz_loadu_ps(m, (const float *)(const void *)row + k);
     case DTYPE_F16:
@@ -81,7 +86,7 @@ AI __m512 load_w_tail(DType dt, const char *row, size_t k, __mmask16 m, __m512 d
             _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)row + k)), 16));
     case DTYPE_Q8: break;
     }
-    return _mm512_maskz_mov_ps(m, load_w(dt, row, k, d16));
+    return _mm512_setzero_ps();
 }
 
 AI __mmask16 tail_mask(size_t left) {  // lanes [0, min(left, 16))
@@ -105,17 +110,11 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
              const float *inp, const float *xp, const float *bias, int accumulate) {
     const size_t K = W->K, N = W->N, es = esize(dt);
     const char *wr[RMAX];
-    const uint16_t *dr[RMAX];
     const float *xr[CMAX];
     __m512 acc[RMAX][CMAX];
-    // Q8: the block scales of the current 512 weights, widened to float.
-    float sd[RMAX][16] __attribute__((aligned(64)));
 
 #pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * es;
-        dr[r] = dt == DTYPE_Q8 ? W->d + (n + (size_t)r * rs) * W->ldd : NULL;
-    }
+    for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * es;
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
 #pragma GCC unroll 8
@@ -128,13 +127,6 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
 
     size_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        if (dt == DTYPE_Q8 && (k & 511) == 0) {
-            const size_t j = k / Q8_BLOCK;
-            const __mmask16 m = tail_mask(W->ldd - j);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                _mm512_store_ps(sd[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, dr[r] + j)));
-        }
         if (rs == 1 && (R > 1 || C > 1)) {  // walk the next tile linearly (see the top)
             const size_t tb = (size_t)R * W->ldw * es;
             const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + k * (size_t)R * es;
@@ -151,9 +143,7 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
         }
         __m512 wv[RMAX];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            wv[r] = load_w(dt, wr[r], k,
-                           dt == DTYPE_Q8 ? _mm512_set1_ps(sd[r][(k / Q8_BLOCK) & 15]) : _mm512_setzero_ps());
+        for (int r = 0; r < R; r++) wv[r] = load_w(dt, wr[r], k);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const __m512 xv = XV(c, k);
@@ -166,9 +156,7 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
         const __mmask16 m = tail_mask(K - k);
         __m512 wv[RMAX];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            wv[r] = load_w_tail(dt, wr[r], k, m,
-                                dt == DTYPE_Q8 ? _mm512_set1_ps(_cvtsh_ss(dr[r][k / Q8_BLOCK])) : _mm512_setzero_ps());
+        for (int r = 0; r < R; r++) wv[r] = load_w_tail(dt, wr[r], k, m);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const __m512 xv = xp ? XV(c, k) : _mm512_maskz_loadu_ps(m, xr[c] + k);
@@ -211,6 +199,159 @@ TGT512 static void pack_x(float *dst, const float *inp, size_t B, size_t K, size
                 _mm512_store_ps(chunk + k * C + 16 * c, _mm512_maskz_loadu_ps(m, inp + (b0 + c) * K + k));
         }
     }
+}
+
+// ---- Q8 ----------------------------------------------------------------------
+
+// q8_quantize_x_block() for one block of m <= 32 inputs, into dst[0 .. 32).
+AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
+    const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(m), x);
+    const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(m > 16 ? m - 16 : 0), x + 16);
+    const __m512 alo = _mm512_abs_ps(lo), ahi = _mm512_abs_ps(hi);
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    const __mmask16 bad = _mm512_cmp_ps_mask(alo, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(ahi, big, _CMP_NLE_UQ);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));  // exact in any order
+    if (bad || amax < Q8_X_TINY) {
+        _mm512_storeu_si512((void *)dst, _mm512_setzero_si512());
+        return bad ? NAN : 0.0f;
+    }
+    const __m512 inv = _mm512_set1_ps(32767.0f / amax);
+    _mm256_storeu_si256((__m256i *)(void *)dst, _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(lo, inv))));
+    _mm256_storeu_si256((__m256i *)(void *)(dst + 16),
+                        _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(hi, inv))));
+    return amax / 32767.0f;
+}
+
+// Quantizes inp (B, K) into scratch (matmul_kernels.h): the int16 values of
+// the chunk at b0 with C rows (chunk_rows(), tiles of at most CM rows) at
+// xq + b0 * Kq laid out [block][c][32], so that a tile reads one stream; the
+// scales row-major [b][block].
+TGT512 static void quantize_x(float *scratch, const float *inp, size_t B, size_t K, size_t CM) {
+    const size_t Kq = q8_row_quants(K), nb = Kq / Q8_BLOCK;
+    int16_t *xq = (int16_t *)(void *)scratch;
+    float *dx = (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K));
+    for (size_t b0 = 0, C; b0 < B; b0 += C) {
+        C = chunk_rows(B - b0, CM);
+        for (size_t c = 0; c < C; c++)
+            for (size_t j = 0; j < nb; j++) {
+                const size_t k = j * Q8_BLOCK;
+                dx[(b0 + c) * nb + j] = quantize_x_block(xq + b0 * Kq + (j * C + c) * Q8_BLOCK,
+                                                         inp + (b0 + c) * K + k, K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
+            }
+    }
+}
+
+// One Q8 tile: weight rows n, n + rs, ... (R) x the C batch rows of the
+// chunk at b0 (xq: its quantized activations; dx: the scales of all rows).
+AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out, const int16_t *xq,
+                const float *dx, const float *bias, int accumulate) {
+    const size_t N = W->N, nb = W->ldd;
+    const int8_t *wr[RMAX];
+    const uint16_t *dr[RMAX];
+    __m512 acc[RMAX][CMAX];
+    // dw(n, j) * dx(b, j) for the current 16 blocks
+    float sc[RMAX][CMAX][16] __attribute__((aligned(64)));
+
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const int8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
+        dr[r] = W->d + (n + (size_t)r * rs) * nb;
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+
+    for (size_t j = 0; j < nb; j++) {
+        if ((j & 15) == 0) {
+            const __mmask16 m = tail_mask(nb - j);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, dr[r] + j));
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++)
+                    _mm512_store_ps(sc[r][c], _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(m, dx + (b0 + (size_t)c) * nb + j)));
+            }
+        }
+        if (rs == 1 && (R > 1 || C > 1) && (j & 1) == 0) {  // walk the next tile linearly
+            const size_t tb = (size_t)R * W->ldw;
+            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + j * (size_t)R * Q8_BLOCK;
+#pragma GCC unroll 8
+            for (size_t off = 0; off < (size_t)R * 2 * Q8_BLOCK; off += 64)
+                _mm_prefetch((const char *)(next + off), PF_HINT);
+        }
+        __m512i wv[RMAX];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            wv[r] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr[r] + j * Q8_BLOCK)));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const __m512i xv = _mm512_load_si512((const void *)(xq + (j * (size_t)C + (size_t)c) * Q8_BLOCK));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(wv[r], xv)),
+                                            _mm512_set1_ps(sc[r][c][j & 15]), acc[r][c]);
+        }
+    }
+
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            float s = hsum(acc[r][c]);
+            if (bias) s = s + bias[n + (size_t)r * rs];
+            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
+            *o = accumulate ? *o + s : s;
+        }
+}
+
+// R weight rows (rs apart) from n, all B batch rows in chunks of CM.
+AI void rows_q8(int R, int CM, const WD *W, size_t n, size_t rs, float *out, const int16_t *xq,
+                const float *dx, const float *bias, size_t B, int accumulate) {
+    const size_t Kq = W->ldw;
+    size_t b = 0;
+    for (; b + (size_t)CM <= B; b += (size_t)CM)
+        tile_q8(R, CM, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
+    if (CM > 4 && B - b >= 4) {
+        tile_q8(R, CM > 4 ? 4 : 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
+        b += 4;
+    }
+    switch (B - b) {
+    case 3:
+        if (CM > 3) tile_q8(R, CM > 3 ? 3 : 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
+        break;
+    case 2:
+        if (CM > 2) tile_q8(R, CM > 2 ? 2 : 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
+        break;
+    case 1: tile_q8(R, 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate); break;
+    default: break;
+    }
+}
+
+AI void run_q8_cfg(int R, int CM, int SPLIT, const WD *W, float *out, const float *inp, const float *bias,
+                   size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    quantize_x(scratch, inp, B, W->K, (size_t)CM);
+    const int16_t *xq = (const int16_t *)(const void *)scratch;
+    const float *dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));
+    size_t n = n0;
+    if (SPLIT && R > 1) {
+        const size_t part = (n1 - n0) / (size_t)R;
+        for (; n < n0 + part; n++) rows_q8(R, CM, W, n, part, out, xq, dx, bias, B, accumulate);
+        n = n0 + part * (size_t)R;
+    } else {
+        for (; n + (size_t)R <= n1; n += (size_t)R) rows_q8(R, CM, W, n, 1, out, xq, dx, bias, B, accumulate);
+    }
+    for (; n < n1; n++) rows_q8(1, CM, W, n, 1, out, xq, dx, bias, B, accumulate);  // row tail
+}
+
+TGT512 static void run_q8(const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+                          size_t n1, int accumulate, float *scratch) {
+    if (B == 1)
+        run_q8_cfg(Q_R_1, 1, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else if (B < 4)
+        run_q8_cfg(Q_R_M, Q_C_M, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else
+        run_q8_cfg(Q_R_4, Q_C_4, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
 
 // ---- drivers ---------------------------------------------------------------
@@ -268,13 +409,6 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
         run_cfg(dt, R_M, C_M, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < 8 && dt == DTYPE_F32)  // still memory-bound: split rows + prefetch
         run_cfg(dt, R_4F, C_4F, 1, PFS_4F, W, out, inp, bias, B, n0, n1, accumulate, scratch);
-    else if (B >= 8 && dt == DTYPE_Q8)
-        // Widening 16 int8 takes 3 instructions (sign-extend, convert,
-        // scale) beside the FMAs, which at this B already run at the cores'
-        // rate: 8 FMAs per widening instead of 4 made B = 8-32 11% faster
-        // on Zen 4 (1 thread: 498 -> 550 tok/s in the block matmuls). F16
-        // and BF16 widen in 1-2 cheap instructions, and were 9% slower so.
-        run_cfg(dt, R_8, C_8, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else
         run_cfg(dt, R_2, C_2, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
@@ -288,7 +422,6 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
 RUN_DTYPE(run_f32, DTYPE_F32)
 RUN_DTYPE(run_f16, DTYPE_F16)
 RUN_DTYPE(run_bf16, DTYPE_BF16)
-RUN_DTYPE(run_q8, DTYPE_Q8)
 #undef RUN_DTYPE
 
 TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
@@ -299,7 +432,10 @@ TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, co
     case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_Q8:
+        if (scratch) run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
+        else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, NULL);  // nowhere to quantize
+        break;
     }
 }
 
@@ -307,8 +443,7 @@ TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, co
 
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    (void)scratch;
-    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate);
+    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
 #endif

@@ -16,47 +16,78 @@
  *
  * scratch: 64-byte aligned, at least matmul_scratch_floats(B, K) floats,
  * used by this call alone (the AVX-512 kernels repack the activations into
- * one linear stream there), or NULL: inp is then read in place. The result
+ * one linear stream there; every kernel puts Q8's int16 activations there),
+ * or NULL: inp is then read in place, and Q8 runs the scalar kernel, which
+ * quantizes each block of activations again for every output. The result
  * is the same bits either way; only the speed differs.
  *
  * ---------------------------------------------------------------------------
  * CANONICAL ARITHMETIC (batch invariance and cross-ISA equality)
  * ---------------------------------------------------------------------------
- * Let w(n,k) be the EXACT float32 value of the stored weight:
- *   F32: the float; F16: IEEE half -> float (exact); BF16: bits << 16 (exact);
- *   Q8:  (float)q * d with d the f16 scale of the 32-block (exact: |q| <= 127
- *        has 7 significant bits, d has 11, the product fits in 24).
- * For every single output element (b, n), every kernel performs exactly:
+ * F32, F16, BF16. Let w(n,k) be the EXACT float32 value of the stored
+ * weight (F16: IEEE half -> float; BF16: bits << 16; both exact). For every
+ * single output element (b, n), every kernel performs exactly:
  *
  *   float lane[16] = {+0.0f, ...};
  *   for (k0 = 0; k0 < K; k0 += 16)                       // K rounded up to 16
  *     for (l = 0; l < 16; l++)                           // elements k >= K are
  *       lane[l] = fmaf(w(n,k0+l), x(b,k0+l), lane[l]);   //   w = x = +0.0f
- *   for (i = 0; i < 8; i++) lane[i] = lane[i] + lane[i+8];   // fixed tree
- *   for (i = 0; i < 4; i++) lane[i] = lane[i] + lane[i+4];
- *   for (i = 0; i < 2; i++) lane[i] = lane[i] + lane[i+2];
- *   float s = lane[0] + lane[1];
- *   if (bias) s = s + bias[n];
- *   out = accumulate ? out + s : s;
+ *   TAIL(lane)
+ *
+ *   TAIL:  for (i = 0; i < 8; i++) lane[i] = lane[i] + lane[i+8];  // fixed tree
+ *          for (i = 0; i < 4; i++) lane[i] = lane[i] + lane[i+4];
+ *          for (i = 0; i < 2; i++) lane[i] = lane[i] + lane[i+2];
+ *          float s = lane[0] + lane[1];
+ *          if (bias) s = s + bias[n];
+ *          out = accumulate ? out + s : s;
+ *
+ * Q8 (int8 q(n,k), an f16 scale dw(n,j) per block j of 32 inputs). The
+ * activations are quantized too, per row b and block j, to int16, by
+ * q8_quantize_x_block() below (the definition):
+ *   amax = max |x| over the block's (at most 32) inputs;
+ *   any input NaN or infinite: dx = NaN, xq = 0 (the outputs become NaN);
+ *   amax < 2^-96 (all zero): dx = 0, xq = 0;
+ *   else inv = 32767.0f / amax, dx = amax / 32767.0f (two float divisions),
+ *        xq[k] = round-half-even(x[k] * inv) (a float product), |xq| <= 32767;
+ *   xq = 0 past K.
+ * Then, for every output element (b, n):
+ *
+ *   float lane[16] = {+0.0f, ...};
+ *   for (j = 0; j < ceil(K/32); j++) {
+ *     float s = dw(n,j) * dx(b,j);                       // one float product
+ *     for (l = 0; l < 16; l++) {                         // k = 32j + 2l, +1
+ *       int32 p = xq(b,k) q(n,k) + xq(b,k+1) q(n,k+1);   // exact integers
+ *       lane[l] = fmaf((float)p, s, lane[l]);            // (float)p exact:
+ *     }                                                  //   |p| < 2^24
+ *   }
+ *   TAIL(lane)
+ *
+ * So a Q8 block costs one integer multiply-add of 32 pairs (vpmaddwd), one
+ * conversion and one FMA per 16 lanes, instead of widening 32 weights to
+ * float and two FMAs: decode at the memory bound on one core (see the
+ * bench). The int16 activations lose at most half a step of amax/32767 per
+ * input, 2^-15 of the block's largest input: 1/258 of what the int8 weights
+ * already lose (int8 activations, llama.cpp's Q8_0 x Q8_0, lose 2^-8 and
+ * measured 3x the product error here).
  *
  * The SIMD kernels register-block over several W rows and several batch
  * rows, but each (b, n) accumulator is one 16-lane vector (AVX-512: one zmm;
- * AVX2: a lo/hi pair of ymm) updated by exactly this FMA sequence, reduced by
+ * AVX2: a lo/hi pair of ymm) updated by exactly this sequence, reduced by
  * exactly this tree, and the K tail is a zero-masked / zero-padded load of
  * the same width for every (b, n). Tile sizes only change which registers
  * hold which (b, n) and the order in which *independent* elements are
- * computed, never the operations for one element. Hence results are bitwise
- * identical for any B, any batch neighbours, any [n0, n1) split, with or
- * without scratch, and across scalar / AVX2 / AVX-512 (and compilers). Q8 is
- * "dequantize, then FMA", not "sum a block, then multiply by d": the same
- * cost at B = 1, cheaper at large B, and no extra rounding, so a Q8 matrix
- * gives the bits of the F32 kernel on its dequantized weights. NaN payloads
+ * computed, never the operations for one element. The activations of a row
+ * are quantized from that row alone. Hence results are bitwise identical
+ * for any B, any batch neighbours, any [n0, n1) split, with or without
+ * scratch, and across scalar / AVX2 / AVX-512 (and compilers). NaN payloads
  * are the only thing not pinned down.
  *
  * Error bound that follows (the tests hold every kernel to it):
  *   |y - exact| <= (m + 1) 2^-24 (sum_k |x_k w_k| + |bias| + |old out|),
  *   m = ceil(K / 16) + 4 + 2   (FMAs per lane, tree adds, bias and out adds)
- * i.e. 3.3e-6 relative at K = 768, 1.2e-5 at K = 3072.
+ * i.e. 3.3e-6 relative at K = 768, 1.2e-5 at K = 3072; for Q8 add
+ *   2^-15 sum_k |w_k| amax(block of k)   (the int16 activations)
+ * and one more rounding (s) to m.
  *
  * BUILD REQUIREMENTS: -ffp-contract=off and never -ffast-math (the Makefile
  * says so), else the compiler may fuse or reassociate the scalar code and
@@ -81,11 +112,26 @@ void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, c
 // The per-ISA kernels matmul_rows dispatches to (same contract; the SIMD
 // ones only on a CPU that supports them).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
-                        size_t B, size_t n0, size_t n1, int accumulate);
+                        size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                      size_t B, size_t n0, size_t n1, int accumulate);
+                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+
+// Q8's activations: quantizes the m <= Q8_BLOCK inputs at x into q[0 ..
+// Q8_BLOCK) (zeros past m) and returns the block's scale dx, exactly as the
+// canonical arithmetic above says. The SIMD kernels have their own, with
+// the same results (test_matmul checks).
+float q8_quantize_x_block(int16_t *q, const float *x, size_t m);
+
+// The smallest block maximum that is quantized; below it the block is zero.
+#define Q8_X_TINY 0x1p-96f
+
+// Where Q8 kernels keep a call's quantized activations in scratch: the
+// int16 values first (B x q8_row_quants(K), in a layout of each kernel's
+// choosing), then the float scales, row-major [b][block], at this offset
+// in bytes (a multiple of 64).
+static inline size_t q8_x_scales_offset(size_t B, size_t K) { return B * q8_row_quants(K) * sizeof(int16_t); }
 
 // A weight matrix as the SIMD kernels walk it: row n at w + n * ldw * esize
 // (ldw = K, or K_pad for Q8), Q8 scales ldd per row at d.

@@ -11,8 +11,25 @@
  */
 #include "matmul_kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
+
+float q8_quantize_x_block(int16_t *q, const float *x, size_t m) {
+    float amax = 0.0f;
+    int finite = 1;
+    for (size_t k = 0; k < m; k++) {
+        float a = fabsf(x[k]);
+        if (!(a <= FLT_MAX)) finite = 0;  // NaN or infinite
+        else if (a > amax) amax = a;
+    }
+    for (size_t k = 0; k < Q8_BLOCK; k++) q[k] = 0;
+    if (!finite) return NAN;
+    if (amax < Q8_X_TINY) return 0.0f;
+    const float inv = 32767.0f / amax;
+    for (size_t k = 0; k < m; k++) q[k] = (int16_t)lrintf(x[k] * inv);  // |.| <= 32767
+    return amax / 32767.0f;
+}
 
 enum { LANES = 16, SCALAR_ROWS = 8 };
 
@@ -35,20 +52,60 @@ static void widen16(float *w, const Weight *W, size_t n, size_t k0) {
         for (size_t l = 0; l < m; l++) w[l] = bf16_to_f32(row[l]);
         break;
     }
-    case DTYPE_Q8: {
-        size_t Kp = q8_row_quants(K);
-        const int8_t *q = (const int8_t *)W->data + n * Kp + k0;
-        // k0 is a multiple of 16, so the 16 lanes lie in one block of 32
-        float d = f16_to_f32(W->scales[n * (Kp / Q8_BLOCK) + k0 / Q8_BLOCK]);
-        for (size_t l = 0; l < m; l++) w[l] = (float)q[l] * d;  // exact
-        break;
-    }
+    case DTYPE_Q8: break;  // matmul_rows_q8
     }
     for (size_t l = m; l < LANES; l++) w[l] = 0.0f;
 }
 
+// The fixed tree, the bias, the old value: the end of every output.
+static void finish(float *o, float *v, const float *bias, size_t n, int accumulate) {
+    for (int i = 0; i < 8; i++) v[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++) v[i] = v[i] + v[i + 4];
+    for (int i = 0; i < 2; i++) v[i] = v[i] + v[i + 2];
+    float s = v[0] + v[1];
+    if (bias) s = s + bias[n];
+    *o = accumulate ? *o + s : s;
+}
+
+// Q8: with scratch, every row's activations are quantized once, into
+// scratch; without, each block again for every output (slow, same bits).
+static void matmul_rows_q8(float *out, const float *inp, const Weight *W, const float *bias,
+                           size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    const size_t K = W->n_in, N = W->n_out, Kq = q8_row_quants(K), nb = Kq / Q8_BLOCK;
+    int16_t *xq = (int16_t *)(void *)scratch;
+    float *dx = scratch ? (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K)) : NULL;
+    for (size_t b = 0; scratch && b < B; b++)
+        for (size_t j = 0; j < nb; j++) {
+            size_t k = j * Q8_BLOCK, m = K - k < Q8_BLOCK ? K - k : Q8_BLOCK;
+            dx[b * nb + j] = q8_quantize_x_block(xq + b * Kq + k, inp + b * K + k, m);
+        }
+    for (size_t n = n0; n < n1; n++) {
+        const int8_t *q = (const int8_t *)W->data + n * Kq;
+        const uint16_t *dw = W->scales + n * nb;
+        for (size_t b = 0; b < B; b++) {
+            float lane[LANES] = {0.0f};
+            for (size_t j = 0; j < nb; j++) {
+                size_t k = j * Q8_BLOCK, m = K - k < Q8_BLOCK ? K - k : Q8_BLOCK;
+                int16_t own[Q8_BLOCK];
+                const int16_t *x = xq ? xq + b * Kq + k : own;
+                float d = dx ? dx[b * nb + j] : q8_quantize_x_block(own, inp + b * K + k, m);
+                float s = f16_to_f32(dw[j]) * d;
+                for (size_t l = 0; l < LANES; l++) {
+                    int32_t p = (int32_t)x[2 * l] * q[k + 2 * l] + (int32_t)x[2 * l + 1] * q[k + 2 * l + 1];
+                    lane[l] = fmaf((float)p, s, lane[l]);
+                }
+            }
+            finish(out + b * N + n, lane, bias, n, accumulate);
+        }
+    }
+}
+
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
-                        size_t B, size_t n0, size_t n1, int accumulate) {
+                        size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    if (W->dtype == DTYPE_Q8) {
+        matmul_rows_q8(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        return;
+    }
     size_t K = W->n_in, N = W->n_out;
     for (size_t n = n0; n < n1; n++)
         for (size_t b0 = 0; b0 < B; b0 += SCALAR_ROWS) {
@@ -64,15 +121,6 @@ void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const flo
                         lane[b][l] = fmaf(w[l], l < m ? x[l] : 0.0f, lane[b][l]);
                 }
             }
-            for (size_t b = 0; b < nb; b++) {
-                float *v = lane[b];
-                for (int i = 0; i < 8; i++) v[i] = v[i] + v[i + 8];  // the fixed tree
-                for (int i = 0; i < 4; i++) v[i] = v[i] + v[i + 4];
-                for (int i = 0; i < 2; i++) v[i] = v[i] + v[i + 2];
-                float s = v[0] + v[1];
-                if (bias) s = s + bias[n];
-                float *o = out + (b0 + b) * N + n;
-                *o = accumulate ? *o + s : s;
-            }
+            for (size_t b = 0; b < nb; b++) finish(out + (b0 + b) * N + n, lane[b], bias, n, accumulate);
         }
 }

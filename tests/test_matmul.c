@@ -4,7 +4,9 @@
  * and N that are not multiples of any vector width or of Q8's block, one row
  * and many, every dtype, with and without bias, = and +=. Both sides read the
  * same encoded weights, so the tolerance is float32 summation's in every
- * dtype; the encodings themselves are checked against their rounding bounds.
+ * dtype, plus, for Q8, the rounding of the activations to int16 (half a
+ * step of the block's max |x| / 32767); the encodings themselves are
+ * checked against their rounding bounds.
  *
  * 1. matmul() vs matmul_reference: a relative error of at most
  *    4e-6 sqrt(K) + 1e-6 of sum |x w| (far above float32 summation in any
@@ -13,10 +15,14 @@
  *    B = 1..16 and 100):
  *    (a) every kernel within the rigorous bound of the canonical arithmetic
  *        (matmul_kernels.h): (m + 1) 2^-24 (sum |x w| + |bias| + |old out|),
- *        m = ceil(K/16) + 6;
+ *        m = ceil(K/16) + 6 (Q8: + 1, and + 2^-15 sum |w| amax(block));
+ *        Q8 activations include all-zero, tiny (below 2^-96: counted as
+ *        zero), subnormal and huge blocks;
  *    (b) every supported ISA, with and without scratch, bitwise equal to
- *        MATMUL_SCALAR; F16/BF16/Q8 bitwise equal to the F32 kernel on their
+ *        MATMUL_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
  *        dequantized weights; matmul() on a 2-thread pool the same bits;
+ *        a NaN or infinite activation makes its row's outputs NaN (Q8)
+ *        and no other row's;
  *    (c) batch invariance, bitwise: a row computed alone equals its row in
  *        random batches (rows repeated, any position), computed in random
  *        [n0, n1) pieces (the columns outside a piece untouched), with and
@@ -54,6 +60,23 @@ static double magnitude(const float *inp, const Weight *W, const float *bias, co
     return m;
 }
 
+// Q8 only: 2^-15 sum_k |w_k| max|x| over k's block, the most that rounding
+// row t of inp to int16 can move output j (matmul_kernels.h; a block whose
+// max |x| is below Q8_X_TINY counts as zero: all of it); else 0.
+static double q8_activation_error(const float *inp, const Weight *W, size_t t, size_t j) {
+    if (W->dtype != DTYPE_Q8) return 0.0;
+    double e = 0.0;
+    for (size_t k0 = 0; k0 < W->n_in; k0 += Q8_BLOCK) {
+        double amax = 0.0, wsum = 0.0;
+        for (size_t k = k0; k < W->n_in && k < k0 + Q8_BLOCK; k++) {
+            amax = fmax(amax, fabs(inp[t * W->n_in + k]));
+            wsum += fabs(weight_at(W, k, j));
+        }
+        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : 0x1p-15);
+    }
+    return e;
+}
+
 static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, int accumulate) {
     float *w = malloc(K * N * sizeof *w), *inp = malloc(T * K * sizeof *inp);
     float *bias = malloc(N * sizeof *bias), *fast = malloc(T * N * sizeof *fast);
@@ -75,7 +98,8 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
     for (size_t t = 0; t < T; t++)
         for (size_t j = 0; j < N; j++) {
             double mag = magnitude(inp, &W, b, accumulate ? prev : NULL, t, j);
-            double err = fabs((double)fast[t * N + j] - ref[t * N + j]) / (mag + 1e-30);
+            double err = (fabs((double)fast[t * N + j] - ref[t * N + j]) - q8_activation_error(inp, &W, t, j)) /
+                         (mag + 1e-30);
             if (err > worst) worst = err, worst_at = t * N + j;
         }
     double tol = 4e-6 * sqrt((double)K) + 1e-6;
@@ -210,6 +234,14 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     const int use_bias = B % 3 != 0, acc = B % 2 == 1;
     const float *bias = use_bias ? u->bias : NULL;
     for (size_t i = 0; i < B * K; i++) u->x[i] = uniform() * (below(4) == 0 ? 100.0f : 1.0f);
+    if (m->dt == DTYPE_Q8)  // blocks that are zero, tiny, subnormal, huge
+        for (size_t b = 0; b < B; b++)
+            for (size_t k0 = 0; k0 < K; k0 += Q8_BLOCK) {
+                static const float scale[] = {0.0f, 1e-30f, 1e-40f, 1e30f};
+                size_t kind = below(16);
+                if (kind < 4)
+                    for (size_t k = k0; k < K && k < k0 + Q8_BLOCK; k++) u->x[b * K + k] *= scale[kind];
+            }
     for (size_t i = 0; i < B * N; i++) u->old[i] = uniform();
     memcpy(u->ref, u->old, B * N * sizeof(float));
     matmul_reference(u->ref, u->x, &m->W, bias, B, acc);
@@ -217,14 +249,14 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     matmul_rows(MATMUL_SCALAR, u->scalar, u->x, &m->W, bias, B, 0, N, acc, NULL);
 
     // (a) the bound, on the canonical (scalar) result
-    const double m_chain = (double)((K + 15) / 16) + 4 + 2;
+    const double m_chain = (double)((K + 15) / 16) + 4 + 2 + (m->dt == DTYPE_Q8);
     double worst = 0, worst_err = 0, worst_tol = 0;
     size_t worst_at = 0;
     for (size_t b = 0; b < B; b++)
         for (size_t n = 0; n < N; n++) {
             double mag = (use_bias ? fabs(bias[n]) : 0.0) + (acc ? fabs(u->old[b * N + n]) : 0.0);
             for (size_t k = 0; k < K; k++) mag += fabs((double)u->x[b * K + k] * m->deq[n * K + k]);
-            double tol = (m_chain + 1) * 0x1p-24 * mag * 1.0001 + 1e-30;
+            double tol = ((m_chain + 1) * 0x1p-24 * mag + q8_activation_error(u->x, &m->W, b, n)) * 1.0001 + 1e-30;
             double err = fabs((double)u->scalar[b * N + n] - u->ref[b * N + n]);
             if (err / tol > worst) worst = err / tol, worst_err = err, worst_tol = tol, worst_at = b * N + n;
         }
@@ -243,8 +275,8 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
                   d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
         }
     }
-    // the F32 kernel on the dequantized weights
-    if (m->dt != DTYPE_F32) {
+    // the F32 kernel on the dequantized weights (Q8 quantizes the activations too)
+    if (m->dt == DTYPE_F16 || m->dt == DTYPE_BF16) {
         memcpy(u->y, u->old, B * N * sizeof(float));
         matmul_rows(MATMUL_SCALAR, u->y, u->x, &m->Wdeq, bias, B, 0, N, acc, NULL);
         size_t d = first_difference(u->y, u->scalar, B * N);
@@ -259,6 +291,23 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     size_t d = first_difference(u->y, u->scalar, B * N);
     CHECK(d == B * N, "%s K %zu N %zu B %zu: matmul() on 2 threads must give the scalar bits; at %zu %.9g vs %.9g",
           dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
+
+    // Q8: a NaN or an infinity in row 0 (B > 1) makes every output of row 0
+    // NaN, in every ISA, and leaves the other rows' bits alone
+    if (m->dt == DTYPE_Q8 && B > 1) {
+        u->x[below(K)] = below(2) ? NAN : -INFINITY;
+        for (int isa = 0; isa < MATMUL_ISA_COUNT; isa++) {
+            if (!matmul_isa_supported((MatmulIsa)isa)) continue;
+            memcpy(u->y, u->old, B * N * sizeof(float));
+            matmul_rows((MatmulIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, u->scratch);
+            size_t finite = 0;
+            for (size_t n = 0; n < N; n++) finite += u->y[n] == u->y[n];
+            size_t other = first_difference(u->y + N, u->scalar + N, (B - 1) * N);
+            CHECK(finite == 0 && other == (B - 1) * N,
+                  "q8 K %zu N %zu B %zu %s: a non-finite activation in row 0 must make its %zu outputs NaN and no "
+                  "other; %zu finite, other rows differ at %zu", K, N, B, isa_label(isa), N, finite, other);
+        }
+    }
 }
 
 // The first row b of y (T, N) that differs from alone[idx[b]], or T; *col
