@@ -141,6 +141,20 @@ void softmax_rows(float *x, size_t T, size_t n) {
     }
 }
 
+// gelu_forward over x(n) on every thread of the pool, each an equal share
+// (element by element: the same bits however cut).
+typedef struct {
+    float *x;
+    size_t n;
+} GeluJob;
+
+static void gelu_task(void *arg, int thread, int n_threads) {
+    const GeluJob *j = arg;
+    size_t begin, end;
+    thread_range(j->n, 16, thread, n_threads, &begin, &end);
+    if (begin < end) gelu_forward(j->x + begin, end - begin);
+}
+
 // ----------------------------------------------------------------------------
 // attention
 
@@ -148,29 +162,28 @@ void softmax_rows(float *x, size_t T, size_t n) {
 typedef struct {
     const ForwardState *s;
     const SeqInput *seqs;
-    size_t n_seqs, layer, C, NH, n_items;  // n_items: (new token, head) pairs
+    size_t n_seqs, layer, C, NH;
 } AttentionJob;
 
-// Thread `thread` takes an even share of the (token, head) pairs, in the
-// order sequence, token, head. Each pair is one attention_query.
+// Thread `thread` takes every n_threads-th (token, head) pair, in the order
+// sequence, token, head; each pair is one attention_query. Dealt out one by
+// one, not in blocks: in a causal prefill a later token attends over more
+// positions, and a thread given the second half of the tokens had 3 times
+// the work of the other (prefill of 512 tokens on 2 threads).
 static void attention_task(void *arg, int thread, int n_threads) {
     const AttentionJob *j = arg;
-    size_t begin, end, HS = j->C / j->NH;
-    thread_range(j->n_items, 1, thread, n_threads, &begin, &end);
+    size_t HS = j->C / j->NH, item = 0, row = 0;
     float *scores = j->s->scores + (size_t)thread * round_up(j->s->max_ctx, 16);
-    size_t item = 0, row = 0;
-    for (size_t i = 0; i < j->n_seqs && item < end; i++) {
+    for (size_t i = 0; i < j->n_seqs; i++) {
         size_t n = j->seqs[i].n_tokens, P = j->seqs[i].cache->n_tokens;
-        for (size_t t = 0; t < n && item < end; t++, row++) {
+        for (size_t t = 0; t < n; t++, row++)
             for (size_t h = 0; h < j->NH; h++, item++) {
-                if (item < begin) continue;
-                if (item >= end) break;
+                if (item % (size_t)n_threads != (size_t)thread) continue;
                 // query at position P + t sees keys 0 .. P + t
                 attention_query(j->s->isa, j->s->attn + row * j->C + h * HS,
                                 j->s->qkv + row * 3 * j->C + h * HS, j->seqs[i].cache, j->layer, h, P + t + 1,
                                 scores);
             }
-        }
     }
 }
 
@@ -257,14 +270,16 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
                     kvcache_store(seqs[i].cache, l, h, seqs[i].cache->n_tokens + t, k, k + C);
                 }
         // attn(T,C) = heads side by side
-        AttentionJob job = {s, seqs, n_seqs, l, C, NH, T * NH};
+        AttentionJob job = {s, seqs, n_seqs, l, C, NH};
         threadpool_run(s->pool, attention_task, &job);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
         matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
         matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
-        gelu_forward(s->fc, T * 4 * C);
+        GeluJob gelu = {s->fc, T * 4 * C};
+        if (T >= 16) threadpool_run(s->pool, gelu_task, &gelu);  // prefill: worth waking the pool
+        else gelu_forward(s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
         matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything
