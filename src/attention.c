@@ -15,6 +15,13 @@
  * 124M at 900 positions in float32, 33 MB in float16. A prefill of T tokens
  * does T^2/2 x HS x 2 multiply-adds per head and layer: 2.4 GFLOP for 512
  * tokens of GPT-2 124M, 3% of the matmuls' 87.
+ *
+ * Prefetching: a block holds every layer and head, so the keys of one
+ * (layer, head) lie in 4 KB runs (f32; 2 KB for f16) some 1.15 MB apart,
+ * and the hardware prefetchers start cold at every run. The vector versions
+ * ask for the next blocks' keys while they multiply these, and for the
+ * values two blocks ahead. Decode at 900 positions, all 144 heads, cache
+ * not in L3 (Zen 4, 1 thread): f32 16 -> 25 GB/s, f16 15-18 -> 25 GB/s.
  */
 #include "attention.h"
 
@@ -70,6 +77,31 @@ void attention_query_reference(float *out, const float *q, const KVCache *c, siz
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// Block b's keys of (layer, head), or NULL past the last block (what the
+// next key blocks are, for prefetching).
+static inline const char *keys_to_prefetch(const KVCache *c, size_t b, size_t n_blocks, size_t layer, size_t head) {
+    return b < n_blocks ? (const char *)kvcache_block_keys(c, b, layer, head) : NULL;
+}
+
+// The cache line of keys that element d of a key block starts, once per
+// line (a row of 16 keys is 64 bytes in f32, 32 in f16).
+static inline void prefetch_key_row(const char *keys, size_t d, size_t elem_size) {
+    size_t off = d * KV_BLOCK * elem_size;
+    if (keys && off % 64 == 0) _mm_prefetch(keys + off, _MM_HINT_T1);
+}
+
+// Position t + 2 blocks' value row, when there is one. (Written so that
+// gcc 12 keeps it: with an early return, or a loop over a row pointer,
+// -O2 deleted the whole loop of prefetches.)
+static inline void prefetch_value_row(const KVCache *c, size_t t, size_t n_keys, size_t layer, size_t head) {
+    size_t row_bytes = c->head_size * kv_elem_size(c->dtype);
+    if (t + 2 * KV_BLOCK < n_keys)
+        for (size_t off = 0; off < row_bytes; off += 64)
+            _mm_prefetch((const char *)kvcache_block_values(c, t / KV_BLOCK + 2, layer, head) +
+                             (t % KV_BLOCK) * row_bytes + off,
+                         _MM_HINT_T1);
+}
+
 // ---------------------------------------------------------------------------
 // AVX-512: a key block's 16 positions are one zmm
 
@@ -110,8 +142,11 @@ TGT512 static void attention_avx512(float *out, const float *q, const KVCache *c
     for (; b + 4 <= n_blocks; b += 4) {
         const void *k0 = kvcache_block_keys(c, b, layer, head), *k1 = kvcache_block_keys(c, b + 1, layer, head);
         const void *k2 = kvcache_block_keys(c, b + 2, layer, head), *k3 = kvcache_block_keys(c, b + 3, layer, head);
+        const char *next[4];
+        for (size_t i = 0; i < 4; i++) next[i] = keys_to_prefetch(c, b + 4 + i, n_blocks, layer, head);
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (size_t d = 0; d < HS; d++) {
+            for (int i = 0; i < 4; i++) prefetch_key_row(next[i], d, half ? 2 : 4);
             __m512 qd = _mm512_set1_ps(q[d]);
             a0 = _mm512_fmadd_ps(qd, load16_512(k0, d * KV_BLOCK, half), a0);
             a1 = _mm512_fmadd_ps(qd, load16_512(k1, d * KV_BLOCK, half), a1);
@@ -159,6 +194,7 @@ TGT512 static void attention_avx512(float *out, const float *q, const KVCache *c
     for (size_t t = 0; t < n_keys; t++) {
         const void *vb = kvcache_block_values(c, t / KV_BLOCK, layer, head);
         size_t row = (t % KV_BLOCK) * HS;
+        prefetch_value_row(c, t, n_keys, layer, head);
         __m512 e = _mm512_set1_ps(scores[t]);
         int r = (int)(t % 4);
         for (size_t v = 0; v < nv; v++) o[r][v] = _mm512_fmadd_ps(e, load16_512(vb, row + 16 * v, half), o[r][v]);
@@ -205,8 +241,12 @@ TGT2 static void attention_avx2(float *out, const float *q, const KVCache *c, si
     size_t b = 0;
     for (; b + 2 <= n_blocks; b += 2) {
         const void *k0 = kvcache_block_keys(c, b, layer, head), *k1 = kvcache_block_keys(c, b + 1, layer, head);
+        const char *next0 = keys_to_prefetch(c, b + 2, n_blocks, layer, head);
+        const char *next1 = keys_to_prefetch(c, b + 3, n_blocks, layer, head);
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (size_t d = 0; d < HS; d++) {
+            prefetch_key_row(next0, d, half ? 2 : 4);
+            prefetch_key_row(next1, d, half ? 2 : 4);
             __m256 qd = _mm256_set1_ps(q[d]);
             a0 = _mm256_fmadd_ps(qd, load8_2(k0, d * KV_BLOCK, half), a0);
             a1 = _mm256_fmadd_ps(qd, load8_2(k0, d * KV_BLOCK + 8, half), a1);
@@ -258,6 +298,7 @@ TGT2 static void attention_avx2(float *out, const float *q, const KVCache *c, si
     for (size_t t = 0; t < n_keys; t++) {
         const void *vb = kvcache_block_values(c, t / KV_BLOCK, layer, head);
         size_t row = (t % KV_BLOCK) * HS;
+        prefetch_value_row(c, t, n_keys, layer, head);
         __m256 e = _mm256_set1_ps(scores[t]);
         int r = (int)(t % 4);
         for (size_t v = 0; v < nv; v++) o[r][v] = _mm256_fmadd_ps(e, load8_2(vb, row + 8 * v, half), o[r][v]);
