@@ -73,6 +73,21 @@ AI float hsum(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(s1);
 }
 
+// The end of every output of a tile (weight rows n, n + rs, ... x batch
+// rows b0 ..): the canonical tree, + bias, + the old value.
+AI void finish_tile(int R, int C, __m256 acc[A2_R][A2_C][2], size_t n, size_t rs, size_t b0, size_t N, float *out,
+                    const float *bias, int accumulate) {
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            float s = hsum(acc[r][c][0], acc[r][c][1]);
+            if (bias) s = s + bias[n + (size_t)r * rs];
+            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
+            *o = accumulate ? *o + s : s;
+        }
+}
+
 // Weight rows n, n + rs, ... (R of them) x batch rows [b0, b0 + C).
 AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
              const float *inp, const float *bias, int accumulate) {
@@ -125,15 +140,7 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
             }
     }
 
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            float s = hsum(acc[r][c][0], acc[r][c][1]);
-            if (bias) s = s + bias[n + (size_t)r * rs];
-            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
-            *o = accumulate ? *o + s : s;
-        }
+    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 // ---- Q8 --------------------------------------------------------------------
@@ -213,15 +220,7 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
             }
         }
     }
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            float s = hsum(acc[r][c][0], acc[r][c][1]);
-            if (bias) s = s + bias[n + (size_t)r * rs];
-            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
-            *o = accumulate ? *o + s : s;
-        }
+    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 AI void rows_q8(int R, const WD *W, size_t n, size_t rs, float *out, const int16_t *xq, const float *dx,

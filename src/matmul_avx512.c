@@ -104,6 +104,21 @@ AI float hsum(__m512 a) {
     return _mm_cvtss_f32(s1);
 }
 
+// The end of every output of a tile (weight rows n, n + rs, ... x batch
+// rows b0 ..): the canonical tree, + bias, + the old value.
+AI void finish_tile(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N, float *out,
+                    const float *bias, int accumulate) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            float s = hsum(acc[r][c]);
+            if (bias) s = s + bias[n + (size_t)r * rs];
+            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
+            *o = accumulate ? *o + s : s;
+        }
+}
+
 // One tile: weight rows n, n + rs, ... (R of them) x batch rows [b0, b0+C).
 // R and C are constants after inlining, so the arrays live in registers.
 // xp: the packed activations of this batch chunk ([k/16][c][16], zero-padded
@@ -168,15 +183,7 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
     }
 #undef XV
 
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++)
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            float s = hsum(acc[r][c]);
-            if (bias) s = s + bias[n + (size_t)r * rs];
-            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
-            *o = accumulate ? *o + s : s;
-        }
+    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 // ---- activation packing ----------------------------------------------------
@@ -296,15 +303,7 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
         }
     }
 
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++)
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            float s = hsum(acc[r][c]);
-            if (bias) s = s + bias[n + (size_t)r * rs];
-            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
-            *o = accumulate ? *o + s : s;
-        }
+    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 // R weight rows (rs apart) from n, all B batch rows in chunks of CM.
