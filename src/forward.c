@@ -278,8 +278,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
         matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
         GeluJob gelu = {s->fc, T * 4 * C};
-        if (T >= 16) threadpool_run(s->pool, gelu_task, &gelu);  // prefill: worth waking the pool
-        else gelu_forward(s->fc, T * 4 * C);
+        threadpool_run(s->pool, gelu_task, &gelu);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
         matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything

@@ -150,8 +150,7 @@ void matmul(float *out, const float *inp, const Weight *W, const float *bias, si
 }
 
 // ----------------------------------------------------------------------------
-// reference and element access
-
+// reference
 
 void matmul_reference(float *out, const float *inp, const Weight *W, const float *bias,
                       size_t T, int accumulate) {
@@ -163,4 +162,3 @@ void matmul_reference(float *out, const float *inp, const Weight *W, const float
             out[t * N + j] = (float)(accumulate ? out[t * N + j] + sum : sum);
         }
 }
-

@@ -223,21 +223,9 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
-AI void rows_q8(int R, const WD *W, size_t n, size_t rs, float *out, const int16_t *xq, const float *dx,
-                const float *bias, size_t B, int accumulate) {
-    size_t b = 0;
-    for (; b + A2_C <= B; b += A2_C) tile_q8(R, A2_C, W, n, rs, b, out, xq, dx, bias, accumulate);
-    switch (B - b) {
-    case 2: tile_q8(R, 2, W, n, rs, b, out, xq, dx, bias, accumulate); break;
-    case 1: tile_q8(R, 1, W, n, rs, b, out, xq, dx, bias, accumulate); break;
-    default: break;
-    }
-}
-
-// Quantizes inp (B, K) into scratch (rows Kq apart, then the scales), then
-// the tiles as for the other dtypes.
-TGT2 static void run_q8(const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
-                        size_t n1, int accumulate, float *scratch) {
+// Quantizes inp (B, K) into scratch: row b's int16 values at b * Kq, then
+// the scales, row-major [b][block].
+TGT2 static void quantize_x(float *scratch, const float *inp, size_t B, const WD *W) {
     const size_t K = W->K, Kq = W->ldw, nb = W->ldd;
     int16_t *xq = (int16_t *)(void *)scratch;
     float *dx = (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K));
@@ -246,43 +234,55 @@ TGT2 static void run_q8(const WD *W, float *out, const float *inp, const float *
             const size_t k = j * Q8_BLOCK;
             dx[b * nb + j] = quantize_x_block(xq + b * Kq + k, inp + b * K + k, K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
         }
-    const size_t part = (n1 - n0) / A2_R;
-    size_t n = n0;
-    for (; n < n0 + part; n++) rows_q8(A2_R, W, n, part, out, xq, dx, bias, B, accumulate);
-    for (n = n0 + part * A2_R; n < n1; n++) rows_q8(1, W, n, 1, out, xq, dx, bias, B, accumulate);
 }
 
 // ---- drivers ---------------------------------------------------------------
 
+// The tile at batch row b0 (xq, dx: Q8's quantized activations, else unused).
+AI void tile_at(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                const float *inp, const int16_t *xq, const float *dx, const float *bias, int accumulate) {
+    if (dt == DTYPE_Q8) tile_q8(R, C, W, n, rs, b0, out, xq, dx, bias, accumulate);
+    else tile(dt, R, C, W, n, rs, b0, out, inp, bias, accumulate);
+}
+
 // R weight rows (rs apart) for all B batch rows, in chunks of A2_C.
 AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, const float *inp,
-             const float *bias, size_t B, int accumulate) {
+             const int16_t *xq, const float *dx, const float *bias, size_t B, int accumulate) {
     size_t b = 0;
-    for (; b + A2_C <= B; b += A2_C) tile(dt, R, A2_C, W, n, rs, b, out, inp, bias, accumulate);
+    for (; b + A2_C <= B; b += A2_C) tile_at(dt, R, A2_C, W, n, rs, b, out, inp, xq, dx, bias, accumulate);
     switch (B - b) {  // batch tail: the same arithmetic per element, a smaller tile
-    case 2: tile(dt, R, 2, W, n, rs, b, out, inp, bias, accumulate); break;
-    case 1: tile(dt, R, 1, W, n, rs, b, out, inp, bias, accumulate); break;
+    case 2: tile_at(dt, R, 2, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 1: tile_at(dt, R, 1, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
     default: break;
     }
 }
 
+// Q8 needs scratch (matmul_rows_avx2 sees to it); the others read inp.
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,
-            size_t n0, size_t n1, int accumulate) {
+            size_t n0, size_t n1, int accumulate, float *scratch) {
+    const int16_t *xq = NULL;
+    const float *dx = NULL;
+    if (dt == DTYPE_Q8) {
+        quantize_x(scratch, inp, B, W);
+        xq = (const int16_t *)(const void *)scratch;
+        dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));
+    }
     const size_t part = (n1 - n0) / A2_R;
     size_t n = n0;
-    for (; n < n0 + part; n++) rows(dt, A2_R, W, n, part, out, inp, bias, B, accumulate);
-    for (n = n0 + part * A2_R; n < n1; n++) rows(dt, 1, W, n, 1, out, inp, bias, B, accumulate);
+    for (; n < n0 + part; n++) rows(dt, A2_R, W, n, part, out, inp, xq, dx, bias, B, accumulate);
+    for (n = n0 + part * A2_R; n < n1; n++) rows(dt, 1, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
 }
 
 // One instance per dtype, so that every switch on dt above folds away.
 #define RUN_DTYPE(name, dt)                                                                          \
     TGT2 static void name(const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
-                          size_t n0, size_t n1, int accumulate) {                                   \
-        run(dt, W, out, inp, bias, B, n0, n1, accumulate);                                          \
+                          size_t n0, size_t n1, int accumulate, float *scratch) {                   \
+        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                 \
     }
 RUN_DTYPE(run_f32, DTYPE_F32)
 RUN_DTYPE(run_f16, DTYPE_F16)
 RUN_DTYPE(run_bf16, DTYPE_BF16)
+RUN_DTYPE(run_q8, DTYPE_Q8)
 #undef RUN_DTYPE
 
 TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
@@ -290,9 +290,9 @@ TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const 
     if (n0 >= n1 || B == 0) return;
     const WD d = weight_walk(W);
     switch (W->dtype) {
-    case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate); break;
-    case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate); break;
-    case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate); break;
+    case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_Q8:
         if (scratch) run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
         else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, NULL);  // nowhere to quantize

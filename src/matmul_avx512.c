@@ -28,9 +28,11 @@
  *  - Q8: the activations are quantized once per call into scratch, in the
  *    tiles' order; the scale products dw * dx of the next 16 blocks are
  *    made once per tile (one vector multiply per weight row and batch row),
- *    so that each block costs a broadcast load. At B = 1, 2 split rows as
- *    for the other dtypes: over the whole 124M model (141 MB, 1 thread) one
- *    row per tile streamed 24 GB/s, 2 split rows 30-32, 4 split rows 31-33.
+ *    so that each block costs a broadcast load. Q8 takes the tile shapes
+ *    of the other dtypes: at B = 1 over the whole 124M model (141 MB, 1
+ *    thread) one row per tile streamed 24 GB/s, 2 split rows 30-32, 4
+ *    split rows 31-33; at B >= 4, 3 x 8, 2 x 8 and 4 x 6 tiles were within
+ *    2% of 4 x 4.
  *  - gcc -O2 does not fully unroll small loops over __m512 arrays by itself
  *    (stack spills): each such loop carries #pragma GCC unroll.
  */
@@ -53,10 +55,6 @@ enum {
     R_4F = 3, C_4F = 4,       // F32, 4 <= B < 8: 3 split rows x 4, per-row prefetch
     PFS_4F = 4096,            //   that many bytes ahead
     R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound)
-    Q_R_1 = 2,                // Q8, B == 1: 2 split rows
-    Q_R_M = 2, Q_C_M = 3,     // Q8, 2 <= B < 4: 2 split rows x 3
-    Q_R_4 = 4, Q_C_4 = 4,     // Q8, B >= 4: 4 adjacent rows x 4 (3 x 8, 2 x 8 and 4 x 6:
-                              //   the same speed within 2%)
     PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
     RMAX = 4, CMAX = 4,
 };
@@ -306,86 +304,51 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
-// R weight rows (rs apart) from n, all B batch rows in chunks of CM.
-AI void rows_q8(int R, int CM, const WD *W, size_t n, size_t rs, float *out, const int16_t *xq,
-                const float *dx, const float *bias, size_t B, int accumulate) {
-    const size_t Kq = W->ldw;
-    size_t b = 0;
-    for (; b + (size_t)CM <= B; b += (size_t)CM)
-        tile_q8(R, CM, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
-    if (CM > 4 && B - b >= 4) {
-        tile_q8(R, CM > 4 ? 4 : 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
-        b += 4;
-    }
-    switch (B - b) {
-    case 3:
-        if (CM > 3) tile_q8(R, CM > 3 ? 3 : 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
-        break;
-    case 2:
-        if (CM > 2) tile_q8(R, CM > 2 ? 2 : 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate);
-        break;
-    case 1: tile_q8(R, 1, W, n, rs, b, out, xq + b * Kq, dx, bias, accumulate); break;
-    default: break;
-    }
-}
-
-AI void run_q8_cfg(int R, int CM, int SPLIT, const WD *W, float *out, const float *inp, const float *bias,
-                   size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    quantize_x(scratch, inp, B, W->K, (size_t)CM);
-    const int16_t *xq = (const int16_t *)(const void *)scratch;
-    const float *dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));
-    size_t n = n0;
-    if (SPLIT && R > 1) {
-        const size_t part = (n1 - n0) / (size_t)R;
-        for (; n < n0 + part; n++) rows_q8(R, CM, W, n, part, out, xq, dx, bias, B, accumulate);
-        n = n0 + part * (size_t)R;
-    } else {
-        for (; n + (size_t)R <= n1; n += (size_t)R) rows_q8(R, CM, W, n, 1, out, xq, dx, bias, B, accumulate);
-    }
-    for (; n < n1; n++) rows_q8(1, CM, W, n, 1, out, xq, dx, bias, B, accumulate);  // row tail
-}
-
-TGT512 static void run_q8(const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
-                          size_t n1, int accumulate, float *scratch) {
-    if (B == 1)
-        run_q8_cfg(Q_R_1, 1, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
-    else if (B < 4)
-        run_q8_cfg(Q_R_M, Q_C_M, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
-    else
-        run_q8_cfg(Q_R_4, Q_C_4, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
-}
-
 // ---- drivers ---------------------------------------------------------------
+
+// The tile at batch row b0, with the activations as run_cfg prepared them
+// (xp: packed floats, Q8's int16 values, or NULL; dx: Q8's scales).
+AI void tile_at(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                const float *inp, const void *xp, const float *dx, const float *bias, int accumulate) {
+    if (dt == DTYPE_Q8)
+        tile_q8(R, C, W, n, rs, b0, out, (const int16_t *)xp + b0 * W->ldw, dx, bias, accumulate);
+    else
+        tile(dt, R, C, PFS, W, n, rs, b0, out, inp, xp ? (const float *)xp + b0 * kpad(W->K) : NULL, bias,
+             accumulate);
+}
 
 // R weight rows (rs apart) from n, all B batch rows in chunks of CM.
 AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs, float *out,
-             const float *inp, const float *xp, const float *bias, size_t B, int accumulate) {
-    const size_t Kp = kpad(W->K);
+             const float *inp, const void *xp, const float *dx, const float *bias, size_t B, int accumulate) {
     size_t b = 0;
-    for (; b + (size_t)CM <= B; b += (size_t)CM)
-        tile(dt, R, CM, PFS, W, n, rs, b, out, inp, xp ? xp + b * Kp : NULL, bias, accumulate);
+    for (; b + (size_t)CM <= B; b += (size_t)CM) tile_at(dt, R, CM, PFS, W, n, rs, b, out, inp, xp, dx, bias, accumulate);
     // batch tail (chunk_rows): the same arithmetic per element, smaller tiles
     if (CM > 4 && B - b >= 4) {
-        tile(dt, R, CM > 4 ? 4 : 1, PFS, W, n, rs, b, out, inp, xp ? xp + b * Kp : NULL, bias, accumulate);
+        tile_at(dt, R, CM > 4 ? 4 : 1, PFS, W, n, rs, b, out, inp, xp, dx, bias, accumulate);
         b += 4;
     }
-    const float *xpb = xp ? xp + b * Kp : NULL;
     switch (B - b) {
     case 3:
-        if (CM > 3) tile(dt, R, CM > 3 ? 3 : 1, PFS, W, n, rs, b, out, inp, xpb, bias, accumulate);
+        if (CM > 3) tile_at(dt, R, CM > 3 ? 3 : 1, PFS, W, n, rs, b, out, inp, xp, dx, bias, accumulate);
         break;
     case 2:
-        if (CM > 2) tile(dt, R, CM > 2 ? 2 : 1, PFS, W, n, rs, b, out, inp, xpb, bias, accumulate);
+        if (CM > 2) tile_at(dt, R, CM > 2 ? 2 : 1, PFS, W, n, rs, b, out, inp, xp, dx, bias, accumulate);
         break;
-    case 1: tile(dt, R, 1, PFS, W, n, rs, b, out, inp, xpb, bias, accumulate); break;
+    case 1: tile_at(dt, R, 1, PFS, W, n, rs, b, out, inp, xp, dx, bias, accumulate); break;
     default: break;
     }
 }
 
+// Q8 needs scratch (matmul_rows_avx512 sees to it); the others use it from B = 2.
 AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
                 const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    const float *xp = NULL;
-    if (B > 1 && scratch) {
+    const void *xp = NULL;
+    const float *dx = NULL;
+    if (dt == DTYPE_Q8) {
+        quantize_x(scratch, inp, B, W->K, (size_t)CM);
+        xp = scratch;
+        dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));
+    } else if (B > 1 && scratch) {
         pack_x(scratch, inp, B, W->K, (size_t)CM);
         xp = scratch;
     }
@@ -394,12 +357,13 @@ AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float 
         // the R rows of a tile come from R equal parts of [n0, n1): R
         // far-apart linear streams instead of R interleaved ones
         const size_t part = (n1 - n0) / (size_t)R;
-        for (; n < n0 + part; n++) rows(dt, R, CM, PFS, W, n, part, out, inp, xp, bias, B, accumulate);
+        for (; n < n0 + part; n++) rows(dt, R, CM, PFS, W, n, part, out, inp, xp, dx, bias, B, accumulate);
         n = n0 + part * (size_t)R;
     } else {
-        for (; n + (size_t)R <= n1; n += (size_t)R) rows(dt, R, CM, PFS, W, n, 1, out, inp, xp, bias, B, accumulate);
+        for (; n + (size_t)R <= n1; n += (size_t)R)
+            rows(dt, R, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);
     }
-    for (; n < n1; n++) rows(dt, 1, CM, PFS, W, n, 1, out, inp, xp, bias, B, accumulate);  // row tail
+    for (; n < n1; n++) rows(dt, 1, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);  // row tail
 }
 
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
@@ -423,6 +387,7 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
 RUN_DTYPE(run_f32, DTYPE_F32)
 RUN_DTYPE(run_f16, DTYPE_F16)
 RUN_DTYPE(run_bf16, DTYPE_BF16)
+RUN_DTYPE(run_q8, DTYPE_Q8)
 #undef RUN_DTYPE
 
 TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
