@@ -90,6 +90,9 @@ size_t matmul_scratch_floats(size_t B, size_t K) { return B * q8_row_quants(K); 
 
 void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    // Q8's vector kernels quantize the activations into scratch; without it,
+    // only the scalar kernel can (block by block, again for every output).
+    if (W->dtype == DTYPE_Q8 && !scratch) isa = MATMUL_SCALAR;
     switch (isa) {
     case MATMUL_AVX512:
         matmul_rows_avx512(out, inp, W, bias, B, n0, n1, accumulate, scratch);

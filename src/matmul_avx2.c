@@ -257,7 +257,7 @@ AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, cons
     }
 }
 
-// Q8 needs scratch (matmul_rows_avx2 sees to it); the others read inp.
+// Q8 needs scratch (matmul_rows in matmul.c sees to it); the others read inp.
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,
             size_t n0, size_t n1, int accumulate, float *scratch) {
     const int16_t *xq = NULL;
@@ -293,10 +293,7 @@ TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const 
     case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8:
-        if (scratch) run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
-        else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, NULL);  // nowhere to quantize
-        break;
+    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     }
 }
 

@@ -339,7 +339,7 @@ AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs,
     }
 }
 
-// Q8 needs scratch (matmul_rows_avx512 sees to it); the others use it from B = 2.
+// Q8 needs scratch (matmul_rows in matmul.c sees to it); the others use it from B = 2.
 AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
                 const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     const void *xp = NULL;
@@ -398,10 +398,7 @@ TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, co
     case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8:
-        if (scratch) run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
-        else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, NULL);  // nowhere to quantize
-        break;
+    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
     }
 }
 

@@ -110,7 +110,7 @@ void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, c
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // The per-ISA kernels matmul_rows dispatches to (same contract; the SIMD
-// ones only on a CPU that supports them).
+// ones only on a CPU that supports them, and for Q8 only with scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
