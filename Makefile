@@ -120,13 +120,14 @@ asan:
 bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/bench/run.sh
 
-# gpt, the GPT-2 tokenizer files beside where it looks for models
-# (PREFIX/share/gpt), and scripts/get-gpt2.sh as gpt-get-gpt2.
+# gpt, the GPT-2 tokenizer files and the demo model (run when no GPT-2 is
+# installed) where it looks for them (PREFIX/share/gpt), and
+# scripts/get-gpt2.sh as gpt-get-gpt2.
 install: $(BUILD)/gpt
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
 	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
-	install -m 644 models/vocab.json models/merges.txt $(DESTDIR)$(PREFIX)/share/gpt/
+	install -m 644 models/vocab.json models/merges.txt models/demo.bin $(DESTDIR)$(PREFIX)/share/gpt/
 
 clean:
 	rm -rf build build-asan gpt

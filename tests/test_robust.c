@@ -359,12 +359,28 @@ static void test_install(void) {
     int rc = sh(cmd, &err);
     CHECK(rc == 0, "make install: rc %d, %s", rc, err);
     free(err);
+    // no GPT-2: the installed demo model runs, and says so in one line
+    rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2 --json > $T/o", &err);
+    char *out = slurp(tmp("o"));
+    CHECK(rc == 0 && one_line(err) && strstr(err, "running the demo model") &&
+              strstr(err, "/root/usr/bin/../share/gpt/demo.bin") && strstr(err, "gpt-get-gpt2") &&
+              strstr(out, "\"model\":\"") && strstr(out, "/share/gpt/demo.bin\""),
+          "installed, no GPT-2: the demo model: rc %d, '%s', %s", rc, out, err);
+    free(out);
+    free(err);
+    // nothing at all: the message lists every place searched, in order
+    sh("mv $T/root/usr/share/gpt/demo.bin $T/demo.bin", NULL);
     rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2", &err);
-    CHECK(rc == 1 && strstr(err, "no model") && strstr(err, "gpt-get-gpt2") && strstr(err, "/home/.local/share/gpt"),
+    const char *places[] = {"models/gpt2.bin", "/home/.local/share/gpt/gpt2.bin", "/root/usr/bin/../share/gpt/gpt2.bin",
+                            "/root/usr/bin/../share/gpt/demo.bin", "models/demo.bin."};
+    const char *at = err;
+    for (size_t i = 0; at && i < sizeof places / sizeof *places; i++) at = strstr(at, places[i]);
+    CHECK(rc == 1 && one_line(err) && strstr(err, "no model") && strstr(err, "gpt-get-gpt2") && at,
           "installed, no model: rc %d, %s", rc, err);
     free(err);
+    sh("mv $T/demo.bin $T/root/usr/share/gpt/demo.bin", NULL);
     rc = sh("cd / && $T/root/usr/bin/gpt --tokenize -p Hello > $T/o", &err);
-    char *out = slurp(tmp("o"));
+    out = slurp(tmp("o"));
     CHECK(rc == 0 && !strcmp(out, "15496\n"), "installed --tokenize finds share/gpt: rc %d, '%s' %s", rc, out, err);
     free(out);
     free(err);

@@ -335,6 +335,7 @@ static double gap_median(const GapHistogram *h) {
 typedef struct {
     const Options *o;
     const Model *m;
+    const char *model_file;  // the model that runs, as found
     Tokenizer *tok;
     Engine engine;
     Job **queue;            // every job read and not yet written, in input order
@@ -454,6 +455,7 @@ static void print_batch_stats(const Batch *b, double wall) {
     double median = gap_median(&b->gaps);
     if (o->stats_json) {
         cJSON *s = cJSON_CreateObject();
+        cJSON_AddStringToObject(s, "model", b->model_file);
         cJSON_AddNumberToObject(s, "lines", (double)b->lines);
         cJSON_AddNumberToObject(s, "failed", (double)b->failed);
         cJSON_AddNumberToObject(s, "wall_seconds", wall);
@@ -484,6 +486,7 @@ static void print_batch_stats(const Batch *b, double wall) {
     }
     if (!o->stats) return;
     FILE *f = stderr;
+    fprintf(f, "model:      %s\n", b->model_file);
     fprintf(f, "lines:      %zu (%zu failed) in %.3f s, %ld in parallel\n", b->lines, b->failed, wall, o->parallel);
     fprintf(f, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token\n", c->n_layer,
             c->n_head, HS, kv_elem_size(o->kv_dtype), dtype_name(o->kv_dtype), per_token);
@@ -510,7 +513,7 @@ int run_batch(const Options *o) {
     GptError err = {{0}};
     int owned = 0;
     ThreadPool *pool = NULL;
-    Batch b = {.o = o, .m = &m};
+    Batch b = {.o = o, .m = &m, .model_file = model_path};
     LineReader in = {.fd = STDIN_FILENO};
     Job **slots = calloc((size_t)o->parallel, sizeof *slots);  // the jobs in flight
     Sequence **seqs = calloc((size_t)o->parallel, sizeof *seqs);

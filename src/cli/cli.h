@@ -90,12 +90,16 @@ int out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int out_json_line(const cJSON *root);  // unformatted, one line
 
 // locate.c
+// The demo model shipped with gpt (models/demo.bin, share/gpt/demo.bin).
+#define DEMO_MODEL_FILE "demo.bin"
 // -m, else $GPT_MODEL, else the search path of locate.c; NULL if none. A
-// path found by searching is written into buf (cap bytes).
-const char *resolve_model_path(const char *model_flag, char *buf, size_t cap);
+// path found by searching is written into buf (cap bytes); *is_demo says
+// whether it is the demo model (found only when no GPT-2 is).
+const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, int *is_demo);
 // Loads the model resolve_model_path() finds, its matrices converted to
 // weight_dtype (-1: as stored); on failure prints why and returns
 // EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the path.
+// Running the demo model, it says so in one line on stderr.
 int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap);
 // Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
 // the model m (may be NULL), else the files beside model_path, else the

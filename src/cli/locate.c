@@ -2,16 +2,19 @@
  * locate.c - where the model and the tokenizer files are, when the command
  * line does not say exactly.
  *
- * The model, the first that exists of:
- *   -m PATH, $GPT_MODEL,
+ * The model: -m PATH, else $GPT_MODEL, else the first that exists of
  *   ./models/gpt2.bin, ./models/gpt2/          (a source checkout)
  *   $XDG_DATA_HOME/gpt/gpt2.bin (or ~/.local/share/gpt/gpt2.bin), and gpt2/
  *                                              (where gpt-get-gpt2 puts it)
  *   <gpt's directory>/../share/gpt/gpt2.bin, and GPT_DATADIR/gpt2.bin
  *                                              (an installed copy's share/gpt)
+ * and when there is no GPT-2, the demo model shipped with gpt, demo.bin, in
+ * the first of the shipped-file directories below that has it.
  * The tokenizer: --tokenizer, else the one in the model file, else the files
- * beside the model, else the GPT-2 files shipped with gpt (models/ beside or
- * above the executable, its ../share/gpt, GPT_DATADIR, ./models).
+ * beside the model, else the GPT-2 files shipped with gpt.
+ * The shipped-file directories, in order: models/ beside or above the
+ * executable (a source checkout: ./gpt or build/gpt), its ../share/gpt,
+ * GPT_DATADIR (an installed copy), ./models.
  */
 #include <libgen.h>  // dirname of the executable
 #include <stdio.h>
@@ -60,60 +63,122 @@ static int has_tokenizer_files(const char *dir) {
     return found;
 }
 
-// The GPT-2 vocab.json + merges.txt shipped with gpt.
-static int default_tokenizer_dir(char *out, size_t cap) {
-    char exe[4096];
+// The directories of the files shipped with gpt (the GPT-2 tokenizer, the
+// demo model), in the order they are searched. Returns how many (at most 5).
+enum { MAX_DIRS = 5, DIR_CAP = 4096 };
+static int shipped_dirs(char dirs[MAX_DIRS][DIR_CAP]) {
+    char exe[DIR_CAP];
     exe_dir(exe, sizeof exe);
-    const char *candidates[] = {"%s/models", "%s/../models", "%s/../share/gpt"};
-    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
-        snprintf(out, cap, candidates[i], exe);
-        if (has_tokenizer_files(out)) return 0;
-    }
-    snprintf(out, cap, "%s", GPT_DATADIR);
-    if (has_tokenizer_files(out)) return 0;
-    snprintf(out, cap, "models");
-    return has_tokenizer_files(out) ? 0 : -1;
+    const char *beside[] = {"%s/models", "%s/../models", "%s/../share/gpt"};
+    int n = 0;
+    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) snprintf(dirs[n++], DIR_CAP, beside[i], exe);
+    snprintf(dirs[n++], DIR_CAP, "%s", GPT_DATADIR);
+    snprintf(dirs[n++], DIR_CAP, "models");
+    return n;
 }
 
-const char *resolve_model_path(const char *model_flag, char *buf, size_t cap) {
+// The GPT-2 vocab.json + merges.txt shipped with gpt.
+static int default_tokenizer_dir(char out[DIR_CAP]) {
+    char dirs[MAX_DIRS][DIR_CAP];
+    int n = shipped_dirs(dirs);
+    for (int i = 0; i < n; i++) {
+        if (has_tokenizer_files(dirs[i])) {
+            memcpy(out, dirs[i], DIR_CAP);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+// The places searched for a model when neither -m nor $GPT_MODEL names one,
+// in order: GPT-2 first, then the demo model. Duplicates (an installed
+// gpt's ../share/gpt is GPT_DATADIR) are listed once.
+enum { MAX_PLACES = 16 };
+typedef struct {
+    char path[MAX_PLACES][DIR_CAP];
+    int is_demo[MAX_PLACES];
+    int n;
+} Places;
+
+static void add_place(Places *p, const char *dir, const char *name, int is_demo) {
+    char path[DIR_CAP];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->path[i], path)) return;
+    if (p->n == MAX_PLACES) return;
+    snprintf(p->path[p->n], DIR_CAP, "%s", path);
+    p->is_demo[p->n++] = is_demo;
+}
+
+static void model_places(Places *p) {
+    p->n = 0;
+    char dir[DIR_CAP], exe[DIR_CAP];
+    add_place(p, "models", "gpt2.bin", 0);
+    add_place(p, "models", "gpt2", 0);
+    if (user_data_dir(dir, sizeof dir) == 0) {
+        add_place(p, dir, "gpt2.bin", 0);
+        add_place(p, dir, "gpt2", 0);
+    }
+    exe_dir(exe, sizeof exe);
+    strncat(exe, "/../share/gpt", sizeof exe - strlen(exe) - 1);
+    add_place(p, exe, "gpt2.bin", 0);
+    add_place(p, exe, "gpt2", 0);
+    add_place(p, GPT_DATADIR, "gpt2.bin", 0);
+    add_place(p, GPT_DATADIR, "gpt2", 0);
+    char dirs[MAX_DIRS][DIR_CAP];
+    int n = shipped_dirs(dirs);
+    for (int i = 0; i < n; i++) add_place(p, dirs[i], DEMO_MODEL_FILE, 1);
+}
+
+// A place holds a model: a file ending in .bin, or a directory.
+static int place_exists(const char *path) {
+    size_t n = strlen(path);
+    return n > 4 && !strcmp(path + n - 4, ".bin") ? path_exists(path) && !path_is_dir(path) : path_is_dir(path);
+}
+
+const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, int *is_demo) {
+    *is_demo = 0;
     if (model_flag) return model_flag;
     const char *env = getenv("GPT_MODEL");
     if (env && *env) return env;
-    if (path_exists("models/gpt2.bin")) return "models/gpt2.bin";
-    if (path_is_dir("models/gpt2")) return "models/gpt2";
-    char dir[4096], exe[4096];
-    const char *dirs[3];
-    int n = 0;
-    if (user_data_dir(dir, sizeof dir) == 0) dirs[n++] = dir;
-    exe_dir(exe, sizeof exe);
-    strncat(exe, "/../share/gpt", sizeof exe - strlen(exe) - 1);
-    dirs[n++] = exe;
-    dirs[n++] = GPT_DATADIR;
-    for (int i = 0; i < n; i++) {
-        snprintf(buf, cap, "%s/gpt2.bin", dirs[i]);
-        if (path_exists(buf)) return buf;
-        snprintf(buf, cap, "%s/gpt2", dirs[i]);
-        if (path_is_dir(buf)) return buf;
+    Places p;
+    model_places(&p);
+    for (int i = 0; i < p.n; i++) {
+        if (place_exists(p.path[i])) {
+            snprintf(buf, cap, "%s", p.path[i]);
+            *is_demo = p.is_demo[i];
+            return buf;
+        }
     }
     return NULL;
 }
 
+// "gpt: no model: ..." with every place searched, in order, on one line.
+static void report_no_model(void) {
+    Places p;
+    model_places(&p);
+    fprintf(stderr, "gpt: no model: pass -m PATH or set GPT_MODEL; searched");
+    for (int i = 0; i < p.n; i++) fprintf(stderr, "%s %s", i ? "," : "", p.path[i]);
+    fprintf(stderr, ". gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n");
+}
+
 int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap) {
-    char found[4096];
-    const char *path = resolve_model_path(model_flag, found, sizeof found);
+    char found[DIR_CAP];
+    int is_demo;
+    const char *path = resolve_model_path(model_flag, found, sizeof found, &is_demo);
     snprintf(path_out, cap, "%s", path ? path : "");
     if (!path) {
-        char data[4096];
-        if (user_data_dir(data, sizeof data) != 0) snprintf(data, sizeof data, "~/.local/share/gpt");
-        fprintf(stderr,
-                "gpt: no model: pass -m PATH or set GPT_MODEL; none in ./models/gpt2.bin, %s/gpt2.bin or %s/gpt2.bin. "
-                "gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n",
-                data, GPT_DATADIR);
+        report_no_model();
         return EXIT_RUNTIME;
     }
     GptError err = {{0}};
     WeightOptions wo = {.matrix_dtype = weight_dtype};
     if (model_load_with(m, path, &wo, &err) != 0) return report_error(&err);
+    if (is_demo)
+        fprintf(stderr,
+                "gpt: no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain "
+                "text); gpt-get-gpt2 fetches GPT-2 124M\n",
+                path, (double)m->n_params / 1e6);
     return EXIT_OK;
 }
 
@@ -138,8 +203,8 @@ Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char
         free(dir);
         if (found) return t;
     }
-    char dir[4096];
-    if (default_tokenizer_dir(dir, sizeof dir) != 0) {
+    char dir[DIR_CAP];
+    if (default_tokenizer_dir(dir) != 0) {
         gpt_error(err, "no tokenizer found: pass --tokenizer DIR (with vocab.json and merges.txt)");
         return NULL;
     }

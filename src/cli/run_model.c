@@ -56,6 +56,7 @@ static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 // What a run did, for --stats and --json.
 typedef struct {
+    const char *model_file;   // the model that ran, as found (-m, $GPT_MODEL or the search)
     size_t prompt_tokens, generated;
     size_t prefill_tokens, decode_tokens;
     double prefill_seconds, decode_seconds;
@@ -78,6 +79,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     const GPT2Config *c = &m->config;
     size_t per_token = kvcache_bytes_per_token(c, r->kv_dtype);
     cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "model", r->model_file);
     cJSON_AddNumberToObject(s, "n_layer", c->n_layer);
     cJSON_AddNumberToObject(s, "n_head", c->n_head);
     cJSON_AddNumberToObject(s, "n_embd", c->n_embd);
@@ -110,8 +112,8 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     size_t HS = (size_t)(c->n_embd / c->n_head);
     size_t per_token = kvcache_bytes_per_token(c, r->kv_dtype);
     FILE *e = stderr;
-    fprintf(e, "model:      %s, %d layers, %d heads x %zu dims, %d channels, context %d, vocab %d\n",
-            m->source_kind, c->n_layer, c->n_head, HS, c->n_embd, c->n_ctx, c->vocab_size);
+    fprintf(e, "model:      %s (%s, %d layers, %d heads x %zu dims, %d channels, context %d, vocab %d)\n",
+            r->model_file, m->source_kind, c->n_layer, c->n_head, HS, c->n_embd, c->n_ctx, c->vocab_size);
     fprintf(e, "weights:    %zu params, %zu bytes (%.2f MiB), matrices %s, loaded in %.3f s\n", m->n_params,
             m->weight_bytes, mib(m->weight_bytes), dtype_name(m->weights.wte.dtype), m->load_seconds);
     fprintf(e, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token (%.2f KiB)\n",
@@ -188,10 +190,10 @@ uint64_t run_seed(const Options *o) {
 // ----------------------------------------------------------------------------
 // --score
 
-static int run_score(const Options *o, const Model *m, ThreadPool *pool, const Tokenizer *tok,
-                     const int32_t *ids, size_t n) {
+static int run_score(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
+                     const Tokenizer *tok, const int32_t *ids, size_t n) {
     GptError err = {{0}};
-    RunStats r = {0};
+    RunStats r = {.model_file = model_file};
     r.kv_dtype = o->kv_dtype;
     r.prompt_tokens = n;
     double *logprobs = calloc(n, sizeof *logprobs);  // n - 1 used
@@ -282,15 +284,16 @@ int print_escaped(const unsigned char *b, size_t len) {
 // ----------------------------------------------------------------------------
 // generation
 
-static int run_generate(const Options *o, const Model *m, ThreadPool *pool, Tokenizer *tok, const char *prompt,
-                        size_t prompt_len, const int32_t *ids, size_t n_prompt) {
+static int run_generate(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
+                        Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
+                        size_t n_prompt) {
     GptError err = {{0}};
     Engine engine;
     Sequence seq;
     char *text = NULL;  // the generated text, for --json
     size_t text_len = 0, text_cap = 0;
     int rc = EXIT_RUNTIME;
-    RunStats r = {0};
+    RunStats r = {.model_file = model_file};
 
     GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
                     .stops = o->stops, .n_stops = o->n_stops};
@@ -429,7 +432,8 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    rc = scoring ? run_score(o, &m, pool, tok, ids, n) : run_generate(o, &m, pool, tok, prompt, prompt_len, ids, n);
+    rc = scoring ? run_score(o, &m, model_path, pool, tok, ids, n)
+                 : run_generate(o, &m, model_path, pool, tok, prompt, prompt_len, ids, n);
 done:
     threadpool_free(pool);
     free(ids);
