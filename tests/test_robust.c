@@ -359,11 +359,17 @@ static void test_install(void) {
     int rc = sh(cmd, &err);
     CHECK(rc == 0, "make install: rc %d, %s", rc, err);
     free(err);
+    // no GPT-2, in the source tree: models/demo.bin beside the binary's directory
+    rc = sh("G=$(realpath $GPT) && cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $G -p Hello -n 2 --stats > $T/o", &err);
+    CHECK(rc == 0 && strstr(err, "running the demo model ") && strstr(err, "models/demo.bin (") &&
+              strstr(err, "\nmodel:      /") && strstr(err, "/models/demo.bin (model.bin,"),
+          "the source tree's gpt, no GPT-2: the demo model: rc %d, %s", rc, err);
+    free(err);
     // no GPT-2: the installed demo model runs, and says so in one line
     rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2 --json > $T/o", &err);
     char *out = slurp(tmp("o"));
     CHECK(rc == 0 && one_line(err) && strstr(err, "running the demo model") &&
-              strstr(err, "/root/usr/bin/../share/gpt/demo.bin") && strstr(err, "gpt-get-gpt2") &&
+              strstr(err, "/root/usr/share/gpt/demo.bin (") && strstr(err, "gpt-get-gpt2") &&
               strstr(out, "\"model\":\"") && strstr(out, "/share/gpt/demo.bin\""),
           "installed, no GPT-2: the demo model: rc %d, '%s', %s", rc, out, err);
     free(out);
@@ -371,8 +377,8 @@ static void test_install(void) {
     // nothing at all: the message lists every place searched, in order
     sh("mv $T/root/usr/share/gpt/demo.bin $T/demo.bin", NULL);
     rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2", &err);
-    const char *places[] = {"models/gpt2.bin", "/home/.local/share/gpt/gpt2.bin", "/root/usr/bin/../share/gpt/gpt2.bin",
-                            "/root/usr/bin/../share/gpt/demo.bin", "models/demo.bin."};
+    const char *places[] = {"models/gpt2.bin", "/home/.local/share/gpt/gpt2.bin", "/root/usr/share/gpt/gpt2.bin",
+                            "/root/usr/share/gpt/demo.bin", "models/demo.bin."};
     const char *at = err;
     for (size_t i = 0; at && i < sizeof places / sizeof *places; i++) at = strstr(at, places[i]);
     CHECK(rc == 1 && one_line(err) && strstr(err, "no model") && strstr(err, "gpt-get-gpt2") && at,

@@ -16,6 +16,7 @@
  * executable (a source checkout: ./gpt or build/gpt), its ../share/gpt,
  * GPT_DATADIR (an installed copy), ./models.
  */
+#define _XOPEN_SOURCE 700  // realpath
 #include <libgen.h>  // dirname of the executable
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,15 +64,27 @@ static int has_tokenizer_files(const char *dir) {
     return found;
 }
 
+enum { MAX_DIRS = 5, DIR_CAP = 4096 };
+
+// dir without "." and ".." and links where it exists (so that messages
+// name /usr/share/gpt, not /usr/bin/../share/gpt); as it is otherwise.
+static void tidy_dir(char dir[DIR_CAP]) {
+    char *real = realpath(dir, NULL);
+    if (real && strlen(real) < DIR_CAP) memcpy(dir, real, strlen(real) + 1);
+    free(real);
+}
+
 // The directories of the files shipped with gpt (the GPT-2 tokenizer, the
 // demo model), in the order they are searched. Returns how many (at most 5).
-enum { MAX_DIRS = 5, DIR_CAP = 4096 };
 static int shipped_dirs(char dirs[MAX_DIRS][DIR_CAP]) {
     char exe[DIR_CAP];
     exe_dir(exe, sizeof exe);
     const char *beside[] = {"%s/models", "%s/../models", "%s/../share/gpt"};
     int n = 0;
-    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) snprintf(dirs[n++], DIR_CAP, beside[i], exe);
+    for (size_t i = 0; i < sizeof beside / sizeof *beside; i++) {
+        snprintf(dirs[n], DIR_CAP, beside[i], exe);
+        tidy_dir(dirs[n++]);
+    }
     snprintf(dirs[n++], DIR_CAP, "%s", GPT_DATADIR);
     snprintf(dirs[n++], DIR_CAP, "models");
     return n;
@@ -121,6 +134,7 @@ static void model_places(Places *p) {
     }
     exe_dir(exe, sizeof exe);
     strncat(exe, "/../share/gpt", sizeof exe - strlen(exe) - 1);
+    tidy_dir(exe);
     add_place(p, exe, "gpt2.bin", 0);
     add_place(p, exe, "gpt2", 0);
     add_place(p, GPT_DATADIR, "gpt2.bin", 0);
