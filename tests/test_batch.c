@@ -254,6 +254,11 @@ static void test_lines(void) {
     single = RUN_IN("", "-m", tiny, "-p", "Hello", "--stop", "oH", "-n", "20", "--temp", "0");
     CHECK(single.rc == 0 && !strcmp(single.out, "Hell"), "--stop streamed: '%s'", single.out);
     result_free(&single);
+    // --stop reads C escapes as a JSONL "stop" does: "o\x48" is "oH" (and
+    // "\n\n" two newlines, not four characters)
+    single = RUN_IN("", "-m", tiny, "-p", "Hello", "--stop", "o\\x48", "-n", "20", "--temp", "0");
+    CHECK(single.rc == 0 && !strcmp(single.out, "Hell"), "--stop 'o\\x48': '%s' %s", single.out, single.err);
+    result_free(&single);
 
     // --text: one escaped completion per line; an error line is empty
     r = RUN_IN("{\"prompt\": \"a\", \"max_tokens\": 3}\n{\"prompt\": 1}\n", "-m", tiny, "--batch", "--jsonl", "--text",

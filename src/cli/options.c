@@ -48,7 +48,8 @@ static const char *usage_text =
     "      --min-p P           drop tokens below P x the top probability, 0 = off (default 0)\n"
     "      --repeat-penalty R  CTRL repetition penalty, 1.0 = off (default 1.0)\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
-    "      --stop STR          stop when the text contains STR (repeatable); STR is not output\n"
+    "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
+    "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
     "      --echo              print the prompt before the continuation\n"
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
@@ -128,6 +129,42 @@ int parse_size(const char *s, size_t *out) {
     if ((*end == 'B' || *end == 'b') && end[1] == '\0') end++;
     if (errno || *end || v > SIZE_MAX / mult) return -1;
     *out = (size_t)(v * mult);
+    return 0;
+}
+
+// The C escape at r (a backslash): its length (2, or 4 for \xHH) with its
+// byte in *byte, or 0 if it is none. \x00 is none: it would end the string.
+static int escape_at(const char *r, char *byte) {
+    static const char from[] = "ntr\\\"", to[] = "\n\t\r\\\"";
+    const char *known = r[1] ? strchr(from, r[1]) : NULL;
+    if (known) {
+        *byte = to[known - from];
+        return 2;
+    }
+    if (r[1] != 'x' || !isxdigit((unsigned char)r[2]) || !isxdigit((unsigned char)r[3])) return 0;
+    char hex[3] = {r[2], r[3], 0};
+    *byte = (char)strtol(hex, NULL, 16);
+    return *byte ? 4 : 0;
+}
+
+// --stop's value with its C escapes read, so that --stop "\n\n" means what
+// a JSONL "stop":"\n\n" means. In place (a byte takes less room than its
+// escape), once every escape is known to be one; else -1 with *bad at the
+// first that is not, the text untouched.
+static int unescape(char *s, const char **bad) {
+    char byte;
+    for (const char *r = s; (r = strchr(r, '\\')); r += 2)
+        if (!escape_at(r, &byte)) {
+            *bad = r;
+            return -1;
+        }
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int n = *r == '\\' ? escape_at(r, &byte) : 0;
+        *w++ = n ? byte : *r;
+        r += n ? n : 1;
+    }
+    *w = '\0';
     return 0;
 }
 
@@ -330,11 +367,16 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (parse_long(v, &o->threads) || o->threads < 1 || o->threads > 1024)
                 return FAIL("%s %s: must be an integer in [1, 1024]", flag, v);
             break;
-        case O_STOP:
+        case O_STOP: {
+            const char *bad;
             if (!*v) return FAIL("%s: an empty stop string would stop at once", flag);
+            if (unescape(optarg, &bad) != 0)
+                return FAIL("%s %s: '%.*s' is not an escape (\\n \\t \\r \\\\ \\\" or \\xHH, not \\x00)",
+                            flag, v, bad[1] == 'x' ? 4 : 2, bad);
             if (o->n_stops == MAX_STOPS) return FAIL("%s: at most %d stop strings", flag, MAX_STOPS);
             o->stops[o->n_stops++] = v;
             break;
+        }
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_ECHO: o->echo = 1; break;
         case O_JSON: o->json = 1; break;
