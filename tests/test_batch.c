@@ -223,6 +223,20 @@ static void test_lines(void) {
     CHECK(n == 7 && strstr(lines[6], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 7 ? lines[6] : "");
     result_free(&r);
 
+    // a seed is the line's number exactly, or refused: a double rounds
+    // 2^53 + 1 to 2^53, so numbers stop below 2^53; digits in a string go on
+    r = RUN_IN("{\"prompt\": \"x\", \"seed\": 9007199254740993, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 9007199254740992, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 9007199254740991, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": \"9007199254740993\", \"max_tokens\": 1}\n",
+               "-m", tiny, "--batch", "--jsonl");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 4 && strstr(lines[0], "seed must be an integer below 2^53") &&
+              strstr(lines[1], "seed must be an integer below 2^53") && strstr(lines[2], "\"seed\":9007199254740991,") &&
+              strstr(lines[3], "\"seed\":9007199254740993,"),
+          "seeds at 2^53: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
     // a prompt longer than the context (tiny: 128) is an error line
     char longp[2048] = "";
     for (int i = 0; i < 200; i++) strcat(longp, " word");

@@ -218,18 +218,21 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
                                                    : &sp->repeat_penalty;
             *dst = (float)d;
         } else if (!strcmp(k, "seed")) {
-            // a number up to 2^53 (beyond it JSON readers round), or digits
+            // a number below 2^53, or digits: a JSON number is read as a
+            // double, which holds every integer below 2^53 but rounds
+            // 2^53 + 1 to 2^53, so from 2^53 on the number is not the text
             uint64_t seed = 0;
             int bad;
             if (cJSON_IsString(f)) {
                 bad = parse_u64(f->valuestring, &seed) != 0;
             } else {
                 d = 0;
-                bad = json_number(f, &d) || d != floor(d) || d < 0 || d > 9007199254740992.0;
+                bad = json_number(f, &d) || d != floor(d) || d < 0 || d >= 9007199254740992.0;
                 seed = bad ? 0 : (uint64_t)d;
             }
             if (bad) {
-                job_fail(j, "seed must be an integer in [0, 2^53], or a string of digits up to 2^64 - 1");
+                job_fail(j, "seed must be an integer below 2^53 (a JSON number from 2^53 on is rounded), or a "
+                            "string of digits up to 2^64 - 1");
                 goto done;
             }
             sp->seed = seed;
