@@ -302,6 +302,22 @@ static void test_lines(void) {
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--parallel", "0");
     CHECK(r.rc == 2 && strstr(r.err, "--parallel 0"), "--parallel 0: %s", r.err);
     result_free(&r);
+    // indices are exact integers: --first-index stops at 2^52, so that no
+    // index reaches 2^53 (it printed 1.8446744073709552e+19, then wrapped)
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--first-index", "18446744073709551614");
+    CHECK(r.rc == 2 && strstr(r.err, "--first-index 18446744073709551614: must be an integer in [0, 2^52]") &&
+              !r.out_len, "--first-index 2^64 - 2: rc %d %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--first-index", "4503599627370497");
+    CHECK(r.rc == 2 && strstr(r.err, "--first-index 4503599627370497") && !r.out_len, "--first-index 2^52 + 1: %s",
+          r.err);
+    result_free(&r);
+    r = RUN_IN("x\ny\n", "-m", tiny, "--batch", "-n", "1", "-s", "1", "--first-index", "4503599627370496");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 0 && n == 2 && strstr(lines[0], "{\"index\":4503599627370496,") &&
+              strstr(lines[1], "{\"index\":4503599627370497,") && strstr(lines[1], "\"seed\":4503599627370498,"),
+          "--first-index 2^52: rc %d %s %s", r.rc, r.out, r.err);
+    result_free(&r);
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "12Q");
     CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 12Q"), "--kv-budget 12Q: %s", r.err);
     result_free(&r);

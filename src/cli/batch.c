@@ -382,7 +382,7 @@ static int write_job(Batch *b, Job *j) {
                    : 0;
     }
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "index", (double)j->index);
+    cJSON_AddItemToObject(r, "index", u64_json(j->index));
     if (j->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(j->id, 1));
     if (j->error) {
         cJSON_AddStringToObject(r, "error", j->error);
@@ -395,7 +395,7 @@ static int write_job(Batch *b, Job *j) {
         cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
         cJSON_AddNumberToObject(r, "prompt_tokens", (double)s->n_prompt);
         cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);
-        cJSON_AddItemToObject(r, "seed", seed_json(j->params.sampling.seed));
+        cJSON_AddItemToObject(r, "seed", u64_json(j->params.sampling.seed));
         cJSON *st = cJSON_CreateObject();
         cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
         cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));

@@ -126,7 +126,7 @@ const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to pol
 // Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.
 int print_escaped(const unsigned char *b, size_t len);
 cJSON *ids_json(const int32_t *ids, size_t n);
-cJSON *seed_json(uint64_t seed);  // exact digits
+cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)
 size_t peak_rss_bytes(void);
 // batch.c: gpt --batch.
 int run_batch(const Options *o);

@@ -60,7 +60,7 @@ static const char *usage_text =
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes (default 1G)\n"
     "      --unordered         write each result when it is done, not in input order\n"
     "      --text              one completion per line, \\ as \\\\, newline as \\n, CR as \\r\n"
-    "      --first-index N     the first line's index (default 0); seeds are -s + index\n"
+    "      --first-index N     the first line's index, 0 to 2^52 (default 0); seeds are -s + index\n"
     "      --prefill-chunk N   prompt tokens per step beside the decodes (default 128)\n"
     "      --no-prefix-sharing compute every prompt in full\n"
     "      --stats-json        the --stats report as one JSON line on stderr\n"
@@ -404,7 +404,10 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (parse_long(v, &o->stride) || o->stride < 1) return FAIL("%s %s: must be an integer >= 1", flag, v);
             break;
         case O_FIRST_INDEX:
-            if (parse_u64(v, &o->first_index)) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            // at most 2^52: the 2^52 lines after it that no run reaches keep
+            // every index below 2^53, exact in any JSON reader
+            if (parse_u64(v, &o->first_index) || o->first_index > (1ull << 52))
+                return FAIL("%s %s: must be an integer in [0, 2^52]", flag, v);
             break;
         case O_KV_BUDGET:
             if (parse_size(v, &o->kv_budget) || o->kv_budget == 0)

@@ -67,11 +67,12 @@ typedef struct {
     int have_seed;            // sampling happened (scoring has no seed)
 } RunStats;
 
-// A 64-bit seed as a JSON number: digits, exact (cJSON would round it to a
-// double). Seeds gpt draws are below 2^53, which every JSON reader keeps.
-cJSON *seed_json(uint64_t seed) {
+// A 64-bit integer as a JSON number: digits, exact (cJSON would round it to
+// a double). Seeds gpt draws and --batch indices are below 2^53, which every
+// JSON reader keeps.
+cJSON *u64_json(uint64_t v) {
     char digits[32];
-    snprintf(digits, sizeof digits, "%llu", (unsigned long long)seed);
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
     return cJSON_CreateRaw(digits);
 }
 
@@ -102,7 +103,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "decode_tok_s", rate(r->decode_tokens, r->decode_seconds));
     cJSON_AddNumberToObject(s, "peak_rss_bytes", (double)peak_rss_bytes());
     cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
-    if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
+    if (r->have_seed) cJSON_AddItemToObject(s, "seed", u64_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
     return s;
 }
