@@ -237,6 +237,22 @@ static void test_lines(void) {
           "seeds at 2^53: rc %d, %s", r.rc, r.out);
     result_free(&r);
 
+    // a NUL byte is refused, not cut: "a\0b" ran as 3 tokens but was echoed
+    // as "a", and "a\u0000b" ran as "a"; an escaped backslash is no NUL
+    r = run_gpt(tmpdir, "a\0b\nc\n", 6, (const char *const[]){"-m", tiny, "--batch", "-n", "1", NULL});
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 2 && strstr(lines[0], "\"error\":\"a NUL byte at byte 1 of the line") &&
+              strstr(lines[1], "\"prompt\":\"c\""),
+          "a NUL in a plain line: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+    r = RUN_IN("{\"prompt\": \"a\\u0000b\"}\n{\"prompt\": \"a\\\\u0000b\", \"max_tokens\": 1}\n", "-m", tiny, "--batch",
+               "--jsonl", "-n", "1");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 2 && strstr(lines[0], "a NUL byte at byte 13 of the line") &&
+              strstr(lines[1], "\"prompt\":\"a\\\\u0000b\""),
+          "\\u0000 in a JSONL prompt: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
     // a prompt longer than the context (tiny: 128) is an error line
     char longp[2048] = "";
     for (int i = 0; i < 200; i++) strcat(longp, " word");

@@ -280,6 +280,22 @@ done:
     return rc;
 }
 
+// Where a line holds a NUL byte: the raw byte, or (--jsonl) a \u0000 in a
+// string; -1 if it does not. A NUL is refused, not cut: cJSON's strings end
+// at it (the prompt echoed, the JSONL prompt read) and no -p can hold one,
+// so the line could not be re-run alone.
+static long nul_at(const char *line, size_t len, int jsonl) {
+    const char *raw = memchr(line, '\0', len);
+    if (raw) return raw - line;
+    // a backslash is only ever inside a JSON string, escaping what follows it
+    for (size_t i = 0; jsonl && i + 1 < len; i++) {
+        if (line[i] != '\\') continue;
+        if (i + 6 <= len && !memcmp(line + i + 1, "u0000", 5)) return (long)i;
+        i++;  // the escaped character: "\\u0000" is a backslash, then text
+    }
+    return -1;
+}
+
 // A job for input line `index`: parsed, tokenized and checked, or failed.
 static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
                           const char *line, size_t len) {
@@ -293,6 +309,11 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     size_t prompt_len = len;
     int seed_given = 0;
     char *owned_prompt = NULL;
+    long nul = nul_at(line, len, o->jsonl);
+    if (nul >= 0) {
+        job_fail(j, "a NUL byte at byte %ld of the line: gpt takes none (-p could not repeat the prompt)", nul);
+        return j;
+    }
     if (o->jsonl) {
         prompt = NULL;
         if (parse_jsonl(j, line, len, &prompt, &prompt_len, &seed_given) != 0) return j;
