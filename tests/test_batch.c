@@ -237,6 +237,16 @@ static void test_lines(void) {
           "seeds at 2^53: rc %d, %s", r.rc, r.out);
     result_free(&r);
 
+    // anything but white space after the object makes the line an error
+    r = RUN_IN("{\"prompt\": \"x\"} trailing\n{\"prompt\": \"x\"}{\"prompt\": \"y\"}\n{\"prompt\": \"z\"} \t\n", "-m",
+               tiny, "--batch", "--jsonl", "-n", "1");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 3 && strstr(lines[0], "\"error\":\"text after the JSON object, at byte 16") &&
+              strstr(lines[1], "\"error\":\"text after the JSON object, at byte 15") &&
+              strstr(lines[2], "\"prompt\":\"z\""),
+          "text after the object: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
     // a NUL byte is refused, not cut: "a\0b" ran as 3 tokens but was echoed
     // as "a", and "a\u0000b" ran as "a"; an escaped backslash is no NUL
     r = run_gpt(tmpdir, "a\0b\nc\n", 6, (const char *const[]){"-m", tiny, "--batch", "-n", "1", NULL});

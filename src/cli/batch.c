@@ -175,10 +175,17 @@ static int json_number(const cJSON *v, double *out) {
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
-    cJSON *o = cJSON_ParseWithLength(line, len);
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return job_fail(j, "not a JSON object");
+    }
+    // one object per line: whatever follows it ({"prompt":"y"} too) is an error, never dropped
+    while (end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (end < line + len) {
+        cJSON_Delete(o);
+        return job_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
     }
     int rc = -1;
     SamplerParams *sp = &j->params.sampling;
