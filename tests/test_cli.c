@@ -56,6 +56,9 @@ static void test_usage(void) {
         {{"stray"}, "unexpected argument 'stray'"},
         {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16 or q8"},
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
+        // combinations where one option was silently dropped
+        {{"--echo", "--json"}, "--echo and --json exclude each other"},
+        {{"--score", "--json", "--per-token"}, "--per-token and --json exclude each other"},
         // --stop's C escapes: an unknown one, or \x00, is refused as typed
         {{"--stop", "a\\q"}, "--stop a\\q: '\\q' is not an escape"},
         {{"--stop", "a\\x00"}, "--stop a\\x00: '\\x00' is not an escape"},

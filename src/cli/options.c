@@ -51,7 +51,7 @@ static const char *usage_text =
     "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
-    "      --echo              print the prompt before the continuation\n"
+    "      --echo              print the prompt before the continuation (not with --json)\n"
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
     "      --jsonl             each line is a JSON object {\"prompt\": ..., \"id\", \"max_tokens\",\n"
     "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
@@ -66,6 +66,7 @@ static const char *usage_text =
     "      --stats-json        the --stats report as one JSON line on stderr\n"
     "scoring (--score):\n"
     "      --per-token         one line per token: its text and log-probability, tab-separated\n"
+    "                          (not with --json, whose tokens and logprobs are per token)\n"
     "      --stride N          texts longer than the context: windows of the context, each\n"
     "                          N tokens after the last, scoring only its new tokens\n"
     "output:\n"
@@ -425,5 +426,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (g[0] == '-' && g[1] != '-' && len > 2) len = 2;
             return FAIL("%.*s does not apply to %s", (int)len, g, mode_name(o->mode));
         }
+    // options that --json would silently drop
+    if (o->echo && o->json) return FAIL("--echo and --json exclude each other (the JSON has the prompt_tokens)");
+    if (o->per_token && o->json)
+        return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");
     return 0;
 }

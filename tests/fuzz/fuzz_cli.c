@@ -142,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         // Options of other modes are refused, so these hold in any mode.
         if (o.mode != MODE_GENERATE && (o.echo || o.keep_newline)) fuzz_fail("--echo/--keep-newline outside generation");
         if (o.mode != MODE_SCORE && (o.per_token || o.stride)) fuzz_fail("--per-token/--stride outside --score");
+        if (o.json && (o.echo || o.per_token)) fuzz_fail("--echo or --per-token with --json");
         if (o.mode != MODE_BATCH && (o.jsonl || o.unordered || o.text_output || o.stats_json || !o.share_prefixes))
             fuzz_fail("a --batch option outside --batch");
     }
