@@ -347,6 +347,17 @@ static void test_lines(void) {
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "12Q");
     CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 12Q"), "--kv-budget 12Q: %s", r.err);
     result_free(&r);
+    // a budget below one block can never work: a usage error, before any
+    // line is read (it was exit 1); 124M's blocks are 16 x 73728 bytes
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "1");
+    CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 1: less than one block") && one_line(r.err) && !r.out_len,
+          "--kv-budget 1: rc %d %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "1M");
+    CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 1M: less than one block of this model's KV cache (16 positions, "
+                                     "1179648 bytes)"),
+          "--kv-budget 1M with 124M: rc %d %s", r.rc, r.err);
+    result_free(&r);
     // a budget too small for one sequence: that line fails, clearly
     r = RUN_IN("hello\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "2M", "-n", "40");
     CHECK(r.rc == 1 && strstr(r.out, "budget"), "2M budget: rc %d %s %s", r.rc, r.out, r.err);

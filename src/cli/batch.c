@@ -535,11 +535,36 @@ static void print_batch_stats(const Batch *b, double wall) {
     fprintf(f, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), (double)peak_rss_bytes() / (1 << 20));
 }
 
+// The KV pool's blocks: --kv-budget, or by default 1 GiB but no more than
+// twice what --parallel full contexts take (the second half keeps finished
+// prompts' blocks for later prompts to share). 0 when --kv-budget is less
+// than one block.
+static size_t pool_blocks(const Options *o, const GPT2Config *c) {
+    size_t block_bytes = kvcache_bytes_per_token(c, o->kv_dtype) * KV_BLOCK;
+    size_t ctx_blocks = ((size_t)c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    size_t budget = o->kv_budget;
+    if (!budget) {
+        budget = (size_t)1 << 30;
+        if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
+            budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
+    }
+    return budget / block_bytes;
+}
+
 int run_batch(const Options *o) {
     Model m = {0};
     char model_path[4096];
     int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
+    // A budget that no line can run in is the option's error, before any
+    // line is read (a line that alone needs more is that line's error).
+    size_t kv_blocks = pool_blocks(o, &m.config);
+    if (kv_blocks == 0) {
+        rc = usage_error(NULL, "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
+                         o->kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK);
+        model_free(&m);
+        return rc;
+    }
     rc = EXIT_RUNTIME;
     GptError err = {{0}};
     int owned = 0;
@@ -560,26 +585,13 @@ int run_batch(const Options *o) {
         goto done;
     }
     pool = threadpool_create((int)o->threads, &err);
-    size_t block_bytes = kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK;
-    // The default budget: 1 GiB, but no more than twice what --parallel full
-    // contexts take (the second half keeps finished prompts' blocks for
-    // later prompts to share).
-    size_t ctx_blocks = ((size_t)m.config.n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    size_t budget = o->kv_budget;
-    if (!budget) {
-        budget = (size_t)1 << 30;
-        if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
-            budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
-    }
-    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
-                       .kv_dtype = o->kv_dtype, .kv_blocks = budget / block_bytes,
-                       .share_prefixes = o->share_prefixes, .pool = pool};
-    if (!pool || ec.kv_blocks == 0) {
-        if (pool) gpt_error(&err, "--kv-budget %zu: less than one block of %d positions (%zu bytes)", budget, KV_BLOCK,
-                            block_bytes);
+    if (!pool) {
         report_error(&err);
         goto done;
     }
+    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
+                       .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
+                       .pool = pool};
     if (engine_init(&b.engine, &m, b.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;

@@ -55,6 +55,7 @@ typedef struct {
     long parallel, prefill_chunk;
     uint64_t first_index;
     size_t kv_budget;    // bytes; 0: the default
+    const char *kv_budget_arg;  // --kv-budget as typed, for messages
     // --score
     int per_token;
     long stride;         // 0: the text must fit the context

@@ -413,6 +413,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_KV_BUDGET:
             if (parse_size(v, &o->kv_budget) || o->kv_budget == 0)
                 return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
+            o->kv_budget_arg = v;
             break;
         }
     }
