@@ -554,6 +554,7 @@ static size_t pool_blocks(const Options *o, const GPT2Config *c) {
 int run_batch(const Options *o) {
     Model m = {0};
     char model_path[4096];
+    catch_interrupts();
     int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
     // A budget that no line can run in is the option's error, before any
@@ -603,7 +604,7 @@ int run_batch(const Options *o) {
     size_t window = 4 * (size_t)o->parallel + 64;
     size_t n_slots = 0;
     int interrupted_run = 0;
-    catch_interrupts();
+    defer_interrupts();  // from here on a signal ends the run after its step
     b.t0 = now_seconds();
     for (;;) {
         if (was_interrupted()) interrupted_run = 1;

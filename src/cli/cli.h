@@ -119,9 +119,11 @@ int prompt_ids(Tokenizer *tok, const char *text, size_t len, int special, int32_
                GptError *err);
 // -s, or a seed drawn from the OS below 2^53.
 uint64_t run_seed(const Options *o);
-// SIGINT and SIGTERM set a flag (the first time; the second time they end
-// the process): the loops check it after each step.
+// SIGINT and SIGTERM (unless ignored when gpt started) exit 130 at once,
+// until defer_interrupts(): from then on they set a flag (the first time;
+// the second time they end the process), which the loops check after each step.
 void catch_interrupts(void);
+void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
 // Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.

@@ -20,22 +20,38 @@
 #include "matmul.h"
 
 // ----------------------------------------------------------------------------
-// Ctrl-C: the first one finishes the current step and ends the run as if it
-// had stopped there (stop_reason "interrupted", the stats, exit 130); a
-// second one ends the process at once, as usual.
+// Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
+// reading the prompt, scoring) nothing is written until the end, so gpt
+// exits 130 at once. Once it has started (defer_interrupts), the first one
+// finishes the current step and ends the run as if it had stopped there
+// (stop_reason "interrupted", the stats, exit 130); a second one ends the
+// process at once, as usual.
 
-static volatile sig_atomic_t interrupted;  // the one flag a signal handler may set
+static volatile sig_atomic_t interrupted;  // the flags a signal handler may set
+static volatile sig_atomic_t deferred;     // 0: exit at once
 
 static void on_interrupt(int sig) {
+    if (!deferred) _exit(EXIT_INTERRUPTED);
     interrupted = 1;
     signal(sig, SIG_DFL);
 }
 
+// A signal ignored when gpt started stays ignored, as POSIX tools do: a
+// shell ignores SIGINT for a script's `cmd &`, so that Ctrl-C spares it.
+static void catch_signal(int sig) {
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    signal(sig, on_interrupt);
+}
+
 void catch_interrupts(void) {
     interrupted = 0;
-    signal(SIGINT, on_interrupt);
-    signal(SIGTERM, on_interrupt);
+    deferred = 0;
+    catch_signal(SIGINT);
+    catch_signal(SIGTERM);
 }
+
+void defer_interrupts(void) { deferred = 1; }
 
 int was_interrupted(void) { return interrupted != 0; }
 
@@ -317,8 +333,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     KVPoolStats ps = kvpool_stats(engine.kv);
     r.kv_allocated = ps.n_blocks * ps.block_bytes;
 
+    defer_interrupts();  // from here on a signal ends the run after its step
     if (o->echo && !o->json && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
-    catch_interrupts();
     Sequence *batch[1] = {&seq};
     int stopped_by_user = 0;
     while (!seq.stop) {
@@ -391,6 +407,7 @@ done:
 int run_model(const Options *o) {
     Model m = {0};
     char model_path[4096];
+    catch_interrupts();
     int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;
