@@ -333,10 +333,19 @@ static void test_score(void) {
        "$GPT -m $TINY --score --per-token -p 'The cat sat' > $T/b",
        NULL);
     char *a = slurp(tmp("a")), *b = slurp(tmp("b"));
-    CHECK(strstr(a, "tokens 7  scored 6  logprob_sum "), "--score summary: %s", a);
+    // its fields separated by single spaces: cut -d' ' -f8 is the perplexity
+    CHECK(!strncmp(a, "tokens 7 scored 6 logprob_sum ", 30) && strstr(a, " perplexity ") && a[strlen(a) - 1] == '\n',
+          "--score summary: %s", a);
     // "The", " cat", " sat": the first has no log-probability
-    CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3  scored 2"),
+    CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3 scored 2 "),
           "--per-token: '%s'", b);
+    free(a), free(b);
+    sh("$GPT -m $TINY --score -p 'The cat sat on the mat.' | cut -d' ' -f8 > $T/a; $GPT -m $TINY --score -p Hi > $T/b",
+       NULL);
+    a = slurp(tmp("a")), b = slurp(tmp("b"));
+    double ppl = strtod(a, NULL);
+    CHECK(ppl > 1 && !strcmp(b, "tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"), "cut -d' ' -f8: '%s'; one token: '%s'",
+          a, b);
     free(a), free(b);
     // a text longer than tiny's 128 positions: refused, or scored in windows
     char *err;

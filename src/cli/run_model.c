@@ -266,9 +266,11 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
                 if (print_escaped(b, len) != 0 || out_printf("\t%s\n", lp) != 0) goto done;
             }
         }
-        // n tokens: n - 1 of them predicted (the first has no context)
-        if (n > 1 ? out_printf("tokens %zu  scored %zu  logprob_sum %.6f  perplexity %.4f\n", n, n - 1, sum, ppl)
-                  : out_printf("tokens 1  scored 0  logprob_sum 0  perplexity n/a (one token has nothing to predict)\n"))
+        // n tokens: n - 1 of them predicted (the first has no context); the
+        // fields separated by single spaces, for cut -d' ' and awk alike
+        if (n == 1) fprintf(stderr, "gpt: --score: one token has nothing to predict it: no perplexity\n");
+        if (n > 1 ? out_printf("tokens %zu scored %zu logprob_sum %.6f perplexity %.4f\n", n, n - 1, sum, ppl)
+                  : out_printf("tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"))
             goto done;
     }
     if (out_flush() != 0) goto done;
