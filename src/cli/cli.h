@@ -89,6 +89,10 @@ int out_write(const void *p, size_t n);
 int out_flush(void);
 int out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int out_json_line(const cJSON *root);  // unformatted, one line
+// When stdout is a terminal and what out_write wrote last does not end a
+// line, a newline, so that the shell's prompt does not follow the text on
+// its line; into a file or a pipe nothing (the bytes stay the text's).
+int out_end_text(void);
 
 // locate.c
 // The demo model shipped with gpt (models/demo.bin, share/gpt/demo.bin).

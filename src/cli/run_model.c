@@ -389,6 +389,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
         int bad = out_json_line(root);
         cJSON_Delete(root);
         if (bad) goto done;
+    } else if (out_end_text() != 0) {
+        goto done;
     }
     if (out_flush() != 0) goto done;
     rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
