@@ -223,6 +223,46 @@ static void test_lines(void) {
     CHECK(n == 7 && strstr(lines[6], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 7 ? lines[6] : "");
     result_free(&r);
 
+    // a seed is the line's number exactly, or refused: a double rounds
+    // 2^53 + 1 to 2^53, so numbers stop below 2^53; digits in a string go on
+    r = RUN_IN("{\"prompt\": \"x\", \"seed\": 9007199254740993, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 9007199254740992, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 9007199254740991, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": \"9007199254740993\", \"max_tokens\": 1}\n",
+               "-m", tiny, "--batch", "--jsonl");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 4 && strstr(lines[0], "seed must be an integer below 2^53") &&
+              strstr(lines[1], "seed must be an integer below 2^53") && strstr(lines[2], "\"seed\":9007199254740991,") &&
+              strstr(lines[3], "\"seed\":9007199254740993,"),
+          "seeds at 2^53: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
+    // anything but white space after the object makes the line an error
+    r = RUN_IN("{\"prompt\": \"x\"} trailing\n{\"prompt\": \"x\"}{\"prompt\": \"y\"}\n{\"prompt\": \"z\"} \t\n", "-m",
+               tiny, "--batch", "--jsonl", "-n", "1");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 3 && strstr(lines[0], "\"error\":\"text after the JSON object, at byte 16") &&
+              strstr(lines[1], "\"error\":\"text after the JSON object, at byte 15") &&
+              strstr(lines[2], "\"prompt\":\"z\""),
+          "text after the object: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
+    // a NUL byte is refused, not cut: "a\0b" ran as 3 tokens but was echoed
+    // as "a", and "a\u0000b" ran as "a"; an escaped backslash is no NUL
+    r = run_gpt(tmpdir, "a\0b\nc\n", 6, (const char *const[]){"-m", tiny, "--batch", "-n", "1", NULL});
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 2 && strstr(lines[0], "\"error\":\"a NUL byte at byte 1 of the line") &&
+              strstr(lines[1], "\"prompt\":\"c\""),
+          "a NUL in a plain line: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+    r = RUN_IN("{\"prompt\": \"a\\u0000b\"}\n{\"prompt\": \"a\\\\u0000b\", \"max_tokens\": 1}\n", "-m", tiny, "--batch",
+               "--jsonl", "-n", "1");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 2 && strstr(lines[0], "a NUL byte at byte 13 of the line") &&
+              strstr(lines[1], "\"prompt\":\"a\\\\u0000b\""),
+          "\\u0000 in a JSONL prompt: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
     // a prompt longer than the context (tiny: 128) is an error line
     char longp[2048] = "";
     for (int i = 0; i < 200; i++) strcat(longp, " word");
@@ -254,6 +294,11 @@ static void test_lines(void) {
     single = RUN_IN("", "-m", tiny, "-p", "Hello", "--stop", "oH", "-n", "20", "--temp", "0");
     CHECK(single.rc == 0 && !strcmp(single.out, "Hell"), "--stop streamed: '%s'", single.out);
     result_free(&single);
+    // --stop reads C escapes as a JSONL "stop" does: "o\x48" is "oH" (and
+    // "\n\n" two newlines, not four characters)
+    single = RUN_IN("", "-m", tiny, "-p", "Hello", "--stop", "o\\x48", "-n", "20", "--temp", "0");
+    CHECK(single.rc == 0 && !strcmp(single.out, "Hell"), "--stop 'o\\x48': '%s' %s", single.out, single.err);
+    result_free(&single);
 
     // --text: one escaped completion per line; an error line is empty
     r = RUN_IN("{\"prompt\": \"a\", \"max_tokens\": 3}\n{\"prompt\": 1}\n", "-m", tiny, "--batch", "--jsonl", "--text",
@@ -283,8 +328,35 @@ static void test_lines(void) {
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--parallel", "0");
     CHECK(r.rc == 2 && strstr(r.err, "--parallel 0"), "--parallel 0: %s", r.err);
     result_free(&r);
+    // indices are exact integers: --first-index stops at 2^52, so that no
+    // index reaches 2^53 (it printed 1.8446744073709552e+19, then wrapped)
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--first-index", "18446744073709551614");
+    CHECK(r.rc == 2 && strstr(r.err, "--first-index 18446744073709551614: must be an integer in [0, 2^52]") &&
+              !r.out_len, "--first-index 2^64 - 2: rc %d %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--first-index", "4503599627370497");
+    CHECK(r.rc == 2 && strstr(r.err, "--first-index 4503599627370497") && !r.out_len, "--first-index 2^52 + 1: %s",
+          r.err);
+    result_free(&r);
+    r = RUN_IN("x\ny\n", "-m", tiny, "--batch", "-n", "1", "-s", "1", "--first-index", "4503599627370496");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 0 && n == 2 && strstr(lines[0], "{\"index\":4503599627370496,") &&
+              strstr(lines[1], "{\"index\":4503599627370497,") && strstr(lines[1], "\"seed\":4503599627370498,"),
+          "--first-index 2^52: rc %d %s %s", r.rc, r.out, r.err);
+    result_free(&r);
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "12Q");
     CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 12Q"), "--kv-budget 12Q: %s", r.err);
+    result_free(&r);
+    // a budget below one block can never work: a usage error, before any
+    // line is read (it was exit 1); 124M's blocks are 16 x 73728 bytes
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "1");
+    CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 1: less than one block") && one_line(r.err) && !r.out_len,
+          "--kv-budget 1: rc %d %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "1M");
+    CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 1M: less than one block of this model's KV cache (16 positions, "
+                                     "1179648 bytes)"),
+          "--kv-budget 1M with 124M: rc %d %s", r.rc, r.err);
     result_free(&r);
     // a budget too small for one sequence: that line fails, clearly
     r = RUN_IN("hello\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "2M", "-n", "40");

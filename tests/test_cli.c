@@ -5,11 +5,13 @@
  *
  * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
  */
+#define _XOPEN_SOURCE 700  // posix_openpt: stdout on a terminal
 #include <cJSON.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 
 #include "check.h"
 #include "fileio.h"
@@ -56,6 +58,13 @@ static void test_usage(void) {
         {{"stray"}, "unexpected argument 'stray'"},
         {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16 or q8"},
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
+        // combinations where one option was silently dropped
+        {{"--echo", "--json"}, "--echo and --json exclude each other"},
+        {{"--score", "--json", "--per-token"}, "--per-token and --json exclude each other"},
+        // --stop's C escapes: an unknown one, or \x00, is refused as typed
+        {{"--stop", "a\\q"}, "--stop a\\q: '\\q' is not an escape"},
+        {{"--stop", "a\\x00"}, "--stop a\\x00: '\\x00' is not an escape"},
+        {{"--stop", "a\\"}, "'\\' is not an escape"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *args[8] = {"-m", ckpt("tiny"), "-p", "x"};
@@ -255,6 +264,66 @@ static void test_generation(void) {
     result_free(&n0);
 }
 
+// stdout of gpt run with args (NULL-terminated) on a pseudo-terminal, as
+// written (no \r added), malloc'd and NUL-terminated; stdin and stderr are
+// /dev/null. NULL if no terminal can be had.
+static char *run_on_terminal(const char *const *args) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return NULL;
+    const char *slave_name = ptsname(master);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = gpt_binary();
+    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int slave = open(slave_name, O_RDWR | O_NOCTTY), null = open("/dev/null", O_RDWR);
+        struct termios t;
+        if (slave < 0 || tcgetattr(slave, &t) != 0) _exit(127);
+        t.c_oflag &= ~(tcflag_t)OPOST;  // the bytes as written: no \n -> \r\n
+        tcsetattr(slave, TCSANOW, &t);
+        dup2(null, 0);
+        dup2(slave, 1);
+        dup2(null, 2);
+        close(master);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    // until the terminal closes with gpt's exit (EIO)
+    for (ssize_t got; len + 1 < cap && (got = read(master, out + len, cap - 1 - len)) > 0;) len += (size_t)got;
+    out[len] = '\0';
+    waitpid(pid, NULL, 0);
+    close(master);
+    return out;
+}
+
+// On a terminal the text ends with a newline (the shell's prompt starts a
+// line); into a file its bytes are exactly the text's.
+static void test_terminal(void) {
+    const char *tiny = ckpt("tiny");
+    char *t = run_on_terminal((const char *const[]){"-m", tiny, "-p", "Hello", "-n", "3", "--temp", "0", NULL});
+    Result f = RUN("-m", tiny, "-p", "Hello", "-n", "3", "--temp", "0");
+    CHECK(t && !strcmp(t, "HelloHelloHello\n") && !strcmp(f.out, "HelloHelloHello"),
+          "generation on a terminal '%s', into a file '%s'", t ? t : "(no pty)", f.out);
+    free(t);
+    result_free(&f);
+    t = run_on_terminal((const char *const[]){"--detokenize", "-p", "15496 995", NULL});
+    f = RUN("--detokenize", "-p", "15496 995");
+    CHECK(t && !strcmp(t, "Hello world\n") && !strcmp(f.out, "Hello world"),
+          "--detokenize on a terminal '%s', into a file '%s'", t ? t : "(no pty)", f.out);
+    free(t);
+    result_free(&f);
+    // a text that ends a line gets no second newline
+    t = run_on_terminal((const char *const[]){"--detokenize", "-p", "15496 198", NULL});
+    CHECK(t && !strcmp(t, "Hello\n"), "--detokenize of 'Hello\\n' on a terminal: '%s'", t ? t : "(no pty)");
+    free(t);
+}
+
 static void test_context_limits(void) {
     const char *tiny = ckpt("tiny");  // 128 positions
     char prompt[2048] = "";
@@ -438,6 +507,7 @@ int main(void) {
         test_score(refs);
     }
     test_generation();
+    test_terminal();
     test_context_limits();
     test_stats();
     test_kv_f16();

@@ -57,6 +57,46 @@ static int sh(const char *cmd, char **err) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// Runs gpt with args (NULL-terminated) as a terminal runs a foreground
+// job, SIGINT and SIGTERM at their defaults (a shell's `cmd &` would ignore
+// SIGINT, which gpt keeps), stdin empty, stdout into tmp/out and stderr into
+// *err; sends it sig after `delay` seconds. Returns the exit status, or 128
+// + the signal that ended it.
+static int run_signalled(const char *const *args, const char *out, double delay, int sig, char **err) {
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = gpt_binary();
+    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    char out_path[2048], err_path[2048];
+    snprintf(out_path, sizeof out_path, "%s", tmp(out));
+    snprintf(err_path, sizeof err_path, "%s", tmp("err"));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        int fi = open("/dev/null", O_RDONLY), fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fi, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    struct timespec t = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
+    nanosleep(&t, NULL);
+    kill(pid, sig);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    size_t len;
+    *err = NULL;
+    file_read_all(err_path, err, &len, NULL);
+    if (!*err) *err = calloc(1, 1);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 static char *slurp(const char *path) {
     char *s = NULL;
     size_t len;
@@ -101,8 +141,11 @@ static void test_convert(void) {
     rc = sh("$GPT -m $T/ro.bin -p Hi -n 2 --temp 0 > /dev/null", NULL);
     CHECK(rc == 0, "the replaced model.bin runs: rc %d", rc);
     // 3. Ctrl-C while converting the 124M model: nothing left behind
-    rc = sh("mkdir -p $T/int && ($GPT convert $M124 $T/int/out.bin & pid=$!; sleep 0.4; kill -INT $pid; wait $pid)",
-            &err);
+    sh("mkdir -p $T/int", NULL);
+    char out_bin[2048];
+    snprintf(out_bin, sizeof out_bin, "%s", tmp("int/out.bin"));
+    rc = run_signalled((const char *const[]){"convert", ckpt("gpt2-124M-shaped"), out_bin, NULL}, "convert.out", 0.4,
+                       SIGINT, &err);
     char *left = NULL;
     sh("ls -A $T/int > $T/left", NULL);
     left = slurp(tmp("left"));
@@ -148,15 +191,39 @@ static void test_write_errors(void) {
 static void test_interrupt(void) {
     char *err;
     // the 124M model generates slowly enough to be interrupted mid-way
-    int rc = sh("($GPT -m $M124 -p Hello -n 100000 --ignore-eos --json --stats -t 1 > $T/gen.json & pid=$!; "
-                "sleep 1.5; kill -INT $pid; wait $pid)",
-                &err);
+    // (its load takes 0.5-1.5 s here)
+    const char *m124 = ckpt("gpt2-124M-shaped");
+    int rc = run_signalled((const char *const[]){"-m", m124, "-p", "Hello", "-n", "100000", "--ignore-eos", "--json",
+                                                 "--stats", "-t", "1", NULL},
+                           "gen.json", 2.5, SIGINT, &err);
     char *out = slurp(tmp("gen.json"));
     cJSON *j = cJSON_Parse(out);
     const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason"), *tokens = cJSON_GetObjectItem(j, "tokens");
     CHECK(rc == 130 && stop && !strcmp(stop->valuestring, "interrupted") && cJSON_GetArraySize(tokens) > 0 &&
               strstr(err, "interrupted") && strstr(err, "decode:"),
           "Ctrl-C during generation: rc %d, stdout '%.200s', stderr '%.300s'", rc, out, err);
+    cJSON_Delete(j);
+    free(out);
+    free(err);
+    // SIGTERM while the model loads (converted to Q8, over a second): exit
+    // 130 at once, nothing written; it was killed, 143
+    rc = run_signalled((const char *const[]){"-m", m124, "--dtype", "q8", "-p", "Hello", "-n", "100000", "--json", NULL},
+                       "load.json", 0.2, SIGTERM, &err);
+    out = slurp(tmp("load.json"));
+    CHECK(rc == 130 && !out[0] && !err[0], "SIGTERM during the load: rc %d, stdout '%.200s', stderr '%.300s'", rc, out,
+          err);
+    free(out);
+    free(err);
+    // a script's `gpt &` runs with SIGINT ignored (by the shell): it stays
+    // ignored, and the run ends as if nothing was sent
+    rc = sh("$GPT -m $M124 -p Hello -n 100 --ignore-eos --json -t 1 > $T/ign.json & pid=$!; sleep 2; kill -INT $pid; "
+            "wait $pid",
+            &err);
+    out = slurp(tmp("ign.json"));
+    j = cJSON_Parse(out);
+    stop = cJSON_GetObjectItem(j, "stop_reason"), tokens = cJSON_GetObjectItem(j, "tokens");
+    CHECK(rc == 0 && stop && !strcmp(stop->valuestring, "length") && cJSON_GetArraySize(tokens) == 100,
+          "SIGINT ignored from the start: rc %d, stdout '%.200s', stderr '%.300s'", rc, out, err);
     cJSON_Delete(j);
     free(out);
     free(err);
@@ -266,10 +333,19 @@ static void test_score(void) {
        "$GPT -m $TINY --score --per-token -p 'The cat sat' > $T/b",
        NULL);
     char *a = slurp(tmp("a")), *b = slurp(tmp("b"));
-    CHECK(strstr(a, "tokens 7  scored 6  logprob_sum "), "--score summary: %s", a);
+    // its fields separated by single spaces: cut -d' ' -f8 is the perplexity
+    CHECK(!strncmp(a, "tokens 7 scored 6 logprob_sum ", 30) && strstr(a, " perplexity ") && a[strlen(a) - 1] == '\n',
+          "--score summary: %s", a);
     // "The", " cat", " sat": the first has no log-probability
-    CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3  scored 2"),
+    CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3 scored 2 "),
           "--per-token: '%s'", b);
+    free(a), free(b);
+    sh("$GPT -m $TINY --score -p 'The cat sat on the mat.' | cut -d' ' -f8 > $T/a; $GPT -m $TINY --score -p Hi > $T/b",
+       NULL);
+    a = slurp(tmp("a")), b = slurp(tmp("b"));
+    double ppl = strtod(a, NULL);
+    CHECK(ppl > 1 && !strcmp(b, "tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"), "cut -d' ' -f8: '%s'; one token: '%s'",
+          a, b);
     free(a), free(b);
     // a text longer than tiny's 128 positions: refused, or scored in windows
     char *err;

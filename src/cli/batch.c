@@ -175,10 +175,17 @@ static int json_number(const cJSON *v, double *out) {
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
-    cJSON *o = cJSON_ParseWithLength(line, len);
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return job_fail(j, "not a JSON object");
+    }
+    // one object per line: whatever follows it ({"prompt":"y"} too) is an error, never dropped
+    while (end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
+    if (end < line + len) {
+        cJSON_Delete(o);
+        return job_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
     }
     int rc = -1;
     SamplerParams *sp = &j->params.sampling;
@@ -218,18 +225,21 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
                                                    : &sp->repeat_penalty;
             *dst = (float)d;
         } else if (!strcmp(k, "seed")) {
-            // a number up to 2^53 (beyond it JSON readers round), or digits
+            // a number below 2^53, or digits: a JSON number is read as a
+            // double, which holds every integer below 2^53 but rounds
+            // 2^53 + 1 to 2^53, so from 2^53 on the number is not the text
             uint64_t seed = 0;
             int bad;
             if (cJSON_IsString(f)) {
                 bad = parse_u64(f->valuestring, &seed) != 0;
             } else {
                 d = 0;
-                bad = json_number(f, &d) || d != floor(d) || d < 0 || d > 9007199254740992.0;
+                bad = json_number(f, &d) || d != floor(d) || d < 0 || d >= 9007199254740992.0;
                 seed = bad ? 0 : (uint64_t)d;
             }
             if (bad) {
-                job_fail(j, "seed must be an integer in [0, 2^53], or a string of digits up to 2^64 - 1");
+                job_fail(j, "seed must be an integer below 2^53 (a JSON number from 2^53 on is rounded), or a "
+                            "string of digits up to 2^64 - 1");
                 goto done;
             }
             sp->seed = seed;
@@ -277,6 +287,22 @@ done:
     return rc;
 }
 
+// Where a line holds a NUL byte: the raw byte, or (--jsonl) a \u0000 in a
+// string; -1 if it does not. A NUL is refused, not cut: cJSON's strings end
+// at it (the prompt echoed, the JSONL prompt read) and no -p can hold one,
+// so the line could not be re-run alone.
+static long nul_at(const char *line, size_t len, int jsonl) {
+    const char *raw = memchr(line, '\0', len);
+    if (raw) return raw - line;
+    // a backslash is only ever inside a JSON string, escaping what follows it
+    for (size_t i = 0; jsonl && i + 1 < len; i++) {
+        if (line[i] != '\\') continue;
+        if (i + 6 <= len && !memcmp(line + i + 1, "u0000", 5)) return (long)i;
+        i++;  // the escaped character: "\\u0000" is a backslash, then text
+    }
+    return -1;
+}
+
 // A job for input line `index`: parsed, tokenized and checked, or failed.
 static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
                           const char *line, size_t len) {
@@ -290,6 +316,11 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     size_t prompt_len = len;
     int seed_given = 0;
     char *owned_prompt = NULL;
+    long nul = nul_at(line, len, o->jsonl);
+    if (nul >= 0) {
+        job_fail(j, "a NUL byte at byte %ld of the line: gpt takes none (-p could not repeat the prompt)", nul);
+        return j;
+    }
     if (o->jsonl) {
         prompt = NULL;
         if (parse_jsonl(j, line, len, &prompt, &prompt_len, &seed_given) != 0) return j;
@@ -379,7 +410,7 @@ static int write_job(Batch *b, Job *j) {
                    : 0;
     }
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "index", (double)j->index);
+    cJSON_AddItemToObject(r, "index", u64_json(j->index));
     if (j->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(j->id, 1));
     if (j->error) {
         cJSON_AddStringToObject(r, "error", j->error);
@@ -392,7 +423,7 @@ static int write_job(Batch *b, Job *j) {
         cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
         cJSON_AddNumberToObject(r, "prompt_tokens", (double)s->n_prompt);
         cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);
-        cJSON_AddItemToObject(r, "seed", seed_json(j->params.sampling.seed));
+        cJSON_AddItemToObject(r, "seed", u64_json(j->params.sampling.seed));
         cJSON *st = cJSON_CreateObject();
         cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
         cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));
@@ -504,11 +535,37 @@ static void print_batch_stats(const Batch *b, double wall) {
     fprintf(f, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), (double)peak_rss_bytes() / (1 << 20));
 }
 
+// The KV pool's blocks: --kv-budget, or by default 1 GiB but no more than
+// twice what --parallel full contexts take (the second half keeps finished
+// prompts' blocks for later prompts to share). 0 when --kv-budget is less
+// than one block.
+static size_t pool_blocks(const Options *o, const GPT2Config *c) {
+    size_t block_bytes = kvcache_bytes_per_token(c, o->kv_dtype) * KV_BLOCK;
+    size_t ctx_blocks = ((size_t)c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    size_t budget = o->kv_budget;
+    if (!budget) {
+        budget = (size_t)1 << 30;
+        if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
+            budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
+    }
+    return budget / block_bytes;
+}
+
 int run_batch(const Options *o) {
     Model m = {0};
     char model_path[4096];
+    catch_interrupts();
     int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
+    // A budget that no line can run in is the option's error, before any
+    // line is read (a line that alone needs more is that line's error).
+    size_t kv_blocks = pool_blocks(o, &m.config);
+    if (kv_blocks == 0) {
+        rc = usage_error(NULL, "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
+                         o->kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK);
+        model_free(&m);
+        return rc;
+    }
     rc = EXIT_RUNTIME;
     GptError err = {{0}};
     int owned = 0;
@@ -529,26 +586,13 @@ int run_batch(const Options *o) {
         goto done;
     }
     pool = threadpool_create((int)o->threads, &err);
-    size_t block_bytes = kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK;
-    // The default budget: 1 GiB, but no more than twice what --parallel full
-    // contexts take (the second half keeps finished prompts' blocks for
-    // later prompts to share).
-    size_t ctx_blocks = ((size_t)m.config.n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    size_t budget = o->kv_budget;
-    if (!budget) {
-        budget = (size_t)1 << 30;
-        if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
-            budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
-    }
-    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
-                       .kv_dtype = o->kv_dtype, .kv_blocks = budget / block_bytes,
-                       .share_prefixes = o->share_prefixes, .pool = pool};
-    if (!pool || ec.kv_blocks == 0) {
-        if (pool) gpt_error(&err, "--kv-budget %zu: less than one block of %d positions (%zu bytes)", budget, KV_BLOCK,
-                            block_bytes);
+    if (!pool) {
         report_error(&err);
         goto done;
     }
+    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
+                       .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
+                       .pool = pool};
     if (engine_init(&b.engine, &m, b.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;
@@ -560,7 +604,7 @@ int run_batch(const Options *o) {
     size_t window = 4 * (size_t)o->parallel + 64;
     size_t n_slots = 0;
     int interrupted_run = 0;
-    catch_interrupts();
+    defer_interrupts();  // from here on a signal ends the run after its step
     b.t0 = now_seconds();
     for (;;) {
         if (was_interrupted()) interrupted_run = 1;

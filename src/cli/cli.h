@@ -55,6 +55,7 @@ typedef struct {
     long parallel, prefill_chunk;
     uint64_t first_index;
     size_t kv_budget;    // bytes; 0: the default
+    const char *kv_budget_arg;  // --kv-budget as typed, for messages
     // --score
     int per_token;
     long stride;         // 0: the text must fit the context
@@ -88,6 +89,10 @@ int out_write(const void *p, size_t n);
 int out_flush(void);
 int out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int out_json_line(const cJSON *root);  // unformatted, one line
+// When stdout is a terminal and what out_write wrote last does not end a
+// line, a newline, so that the shell's prompt does not follow the text on
+// its line; into a file or a pipe nothing (the bytes stay the text's).
+int out_end_text(void);
 
 // locate.c
 // The demo model shipped with gpt (models/demo.bin, share/gpt/demo.bin).
@@ -118,15 +123,17 @@ int prompt_ids(Tokenizer *tok, const char *text, size_t len, int special, int32_
                GptError *err);
 // -s, or a seed drawn from the OS below 2^53.
 uint64_t run_seed(const Options *o);
-// SIGINT and SIGTERM set a flag (the first time; the second time they end
-// the process): the loops check it after each step.
+// SIGINT and SIGTERM (unless ignored when gpt started) exit 130 at once,
+// until defer_interrupts(): from then on they set a flag (the first time;
+// the second time they end the process), which the loops check after each step.
 void catch_interrupts(void);
+void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
 // Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.
 int print_escaped(const unsigned char *b, size_t len);
 cJSON *ids_json(const int32_t *ids, size_t n);
-cJSON *seed_json(uint64_t seed);  // exact digits
+cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)
 size_t peak_rss_bytes(void);
 // batch.c: gpt --batch.
 int run_batch(const Options *o);

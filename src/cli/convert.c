@@ -108,6 +108,7 @@ int run_convert(int argc, char **argv) {
         goto done;
     }
     tok = open_tokenizer(tokenizer_path, &m, src, &owned, &err);
+    defer_interrupts();  // a signal now cancels the write, which removes what it wrote
     if (!tok || modelbin_write_with(&m, tok, dst, &wopt, &bytes, &err) != 0) {
         report_error(&err);
         if (was_interrupted()) rc = EXIT_INTERRUPTED;

@@ -48,9 +48,10 @@ static const char *usage_text =
     "      --min-p P           drop tokens below P x the top probability, 0 = off (default 0)\n"
     "      --repeat-penalty R  CTRL repetition penalty, 1.0 = off (default 1.0)\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
-    "      --stop STR          stop when the text contains STR (repeatable); STR is not output\n"
+    "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
+    "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
-    "      --echo              print the prompt before the continuation\n"
+    "      --echo              print the prompt before the continuation (not with --json)\n"
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
     "      --jsonl             each line is a JSON object {\"prompt\": ..., \"id\", \"max_tokens\",\n"
     "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
@@ -59,12 +60,13 @@ static const char *usage_text =
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes (default 1G)\n"
     "      --unordered         write each result when it is done, not in input order\n"
     "      --text              one completion per line, \\ as \\\\, newline as \\n, CR as \\r\n"
-    "      --first-index N     the first line's index (default 0); seeds are -s + index\n"
+    "      --first-index N     the first line's index, 0 to 2^52 (default 0); seeds are -s + index\n"
     "      --prefill-chunk N   prompt tokens per step beside the decodes (default 128)\n"
     "      --no-prefix-sharing compute every prompt in full\n"
     "      --stats-json        the --stats report as one JSON line on stderr\n"
     "scoring (--score):\n"
     "      --per-token         one line per token: its text and log-probability, tab-separated\n"
+    "                          (not with --json, whose tokens and logprobs are per token)\n"
     "      --stride N          texts longer than the context: windows of the context, each\n"
     "                          N tokens after the last, scoring only its new tokens\n"
     "output:\n"
@@ -128,6 +130,42 @@ int parse_size(const char *s, size_t *out) {
     if ((*end == 'B' || *end == 'b') && end[1] == '\0') end++;
     if (errno || *end || v > SIZE_MAX / mult) return -1;
     *out = (size_t)(v * mult);
+    return 0;
+}
+
+// The C escape at r (a backslash): its length (2, or 4 for \xHH) with its
+// byte in *byte, or 0 if it is none. \x00 is none: it would end the string.
+static int escape_at(const char *r, char *byte) {
+    static const char from[] = "ntr\\\"", to[] = "\n\t\r\\\"";
+    const char *known = r[1] ? strchr(from, r[1]) : NULL;
+    if (known) {
+        *byte = to[known - from];
+        return 2;
+    }
+    if (r[1] != 'x' || !isxdigit((unsigned char)r[2]) || !isxdigit((unsigned char)r[3])) return 0;
+    char hex[3] = {r[2], r[3], 0};
+    *byte = (char)strtol(hex, NULL, 16);
+    return *byte ? 4 : 0;
+}
+
+// --stop's value with its C escapes read, so that --stop "\n\n" means what
+// a JSONL "stop":"\n\n" means. In place (a byte takes less room than its
+// escape), once every escape is known to be one; else -1 with *bad at the
+// first that is not, the text untouched.
+static int unescape(char *s, const char **bad) {
+    char byte;
+    for (const char *r = s; (r = strchr(r, '\\')); r += 2)
+        if (!escape_at(r, &byte)) {
+            *bad = r;
+            return -1;
+        }
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int n = *r == '\\' ? escape_at(r, &byte) : 0;
+        *w++ = n ? byte : *r;
+        r += n ? n : 1;
+    }
+    *w = '\0';
     return 0;
 }
 
@@ -330,11 +368,16 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (parse_long(v, &o->threads) || o->threads < 1 || o->threads > 1024)
                 return FAIL("%s %s: must be an integer in [1, 1024]", flag, v);
             break;
-        case O_STOP:
+        case O_STOP: {
+            const char *bad;
             if (!*v) return FAIL("%s: an empty stop string would stop at once", flag);
+            if (unescape(optarg, &bad) != 0)
+                return FAIL("%s %s: '%.*s' is not an escape (\\n \\t \\r \\\\ \\\" or \\xHH, not \\x00)",
+                            flag, v, bad[1] == 'x' ? 4 : 2, bad);
             if (o->n_stops == MAX_STOPS) return FAIL("%s: at most %d stop strings", flag, MAX_STOPS);
             o->stops[o->n_stops++] = v;
             break;
+        }
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_ECHO: o->echo = 1; break;
         case O_JSON: o->json = 1; break;
@@ -362,11 +405,15 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (parse_long(v, &o->stride) || o->stride < 1) return FAIL("%s %s: must be an integer >= 1", flag, v);
             break;
         case O_FIRST_INDEX:
-            if (parse_u64(v, &o->first_index)) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            // at most 2^52: the 2^52 lines after it that no run reaches keep
+            // every index below 2^53, exact in any JSON reader
+            if (parse_u64(v, &o->first_index) || o->first_index > (1ull << 52))
+                return FAIL("%s %s: must be an integer in [0, 2^52]", flag, v);
             break;
         case O_KV_BUDGET:
             if (parse_size(v, &o->kv_budget) || o->kv_budget == 0)
                 return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
+            o->kv_budget_arg = v;
             break;
         }
     }
@@ -380,5 +427,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (g[0] == '-' && g[1] != '-' && len > 2) len = 2;
             return FAIL("%.*s does not apply to %s", (int)len, g, mode_name(o->mode));
         }
+    // options that --json would silently drop
+    if (o->echo && o->json) return FAIL("--echo and --json exclude each other (the JSON has the prompt_tokens)");
+    if (o->per_token && o->json)
+        return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");
     return 0;
 }

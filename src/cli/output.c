@@ -3,6 +3,8 @@
  * here, so that no write error goes unnoticed: a full disk, a closed stdout
  * or a reader that went away (EPIPE, when SIGPIPE is ignored) is reported
  * once, as "gpt: stdout: No space left on device", and the caller stops.
+ * On a terminal, text ends with a newline (out_end_text); elsewhere the
+ * bytes are exactly the text's.
  */
 #include <cJSON.h>
 #include <errno.h>
@@ -10,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+
+static int line_open;  // the last byte out_write wrote was not a newline
 
 static int stdout_failed(void) {
     int e = errno ? errno : EIO;
@@ -22,7 +27,12 @@ static int stdout_failed(void) {
 int out_write(const void *p, size_t n) {
     errno = 0;
     if (n && fwrite(p, 1, n, stdout) != n) return stdout_failed();
+    if (n) line_open = ((const char *)p)[n - 1] != '\n';
     return 0;
+}
+
+int out_end_text(void) {
+    return line_open && isatty(STDOUT_FILENO) ? out_write("\n", 1) : 0;
 }
 
 int out_flush(void) {

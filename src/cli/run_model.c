@@ -20,22 +20,38 @@
 #include "matmul.h"
 
 // ----------------------------------------------------------------------------
-// Ctrl-C: the first one finishes the current step and ends the run as if it
-// had stopped there (stop_reason "interrupted", the stats, exit 130); a
-// second one ends the process at once, as usual.
+// Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
+// reading the prompt, scoring) nothing is written until the end, so gpt
+// exits 130 at once. Once it has started (defer_interrupts), the first one
+// finishes the current step and ends the run as if it had stopped there
+// (stop_reason "interrupted", the stats, exit 130); a second one ends the
+// process at once, as usual.
 
-static volatile sig_atomic_t interrupted;  // the one flag a signal handler may set
+static volatile sig_atomic_t interrupted;  // the flags a signal handler may set
+static volatile sig_atomic_t deferred;     // 0: exit at once
 
 static void on_interrupt(int sig) {
+    if (!deferred) _exit(EXIT_INTERRUPTED);
     interrupted = 1;
     signal(sig, SIG_DFL);
 }
 
+// A signal ignored when gpt started stays ignored, as POSIX tools do: a
+// shell ignores SIGINT for a script's `cmd &`, so that Ctrl-C spares it.
+static void catch_signal(int sig) {
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    signal(sig, on_interrupt);
+}
+
 void catch_interrupts(void) {
     interrupted = 0;
-    signal(SIGINT, on_interrupt);
-    signal(SIGTERM, on_interrupt);
+    deferred = 0;
+    catch_signal(SIGINT);
+    catch_signal(SIGTERM);
 }
+
+void defer_interrupts(void) { deferred = 1; }
 
 int was_interrupted(void) { return interrupted != 0; }
 
@@ -67,11 +83,12 @@ typedef struct {
     int have_seed;            // sampling happened (scoring has no seed)
 } RunStats;
 
-// A 64-bit seed as a JSON number: digits, exact (cJSON would round it to a
-// double). Seeds gpt draws are below 2^53, which every JSON reader keeps.
-cJSON *seed_json(uint64_t seed) {
+// A 64-bit integer as a JSON number: digits, exact (cJSON would round it to
+// a double). Seeds gpt draws and --batch indices are below 2^53, which every
+// JSON reader keeps.
+cJSON *u64_json(uint64_t v) {
     char digits[32];
-    snprintf(digits, sizeof digits, "%llu", (unsigned long long)seed);
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
     return cJSON_CreateRaw(digits);
 }
 
@@ -102,7 +119,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "decode_tok_s", rate(r->decode_tokens, r->decode_seconds));
     cJSON_AddNumberToObject(s, "peak_rss_bytes", (double)peak_rss_bytes());
     cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
-    if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
+    if (r->have_seed) cJSON_AddItemToObject(s, "seed", u64_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
     return s;
 }
@@ -249,9 +266,11 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
                 if (print_escaped(b, len) != 0 || out_printf("\t%s\n", lp) != 0) goto done;
             }
         }
-        // n tokens: n - 1 of them predicted (the first has no context)
-        if (n > 1 ? out_printf("tokens %zu  scored %zu  logprob_sum %.6f  perplexity %.4f\n", n, n - 1, sum, ppl)
-                  : out_printf("tokens 1  scored 0  logprob_sum 0  perplexity n/a (one token has nothing to predict)\n"))
+        // n tokens: n - 1 of them predicted (the first has no context); the
+        // fields separated by single spaces, for cut -d' ' and awk alike
+        if (n == 1) fprintf(stderr, "gpt: --score: one token has nothing to predict it: no perplexity\n");
+        if (n > 1 ? out_printf("tokens %zu scored %zu logprob_sum %.6f perplexity %.4f\n", n, n - 1, sum, ppl)
+                  : out_printf("tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"))
             goto done;
     }
     if (out_flush() != 0) goto done;
@@ -316,8 +335,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     KVPoolStats ps = kvpool_stats(engine.kv);
     r.kv_allocated = ps.n_blocks * ps.block_bytes;
 
+    defer_interrupts();  // from here on a signal ends the run after its step
     if (o->echo && !o->json && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
-    catch_interrupts();
     Sequence *batch[1] = {&seq};
     int stopped_by_user = 0;
     while (!seq.stop) {
@@ -370,6 +389,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
         int bad = out_json_line(root);
         cJSON_Delete(root);
         if (bad) goto done;
+    } else if (out_end_text() != 0) {
+        goto done;
     }
     if (out_flush() != 0) goto done;
     rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
@@ -390,6 +411,7 @@ done:
 int run_model(const Options *o) {
     Model m = {0};
     char model_path[4096];
+    catch_interrupts();
     int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;

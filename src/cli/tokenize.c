@@ -120,7 +120,7 @@ int run_tokenize(const Options *o) {
             fprintf(stderr, "gpt: --detokenize: %s\n", err.msg);
             goto done;
         }
-        if (out_write(text, text_len) != 0) goto done;
+        if (out_write(text, text_len) != 0 || out_end_text() != 0) goto done;
     }
     rc = out_flush() == 0 ? EXIT_OK : EXIT_RUNTIME;
 done:

@@ -129,6 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (o.parallel < 1 || o.parallel > 256) fuzz_fail("parallel %ld", o.parallel);
         if (o.prefill_chunk < 1 || o.prefill_chunk > 4096) fuzz_fail("prefill_chunk %ld", o.prefill_chunk);
         if (o.stride < 0) fuzz_fail("stride %ld", o.stride);
+        if (o.first_index > (1ull << 52)) fuzz_fail("first_index %llu", (unsigned long long)o.first_index);
         if (o.kv_dtype != DTYPE_F32 && o.kv_dtype != DTYPE_F16) fuzz_fail("kv_dtype %d", (int)o.kv_dtype);
         if (o.weight_dtype < -1 || o.weight_dtype > DTYPE_Q8) fuzz_fail("weight_dtype %d", o.weight_dtype);
         if (o.n_stops > MAX_STOPS) fuzz_fail("%zu stop strings", o.n_stops);
@@ -141,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         // Options of other modes are refused, so these hold in any mode.
         if (o.mode != MODE_GENERATE && (o.echo || o.keep_newline)) fuzz_fail("--echo/--keep-newline outside generation");
         if (o.mode != MODE_SCORE && (o.per_token || o.stride)) fuzz_fail("--per-token/--stride outside --score");
+        if (o.json && (o.echo || o.per_token)) fuzz_fail("--echo or --per-token with --json");
         if (o.mode != MODE_BATCH && (o.jsonl || o.unordered || o.text_output || o.stats_json || !o.share_prefixes))
             fuzz_fail("a --batch option outside --batch");
     }
