@@ -93,7 +93,17 @@ static const Subject CHECKPOINT_124M = {
 };
 
 // The demo model (models/demo.bin, F16 matrices), full run measured over
-// its held-out texts: DEMO_MEASURED below. The bounds: the same rule.
+// its held-out texts (36608 positions in 143 windows of 256; README), from
+// the shipped weights widened to float32 / from the training's float32
+// (--demo-f32 build/demo/hf):
+//               mean KL    max KL     top-1    greedy (13 prompts)
+//   f16         0          0          100%     13     / 2.05e-07 1.18e-05 99.96% 13
+//   bf16        1.19e-05   1.17e-03   99.75%   13     / 1.21e-05 1.40e-03 99.78% 13
+//   q8          9.44e-05   1.15e-02   99.26%   11     / 9.52e-05 1.11e-02 99.26% 11
+//   f16 kv      5.35e-09   5.94e-07   100.00%  13     / 2.11e-07 1.12e-05 99.96% 13
+// The bounds: the same rule as above (KL x 3, top-1 1.5 points lower,
+// greedy as measured, one prompt fewer for BF16 and Q8); F16 is the
+// shipped weights, so it must give float32's logits exactly.
 static const Subject DEMO = {
     "demo model", "models/demo.bin",
     {"tests/fixtures/heldout/sotu-2021.txt", "tests/fixtures/heldout/revelation.txt",
@@ -101,13 +111,14 @@ static const Subject DEMO = {
     0, 3, 0,  // windows of the model's context
     "tests/fixtures/demo_refs.json", 1,
     {
-        {"f32", DTYPE_F32, DTYPE_F32, 0, 1, 0, 0},
-        {"f16 weights", -1, DTYPE_F32, 1e-9, 0.999, 1e-9, 0},
-        {"bf16 weights", DTYPE_BF16, DTYPE_F32, 1, 0, 1, 0},
-        {"q8 weights", DTYPE_Q8, DTYPE_F32, 1, 0, 1, 0},
-        {"f16 kv cache", -1, DTYPE_F16, 1, 0, 1, 0},
+        {"f32", DTYPE_F32, DTYPE_F32, 0, 1, 0, 13},
+        {"f16 weights", -1, DTYPE_F32, 0, 1, 0, 13},
+        {"bf16 weights", DTYPE_BF16, DTYPE_F32, 3.6e-5, 0.9825, 3.5e-3, 12},
+        {"q8 weights", DTYPE_Q8, DTYPE_F32, 2.8e-4, 0.9776, 3.5e-2, 10},
+        {"f16 kv cache", -1, DTYPE_F16, 1.6e-8, 0.985, 1.8e-6, 13},
     },
 };
+
 enum { N_VARIANTS = MAX_VARIANTS, CHUNK = 128 };
 
 // softmax of a row in double: p (V)
