@@ -1,7 +1,8 @@
 #!/bin/sh
 # The README's outputs are what gpt prints: its first example (the demo
-# model, seeded, so the text is the same on every machine) and the
-# tokenizer examples are run and compared with the text the README shows.
+# model, seeded, so the text is the same on every machine), the KV-cache
+# lines of its --stats sample, and the tokenizer examples are run and
+# compared with the text the README shows.
 # Prints "check_readme: N passed, M failed" like the test binaries.
 # Environment: GPT (default build/gpt).
 GPT=${GPT:-build/gpt}
@@ -33,6 +34,18 @@ printf '%s' "$(cat "$tmp/want")" > "$tmp/want"   # no final newline: stdout is a
 eval "\"$GPT\" -m models/demo.bin $cmd" > "$tmp/got" 2> "$tmp/err"
 [ -s "$tmp/want" ] || echo "check_readme: no sample output after the first example" > "$tmp/want"
 check "./gpt $cmd" "$tmp/want" "$tmp/got"
+
+# The --stats sample: its KV-cache lines (the rest depends on the machine).
+line=$(grep -n -m1 '^    \$ \./gpt -p "Hello" -n 24 -s 1 --stats' README.md | cut -d: -f1)
+if [ -n "$line" ]; then
+    sed -n "$((line + 1)),\$p" README.md | awk '/^    / { sub(/^    /, ""); print; next } { exit }' |
+        grep '^kv ' > "$tmp/want"
+    "$GPT" -m models/demo.bin -p Hello -n 24 -s 1 --stats 2>&1 > /dev/null | grep '^kv ' > "$tmp/got"
+    check "--stats" "$tmp/want" "$tmp/got"
+else
+    echo "README: no --stats sample"
+    failed=$((failed + 1))
+fi
 
 # The tokenizer examples: the line after each command is its output.
 for example in '--tokenize -p "Hello world"' 'echo "15496 995" | ./gpt --detokenize'; do
