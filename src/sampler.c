@@ -5,6 +5,11 @@
  * What it does: the repetition penalty in place on the logits, then one pass
  * that turns the surviving logits into unnormalized weights exp((l - max)/T)
  * in double, then the filters on that candidate list, then one draw.
+ * Greedy stops at the argmax. Where every weight counts (temperature alone,
+ * or top-p without top-k), the answer is first decided from vector
+ * approximations of the weights, and only when their error bounds prove it
+ * is the answer the exact weights give; otherwise (about once in a million
+ * draws) the exact computation runs. The tokens are the same either way.
  * What it does not: it never sorts the whole vocabulary when a filter is on.
  * top-k finds its threshold with a size-k min-heap (O(V log k)); top-p finds
  * the bucket of a logit histogram where the nucleus ends, then the cut inside
@@ -22,6 +27,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 // ---------------------------------------------------------------------------
 // RNG
@@ -208,13 +216,30 @@ static void heap_sift_down(float *h, size_t n, size_t i) {
     }
 }
 
+// The largest of x[0..n) that is not NaN (-inf if none): a block of logits
+// whose max fails a test fails it in every element, so a scan may skip it.
+enum { SKIP_BLOCK = 64 };
+static inline float block_max(const float *x, size_t n) {
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (size_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 // The k-th largest non-NaN logit (k < V), kept in a size-k min-heap whose
 // root is the smallest of the k largest so far. -inf if fewer than k logits
-// are non-NaN, so that everything usable is kept.
+// are non-NaN, so that everything usable is kept. Once the heap is full, a
+// logit changes it only if it is above the root, and the root only rises:
+// a block of logits none of which is above the root is skipped whole.
 static float top_k_threshold(float *heap, const float *logits, size_t V,
                              size_t k) {
     size_t n = 0;
     for (size_t i = 0; i < V; i++) {
+        if (n == k && i % SKIP_BLOCK == 0 && i + SKIP_BLOCK <= V &&
+            !(block_max(logits + i, SKIP_BLOCK) > heap[0])) {
+            i += SKIP_BLOCK - 1;
+            continue;
+        }
         float l = logits[i];
         if (isnan(l)) continue;
         if (n < k) {
@@ -337,26 +362,383 @@ static size_t top_p_filter(Sampler *sp, size_t n, double z) {
     return k;
 }
 
-size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
-                            size_t n_history, const SamplerCand **out,
-                            double *total) {
+// The first index of the largest logit and its value (NaN never counts; all
+// NaN or -inf gives index 0 and -inf): what the loop
+//     for (i = 0; i < V; i++) if (x[i] > max) { max = x[i]; imax = i; }
+// gives, in two vectorized passes. The max is exact in any order (NaN never
+// wins a comparison), the first element equal to it is the loop's (the
+// strict > keeps the first of a tie; +0 and -0 compare equal, and the loop
+// keeps whichever zero came first), and its value is the loop's max.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+static size_t argmax(const float *x, size_t V, float *max) {
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (size_t i = 0; i < V; i++) m = x[i] > m ? x[i] : m;
+    *max = m;
+    if (m == -INFINITY) return 0;
+    // the first block of 64 that holds it, then the place in the block
+    enum { BLOCK = 64 };
+    size_t b = 0;
+    for (; b + BLOCK <= V; b += BLOCK) {
+        int hit = 0;
+#pragma omp simd reduction(| : hit)
+        for (size_t i = b; i < b + BLOCK; i++) hit |= x[i] == m;
+        if (hit) break;
+    }
+    size_t i = b;
+    while (x[i] != m) i++;  // it is there: in this block, or in the tail
+    *max = x[i];
+    return i;
+}
+
+// The scaled logits sl[i] = (l[i] - lmax) / T, in double (exact: every
+// float fits, and the difference of two floats this close is exact too).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+static void scaled_logits(double *sl, const float *l, size_t V, float lmax, double T) {
+    if (T == 1.0) {  // x / 1 is x: no division
+#pragma omp simd
+        for (size_t i = 0; i < V; i++) sl[i] = (double)l[i] - (double)lmax;
+        return;
+    }
+#pragma omp simd
+    for (size_t i = 0; i < V; i++) sl[i] = ((double)l[i] - (double)lmax) / T;
+}
+
+// Temperature sampling with no filter, exactly: what the candidate list and
+// the inverse CDF below give, without the list. Each weight exp(sl) is the
+// same double, added to the running sum in the same order; cum[i] holds the
+// running sum after id i (ids of weight 0, NaN or -inf logits, add nothing
+// and repeat the sum before them). The inverse CDF returns the first
+// candidate whose running sum exceeds u * z: that is the first id with
+// cum[i] > u * z (such an id raised the sum, so it is a candidate; every
+// candidate before it had a sum <= the target), found by bisection. The
+// last candidate catches a target at or past the final sum, as before.
+static int32_t sample_plain_exact(Sampler *sp, const float *logits, float lmax, double u) {
+    SamplerScratch *s = scratch_of(sp);
+    size_t V = s->vocab_size;
+    // (V) doubles in the top-p scratch, which this draw does not use
+    double *cum = (double *)(void *)s->sorted;
+    scaled_logits(cum, logits, V, lmax, (double)sp->params.temperature);
+    double z = 0.0;
+    size_t last = 0;
+    for (size_t i = 0; i < V; i++) {
+        double w = exp(cum[i]);  // NaN stays NaN, -inf gives 0: neither counts
+        if (w > 0) {
+            z += w;
+            last = i;
+        }
+        cum[i] = z;
+    }
+    double target = u * z;
+    size_t lo = 0, hi = V;  // the first i with cum[i] > target is in [lo, hi]
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (target < cum[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    return (int32_t)(lo < V ? lo : last);
+}
+
+// ---------------------------------------------------------------------------
+// The same draw, decided from approximate weights when they prove the answer
+//
+// sample_plain_exact spends nearly all its time in exp() (50257 calls for
+// GPT-2). Its answer is the first id j with cum[j] > t = fl(u * z), and the
+// sums are known closely without libm: a vector exp within 1e-12 of exp()
+// (exp8 below) gives sums within a relative 1e-12 plus the rounding
+// of the sums themselves (at most (n - 1) 2^-53 of the sum, however they
+// are added, for n positive terms; libm's own sequential sums obey the same
+// bound). So with E_k the exact sum of libm's weights of ids 0..k, A_k our
+// approximation of it and e the total relative slack,
+//     cum[k] in E_k [1 - g, 1 + g],   E_k in A_k [1 - e, 1 + e],
+// and t = u z (1 + 2^-53 at most). If A's crossing j has A_{j-1}, widened by
+// every error, still below t narrowed by every error, and A_j narrowed
+// above t widened, then cum[j-1] <= t < cum[j]: j is the exact answer. When
+// the target lies too close to a boundary to tell (a chance of about 2 e
+// per candidate, some 1e-6 a draw for GPT-2), the exact draw runs. Same
+// answer, same RNG use, in any case.
+
+enum { APPROX_BLOCK = 256 };  // ids per partial sum
+#define APPROX_FLOOR (-708.0) // below: weight 0 (libm's is < 4e-308)
+
+// The approximate weights of l[0..n) (scaled: (l - lmax) * inv_t): their
+// sum, and each in out if not NULL.
+typedef double (*ApproxWeightsFn)(const float *l, size_t n, double lmax, double inv_t, double *out);
+// The approximate weights of exact scaled logits sl[0..n) into out; their sum.
+typedef double (*ApproxSlFn)(const double *sl, size_t n, double *out);
+
+// The weight of one scaled logit x <= 0 where the vector code cannot take it
+// (the tail of a block): libm's, exactly, with the floor.
+static inline double approx_one(float l, double lmax, double inv_t) {
+    double x = ((double)l - lmax) * inv_t;
+    return x >= APPROX_FLOOR ? exp(x) : 0.0;  // NaN fails the >=
+}
+
+#if defined(__x86_64__)
+// exp(x) for x in [-708, 0], 8 (AVX-512) or 4 (AVX2) at a time: x = k ln2 + r
+// with |r| <= ln2/2 (Cody-Waite, ln2 in two parts, with fused multiply-adds),
+// exp(r) by its Taylor polynomial of degree 11 (truncation < 1e-14
+// relative), times 2^k built in the exponent bits: within 2e-14 of exp(x).
+// x = (l - lmax) * (1/T) instead of libm's (l - lmax) / T differs by at
+// most 3 roundings of x, 3 x 708 x 2^-53 = 2.4e-13 relative in the weight:
+// with libm's own error (an ulp), within the 1e-12 the bound assumes.
+#define EXP_LOG2E 1.4426950408889634
+#define EXP_LN2HI 0x1.62e42fefa39efp-1
+#define EXP_LN2LO 0x1.abc9e3b39803fp-56
+#define EXP_SHIFT 0x1.8p52
+enum { EXP_DEGREE = 11 };
+static const double EXP_TAYLOR[EXP_DEGREE + 1] = {
+    1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880,
+    1.0 / 3628800, 1.0 / 39916800,
+};
+
+#define TGT512_EXP __attribute__((target("avx512f,fma")))
+TGT512_EXP static inline __m512d exp8(__m512d x) {
+    const __m512d shift = _mm512_set1_pd(EXP_SHIFT);
+    __m512d kd = _mm512_fmadd_pd(x, _mm512_set1_pd(EXP_LOG2E), shift);
+    __m512i bits = _mm512_castpd_si512(kd);  // shift + k: k in the low bits
+    kd = _mm512_sub_pd(kd, shift);
+    __m512d r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(EXP_LN2HI), x);
+    r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(EXP_LN2LO), r);
+    __m512d p = _mm512_set1_pd(EXP_TAYLOR[EXP_DEGREE]);
+    for (int i = EXP_DEGREE - 1; i >= 0; i--) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(EXP_TAYLOR[i]));
+    __m512i e = _mm512_slli_epi64(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)), 52);  // 2^k
+    return _mm512_mul_pd(p, _mm512_castsi512_pd(e));
+}
+
+TGT512_EXP static double approx_weights_avx512(const float *l, size_t n, double lmax, double inv_t, double *out) {
+    const __m512d vmax = _mm512_set1_pd(lmax), vinv = _mm512_set1_pd(inv_t), floor = _mm512_set1_pd(APPROX_FLOOR);
+    __m512d acc = _mm512_setzero_pd();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512d x = _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(l + i)), vmax), vinv);
+        __mmask8 ok = _mm512_cmp_pd_mask(x, floor, _CMP_GE_OQ);  // NaN: not ok
+        __m512d w = _mm512_maskz_mov_pd(ok, exp8(_mm512_max_pd(x, floor)));
+        if (out) _mm512_storeu_pd(out + i, w);
+        acc = _mm512_add_pd(acc, w);
+    }
+    double sum = _mm512_reduce_add_pd(acc);
+    for (; i < n; i++) {
+        double w = approx_one(l[i], lmax, inv_t);
+        if (out) out[i] = w;
+        sum += w;
+    }
+    return sum;
+}
+
+#define TGT2_EXP __attribute__((target("avx2,fma")))
+TGT2_EXP static inline __m256d exp4(__m256d x) {
+    const __m256d shift = _mm256_set1_pd(EXP_SHIFT);
+    __m256d kd = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_LOG2E), shift);
+    __m256i bits = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    __m256d r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2HI), x);
+    r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2LO), r);
+    __m256d p = _mm256_set1_pd(EXP_TAYLOR[EXP_DEGREE]);
+    for (int i = EXP_DEGREE - 1; i >= 0; i--) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(EXP_TAYLOR[i]));
+    __m256i e = _mm256_slli_epi64(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)), 52);
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+}
+
+TGT2_EXP static double approx_weights_avx2(const float *l, size_t n, double lmax, double inv_t, double *out) {
+    const __m256d vmax = _mm256_set1_pd(lmax), vinv = _mm256_set1_pd(inv_t), floor = _mm256_set1_pd(APPROX_FLOOR);
+    __m256d acc = _mm256_setzero_pd();
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d x = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(l + i)), vmax), vinv);
+        __m256d ok = _mm256_cmp_pd(x, floor, _CMP_GE_OQ);
+        __m256d w = _mm256_and_pd(ok, exp4(_mm256_max_pd(x, floor)));
+        if (out) _mm256_storeu_pd(out + i, w);
+        acc = _mm256_add_pd(acc, w);
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, acc);
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < n; i++) {
+        double w = approx_one(l[i], lmax, inv_t);
+        if (out) out[i] = w;
+        sum += w;
+    }
+    return sum;
+}
+
+TGT512_EXP static double approx_sl_avx512(const double *sl, size_t n, double *out) {
+    const __m512d floor = _mm512_set1_pd(APPROX_FLOOR);
+    __m512d acc = _mm512_setzero_pd();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512d x = _mm512_loadu_pd(sl + i);
+        __mmask8 ok = _mm512_cmp_pd_mask(x, floor, _CMP_GE_OQ);
+        __m512d w = _mm512_maskz_mov_pd(ok, exp8(_mm512_max_pd(x, floor)));
+        _mm512_storeu_pd(out + i, w);
+        acc = _mm512_add_pd(acc, w);
+    }
+    double sum = _mm512_reduce_add_pd(acc);
+    for (; i < n; i++) sum += out[i] = sl[i] >= APPROX_FLOOR ? exp(sl[i]) : 0.0;
+    return sum;
+}
+
+TGT2_EXP static double approx_sl_avx2(const double *sl, size_t n, double *out) {
+    const __m256d floor = _mm256_set1_pd(APPROX_FLOOR);
+    __m256d acc = _mm256_setzero_pd();
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d x = _mm256_loadu_pd(sl + i);
+        __m256d ok = _mm256_cmp_pd(x, floor, _CMP_GE_OQ);
+        __m256d w = _mm256_and_pd(ok, exp4(_mm256_max_pd(x, floor)));
+        _mm256_storeu_pd(out + i, w);
+        acc = _mm256_add_pd(acc, w);
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, acc);
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < n; i++) sum += out[i] = sl[i] >= APPROX_FLOOR ? exp(sl[i]) : 0.0;
+    return sum;
+}
+#endif
+
+static ApproxSlFn approx_sl_fn(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return approx_sl_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return approx_sl_avx2;
+#endif
+    return NULL;
+}
+
+// The vector code this CPU runs, or NULL (then every draw is exact).
+static ApproxWeightsFn approx_weights_fn(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return approx_weights_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return approx_weights_avx2;
+#endif
+    return NULL;
+}
+
+static int32_t sample_plain(Sampler *sp, const float *logits, float lmax, double u) {
+    ApproxWeightsFn weights = approx_weights_fn();
+    SamplerScratch *s = scratch_of(sp);
+    size_t V = s->vocab_size;
+    if (!weights || V > ((size_t)1 << 40)) return sample_plain_exact(sp, logits, lmax, u);
+    double inv_t = 1.0 / (double)sp->params.temperature, dmax = lmax;
+    // (blocks) partial sums, then one block's weights, in the top-p scratch
+    size_t blocks = (V + APPROX_BLOCK - 1) / APPROX_BLOCK;
+    double *part = (double *)(void *)s->sorted, *w = part + blocks;
+    double A = 0.0;
+    for (size_t b = 0; b < blocks; b++) {
+        size_t i0 = b * APPROX_BLOCK, n = V - i0 < APPROX_BLOCK ? V - i0 : APPROX_BLOCK;
+        A += part[b] = weights(logits + i0, n, dmax, inv_t, NULL);
+    }
+    // The slack: 1e-12 for the weights, (V + blocks + 2) 2^-53 for any of
+    // the sums (ours, libm's sequential ones, the rounding of u z), both
+    // doubled, then twice that as a factor; and the weights below the floor
+    // (at most V x 4e-308 in all), added.
+    double e = 2 * (1e-12 + (double)(V + blocks + 2) * 0x1p-53), F = 1 + 2 * e, eta = (double)V * 4e-308;
+    double t = u * A;
+    double before = 0.0;  // A of the ids before block b
+    size_t b = 0;
+    while (b < blocks && !(t < before + part[b])) before += part[b++];
+    if (b == blocks) return sample_plain_exact(sp, logits, lmax, u);
+    size_t i0 = b * APPROX_BLOCK, n = V - i0 < APPROX_BLOCK ? V - i0 : APPROX_BLOCK;
+    weights(logits + i0, n, dmax, inv_t, w);
+    double run = before;
+    for (size_t i = 0; i < n; i++) {
+        double next = run + w[i];
+        if (t < next) {
+            // cum[j-1] <= t and t < cum[j], each with every error against it
+            double t_lo = u * (A / (F * F) - eta), t_hi = u * (A + eta) * (F * F);
+            if ((run + eta) * F <= t_lo && t_hi < next / F - eta) return (int32_t)(i0 + i);
+            break;
+        }
+        run = next;
+    }
+    return sample_plain_exact(sp, logits, lmax, u);
+}
+
+// Top-p (with no top-k) decided from approximate weights when they prove the
+// nucleus, the way sample_plain decides a draw. The exact filter keeps the
+// tokens, in the top-p order, while a float sum of the weights before each
+// is below limit = (p - eps) z; every such sum is a sum of exp()'s weights
+// of the tokens before that rank (in some order: buckets, partitions), so
+// it is within (n + 600) 2^-53 of the exact sum M_r, and limit within as
+// much of (p - eps) Z (Z the exact total). The same filter on approximate
+// weights keeps some c tokens; if M_{c-1} (the mass before the last kept)
+// is below the limit and M_c (the mass of all c) above it, each by more
+// than every error, the exact filter keeps the same c tokens (M_r rises
+// with r, so no rank between decides otherwise). Then only those tokens
+// need exp(): their weights are recomputed from the same scaled logits, and
+// min-p and the draw see exactly what they always did. Returns the count
+// kept (in cand, ascending id, exp()'s weights), or 0 when the approximate
+// weights cannot tell (then the exact filter runs).
+static size_t top_p_certified(Sampler *sp, const float *logits, float lmax) {
+    SamplerScratch *s = scratch_of(sp);
+    size_t V = s->vocab_size;
+    ApproxSlFn weights = approx_sl_fn();
+    double p_eps = (double)sp->params.top_p - SAMPLER_TOP_P_EPS;
+    if (!weights || !(p_eps > 0) || V > ((size_t)1 << 40)) return 0;
+    // (2V) doubles of the top-p scratch: scaled logits, then weights (the
+    // filter reuses the scratch once they are in the candidates)
+    double *sl = (double *)(void *)s->sorted, *a = sl + V;
+    scaled_logits(sl, logits, V, lmax, (double)sp->params.temperature);
+    double A = weights(sl, V, a);
+    // Only the tokens whose scaled logit is at least s_min go to the filter:
+    // the tokens below it weigh less than (1 - p) A / (2 V) each, less than
+    // half the mass the nucleus leaves out all together, so the cut lies
+    // above them. (Where it does not, all go.) Any such set is the start of
+    // the top-p order, and so is what the filter keeps of it: the
+    // certificate below needs nothing else.
+    double s_min = log((1.0 - p_eps) * A / (2.0 * (double)V));
+    size_t n = 0;
+    double kept_mass = 0.0;
+    for (int all = 0; all < 2; all++) {
+        n = 0;
+        kept_mass = 0.0;
+        double lo = all ? -INFINITY : s_min;
+        for (size_t i = 0; i < V; i++) {  // without branches: which pass is a coin toss
+            size_t in = (size_t)(a[i] > 0) & (size_t)(sl[i] >= lo);  // NaN fails both
+            s->cand[n] = (SamplerCand){.logit = sl[i], .weight = a[i], .id = (int32_t)i};
+            n += in;
+            kept_mass += a[i] * (double)in;
+        }
+        // the filter needs the candidates' mass to pass the limit
+        if (all || kept_mass > 1.001 * p_eps * A) break;
+    }
+    size_t k = n > 1 ? top_p_filter(sp, n, A) : n;
+    size_t last = 0;  // the kept token latest in the order
+    for (size_t j = 1; j < k; j++)
+        if (cand_before(&s->cand[last], &s->cand[j])) last = j;
+    double mass = 0.0, before = 0.0;
+    for (size_t j = 0; j < k; j++) {
+        mass += s->cand[j].weight;
+        if (j != last) before += s->cand[j].weight;
+    }
+    // slack as in sample_plain, for sums of up to 2V + 600 terms
+    double e = 2 * (1e-12 + (double)(2 * V + 602) * 0x1p-53), F = 1 + 2 * e, eta = (double)V * 4e-308;
+    double L = p_eps * A;
+    if (!((before + eta) * F * F + eta < L / (F * F) && mass / (F * F) - eta > (L + eta) * F * F)) return 0;
+    for (size_t j = 0; j < k; j++) s->cand[j].weight = exp(s->cand[j].logit);
+    return k;
+}
+
+// sampler_distribution after the penalty and the max.
+static size_t distribution(Sampler *sp, const float *logits, float lmax, size_t imax,
+                           const SamplerCand **out, double *total) {
     SamplerScratch *s = scratch_of(sp);
     size_t V = s->vocab_size;
     const SamplerParams *P = &sp->params;
     *out = s->cand;
     *total = 0.0;
-    apply_repeat_penalty(sp, logits, history, n_history);
-
-    float lmax = -INFINITY;
-    size_t imax = 0;
-    for (size_t i = 0; i < V; i++)
-        if (logits[i] > lmax) { lmax = logits[i]; imax = i; }  // NaN never >
     // All NaN/-inf leaves nothing to choose; a +inf makes every finite
     // weight zero and inf - inf NaN. Both mean the forward pass went wrong.
     if (!isfinite(lmax)) return 0;
 
     if (P->temperature == 0.0f) {
-        // Strict > above, so the lowest id of a tie won (torch.argmax too).
+        // The lowest id of a tie won (torch.argmax too).
         s->cand[0] = (SamplerCand){.logit = 0.0, .weight = 1.0,
                                    .id = (int32_t)imax};
         *total = 1.0;
@@ -373,7 +755,13 @@ size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
     double T = P->temperature;
     size_t n = 0;
     double z = 0.0;
+    if (P->top_p < 1.0f && thr == -INFINITY && (n = top_p_certified(sp, logits, lmax)) > 0) goto min_p;
     for (size_t i = 0; i < V; i++) {
+        // a block below top-k (or NaN) gives no candidate
+        if (i % SKIP_BLOCK == 0 && i + SKIP_BLOCK <= V && !(block_max(logits + i, SKIP_BLOCK) >= thr)) {
+            i += SKIP_BLOCK - 1;
+            continue;
+        }
         float l = logits[i];
         if (!(l >= thr)) continue;  // below top-k, or NaN
         double sl = ((double)l - (double)lmax) / T;
@@ -386,6 +774,7 @@ size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
 
     if (P->top_p < 1.0f && n > 1) n = top_p_filter(sp, n, z);
 
+min_p:
     if (P->min_p > 0.0f) {
         // HF compares probabilities with min_p * max probability; the common
         // normalizer cancels, and the max weight is the argmax's exp(0) = 1,
@@ -403,11 +792,29 @@ size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
     return n;
 }
 
+size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
+                            size_t n_history, const SamplerCand **out,
+                            double *total) {
+    apply_repeat_penalty(sp, logits, history, n_history);
+    float lmax;
+    size_t imax = argmax(logits, scratch_of(sp)->vocab_size, &lmax);
+    return distribution(sp, logits, lmax, imax, out, total);
+}
+
 int32_t sampler_sample_u(Sampler *s, float *logits, const int32_t *history,
                          size_t n_history, double u) {
+    const SamplerParams *P = &s->params;
+    apply_repeat_penalty(s, logits, history, n_history);
+    float lmax;
+    size_t imax = argmax(logits, scratch_of(s)->vocab_size, &lmax);
+    if (!isfinite(lmax)) return -1;
+    if (P->temperature == 0.0f) return (int32_t)imax;
+    size_t V = scratch_of(s)->vocab_size;
+    if ((P->top_k == 0 || (size_t)P->top_k >= V) && !(P->top_p < 1.0f) && !(P->min_p > 0.0f))
+        return sample_plain(s, logits, lmax, u);
     const SamplerCand *c;
     double z;
-    size_t n = sampler_distribution(s, logits, history, n_history, &c, &z);
+    size_t n = distribution(s, logits, lmax, imax, &c, &z);
     if (n == 0) return -1;
     // Inverse CDF in id order. The last token catches a target that rounding
     // pushed to or past the final cumulative sum.
