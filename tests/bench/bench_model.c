@@ -37,59 +37,13 @@
 #include "model.h"
 #include "threads.h"
 
+#include "bench_util.h"
+
 char *openblas_get_corename(void);
 
 static void die(const GptError *err) {
     fprintf(stderr, "bench: %s\n", err->msg);
     exit(1);
-}
-
-// ---------------------------------------------------------------------------
-// memory read bandwidth
-
-typedef struct {
-    const uint64_t *data;
-    size_t n;
-    uint64_t sum;
-} ReadJob;
-
-static void *read_job(void *arg) {
-    ReadJob *j = arg;
-    // Four independent sums so the loop is limited by loads, not by one
-    // dependency chain; integer adds vectorise without reassociation worries.
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 4 <= j->n; i += 4) {
-        a += j->data[i];
-        b += j->data[i + 1];
-        c += j->data[i + 2];
-        d += j->data[i + 3];
-    }
-    j->sum = a ^ b ^ c ^ d;
-    return NULL;
-}
-
-// GB/s, best of `reps`.
-static double read_bandwidth(const uint64_t *buf, size_t n, int threads, int reps) {
-    double best = 0;
-    for (int rep = 0; rep < reps; rep++) {
-        pthread_t tid[64];
-        ReadJob jobs[64];
-        double t0 = now_seconds();
-        for (int i = 0; i < threads; i++) {
-            jobs[i] = (ReadJob){buf + n / (size_t)threads * (size_t)i, n / (size_t)threads, 0};
-            pthread_create(&tid[i], NULL, read_job, &jobs[i]);
-        }
-        uint64_t sink = 0;
-        for (int i = 0; i < threads; i++) {
-            pthread_join(tid[i], NULL);
-            sink ^= jobs[i].sum;
-        }
-        double dt = now_seconds() - t0;
-        if (sink == 42) printf(" ");  // keep the sums alive
-        double gbs = (double)(n * sizeof *buf) / dt / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    return best;
 }
 
 // GFLOP/s of OpenBLAS sgemm over one layer's four products at T tokens
@@ -206,6 +160,9 @@ int main(int argc, char **argv) {
     uint64_t *buf = malloc(n_words * sizeof *buf);
     for (size_t i = 0; i < n_words; i++) buf[i] = i;
 
+    char cpu[256];
+    cpu_description(cpu, sizeof cpu);
+    printf("cpu: %s\n", cpu);
     printf("model: %s, %zu params; kernels %s; OpenBLAS core %s (the sgemm bound)\n", argv[1], models[0].n_params,
            matmul_isa_in_use(), openblas_get_corename());
     for (int t = 1; t <= 2; t++) {

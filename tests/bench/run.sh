@@ -3,13 +3,17 @@
 # Each speed is printed beside a bound or a baseline measured in the same
 # run, variants interleaved, best of the rounds (the machines are shared).
 # Environment: BUILD (default build), CKPT_DIR (generated checkpoints),
-# BENCH_BASE (the commit "today's float32" is built from, default 4f7708d).
+# BENCH_BASE (the commit "today's float32" is built from, default 4f7708d),
+# DEMO (the demo model, default models/demo.bin).
 BUILD=${BUILD:-build}
 CKPT_DIR=${CKPT_DIR:-build/ckpt}
 BENCH_BASE=${BENCH_BASE:-4f7708d}
 GPT=$BUILD/gpt
 M124=$CKPT_DIR/gpt2-124M-shaped
+DEMO=${DEMO:-models/demo.bin}
 set -e
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
 
 echo "== tokenizer (one core)"
 "$BUILD"/bench/bench_tokenizer
@@ -17,6 +21,64 @@ echo "== tokenizer (one core)"
 echo
 echo "== forward pass, GPT-2 124M shape: bounds and our kernels (library level)"
 "$BUILD"/bench/bench_model "$M124"
+
+echo
+echo "== the demo model ($DEMO): decode of one sequence beside its bound, and where a step's time goes"
+if [ -f "$DEMO" ]; then
+    "$BUILD"/bench/bench_demo "$DEMO" | tee "$TMP/demo.txt"
+    bound1=$(sed -n 's/^bound: 1 thread \([0-9]*\) tok\/s (\([^)]*\)).*/\1 (\2)/p' "$TMP/demo.txt")
+    bound2=$(sed -n 's/^bound: .*, 2 threads \([0-9]*\) tok\/s (\([^)]*\)).*/\1 (\2)/p' "$TMP/demo.txt")
+    # The gpt command, end to end: decode tok/s as --stats reports it (the
+    # engine's steps), and as a user sees it: the wall of -n 200 less the
+    # wall of -n 1, over the 199 tokens between (the CLI's own work too:
+    # each token's text written and flushed). Variants interleaved, best of 3.
+    dprompt="It was the best of times, it was the worst of times, it was the age of"
+    demo_run() {  # THREADS N SAMPLING... -> "decode_tok_s wall_seconds"
+        t=$1
+        n=$2
+        shift 2
+        t0=$(date +%s.%N)
+        r=$("$GPT" -m "$DEMO" -p "$dprompt" -n "$n" --ignore-eos -t "$t" --stats "$@" 2>&1 >/dev/null |
+            sed -n 's/^decode: .*= \([0-9.]*\) tok\/s/\1/p')
+        t1=$(date +%s.%N)
+        echo "$r $t0 $t1" | awk '{ printf "%s %.4f", $1, $3 - $2 }'
+    }
+    for t in 1 2; do
+        for mode in greedy default; do
+            eval "stats_${t}_$mode=0 wall_${t}_$mode=1e9 one_${t}_$mode=1e9"
+        done
+    done
+    for round in 1 2 3; do
+        for t in 1 2; do
+            for mode in greedy default; do
+                flags="-s 1"
+                [ $mode = greedy ] && flags="--temp 0"
+                # shellcheck disable=SC2086  # $flags is two words
+                set -- $(demo_run "$t" 200 $flags) $(demo_run "$t" 1 $flags)
+                eval "old=\$stats_${t}_$mode; w=\$wall_${t}_$mode; o=\$one_${t}_$mode"
+                eval "stats_${t}_$mode=$(echo "$old $1" | awk '{ print ($2 > $1) ? $2 : $1 }')"
+                eval "wall_${t}_$mode=$(echo "$w $2" | awk '{ print ($2 < $1) ? $2 : $1 }')"
+                eval "one_${t}_$mode=$(echo "$o $4" | awk '{ print ($2 < $1) ? $2 : $1 }')"
+            done
+        done
+    done
+    np=$("$GPT" -m "$DEMO" --tokenize -p "$dprompt" | wc -w)
+    echo "  the gpt command, a ${np}-token prompt, -n 200 --ignore-eos (best of 3; the bound from bench_demo above):"
+    for t in 1 2; do
+        eval "b=\$bound$t"
+        for mode in greedy default; do
+            eval "st=\$stats_${t}_$mode; w=\$wall_${t}_$mode; o=\$one_${t}_$mode"
+            label="--temp 0"
+            [ $mode = default ] && label="default sampling (temperature 1)"
+            echo "$t $st $w $o ${b%% *}" | awk -v label="$label" -v why="${b#* }" '{
+                e2e = 199 / ($3 - $4)
+                printf "  threads %d, %-34s decode %5.0f tok/s (--stats), %5.0f end to end = %3.0f%% / %3.0f%% of the bound, %s %s\n",
+                    $1, label ":", $2, e2e, 100 * $2 / $5, 100 * e2e / $5, $5, why }'
+        done
+    done
+else
+    echo "  (no $DEMO: skipped)"
+fi
 
 # model.bin files of each dtype
 for dt in f32 f16 bf16 q8; do
@@ -84,8 +146,6 @@ echo "  safetensors (published layout, converted on load): $t s"
 echo
 echo "== gpt --batch: 64 prompts of 10-100 tokens, -n 64, f32 model.bin, 2 threads"
 BIN=$CKPT_DIR/124M-f32.bin
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
 i=0
 while [ $i -lt 64 ]; do
     n=$((10 + (i * 37) % 91))
