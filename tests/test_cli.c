@@ -131,6 +131,17 @@ static void test_model_errors(void) {
     CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/model.bin") && one_line(r.err) && r.out_len == 0,
           "missing model: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
+    // a stale $GPT_MODEL: the message says where the path came from; -m does not
+    setenv("GPT_MODEL", "/nonexistent/env.bin", 1);
+    r = RUN("-p", "x");
+    CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/env.bin: No such file or directory") &&
+              strstr(r.err, "$GPT_MODEL") && one_line(r.err),
+          "stale GPT_MODEL: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", "/nonexistent/model.bin", "-p", "x");
+    CHECK(r.rc == 1 && !strstr(r.err, "GPT_MODEL"), "-m over GPT_MODEL: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    unsetenv("GPT_MODEL");
 
     // A truncated copy of the tiny checkpoint.
     char src[2048], dst[1024];

@@ -187,7 +187,14 @@ int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_ou
     }
     GptError err = {{0}};
     WeightOptions wo = {.matrix_dtype = weight_dtype};
-    if (model_load_with(m, path, &wo, &err) != 0) return report_error(&err);
+    if (model_load_with(m, path, &wo, &err) != 0) {
+        // neither -m nor the search: a stale $GPT_MODEL is easy to forget
+        if (!model_flag && path != found) {
+            fprintf(stderr, "gpt: %s (the model named by $GPT_MODEL)\n", err.msg);
+            return EXIT_RUNTIME;
+        }
+        return report_error(&err);
+    }
     if (is_demo)
         fprintf(stderr,
                 "gpt: no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain "
