@@ -167,7 +167,7 @@ static void test_lines(void) {
     const char *tiny = ckpt("tiny");
     // plain lines: one result each, in order; an empty line is an empty prompt
     Result r = RUN_IN("Hello\n\nThe cat\r\nlast line without a newline", "-m", tiny, "--batch", "-n", "3", "--temp", "0");
-    char *lines[8];
+    char *lines[12];
     size_t n = split_lines(r.out, lines, 8);
     CHECK(r.rc == 0 && n == 4, "plain lines: rc %d, %zu lines: %s", r.rc, n, r.err);
     for (size_t i = 0; i < n; i++) {
@@ -207,20 +207,29 @@ static void test_lines(void) {
                      "{\"prompt\": \"x\", \"top_p\": 1.5}\n"
                      "{\"prompt\": \"x\", \"temprature\": 1}\n"
                      "{\"id\": 3}\n"
+                     "[1]\n"
+                     "{\"prompt\": \"\\ud800\"}\n"
                      "{\"prompt\": \"fine too\", \"id\": {\"k\": [1, 2]}, \"max_tokens\": 1}\n";
     r = RUN_IN(in, "-m", tiny, "--batch", "--jsonl", "--temp", "0");
-    n = split_lines(r.out, lines, 8);
-    const char *want_err[] = {NULL, "not a JSON object", "prompt must be a string", "top_p 1.5: must be in (0, 1]",
-                              "unknown field \"temprature\"", "no \"prompt\"", NULL};
-    CHECK(r.rc == 1 && n == 7, "bad lines: rc %d (want 1), %zu lines", r.rc, n);
-    for (size_t i = 0; i < n && i < 7; i++) {
+    n = split_lines(r.out, lines, 12);
+    const char *want_err[] = {NULL,
+                              "invalid JSON at byte 0",
+                              "prompt must be a string",
+                              "top_p 1.5: must be in (0, 1]",
+                              "unknown field \"temprature\"",
+                              "no \"prompt\"",
+                              "not a JSON object",
+                              "invalid JSON string at byte 12 (a bad escape or an unpaired surrogate)",
+                              NULL};
+    CHECK(r.rc == 1 && n == 9, "bad lines: rc %d (want 1), %zu lines", r.rc, n);
+    for (size_t i = 0; i < n && i < 9; i++) {
         cJSON *j = cJSON_Parse(lines[i]);
         const cJSON *e = cJSON_GetObjectItem(j, "error");
         if (want_err[i]) CHECK(e && strstr(e->valuestring, want_err[i]), "line %zu: %s", i, lines[i]);
         else CHECK(!e && cJSON_GetObjectItem(j, "text"), "line %zu: %s", i, lines[i]);
         cJSON_Delete(j);
     }
-    CHECK(n == 7 && strstr(lines[6], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 7 ? lines[6] : "");
+    CHECK(n == 9 && strstr(lines[8], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 9 ? lines[8] : "");
     result_free(&r);
 
     // a seed is the line's number exactly, or refused: a double rounds
