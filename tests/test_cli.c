@@ -44,6 +44,11 @@ static void test_usage(void) {
         {{"--temp", "-1"}, "--temp -1: must be >= 0"},
         {{"--temp", "nan"}, "--temp nan: not a number"},
         {{"--top-k", "-2"}, "--top-k -2"},
+        // a number too large is out of range, not "must be an integer >= 0"
+        {{"--top-k", "99999999999"}, "--top-k 99999999999: out of range (at most 2147483647)"},
+        {{"-n", "99999999999999999999"}, "-n 99999999999999999999: out of range"},
+        {{"-n", "-99999999999999999999"}, "must be an integer >= 0"},
+        {{"--score", "--stride", "99999999999999999999"}, "--stride 99999999999999999999: out of range"},
         {{"--min-p", "1.5"}, "--min-p 1.5: must be in [0, 1]"},
         {{"--repeat-penalty", "0"}, "--repeat-penalty 0: must be > 0"},
         {{"-t", "0"}, "-t 0: must be an integer in [1, 1024]"},

@@ -67,7 +67,8 @@ typedef struct {
 // *done says whether the program should exit with the returned code.
 int parse_options(int argc, char **argv, Options *o, int *done);
 // Strict number parsing: the whole string must be the number (no leading
-// white space, which strto* would skip). 0 or -1.
+// white space, which strto* would skip). 0, -1 not an integer, -2 beyond
+// the type's range.
 int parse_long(const char *s, long *out);
 int parse_u64(const char *s, uint64_t *out);
 // A decimal float (no hex, inf or nan): 0, -1 not a number, -2 out of range.
