@@ -356,6 +356,15 @@ static void test_lines(void) {
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "12Q");
     CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 12Q"), "--kv-budget 12Q: %s", r.err);
     result_free(&r);
+    // a budget no process can address is the option's error, not the pool's
+    const char *huge[] = {"99999999G", "99999999999999999999G", "17179869184G"};
+    for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+        r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", huge[i]);
+        CHECK(r.rc == 2 && strstr(r.err, "beyond what this machine can address") && strstr(r.err, huge[i]) &&
+                  one_line(r.err) && !r.out_len,
+              "--kv-budget %s: rc %d %s", huge[i], r.rc, r.err);
+        result_free(&r);
+    }
     // a budget below one block can never work: a usage error, before any
     // line is read (it was exit 1); 124M's blocks are 16 x 73728 bytes
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "1");

@@ -136,6 +136,9 @@ int parse_decimal(const char *s, float *out) {
     return 0;
 }
 
+// The largest --kv-budget: 128 TiB, a 64-bit process's address space.
+#define KV_BUDGET_MAX ((size_t)1 << 47)
+
 int parse_size(const char *s, size_t *out) {
     if (!s || !*s || !isdigit((unsigned char)*s)) return -1;
     char *end;
@@ -147,7 +150,8 @@ int parse_size(const char *s, size_t *out) {
     else if (*end == 'G' || *end == 'g') mult = 1ull << 30, end++;
     if (*end == 'i' && mult > 1) end++;           // KiB, MiB, GiB
     if ((*end == 'B' || *end == 'b') && end[1] == '\0') end++;
-    if (errno || *end || v > SIZE_MAX / mult) return -1;
+    if (*end) return -1;
+    if (errno == ERANGE || v > SIZE_MAX / mult) return -2;
     *out = (size_t)(v * mult);
     return 0;
 }
@@ -435,8 +439,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
                 return FAIL("%s %s: must be an integer in [0, 2^52]", flag, v);
             break;
         case O_KV_BUDGET:
-            if (parse_size(v, &o->kv_budget) || o->kv_budget == 0)
-                return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
+            rc = parse_size(v, &o->kv_budget);
+            // a process addresses at most 2^47 bytes (x86-64 and arm64 Linux): no pool is larger
+            if (rc == -2 || (rc == 0 && o->kv_budget > KV_BUDGET_MAX))
+                return FAIL("%s %s: beyond what this machine can address (a process addresses at most 131072G)", flag, v);
+            if (rc != 0 || o->kv_budget == 0) return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
             o->kv_budget_arg = v;
             break;
         }
