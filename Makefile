@@ -104,6 +104,10 @@ $(BUILD)/bench/%.o: tests/bench/%.c
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(LDLIBS)
 
+# Keep the test and bench objects: as intermediates make would delete them,
+# and each `make test` would compile every test program again.
+.SECONDARY: $(TEST_BINS:%=%.o) $(TOOL_BINS:%=%.o) $(BENCH_BINS:%=%.o)
+
 test-bins: all $(TEST_BINS) $(TOOL_BINS)
 
 # The deterministic checkpoints of tests/fixtures/FORMULA.md, written by our

@@ -25,13 +25,16 @@ FROM=
 OUT=
 FORCE=
 
+# Messages name the script as it was run: gpt-get-gpt2 once installed.
+me=$(basename "$0")
+
 die() {
-    echo "get-gpt2.sh: $*" >&2
+    echo "$me: $*" >&2
     exit 1
 }
 
 usage() {
-    echo "usage: get-gpt2.sh [--from DIR] [--out PATH] [--force]" >&2
+    echo "usage: $me [--from DIR] [--out PATH] [--force]" >&2
     exit 2
 }
 
@@ -79,7 +82,7 @@ else
     DIR=$outdir/gpt2
     if [ -f "$DIR/model.safetensors" ] && [ "$(size_of "$DIR/model.safetensors")" = 548105171 ] &&
         [ -s "$DIR/config.json" ]; then
-        echo "get-gpt2.sh: $DIR already complete"
+        echo "$me: $DIR already complete"
     else
         # everything into a temporary directory; moved into place when complete
         TMP=$(mktemp -d "$outdir/.gpt2-download.XXXXXX") || die "cannot create a directory in $outdir"
@@ -88,7 +91,7 @@ else
         trap 'rm -rf "$TMP"; exit 143' TERM
         # name SIZE: SIZE "-" accepts any non-empty file (config.json)
         fetch() {
-            echo "get-gpt2.sh: downloading $URL/$1"
+            echo "$me: downloading $URL/$1"
             curl -fL --retry 3 -o "$TMP/$1" "$URL/$1" || die "download of $1 failed"
             got=$(size_of "$TMP/$1")
             [ "$got" = "$2" ] || { [ "$2" = - ] && [ "$got" -gt 0 ]; } ||
@@ -112,4 +115,4 @@ if [ -f "$SRC/vocab.json" ] && [ -f "$SRC/merges.txt" ]; then
 else
     "$GPT" convert "$SRC" "$OUT" $FORCE
 fi
-echo "get-gpt2.sh: done; run: $GPT -m $OUT -p \"Hello\""
+echo "$me: done; run: $GPT -m $OUT -p \"Hello\""

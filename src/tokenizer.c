@@ -716,7 +716,7 @@ static int named(const char *path, const char *name) {
 Tokenizer *tokenizer_load(const char *path, GptError *err) {
     if (!path_is_dir(path)) {
         if (!path_exists(path)) {
-            gpt_error(err, "%s: no such file or directory", path);
+            gpt_error(err, "%s: No such file or directory", path);  // as strerror says it
             return NULL;
         }
         if (!named(path, "vocab.json") && !named(path, "merges.txt")) return tokenizer_load_json(path, err);

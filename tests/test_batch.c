@@ -167,7 +167,7 @@ static void test_lines(void) {
     const char *tiny = ckpt("tiny");
     // plain lines: one result each, in order; an empty line is an empty prompt
     Result r = RUN_IN("Hello\n\nThe cat\r\nlast line without a newline", "-m", tiny, "--batch", "-n", "3", "--temp", "0");
-    char *lines[8];
+    char *lines[12];
     size_t n = split_lines(r.out, lines, 8);
     CHECK(r.rc == 0 && n == 4, "plain lines: rc %d, %zu lines: %s", r.rc, n, r.err);
     for (size_t i = 0; i < n; i++) {
@@ -207,20 +207,29 @@ static void test_lines(void) {
                      "{\"prompt\": \"x\", \"top_p\": 1.5}\n"
                      "{\"prompt\": \"x\", \"temprature\": 1}\n"
                      "{\"id\": 3}\n"
+                     "[1]\n"
+                     "{\"prompt\": \"\\ud800\"}\n"
                      "{\"prompt\": \"fine too\", \"id\": {\"k\": [1, 2]}, \"max_tokens\": 1}\n";
     r = RUN_IN(in, "-m", tiny, "--batch", "--jsonl", "--temp", "0");
-    n = split_lines(r.out, lines, 8);
-    const char *want_err[] = {NULL, "not a JSON object", "prompt must be a string", "top_p 1.5: must be in (0, 1]",
-                              "unknown field \"temprature\"", "no \"prompt\"", NULL};
-    CHECK(r.rc == 1 && n == 7, "bad lines: rc %d (want 1), %zu lines", r.rc, n);
-    for (size_t i = 0; i < n && i < 7; i++) {
+    n = split_lines(r.out, lines, 12);
+    const char *want_err[] = {NULL,
+                              "invalid JSON at byte 0",
+                              "prompt must be a string",
+                              "top_p 1.5: must be in (0, 1]",
+                              "unknown field \"temprature\"",
+                              "no \"prompt\"",
+                              "not a JSON object",
+                              "invalid JSON string at byte 12 (a bad escape or an unpaired surrogate)",
+                              NULL};
+    CHECK(r.rc == 1 && n == 9, "bad lines: rc %d (want 1), %zu lines", r.rc, n);
+    for (size_t i = 0; i < n && i < 9; i++) {
         cJSON *j = cJSON_Parse(lines[i]);
         const cJSON *e = cJSON_GetObjectItem(j, "error");
         if (want_err[i]) CHECK(e && strstr(e->valuestring, want_err[i]), "line %zu: %s", i, lines[i]);
         else CHECK(!e && cJSON_GetObjectItem(j, "text"), "line %zu: %s", i, lines[i]);
         cJSON_Delete(j);
     }
-    CHECK(n == 7 && strstr(lines[6], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 7 ? lines[6] : "");
+    CHECK(n == 9 && strstr(lines[8], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 9 ? lines[8] : "");
     result_free(&r);
 
     // a seed is the line's number exactly, or refused: a double rounds
@@ -347,6 +356,15 @@ static void test_lines(void) {
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "12Q");
     CHECK(r.rc == 2 && strstr(r.err, "--kv-budget 12Q"), "--kv-budget 12Q: %s", r.err);
     result_free(&r);
+    // a budget no process can address is the option's error, not the pool's
+    const char *huge[] = {"99999999G", "99999999999999999999G", "17179869184G"};
+    for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+        r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", huge[i]);
+        CHECK(r.rc == 2 && strstr(r.err, "beyond what this machine can address") && strstr(r.err, huge[i]) &&
+                  one_line(r.err) && !r.out_len,
+              "--kv-budget %s: rc %d %s", huge[i], r.rc, r.err);
+        result_free(&r);
+    }
     // a budget below one block can never work: a usage error, before any
     // line is read (it was exit 1); 124M's blocks are 16 x 73728 bytes
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--kv-budget", "1");

@@ -44,6 +44,11 @@ static void test_usage(void) {
         {{"--temp", "-1"}, "--temp -1: must be >= 0"},
         {{"--temp", "nan"}, "--temp nan: not a number"},
         {{"--top-k", "-2"}, "--top-k -2"},
+        // a number too large is out of range, not "must be an integer >= 0"
+        {{"--top-k", "99999999999"}, "--top-k 99999999999: out of range (at most 2147483647)"},
+        {{"-n", "99999999999999999999"}, "-n 99999999999999999999: out of range"},
+        {{"-n", "-99999999999999999999"}, "must be an integer >= 0"},
+        {{"--score", "--stride", "99999999999999999999"}, "--stride 99999999999999999999: out of range"},
         {{"--min-p", "1.5"}, "--min-p 1.5: must be in [0, 1]"},
         {{"--repeat-penalty", "0"}, "--repeat-penalty 0: must be > 0"},
         {{"-t", "0"}, "-t 0: must be an integer in [1, 1024]"},
@@ -131,6 +136,17 @@ static void test_model_errors(void) {
     CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/model.bin") && one_line(r.err) && r.out_len == 0,
           "missing model: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
+    // a stale $GPT_MODEL: the message says where the path came from; -m does not
+    setenv("GPT_MODEL", "/nonexistent/env.bin", 1);
+    r = RUN("-p", "x");
+    CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/env.bin: No such file or directory") &&
+              strstr(r.err, "$GPT_MODEL") && one_line(r.err),
+          "stale GPT_MODEL: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", "/nonexistent/model.bin", "-p", "x");
+    CHECK(r.rc == 1 && !strstr(r.err, "GPT_MODEL"), "-m over GPT_MODEL: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    unsetenv("GPT_MODEL");
 
     // A truncated copy of the tiny checkpoint.
     char src[2048], dst[1024];
@@ -479,7 +495,8 @@ static void test_tokenize_cli(const cJSON *refs) {
     CHECK(r.rc != 0 && strstr(r.err, "50257") && one_line(r.err), "--detokenize of id 50257: rc %d '%s'", r.rc, r.err);
     result_free(&r);
     r = RUN_IN("x", "--tokenize", "--tokenizer", "/nonexistent");
-    CHECK(r.rc != 0 && strstr(r.err, "/nonexistent") && one_line(r.err), "bad --tokenizer: rc %d '%s'", r.rc, r.err);
+    CHECK(r.rc != 0 && strstr(r.err, "gpt: --tokenizer /nonexistent: No such file or directory") && one_line(r.err),
+          "bad --tokenizer: rc %d '%s'", r.rc, r.err);
     result_free(&r);
     // the model directory's own tokenizer files are used with -m
     r = RUN_IN("Hello world", "--tokenize", "-m", ckpt("tiny"));

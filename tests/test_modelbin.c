@@ -618,7 +618,13 @@ static void test_cli(const cJSON *refs) {
         CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt "), "usage case %zu: rc %d, '%s'", i, r.rc, r.err);
         result_free(&r);
     }
-    Result r = RUN("convert", "-h");
+    // OUT "-" is not stdout, and no file named "-" is written
+    Result r = RUN("convert", ckpt("tiny"), "-");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "'-'") && !path_exists("-"),
+          "convert to '-': rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    unlink("-");
+    r = RUN("convert", "-h");
     CHECK(r.rc == 0 && strstr(r.out, "usage: gpt convert SRC OUT.bin"), "convert -h: rc %d", r.rc);
     result_free(&r);
 

@@ -474,6 +474,15 @@ static void test_install(void) {
           "gpt-get-gpt2 into the data dir, then gpt from /: rc %d, '%s', %s", rc, out, err);
     free(out);
     free(err);
+    // the installed script names itself as installed, in its usage and its errors
+    rc = sh("$T/root/usr/bin/gpt-get-gpt2 --frob", &err);
+    CHECK(rc == 2 && !strncmp(err, "usage: gpt-get-gpt2 ", 20) && !strstr(err, "get-gpt2.sh"),
+          "gpt-get-gpt2's usage: rc %d, %s", rc, err);
+    free(err);
+    rc = sh("GPT=$GPT $T/root/usr/bin/gpt-get-gpt2 --from /nonexistent --out $T/x.bin", &err);
+    CHECK(rc == 1 && !strncmp(err, "gpt-get-gpt2: /nonexistent", 26) && one_line(err),
+          "gpt-get-gpt2's error: rc %d, %s", rc, err);
+    free(err);
 }
 
 int main(void) {

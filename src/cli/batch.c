@@ -172,11 +172,33 @@ static int json_number(const cJSON *v, double *out) {
     return 0;
 }
 
+// Whether byte n of a JSON text is inside a string (after an unescaped '"').
+static int inside_string(const char *s, size_t n) {
+    int in = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in && s[i] == '\\') i++;
+        else if (s[i] == '"') in = !in;
+    }
+    return in;
+}
+
+// Why a --jsonl line did not parse, where cJSON stopped (end): inside a
+// string it is the string that is bad (a bad escape, a lone surrogate such
+// as \ud800), which "not a JSON object" would hide.
+static int fail_unparsed(Job *j, const char *line, size_t len, const char *end) {
+    if (!end || end < line || end > line + len) return job_fail(j, "invalid JSON");
+    long at = (long)(end - line);
+    if (inside_string(line, (size_t)at))
+        return job_fail(j, "invalid JSON string at byte %ld (a bad escape or an unpaired surrogate)", at);
+    return job_fail(j, "invalid JSON at byte %ld", at);
+}
+
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+    if (!o) return fail_unparsed(j, line, len, end);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return job_fail(j, "not a JSON object");

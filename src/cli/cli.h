@@ -67,12 +67,14 @@ typedef struct {
 // *done says whether the program should exit with the returned code.
 int parse_options(int argc, char **argv, Options *o, int *done);
 // Strict number parsing: the whole string must be the number (no leading
-// white space, which strto* would skip). 0 or -1.
+// white space, which strto* would skip). 0, -1 not an integer, -2 beyond
+// the type's range.
 int parse_long(const char *s, long *out);
 int parse_u64(const char *s, uint64_t *out);
 // A decimal float (no hex, inf or nan): 0, -1 not a number, -2 out of range.
 int parse_decimal(const char *s, float *out);
-// A byte count with an optional K, M or G (powers of 1024). 0 or -1.
+// A byte count with an optional K, M or G (powers of 1024). 0, -1 not a
+// size, -2 beyond size_t.
 int parse_size(const char *s, size_t *out);
 
 // main.c: the two ways to report a failure, each one line on stderr.

@@ -86,6 +86,8 @@ int run_convert(int argc, char **argv) {
     if (argc - optind < 2) return usage_error("convert", "needs SRC and OUT.bin");
     if (argc - optind > 2) return usage_error("convert", "unexpected argument '%s'", argv[optind + 2]);
     const char *src = argv[optind], *dst = argv[optind + 1];
+    // "-" reads as stdout, but a model.bin is written by name (atomically, beside OUT)
+    if (!strcmp(dst, "-")) return usage_error("convert", "OUT '-': a model.bin is written to a file, not to stdout");
     char *inputs[MAX_INPUTS] = {0};
     size_t n_inputs = input_files(src, tokenizer_path, inputs);
     ModelbinWriteOptions wopt = {.replace = force, .inputs = (const char *const *)inputs, .n_inputs = n_inputs,

@@ -187,7 +187,14 @@ int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_ou
     }
     GptError err = {{0}};
     WeightOptions wo = {.matrix_dtype = weight_dtype};
-    if (model_load_with(m, path, &wo, &err) != 0) return report_error(&err);
+    if (model_load_with(m, path, &wo, &err) != 0) {
+        // neither -m nor the search: a stale $GPT_MODEL is easy to forget
+        if (!model_flag && path != found) {
+            fprintf(stderr, "gpt: %s (the model named by $GPT_MODEL)\n", err.msg);
+            return EXIT_RUNTIME;
+        }
+        return report_error(&err);
+    }
     if (is_demo)
         fprintf(stderr,
                 "gpt: no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain "
@@ -196,10 +203,21 @@ int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_ou
     return EXIT_OK;
 }
 
+// Puts prefix before err's message.
+static void error_prefix(GptError *err, const char *prefix) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    gpt_error(err, "%s%s", prefix, msg);  // cut to fit, as every message is
+}
+
 Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char *model_path,
                           int *owned, GptError *err) {
     *owned = 1;
-    if (tokenizer_path) return tokenizer_load(tokenizer_path, err);
+    if (tokenizer_path) {
+        Tokenizer *t = tokenizer_load(tokenizer_path, err);
+        if (!t) error_prefix(err, "--tokenizer ");  // the path alone does not say it is the tokenizer
+        return t;
+    }
     if (m && m->tokenizer) {
         *owned = 0;
         return m->tokenizer;

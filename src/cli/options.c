@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +90,8 @@ int parse_long(const char *s, long *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end) return -1;
+    if (*end || end == s) return -1;
+    if (errno == ERANGE) return -2;
     *out = v;
     return 0;
 }
@@ -99,8 +101,22 @@ int parse_u64(const char *s, uint64_t *out) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return -1;
+    if (*end || end == s) return -1;
+    if (errno == ERANGE) return -2;
     *out = (uint64_t)v;
+    return 0;
+}
+
+// A whole number in [lo, hi]: 0; -1 if it is not one or is below lo; -2 if
+// it is a number beyond hi (or beyond long), which "must be an integer >= lo"
+// would deny.
+static int parse_bounded(const char *s, long lo, long hi, long *out) {
+    long v;
+    int rc = parse_long(s, &v);
+    if (rc == -2) return *s == '-' ? -1 : -2;
+    if (rc != 0 || v < lo) return -1;
+    if (v > hi) return -2;
+    *out = v;
     return 0;
 }
 
@@ -120,6 +136,9 @@ int parse_decimal(const char *s, float *out) {
     return 0;
 }
 
+// The largest --kv-budget: 128 TiB, a 64-bit process's address space.
+#define KV_BUDGET_MAX ((size_t)1 << 47)
+
 int parse_size(const char *s, size_t *out) {
     if (!s || !*s || !isdigit((unsigned char)*s)) return -1;
     char *end;
@@ -131,7 +150,8 @@ int parse_size(const char *s, size_t *out) {
     else if (*end == 'G' || *end == 'g') mult = 1ull << 30, end++;
     if (*end == 'i' && mult > 1) end++;           // KiB, MiB, GiB
     if ((*end == 'B' || *end == 'b') && end[1] == '\0') end++;
-    if (errno || *end || v > SIZE_MAX / mult) return -1;
+    if (*end) return -1;
+    if (errno == ERANGE || v > SIZE_MAX / mult) return -2;
     *out = (size_t)(v * mult);
     return 0;
 }
@@ -343,8 +363,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             o->kv_dtype = (DType)k;
             break;
         case 'n':
-            if (parse_long(v, &o->max_tokens) || o->max_tokens < 0)
-                return FAIL("%s %s: must be an integer >= 0", flag, v);
+            rc = parse_bounded(v, 0, LONG_MAX, &o->max_tokens);
+            if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
             break;
         case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT:
             rc = parse_decimal(v, &f);
@@ -360,7 +381,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (c == O_REPEAT) o->sampling.repeat_penalty = f;
             break;
         case O_TOP_K:
-            if (parse_long(v, &k) || k < 0 || k > INT32_MAX) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            rc = parse_bounded(v, 0, INT32_MAX, &k);
+            if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, (long)INT32_MAX);
             o->sampling.top_k = (int)k;
             break;
         case 's':
@@ -405,7 +428,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
                 return FAIL("%s %s: must be an integer in [1, 4096]", flag, v);
             break;
         case O_STRIDE:
-            if (parse_long(v, &o->stride) || o->stride < 1) return FAIL("%s %s: must be an integer >= 1", flag, v);
+            rc = parse_bounded(v, 1, LONG_MAX, &o->stride);
+            if (rc == -1) return FAIL("%s %s: must be an integer >= 1", flag, v);
+            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
             break;
         case O_FIRST_INDEX:
             // at most 2^52: the 2^52 lines after it that no run reaches keep
@@ -414,8 +439,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
                 return FAIL("%s %s: must be an integer in [0, 2^52]", flag, v);
             break;
         case O_KV_BUDGET:
-            if (parse_size(v, &o->kv_budget) || o->kv_budget == 0)
-                return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
+            rc = parse_size(v, &o->kv_budget);
+            // a process addresses at most 2^47 bytes (x86-64 and arm64 Linux): no pool is larger
+            if (rc == -2 || (rc == 0 && o->kv_budget > KV_BUDGET_MAX))
+                return FAIL("%s %s: beyond what this machine can address (a process addresses at most 131072G)", flag, v);
+            if (rc != 0 || o->kv_budget == 0) return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
             o->kv_budget_arg = v;
             break;
         }
