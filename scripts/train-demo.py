@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Train gpt's demo model: a small GPT-2, from scratch, on public-domain text.
 
-    scripts/train-demo.py ../shared/corpus/*.txt --out build/demo --minutes 90
-    scripts/train-demo.py ../shared/corpus/*.txt --out build/demo --resume
+    scripts/train-demo.py data/corpus/*.txt --out build/demo --minutes 90
+    scripts/train-demo.py data/corpus/*.txt --out build/demo --resume
     build/gpt convert build/demo/hf models/demo.bin --dtype f16
 
 The model is exactly GPT-2's architecture (GPT2LMHeadModel): GPT-2's 50257
@@ -11,7 +11,7 @@ blocks (eps 1e-5), tanh GELU, attention scaled by 1/sqrt(64), wte tied to the
 output layer. Only the sizes differ (--d-model, --layers, --ctx). The corpus is
 tokenized by gpt itself (`gpt --tokenize`, identical to tiktoken).
 
-Held out, never trained on: from the corpus of ../shared/corpus, the Book of
+Held out, never trained on: from the corpus of data/corpus, the Book of
 Revelation, Moby-Dick's chapters 134-135 with the epilogue, and the 2021 State
 of the Union address; from any other file, its last 2% (at a line break).
 They are written to OUT/heldout/ and scored every --eval-every steps.
