@@ -141,8 +141,7 @@ void softmax_rows(float *x, size_t T, size_t n) {
     }
 }
 
-// gelu_forward over x(n) on every thread of the pool, each an equal share
-// (element by element: the same bits however cut).
+// gelu_forward_pool (forward.h): a share of x for each thread.
 typedef struct {
     float *x;
     size_t n;
@@ -153,6 +152,11 @@ static void gelu_task(void *arg, int thread, int n_threads) {
     size_t begin, end;
     thread_range(j->n, 16, thread, n_threads, &begin, &end);
     if (begin < end) gelu_forward(j->x + begin, end - begin);
+}
+
+void gelu_forward_pool(ThreadPool *pool, float *x, size_t n) {
+    GeluJob j = {x, n};
+    threadpool_run(pool, gelu_task, &j);
 }
 
 // ----------------------------------------------------------------------------
@@ -277,8 +281,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
         matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
-        GeluJob gelu = {s->fc, T * 4 * C};
-        threadpool_run(s->pool, gelu_task, &gelu);
+        gelu_forward_pool(s->pool, s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
         matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything

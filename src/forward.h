@@ -78,6 +78,9 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
 void layernorm_forward(float *out, const float *inp, const float *weight,
                        const float *bias, size_t T, size_t C, float eps);
 void gelu_forward(float *x, size_t n);  // in place, tanh form ("gelu_new")
+// gelu_forward over x(n) on every thread of the pool, an equal share each
+// (element by element: the same bits however it is cut).
+void gelu_forward_pool(ThreadPool *pool, float *x, size_t n);
 // e^x in float32, written so that the compiler can vectorise loops over it
 // (libm's expf is a call per element). Range reduction x = n ln2 + r with ln2
 // split in two parts, a degree-6 polynomial for e^r on |r| <= ln2/2, and 2^n

@@ -233,17 +233,6 @@ static void part_attention(Step *b) {
     }
 }
 
-typedef struct {
-    float *x;
-    size_t n;
-} GeluJob;
-
-static void gelu_task(void *arg, int thread, int n_threads) {
-    const GeluJob *j = arg;
-    size_t begin, end;
-    thread_range(j->n, 16, thread, n_threads, &begin, &end);
-    if (begin < end) gelu_forward(j->x + begin, end - begin);
-}
 
 static void part_norms(Step *b) {
     const GPT2Config *c = &b->m->config;
@@ -254,8 +243,7 @@ static void part_norms(Step *b) {
         const GPT2Layer *lw = &w->layers[l];
         layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, 1, C, c->ln_eps);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, 1, C, c->ln_eps);
-        GeluJob g = {s->fc, 4 * C};
-        threadpool_run(b->pool, gelu_task, &g);
+        gelu_forward_pool(b->pool, s->fc, 4 * C);
     }
     layernorm_forward(s->ln, s->x, w->lnf_w, w->lnf_b, 1, C, c->ln_eps);
 }
