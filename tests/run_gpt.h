@@ -30,6 +30,18 @@ static inline const char *gpt_binary(void) {
     return g && *g ? g : "build/gpt";
 }
 
+// In a forked child: stdin, stdout and stderr from and to these files, then
+// argv (NULL-terminated); 127 if it cannot start.
+static inline void exec_with_files(const char *const *argv, const char *in, const char *out, const char *err) {
+    int fi = open(in, O_RDONLY), fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+        fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fi, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
 // Runs gpt with the NULL-terminated `args` and `input` (NULL: nothing) on
 // stdin, using files in scratch_dir.
 static inline Result run_gpt(const char *scratch_dir, const char *input, size_t input_len,
@@ -52,15 +64,7 @@ static inline Result run_gpt(const char *scratch_dir, const char *input, size_t 
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid == 0) {
-        int fi = open(in_path, O_RDONLY), fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
+    if (pid == 0) exec_with_files(argv, in_path, out_path, err_path);
     int status = 0;
     waitpid(pid, &status, 0);
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

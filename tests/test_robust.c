@@ -77,13 +77,7 @@ static int run_signalled(const char *const *args, const char *out, double delay,
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        int fi = open("/dev/null", O_RDONLY), fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644),
-            fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
+        exec_with_files(argv, "/dev/null", out_path, err_path);
     }
     struct timespec t = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
     nanosleep(&t, NULL);
