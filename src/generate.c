@@ -44,11 +44,15 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
     e->inputs = calloc(cfg->max_seqs, sizeof *e->inputs);
     e->which = calloc(cfg->max_seqs, sizeof *e->which);
     e->prefilling = calloc(cfg->max_seqs, sizeof *e->prefilling);
-    if (!e->inputs || !e->which || !e->prefilling) {
+    e->verify_tokens = malloc((cfg->max_verify + 1) * sizeof *e->verify_tokens);
+    if (!e->inputs || !e->which || !e->prefilling || !e->verify_tokens) {
         engine_free(e);
         return gpt_error(err, "engine: out of memory");
     }
-    if (forward_state_init(&e->fs, &m->config, cfg->max_step_tokens, n_ctx, cfg->max_seqs, cfg->pool, err) != 0 ||
+    // a verify step runs max_verify + 1 rows of one sequence, all with logits
+    size_t max_tokens = cfg->max_step_tokens > cfg->max_verify + 1 ? cfg->max_step_tokens : cfg->max_verify + 1;
+    size_t max_rows = cfg->max_seqs > cfg->max_verify + 1 ? cfg->max_seqs : cfg->max_verify + 1;
+    if (forward_state_init(&e->fs, &m->config, max_tokens, n_ctx, max_rows, cfg->pool, err) != 0 ||
         sampler_scratch_init(&e->scratch, (size_t)m->config.vocab_size, err) != 0 ||
         !(e->kv = kvpool_create(&m->config, cfg->kv_dtype, e->cfg.kv_blocks, err))) {
         engine_free(e);
@@ -65,6 +69,7 @@ void engine_free(Engine *e) {
     free(e->inputs);
     free(e->which);
     free(e->prefilling);
+    free(e->verify_tokens);
     memset(e, 0, sizeof *e);
 }
 
@@ -319,6 +324,7 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             } else {
                 e->decode_tokens += 1;
                 s->decode_tokens += 1;
+                s->decode_steps += 1;
                 s->decode_seconds += t1 - t0 + sample_seconds;
             }
             s->positions = s->cache.n_tokens;
@@ -328,6 +334,79 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             if (seqs[which[j]]->stop) sequence_release(seqs[which[j]], e);
     }
     return rc;
+}
+
+// ---------------------------------------------------------------------------
+// speculative decoding
+
+size_t sequence_verify_room(const Sequence *s, const Engine *e) {
+    size_t n_ctx = (size_t)e->model->config.n_ctx;
+    if (s->stop || !s->admitted || s->cache.n_tokens < s->n_prompt || s->n_tokens >= n_ctx ||
+        s->n_generated >= s->max_new)
+        return 0;
+    // what sample_next lets it emit before a length or context stop
+    size_t left = s->max_new - s->n_generated, room = n_ctx - s->n_tokens;
+    if (room < left) left = room;
+    return left - 1 < e->cfg.max_verify ? left - 1 : e->cfg.max_verify;
+}
+
+void sequence_next_uniforms(const Sequence *s, double *u, size_t n) {
+    SamplerRng rng = s->sampler.rng;  // a copy: the sequence's own is not touched
+    for (size_t i = 0; i < n; i++) u[i] = s->sampler.params.temperature > 0.0f ? sampler_rng_uniform(&rng) : 0.0;
+}
+
+int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, GptError *err) {
+    Sequence *one[1] = {s};
+    if (k == 0 || s->stop || !s->admitted || s->cache.n_tokens < s->n_prompt) return engine_step(e, one, 1, err);
+    if (k > sequence_verify_room(s, e))
+        return gpt_error(err, "engine: %zu proposals; the sequence can check %zu now", k, sequence_verify_room(s, e));
+    s->out_len = 0;
+    s->last_token = -1;
+    // rows: the last sampled token, then the guesses, at positions at .. at + k
+    size_t at = s->cache.n_tokens, V = (size_t)e->model->config.vocab_size;
+    e->verify_tokens[0] = s->tokens[at];
+    memcpy(e->verify_tokens + 1, draft, k * sizeof *draft);
+    if (kvcache_grow(&s->cache, at + k + 1) != 0) {
+        gpt_error(&s->error, "kvcache: the pool broke its promise");
+        stop(s, STOP_ERROR);
+        sequence_release(s, e);
+        return 0;
+    }
+    SeqInput in = {.tokens = e->verify_tokens, .n_tokens = k + 1, .cache = &s->cache, .want = LOGITS_ALL};
+    double t0 = now_seconds();
+    if (gpt2_forward(e->model, &e->fs, &in, 1, err) != 0) return -1;
+    double t1 = now_seconds();
+    e->steps++;
+    e->forward_seconds += t1 - t0;
+    // Row i: what the plain run's step at position at + i would sample.
+    size_t rows = 0;
+    while (rows <= k && !s->stop) {
+        size_t before = s->n_tokens;
+        sample_next(e, s, e->fs.logits + (in.logits_row + rows) * V);
+        rows++;
+        int agreed = rows <= k && s->n_tokens > before && s->tokens[before] == draft[rows - 1];
+        if (!agreed) break;
+        s->accepted++;
+    }
+    s->verify_steps++;
+    s->decode_steps++;
+    s->proposed += k;
+    // Keep the positions of the rows that were used: the rejected guesses'
+    // positions are written again by the next step.
+    size_t copies = 0;
+    if (kvcache_truncate(&s->cache, at + rows, &copies) != 0) {
+        gpt_error(&s->error, "kvcache: no block to copy a shared one into");
+        stop(s, STOP_ERROR);
+    }
+    s->kv_shared_blocks -= copies;  // those blocks are its own now, out of no promise
+    s->kv_reserved += copies;
+    kvcache_mark_filled(&s->cache);
+    e->decode_tokens += rows;
+    s->decode_tokens += rows;
+    s->decode_seconds += now_seconds() - t0;
+    s->positions = s->cache.n_tokens;
+    if (s->stop) sequence_release(s, e);
+    return 0;
 }
 
 // ---------------------------------------------------------------------------

@@ -86,6 +86,10 @@ typedef struct {
     size_t kv_shared_blocks;  // whole blocks it shares (taken from no reservation)
     size_t prefill_tokens, decode_tokens;    // tokens run through the model
     double prefill_seconds, decode_seconds;  // wall time of the steps that did so
+    size_t decode_steps;    // model calls it decoded in (one token each, or a verify step's rows)
+    // speculative decoding (engine_step_verify)
+    size_t verify_steps;    // decode steps that checked proposals
+    size_t proposed, accepted;  // proposals checked, and those the model picked too
 } Sequence;
 
 typedef struct {
@@ -96,6 +100,7 @@ typedef struct {
     size_t kv_blocks;         // the pool every sequence's cache draws on, in blocks
                               // of KV_BLOCK positions; 0: max_seqs full contexts
     int share_prefixes;       // prompts that start alike share computed blocks
+    size_t max_verify;        // proposals engine_step_verify may check at once (0: none)
     ThreadPool *pool;         // threads for the model (NULL: one); must outlive the engine
 } EngineConfig;
 
@@ -107,6 +112,7 @@ typedef struct {
     ForwardState fs;
     SamplerScratch scratch;   // shared by every sequence's sampler
     KVPool *kv;               // the blocks of every sequence's cache
+    int32_t *verify_tokens;   // (max_verify + 1) a verify step's input
     SeqInput *inputs;         // (max_seqs) one step's batch
     size_t *which;            // (max_seqs) the sequence of each input
     unsigned char *prefilling;  // (max_seqs) per sequence: still reading its prompt
@@ -150,6 +156,35 @@ int engine_admit(Engine *e, Sequence *s, GptError *err);
 // of the whole step): the sequences in the step may then have advanced
 // their caches, and are fit only for sequence_free.
 int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err);
+
+// Speculative decoding. A draft (speculate.h) guesses the next k tokens of a
+// decoding sequence; engine_step_verify runs the model once over the last
+// sampled token and the k guesses (k + 1 rows, which cost little more than
+// one in a memory-bound step) and then, row by row, does exactly what k + 1
+// plain steps would: the sequence's own sampler picks from the row's logits
+// (same filters, same history, the RNG's next uniform number), the pick is
+// appended and the stop conditions checked. A guess is accepted while it
+// equals the model's pick; the first pick that differs, or the pick after k
+// accepted guesses, ends the step, and the cache is cut back to the
+// positions of the tokens kept. Since every row has the bits of a one-token
+// step (forward.h), the tokens, the text and the RNG stream are the plain
+// run's, whatever the draft guessed.
+
+// Proposals the next step of s can check: one less than the tokens it may
+// still emit (max_new, the context), at most cfg.max_verify; 0 while it
+// reads its prompt or has stopped.
+size_t sequence_verify_room(const Sequence *s, const Engine *e);
+// The uniform numbers s's sampler will draw for its next n tokens (zeros
+// when greedy), without drawing them: a draft samples its guesses with the
+// same numbers, so that it guesses the model's pick wherever the two
+// distributions put that number on the same token.
+void sequence_next_uniforms(const Sequence *s, double *u, size_t n);
+// One step of s alone with guesses draft[0..k), k <= sequence_verify_room
+// (k = 0, or a sequence still reading its prompt: an ordinary engine_step).
+// Afterwards s is as after engine_step, having emitted 1 to k + 1 tokens;
+// s->accepted and s->proposed count the guesses. Returns 0, or -1 with err
+// set (as engine_step).
+int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, GptError *err);
 
 // Scoring: logprobs[i] = log p(ids[i + 1] | what comes before it) for
 // i < n - 1, in double. A text that fits the context is one window. A longer

@@ -381,3 +381,38 @@ void kvcache_mark_filled(KVCache *c) {
         if (f > info->filled) info->filled = (uint16_t)f;
     }
 }
+
+int kvcache_truncate(KVCache *c, size_t n, size_t *copies) {
+    KVPool *p = c->pool;
+    *copies = 0;
+    if (n > c->n_tokens) return -1;
+    // Blocks from the one position n falls in onwards will be written again.
+    size_t edge = n / KV_BLOCK, shared = 0;
+    for (size_t b = edge; b < c->n_blocks; b++) shared += p->info[c->block_ids[b]].refs > 1;
+    if (shared > kvpool_available(p)) return -1;
+    for (size_t b = edge; b < c->n_blocks; b++) {
+        uint32_t id = c->block_ids[b];
+        if (p->info[id].refs > 1) {
+            // copy on write: a block of our own, with the kept positions
+            uint32_t own = take_block(p);  // cannot fail: counted as available above
+            size_t keep = n > b * KV_BLOCK ? n - b * KV_BLOCK : 0;
+            memcpy(p->mem + (size_t)own * p->block_bytes, p->mem + (size_t)id * p->block_bytes,
+                   keep ? p->block_bytes : 0);
+            p->info[own].filled = (uint16_t)keep;
+            release_block(p, id);
+            c->block_ids[b] = own;
+            c->blocks[b] = p->mem + (size_t)own * p->block_bytes;
+            (*copies)++;
+            continue;
+        }
+        // Our own: it knows nothing past n any more, so that no prompt
+        // shares positions that will be written again.
+        BlockInfo *info = &p->info[id];
+        size_t keep = n > b * KV_BLOCK ? n - b * KV_BLOCK : 0;
+        if (info->filled > keep) info->filled = (uint16_t)keep;
+        if (info->n_known > keep) info->n_known = (uint16_t)keep;
+        if (!info->n_known) info->parent = info->key = 0;
+    }
+    c->n_tokens = n;
+    return 0;
+}

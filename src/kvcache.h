@@ -131,4 +131,15 @@ void kvcache_register_prompt(KVCache *c, const int32_t *tokens, size_t n);
 // Records that c now holds computed positions [0, c->n_tokens).
 void kvcache_mark_filled(KVCache *c);
 
+// Cuts c back to its first n positions (n <= c->n_tokens): what comes after
+// is forgotten and will be written again (speculative decoding drops the
+// positions of rejected proposals this way). c keeps its blocks, but every
+// block from the one holding position n on that is shared with another
+// cache is first replaced by one of its own, with the kept positions copied
+// (copy on write, as kvcache_share_prefix does). Those blocks come from the
+// pool's unpromised ones (a sequence's promise did not count shared
+// blocks); *copies gets how many. Returns 0, or -1 when the pool has too
+// few (then c is unchanged).
+int kvcache_truncate(KVCache *c, size_t n, size_t *copies);
+
 #endif

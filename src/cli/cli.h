@@ -50,6 +50,11 @@ typedef struct {
     int ignore_eos, echo, stats, json, special;
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
+    // speculative decoding
+    const char *draft_path;  // --draft: a draft model; NULL with --draft-dtype: the model itself
+    int draft_dtype;         // --draft-dtype: its matrices converted at load; -1 as stored
+    long draft_tokens;       // --draft-tokens: guesses per step
+    long lookup_n;           // --lookup N: prompt lookup of N-grams; 0 off
     // --batch
     int jsonl, unordered, text_output, share_prefixes, stats_json;
     long parallel, prefill_chunk;

@@ -206,7 +206,7 @@ enum {
     O_VERSION = 256, O_TOKENIZER, O_DTYPE, O_KV_TYPE, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
-    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE,
+    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -247,6 +247,10 @@ static const struct option LONG_OPTIONS[] = {
     {"stats-json", no_argument, 0, O_STATS_JSON},
     {"per-token", no_argument, 0, O_PER_TOKEN},
     {"stride", required_argument, 0, O_STRIDE},
+    {"draft", required_argument, 0, O_DRAFT},
+    {"draft-dtype", required_argument, 0, O_DRAFT_DTYPE},
+    {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
+    {"lookup", required_argument, 0, O_LOOKUP},
     {0, 0, 0, 0},
 };
 
@@ -260,7 +264,7 @@ static int modes_of(int code) {
     case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
-    case O_ECHO: return GEN;
+    case O_ECHO: case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
     case O_JSON: return GEN | SCORE | TOK;
     case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
     case O_PREFILL_CHUNK: case O_NO_PREFIX: case O_STATS_JSON: return BATCH;
@@ -290,11 +294,13 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->parallel = 16;
     o->prefill_chunk = 128;
     o->share_prefixes = 1;
+    o->draft_dtype = -1;
+    o->draft_tokens = 4;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cores > 0 ? cores : 1;
 
     // Which options were given (by code), as typed, for the mode check.
-    const char *given[O_STRIDE + 1] = {0};
+    const char *given[O_LOOKUP + 1] = {0};
     int n_modes = 0;
     opterr = 0;  // our messages, not getopt's
     optind = 0;  // a full reset (GNU)
@@ -356,6 +362,19 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_DTYPE:
             o->weight_dtype = dtype_from_name(v);
             if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", flag, v);
+            break;
+        case O_DRAFT: o->draft_path = v; break;
+        case O_DRAFT_DTYPE:
+            o->draft_dtype = dtype_from_name(v);
+            if (o->draft_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", flag, v);
+            break;
+        case O_DRAFT_TOKENS:
+            if (parse_long(v, &o->draft_tokens) || o->draft_tokens < 1 || o->draft_tokens > 32)
+                return FAIL("%s %s: must be an integer in [1, 32]", flag, v);
+            break;
+        case O_LOOKUP:
+            if (parse_long(v, &o->lookup_n) || o->lookup_n < 1 || o->lookup_n > 16)
+                return FAIL("%s %s: must be an integer in [1, 16]", flag, v);
             break;
         case O_KV_TYPE:
             k = dtype_from_name(v);
@@ -450,6 +469,12 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     }
     if (optind < argc) return FAIL("unexpected argument '%s'", argv[optind]);
     if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize and --batch exclude each other");
+    // Speculation checks one sequence's guesses per step; a --batch step is
+    // already many sequences' rows, compute-bound, where guesses gain little.
+    for (int c = O_DRAFT; c <= O_LOOKUP && o->mode == MODE_BATCH; c++)
+        if (given[c])
+            return FAIL("%.*s does not apply to --batch (speculative decoding speeds up one sequence; a batch "
+                        "step is compute-bound already)", (int)strcspn(given[c], "="), given[c]);
     for (int c = 0; c < (int)(sizeof given / sizeof *given); c++)
         if (given[c] && !(modes_of(c) & (1 << o->mode))) {
             // the flag as typed, without a value glued to it
@@ -458,6 +483,10 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (g[0] == '-' && g[1] != '-' && len > 2) len = 2;
             return FAIL("%.*s does not apply to %s", (int)len, g, mode_name(o->mode));
         }
+    if (o->lookup_n && (o->draft_path || o->draft_dtype >= 0))
+        return FAIL("--lookup and --draft/--draft-dtype exclude each other (one draft per run)");
+    if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
+        return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
     // options that --json would silently drop
     if (o->echo && o->json) return FAIL("--echo and --json exclude each other (the JSON has the prompt_tokens)");
     if (o->per_token && o->json)

@@ -17,7 +17,9 @@
 #include "fileio.h"
 #include "generate.h"
 #include "kvcache.h"
+#include "loader.h"
 #include "matmul.h"
+#include "speculate.h"
 
 // ----------------------------------------------------------------------------
 // Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
@@ -81,6 +83,14 @@ typedef struct {
     DType kv_dtype;           // the cache's elements
     uint64_t seed;
     int have_seed;            // sampling happened (scoring has no seed)
+    // speculative decoding
+    const char *draft;        // "model", "lookup", or NULL when off
+    const char *draft_file;   // the draft model's file
+    const char *draft_dtype;  // its matrices
+    size_t lookup_n, draft_tokens;
+    size_t verify_steps, proposed, accepted;
+    size_t decode_forwards;   // model forward calls while decoding
+    double draft_seconds;
 } RunStats;
 
 // A 64-bit integer as a JSON number: digits, exact (cJSON would round it to
@@ -121,6 +131,22 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
     if (r->have_seed) cJSON_AddItemToObject(s, "seed", u64_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
+    if (r->draft) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "draft", r->draft);
+        if (r->draft_file) cJSON_AddStringToObject(d, "draft_model", r->draft_file);
+        if (r->draft_dtype) cJSON_AddStringToObject(d, "draft_dtype", r->draft_dtype);
+        if (r->lookup_n) cJSON_AddNumberToObject(d, "lookup_n", (double)r->lookup_n);
+        cJSON_AddNumberToObject(d, "draft_tokens", (double)r->draft_tokens);
+        cJSON_AddNumberToObject(d, "proposed", (double)r->proposed);
+        cJSON_AddNumberToObject(d, "accepted", (double)r->accepted);
+        cJSON_AddNumberToObject(d, "acceptance", r->proposed ? (double)r->accepted / (double)r->proposed : 0.0);
+        cJSON_AddNumberToObject(d, "decode_forwards", (double)r->decode_forwards);
+        cJSON_AddNumberToObject(d, "tokens_per_forward", rate(r->decode_tokens, (double)r->decode_forwards));
+        cJSON_AddNumberToObject(d, "draft_seconds", r->draft_seconds);
+        cJSON_AddNumberToObject(d, "draft_share", r->decode_seconds > 0 ? r->draft_seconds / r->decode_seconds : 0.0);
+        cJSON_AddItemToObject(s, "speculation", d);
+    }
     return s;
 }
 
@@ -145,6 +171,19 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
             r->prefill_seconds, rate(r->prefill_tokens, r->prefill_seconds));
     fprintf(e, "decode:     %zu tokens in %.3f s = %.1f tok/s\n", r->decode_tokens,
             r->decode_seconds, rate(r->decode_tokens, r->decode_seconds));
+    if (r->draft) {
+        if (r->lookup_n)
+            fprintf(e, "draft:      prompt lookup of %zu-grams, up to %zu guesses a step\n", r->lookup_n,
+                    r->draft_tokens);
+        else
+            fprintf(e, "draft:      %s (matrices %s), up to %zu guesses a step\n", r->draft_file, r->draft_dtype,
+                    r->draft_tokens);
+        fprintf(e, "speculate:  %zu of %zu guesses accepted (%.1f%%), %.2f tokens per model step (%zu steps), "
+                   "draft %.1f%% of decode time\n",
+                r->accepted, r->proposed, r->proposed ? 100.0 * (double)r->accepted / (double)r->proposed : 0.0,
+                rate(r->decode_tokens, (double)r->decode_forwards), r->decode_forwards,
+                r->decode_seconds > 0 ? 100.0 * r->draft_seconds / r->decode_seconds : 0.0);
+    }
     fprintf(e, "threads:    %ld (kernels %s)\n", threads, matmul_isa_in_use());
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
@@ -303,12 +342,21 @@ int print_escaped(const unsigned char *b, size_t len) {
 // ----------------------------------------------------------------------------
 // generation
 
+// The draft of a speculative run: the --draft model (or the model itself
+// in --draft-dtype) or prompt lookup; NULL model when none.
+typedef struct {
+    const Model *model;
+    const char *file;
+} DraftModel;
+
 static int run_generate(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
                         Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
-                        size_t n_prompt) {
+                        size_t n_prompt, const DraftModel *dm) {
     GptError err = {{0}};
     Engine engine;
     Sequence seq;
+    Draft draft = {0};
+    int speculating = dm->model || o->lookup_n;
     char *text = NULL;  // the generated text, for --json
     size_t text_len = 0, text_cap = 0;
     int rc = EXIT_RUNTIME;
@@ -325,10 +373,17 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     // One sequence; the whole prompt in one step; a pool of its size.
     size_t room = (size_t)m->config.n_ctx - n_prompt, max_new = (size_t)o->max_tokens;
     size_t positions = n_prompt + (max_new < room ? max_new : room);
+    size_t guesses = speculating ? (size_t)o->draft_tokens : 0;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n_prompt, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool};
+                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
     if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0 || engine_admit(&engine, &seq, &err) != 1) {
+        report_error(&err);
+        goto done;
+    }
+    if (speculating &&
+        (dm->model ? draft_init_model(&draft, dm->model, &gp.sampling, positions, guesses, pool, &err)
+                   : draft_init_lookup(&draft, (size_t)o->lookup_n, positions, guesses, &err)) != 0) {
         report_error(&err);
         goto done;
     }
@@ -344,7 +399,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
             stopped_by_user = 1;
             break;
         }
-        if (engine_step(&engine, batch, 1, &err) != 0) {
+        if ((speculating ? speculate_step(&engine, &seq, &draft, guesses, &err)
+                         : engine_step(&engine, batch, 1, &err)) != 0) {
             report_error(&err);
             goto done;
         }
@@ -377,6 +433,18 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     r.decode_tokens = seq.decode_tokens;
     r.decode_seconds = seq.decode_seconds;
     r.seq_tokens = seq.positions;
+    if (speculating) {
+        r.draft = dm->model ? "model" : "lookup";
+        r.draft_file = dm->file;
+        r.draft_dtype = dm->model ? dtype_name(dm->model->weights.wte.dtype) : NULL;
+        r.lookup_n = (size_t)o->lookup_n;
+        r.draft_tokens = guesses;
+        r.verify_steps = seq.verify_steps;
+        r.proposed = seq.proposed;
+        r.accepted = seq.accepted;
+        r.draft_seconds = draft.seconds;
+        r.decode_forwards = seq.decode_steps;
+    }
     const char *stop_reason = stopped_by_user ? "interrupted" : stop_reason_name(seq.stop);
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
@@ -400,16 +468,63 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     }
 done:
     free(text);
+    draft_free(&draft);
     sequence_free(&seq, &engine);
     engine_free(&engine);
     return rc;
 }
 
 // ----------------------------------------------------------------------------
+// the draft model
+
+// The flag that named the draft, for messages.
+static const char *draft_flag(const Options *o) { return o->draft_path ? "--draft" : "--draft-dtype"; }
+
+// Loads the draft (the --draft file, or the model's own file in
+// --draft-dtype) and checks that it speaks the model's language: the same
+// vocabulary, every token the same bytes. 0, or -1 after reporting.
+static int load_draft(const Options *o, const char *model_file, const Model *m, const Tokenizer *tok,
+                      Model *draft) {
+    GptError err = {{0}};
+    const char *path = o->draft_path ? o->draft_path : model_file;
+    WeightOptions wo = {.matrix_dtype = o->draft_dtype};
+    if (model_load_with(draft, path, &wo, &err) != 0) {
+        fprintf(stderr, "gpt: %s: %s\n", draft_flag(o), err.msg);
+        return -1;
+    }
+    if (draft->config.vocab_size != m->config.vocab_size) {
+        fprintf(stderr, "gpt: --draft %s: its vocabulary has %d tokens, the model's %d\n", path,
+                draft->config.vocab_size, m->config.vocab_size);
+        return -1;
+    }
+    if (!o->draft_path) return 0;  // the model itself
+    int owned;
+    Tokenizer *dtok = open_tokenizer(NULL, draft, path, &owned, &err);
+    if (!dtok) {
+        fprintf(stderr, "gpt: --draft %s: its tokenizer: %s\n", path, err.msg);
+        return -1;
+    }
+    int same = tokenizer_vocab_size(dtok) == tokenizer_vocab_size(tok);
+    size_t id = 0;
+    for (; same && id < tokenizer_vocab_size(tok); id++) {
+        size_t a, b;
+        const unsigned char *x = tokenizer_token_bytes(tok, (int32_t)id, &a);
+        const unsigned char *y = tokenizer_token_bytes(dtok, (int32_t)id, &b);
+        same = a == b && (a == 0 || memcmp(x, y, a) == 0);
+    }
+    if (owned) tokenizer_free(dtok);
+    if (!same) {
+        fprintf(stderr, "gpt: --draft %s: its tokenizer differs from the model's (token %zu)\n", path, id - 1);
+        return -1;
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
 // gpt [--score]
 
 int run_model(const Options *o) {
-    Model m = {0};
+    Model m = {0}, draft = {0};
     char model_path[4096];
     catch_interrupts();
     int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
@@ -431,6 +546,12 @@ int run_model(const Options *o) {
         fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n",
                 model_path, m.config.vocab_size, tokenizer_vocab_size(tok));
         goto done;
+    }
+    DraftModel dm = {0};
+    if (!scoring && (o->draft_path || o->draft_dtype >= 0)) {
+        if (load_draft(o, model_path, &m, tok, &draft) != 0) goto done;
+        dm.model = &draft;
+        dm.file = o->draft_path ? o->draft_path : model_path;
     }
     if (read_prompt(o, &prompt, &prompt_len) != 0) goto done;
     size_t n;
@@ -455,12 +576,13 @@ int run_model(const Options *o) {
         goto done;
     }
     rc = scoring ? run_score(o, &m, model_path, pool, tok, ids, n)
-                 : run_generate(o, &m, model_path, pool, tok, prompt, prompt_len, ids, n);
+                 : run_generate(o, &m, model_path, pool, tok, prompt, prompt_len, ids, n, &dm);
 done:
     threadpool_free(pool);
     free(ids);
     free(prompt);
     if (owned) tokenizer_free(tok);
+    model_free(&draft);
     model_free(&m);
     return rc;
 }
