@@ -199,3 +199,7 @@ for mode in shared unshared; do
     echo "  64 prompts sharing a 300-token prefix, $mode: $wall s wall, $pre prefill tokens computed, $saved saved; peak RSS $(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }') MiB (weights 475 MiB + KV budget $(echo "$budget" | awk '{ printf "%.0f", $1 / 1048576 }') MiB)"
 done
 echo "  sharing: $(echo "$wall_unshared $wall_shared" | awk '{ printf "%.1fx", $1 / $2 }') faster"
+
+echo
+echo "== speculative decoding: the plain run and speculation, the same tokens (tests/bench/speculate.sh)"
+sh tests/bench/speculate.sh
