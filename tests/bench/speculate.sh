@@ -46,9 +46,9 @@ spec_case() {
     share=$(json_num draft_share "$TMP/best.json")
     dtok=$(json_num decode_tokens "$TMP/best.json")
     echo "$plain $spec $acc $per $fw $dsec $share $dtok $t" | awk -v label="$label" '{
-        verify = ($8 / $2 - $6) / $5          # seconds of one verify step: decode time less the draft's, per step
+        verify = ($8 / $2 - $6) / $5          # seconds of one verify step: decode time less the draft time, per step
         printf "  %-40s %d thread%s: plain %6.1f, speculative %6.1f tok/s = %.2fx; accepted %3.0f%%, %.2f tokens/step, a verify step %.2fx a plain step, draft %2.0f%% of decode\n",
-            label, $9, $9 > 1 ? "s" : " ", $1, $2, $2 / $1, 100 * $3, $4, verify * $1, 100 * $7 }'
+            label, $9, ($9 > 1 ? "s" : " "), $1, $2, $2 / $1, 100 * $3, $4, verify * $1, 100 * $7 }'
 }
 
 prompt="The history of the world is the history of a few men who had faith in themselves, and"
