@@ -1,6 +1,11 @@
 #!/bin/sh
-# The manual page, man/gpt.1, says what gpt --help says: this fails, naming
-# the option, when either has an option the other lacks.
+# The manual page, man/gpt.1, says what gpt --help says, and --help what
+# the option parser accepts: this fails, naming the option, when one has an
+# option another lacks.
+#   - every option the parser accepts (src/cli/options.c's struct option
+#     array and getopt_long string; run_convert's and run_inspect's in
+#     src/cli/convert.c) is in the help, every option of the help is
+#     accepted, and it takes a value where the help gives it an argument;
 #   - every option of `gpt --help` (its option lines, and the mode options
 #     its usage lines name, such as --batch) is a .TP tag of the page's
 #     MODES or OPTIONS section, and every option such a tag names is in
@@ -127,12 +132,68 @@ compare() {
     done
 }
 
+# parser_options FILE [FUNCTION]: the options the parser in FILE (in
+# FUNCTION's body) accepts, one per line: OPTION <TAB> 1 if it takes a
+# value, else 0; from its struct option array and its getopt_long string.
+parser_options() {
+    if [ -n "$2" ]; then
+        sed -n "/^int $2(/,/^}/p" "$1"
+    else
+        cat "$1"
+    fi > "$tmp/parser_src"
+    grep -oE '\{"[a-z0-9-]+", *(no|required|optional)_argument' "$tmp/parser_src" |
+        sed -E 's/^\{"([a-z0-9-]+)", *(no|required|optional)_argument/--\1 \2/' |
+        awk '{ print $1 "\t" ($2 == "no" ? 0 : 1) }'
+    grep -oE 'getopt_long\(argc, argv, "[^"]*"' "$tmp/parser_src" | sed 's/.*"\(.*\)"/\1/' |
+        awk '{ s = $0; sub(/^:/, "", s)
+               for (i = 1; i <= length(s); i++) {
+                   c = substr(s, i, 1)
+                   if (c == ":") continue
+                   print "-" c "\t" (substr(s, i + 1, 1) == ":" ? 1 : 0)
+               } }'
+}
+
+# check_parser WHAT HELP-FILE SOURCE [FUNCTION]: the options the parser
+# accepts are the options the help lists, both ways, and those the help
+# gives an argument take a value.
+check_parser() {
+    what=$1 help=$2 src=$3
+    parser_options "$src" "$4" | sort -u > "$tmp/parser"
+    if [ ! -s "$tmp/parser" ]; then
+        fail "found no options in $src${4:+ ($4)}: has its struct option array moved?"
+        return
+    fi
+    awk -f tests/help_options.awk "$help" > "$tmp/entries_help"
+    { cut -f1 "$tmp/entries_help"; grep -o -- '--[a-z][a-z0-9-]*' "$help"; } | sort -u > "$tmp/help_opts"
+    cut -f1 "$tmp/parser" > "$tmp/parser_names"
+    for o in $(cat "$tmp/parser_names"); do
+        if grep -qxF -- "$o" "$tmp/help_opts"; then pass
+        elif [ "$what" != gpt ] && { [ "$o" = -h ] || [ "$o" = --help ]; }; then pass  # what prints the help
+        else fail "$src accepts $o, which $what --help does not list"
+        fi
+    done
+    for o in $(cat "$tmp/help_opts"); do
+        if grep -qxF -- "$o" "$tmp/parser_names"; then pass
+        else fail "$what --help lists $o, which $src${4:+ ($4)} does not accept"
+        fi
+    done
+    for o in $(cut -f1 "$tmp/entries_help"); do
+        takes=$(awk -F '\t' -v o="$o" '$1 == o { print $2; exit }' "$tmp/parser")
+        [ -n "$takes" ] || continue
+        arg=$(awk -F '\t' -v o="$o" '$1 == o { print $2; exit }' "$tmp/entries_help")
+        if { [ -n "$arg" ] && [ "$takes" = 1 ]; } || { [ -z "$arg" ] && [ "$takes" = 0 ]; }; then pass
+        else fail "$o: $what --help gives it the argument '${arg}', $src says it takes $([ "$takes" = 1 ] && echo one || echo none)"
+        fi
+    done
+}
+
 if ! "$GPT" --help > "$tmp/help" 2> "$tmp/err"; then
     fail "$GPT --help failed: $(cat "$tmp/err")"
     echo "check_man: $passed passed, $failed failed"
     exit 1
 fi
 compare "gpt" "$tmp/help" MODES OPTIONS
+check_parser "gpt" "$tmp/help" src/cli/options.c
 
 # The subcommands: "gpt convert ..." in the usage lines, "gpt convert" as a
 # MODES tag; each one's options in "CONVERT OPTIONS".
@@ -144,6 +205,10 @@ for sub in $(cat "$tmp/help_subs"); do
     fi
     if "$GPT" "$sub" --help > "$tmp/help_$sub" 2> "$tmp/err"; then
         compare "gpt $sub" "$tmp/help_$sub" "$(echo "$sub" | tr a-z A-Z) OPTIONS"
+        src=$(grep -l "^int run_$sub(" src/cli/*.c | head -n 1)
+        if [ -n "$src" ]; then check_parser "gpt $sub" "$tmp/help_$sub" "$src" "run_$sub"
+        else fail "no src/cli file defines run_$sub, the parser of gpt $sub"
+        fi
     else
         fail "$GPT $sub --help failed: $(cat "$tmp/err")"
     fi
