@@ -133,9 +133,11 @@ for v in $_gpt_dtypes; do
 done
 
 # The modes: each option with a value it takes, after each mode's option,
-# and a model that does not exist, so that nothing runs: 2 is "does not
-# apply" (or "exclude each other"), 0 (--help) or 1 (no such model) is
-# accepted.
+# and a model that does not exist, so that nothing runs: exit 2 with "does
+# not apply" (or "exclude each other") is refused, 0 (--help) or 1 (no such
+# model) accepted; any other usage error is a value sample() should give.
+# sample OPTION: a value OPTION accepts (words: an option that needs another
+# one beside it gets that too)
 sample() {
     case $1 in
         -m | --model | --tokenizer) echo /nonexistent/gpt-model ;;
@@ -155,11 +157,16 @@ while read -r name modes value; do
         [ "$name" = "$mode_opt" ] && mode_opt=
         case $m:$name in g:--batch | g:--score | g:--tokenize | g:--detokenize) continue ;; esac
         set -- $mode_opt "$name"
-        [ "$value" = - ] || set -- "$@" "$(sample "$name")"
+        [ "$value" = - ] || set -- "$@" $(sample "$name")
         "$GPT" "$@" -m /nonexistent/gpt-model < /dev/null > /dev/null 2> "$tmp/err"
         rc=$?
         case $modes in *$m*) want="applies" ;; *) want="does not apply" ;; esac
-        if [ $rc -eq 2 ]; then got="does not apply"; else got="applies"; fi
+        if [ $rc -ne 2 ]; then got="applies"
+        elif grep -qE 'does not apply|exclude each other' "$tmp/err"; then got="does not apply"
+        else
+            fail "gpt $*: a usage error that is not about the mode (give it a value in sample()): $(head -c 200 "$tmp/err")"
+            continue
+        fi
         if [ "$want" = "$got" ]; then pass
         else fail "gpt $* (mode $m): $COMPLETION says $name $want, gpt exits $rc: $(head -c 200 "$tmp/err")"
         fi
