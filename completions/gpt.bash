@@ -80,7 +80,7 @@ _gpt_kv_types='f32 f16'
 # TABLE (exactly, or as an unambiguous abbreviation of a long option), or
 # nothing.
 _gpt_resolve() {
-    local word=$1 name modes value found= n=0
+    local word=$1 name modes value found='' n=0
     while read -r name modes value; do
         [[ -n $name ]] || continue
         if [[ $name == "$word" ]]; then
@@ -115,7 +115,7 @@ _gpt_files() {
 }
 
 _gpt() {
-    local cur=${COMP_WORDS[COMP_CWORD]} prev= prefix= table=$_gpt_options sub= mode= seen=' '
+    local cur=${COMP_WORDS[COMP_CWORD]} prev='' prefix='' table=$_gpt_options sub='' mode='' seen=' '
     local i w r name modes value list=
     ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
     # --opt=value: bash splits the word at "=" (--dtype, =, f1) unless

@@ -224,7 +224,7 @@ sed -n '/^exit codes:/,$p' "$tmp/help" | tr '\n' ' ' | sed 's/^exit codes://' |
     grep -oE '(^|[:,]) *[0-9]+ [a-z]' | grep -oE '[0-9]+' | sort -u > "$tmp/help_codes"
 awk -F '\t' '$1 == "EXIT STATUS" { print $2 }' "$tmp/entries" | sort -u > "$tmp/man_codes"
 if [ -s "$tmp/help_codes" ] && cmp -s "$tmp/help_codes" "$tmp/man_codes"; then pass
-else fail "exit codes: gpt --help has $(echo $(cat "$tmp/help_codes")), $MAN's EXIT STATUS $(echo $(cat "$tmp/man_codes"))"
+else fail "exit codes: gpt --help has $(tr '\n' ' ' < "$tmp/help_codes"), $MAN's EXIT STATUS $(tr '\n' ' ' < "$tmp/man_codes")"
 fi
 
 # The environment: what src/ reads with getenv.
