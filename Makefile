@@ -126,12 +126,17 @@ bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
 
 # gpt, the GPT-2 tokenizer files and the demo model (run when no GPT-2 is
 # installed) where it looks for them (PREFIX/share/gpt), and
-# scripts/get-gpt2.sh as gpt-get-gpt2.
+# scripts/get-gpt2.sh as gpt-get-gpt2; the manual page gpt(1) and the bash
+# completion (which bash-completion loads from share/bash-completion).
 install: $(BUILD)/gpt
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
 	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
 	install -m 644 models/vocab.json models/merges.txt models/demo.bin $(DESTDIR)$(PREFIX)/share/gpt/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 man/gpt.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpt.1
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 completions/gpt.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpt
 
 clean:
 	rm -rf build build-asan gpt

@@ -1,0 +1,196 @@
+# bash completion for gpt(1): its options (those of the mode given so far),
+# the modes and the subcommands, the values of --dtype and --kv-type, and
+# file names for -m/--model, --tokenizer and the files of gpt convert and
+# gpt inspect. Abbreviated options (--kv-t f16) and --opt=value work as
+# they do in gpt.
+#
+# Installed by `make install` as PREFIX/share/bash-completion/completions/gpt
+# (bash-completion loads it the first time gpt is completed); from the source
+# tree: source completions/gpt.bash
+#
+# tests/check_completion.sh holds this file to gpt --help and to the option
+# parser: every option of the help is in the tables below and every one of
+# them in the help, and each applies to exactly the modes listed.
+
+# Each option of gpt; the modes it applies to (g generation, b --batch,
+# s --score, t --tokenize, d --detokenize; src/cli/options.c's modes_of);
+# its value: - (none), file, dtype, kvtype, or text (not completed).
+_gpt_options='
+-m                  gbstd file
+--model             gbstd file
+-p                  gstd  text
+--prompt            gstd  text
+--keep-newline      g     -
+--tokenizer         gbstd file
+--dtype             gbs   dtype
+--kv-type           gbs   kvtype
+--special           gbst  -
+-n                  gb    text
+--max-tokens        gb    text
+--temp              gb    text
+--top-k             gb    text
+--top-p             gb    text
+--min-p             gb    text
+--repeat-penalty    gb    text
+-s                  gb    text
+--seed              gb    text
+--stop              gb    text
+--ignore-eos        gb    -
+--echo              g     -
+--jsonl             b     -
+--parallel          b     text
+--kv-budget         b     text
+--unordered         b     -
+--text              b     -
+--first-index       b     text
+--prefill-chunk     b     text
+--no-prefix-sharing b     -
+--stats-json        b     -
+--per-token         s     -
+--stride            s     text
+--json              gst   -
+--stats             gbs   -
+-t                  gbs   text
+--threads           gbs   text
+-h                  gbstd -
+--help              gbstd -
+--version           gbstd -
+--batch             b     -
+--score             s     -
+--tokenize          t     -
+--detokenize        d     -
+'
+# The subcommands' options (the modes column is unused: "c").
+_gpt_convert_options='
+--dtype             c     dtype
+--tokenizer         c     file
+--force             c     -
+-h                  c     -
+--help              c     -
+'
+_gpt_inspect_options='
+-h                  c     -
+--help              c     -
+'
+_gpt_subcommands='convert inspect'
+_gpt_dtypes='f32 f16 bf16 q8'
+_gpt_kv_types='f32 f16'
+
+# _gpt_resolve WORD TABLE: "NAME MODES VALUE" of the option WORD names in
+# TABLE (exactly, or as an unambiguous abbreviation of a long option), or
+# nothing.
+_gpt_resolve() {
+    local word=$1 name modes value found='' n=0
+    while read -r name modes value; do
+        [[ -n $name ]] || continue
+        if [[ $name == "$word" ]]; then
+            echo "$name $modes $value"
+            return
+        fi
+        if [[ $word == --?* && $name == "$word"* ]]; then
+            found="$name $modes $value"
+            n=$((n + 1))
+        fi
+    done <<< "$2"
+    ((n == 1)) && echo "$found"
+}
+
+# COMPREPLY: the words of $1 that start with $cur, each after $prefix.
+_gpt_words() {
+    local w
+    COMPREPLY=()
+    for w in $1; do
+        [[ $w == "$cur"* ]] && COMPREPLY+=("$prefix$w")
+    done
+}
+
+# COMPREPLY: the file and directory names that start with $cur.
+_gpt_files() {
+    local f
+    COMPREPLY=()
+    compopt -o filenames 2> /dev/null
+    while IFS= read -r f; do
+        COMPREPLY+=("$prefix$f")
+    done < <(compgen -f -- "$cur")
+}
+
+_gpt() {
+    local cur=${COMP_WORDS[COMP_CWORD]} prev='' prefix='' table=$_gpt_options sub='' mode='' seen=' '
+    local i w r name modes value list=
+    ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
+    # --opt=value: bash splits the word at "=" (--dtype, =, f1) unless
+    # COMP_WORDBREAKS lacks it (--dtype=f1)
+    if [[ $cur == = ]]; then
+        cur=
+    elif [[ $prev == = ]] && ((COMP_CWORD >= 2)); then
+        prev=${COMP_WORDS[COMP_CWORD - 2]}
+    elif [[ $cur == --*=* ]]; then
+        prev=${cur%%=*}
+        prefix=$prev=
+        cur=${cur#*=}
+    fi
+    if ((COMP_CWORD >= 2)); then
+        case ${COMP_WORDS[1]} in
+            convert) sub=convert table=$_gpt_convert_options ;;
+            inspect) sub=inspect table=$_gpt_inspect_options ;;
+        esac
+    fi
+
+    # the value of the option before it
+    if [[ $prev == -* && ( -n $prefix || $prev != *=* ) ]]; then
+        r=$(_gpt_resolve "$prev" "$table")
+        if [[ -n $r ]]; then
+            read -r name modes value <<< "$r"
+            case $value in
+                file) _gpt_files; return ;;
+                dtype) _gpt_words "$_gpt_dtypes"; return ;;
+                kvtype) _gpt_words "$_gpt_kv_types"; return ;;
+                text) COMPREPLY=(); return ;;
+            esac
+        fi
+    fi
+    [[ -n $prefix ]] && { COMPREPLY=(); return; }
+
+    # the options given so far, and the mode they choose
+    i=1
+    [[ -n $sub ]] && i=2
+    for (( ; i < COMP_CWORD; i++)); do
+        w=${COMP_WORDS[i]}
+        if [[ $w == -- ]]; then
+            # no options after --: gpt takes no operands; convert and inspect, files
+            COMPREPLY=()
+            [[ -n $sub ]] && _gpt_files
+            return
+        fi
+        [[ $w == -* ]] || continue
+        r=$(_gpt_resolve "${w%%=*}" "$table")
+        [[ -n $r ]] || continue
+        read -r name modes value <<< "$r"
+        seen+="$name "
+        case $name in
+            --batch) mode=b ;;
+            --score) mode=s ;;
+            --tokenize) mode=t ;;
+            --detokenize) mode=d ;;
+        esac
+        # its value is the next word (not -n20, --temp=0.7)
+        [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))
+    done
+
+    if [[ -n $sub && $cur != -* ]]; then
+        _gpt_files
+        return
+    fi
+    # the options of the mode (all of them while none is given), less those
+    # given already (--stop repeats)
+    while read -r name modes value; do
+        [[ -n $name ]] || continue
+        [[ -z $mode || $modes == *$mode* ]] || continue
+        [[ $name == --stop || $seen != *" $name "* ]] || continue
+        list+=" $name"
+    done <<< "$table"
+    ((COMP_CWORD == 1)) && list="$_gpt_subcommands $list"
+    _gpt_words "$list"
+}
+
+complete -F _gpt gpt
