@@ -37,6 +37,10 @@ _gpt_options='
 --stop              gb    text
 --ignore-eos        gb    -
 --echo              g     -
+--draft             g     file
+--draft-dtype       g     dtype
+--draft-tokens      g     text
+--lookup            g     text
 --jsonl             b     -
 --parallel          b     text
 --kv-budget         b     text

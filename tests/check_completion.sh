@@ -145,6 +145,9 @@ sample() {
         -p | --prompt | --stop) echo x ;;
         --kv-budget) echo 1G ;;
         --min-p) echo 0 ;;
+        --draft) echo /nonexistent/gpt-model ;;
+        --draft-dtype) echo q8 ;;
+        --draft-tokens) echo "1 --lookup 2" ;;
         *) echo 1 ;;
     esac
 }
