@@ -4,10 +4,23 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 // Spins before a worker sleeps (each a pause instruction, ~10-40 ns).
 enum { SPIN_ITERATIONS = 20000 };
+
+// How a run is shared out. The task's parts are its thread indices 0 ..
+// n_threads - 1: each is a function of (arg, index, n_threads) alone (every
+// caller splits its work by index and keeps per-index scratch), so any
+// thread may run any part, as long as each part runs once. The caller runs
+// part 0, then claims whatever parts no worker has claimed yet: a worker
+// that is slow to start (asleep, or not scheduled because the machine is
+// busy) no longer holds up the run; its part runs on the caller instead,
+// the same bits either way. A claim is a compare-and-swap on one word that
+// holds the run's generation (high 32 bits) and the next unclaimed part
+// (low 32), so a worker that wakes after its run has ended cannot claim a
+// part of the next run for the old task.
 
 typedef struct {
     ThreadPool *pool;
@@ -20,8 +33,8 @@ struct ThreadPool {
     Worker *workers;
     ThreadTask task;
     void *arg;
-    atomic_uint generation;  // bumped once per run: the signal to start
-    atomic_int finished;     // workers done with the current run
+    _Atomic uint64_t work;   // generation << 32 | next part to claim
+    atomic_int finished;     // parts done in the current run
     atomic_int stop;
     pthread_mutex_t lock;    // guards sleepers and the condition variable
     pthread_cond_t wake;
@@ -34,6 +47,25 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static inline unsigned generation_of(uint64_t w) { return (unsigned)(w >> 32); }
+
+// Claims and runs the parts of generation gen that are left; returns when
+// none is.
+static void run_parts(ThreadPool *p, unsigned gen) {
+    uint64_t w = atomic_load_explicit(&p->work, memory_order_acquire);
+    for (;;) {
+        if (generation_of(w) != gen || (int)(uint32_t)w >= p->n_threads) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->work, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;  // w now holds the word as it is
+        // A part of this run is claimed and not done, so the run (its task
+        // and arg) lasts until we are finished with it.
+        p->task(p->arg, (int)(uint32_t)w, p->n_threads);
+        atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
+        w = atomic_load_explicit(&p->work, memory_order_acquire);
+    }
+}
+
 static void *worker_main(void *arg) {
     Worker *w = arg;
     ThreadPool *p = w->pool;
@@ -43,14 +75,14 @@ static void *worker_main(void *arg) {
     for (;;) {
         unsigned gen = seen;
         for (int i = 0; i < SPIN_ITERATIONS; i++) {
-            gen = atomic_load_explicit(&p->generation, memory_order_acquire);
+            gen = generation_of(atomic_load_explicit(&p->work, memory_order_acquire));
             if (gen != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
             cpu_relax();
         }
         if (gen == seen) {
             pthread_mutex_lock(&p->lock);
             p->sleepers++;
-            while ((gen = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+            while ((gen = generation_of(atomic_load_explicit(&p->work, memory_order_acquire))) == seen &&
                    !atomic_load(&p->stop))
                 pthread_cond_wait(&p->wake, &p->lock);
             p->sleepers--;
@@ -58,8 +90,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = gen;
-        p->task(p->arg, w->index, p->n_threads);
-        atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
+        run_parts(p, gen);
     }
 }
 
@@ -71,7 +102,7 @@ ThreadPool *threadpool_create(int n_threads, GptError *err) {
         return NULL;
     }
     p->n_threads = n_threads;
-    atomic_init(&p->generation, 0);
+    atomic_init(&p->work, (uint64_t)0);
     atomic_init(&p->finished, 0);
     atomic_init(&p->stop, 0);
     pthread_mutex_init(&p->lock, NULL);
@@ -120,11 +151,14 @@ void threadpool_run(ThreadPool *p, ThreadTask task, void *arg) {
     p->task = task;
     p->arg = arg;
     atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    // the new generation, with part 0 taken by the caller
+    unsigned gen = generation_of(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1;
     pthread_mutex_lock(&p->lock);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    atomic_store_explicit(&p->work, (uint64_t)gen << 32 | 1, memory_order_release);
     if (p->sleepers) pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     task(arg, 0, p->n_threads);
+    run_parts(p, gen);  // the parts no worker has claimed
     int want = p->n_threads - 1;
     for (long i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < want; i++)
         if (i < SPIN_ITERATIONS) cpu_relax();
