@@ -2,9 +2,12 @@
  * threads.h - a pool of threads that stay alive between calls, for the
  * kernels that split one product across cores (matmul.c, forward.c).
  *
- * threadpool_run() hands one task to every thread of the pool (the caller is
- * thread 0) and returns when all have finished it: a fork-join with no
- * thread created per call. Between tasks a worker spins for a short while
+ * threadpool_run() splits one task into n_threads parts and returns when all
+ * have run: a fork-join with no thread created per call. The caller runs
+ * part 0 and then any part no worker has claimed yet, so a worker the
+ * machine does not schedule in time (another process on its core) does not
+ * hold up the run. Each part must therefore depend on its index alone (its
+ * share of the work, its per-index scratch), never on which thread runs it. Between tasks a worker spins for a short while
  * (a decode step runs about 50 tasks in a few milliseconds, and waking a
  * sleeping thread costs tens of microseconds), then sleeps on a condition
  * variable, so an idle pool takes no CPU from anyone else (a BLAS's own
@@ -19,7 +22,8 @@
 
 typedef struct ThreadPool ThreadPool;
 
-// task(arg, thread, n_threads) runs once on each thread, 0 <= thread < n_threads.
+// task(arg, part, n_threads) runs once for each part 0 <= part < n_threads,
+// on some thread of the pool (the caller, or a worker).
 typedef void (*ThreadTask)(void *arg, int thread, int n_threads);
 
 // A pool of n_threads threads in all (n_threads - 1 are created; 1 creates
@@ -27,7 +31,7 @@ typedef void (*ThreadTask)(void *arg, int thread, int n_threads);
 ThreadPool *threadpool_create(int n_threads, GptError *err);
 void threadpool_free(ThreadPool *p);  // NULL-safe; joins the workers
 int threadpool_size(const ThreadPool *p);  // 1 for NULL
-// Runs task on every thread and waits for all of them. Not reentrant: one
+// Runs every part of task and waits for all of them. Not reentrant: one
 // caller at a time, and a task must not call threadpool_run on its pool.
 void threadpool_run(ThreadPool *p, ThreadTask task, void *arg);
 

@@ -1,0 +1,109 @@
+/*
+ * test_threads.c - the thread pool (threads.h): every part of a task runs
+ * exactly once per threadpool_run, whichever thread claims it, over many
+ * runs of uneven parts, with more threads than cores and with another
+ * process keeping the cores busy (so that workers are often not scheduled
+ * when a run starts, and the caller claims their parts); and thread_range
+ * cuts n items into an even, complete, ordered split.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "threads.h"
+
+enum { MAX_PARTS = 16, RUNS = 4000 };
+
+typedef struct {
+    atomic_int ran[MAX_PARTS];  // times each part ran in this run
+    int run;                    // which run, for the uneven work
+    atomic_int bad_index;       // a part index outside [0, n_threads)
+    volatile double sink;
+} Job;
+
+// Part i does an amount of work that depends on (run, i): some parts are
+// far longer than others, as the last share of a matmul can be.
+static void part(void *arg, int i, int n_threads) {
+    Job *j = arg;
+    if (i < 0 || i >= n_threads || i >= MAX_PARTS) {
+        atomic_fetch_add(&j->bad_index, 1);
+        return;
+    }
+    atomic_fetch_add(&j->ran[i], 1);
+    int spins = ((j->run * 7 + i * 13) % 5 == 0) ? 20000 : 200;
+    double x = 0;
+    for (int k = 0; k < spins; k++) x += k * 1e-9;
+    j->sink = x;
+}
+
+static void check_pool(int n_threads, const char *what) {
+    GptError err = {{0}};
+    ThreadPool *p = threadpool_create(n_threads, &err);
+    CHECK(p != NULL, "%s: %s", what, err.msg);
+    if (!p) return;
+    CHECK(threadpool_size(p) == n_threads, "%s: size %d", what, threadpool_size(p));
+    Job j;
+    memset(&j, 0, sizeof j);
+    int wrong = 0;
+    for (int r = 0; r < RUNS; r++) {
+        for (int i = 0; i < MAX_PARTS; i++) atomic_store(&j.ran[i], 0);
+        j.run = r;
+        threadpool_run(p, part, &j);
+        // threadpool_run has returned: every part ran once, none is still running
+        for (int i = 0; i < n_threads; i++) wrong += atomic_load(&j.ran[i]) != 1;
+        // every few runs a pause, so that the workers fall asleep and must be woken
+        if (r % 500 == 499) nanosleep(&(struct timespec){.tv_nsec = 3000000}, NULL);
+    }
+    CHECK(wrong == 0 && atomic_load(&j.bad_index) == 0, "%s: %d parts ran other than once, %d bad indices", what,
+          wrong, atomic_load(&j.bad_index));
+    threadpool_free(p);
+}
+
+static void test_thread_range(void) {
+    for (size_t n = 0; n < 200; n += 7)
+        for (int t = 1; t <= 5; t++) {
+            size_t next = 0;
+            int ok = 1;
+            for (int i = 0; i < t; i++) {
+                size_t b, e;
+                thread_range(n, 16, i, t, &b, &e);
+                ok &= b == next && e >= b && (e == n || (e - b) % 16 == 0);
+                next = e;
+            }
+            CHECK(ok && next == n, "thread_range(%zu, 16, ., %d) does not cut [0, n) in order", n, t);
+        }
+}
+
+int main(void) {
+    test_thread_range();
+    check_pool(1, "1 thread");
+    check_pool(2, "2 threads");
+    check_pool(7, "7 threads (more than cores)");
+    // Another process spinning on every core: workers are descheduled at
+    // the start of many runs, and the caller claims their parts.
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t busy[8];
+    int n_busy = 0;
+    for (long c = 0; c < cores && n_busy < 8; c++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(60);  // ends it even if this test dies before it kills it
+            for (volatile unsigned long x = 0;; x++) {
+            }
+        }
+        if (pid > 0) busy[n_busy++] = pid;
+    }
+    check_pool(2, "2 threads, cores busy");
+    check_pool(4, "4 threads, cores busy");
+    for (int i = 0; i < n_busy; i++) {
+        kill(busy[i], SIGKILL);
+        waitpid(busy[i], NULL, 0);
+    }
+    return check_exit("test_threads");
+}
