@@ -163,6 +163,43 @@ static void test_equals_alone(const char *name, const char *model) {
 // ---------------------------------------------------------------------------
 // the contract
 
+// The --stats-json line of a run's stderr (its last line), parsed.
+static cJSON *stats_line(const char *err) {
+    const char *last = err, *nl;
+    while ((nl = strchr(last, '\n')) && nl[1]) last = nl + 1;
+    return cJSON_Parse(last);
+}
+
+// A budget is an upper limit, not an allocation: one far beyond this
+// machine's memory (200G; the largest the option takes, more blocks than a
+// pool numbers for tiny's 16 KiB blocks) runs, gives the tokens of the
+// default budget, and costs only the blocks it uses. It failed "out of
+// memory" (a pool allocated, then touched page by page).
+static void test_large_budget(void) {
+    const char *models[] = {ckpt("tiny"), ckpt("gpt2-124M-shaped")};
+    const char *budgets[] = {"200G", "131072G"};
+    for (int m = 0; m < 2; m++) {
+        const char *in = "Hello\nThe cat\n";
+        Result want = RUN_IN(in, "-m", models[m], "--batch", "-n", "4", "-s", "3");
+        for (int b = 0; b < 2 - m; b++) {
+            Result r = RUN_IN(in, "-m", models[m], "--batch", "-n", "4", "-s", "3", "--kv-budget", budgets[b],
+                              "--stats-json");
+            cJSON *st = stats_line(r.err);
+            const cJSON *rss = cJSON_GetObjectItem(st, "peak_rss_bytes");
+            const cJSON *held = cJSON_GetObjectItem(st, "kv_peak_bytes_held");
+            // 124M: 475 MiB of weights (converted at load), and 2 blocks of 1.1 MiB held
+            double limit = m ? 1.5e9 : 2e8;
+            CHECK(r.rc == 0 && want.rc == 0 && !strcmp(r.out, want.out) && rss && rss->valuedouble < limit && held &&
+                      held->valuedouble <= 2 * 16 * 73728,
+                  "--kv-budget %s (%s): rc %d, peak rss %.0f (want < %.0f), stdout '%.300s', want '%.300s', %s",
+                  budgets[b], m ? "124M" : "tiny", r.rc, rss ? rss->valuedouble : -1, limit, r.out, want.out, r.err);
+            cJSON_Delete(st);
+            result_free(&r);
+        }
+        result_free(&want);
+    }
+}
+
 static void test_lines(void) {
     const char *tiny = ckpt("tiny");
     // plain lines: one result each, in order; an empty line is an empty prompt
@@ -380,6 +417,7 @@ static void test_lines(void) {
     r = RUN_IN("hello\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "2M", "-n", "40");
     CHECK(r.rc == 1 && strstr(r.out, "budget"), "2M budget: rc %d %s %s", r.rc, r.out, r.err);
     result_free(&r);
+    test_large_budget();
 }
 
 // GNU parallel splits the input across processes; with --first-index from

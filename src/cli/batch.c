@@ -560,7 +560,10 @@ static void print_batch_stats(const Batch *b, double wall) {
 // The KV pool's blocks: --kv-budget, or by default 1 GiB but no more than
 // twice what --parallel full contexts take (the second half keeps finished
 // prompts' blocks for later prompts to share). 0 when --kv-budget is less
-// than one block.
+// than one block. A budget is an upper limit: the pool takes memory only as
+// its blocks are used (kvpool_create), so a budget larger than the machine's
+// memory runs, and holds at most what the machine has. Past the most blocks
+// a pool numbers, it is that many.
 static size_t pool_blocks(const Options *o, const GPT2Config *c) {
     size_t block_bytes = kvcache_bytes_per_token(c, o->kv_dtype) * KV_BLOCK;
     size_t ctx_blocks = ((size_t)c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
@@ -570,7 +573,8 @@ static size_t pool_blocks(const Options *o, const GPT2Config *c) {
         if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
             budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
     }
-    return budget / block_bytes;
+    size_t blocks = budget / block_bytes;
+    return blocks < KVPOOL_MAX_BLOCKS ? blocks : KVPOOL_MAX_BLOCKS;
 }
 
 int run_batch(const Options *o) {
