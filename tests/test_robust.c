@@ -478,6 +478,19 @@ static void test_install(void) {
     CHECK(rc == 2 && !strncmp(err, "usage: gpt-get-gpt2 ", 20) && !strstr(err, "get-gpt2.sh"),
           "gpt-get-gpt2's usage: rc %d, %s", rc, err);
     free(err);
+    // its --help names the command as installed (the source tree's name
+    // only as that), and is the file's header comment alone (it went on
+    // into the script: "set -eu", the URL)
+    rc = sh("$T/root/usr/bin/gpt-get-gpt2 --help > $T/help", &err);
+    char *help = slurp(tmp("help"));
+    size_t named = 0, as_source = 0;
+    for (const char *at = help; (at = strstr(at, "get-gpt2.sh")); at++) named++;
+    for (const char *at = help; (at = strstr(at, "scripts/get-gpt2.sh")); at++) as_source++;
+    CHECK(rc == 0 && !err[0] && !strncmp(help, "gpt-get-gpt2 - ", 15) && strstr(help, "\n  gpt-get-gpt2 --from DIR") &&
+              named == as_source && !strstr(help, "set -eu") && !strstr(help, "URL="),
+          "gpt-get-gpt2 --help: rc %d, '%s', %s", rc, help, err);
+    free(help);
+    free(err);
     rc = sh("GPT=$GPT $T/root/usr/bin/gpt-get-gpt2 --from /nonexistent --out $T/x.bin", &err);
     CHECK(rc == 1 && !strncmp(err, "gpt-get-gpt2: /nonexistent", 26) && one_line(err),
           "gpt-get-gpt2's error: rc %d, %s", rc, err);
