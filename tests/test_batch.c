@@ -283,6 +283,26 @@ static void test_lines(void) {
           "seeds at 2^53: rc %d, %s", r.rc, r.out);
     result_free(&r);
 
+    // ... and a fraction is no seed: 4503599627370497.5 was rounded (to
+    // even) to ...498 and run, 1.00000000000000000001 ran as 1. The seed is
+    // read from its digits, wherever it stands in the line (after an "id"
+    // holding a "seed" of its own, a key written with an escape).
+    r = RUN_IN("{\"prompt\": \"x\", \"seed\": 4503599627370497.5, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 4503599627370496.5, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 1.00000000000000000001, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 7.0, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 7e0, \"max_tokens\": 1}\n"
+               "{\"id\": {\"seed\": 1.5, \"s\": [\"]}\"]}, \"prompt\": \"x\", \"se\\u0065d\" : 4503599627370497 }\n"
+               "{\"prompt\": \"x\", \"seed\": 7.5, \"seed\": 7}\n",
+               "-m", tiny, "--batch", "--jsonl", "-n", "1");
+    n = split_lines(r.out, lines, 8);
+    int refused = 0;
+    for (size_t i = 0; i < n && i < 5; i++) refused += strstr(lines[i], "seed must be an integer below 2^53") != NULL;
+    CHECK(r.rc == 1 && n == 7 && refused == 5 && strstr(lines[5], "\"seed\":4503599627370497,") &&
+              strstr(lines[6], "seed must be an integer"),
+          "seeds with a fraction: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
     // anything but white space after the object makes the line an error
     r = RUN_IN("{\"prompt\": \"x\"} trailing\n{\"prompt\": \"x\"}{\"prompt\": \"y\"}\n{\"prompt\": \"z\"} \t\n", "-m",
                tiny, "--batch", "--jsonl", "-n", "1");

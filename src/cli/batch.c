@@ -193,6 +193,74 @@ static int fail_unparsed(Job *j, const char *line, size_t len, const char *end) 
     return job_fail(j, "invalid JSON at byte %ld", at);
 }
 
+// cJSON keeps a number only as a double, which holds every integer below
+// 2^53 but also turns 4503599627370497.5 into ...498 and
+// 1.00000000000000000001 into 1: where the exact value matters (a seed), the
+// number is read from its text, which these find. They walk a line that
+// cJSON has parsed, so the JSON is known to be valid.
+
+// The index of the first byte at or after i that is not white space (cJSON
+// takes any byte up to 32 as white space).
+static size_t skip_space(const char *s, size_t i, size_t len) {
+    while (i < len && (unsigned char)s[i] <= 32) i++;
+    return i;
+}
+
+// The end of the JSON value that starts at s[i].
+static size_t skip_value(const char *s, size_t i, size_t len) {
+    int depth = 0, in_string = 0;
+    for (; i < len; i++) {
+        char ch = s[i];
+        if (in_string) {
+            if (ch == '\\') i++;
+            else if (ch == '"' && (in_string = 0, depth == 0)) return i + 1;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0) return i;  // the end of the object around a number
+            if (--depth == 0) return i + 1;
+        } else if (depth == 0 && (ch == ',' || (unsigned char)ch <= 32)) {
+            return i;
+        }
+    }
+    return i;
+}
+
+// The text of the value of member k (from 0, in the order of the text, which
+// is cJSON's order of an object's children) of the object on the line.
+// 0, or -1 if it has fewer members.
+static int member_text(const char *s, size_t len, size_t k, const char **value, size_t *value_len) {
+    size_t i = skip_space(s, 0, len) + 1;  // past the '{'
+    for (size_t m = 0;; m++) {
+        i = skip_space(s, i, len);
+        if (i >= len || s[i] == '}') return -1;
+        i = skip_space(s, skip_value(s, i, len), len) + 1;  // the key, the ':'
+        i = skip_space(s, i, len);
+        size_t end = skip_value(s, i, len);
+        if (m == k) {
+            *value = s + i;
+            *value_len = end - i;
+            return 0;
+        }
+        i = skip_space(s, end, len);
+        if (i < len && s[i] == ',') i++;
+    }
+}
+
+// A JSON number's text as an integer below 2^53, exactly: digits alone (no
+// sign, fraction or exponent, which a double would round). 0 or -1.
+static int exact_seed(const char *text, size_t n, uint64_t *seed) {
+    char digits[24];
+    if (n == 0 || n >= sizeof digits) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (text[i] < '0' || text[i] > '9') return -1;
+    memcpy(digits, text, n);
+    digits[n] = '\0';
+    return parse_u64(digits, seed) == 0 && *seed < (1ull << 53) ? 0 : -1;
+}
+
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
@@ -211,7 +279,8 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
     }
     int rc = -1;
     SamplerParams *sp = &j->params.sampling;
-    for (const cJSON *f = o->child; f; f = f->next) {
+    size_t member = 0;  // f's place in the object
+    for (const cJSON *f = o->child; f; f = f->next, member++) {
         const char *k = f->string;
         double d;
         if (!strcmp(k, "prompt")) {
@@ -247,21 +316,20 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
                                                    : &sp->repeat_penalty;
             *dst = (float)d;
         } else if (!strcmp(k, "seed")) {
-            // a number below 2^53, or digits: a JSON number is read as a
-            // double, which holds every integer below 2^53 but rounds
-            // 2^53 + 1 to 2^53, so from 2^53 on the number is not the text
+            // a number below 2^53, or digits in a string, read from the text:
+            // from 2^53 on a JSON number is not exact in most JSON tools (a
+            // double rounds 2^53 + 1 to 2^53), so it may not be what its
+            // writer meant; a fraction is no seed, however close to one
             uint64_t seed = 0;
+            const char *text;
+            size_t text_len;
             int bad;
-            if (cJSON_IsString(f)) {
-                bad = parse_u64(f->valuestring, &seed) != 0;
-            } else {
-                d = 0;
-                bad = json_number(f, &d) || d != floor(d) || d < 0 || d >= 9007199254740992.0;
-                seed = bad ? 0 : (uint64_t)d;
-            }
+            if (cJSON_IsString(f)) bad = parse_u64(f->valuestring, &seed) != 0;
+            else bad = !cJSON_IsNumber(f) || member_text(line, len, member, &text, &text_len) != 0 ||
+                       exact_seed(text, text_len, &seed) != 0;
             if (bad) {
-                job_fail(j, "seed must be an integer below 2^53 (a JSON number from 2^53 on is rounded), or a "
-                            "string of digits up to 2^64 - 1");
+                job_fail(j, "seed must be an integer below 2^53 written in digits (no fraction or exponent; a "
+                            "JSON number from 2^53 on is rounded), or a string of digits up to 2^64 - 1");
                 goto done;
             }
             sp->seed = seed;
