@@ -462,6 +462,9 @@ typedef struct {
     Job **queue;            // every job read and not yet written, in input order
     size_t q_head, q_len, q_cap;
     size_t lines, failed, written;
+    size_t interrupted;     // lines read and stopped by Ctrl-C (or SIGTERM) before their end
+    size_t not_read;        // after an interruption: input lines never read
+    int not_read_exact;     // ... all of them (stdin had ended), else at least that many
     GapHistogram gaps;
     double t0;
     int write_failed;
@@ -579,6 +582,9 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddStringToObject(s, "model", b->model_file);
         cJSON_AddNumberToObject(s, "lines", (double)b->lines);
         cJSON_AddNumberToObject(s, "failed", (double)b->failed);
+        cJSON_AddNumberToObject(s, "interrupted", (double)b->interrupted);
+        cJSON_AddNumberToObject(s, "not_read", (double)b->not_read);
+        cJSON_AddBoolToObject(s, "not_read_exact", b->not_read_exact);
         cJSON_AddNumberToObject(s, "wall_seconds", wall);
         cJSON_AddNumberToObject(s, "parallel", (double)o->parallel);
         cJSON_AddStringToObject(s, "weight_dtype", dtype_name(b->m->weights.wte.dtype));
@@ -608,7 +614,8 @@ static void print_batch_stats(const Batch *b, double wall) {
     if (!o->stats) return;
     FILE *f = stderr;
     fprintf(f, "model:      %s\n", b->model_file);
-    fprintf(f, "lines:      %zu (%zu failed) in %.3f s, %ld in parallel\n", b->lines, b->failed, wall, o->parallel);
+    fprintf(f, "lines:      %zu (%zu failed, %zu interrupted) in %.3f s, %ld in parallel; %s%zu not read\n", b->lines,
+            b->failed, b->interrupted, wall, o->parallel, b->not_read_exact ? "" : "at least ", b->not_read);
     fprintf(f, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token\n", c->n_layer,
             c->n_head, HS, kv_elem_size(o->kv_dtype), dtype_name(o->kv_dtype), per_token);
     fprintf(f, "kv pool:    %zu blocks of %d tokens (%zu B), budget %zu B, peak held %zu B\n", ps.n_blocks, KV_BLOCK,
@@ -740,6 +747,7 @@ int run_batch(const Options *o) {
             if (slots[i]->running) seqs[n_seqs++] = &slots[i]->seq;
         if (interrupted_run) {
             for (size_t i = 0; i < n_slots; i++) finish(slots[i], "interrupted");
+            b.interrupted += n_slots;
         } else if (n_seqs) {
             if (engine_step(&b.engine, seqs, n_seqs, &err) != 0) {
                 report_error(&err);
@@ -771,6 +779,18 @@ int run_batch(const Options *o) {
         if ((in.eof || interrupted_run) && n_slots == 0 && b.q_len == 0) break;
     }
     double wall = now_seconds() - b.t0;
+    b.not_read_exact = 1;
+    if (interrupted_run) {
+        // The lines never read: counted as far as stdin has them now (to
+        // its end for a file, or a pipe whose writer is done), never waited for.
+        char *line;
+        size_t len;
+        int got;
+        while ((got = next_line(&in, 0, &line, &len)) > 0) b.not_read++;
+        b.not_read_exact = got < 0 && !in.error;
+        fprintf(stderr, "gpt: --batch interrupted: %zu lines answered, %zu of them stopped early; %s%zu lines not read\n",
+                b.lines, b.interrupted, b.not_read_exact ? "" : "at least ", b.not_read);
+    }
     print_batch_stats(&b, wall);
     rc = interrupted_run ? EXIT_INTERRUPTED : b.failed ? EXIT_RUNTIME : EXIT_OK;
 done:
