@@ -10,6 +10,7 @@
  * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,31 @@ static void test_large_budget(void) {
         }
         result_free(&want);
     }
+}
+
+// The prefill rate is over the steps that prefilled, as a single run's is:
+// over the whole run's wall time every decode step lowered it (66 tok/s
+// against 205 with prompts sharing a prefix, which makes most steps decodes).
+static void test_prefill_rate(void) {
+    char in[4096] = "";
+    for (int i = 0; i < 8; i++) {
+        char line[512];
+        snprintf(line, sizeof line, "%s line %d\n", SHARED, i);
+        strcat(in, line);
+    }
+    Result r = RUN_IN(in, "-m", ckpt("tiny"), "--batch", "-n", "40", "--ignore-eos", "--parallel", "4", "--stats-json");
+    cJSON *st = stats_line(r.err);
+    const cJSON *tokens = cJSON_GetObjectItem(st, "prefill_tokens"), *secs = cJSON_GetObjectItem(st, "prefill_seconds"),
+                *rate = cJSON_GetObjectItem(st, "prefill_tok_s"), *steps = cJSON_GetObjectItem(st, "prefill_steps"),
+                *all_steps = cJSON_GetObjectItem(st, "steps"), *wall = cJSON_GetObjectItem(st, "wall_seconds");
+    int ok = r.rc == 0 && tokens && secs && rate && steps && all_steps && wall;
+    // 8 prompts, 4 at a time, each prefilled in one step: 2 to 8 steps of 80 or more
+    CHECK(ok && secs->valuedouble > 0 && secs->valuedouble < wall->valuedouble && steps->valueint >= 2 &&
+              steps->valueint <= 8 && all_steps->valueint >= 80 &&
+              fabs(rate->valuedouble - tokens->valuedouble / secs->valuedouble) <= 1e-9 * rate->valuedouble,
+          "prefill rate: rc %d, %s", r.rc, r.err);
+    cJSON_Delete(st);
+    result_free(&r);
 }
 
 static void test_lines(void) {
@@ -438,6 +464,7 @@ static void test_lines(void) {
     CHECK(r.rc == 1 && strstr(r.out, "budget"), "2M budget: rc %d %s %s", r.rc, r.out, r.err);
     result_free(&r);
     test_large_budget();
+    test_prefill_rate();
 }
 
 // GNU parallel splits the input across processes; with --first-index from

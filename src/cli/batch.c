@@ -466,6 +466,8 @@ typedef struct {
     size_t not_read;        // after an interruption: input lines never read
     int not_read_exact;     // ... all of them (stdin had ended), else at least that many
     GapHistogram gaps;
+    double prefill_seconds;  // wall time of the steps that prefilled (and decoded beside it)
+    size_t prefill_steps;
     double t0;
     int write_failed;
 } Batch;
@@ -600,7 +602,10 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddNumberToObject(s, "prefill_tokens", (double)e->prefill_tokens);
         cJSON_AddNumberToObject(s, "decode_tokens", (double)e->decode_tokens);
         cJSON_AddNumberToObject(s, "steps", (double)e->steps);
-        cJSON_AddNumberToObject(s, "prefill_tok_s", wall > 0 ? (double)e->prefill_tokens / wall : 0);
+        cJSON_AddNumberToObject(s, "prefill_steps", (double)b->prefill_steps);
+        cJSON_AddNumberToObject(s, "prefill_seconds", b->prefill_seconds);
+        cJSON_AddNumberToObject(s, "prefill_tok_s",
+                                b->prefill_seconds > 0 ? (double)e->prefill_tokens / b->prefill_seconds : 0);
         cJSON_AddNumberToObject(s, "decode_tok_s", wall > 0 ? (double)e->decode_tokens / wall : 0);
         cJSON_AddNumberToObject(s, "token_gap_max_seconds", b->gaps.max);
         cJSON_AddNumberToObject(s, "token_gap_median_seconds", median);
@@ -622,8 +627,9 @@ static void print_batch_stats(const Batch *b, double wall) {
             ps.block_bytes, ps.n_blocks * ps.block_bytes, ps.peak_held * ps.block_bytes);
     fprintf(f, "prefix:     %zu prompt tokens reused, %zu prefill tokens saved\n", e->prefix_tokens_reused,
             e->prefix_tokens_reused);
-    fprintf(f, "prefill:    %zu tokens, %.1f tok/s of wall time\n", e->prefill_tokens,
-            wall > 0 ? (double)e->prefill_tokens / wall : 0);
+    fprintf(f, "prefill:    %zu tokens in %zu steps (%.3f s) = %.1f tok/s over the steps that prefilled\n",
+            e->prefill_tokens, b->prefill_steps, b->prefill_seconds,
+            b->prefill_seconds > 0 ? (double)e->prefill_tokens / b->prefill_seconds : 0);
     fprintf(f, "decode:     %zu tokens, %.1f tok/s of wall time, %zu steps\n", e->decode_tokens,
             wall > 0 ? (double)e->decode_tokens / wall : 0, e->steps);
     fprintf(f, "token gap:  median %.4f s, largest %.4f s (between two tokens of one sequence)\n", median,
@@ -749,11 +755,19 @@ int run_batch(const Options *o) {
             for (size_t i = 0; i < n_slots; i++) finish(slots[i], "interrupted");
             b.interrupted += n_slots;
         } else if (n_seqs) {
+            double step_start = now_seconds();
+            size_t prefilled = b.engine.prefill_tokens;
             if (engine_step(&b.engine, seqs, n_seqs, &err) != 0) {
                 report_error(&err);
                 goto done;
             }
             double now = now_seconds();
+            // the prefill rate is over the steps that prefilled, as a single
+            // run's is (over the whole run it fell with every decode step)
+            if (b.engine.prefill_tokens > prefilled) {
+                b.prefill_seconds += now - step_start;
+                b.prefill_steps++;
+            }
             for (size_t i = 0; i < n_slots; i++) {
                 Job *j = slots[i];
                 if (!j->running) continue;
