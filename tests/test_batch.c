@@ -355,6 +355,31 @@ static void test_lines(void) {
           "\\u0000 in a JSONL prompt: rc %d, %s", r.rc, r.out);
     result_free(&r);
 
+    // bytes that are not UTF-8: "prompt" (a JSON string, so UTF-8) has
+    // U+FFFD for them, and "prompt_hex" the bytes that ran, which -p runs
+    // again to the same tokens (the echo alone could not be re-run); a
+    // valid prompt has no prompt_hex; --jsonl's strings alike
+    for (int jsonl = 0; jsonl < 2; jsonl++) {
+        const char *in = jsonl ? "{\"prompt\": \"a\xff" "b\"}\n{\"prompt\": \"plain\"}\n" : "a\xff" "b\nplain\n";
+        r = jsonl ? RUN_IN(in, "-m", tiny, "--batch", "-n", "3", "-s", "5", "--jsonl")
+                  : RUN_IN(in, "-m", tiny, "--batch", "-n", "3", "-s", "5");
+        n = split_lines(r.out, lines, 8);
+        cJSON *x = n == 2 ? cJSON_Parse(lines[0]) : NULL, *y = n == 2 ? cJSON_Parse(lines[1]) : NULL;
+        const cJSON *hex = cJSON_GetObjectItem(x, "prompt_hex"), *shown = cJSON_GetObjectItem(x, "prompt");
+        Result a = RUN_IN("", "-m", tiny, "-p", "a\xff" "b", "-n", "3", "-s", "5", "--json");
+        cJSON *ja = cJSON_Parse(a.out);
+        char *batch_tokens = x ? cJSON_PrintUnformatted(cJSON_GetObjectItem(x, "tokens")) : NULL;
+        char *alone_tokens = ja ? cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "tokens")) : NULL;
+        CHECK(r.rc == 0 && hex && !strcmp(hex->valuestring, "61ff62") && shown &&
+                  !strcmp(shown->valuestring, "a\xef\xbf\xbd" "b") && y && !cJSON_GetObjectItem(y, "prompt_hex") &&
+                  batch_tokens && alone_tokens && !strcmp(batch_tokens, alone_tokens),
+              "invalid UTF-8 in a%s line: rc %d, %s; alone: %s", jsonl ? " --jsonl" : " plain", r.rc, r.out, a.out);
+        free(batch_tokens), free(alone_tokens);
+        cJSON_Delete(ja), cJSON_Delete(x), cJSON_Delete(y);
+        result_free(&a);
+        result_free(&r);
+    }
+
     // a prompt longer than the context (tiny: 128) is an error line
     char longp[2048] = "";
     for (int i = 0; i < 200; i++) strcat(longp, " word");

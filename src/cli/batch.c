@@ -106,6 +106,7 @@ typedef struct {
     uint64_t index;
     cJSON *id;              // the line's "id", echoed back
     char *prompt;           // the prompt text, as valid UTF-8 (for the output)
+    char *prompt_hex;       // the prompt's bytes in hex when they are not valid UTF-8, else NULL
     char *error;            // a line that failed: why (nothing runs for it)
     int32_t *ids;           // the prompt's tokens
     size_t n_ids;
@@ -126,6 +127,7 @@ static void job_free(Job *j, Engine *e) {
     cJSON_Delete(j->id);
     cJSON_Delete(j->stop_json);
     free(j->prompt);
+    free(j->prompt_hex);
     free(j->error);
     free(j->ids);
     free(j->text);
@@ -164,6 +166,25 @@ static char *valid_utf8(const char *p, size_t n) {
     }
     token_stream_free(&ts);
     return s;
+}
+
+// The prompt as "prompt" shows it, and its exact bytes when that is not
+// them: a JSON string is UTF-8, so a byte that is not part of a valid UTF-8
+// character is U+FFFD there, while the model ran the byte itself:
+// "prompt_hex" then gives what -p must be to run it again. 0 or -1.
+static int echo_prompt(Job *j, const char *p, size_t n) {
+    j->prompt = valid_utf8(p, n);
+    if (!j->prompt) return -1;
+    if (strlen(j->prompt) == n && !memcmp(j->prompt, p, n)) return 0;
+    static const char digits[] = "0123456789abcdef";
+    j->prompt_hex = malloc(2 * n + 1);
+    if (!j->prompt_hex) return -1;
+    for (size_t i = 0; i < n; i++) {
+        j->prompt_hex[2 * i] = digits[(unsigned char)p[i] >> 4];
+        j->prompt_hex[2 * i + 1] = digits[(unsigned char)p[i] & 15];
+    }
+    j->prompt_hex[2 * n] = '\0';
+    return 0;
 }
 
 static int json_number(const cJSON *v, double *out) {
@@ -417,8 +438,7 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
         owned_prompt = (char *)prompt;
     }
     GptError err = {{0}};
-    j->prompt = valid_utf8(prompt, prompt_len);
-    if (!j->prompt) job_fail(j, "out of memory");
+    if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
     else if (prompt_ids(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0)
         job_fail(j, "%s", err.msg);
@@ -513,6 +533,7 @@ static int write_job(Batch *b, Job *j) {
         const Sequence *s = &j->seq;
         size_t per_token = kvcache_bytes_per_token(&b->m->config, o->kv_dtype);
         cJSON_AddStringToObject(r, "prompt", j->prompt);
+        if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
         if (j->text) j->text[j->text_len] = '\0';
         cJSON_AddStringToObject(r, "text", j->text ? j->text : "");
         cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
