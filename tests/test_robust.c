@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #include "check.h"
 #include "fileio.h"
@@ -376,6 +377,34 @@ static void test_score(void) {
     CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3 scored 2 "),
           "--per-token: '%s'", b);
     free(a), free(b);
+    // a token that ends inside a UTF-8 character ("\xf0\x9f" and "\x99\x82"
+    // are the two halves of U+1F642) is written with each of those bytes
+    // as \xHH (it was written raw: no such line was UTF-8); each line is
+    // valid UTF-8, and read back with --text's escapes the lines' tokens are
+    // the text's bytes
+    const char *text = "x\xf0\x9f\x99\x82 \\ \xc3\xbc\ta";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "$GPT -m $TINY --score --per-token -p '%s' > $T/pt", text);
+    sh(cmd, NULL);
+    char *pt = slurp(tmp("pt")), back[256];
+    size_t n_back = 0;
+    int valid = 1;
+    for (char *line = pt; *line && strncmp(line, "tokens ", 7);) {
+        char *tab = strchr(line, '\t'), *nl = strchr(line, '\n');
+        if (!tab || !nl || tab > nl) break;
+        for (utf8proc_ssize_t i = 0, k; i < nl - line; i += k)
+            if ((k = utf8proc_iterate((const utf8proc_uint8_t *)line + i, nl - line - i, &(utf8proc_int32_t){0})) <= 0)
+                valid = 0, k = 1;
+        for (char *c = line; c < tab && n_back < sizeof back; c++) {
+            if (*c != '\\') back[n_back++] = *c;
+            else if (c[1] == 'x') back[n_back++] = (char)strtol((char[3]){c[2], c[3], 0}, NULL, 16), c += 3;
+            else back[n_back++] = c[1] == 'n' ? '\n' : c[1] == 't' ? '\t' : c[1] == 'r' ? '\r' : c[1], c++;
+        }
+        line = nl + 1;
+    }
+    CHECK(valid && n_back == strlen(text) && !memcmp(back, text, n_back) && strstr(pt, "\n\\xf0\\x9f\t"),
+          "--per-token of partial UTF-8 characters: '%s'", pt);
+    free(pt);
     sh("$GPT -m $TINY --score -p 'The cat sat on the mat.' | cut -d' ' -f8 > $T/a; $GPT -m $TINY --score -p Hi > $T/b",
        NULL);
     a = slurp(tmp("a")), b = slurp(tmp("b"));

@@ -132,7 +132,8 @@ void catch_interrupts(void);
 void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
-// Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.
+// Bytes as one line of valid UTF-8: \\, \n, \r, \t, and \xHH for control
+// bytes and for bytes that are not part of a whole UTF-8 character.
 int print_escaped(const unsigned char *b, size_t len);
 cJSON *ids_json(const int32_t *ids, size_t n);
 cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)
