@@ -220,7 +220,7 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         gpt_error(&err, "out of memory");
         return report_error(&err);
     }
-    if (score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, &err) != 0) {
+    if (score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, NULL, &err) != 0) {
         free(logprobs);
         return report_error(&err);
     }
