@@ -17,6 +17,8 @@
  *            it and all before it are done. A bad line gets {"index", "error"}
  *            in its place; the others run; the exit status is 1 if any line
  *            failed.
+ *   progress on stderr, when it is a terminal or with --progress: the lines
+ *            done, tokens/s and, reading a file, the time left (progress.h).
  *
  * A line's result is what `gpt -p PROMPT -s SEED` with the same options
  * gives, SEED being the line's "seed", or -s plus the line's index: every
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -38,6 +41,7 @@
 #include "generate.h"
 #include "kvcache.h"
 #include "matmul.h"
+#include "progress.h"
 
 // ----------------------------------------------------------------------------
 // reading lines as they come
@@ -47,6 +51,7 @@ typedef struct {
     char *buf;
     size_t len, cap, start;  // unread bytes are buf[start, len)
     int eof, error;
+    size_t consumed;         // bytes of the lines returned so far, their newlines too
 } LineReader;
 
 // The next line (without its newline, or CR LF) into *line/*n, pointing into
@@ -61,7 +66,9 @@ static int next_line(LineReader *r, int wait, char **line, size_t *n) {
             *line = r->buf + r->start;
             *n = end - r->start;
             if (*n && (*line)[*n - 1] == '\r') (*n)--;
-            r->start = nl ? end + 1 : end;
+            size_t next = nl ? end + 1 : end;
+            r->consumed += next - r->start;
+            r->start = next;
             return 1;
         }
         if (r->eof) return -1;
@@ -118,6 +125,7 @@ typedef struct {
     char *text;             // the completion so far
     size_t text_len, text_cap;
     double last_token_at;   // when its last token came out, 0 before the first
+    size_t input_bytes;     // its line's bytes in the input, the newline too
     int done;
     const char *stop_reason;
 } Job;
@@ -485,6 +493,11 @@ typedef struct {
     size_t interrupted;     // lines read and stopped by Ctrl-C (or SIGTERM) before their end
     size_t not_read;        // after an interruption: input lines never read
     int not_read_exact;     // ... all of them (stdin had ended), else at least that many
+    size_t generated;       // tokens generated, all lines together
+    Progress progress;      // the progress line on stderr
+    size_t input_total;     // stdin's bytes when it is a file (from where it stood), else 0
+    size_t input_done;      // bytes of the lines written
+    int stdout_terminal;    // results go to the terminal the progress line is on
     GapHistogram gaps;
     double prefill_seconds;  // wall time of the steps that prefilled (and decoded beside it)
     size_t prefill_steps;
@@ -515,6 +528,7 @@ static int write_job(Batch *b, Job *j) {
     if (j->error) {
         b->failed++;
         if (o->text_output) {
+            progress_clear(&b->progress);
             fprintf(stderr, "gpt: line %llu: %s\n", (unsigned long long)j->index, j->error);
             return out_write("\n", 1) || out_flush() ? -1 : 0;
         }
@@ -564,8 +578,10 @@ static int write_done(Batch *b) {
             b->queue[(b->q_head + keep++) % b->q_cap] = j;
             continue;
         }
+        if (b->stdout_terminal) progress_clear(&b->progress);
         if (!b->write_failed && write_job(b, j) != 0) b->write_failed = 1;
         b->written++;
+        b->input_done += j->input_bytes;
         job_free(j, &b->engine);
     }
     b->q_len = keep;
@@ -659,6 +675,30 @@ static void print_batch_stats(const Batch *b, double wall) {
     fprintf(f, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), (double)peak_rss_bytes() / (1 << 20));
 }
 
+// The progress line: lines written of those read, the generation rate, and
+// when stdin is a file, how much of it is done and the time left.
+static void show_batch_progress(Batch *b) {
+    Progress *p = &b->progress;
+    double seconds = progress_elapsed(p);
+    char eta[32] = "", part[32] = "";
+    if (b->input_total) {
+        double fraction = (double)b->input_done / (double)b->input_total;
+        snprintf(part, sizeof part, ", %.0f%% of stdin", 100 * fraction);
+        progress_eta(p, fraction, eta, sizeof eta);
+    }
+    progress_update(p, "gpt --batch: %zu/%zu lines done, %.0f tok/s%s%s", b->written, b->lines,
+                    seconds > 0 ? (double)b->generated / seconds : 0.0, part, eta);
+}
+
+// The bytes of stdin from where it stands to its end, when it is a regular
+// file (how far along the run is); 0 for a pipe or a terminal.
+static size_t stdin_file_bytes(void) {
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
+    return at >= 0 && at < st.st_size ? (size_t)(st.st_size - at) : 0;
+}
+
 // The KV pool's blocks: --kv-budget, or by default 1 GiB but no more than
 // twice what --parallel full contexts take (the second half keeps finished
 // prompts' blocks for later prompts to share). 0 when --kv-budget is less
@@ -734,6 +774,9 @@ int run_batch(const Options *o) {
     int interrupted_run = 0;
     defer_interrupts();  // from here on a signal ends the run after its step
     b.t0 = now_seconds();
+    progress_init(&b.progress, o->progress);
+    b.input_total = stdin_file_bytes();
+    b.stdout_terminal = isatty(STDOUT_FILENO);
     for (;;) {
         if (was_interrupted()) interrupted_run = 1;
         // 1. new lines, while there is a free place
@@ -741,6 +784,7 @@ int run_batch(const Options *o) {
             char *line;
             size_t len;
             int idle = n_slots == 0;  // nothing to do but wait for input
+            size_t consumed_before = in.consumed;
             int got = next_line(&in, idle, &line, &len);
             if (got <= 0) break;
             Job *j = job_from_line(o, b.tok, &m, seed_base, o->first_index + b.lines, line, len);
@@ -749,6 +793,7 @@ int run_batch(const Options *o) {
                 goto done;
             }
             b.lines++;
+            j->input_bytes = in.consumed - consumed_before;
             if (j->done) continue;  // a bad line: its error is its result
             if (sequence_init(&j->seq, &b.engine, j->ids, j->n_ids, &j->params, &err) != 0) {
                 j->has_seq = 1;
@@ -779,6 +824,7 @@ int run_batch(const Options *o) {
             double step_start = now_seconds();
             size_t prefilled = b.engine.prefill_tokens;
             if (engine_step(&b.engine, seqs, n_seqs, &err) != 0) {
+                progress_clear(&b.progress);
                 report_error(&err);
                 goto done;
             }
@@ -795,6 +841,7 @@ int run_batch(const Options *o) {
                 Sequence *s = &j->seq;
                 if (s->out_len && append_text(j, s->out, s->out_len) != 0) job_fail(j, "out of memory");
                 if (s->last_token >= 0) {
+                    b.generated++;
                     if (j->last_token_at > 0) gap_add(&b.gaps, now - j->last_token_at);
                     j->last_token_at = now;
                 }
@@ -811,9 +858,11 @@ int run_batch(const Options *o) {
         n_slots = k;
         // 4. results
         if (write_done(&b) != 0) goto done;
+        show_batch_progress(&b);
         if ((in.eof || interrupted_run) && n_slots == 0 && b.q_len == 0) break;
     }
     double wall = now_seconds() - b.t0;
+    progress_clear(&b.progress);
     b.not_read_exact = 1;
     if (interrupted_run) {
         // The lines never read: counted as far as stdin has them now (to
@@ -829,6 +878,7 @@ int run_batch(const Options *o) {
     print_batch_stats(&b, wall);
     rc = interrupted_run ? EXIT_INTERRUPTED : b.failed ? EXIT_RUNTIME : EXIT_OK;
 done:
+    progress_clear(&b.progress);
     for (size_t i = 0; i < b.q_len; i++) job_free(queue_at(&b, i), &b.engine);
     free(b.queue);
     free(in.buf);

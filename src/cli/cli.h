@@ -9,6 +9,7 @@
  *   tokenize.c     --tokenize and --detokenize
  *   convert.c      gpt convert and gpt inspect
  *   output.c       stdout, with every write checked
+ *   progress.c     the progress line on stderr (progress.h)
  *
  * The command line is the only part of gpt that reads argv and stdin,
  * prints, and chooses exit codes: 0 success, 1 load, input or runtime
@@ -48,6 +49,7 @@ typedef struct {
     int weight_dtype;    // --dtype: matrices converted at load; -1 as stored
     DType kv_dtype;      // --kv-type: F32 or F16
     int ignore_eos, echo, stats, json, special;
+    int progress;        // --progress: the progress line even when stderr is no terminal
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
     // --batch

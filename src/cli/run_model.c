@@ -19,6 +19,7 @@
 #include "generate.h"
 #include "kvcache.h"
 #include "matmul.h"
+#include "progress.h"
 
 // ----------------------------------------------------------------------------
 // Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
@@ -208,6 +209,16 @@ uint64_t run_seed(const Options *o) {
 // ----------------------------------------------------------------------------
 // --score
 
+// score_tokens' progress, on the Progress line ctx.
+static void show_score_progress(void *ctx, size_t scored, size_t total, size_t windows) {
+    Progress *p = ctx;
+    double seconds = progress_elapsed(p);
+    char eta[32];
+    progress_update(p, "gpt --score: %zu/%zu tokens scored, %zu window%s, %.0f tok/s%s", scored, total, windows,
+                    windows == 1 ? "" : "s", seconds > 0 ? (double)scored / seconds : 0.0,
+                    progress_eta(p, total ? (double)scored / (double)total : 0, eta, sizeof eta));
+}
+
 static int run_score(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
                      const Tokenizer *tok, const int32_t *ids, size_t n) {
     GptError err = {{0}};
@@ -220,7 +231,12 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         gpt_error(&err, "out of memory");
         return report_error(&err);
     }
-    if (score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, NULL, &err) != 0) {
+    Progress progress;
+    progress_init(&progress, o->progress);
+    ScoreProgress shown = {show_score_progress, &progress};
+    int scored = score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, &shown, &err);
+    progress_clear(&progress);
+    if (scored != 0) {
         free(logprobs);
         return report_error(&err);
     }
