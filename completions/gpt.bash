@@ -63,12 +63,14 @@ _gpt_options='
 --score             s     -
 --tokenize          t     -
 --detokenize        d     -
+--progress          bs    -
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='
 --dtype             c     dtype
 --tokenizer         c     file
 --force             c     -
+--progress          c     -
 -h                  c     -
 --help              c     -
 '

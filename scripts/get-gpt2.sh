@@ -1,15 +1,17 @@
 #!/bin/sh
-# get-gpt2.sh - fetch OpenAI's GPT-2 (124M) from Hugging Face and convert it
-# into gpt's one-file model.bin. Installed by `make install` as gpt-get-gpt2.
+# gpt-get-gpt2 - fetch OpenAI's GPT-2 (124M) from Hugging Face and convert it
+# into gpt's one-file model.bin. (This is scripts/get-gpt2.sh of the source
+# tree, which `make install` installs as gpt-get-gpt2.)
 #
-#   get-gpt2.sh                 download openai-community/gpt2, write gpt2.bin
-#   get-gpt2.sh --from DIR      convert a local copy instead (DIR holds
+#   gpt-get-gpt2                download openai-community/gpt2, write gpt2.bin
+#   gpt-get-gpt2 --from DIR     convert a local copy instead (DIR holds
 #                               config.json and model.safetensors, and
 #                               vocab.json + merges.txt if it has them)
 #   --out PATH                  where the model.bin goes (default: models/gpt2.bin
 #                               in a source checkout; installed, gpt2.bin in
 #                               ${XDG_DATA_HOME:-~/.local/share}/gpt, where gpt looks)
 #   --force                     replace an existing model.bin
+#   -h, --help                  this text
 #
 # The files are downloaded into a temporary directory beside the output, each
 # size checked, and the directory moved into place (as gpt2/) only once all
@@ -18,6 +20,8 @@
 # file under its final name only when complete.
 # Environment: GPT (the gpt binary; default: ./gpt or build/gpt in a source
 # checkout, else gpt beside this script, else gpt on the PATH).
+# Exit codes: 0 done, 1 a failed download or conversion, 2 a usage error,
+# 130 interrupted.
 set -eu
 
 URL=https://huggingface.co/openai-community/gpt2/resolve/main
@@ -43,7 +47,8 @@ while [ $# -gt 0 ]; do
         --from) [ $# -ge 2 ] || usage; FROM=$2; shift 2 ;;
         --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
         --force) FORCE=--force; shift ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        # the comment at the top of this file, less its "# "
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) usage ;;
     esac
 done

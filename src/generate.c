@@ -423,7 +423,7 @@ static double log_softmax_at(const float *logits, size_t V, int32_t target) {
 }
 
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
-                 double *logprobs, ScoreStats *stats, GptError *err) {
+                 double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err) {
     const GPT2Config *c = &m->config;
     size_t V = (size_t)c->vocab_size, ctx = (size_t)c->n_ctx;
     if (n < 1) return gpt_error(err, "the text is empty");
@@ -441,6 +441,7 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
         goto done;
     double t0 = now_seconds();
     size_t scored_to = 1;  // targets [1, scored_to) are done
+    size_t scored = 0;     // log-probabilities written
     for (size_t begin = 0; scored_to < n || begin == 0; begin += stride) {
         size_t end = begin + window < n ? begin + window : n;
         kvcache_reset(&cache);
@@ -461,7 +462,9 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
                 size_t target = start + i + 1;
                 if (target < scored_to || target >= end) continue;
                 logprobs[target - 1] = log_softmax_at(fs.logits + (seq.logits_row + i) * V, V, ids[target]);
+                scored++;
             }
+            if (progress && progress->report) progress->report(progress->ctx, scored, n - 1, st.windows);
         }
         if (end > scored_to) scored_to = end;
         if (end == n || !stride) break;

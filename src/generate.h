@@ -194,7 +194,8 @@ int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, G
 // too): each token is scored once, with at least context - stride tokens
 // before it once the first window is past. The model runs in chunks of
 // SCORE_CHUNK tokens, the KV cache in kv_dtype, the threads of pool (may be
-// NULL). Returns 0, or -1 with err set.
+// NULL). progress (may be NULL) is told after each chunk how far it is.
+// Returns 0, or -1 with err set.
 enum { SCORE_CHUNK = 128 };
 typedef struct {
     size_t windows;          // windows run
@@ -202,7 +203,12 @@ typedef struct {
     double seconds;          // wall time
     size_t kv_bytes;         // the cache it allocated
 } ScoreStats;
+typedef struct {
+    // scored of the total (n - 1) log-probabilities are done, in windows windows
+    void (*report)(void *ctx, size_t scored, size_t total, size_t windows);
+    void *ctx;
+} ScoreProgress;
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
-                 double *logprobs, ScoreStats *stats, GptError *err);
+                 double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err);
 
 #endif

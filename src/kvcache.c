@@ -9,9 +9,15 @@
  * and its tokens are the prompt's next ones; a 64-bit chained hash makes a
  * false match of two different histories about 2^-64 likely.
  *
- * Free blocks: never registered ones first; then registered ones that no
+ * Free blocks: never registered ones first (those given back, then those
+ * never used, in the order of their numbers); then registered ones that no
  * sequence holds (a prefix a later prompt may still share), the least
  * recently used first.
+ *
+ * The pool's memory and its per-block records are address space, reserved
+ * at once and taken up as blocks are first used (memory_reserve): blocks
+ * from n_used on have never been touched, so a budget far above what a run
+ * uses costs nothing, and the searches below look at used blocks alone.
  */
 #include "kvcache.h"
 
@@ -35,9 +41,10 @@ struct KVPool {
     size_t n_layer, n_head, head_size, block_bytes;
     DType dtype;
     size_t n_blocks;
+    size_t n_used;           // blocks ever taken: 0..n_used-1; the rest untouched
     unsigned char *mem;      // n_blocks * block_bytes
     BlockInfo *info;         // (n_blocks)
-    uint32_t *free_list;     // unregistered blocks nobody holds
+    uint32_t *free_list;     // (n_blocks) used, unregistered blocks nobody holds
     size_t n_free;
     size_t held, peak_held, reserved;
     uint64_t tick;
@@ -57,7 +64,7 @@ KVPool *kvpool_create(const GPT2Config *cfg, DType dtype, size_t n_blocks, GptEr
                   dtype_name(dtype) ? dtype_name(dtype) : "?");
         return NULL;
     }
-    if (n_blocks < 1 || n_blocks >= NO_BLOCK) {
+    if (n_blocks < 1 || n_blocks > KVPOOL_MAX_BLOCKS) {
         gpt_error(err, "kvcache: a pool of %zu blocks", n_blocks);
         return NULL;
     }
@@ -72,33 +79,37 @@ KVPool *kvpool_create(const GPT2Config *cfg, DType dtype, size_t n_blocks, GptEr
     p->dtype = dtype;
     p->block_bytes = kvcache_bytes_per_token(cfg, dtype) * KV_BLOCK;
     p->n_blocks = n_blocks;
-    // Not zeroed: a position is written before it is read (attention reads
-    // only the positions a query may see), and untouched pages cost nothing.
-    p->mem = memory_alloc_large(n_blocks * p->block_bytes);
-    p->info = calloc(n_blocks, sizeof *p->info);
-    p->free_list = malloc(n_blocks * sizeof *p->free_list);
+    // Reserved, not allocated: a page takes memory when a block first uses
+    // it (a position is written before it is read: attention reads only the
+    // positions a query may see). The records start zeroed, as calloc's.
+    if (n_blocks > SIZE_MAX / p->block_bytes) {
+        gpt_error(err, "kvcache: %zu blocks of %zu bytes exceed the address space", n_blocks, p->block_bytes);
+        free(p);
+        return NULL;
+    }
+    p->mem = memory_reserve(n_blocks * p->block_bytes);
+    p->info = memory_reserve(n_blocks * sizeof *p->info);
+    p->free_list = memory_reserve(n_blocks * sizeof *p->free_list);
     if (!p->mem || !p->info || !p->free_list) {
-        gpt_error(err, "kvcache: out of memory for %zu blocks of %zu bytes", n_blocks, p->block_bytes);
+        gpt_error(err, "kvcache: cannot reserve the address space of %zu blocks of %zu bytes", n_blocks,
+                  p->block_bytes);
         kvpool_free(p);
         return NULL;
     }
-    // lowest numbers first: a small cache touches only the start of the memory
-    for (size_t i = 0; i < n_blocks; i++) p->free_list[i] = (uint32_t)(n_blocks - 1 - i);
-    p->n_free = n_blocks;
     return p;
 }
 
 void kvpool_free(KVPool *p) {
     if (!p) return;
-    free(p->mem);
-    free(p->info);
-    free(p->free_list);
+    memory_release(p->mem, p->n_blocks * p->block_bytes);
+    memory_release(p->info, p->n_blocks * sizeof *p->info);
+    memory_release(p->free_list, p->n_blocks * sizeof *p->free_list);
     free(p);
 }
 
 static size_t evictable(const KVPool *p) {
     size_t n = 0;
-    for (size_t i = 0; i < p->n_blocks; i++) n += p->info[i].refs == 0 && p->info[i].n_known > 0;
+    for (size_t i = 0; i < p->n_used; i++) n += p->info[i].refs == 0 && p->info[i].n_known > 0;
     return n;
 }
 
@@ -125,15 +136,19 @@ static void unregister(BlockInfo *b) {
     b->parent = b->key = 0;
 }
 
-// A block for a cache to write: a never-registered free one, else the least
-// recently used registered one nobody holds (its prefix is forgotten).
+// A block for a cache to write: a never-registered free one (one given back,
+// else the lowest never used: a small run touches only the start of the
+// memory), else the least recently used registered one nobody holds (its
+// prefix is forgotten).
 static uint32_t take_block(KVPool *p) {
     uint32_t id = NO_BLOCK;
     if (p->n_free) {
         id = p->free_list[--p->n_free];
+    } else if (p->n_used < p->n_blocks) {
+        id = (uint32_t)p->n_used++;
     } else {
         uint64_t oldest = UINT64_MAX;
-        for (size_t i = 0; i < p->n_blocks; i++)
+        for (size_t i = 0; i < p->n_used; i++)
             if (p->info[i].refs == 0 && p->info[i].n_known > 0 && p->info[i].last_use < oldest)
                 oldest = p->info[i].last_use, id = (uint32_t)i;
         if (id == NO_BLOCK) return NO_BLOCK;
@@ -278,7 +293,7 @@ static uint32_t best_child(const KVPool *p, uint64_t parent, const int32_t *toke
                            size_t *len) {
     uint32_t best = NO_BLOCK;
     *len = 0;
-    for (size_t i = 0; i < p->n_blocks; i++) {
+    for (size_t i = 0; i < p->n_used; i++) {
         const BlockInfo *b = &p->info[i];
         if (!b->n_known || b->parent != parent) continue;
         size_t limit = computed_only && b->filled < b->n_known ? b->filled : b->n_known;

@@ -82,8 +82,13 @@ void kvcache_store(KVCache *c, size_t layer, size_t head, size_t pos, const floa
 // ---------------------------------------------------------------------------
 // the pool
 
-// A pool of n_blocks blocks for caches of this configuration and dtype. The
-// memory is reserved at once and touched as blocks are first used.
+// The most blocks a pool holds: their numbers are 32-bit.
+#define KVPOOL_MAX_BLOCKS ((size_t)UINT32_MAX - 1)
+
+// A pool of n_blocks (1..KVPOOL_MAX_BLOCKS) blocks for caches of this
+// configuration and dtype. Its memory is address space, reserved at once
+// and taken up only as blocks are first used: n_blocks is an upper limit,
+// and a pool far larger than what its caches use costs what they use.
 KVPool *kvpool_create(const GPT2Config *cfg, DType dtype, size_t n_blocks, GptError *err);
 void kvpool_free(KVPool *p);  // NULL-safe; every cache of the pool must be freed first
 

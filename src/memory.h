@@ -16,4 +16,15 @@
 // NULL when out of memory. Free with free().
 void *memory_alloc_large(size_t bytes);
 
+// `bytes` of address space, zero-filled (2 MiB aligned when large), whose pages take
+// memory only once they are first touched: an upper limit (a KV budget),
+// not an allocation. It is mapped without a reservation of swap
+// (MAP_NORESERVE), so that the kernel's overcommit check does not refuse a
+// limit larger than the machine's memory; what is touched beyond what the
+// machine has is then the kernel's out-of-memory killer's to decide, as with
+// any memory touched late. NULL when the address space cannot be had. Give
+// it back with memory_release(p, bytes) (NULL-safe).
+void *memory_reserve(size_t bytes);
+void memory_release(void *p, size_t bytes);
+
 #endif

@@ -612,6 +612,7 @@ int modelbin_write_with(const Model *m, const Tokenizer *tok, const char *out_pa
         }
         out_pad_to(&o, h.data_offset + align_up(o.pos - h.data_offset, MODELBIN_TENSOR_ALIGN));
         out_bytes(&o, model_tensor(m, i).data, (size_t)model_tensor_bytes(m, i));
+        if (wo && wo->progress) wo->progress(wo->progress_ctx, i + 1, h.n_tensors, o.pos - h.data_offset, h.data_bytes);
     }
     if (o.failed || fflush(o.f) != 0 || fsync(fileno(o.f)) != 0) {
         gpt_error(err, "%s: write error: %s", out_path, strerror(errno));

@@ -34,6 +34,10 @@ typedef struct {
     size_t n_inputs;            // not be any of them (same device and inode)
     const volatile sig_atomic_t *cancel;  // set (by a signal handler, say):
                              // the write stops and leaves nothing behind
+    // Told after each tensor's data is written (may be NULL): the tensors
+    // and the bytes of the data done, of all of them.
+    void (*progress)(void *ctx, size_t tensors_done, size_t n_tensors, uint64_t bytes_done, uint64_t data_bytes);
+    void *progress_ctx;
 } ModelbinWriteOptions;
 
 // Writes model m with tokenizer tok to out_path as a model.bin, each tensor

@@ -225,7 +225,7 @@ expect "--stride --stats" gpt --score --st
 expect "--stats-json" gpt --stats --stats  # --stats given: not again
 expect "--stop" gpt --stop x --sto         # --stop repeats
 expect "--unordered" gpt -n 5 --batch --un
-expect "--dtype --tokenizer --force --help" gpt convert --
+expect "--dtype --tokenizer --force --progress --help" gpt convert --
 expect "$_gpt_dtypes" gpt convert --dtype ""
 expect "models/demo.bin" gpt convert models/demo.b
 expect "models/demo.bin" gpt inspect models/demo.b

@@ -10,6 +10,7 @@
  * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,68 @@ static void test_equals_alone(const char *name, const char *model) {
 // ---------------------------------------------------------------------------
 // the contract
 
+// The --stats-json line of a run's stderr (its last line), parsed.
+static cJSON *stats_line(const char *err) {
+    const char *last = err, *nl;
+    while ((nl = strchr(last, '\n')) && nl[1]) last = nl + 1;
+    return cJSON_Parse(last);
+}
+
+// A budget is an upper limit, not an allocation: one far beyond this
+// machine's memory (200G; the largest the option takes, more blocks than a
+// pool numbers for tiny's 16 KiB blocks) runs, gives the tokens of the
+// default budget, and costs only the blocks it uses. It failed "out of
+// memory" (a pool allocated, then touched page by page).
+static void test_large_budget(void) {
+    const char *models[] = {ckpt("tiny"), ckpt("gpt2-124M-shaped")};
+    const char *budgets[] = {"200G", "131072G"};
+    for (int m = 0; m < 2; m++) {
+        const char *in = "Hello\nThe cat\n";
+        Result want = RUN_IN(in, "-m", models[m], "--batch", "-n", "4", "-s", "3");
+        for (int b = 0; b < 2 - m; b++) {
+            Result r = RUN_IN(in, "-m", models[m], "--batch", "-n", "4", "-s", "3", "--kv-budget", budgets[b],
+                              "--stats-json");
+            cJSON *st = stats_line(r.err);
+            const cJSON *rss = cJSON_GetObjectItem(st, "peak_rss_bytes");
+            const cJSON *held = cJSON_GetObjectItem(st, "kv_peak_bytes_held");
+            // 124M: 475 MiB of weights (converted at load), and 2 blocks of 1.1 MiB held
+            double limit = m ? 1.5e9 : 2e8;
+            CHECK(r.rc == 0 && want.rc == 0 && !strcmp(r.out, want.out) && rss && rss->valuedouble < limit && held &&
+                      held->valuedouble <= 2 * 16 * 73728,
+                  "--kv-budget %s (%s): rc %d, peak rss %.0f (want < %.0f), stdout '%.300s', want '%.300s', %s",
+                  budgets[b], m ? "124M" : "tiny", r.rc, rss ? rss->valuedouble : -1, limit, r.out, want.out, r.err);
+            cJSON_Delete(st);
+            result_free(&r);
+        }
+        result_free(&want);
+    }
+}
+
+// The prefill rate is over the steps that prefilled, as a single run's is:
+// over the whole run's wall time every decode step lowered it (66 tok/s
+// against 205 with prompts sharing a prefix, which makes most steps decodes).
+static void test_prefill_rate(void) {
+    char in[4096] = "";
+    for (int i = 0; i < 8; i++) {
+        char line[512];
+        snprintf(line, sizeof line, "%s line %d\n", SHARED, i);
+        strcat(in, line);
+    }
+    Result r = RUN_IN(in, "-m", ckpt("tiny"), "--batch", "-n", "40", "--ignore-eos", "--parallel", "4", "--stats-json");
+    cJSON *st = stats_line(r.err);
+    const cJSON *tokens = cJSON_GetObjectItem(st, "prefill_tokens"), *secs = cJSON_GetObjectItem(st, "prefill_seconds"),
+                *rate = cJSON_GetObjectItem(st, "prefill_tok_s"), *steps = cJSON_GetObjectItem(st, "prefill_steps"),
+                *all_steps = cJSON_GetObjectItem(st, "steps"), *wall = cJSON_GetObjectItem(st, "wall_seconds");
+    int ok = r.rc == 0 && tokens && secs && rate && steps && all_steps && wall;
+    // 8 prompts, 4 at a time, each prefilled in one step: 2 to 8 steps of 80 or more
+    CHECK(ok && secs->valuedouble > 0 && secs->valuedouble < wall->valuedouble && steps->valueint >= 2 &&
+              steps->valueint <= 8 && all_steps->valueint >= 80 &&
+              fabs(rate->valuedouble - tokens->valuedouble / secs->valuedouble) <= 1e-9 * rate->valuedouble,
+          "prefill rate: rc %d, %s", r.rc, r.err);
+    cJSON_Delete(st);
+    result_free(&r);
+}
+
 static void test_lines(void) {
     const char *tiny = ckpt("tiny");
     // plain lines: one result each, in order; an empty line is an empty prompt
@@ -246,6 +309,26 @@ static void test_lines(void) {
           "seeds at 2^53: rc %d, %s", r.rc, r.out);
     result_free(&r);
 
+    // ... and a fraction is no seed: 4503599627370497.5 was rounded (to
+    // even) to ...498 and run, 1.00000000000000000001 ran as 1. The seed is
+    // read from its digits, wherever it stands in the line (after an "id"
+    // holding a "seed" of its own, a key written with an escape).
+    r = RUN_IN("{\"prompt\": \"x\", \"seed\": 4503599627370497.5, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 4503599627370496.5, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 1.00000000000000000001, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 7.0, \"max_tokens\": 1}\n"
+               "{\"prompt\": \"x\", \"seed\": 7e0, \"max_tokens\": 1}\n"
+               "{\"id\": {\"seed\": 1.5, \"s\": [\"]}\"]}, \"prompt\": \"x\", \"se\\u0065d\" : 4503599627370497 }\n"
+               "{\"prompt\": \"x\", \"seed\": 7.5, \"seed\": 7}\n",
+               "-m", tiny, "--batch", "--jsonl", "-n", "1");
+    n = split_lines(r.out, lines, 8);
+    int refused = 0;
+    for (size_t i = 0; i < n && i < 5; i++) refused += strstr(lines[i], "seed must be an integer below 2^53") != NULL;
+    CHECK(r.rc == 1 && n == 7 && refused == 5 && strstr(lines[5], "\"seed\":4503599627370497,") &&
+              strstr(lines[6], "seed must be an integer"),
+          "seeds with a fraction: rc %d, %s", r.rc, r.out);
+    result_free(&r);
+
     // anything but white space after the object makes the line an error
     r = RUN_IN("{\"prompt\": \"x\"} trailing\n{\"prompt\": \"x\"}{\"prompt\": \"y\"}\n{\"prompt\": \"z\"} \t\n", "-m",
                tiny, "--batch", "--jsonl", "-n", "1");
@@ -271,6 +354,31 @@ static void test_lines(void) {
               strstr(lines[1], "\"prompt\":\"a\\\\u0000b\""),
           "\\u0000 in a JSONL prompt: rc %d, %s", r.rc, r.out);
     result_free(&r);
+
+    // bytes that are not UTF-8: "prompt" (a JSON string, so UTF-8) has
+    // U+FFFD for them, and "prompt_hex" the bytes that ran, which -p runs
+    // again to the same tokens (the echo alone could not be re-run); a
+    // valid prompt has no prompt_hex; --jsonl's strings alike
+    for (int jsonl = 0; jsonl < 2; jsonl++) {
+        const char *in = jsonl ? "{\"prompt\": \"a\xff" "b\"}\n{\"prompt\": \"plain\"}\n" : "a\xff" "b\nplain\n";
+        r = jsonl ? RUN_IN(in, "-m", tiny, "--batch", "-n", "3", "-s", "5", "--jsonl")
+                  : RUN_IN(in, "-m", tiny, "--batch", "-n", "3", "-s", "5");
+        n = split_lines(r.out, lines, 8);
+        cJSON *x = n == 2 ? cJSON_Parse(lines[0]) : NULL, *y = n == 2 ? cJSON_Parse(lines[1]) : NULL;
+        const cJSON *hex = cJSON_GetObjectItem(x, "prompt_hex"), *shown = cJSON_GetObjectItem(x, "prompt");
+        Result a = RUN_IN("", "-m", tiny, "-p", "a\xff" "b", "-n", "3", "-s", "5", "--json");
+        cJSON *ja = cJSON_Parse(a.out);
+        char *batch_tokens = x ? cJSON_PrintUnformatted(cJSON_GetObjectItem(x, "tokens")) : NULL;
+        char *alone_tokens = ja ? cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "tokens")) : NULL;
+        CHECK(r.rc == 0 && hex && !strcmp(hex->valuestring, "61ff62") && shown &&
+                  !strcmp(shown->valuestring, "a\xef\xbf\xbd" "b") && y && !cJSON_GetObjectItem(y, "prompt_hex") &&
+                  batch_tokens && alone_tokens && !strcmp(batch_tokens, alone_tokens),
+              "invalid UTF-8 in a%s line: rc %d, %s; alone: %s", jsonl ? " --jsonl" : " plain", r.rc, r.out, a.out);
+        free(batch_tokens), free(alone_tokens);
+        cJSON_Delete(ja), cJSON_Delete(x), cJSON_Delete(y);
+        result_free(&a);
+        result_free(&r);
+    }
 
     // a prompt longer than the context (tiny: 128) is an error line
     char longp[2048] = "";
@@ -380,6 +488,8 @@ static void test_lines(void) {
     r = RUN_IN("hello\n", "-m", ckpt("gpt2-124M-shaped"), "--batch", "--kv-budget", "2M", "-n", "40");
     CHECK(r.rc == 1 && strstr(r.out, "budget"), "2M budget: rc %d %s %s", r.rc, r.out, r.err);
     result_free(&r);
+    test_large_budget();
+    test_prefill_rate();
 }
 
 // GNU parallel splits the input across processes; with --first-index from

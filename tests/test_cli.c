@@ -280,10 +280,11 @@ static void test_generation(void) {
     result_free(&n0);
 }
 
-// stdout of gpt run with args (NULL-terminated) on a pseudo-terminal, as
-// written (no \r added), malloc'd and NUL-terminated; stdin and stderr are
-// /dev/null. NULL if no terminal can be had.
-static char *run_on_terminal(const char *const *args) {
+// What gpt run with args (NULL-terminated) writes to a pseudo-terminal on
+// file descriptor fd (1 stdout, 2 stderr), as written (no \r added),
+// malloc'd and NUL-terminated; stdin and the other are /dev/null. NULL if
+// no terminal can be had.
+static char *run_on_terminal(int fd, const char *const *args) {
     int master = posix_openpt(O_RDWR | O_NOCTTY);
     if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return NULL;
     const char *slave_name = ptsname(master);
@@ -302,8 +303,8 @@ static char *run_on_terminal(const char *const *args) {
         t.c_oflag &= ~(tcflag_t)OPOST;  // the bytes as written: no \n -> \r\n
         tcsetattr(slave, TCSANOW, &t);
         dup2(null, 0);
-        dup2(slave, 1);
-        dup2(null, 2);
+        dup2(fd == 1 ? slave : null, 1);
+        dup2(fd == 2 ? slave : null, 2);
         close(master);
         execv(argv[0], (char *const *)argv);
         _exit(127);
@@ -322,22 +323,107 @@ static char *run_on_terminal(const char *const *args) {
 // line); into a file its bytes are exactly the text's.
 static void test_terminal(void) {
     const char *tiny = ckpt("tiny");
-    char *t = run_on_terminal((const char *const[]){"-m", tiny, "-p", "Hello", "-n", "3", "--temp", "0", NULL});
+    char *t = run_on_terminal(1, (const char *const[]){"-m", tiny, "-p", "Hello", "-n", "3", "--temp", "0", NULL});
     Result f = RUN("-m", tiny, "-p", "Hello", "-n", "3", "--temp", "0");
     CHECK(t && !strcmp(t, "HelloHelloHello\n") && !strcmp(f.out, "HelloHelloHello"),
           "generation on a terminal '%s', into a file '%s'", t ? t : "(no pty)", f.out);
     free(t);
     result_free(&f);
-    t = run_on_terminal((const char *const[]){"--detokenize", "-p", "15496 995", NULL});
+    t = run_on_terminal(1, (const char *const[]){"--detokenize", "-p", "15496 995", NULL});
     f = RUN("--detokenize", "-p", "15496 995");
     CHECK(t && !strcmp(t, "Hello world\n") && !strcmp(f.out, "Hello world"),
           "--detokenize on a terminal '%s', into a file '%s'", t ? t : "(no pty)", f.out);
     free(t);
     result_free(&f);
     // a text that ends a line gets no second newline
-    t = run_on_terminal((const char *const[]){"--detokenize", "-p", "15496 198", NULL});
+    t = run_on_terminal(1, (const char *const[]){"--detokenize", "-p", "15496 198", NULL});
     CHECK(t && !strcmp(t, "Hello\n"), "--detokenize of 'Hello\\n' on a terminal: '%s'", t ? t : "(no pty)");
     free(t);
+}
+
+// Whether err shows a progress line that begins with `prefix` and is
+// cleared at the end: its last drawing, "\r" + the line (and spaces over a
+// longer one before it), then "\r", spaces over all of it, "\r"; after that
+// nothing of it (other messages may follow).
+static int progress_cleared(const char *err, const char *prefix) {
+    char start[64];
+    snprintf(start, sizeof start, "\r%s", prefix);
+    const char *last = NULL;
+    for (const char *at = err; (at = strstr(at, start)); at++) last = at;
+    if (!last) return 0;
+    const char *end = strchr(last + 1, '\r');
+    if (!end) return 0;
+    size_t drawn = (size_t)(end - last - 1), spaces = strspn(end + 1, " ");
+    while (drawn && last[drawn] == ' ') drawn--;  // the padding over a longer line before
+    return spaces >= drawn && end[1 + spaces] == '\r' && !strchr(end + 2 + spaces, '\r');
+}
+
+// --progress draws the progress line on stderr through a pipe or a file
+// (and on a terminal it is drawn without it; never into a file otherwise),
+// clears it at the end, and changes no byte of stdout.
+static void test_progress(void) {
+    const char *tiny = ckpt("tiny");
+    char lines[4096] = "", text[8192] = "";
+    for (int i = 0; i < 24; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "Line %d of the prompts\n", i);
+        strcat(lines, line);
+    }
+    for (int i = 0; i < 300; i++) strcat(text, " one two");
+    struct {
+        const char *name, *prefix, *input, *args[12];
+    } runs[] = {
+        {"--batch", "gpt --batch: ", lines, {"-m", tiny, "--batch", "-n", "8", "-s", "1", "--parallel", "4", NULL}},
+        {"--score", "gpt --score: ", text, {"-m", tiny, "--score", "--stride", "64", "--per-token", NULL}},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        const char *args[16];
+        int n = 0;
+        for (; runs[i].args[n]; n++) args[n] = runs[i].args[n];
+        args[n] = NULL;
+        Result plain = run_gpt(tmpdir, runs[i].input, strlen(runs[i].input), args);
+        args[n] = "--progress";
+        args[n + 1] = NULL;
+        Result shown = run_gpt(tmpdir, runs[i].input, strlen(runs[i].input), args);
+        CHECK(plain.rc == 0 && shown.rc == 0 && plain.out_len == shown.out_len &&
+                  !memcmp(plain.out, shown.out, plain.out_len) && !strchr(plain.err, '\r') &&
+                  progress_cleared(shown.err, runs[i].prefix),
+              "%s --progress: rc %d and %d, stdout %s, stderr without it '%.100s', with it '%.300s'", runs[i].name,
+              plain.rc, shown.rc, plain.out_len == shown.out_len ? "the same length" : "differs", plain.err, shown.err);
+        result_free(&plain);
+        result_free(&shown);
+    }
+    // --batch from a file knows how far it is (124M: slow enough to be drawn after the first lines)
+    Result r = RUN_IN(lines, "-m", ckpt("gpt2-124M-shaped"), "--batch", "-n", "8", "--parallel", "4", "--progress");
+    CHECK(r.rc == 0 && strstr(r.err, "% of stdin") && strstr(r.err, " left"), "--batch --progress from a file: '%.300s'",
+          r.err);
+    result_free(&r);
+    // gpt convert: the same file, with the line and without
+    char out_a[1024], out_b[1024];
+    snprintf(out_a, sizeof out_a, "%s/progress-a.bin", tmpdir);
+    snprintf(out_b, sizeof out_b, "%s/progress-b.bin", tmpdir);
+    Result a = RUN("convert", tiny, out_a), b = RUN("convert", tiny, out_b, "--progress");
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    file_read_all(out_a, &x, &nx, NULL);
+    file_read_all(out_b, &y, &ny, NULL);
+    CHECK(a.rc == 0 && b.rc == 0 && x && y && nx == ny && !memcmp(x, y, nx) && !strchr(a.err, '\r') &&
+              progress_cleared(b.err, "gpt convert: ") && strstr(b.err, "tensors written") &&
+              strstr(b.err, "\rgpt: wrote "),
+          "convert --progress: rc %d and %d, stderr without it '%.200s', with it '%.300s'", a.rc, b.rc, a.err, b.err);
+    free(x), free(y);
+    result_free(&a);
+    result_free(&b);
+    // on a terminal the line is there without --progress
+    char *t = run_on_terminal(2, (const char *const[]){"-m", tiny, "--score", "-p", "Hello world", NULL});
+    CHECK(t && progress_cleared(t, "gpt --score: 1/1 tokens scored"), "--score on a terminal: stderr '%s'",
+          t ? t : "(no pty)");
+    free(t);
+    // generation has no progress line
+    r = RUN("-m", tiny, "-p", "x", "--progress");
+    CHECK(r.rc == 2 && strstr(r.err, "--progress does not apply to generation") && one_line(r.err),
+          "--progress in generation: rc %d, %s", r.rc, r.err);
+    result_free(&r);
 }
 
 static void test_context_limits(void) {
@@ -525,6 +611,7 @@ int main(void) {
     }
     test_generation();
     test_terminal();
+    test_progress();
     test_context_limits();
     test_stats();
     test_kv_f16();

@@ -239,7 +239,7 @@ static void test_heldout(const Model *m, const cJSON *refs) {
         }
         double *lp = malloc(n * sizeof *lp);  // (n - 1) used
         GptError err = {{0}};
-        int ok = score_tokens(m, ids, n, 0, DTYPE_F32, NULL, lp, NULL, &err) == 0;
+        int ok = score_tokens(m, ids, n, 0, DTYPE_F32, NULL, lp, NULL, NULL, &err) == 0;
         CHECK(ok, "%s at token %d: %s", file, offset, err.msg);
         if (ok) {
             double d_sum, d = compare_logprobs(w, lp, n, &d_sum);

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #include "check.h"
 #include "fileio.h"
@@ -59,10 +60,10 @@ static int sh(const char *cmd, char **err) {
 
 // Runs gpt with args (NULL-terminated) as a terminal runs a foreground
 // job, SIGINT and SIGTERM at their defaults (a shell's `cmd &` would ignore
-// SIGINT, which gpt keeps), stdin empty, stdout into tmp/out and stderr into
-// *err; sends it sig after `delay` seconds. Returns the exit status, or 128
-// + the signal that ended it.
-static int run_signalled(const char *const *args, const char *out, double delay, int sig, char **err) {
+// SIGINT, which gpt keeps), stdin from the file `in` (NULL: empty), stdout
+// into tmp/out and stderr into *err; sends it sig after `delay` seconds.
+// Returns the exit status, or 128 + the signal that ended it.
+static int run_signalled(const char *const *args, const char *in, const char *out, double delay, int sig, char **err) {
     const char *argv[32];
     int n = 0;
     argv[n++] = gpt_binary();
@@ -77,7 +78,7 @@ static int run_signalled(const char *const *args, const char *out, double delay,
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        exec_with_files(argv, "/dev/null", out_path, err_path);
+        exec_with_files(argv, in ? in : "/dev/null", out_path, err_path);
     }
     struct timespec t = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
     nanosleep(&t, NULL);
@@ -138,7 +139,7 @@ static void test_convert(void) {
     sh("mkdir -p $T/int", NULL);
     char out_bin[2048];
     snprintf(out_bin, sizeof out_bin, "%s", tmp("int/out.bin"));
-    rc = run_signalled((const char *const[]){"convert", ckpt("gpt2-124M-shaped"), out_bin, NULL}, "convert.out", 0.4,
+    rc = run_signalled((const char *const[]){"convert", ckpt("gpt2-124M-shaped"), out_bin, NULL}, NULL, "convert.out", 0.4,
                        SIGINT, &err);
     char *left = NULL;
     sh("ls -A $T/int > $T/left", NULL);
@@ -194,7 +195,7 @@ static void test_interrupt(void) {
     snprintf(m124_bin, sizeof m124_bin, "%s", tmp("124m.bin"));
     int rc = run_signalled((const char *const[]){"-m", m124_bin, "-p", "Hello", "-n", "100000", "--ignore-eos", "--json",
                                                  "--stats", "-t", "1", NULL},
-                           "gen.json", 2.5, SIGINT, &err);
+                           NULL, "gen.json", 2.5, SIGINT, &err);
     char *out = slurp(tmp("gen.json"));
     cJSON *j = cJSON_Parse(out);
     const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason"), *tokens = cJSON_GetObjectItem(j, "tokens");
@@ -207,10 +208,47 @@ static void test_interrupt(void) {
     // SIGTERM while the model loads (converted to Q8, over a second): exit
     // 130 at once, nothing written; it was killed, 143
     rc = run_signalled((const char *const[]){"-m", m124, "--dtype", "q8", "-p", "Hello", "-n", "100000", "--json", NULL},
-                       "load.json", 0.2, SIGTERM, &err);
+                       NULL, "load.json", 0.2, SIGTERM, &err);
     out = slurp(tmp("load.json"));
     CHECK(rc == 130 && !out[0] && !err[0], "SIGTERM during the load: rc %d, stdout '%.200s', stderr '%.300s'", rc, out,
           err);
+    free(out);
+    free(err);
+    // Ctrl-C during --batch: the report says how many lines were answered,
+    // how many of those were stopped early, and how many were never read
+    // (it said "lines: 14 (0 failed)" for 40 lines, 4 of them interrupted).
+    // 10 lines of one token, then 30 that would run for ever, 4 at a time.
+    FILE *f = fopen(tmp("40.jsonl"), "w");
+    for (int i = 0; f && i < 40; i++)
+        fprintf(f, "{\"prompt\": \"Line %d\", \"max_tokens\": %d}\n", i, i < 10 ? 1 : 100000);
+    if (f) fclose(f);
+    char in40[2048];
+    snprintf(in40, sizeof in40, "%s", tmp("40.jsonl"));
+    rc = run_signalled((const char *const[]){"-m", m124_bin, "--batch", "--jsonl", "--parallel", "4", "--ignore-eos",
+                                             "--stats-json", "--stats", "-t", "1", NULL},
+                       in40, "batch.jsonl", 2.5, SIGINT, &err);
+    out = slurp(tmp("batch.jsonl"));
+    size_t lines = 0, stopped = 0;
+    for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+        lines++;
+        const char *nl = strchr(p, '\n');
+        const char *reason = strstr(p, "\"stop_reason\":\"interrupted\"");
+        stopped += reason && (!nl || reason < nl);
+    }
+    const char *json_line = strstr(err, "{\"model\"");
+    j = json_line ? cJSON_Parse(json_line) : NULL;  // the --stats-json line, then --stats
+    const cJSON *answered = cJSON_GetObjectItem(j, "lines"), *interrupted = cJSON_GetObjectItem(j, "interrupted"),
+                *not_read = cJSON_GetObjectItem(j, "not_read"), *exact = cJSON_GetObjectItem(j, "not_read_exact");
+    char want_text[128] = "?";
+    if (answered && interrupted && not_read)
+        snprintf(want_text, sizeof want_text, "lines:      %d (0 failed, %d interrupted) in ", answered->valueint,
+                 interrupted->valueint);
+    CHECK(rc == 130 && answered && interrupted && not_read && cJSON_IsTrue(exact) &&
+              (size_t)answered->valueint == lines && (size_t)interrupted->valueint == stopped && stopped >= 1 &&
+              stopped <= 4 && answered->valueint + not_read->valueint == 40 && strstr(err, want_text) &&
+              strstr(err, "gpt: --batch interrupted: ") && strstr(err, " not read\n"),
+          "Ctrl-C during --batch: rc %d, %zu lines written, %zu interrupted, stderr '%.900s'", rc, lines, stopped, err);
+    cJSON_Delete(j);
     free(out);
     free(err);
     // a script's `gpt &` runs with SIGINT ignored (by the shell): it stays
@@ -339,6 +377,34 @@ static void test_score(void) {
     CHECK(!strncmp(b, "The\t-\n cat\t-", 12) && strstr(b, "\n sat\t-") && strstr(b, "tokens 3 scored 2 "),
           "--per-token: '%s'", b);
     free(a), free(b);
+    // a token that ends inside a UTF-8 character ("\xf0\x9f" and "\x99\x82"
+    // are the two halves of U+1F642) is written with each of those bytes
+    // as \xHH (it was written raw: no such line was UTF-8); each line is
+    // valid UTF-8, and read back with --text's escapes the lines' tokens are
+    // the text's bytes
+    const char *text = "x\xf0\x9f\x99\x82 \\ \xc3\xbc\ta";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "$GPT -m $TINY --score --per-token -p '%s' > $T/pt", text);
+    sh(cmd, NULL);
+    char *pt = slurp(tmp("pt")), back[256];
+    size_t n_back = 0;
+    int valid = 1;
+    for (char *line = pt; *line && strncmp(line, "tokens ", 7);) {
+        char *tab = strchr(line, '\t'), *nl = strchr(line, '\n');
+        if (!tab || !nl || tab > nl) break;
+        for (utf8proc_ssize_t i = 0, k; i < nl - line; i += k)
+            if ((k = utf8proc_iterate((const utf8proc_uint8_t *)line + i, nl - line - i, &(utf8proc_int32_t){0})) <= 0)
+                valid = 0, k = 1;
+        for (char *c = line; c < tab && n_back < sizeof back; c++) {
+            if (*c != '\\') back[n_back++] = *c;
+            else if (c[1] == 'x') back[n_back++] = (char)strtol((char[3]){c[2], c[3], 0}, NULL, 16), c += 3;
+            else back[n_back++] = c[1] == 'n' ? '\n' : c[1] == 't' ? '\t' : c[1] == 'r' ? '\r' : c[1], c++;
+        }
+        line = nl + 1;
+    }
+    CHECK(valid && n_back == strlen(text) && !memcmp(back, text, n_back) && strstr(pt, "\n\\xf0\\x9f\t"),
+          "--per-token of partial UTF-8 characters: '%s'", pt);
+    free(pt);
     sh("$GPT -m $TINY --score -p 'The cat sat on the mat.' | cut -d' ' -f8 > $T/a; $GPT -m $TINY --score -p Hi > $T/b",
        NULL);
     a = slurp(tmp("a")), b = slurp(tmp("b"));
@@ -477,6 +543,19 @@ static void test_install(void) {
     rc = sh("$T/root/usr/bin/gpt-get-gpt2 --frob", &err);
     CHECK(rc == 2 && !strncmp(err, "usage: gpt-get-gpt2 ", 20) && !strstr(err, "get-gpt2.sh"),
           "gpt-get-gpt2's usage: rc %d, %s", rc, err);
+    free(err);
+    // its --help names the command as installed (the source tree's name
+    // only as that), and is the file's header comment alone (it went on
+    // into the script: "set -eu", the URL)
+    rc = sh("$T/root/usr/bin/gpt-get-gpt2 --help > $T/help", &err);
+    char *help = slurp(tmp("help"));
+    size_t named = 0, as_source = 0;
+    for (const char *at = help; (at = strstr(at, "get-gpt2.sh")); at++) named++;
+    for (const char *at = help; (at = strstr(at, "scripts/get-gpt2.sh")); at++) as_source++;
+    CHECK(rc == 0 && !err[0] && !strncmp(help, "gpt-get-gpt2 - ", 15) && strstr(help, "\n  gpt-get-gpt2 --from DIR") &&
+              named == as_source && !strstr(help, "set -eu") && !strstr(help, "URL="),
+          "gpt-get-gpt2 --help: rc %d, '%s', %s", rc, help, err);
+    free(help);
     free(err);
     rc = sh("GPT=$GPT $T/root/usr/bin/gpt-get-gpt2 --from /nonexistent --out $T/x.bin", &err);
     CHECK(rc == 1 && !strncmp(err, "gpt-get-gpt2: /nonexistent", 26) && one_line(err),

@@ -17,6 +17,8 @@
  *            it and all before it are done. A bad line gets {"index", "error"}
  *            in its place; the others run; the exit status is 1 if any line
  *            failed.
+ *   progress on stderr, when it is a terminal or with --progress: the lines
+ *            done, tokens/s and, reading a file, the time left (progress.h).
  *
  * A line's result is what `gpt -p PROMPT -s SEED` with the same options
  * gives, SEED being the line's "seed", or -s plus the line's index: every
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -38,6 +41,7 @@
 #include "generate.h"
 #include "kvcache.h"
 #include "matmul.h"
+#include "progress.h"
 
 // ----------------------------------------------------------------------------
 // reading lines as they come
@@ -47,6 +51,7 @@ typedef struct {
     char *buf;
     size_t len, cap, start;  // unread bytes are buf[start, len)
     int eof, error;
+    size_t consumed;         // bytes of the lines returned so far, their newlines too
 } LineReader;
 
 // The next line (without its newline, or CR LF) into *line/*n, pointing into
@@ -61,7 +66,9 @@ static int next_line(LineReader *r, int wait, char **line, size_t *n) {
             *line = r->buf + r->start;
             *n = end - r->start;
             if (*n && (*line)[*n - 1] == '\r') (*n)--;
-            r->start = nl ? end + 1 : end;
+            size_t next = nl ? end + 1 : end;
+            r->consumed += next - r->start;
+            r->start = next;
             return 1;
         }
         if (r->eof) return -1;
@@ -106,6 +113,7 @@ typedef struct {
     uint64_t index;
     cJSON *id;              // the line's "id", echoed back
     char *prompt;           // the prompt text, as valid UTF-8 (for the output)
+    char *prompt_hex;       // the prompt's bytes in hex when they are not valid UTF-8, else NULL
     char *error;            // a line that failed: why (nothing runs for it)
     int32_t *ids;           // the prompt's tokens
     size_t n_ids;
@@ -117,6 +125,7 @@ typedef struct {
     char *text;             // the completion so far
     size_t text_len, text_cap;
     double last_token_at;   // when its last token came out, 0 before the first
+    size_t input_bytes;     // its line's bytes in the input, the newline too
     int done;
     const char *stop_reason;
 } Job;
@@ -126,6 +135,7 @@ static void job_free(Job *j, Engine *e) {
     cJSON_Delete(j->id);
     cJSON_Delete(j->stop_json);
     free(j->prompt);
+    free(j->prompt_hex);
     free(j->error);
     free(j->ids);
     free(j->text);
@@ -166,6 +176,25 @@ static char *valid_utf8(const char *p, size_t n) {
     return s;
 }
 
+// The prompt as "prompt" shows it, and its exact bytes when that is not
+// them: a JSON string is UTF-8, so a byte that is not part of a valid UTF-8
+// character is U+FFFD there, while the model ran the byte itself:
+// "prompt_hex" then gives what -p must be to run it again. 0 or -1.
+static int echo_prompt(Job *j, const char *p, size_t n) {
+    j->prompt = valid_utf8(p, n);
+    if (!j->prompt) return -1;
+    if (strlen(j->prompt) == n && !memcmp(j->prompt, p, n)) return 0;
+    static const char digits[] = "0123456789abcdef";
+    j->prompt_hex = malloc(2 * n + 1);
+    if (!j->prompt_hex) return -1;
+    for (size_t i = 0; i < n; i++) {
+        j->prompt_hex[2 * i] = digits[(unsigned char)p[i] >> 4];
+        j->prompt_hex[2 * i + 1] = digits[(unsigned char)p[i] & 15];
+    }
+    j->prompt_hex[2 * n] = '\0';
+    return 0;
+}
+
 static int json_number(const cJSON *v, double *out) {
     if (!cJSON_IsNumber(v)) return -1;
     *out = v->valuedouble;
@@ -193,6 +222,74 @@ static int fail_unparsed(Job *j, const char *line, size_t len, const char *end) 
     return job_fail(j, "invalid JSON at byte %ld", at);
 }
 
+// cJSON keeps a number only as a double, which holds every integer below
+// 2^53 but also turns 4503599627370497.5 into ...498 and
+// 1.00000000000000000001 into 1: where the exact value matters (a seed), the
+// number is read from its text, which these find. They walk a line that
+// cJSON has parsed, so the JSON is known to be valid.
+
+// The index of the first byte at or after i that is not white space (cJSON
+// takes any byte up to 32 as white space).
+static size_t skip_space(const char *s, size_t i, size_t len) {
+    while (i < len && (unsigned char)s[i] <= 32) i++;
+    return i;
+}
+
+// The end of the JSON value that starts at s[i].
+static size_t skip_value(const char *s, size_t i, size_t len) {
+    int depth = 0, in_string = 0;
+    for (; i < len; i++) {
+        char ch = s[i];
+        if (in_string) {
+            if (ch == '\\') i++;
+            else if (ch == '"' && (in_string = 0, depth == 0)) return i + 1;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0) return i;  // the end of the object around a number
+            if (--depth == 0) return i + 1;
+        } else if (depth == 0 && (ch == ',' || (unsigned char)ch <= 32)) {
+            return i;
+        }
+    }
+    return i;
+}
+
+// The text of the value of member k (from 0, in the order of the text, which
+// is cJSON's order of an object's children) of the object on the line.
+// 0, or -1 if it has fewer members.
+static int member_text(const char *s, size_t len, size_t k, const char **value, size_t *value_len) {
+    size_t i = skip_space(s, 0, len) + 1;  // past the '{'
+    for (size_t m = 0;; m++) {
+        i = skip_space(s, i, len);
+        if (i >= len || s[i] == '}') return -1;
+        i = skip_space(s, skip_value(s, i, len), len) + 1;  // the key, the ':'
+        i = skip_space(s, i, len);
+        size_t end = skip_value(s, i, len);
+        if (m == k) {
+            *value = s + i;
+            *value_len = end - i;
+            return 0;
+        }
+        i = skip_space(s, end, len);
+        if (i < len && s[i] == ',') i++;
+    }
+}
+
+// A JSON number's text as an integer below 2^53, exactly: digits alone (no
+// sign, fraction or exponent, which a double would round). 0 or -1.
+static int exact_seed(const char *text, size_t n, uint64_t *seed) {
+    char digits[24];
+    if (n == 0 || n >= sizeof digits) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (text[i] < '0' || text[i] > '9') return -1;
+    memcpy(digits, text, n);
+    digits[n] = '\0';
+    return parse_u64(digits, seed) == 0 && *seed < (1ull << 53) ? 0 : -1;
+}
+
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
@@ -211,7 +308,8 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
     }
     int rc = -1;
     SamplerParams *sp = &j->params.sampling;
-    for (const cJSON *f = o->child; f; f = f->next) {
+    size_t member = 0;  // f's place in the object
+    for (const cJSON *f = o->child; f; f = f->next, member++) {
         const char *k = f->string;
         double d;
         if (!strcmp(k, "prompt")) {
@@ -247,21 +345,20 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
                                                    : &sp->repeat_penalty;
             *dst = (float)d;
         } else if (!strcmp(k, "seed")) {
-            // a number below 2^53, or digits: a JSON number is read as a
-            // double, which holds every integer below 2^53 but rounds
-            // 2^53 + 1 to 2^53, so from 2^53 on the number is not the text
+            // a number below 2^53, or digits in a string, read from the text:
+            // from 2^53 on a JSON number is not exact in most JSON tools (a
+            // double rounds 2^53 + 1 to 2^53), so it may not be what its
+            // writer meant; a fraction is no seed, however close to one
             uint64_t seed = 0;
+            const char *text;
+            size_t text_len;
             int bad;
-            if (cJSON_IsString(f)) {
-                bad = parse_u64(f->valuestring, &seed) != 0;
-            } else {
-                d = 0;
-                bad = json_number(f, &d) || d != floor(d) || d < 0 || d >= 9007199254740992.0;
-                seed = bad ? 0 : (uint64_t)d;
-            }
+            if (cJSON_IsString(f)) bad = parse_u64(f->valuestring, &seed) != 0;
+            else bad = !cJSON_IsNumber(f) || member_text(line, len, member, &text, &text_len) != 0 ||
+                       exact_seed(text, text_len, &seed) != 0;
             if (bad) {
-                job_fail(j, "seed must be an integer below 2^53 (a JSON number from 2^53 on is rounded), or a "
-                            "string of digits up to 2^64 - 1");
+                job_fail(j, "seed must be an integer below 2^53 written in digits (no fraction or exponent; a "
+                            "JSON number from 2^53 on is rounded), or a string of digits up to 2^64 - 1");
                 goto done;
             }
             sp->seed = seed;
@@ -349,8 +446,7 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
         owned_prompt = (char *)prompt;
     }
     GptError err = {{0}};
-    j->prompt = valid_utf8(prompt, prompt_len);
-    if (!j->prompt) job_fail(j, "out of memory");
+    if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
     else if (prompt_ids(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0)
         job_fail(j, "%s", err.msg);
@@ -394,7 +490,17 @@ typedef struct {
     Job **queue;            // every job read and not yet written, in input order
     size_t q_head, q_len, q_cap;
     size_t lines, failed, written;
+    size_t interrupted;     // lines read and stopped by Ctrl-C (or SIGTERM) before their end
+    size_t not_read;        // after an interruption: input lines never read
+    int not_read_exact;     // ... all of them (stdin had ended), else at least that many
+    size_t generated;       // tokens generated, all lines together
+    Progress progress;      // the progress line on stderr
+    size_t input_total;     // stdin's bytes when it is a file (from where it stood), else 0
+    size_t input_done;      // bytes of the lines written
+    int stdout_terminal;    // results go to the terminal the progress line is on
     GapHistogram gaps;
+    double prefill_seconds;  // wall time of the steps that prefilled (and decoded beside it)
+    size_t prefill_steps;
     double t0;
     int write_failed;
 } Batch;
@@ -422,6 +528,7 @@ static int write_job(Batch *b, Job *j) {
     if (j->error) {
         b->failed++;
         if (o->text_output) {
+            progress_clear(&b->progress);
             fprintf(stderr, "gpt: line %llu: %s\n", (unsigned long long)j->index, j->error);
             return out_write("\n", 1) || out_flush() ? -1 : 0;
         }
@@ -440,6 +547,7 @@ static int write_job(Batch *b, Job *j) {
         const Sequence *s = &j->seq;
         size_t per_token = kvcache_bytes_per_token(&b->m->config, o->kv_dtype);
         cJSON_AddStringToObject(r, "prompt", j->prompt);
+        if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
         if (j->text) j->text[j->text_len] = '\0';
         cJSON_AddStringToObject(r, "text", j->text ? j->text : "");
         cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
@@ -470,8 +578,10 @@ static int write_done(Batch *b) {
             b->queue[(b->q_head + keep++) % b->q_cap] = j;
             continue;
         }
+        if (b->stdout_terminal) progress_clear(&b->progress);
         if (!b->write_failed && write_job(b, j) != 0) b->write_failed = 1;
         b->written++;
+        b->input_done += j->input_bytes;
         job_free(j, &b->engine);
     }
     b->q_len = keep;
@@ -511,6 +621,9 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddStringToObject(s, "model", b->model_file);
         cJSON_AddNumberToObject(s, "lines", (double)b->lines);
         cJSON_AddNumberToObject(s, "failed", (double)b->failed);
+        cJSON_AddNumberToObject(s, "interrupted", (double)b->interrupted);
+        cJSON_AddNumberToObject(s, "not_read", (double)b->not_read);
+        cJSON_AddBoolToObject(s, "not_read_exact", b->not_read_exact);
         cJSON_AddNumberToObject(s, "wall_seconds", wall);
         cJSON_AddNumberToObject(s, "parallel", (double)o->parallel);
         cJSON_AddStringToObject(s, "weight_dtype", dtype_name(b->m->weights.wte.dtype));
@@ -526,7 +639,10 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddNumberToObject(s, "prefill_tokens", (double)e->prefill_tokens);
         cJSON_AddNumberToObject(s, "decode_tokens", (double)e->decode_tokens);
         cJSON_AddNumberToObject(s, "steps", (double)e->steps);
-        cJSON_AddNumberToObject(s, "prefill_tok_s", wall > 0 ? (double)e->prefill_tokens / wall : 0);
+        cJSON_AddNumberToObject(s, "prefill_steps", (double)b->prefill_steps);
+        cJSON_AddNumberToObject(s, "prefill_seconds", b->prefill_seconds);
+        cJSON_AddNumberToObject(s, "prefill_tok_s",
+                                b->prefill_seconds > 0 ? (double)e->prefill_tokens / b->prefill_seconds : 0);
         cJSON_AddNumberToObject(s, "decode_tok_s", wall > 0 ? (double)e->decode_tokens / wall : 0);
         cJSON_AddNumberToObject(s, "token_gap_max_seconds", b->gaps.max);
         cJSON_AddNumberToObject(s, "token_gap_median_seconds", median);
@@ -540,15 +656,17 @@ static void print_batch_stats(const Batch *b, double wall) {
     if (!o->stats) return;
     FILE *f = stderr;
     fprintf(f, "model:      %s\n", b->model_file);
-    fprintf(f, "lines:      %zu (%zu failed) in %.3f s, %ld in parallel\n", b->lines, b->failed, wall, o->parallel);
+    fprintf(f, "lines:      %zu (%zu failed, %zu interrupted) in %.3f s, %ld in parallel; %s%zu not read\n", b->lines,
+            b->failed, b->interrupted, wall, o->parallel, b->not_read_exact ? "" : "at least ", b->not_read);
     fprintf(f, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token\n", c->n_layer,
             c->n_head, HS, kv_elem_size(o->kv_dtype), dtype_name(o->kv_dtype), per_token);
     fprintf(f, "kv pool:    %zu blocks of %d tokens (%zu B), budget %zu B, peak held %zu B\n", ps.n_blocks, KV_BLOCK,
             ps.block_bytes, ps.n_blocks * ps.block_bytes, ps.peak_held * ps.block_bytes);
     fprintf(f, "prefix:     %zu prompt tokens reused, %zu prefill tokens saved\n", e->prefix_tokens_reused,
             e->prefix_tokens_reused);
-    fprintf(f, "prefill:    %zu tokens, %.1f tok/s of wall time\n", e->prefill_tokens,
-            wall > 0 ? (double)e->prefill_tokens / wall : 0);
+    fprintf(f, "prefill:    %zu tokens in %zu steps (%.3f s) = %.1f tok/s over the steps that prefilled\n",
+            e->prefill_tokens, b->prefill_steps, b->prefill_seconds,
+            b->prefill_seconds > 0 ? (double)e->prefill_tokens / b->prefill_seconds : 0);
     fprintf(f, "decode:     %zu tokens, %.1f tok/s of wall time, %zu steps\n", e->decode_tokens,
             wall > 0 ? (double)e->decode_tokens / wall : 0, e->steps);
     fprintf(f, "token gap:  median %.4f s, largest %.4f s (between two tokens of one sequence)\n", median,
@@ -557,10 +675,37 @@ static void print_batch_stats(const Batch *b, double wall) {
     fprintf(f, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), (double)peak_rss_bytes() / (1 << 20));
 }
 
+// The progress line: lines written of those read, the generation rate, and
+// when stdin is a file, how much of it is done and the time left.
+static void show_batch_progress(Batch *b) {
+    Progress *p = &b->progress;
+    double seconds = progress_elapsed(p);
+    char eta[32] = "", part[32] = "";
+    if (b->input_total) {
+        double fraction = (double)b->input_done / (double)b->input_total;
+        snprintf(part, sizeof part, ", %.0f%% of stdin", 100 * fraction);
+        progress_eta(p, fraction, eta, sizeof eta);
+    }
+    progress_update(p, "gpt --batch: %zu/%zu lines done, %.0f tok/s%s%s", b->written, b->lines,
+                    seconds > 0 ? (double)b->generated / seconds : 0.0, part, eta);
+}
+
+// The bytes of stdin from where it stands to its end, when it is a regular
+// file (how far along the run is); 0 for a pipe or a terminal.
+static size_t stdin_file_bytes(void) {
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
+    return at >= 0 && at < st.st_size ? (size_t)(st.st_size - at) : 0;
+}
+
 // The KV pool's blocks: --kv-budget, or by default 1 GiB but no more than
 // twice what --parallel full contexts take (the second half keeps finished
 // prompts' blocks for later prompts to share). 0 when --kv-budget is less
-// than one block.
+// than one block. A budget is an upper limit: the pool takes memory only as
+// its blocks are used (kvpool_create), so a budget larger than the machine's
+// memory runs, and holds at most what the machine has. Past the most blocks
+// a pool numbers, it is that many.
 static size_t pool_blocks(const Options *o, const GPT2Config *c) {
     size_t block_bytes = kvcache_bytes_per_token(c, o->kv_dtype) * KV_BLOCK;
     size_t ctx_blocks = ((size_t)c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
@@ -570,7 +715,8 @@ static size_t pool_blocks(const Options *o, const GPT2Config *c) {
         if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
             budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
     }
-    return budget / block_bytes;
+    size_t blocks = budget / block_bytes;
+    return blocks < KVPOOL_MAX_BLOCKS ? blocks : KVPOOL_MAX_BLOCKS;
 }
 
 int run_batch(const Options *o) {
@@ -628,6 +774,9 @@ int run_batch(const Options *o) {
     int interrupted_run = 0;
     defer_interrupts();  // from here on a signal ends the run after its step
     b.t0 = now_seconds();
+    progress_init(&b.progress, o->progress);
+    b.input_total = stdin_file_bytes();
+    b.stdout_terminal = isatty(STDOUT_FILENO);
     for (;;) {
         if (was_interrupted()) interrupted_run = 1;
         // 1. new lines, while there is a free place
@@ -635,6 +784,7 @@ int run_batch(const Options *o) {
             char *line;
             size_t len;
             int idle = n_slots == 0;  // nothing to do but wait for input
+            size_t consumed_before = in.consumed;
             int got = next_line(&in, idle, &line, &len);
             if (got <= 0) break;
             Job *j = job_from_line(o, b.tok, &m, seed_base, o->first_index + b.lines, line, len);
@@ -643,6 +793,7 @@ int run_batch(const Options *o) {
                 goto done;
             }
             b.lines++;
+            j->input_bytes = in.consumed - consumed_before;
             if (j->done) continue;  // a bad line: its error is its result
             if (sequence_init(&j->seq, &b.engine, j->ids, j->n_ids, &j->params, &err) != 0) {
                 j->has_seq = 1;
@@ -668,18 +819,29 @@ int run_batch(const Options *o) {
             if (slots[i]->running) seqs[n_seqs++] = &slots[i]->seq;
         if (interrupted_run) {
             for (size_t i = 0; i < n_slots; i++) finish(slots[i], "interrupted");
+            b.interrupted += n_slots;
         } else if (n_seqs) {
+            double step_start = now_seconds();
+            size_t prefilled = b.engine.prefill_tokens;
             if (engine_step(&b.engine, seqs, n_seqs, &err) != 0) {
+                progress_clear(&b.progress);
                 report_error(&err);
                 goto done;
             }
             double now = now_seconds();
+            // the prefill rate is over the steps that prefilled, as a single
+            // run's is (over the whole run it fell with every decode step)
+            if (b.engine.prefill_tokens > prefilled) {
+                b.prefill_seconds += now - step_start;
+                b.prefill_steps++;
+            }
             for (size_t i = 0; i < n_slots; i++) {
                 Job *j = slots[i];
                 if (!j->running) continue;
                 Sequence *s = &j->seq;
                 if (s->out_len && append_text(j, s->out, s->out_len) != 0) job_fail(j, "out of memory");
                 if (s->last_token >= 0) {
+                    b.generated++;
                     if (j->last_token_at > 0) gap_add(&b.gaps, now - j->last_token_at);
                     j->last_token_at = now;
                 }
@@ -696,12 +858,27 @@ int run_batch(const Options *o) {
         n_slots = k;
         // 4. results
         if (write_done(&b) != 0) goto done;
+        show_batch_progress(&b);
         if ((in.eof || interrupted_run) && n_slots == 0 && b.q_len == 0) break;
     }
     double wall = now_seconds() - b.t0;
+    progress_clear(&b.progress);
+    b.not_read_exact = 1;
+    if (interrupted_run) {
+        // The lines never read: counted as far as stdin has them now (to
+        // its end for a file, or a pipe whose writer is done), never waited for.
+        char *line;
+        size_t len;
+        int got;
+        while ((got = next_line(&in, 0, &line, &len)) > 0) b.not_read++;
+        b.not_read_exact = got < 0 && !in.error;
+        fprintf(stderr, "gpt: --batch interrupted: %zu lines answered, %zu of them stopped early; %s%zu lines not read\n",
+                b.lines, b.interrupted, b.not_read_exact ? "" : "at least ", b.not_read);
+    }
     print_batch_stats(&b, wall);
     rc = interrupted_run ? EXIT_INTERRUPTED : b.failed ? EXIT_RUNTIME : EXIT_OK;
 done:
+    progress_clear(&b.progress);
     for (size_t i = 0; i < b.q_len; i++) job_free(queue_at(&b, i), &b.engine);
     free(b.queue);
     free(in.buf);

@@ -9,6 +9,7 @@
  *   tokenize.c     --tokenize and --detokenize
  *   convert.c      gpt convert and gpt inspect
  *   output.c       stdout, with every write checked
+ *   progress.c     the progress line on stderr (progress.h)
  *
  * The command line is the only part of gpt that reads argv and stdin,
  * prints, and chooses exit codes: 0 success, 1 load, input or runtime
@@ -48,6 +49,7 @@ typedef struct {
     int weight_dtype;    // --dtype: matrices converted at load; -1 as stored
     DType kv_dtype;      // --kv-type: F32 or F16
     int ignore_eos, echo, stats, json, special;
+    int progress;        // --progress: the progress line even when stderr is no terminal
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
     // speculative decoding
@@ -137,7 +139,8 @@ void catch_interrupts(void);
 void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
-// Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes.
+// Bytes as one line of valid UTF-8: \\, \n, \r, \t, and \xHH for control
+// bytes and for bytes that are not part of a whole UTF-8 character.
 int print_escaped(const unsigned char *b, size_t len);
 cJSON *ids_json(const int32_t *ids, size_t n);
 cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)

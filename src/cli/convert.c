@@ -20,6 +20,7 @@
 #include "kvcache.h"
 #include "loader.h"
 #include "modelbin.h"
+#include "progress.h"
 
 static const char *convert_usage =
     "usage: gpt convert SRC OUT.bin [--dtype T] [--tokenizer PATH] [--force]\n"
@@ -31,6 +32,8 @@ static const char *convert_usage =
     "  --tokenizer PATH  vocab.json + merges.txt directory or tokenizer.json (default:\n"
     "                    the one beside SRC, else the shipped GPT-2 files)\n"
     "  --force           replace OUT if it exists (a regular file; it keeps its mode)\n"
+    "  --progress        a progress line on stderr even when it is not a terminal (on a\n"
+    "                    terminal it is always shown)\n"
     "Writes one file holding the configuration, the tokenizer and the weights. OUT is\n"
     "never one of SRC's files, and has its name only once it is complete.\n";
 
@@ -38,6 +41,15 @@ static const char *inspect_usage =
     "usage: gpt inspect FILE\n"
     "  FILE: a model.bin, a Hugging Face directory or model.safetensors, or an llm.c checkpoint\n"
     "Prints the configuration, the tensors (dtype, shape, file offset) and the KV-cache cost.\n";
+
+// The writing's progress, on the Progress line ctx.
+static void show_write_progress(void *ctx, size_t done, size_t n_tensors, uint64_t bytes_done, uint64_t data_bytes) {
+    Progress *p = ctx;
+    char eta[32];
+    double fraction = data_bytes ? (double)bytes_done / (double)data_bytes : 0;
+    progress_update(p, "gpt convert: %zu/%zu tensors written, %.0f of %.0f MB%s", done, n_tensors, bytes_done / 1e6,
+                    data_bytes / 1e6, progress_eta(p, fraction, eta, sizeof eta));
+}
 
 // The files SRC may be made of: OUT must be none of them.
 enum { MAX_INPUTS = 16 };
@@ -57,14 +69,15 @@ static size_t input_files(const char *src, const char *tokenizer_path, char **ou
 }
 
 int run_convert(int argc, char **argv) {
-    enum { O_TOKENIZER = 256, O_DTYPE, O_FORCE };
+    enum { O_TOKENIZER = 256, O_DTYPE, O_FORCE, O_PROGRESS };
     static const struct option longs[] = {{"help", no_argument, 0, 'h'},
                                           {"tokenizer", required_argument, 0, O_TOKENIZER},
                                           {"dtype", required_argument, 0, O_DTYPE},
                                           {"force", no_argument, 0, O_FORCE},
+                                          {"progress", no_argument, 0, O_PROGRESS},
                                           {0, 0, 0, 0}};
     const char *tokenizer_path = NULL;
-    int dtype = -1, force = 0;
+    int dtype = -1, force = 0, forced_progress = 0;
     opterr = 0;
     optind = 0;
     for (int c; (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1;) {
@@ -75,6 +88,7 @@ int run_convert(int argc, char **argv) {
             return EXIT_OK;
         case O_TOKENIZER: tokenizer_path = optarg; break;
         case O_FORCE: force = 1; break;
+        case O_PROGRESS: forced_progress = 1; break;
         case O_DTYPE:
             if ((dtype = dtype_from_name(optarg)) < 0)
                 return usage_error("convert", "--dtype %s: must be f32, f16, bf16 or q8", optarg);
@@ -90,8 +104,11 @@ int run_convert(int argc, char **argv) {
     if (!strcmp(dst, "-")) return usage_error("convert", "OUT '-': a model.bin is written to a file, not to stdout");
     char *inputs[MAX_INPUTS] = {0};
     size_t n_inputs = input_files(src, tokenizer_path, inputs);
+    Progress progress;
+    progress_init(&progress, forced_progress);
     ModelbinWriteOptions wopt = {.replace = force, .inputs = (const char *const *)inputs, .n_inputs = n_inputs,
-                                 .cancel = interrupt_flag()};
+                                 .cancel = interrupt_flag(), .progress = show_write_progress,
+                                 .progress_ctx = &progress};
     double t0 = now_seconds();
     Model m = {0};
     GptError err = {{0}};
@@ -105,13 +122,19 @@ int run_convert(int argc, char **argv) {
     }
     catch_interrupts();
     WeightOptions wo = {.matrix_dtype = dtype};
-    if (model_load_with(&m, src, &wo, &err) != 0) {
+    progress_update(&progress, "gpt convert: reading the model%s", dtype >= 0 ? " and converting its matrices" : "");
+    int loaded = model_load_with(&m, src, &wo, &err);
+    progress_clear(&progress);
+    progress_init(&progress, forced_progress);  // the writing's rate and time left from here
+    if (loaded != 0) {
         report_error(&err);
         goto done;
     }
     tok = open_tokenizer(tokenizer_path, &m, src, &owned, &err);
     defer_interrupts();  // a signal now cancels the write, which removes what it wrote
-    if (!tok || modelbin_write_with(&m, tok, dst, &wopt, &bytes, &err) != 0) {
+    int written = tok ? modelbin_write_with(&m, tok, dst, &wopt, &bytes, &err) : -1;
+    progress_clear(&progress);
+    if (written != 0) {
         report_error(&err);
         if (was_interrupted()) rc = EXIT_INTERRUPTED;
         goto done;

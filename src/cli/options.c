@@ -77,13 +77,16 @@ static const char *usage_text =
     "      --no-prefix-sharing compute every prompt in full\n"
     "      --stats-json        the --stats report as one JSON line on stderr\n"
     "scoring (--score):\n"
-    "      --per-token         one line per token: its text and log-probability, tab-separated\n"
-    "                          (not with --json, whose tokens and logprobs are per token)\n"
+    "      --per-token         one line per token: its text and log-probability, tab-separated,\n"
+    "                          the text escaped as --text's, and \\xHH for each byte of a\n"
+    "                          partial UTF-8 character (not with --json, which has the ids)\n"
     "      --stride N          texts longer than the context: windows of the context, each\n"
     "                          N tokens after the last, scoring only its new tokens\n"
     "output:\n"
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
+    "      --progress          --batch and --score: a progress line on stderr even when it is\n"
+    "                          not a terminal (on a terminal it is always shown)\n"
     "  -t, --threads N         threads (default: the number of cores)\n"
     "  -h, --help              this help\n"
     "      --version           print the version\n"
@@ -214,7 +217,7 @@ enum {
     O_VERSION = 256, O_TOKENIZER, O_DTYPE, O_KV_TYPE, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
-    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP,
+    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -259,6 +262,7 @@ static const struct option LONG_OPTIONS[] = {
     {"draft-dtype", required_argument, 0, O_DRAFT_DTYPE},
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"lookup", required_argument, 0, O_LOOKUP},
+    {"progress", no_argument, 0, O_PROGRESS},
     {0, 0, 0, 0},
 };
 
@@ -277,6 +281,7 @@ static int modes_of(int code) {
     case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
     case O_PREFILL_CHUNK: case O_NO_PREFIX: case O_STATS_JSON: return BATCH;
     case O_PER_TOKEN: case O_STRIDE: return SCORE;
+    case O_PROGRESS: return SCORE | BATCH;
     }
     return ALL;
 }
@@ -308,7 +313,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->threads = cores > 0 ? cores : 1;
 
     // Which options were given (by code), as typed, for the mode check.
-    const char *given[O_LOOKUP + 1] = {0};
+    const char *given[O_PROGRESS + 1] = {0};
     int n_modes = 0;
     opterr = 0;  // our messages, not getopt's
     optind = 0;  // a full reset (GNU)
@@ -446,6 +451,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_NO_PREFIX: o->share_prefixes = 0; break;
         case O_STATS_JSON: o->stats_json = 1; break;
         case O_PER_TOKEN: o->per_token = 1; break;
+        case O_PROGRESS: o->progress = 1; break;
         case O_PARALLEL:
             if (parse_long(v, &o->parallel) || o->parallel < 1 || o->parallel > 256)
                 return FAIL("%s %s: must be an integer in [1, 256]", flag, v);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <utf8proc.h>
 
 #include "cli.h"
 #include "fileio.h"
@@ -20,6 +21,7 @@
 #include "loader.h"
 #include "matmul.h"
 #include "speculate.h"
+#include "progress.h"
 
 // ----------------------------------------------------------------------------
 // Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
@@ -246,6 +248,16 @@ uint64_t run_seed(const Options *o) {
 // ----------------------------------------------------------------------------
 // --score
 
+// score_tokens' progress, on the Progress line ctx.
+static void show_score_progress(void *ctx, size_t scored, size_t total, size_t windows) {
+    Progress *p = ctx;
+    double seconds = progress_elapsed(p);
+    char eta[32];
+    progress_update(p, "gpt --score: %zu/%zu tokens scored, %zu window%s, %.0f tok/s%s", scored, total, windows,
+                    windows == 1 ? "" : "s", seconds > 0 ? (double)scored / seconds : 0.0,
+                    progress_eta(p, total ? (double)scored / (double)total : 0, eta, sizeof eta));
+}
+
 static int run_score(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
                      const Tokenizer *tok, const int32_t *ids, size_t n) {
     GptError err = {{0}};
@@ -258,7 +270,12 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         gpt_error(&err, "out of memory");
         return report_error(&err);
     }
-    if (score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, &err) != 0) {
+    Progress progress;
+    progress_init(&progress, o->progress);
+    ScoreProgress shown = {show_score_progress, &progress};
+    int scored = score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, &shown, &err);
+    progress_clear(&progress);
+    if (scored != 0) {
         free(logprobs);
         return report_error(&err);
     }
@@ -295,7 +312,8 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         if (bad) goto done;
     } else {
         if (o->per_token) {
-            // token text, TAB, its log-probability (the first token has none)
+            // token text (escaped: a token may end inside a UTF-8
+            // character), TAB, its log-probability (the first token has none)
             for (size_t i = 0; i < n; i++) {
                 size_t len;
                 const unsigned char *b = tokenizer_token_bytes(tok, ids[i], &len);
@@ -321,20 +339,29 @@ done:
 }
 
 // Bytes as text for one output line: \\ for a backslash, \n, \r and \t for
-// those characters, \xHH for other control bytes; the rest as they are.
+// those characters, \xHH for other control bytes and for each byte that
+// does not begin a whole, valid UTF-8 character (a token may hold part of
+// one: its bytes are escaped one by one); whole characters as they are. The
+// line is valid UTF-8, and the bytes can be read back from it exactly.
 int print_escaped(const unsigned char *b, size_t len) {
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < len;) {
         unsigned char ch = b[i];
         char esc[8];
         const char *s = esc;
-        size_t n = 2;
+        size_t n = 2, used = 1;
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t whole;
         if (ch == '\\') s = "\\\\";
         else if (ch == '\n') s = "\\n";
         else if (ch == '\r') s = "\\r";
         else if (ch == '\t') s = "\\t";
         else if (ch < 0x20 || ch == 0x7F) n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
-        else s = (const char *)&b[i], n = 1;
+        else if (ch < 0x80) s = (const char *)&b[i], n = 1;
+        else if ((whole = utf8proc_iterate(b + i, (utf8proc_ssize_t)(len - i), &cp)) > 0)
+            s = (const char *)&b[i], n = used = (size_t)whole;
+        else n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
         if (out_write(s, n) != 0) return -1;
+        i += used;
     }
     return 0;
 }
