@@ -91,9 +91,9 @@
  *
  * BUILD REQUIREMENTS: -ffp-contract=off and never -ffast-math (the Makefile
  * says so), else the compiler may fuse or reassociate the scalar code and
- * break the guarantee. The SIMD files carry __attribute__((target(...))) on
- * every function, so plain -O2 for baseline x86-64 builds them; they are
- * called only where matmul_isa_supported() says so.
+ * break the guarantee. The SIMD files carry cpu.h's TARGET_AVX2 or
+ * TARGET_AVX512 on every function, so plain -O2 for baseline x86-64 builds
+ * them; they are called only where cpu_isa_supported() says so.
  */
 #ifndef GPT_MATMUL_KERNELS_H
 #define GPT_MATMUL_KERNELS_H
@@ -106,11 +106,12 @@
 
 // See the top of this file. isa must be supported (an unsupported one runs
 // the scalar kernel: the same bits).
-void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
+void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // The per-ISA kernels matmul_rows dispatches to (same contract; the SIMD
-// ones only on a CPU that supports them, and for Q8 only with scratch).
+// ones, x86-64 only, on a CPU that supports them, and for Q8 only with
+// scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
