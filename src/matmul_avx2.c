@@ -274,28 +274,7 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
     for (n = n0 + part * A2_R; n < n1; n++) rows(dt, 1, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
 }
 
-// One instance per dtype, so that every switch on dt above folds away.
-#define RUN_DTYPE(name, dt)                                                                          \
-    TARGET_AVX2 static void name(const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
-                          size_t n0, size_t n1, int accumulate, float *scratch) {                   \
-        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                 \
-    }
-RUN_DTYPE(run_f32, DTYPE_F32)
-RUN_DTYPE(run_f16, DTYPE_F16)
-RUN_DTYPE(run_bf16, DTYPE_BF16)
-RUN_DTYPE(run_q8, DTYPE_Q8)
-#undef RUN_DTYPE
-
-TARGET_AVX2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                           size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (n0 >= n1 || B == 0) return;
-    const WD d = weight_walk(W);
-    switch (W->dtype) {
-    case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    }
-}
+// matmul_rows_avx2: run for W's dtype, one instance each (matmul_kernels.h)
+MATMUL_ROWS_PER_DTYPE(matmul_rows_avx2, TARGET_AVX2)
 
 #endif

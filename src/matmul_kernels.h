@@ -155,4 +155,32 @@ static inline WD weight_walk(const Weight *W) {
 // Bytes of one stored element of a row (a Q8 row: one int8 per element).
 static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
 
+// The entry point of a SIMD kernel file, written once. The file defines
+//   run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch)
+// (always inline, W a WD); this makes one instance of it per dtype, so that
+// every switch on dt inside folds away, and `name` (matmul_rows_avx2, ...),
+// with matmul_rows' contract, which picks the instance for W's dtype.
+// target: the file's cpu.h target attribute.
+#define MATMUL_RUN_INSTANCE(fn, dt, target)                                                             \
+    target static void fn(const WD *W, float *out, const float *inp, const float *bias, size_t B,      \
+                          size_t n0, size_t n1, int accumulate, float *scratch) {                      \
+        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                    \
+    }
+#define MATMUL_ROWS_PER_DTYPE(name, target)                                                             \
+    MATMUL_RUN_INSTANCE(name##_f32, DTYPE_F32, target)                                                  \
+    MATMUL_RUN_INSTANCE(name##_f16, DTYPE_F16, target)                                                  \
+    MATMUL_RUN_INSTANCE(name##_bf16, DTYPE_BF16, target)                                                \
+    MATMUL_RUN_INSTANCE(name##_q8, DTYPE_Q8, target)                                                    \
+    target void name(float *out, const float *inp, const Weight *W, const float *bias, size_t B,       \
+                     size_t n0, size_t n1, int accumulate, float *scratch) {                           \
+        if (n0 >= n1 || B == 0) return;                                                                \
+        const WD d = weight_walk(W);                                                                   \
+        switch (W->dtype) {                                                                            \
+        case DTYPE_F32: name##_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;         \
+        case DTYPE_F16: name##_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;         \
+        case DTYPE_BF16: name##_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;       \
+        case DTYPE_Q8: name##_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
+        }                                                                                              \
+    }
+
 #endif
