@@ -1,7 +1,8 @@
 /*
  * modelbin.c - gpt's one-file model.bin: validate and map (loading), write
- * (`gpt convert`), list (`gpt inspect`). docs/model-format.md describes the
- * format, field by field; this file follows it.
+ * (`gpt convert`), list (`gpt inspect`); MODELBIN_FORMAT (formats.h) is the
+ * first and the last. docs/model-format.md describes the format, field by
+ * field; this file follows it.
  *
  * Loading is an mmap plus validation of the header, the table and the
  * tokenizer tables: every section and tensor must lie inside the file, the
@@ -339,7 +340,16 @@ done:
     return t;
 }
 
-int modelbin_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err) {
+// The 8 magic bytes; the load checks everything else.
+static int modelbin_sniff(const unsigned char *head, size_t n, size_t file_size) {
+    (void)file_size;
+    return n >= MODELBIN_MAGIC_LEN && memcmp(head, MODELBIN_MAGIC, MODELBIN_MAGIC_LEN) == 0;
+}
+
+// Validates the model.bin mapped in m->map, hands its tensors to
+// model_set_weights (in place, unless converted) and builds m->tokenizer
+// from the stored tables.
+static int modelbin_load(Model *m, const char *path, const WeightOptions *o, GptError *err) {
     const unsigned char *file = m->map.data;
     size_t size = m->map.size;
     BinHeader h;
@@ -352,7 +362,6 @@ int modelbin_load_mapped(Model *m, const char *path, const WeightOptions *o, Gpt
     m->tokenizer = tokenizer_check(file, &h, path, err);
     if (!m->tokenizer) goto done;
     if (model_set_weights(m, t, o, path, err) != 0) goto done;
-    snprintf(m->source_kind, sizeof m->source_kind, "model.bin");
     rc = 0;
 done:
     free(t);
@@ -646,7 +655,7 @@ fail:
 // ---------------------------------------------------------------------------
 // inspect
 
-int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
+static int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
     (void)size;  // validated by loading
     BinHeader h;
     header_read(file, &h);
@@ -666,3 +675,4 @@ int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptEr
     return 0;
 }
 
+const ModelFormat MODELBIN_FORMAT = {"model.bin", modelbin_sniff, modelbin_load, modelbin_list};

@@ -1,0 +1,36 @@
+/*
+ * formats.c - what the format files share: the ModelInfo they fill
+ * (formats.h). No format and no loading here.
+ */
+#include "formats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int model_info_add(ModelInfo *info, size_t *cap, const char *name, const char *dtype, int ndim,
+                   const uint64_t *dims, uint64_t offset, uint64_t nbytes) {
+    if (info->n_tensors == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        TensorInfo *t = realloc(info->tensors, nc * sizeof *t);
+        if (!t) return -1;
+        info->tensors = t;
+        *cap = nc;
+    }
+    TensorInfo *t = &info->tensors[info->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    snprintf(t->dtype, sizeof t->dtype, "%s", dtype);
+    t->ndim = ndim > 8 ? 8 : ndim;
+    for (int d = 0; d < t->ndim; d++) t->dims[d] = dims[d];
+    t->offset = offset;
+    t->nbytes = nbytes;
+    return 0;
+}
+
+void model_info_free(ModelInfo *info) {
+    if (!info) return;
+    free(info->tensors);
+    info->tensors = NULL;
+    info->n_tensors = 0;
+}
