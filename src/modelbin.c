@@ -30,6 +30,7 @@
 #include "fileio.h"
 #include "formats.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model.bin is little-endian and its float32 data is used in place: port the loads first"
@@ -38,36 +39,6 @@
 #define MAX_TOKENS (1u << 24)
 #define MAX_MERGES (1u << 24)
 #define NAME_BYTES 64
-
-// Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
-static int utf8_valid(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            k = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            k = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            k = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return 0;
-        }
-        if (n - i <= k) return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) return 0;
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        i += k + 1;
-    }
-    return 1;
-}
 
 // ---------------------------------------------------------------------------
 // model.bin: the header and a tensor table entry, each described once

@@ -21,6 +21,7 @@
 #include "check.h"
 #include "fileio.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 // ---------------------------------------------------------------- helpers
 
@@ -629,6 +630,18 @@ static void test_stream_replacement(void) {
                   "stream case %zu cut %zu: expected \"%s\", got \"%s\"", c, cut,
                   show(cases[c].want, strlen(cases[c].want), b1, sizeof b1), show(got, o, b2, sizeof b2));
         }
+        // utf8.h in one call: the same replacement, and valid only when
+        // nothing is replaced
+        size_t m;
+        char *whole = utf8_replace_invalid((const unsigned char *)cases[c].in, n, &m);
+        char b1[256], b2[256];
+        CHECK(whole && m == strlen(cases[c].want) && memcmp(whole, cases[c].want, m) == 0 && whole[m] == 0,
+              "utf8_replace_invalid case %zu: expected \"%s\", got \"%s\"", c,
+              show(cases[c].want, strlen(cases[c].want), b1, sizeof b1), whole ? show(whole, m, b2, sizeof b2) : "NULL");
+        free(whole);
+        int same = strcmp(cases[c].in, cases[c].want) == 0;
+        CHECK(utf8_valid((const unsigned char *)cases[c].in, n) == same, "utf8_valid case %zu: %d, expected %d", c,
+              !same, same);
     }
     // Output never stalls: an invalid byte comes out at once.
     TokenStream ts;
