@@ -12,21 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
+
 int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err) {
     *data = NULL;
     *len = 0;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return gpt_error(err, "%s: out of memory", name);
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
     for (;;) {
-        if (n + 1 >= cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                return gpt_error(err, "%s: out of memory", name);
-            }
-            buf = bigger;
-            cap *= 2;
+        // room for one more byte and the NUL; 64 KiB to start with
+        if (grow_array(&buf, &cap, n + 2 > 1 << 16 ? n + 2 : 1 << 16, 1) != 0) {
+            free(buf);
+            return gpt_error(err, "%s: out of memory", name);
         }
         errno = 0;
         size_t got = fread(buf + n, 1, cap - 1 - n, f);

@@ -8,15 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 int model_info_add(ModelInfo *info, size_t *cap, const char *name, const char *dtype, int ndim,
                    const uint64_t *dims, uint64_t offset, uint64_t nbytes) {
-    if (info->n_tensors == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        TensorInfo *t = realloc(info->tensors, nc * sizeof *t);
-        if (!t) return -1;
-        info->tensors = t;
-        *cap = nc;
-    }
+    if (grow_array(&info->tensors, cap, info->n_tensors + 1, sizeof *info->tensors) != 0) return -1;
     TensorInfo *t = &info->tensors[info->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);

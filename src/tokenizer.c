@@ -31,6 +31,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "grow.h"
 #include "tokenizer_build.h"
 #include "utf8.h"
 
@@ -504,14 +505,7 @@ typedef struct {
 
 // Makes room for `more` ids.
 static int idvec_reserve(IdVec *v, size_t more) {
-    if (v->n + more <= v->cap) return 0;
-    size_t cap = v->cap ? v->cap : 64;
-    while (cap < v->n + more) cap *= 2;
-    int32_t *p = realloc(v->ids, cap * sizeof *p);
-    if (!p) return -1;
-    v->ids = p;
-    v->cap = cap;
-    return 0;
+    return more > SIZE_MAX - v->n ? -1 : grow_array(&v->ids, &v->cap, v->n + more, sizeof *v->ids);
 }
 
 static inline int idvec_push(IdVec *v, int32_t id) {
@@ -803,13 +797,8 @@ int token_stream_push_bytes(TokenStream *s, const unsigned char *bytes, size_t l
     *out = "";
     *out_len = 0;
     // Worst case every byte (held ones included) becomes a 3-byte U+FFFD.
-    size_t need = 3 * (len + s->n_pending) + 1;
-    if (need > s->cap) {
-        char *p = realloc(s->buf, need);
-        if (!p) return gpt_error(err, "token_stream_push: out of memory");
-        s->buf = p;
-        s->cap = need;
-    }
+    if (len > (SIZE_MAX - 16) / 3 || grow_array(&s->buf, &s->cap, 3 * (len + s->n_pending) + 1, 1) != 0)
+        return gpt_error(err, "token_stream_push: out of memory");
     size_t o = 0, i = 0;
     // First complete (or give up on) the held prefix, byte by byte.
     while (s->n_pending && i < len) {

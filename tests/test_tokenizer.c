@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "fileio.h"
+#include "grow.h"
 #include "tokenizer.h"
 #include "utf8.h"
 
@@ -697,7 +698,25 @@ static void test_pathological(Tokenizer *t) {
     }
 }
 
+// grow.h's contract, which the tokenizer's id vectors and stream grow by:
+// at least what is asked, twice the old size, 16 at the least; a size
+// beyond size_t refused with the array untouched.
+static void test_grow_array(void) {
+    int32_t *a = NULL;
+    size_t cap = 0;
+    CHECK(grow_array(&a, &cap, 1, sizeof *a) == 0 && a && cap == 16, "grow to 1: cap %zu", cap);
+    a[15] = 7;
+    CHECK(grow_array(&a, &cap, 16, sizeof *a) == 0 && cap == 16, "no growth needed: cap %zu", cap);
+    CHECK(grow_array(&a, &cap, 17, sizeof *a) == 0 && cap == 32 && a[15] == 7, "double: cap %zu", cap);
+    CHECK(grow_array(&a, &cap, 1000, sizeof *a) == 0 && cap == 1000 && a[15] == 7, "to need: cap %zu", cap);
+    int32_t *before = a;
+    CHECK(grow_array(&a, &cap, SIZE_MAX / 2, sizeof *a) == -1 && a == before && cap == 1000,
+          "an overflowing size must be refused, the array kept");
+    free(a);
+}
+
 int main(int argc, char **argv) {
+    test_grow_array();
     GptError err = {""};
     Tokenizer *t = tokenizer_load("models", &err);
     CHECK(t != NULL, "tokenizer_load(models): %s", err.msg);
