@@ -225,20 +225,12 @@ static int cp_class(int32_t cp) {
 
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
-    free(t->str_arena);
-    free(t->str_off);
-    free(t->byte_arena);
-    free(t->byte_off);
     idtable_free(&t->by_string);
     idtable_free(&t->by_bytes);
-    free(t->rank_of);
-    free(t->merges);
-    free(t->pairs);
-    free(t->cache);
-    free(t->s_tok);
-    free(t->s_next);
-    free(t->s_prev);
-    free(t->s_heap);
+    // every other block it owns (NULL where building stopped early)
+    void *blocks[] = {t->str_arena, t->str_off, t->byte_arena, t->byte_off, t->rank_of, t->merges,
+                      t->pairs, t->cache, t->s_tok, t->s_next, t->s_prev, t->s_heap};
+    for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++) free(blocks[i]);
     free(t);
 }
 
