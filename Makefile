@@ -14,7 +14,7 @@
 CC       ?= cc
 # A portable baseline: the binary runs on any x86-64 (and builds elsewhere).
 # The fast paths (AVX2, AVX-512) are compiled per function for their ISA and
-# chosen at run time (matmul.c, attention.c).
+# chosen at run time (src/cpu.h).
 CFLAGS   ?= -O2
 # cJSON and utf8proc for gpt; OpenBLAS for `make bench` alone, whose sgemm
 # is the bound prefill is measured against (the kernels are gpt's own).

@@ -25,18 +25,18 @@
 
 #include <stddef.h>
 
+#include "cpu.h"
 #include "kvcache.h"
-#include "matmul.h"  // MatmulIsa
 
 // out (HS) = attention of q (HS) over positions [0, n_keys) of cache c,
-// layer and head given, with isa's vector code (matmul.h; one the CPU
+// layer and head given, with isa's vector code (cpu.h; one the CPU
 // supports; a head size not a multiple of 16 runs the reference). scores:
 // scratch of round_up(n_keys, 16) floats.
-void attention_query(MatmulIsa isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
+void attention_query(CpuIsa isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
                      size_t n_keys, float *scores);
 
 // The same, written plainly: the definition, which every vector version
-// (attention.c) matches bit for bit.
+// (attention_kernels.h) matches bit for bit.
 void attention_query_reference(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
                                size_t n_keys, float *scores);
 

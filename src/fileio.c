@@ -1,5 +1,5 @@
 /* fileio.c - see fileio.h. */
-#define _DEFAULT_SOURCE  // madvise
+#define _GNU_SOURCE  // madvise, O_TMPFILE, linkat
 #include "fileio.h"
 
 #include <errno.h>
@@ -12,21 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
+
 int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err) {
     *data = NULL;
     *len = 0;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) return gpt_error(err, "%s: out of memory", name);
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
     for (;;) {
-        if (n + 1 >= cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                return gpt_error(err, "%s: out of memory", name);
-            }
-            buf = bigger;
-            cap *= 2;
+        // room for one more byte and the NUL; 64 KiB to start with
+        if (grow_array(&buf, &cap, n + 2 > 1 << 16 ? n + 2 : 1 << 16, 1) != 0) {
+            free(buf);
+            return gpt_error(err, "%s: out of memory", name);
         }
         errno = 0;
         size_t got = fread(buf + n, 1, cap - 1 - n, f);
@@ -168,4 +165,78 @@ int path_is_dir(const char *path) {
 int path_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// a new file: nothing half-written ever has OUT's name
+
+int newfile_open(NewFile *nf, const char *out_path, mode_t mode, GptError *err) {
+    nf->fd = -1;
+    nf->tmp = NULL;
+    char *dir = path_dirname(out_path);
+    if (!dir) return gpt_error(err, "%s: out of memory", out_path);
+#ifdef O_TMPFILE
+    if (access("/proc/self/fd", X_OK) == 0) nf->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
+#endif
+    free(dir);
+    if (nf->fd >= 0) return 0;
+    size_t plen = strlen(out_path) + 16;
+    nf->tmp = malloc(plen);
+    if (!nf->tmp) return gpt_error(err, "%s: out of memory", out_path);
+    snprintf(nf->tmp, plen, "%s.tmp-XXXXXX", out_path);
+    nf->fd = mkstemp(nf->tmp);
+    if (nf->fd < 0) {
+        gpt_error(err, "%s: cannot create a file beside it: %s", out_path, strerror(errno));
+        free(nf->tmp);
+        nf->tmp = NULL;
+        return -1;
+    }
+    fchmod(nf->fd, mode);  // mkstemp's 0600 would make a model private to its writer
+    return 0;
+}
+
+void newfile_abort(NewFile *nf) {
+    if (nf->fd >= 0) close(nf->fd);
+    if (nf->tmp) unlink(nf->tmp);
+    free(nf->tmp);
+    nf->fd = -1;
+    nf->tmp = NULL;
+}
+
+int newfile_commit(NewFile *nf, const char *out_path, int replace, GptError *err) {
+    int rc = -1;
+    if (!nf->tmp) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", nf->fd);
+        if (!replace) {
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, out_path, AT_SYMLINK_FOLLOW) == 0) rc = 0;
+            else gpt_error(err, "%s: %s", out_path, strerror(errno));
+        } else {
+            // a name of its own first, then over OUT in one rename
+            char tmp[4096];
+            for (int attempt = 0; attempt < 100 && rc != 0; attempt++) {
+                snprintf(tmp, sizeof tmp, "%s.tmp-%d-%d", out_path, (int)getpid(), attempt);
+                if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) rc = 0;
+                else if (errno != EEXIST) break;
+            }
+            if (rc != 0) {
+                gpt_error(err, "%s: cannot name the new file: %s", out_path, strerror(errno));
+            } else if (rename(tmp, out_path) != 0) {
+                gpt_error(err, "%s: %s", out_path, strerror(errno));
+                unlink(tmp);
+                rc = -1;
+            }
+        }
+    } else if (!replace) {
+        if (link(nf->tmp, out_path) == 0) rc = 0;
+        else gpt_error(err, "%s: %s", out_path, strerror(errno));
+    } else if (rename(nf->tmp, out_path) == 0) {
+        free(nf->tmp);  // it has OUT's name now
+        nf->tmp = NULL;
+        rc = 0;
+    } else {
+        gpt_error(err, "%s: %s", out_path, strerror(errno));
+    }
+    newfile_abort(nf);  // closes; removes a temporary name still there
+    return rc;
 }

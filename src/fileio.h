@@ -1,15 +1,18 @@
 /*
- * fileio.h - reading and mapping files, with errors that name the path.
+ * fileio.h - reading, mapping and writing files, with errors that name the
+ * path.
  *
  * Two ways in: file_read_all() copies a whole (small) file into a malloc'd,
  * NUL-terminated buffer (JSON, merges.txt); file_map() maps a (large) file
- * read-only, for weights. Neither interprets the bytes.
+ * read-only, for weights. One way out: a NewFile, written under no name and
+ * given its name only when complete. None of them interprets the bytes.
  */
 #ifndef GPT_FILEIO_H
 #define GPT_FILEIO_H
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>  // mode_t
 
 #include "error.h"
 
@@ -53,5 +56,32 @@ char *path_sibling(const char *file, const char *name);
 int path_is_dir(const char *path);
 // 1 if path exists (any kind), 0 otherwise.
 int path_exists(const char *path);
+
+// A file being written so that nothing half-written ever has its name OUT:
+// anonymous (O_TMPFILE: it has no name until it is complete, and vanishes
+// if the process dies), or, where the file system has no O_TMPFILE, a named
+// temporary beside OUT, removed on any failure.
+//
+//     NewFile nf;
+//     if (newfile_open(&nf, out, 0644, err)) fail;
+//     write all of it to nf.fd, fsync it;  on any error: newfile_abort(&nf)
+//     if (newfile_commit(&nf, out, replace, err)) fail;
+typedef struct {
+    int fd;     // the file to write (the caller may hand it to a FILE and
+                // back, as long as nf.fd is an open descriptor of it, or -1)
+    char *tmp;  // the temporary's name, when it has one
+} NewFile;
+
+// Opens a new file with `mode` in the directory of out_path. 0, or -1 with
+// err naming out_path (nf then holds nothing).
+int newfile_open(NewFile *nf, const char *out_path, mode_t mode, GptError *err);
+// Closes the file and removes its temporary name: nothing is left.
+// Idempotent.
+void newfile_abort(NewFile *nf);
+// Gives the complete file out_path's name: a new name only (link: it fails
+// if out_path appeared meanwhile), or, with replace, over an existing
+// out_path in one rename. Closes the file either way. 0, or -1 with err set
+// (then out_path is as it was).
+int newfile_commit(NewFile *nf, const char *out_path, int replace, GptError *err);
 
 #endif

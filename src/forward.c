@@ -21,6 +21,7 @@
 #include "bytes.h"
 #include "matmul.h"
 #include "memory.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     s->max_logit_rows = max_logit_rows;
     s->matmul_scratch_floats = mm_floats;
     s->pool = pool;
-    s->isa = matmul_best_isa();
+    s->isa = cpu_best_isa();
     return 0;
 }
 
@@ -97,11 +98,8 @@ void layernorm_forward(float *out, const float *inp, const float *weight,
 }
 
 // Element by element, so the vector versions (AVX-512, AVX2, chosen when the
-// program starts) give exactly the baseline's bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void gelu_forward(float *x, size_t n) {
+// program starts: cpu.h) give exactly the baseline's bits.
+CPU_CLONES void gelu_forward(float *x, size_t n) {
     // GPT-2's "gelu_new": 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
     // Since 1 + tanh(u) = 2 / (1 + exp(-2u)), this is x / (1 + exp(-2u)):
     // the same function with one exp instead of a tanh, and no cancellation
@@ -113,31 +111,6 @@ void gelu_forward(float *x, size_t n) {
         float v = x[i];
         float u = sqrt_2_over_pi * (v + 0.044715f * v * v * v);
         x[i] = v / (1.0f + exp_approx(-2.0f * u));
-    }
-}
-
-void softmax_rows(float *x, size_t T, size_t n) {
-    for (size_t t = 0; t < T; t++) {
-        float *row = x + t * n;
-        float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-        for (size_t i = 0; i < n; i++) max = row[i] > max ? row[i] : max;
-        if (max == -INFINITY) {
-            // Every key is masked: exp(-inf - -inf) would be NaN. Nothing may
-            // be attended to, so every weight is exactly zero.
-            memset(row, 0, n * sizeof *row);
-            continue;
-        }
-        // A masked entry's weight is exactly 0, not exp_approx's floor of
-        // 1.6e-38: the future must get no weight at all.
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) row[i] = row[i] == -INFINITY ? 0.0f : exp_approx(row[i] - max);
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (size_t i = 0; i < n; i++) sum += row[i];
-        float inv = 1.0f / sum;
-#pragma omp simd
-        for (size_t i = 0; i < n; i++) row[i] *= inv;
     }
 }
 

@@ -17,13 +17,12 @@
 #ifndef GPT_FORWARD_H
 #define GPT_FORWARD_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "error.h"
 #include "kvcache.h"
-#include "matmul.h"  // MatmulIsa
 #include "model.h"
 #include "threads.h"
 
@@ -39,13 +38,12 @@ typedef struct {
 } SeqInput;
 
 // Scratch memory for gpt2_forward, allocated once for the largest call.
-// Scratch memory for gpt2_forward, allocated once for the largest call.
 typedef struct {
     size_t max_tokens;      // Tmax: new tokens in one call, all sequences together
     size_t max_ctx;         // positions a sequence may attend over
     size_t max_logit_rows;  // logit rows one call may ask for
     ThreadPool *pool;       // the threads the work is split over (not owned; NULL: one)
-    MatmulIsa isa;          // the kernels matmul and attention run: matmul_best_isa() at init
+    CpuIsa isa;             // the kernels matmul and attention run: cpu_best_isa() at init
     float *x;        // (Tmax, C)    the residual stream
     float *ln;       // (Tmax, C)    layernorm output
     float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens
@@ -81,40 +79,5 @@ void gelu_forward(float *x, size_t n);  // in place, tanh form ("gelu_new")
 // gelu_forward over x(n) on every thread of the pool, an equal share each
 // (element by element: the same bits however it is cut).
 void gelu_forward_pool(ThreadPool *pool, float *x, size_t n);
-// e^x in float32, written so that the compiler can vectorise loops over it
-// (libm's expf is a call per element). Range reduction x = n ln2 + r with ln2
-// split in two parts, a degree-6 polynomial for e^r on |r| <= ln2/2, and 2^n
-// put straight into the exponent bits. Inputs are clamped to [-87, 88], where
-// 2^n is a normal float: e^-87 = 1.6e-38 stands in for anything smaller, so
-// callers that need an exact 0 (masked attention) must say so themselves.
-// Relative error below 1e-7 over the whole range (checked in the tests);
-// exp_approx(NaN) is NaN, exp_approx(+inf) e^88, exp_approx(-inf) e^-87.
-static inline float exp_approx(float x) {
-    // NaN gives NaN, and never reaches the integer conversion below (which
-    // would be undefined); +-inf are clamped like any large number.
-    float in = x;
-    int nan = x != x;
-    x = nan ? 0.0f : x;
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float n = floorf(x * 1.44269504088896341f + 0.5f);  // round(x / ln2)
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln2, ln2 = 0.693359375 - 2.12e-4
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;  // e^r
-    union {
-        uint32_t bits;
-        float value;
-    } two_n = {.bits = (uint32_t)((int32_t)n + 127) << 23};  // 2^n, n in [-126, 127]
-    return nan ? in : p * two_n.value;
-}
-
-// Softmax of each of the T rows (n wide) in place. A row whose entries are all
-// -inf (fully masked) becomes all zeros rather than NaN.
-void softmax_rows(float *x, size_t T, size_t n);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * llmc.c - llm.c checkpoints (karpathy/llm.c's gpt2_124M.bin, version 3,
- * float32): load and list.
+ * float32): recognise, load and list (LLMC_FORMAT, formats.h).
  *
  * The file: a 256 x int32 header (magic 20240326, version 3 = float32, maxT,
  * V, L, NH, C, padded V), then the parameters grouped by kind across layers
@@ -16,6 +16,7 @@
 #include "bytes.h"
 #include "formats.h"
 
+#define LLMC_MAGIC 20240326u
 #define LLMC_HEADER_BYTES 1024u
 
 typedef struct {
@@ -82,7 +83,17 @@ static size_t llmc_offset(const LlmcHeader *h, size_t i) {
     return off;  // not reached: i is in the table
 }
 
-int llmc_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err) {
+// A 256 x int32 header, the magic first (versions 3 = f32, 5 = bf16: the
+// load says which it reads).
+static int llmc_sniff(const unsigned char *head, size_t n, size_t file_size) {
+    return n >= 4 && file_size >= LLMC_HEADER_BYTES && rd32(head) == LLMC_MAGIC;
+}
+
+// Validates the checkpoint mapped in m->map and hands its tensors to
+// model_set_weights: llm.c stores matrices one row per output, as gpt holds
+// them, so they are used in place (wte without its padded rows).
+// m->tokenizer stays NULL (llm.c files carry none).
+static int llmc_load(Model *m, const char *path, const WeightOptions *o, GptError *err) {
     LlmcHeader h;
     if (llmc_header(m->map.data, m->map.size, path, &h, err) != 0) return -1;
     m->config = h.c;
@@ -98,12 +109,10 @@ int llmc_load_mapped(Model *m, const char *path, const WeightOptions *o, GptErro
         t[i] = (TensorRef){DTYPE_F32, LAYOUT_OUT_IN, params + 4 * llmc_offset(&h, i)};
     int rc = model_set_weights(m, t, o, path, err);
     free(t);
-    if (rc != 0) return -1;
-    snprintf(m->source_kind, sizeof m->source_kind, "llm.c");
-    return 0;
+    return rc;
 }
 
-int llmc_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
+static int llmc_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
     LlmcHeader h;
     if (llmc_header(file, size, info->file, &h, err) != 0) return -1;
     info->version = h.version;
@@ -135,3 +144,5 @@ int llmc_list(const unsigned char *file, size_t size, ModelInfo *info, GptError 
     }
     return 0;
 }
+
+const ModelFormat LLMC_FORMAT = {"llm.c", llmc_sniff, llmc_load, llmc_list};

@@ -1,7 +1,8 @@
 /*
  * loader.c - recognises a model file by its first bytes and hands it to its
  * format (safetensors.c, modelbin.c, llmc.c); describes any of them for
- * `gpt inspect`. See loader.h.
+ * `gpt inspect`. See loader.h. The formats are one table, indexed by
+ * ModelKind: what recognises a file also loads and lists it.
  */
 #include "loader.h"
 
@@ -9,25 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
 #include "clock.h"
 #include "fileio.h"
 #include "formats.h"
-#include "modelbin.h"
 #include "tokenizer.h"
 
+static const ModelFormat *const FORMATS[MODEL_KIND_COUNT] = {
+    [MODEL_KIND_SAFETENSORS] = &SAFETENSORS_FORMAT,
+    [MODEL_KIND_GPTBIN] = &MODELBIN_FORMAT,
+    [MODEL_KIND_LLMC] = &LLMC_FORMAT,
+};
+
 ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size) {
-    // safetensors: the length is checked against the file by the loader, so
-    // that a truncated file gets a precise message instead of "unknown".
-    if (n >= 9 && head[8] == '{') {
-        uint64_t len = rd64(head);
-        if (len >= 2 && len < SAFETENSORS_MAX_HEADER_BYTES) return MODEL_KIND_SAFETENSORS;
-    }
-    // llm.c: 256 int32 header, magic first (versions 3 = f32, 5 = bf16)
-    if (n >= 4 && file_size >= 1024 && rd32(head) == LLMC_MAGIC) return MODEL_KIND_LLMC;
-    // gpt's model.bin: 8 magic bytes; modelbin.c checks everything else
-    if (n >= MODELBIN_MAGIC_LEN && memcmp(head, MODELBIN_MAGIC, MODELBIN_MAGIC_LEN) == 0)
-        return MODEL_KIND_GPTBIN;
+    for (int k = 0; k < MODEL_KIND_COUNT; k++)
+        if (FORMATS[k] && FORMATS[k]->sniff(head, n, file_size)) return (ModelKind)k;
     return MODEL_KIND_UNKNOWN;
 }
 
@@ -35,9 +31,8 @@ static const char NOT_A_CHECKPOINT[] =
     "not a GPT-2 checkpoint (expected a directory with config.json and model.safetensors, a "
     ".safetensors file, or a gpt model.bin)";
 
-int model_load(Model *m, const char *path, GptError *err) { return model_load_with(m, path, NULL, err); }
-
-int model_load_with(Model *m, const char *path, const WeightOptions *o, GptError *err) {
+// model_load_with, which also says which kind of file it loaded.
+static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *kind, GptError *err) {
     double t0 = now_seconds();
     memset(m, 0, sizeof *m);
     char *st_path = NULL, *cfg_path = NULL;
@@ -61,35 +56,19 @@ int model_load_with(Model *m, const char *path, const WeightOptions *o, GptError
     }
     if (file_map(st_path, &m->map, err) != 0) goto done;
 
-    switch (model_sniff(m->map.data, m->map.size, m->map.size)) {
-    case MODEL_KIND_GPTBIN:
-        if (modelbin_load_mapped(m, st_path, o, err) != 0) goto done;
-        break;
-    case MODEL_KIND_LLMC:
-        if (llmc_load_mapped(m, st_path, o, err) != 0) goto done;
-        break;
-    case MODEL_KIND_UNKNOWN:
+    *kind = model_sniff(m->map.data, m->map.size, m->map.size);
+    if (*kind == MODEL_KIND_UNKNOWN) {
         // A directory's model.safetensors is one by name: too short a file
-        // gets the loader's precise message; anything else is unknown.
+        // gets the format's precise message; anything else is unknown.
         if (!(is_dir && m->map.size < 9)) {
             if (is_dir) gpt_error(err, "%s: not a safetensors file", st_path);
             else gpt_error(err, "%s: %s", path, NOT_A_CHECKPOINT);
             goto done;
         }
-        // fall through
-    case MODEL_KIND_SAFETENSORS:
-        cfg_path = path_sibling(st_path, "config.json");
-        if (!cfg_path) {
-            gpt_error(err, "%s: out of memory", path);
-            goto done;
-        }
-        if (!path_exists(cfg_path)) {
-            gpt_error(err, "%s: no config.json beside it (looked for %s)", st_path, cfg_path);
-            goto done;
-        }
-        if (safetensors_load_mapped(m, st_path, cfg_path, o, err) != 0) goto done;
-        break;
+        *kind = MODEL_KIND_SAFETENSORS;
     }
+    if (FORMATS[*kind]->load(m, st_path, o, err) != 0) goto done;
+    snprintf(m->source_kind, sizeof m->source_kind, "%s", FORMATS[*kind]->name);
     m->load_seconds = now_seconds() - t0;
     rc = 0;
 done:
@@ -99,28 +78,15 @@ done:
     return rc;
 }
 
+int model_load(Model *m, const char *path, GptError *err) { return model_load_with(m, path, NULL, err); }
+
+int model_load_with(Model *m, const char *path, const WeightOptions *o, GptError *err) {
+    ModelKind kind;
+    return load(m, path, o, &kind, err);
+}
+
 // ---------------------------------------------------------------------------
 // inspect
-
-int model_info_add(ModelInfo *info, size_t *cap, const char *name, const char *dtype, int ndim,
-                   const uint64_t *dims, uint64_t offset, uint64_t nbytes) {
-    if (info->n_tensors == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        TensorInfo *t = realloc(info->tensors, nc * sizeof *t);
-        if (!t) return -1;
-        info->tensors = t;
-        *cap = nc;
-    }
-    TensorInfo *t = &info->tensors[info->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    snprintf(t->dtype, sizeof t->dtype, "%s", dtype);
-    t->ndim = ndim > 8 ? 8 : ndim;
-    for (int d = 0; d < t->ndim; d++) t->dims[d] = dims[d];
-    t->offset = offset;
-    t->nbytes = nbytes;
-    return 0;
-}
 
 static int by_offset(const void *a, const void *b) {
     uint64_t x = ((const TensorInfo *)a)->offset, y = ((const TensorInfo *)b)->offset;
@@ -130,7 +96,8 @@ static int by_offset(const void *a, const void *b) {
 int model_inspect(const char *path, ModelInfo *info, GptError *err) {
     memset(info, 0, sizeof *info);
     Model m;
-    if (model_load(&m, path, err) != 0) return -1;
+    ModelKind kind;
+    if (load(&m, path, NULL, &kind, err) != 0) return -1;
     info->config = m.config;
     info->n_params = m.n_params;
     info->weight_bytes = m.weight_bytes;
@@ -146,19 +113,9 @@ int model_inspect(const char *path, ModelInfo *info, GptError *err) {
     MappedFile f;
     if (file_map(info->file, &f, err) != 0) return -1;
     info->file_bytes = f.size;
-    int rc;
-    if (!strcmp(info->kind, "model.bin")) rc = modelbin_list(f.data, f.size, info, err);
-    else if (!strcmp(info->kind, "llm.c")) rc = llmc_list(f.data, f.size, info, err);
-    else rc = safetensors_list(f.data, f.size, info, err);
+    int rc = FORMATS[kind]->list(f.data, f.size, info, err);
     file_unmap(&f);
     if (rc == 0) qsort(info->tensors, info->n_tensors, sizeof *info->tensors, by_offset);
     else model_info_free(info);
     return rc;
-}
-
-void model_info_free(ModelInfo *info) {
-    if (!info) return;
-    free(info->tensors);
-    info->tensors = NULL;
-    info->n_tensors = 0;
 }

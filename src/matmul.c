@@ -34,74 +34,30 @@
 // ----------------------------------------------------------------------------
 // which kernels
 
-#if defined(__x86_64__)
-// clang's __builtin_cpu_supports does not know "f16c"; CPUID leaf 1 says it.
-#if defined(__clang__)
-#include <cpuid.h>
-static int cpu_has_f16c(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-#else
-static int cpu_has_f16c(void) { return __builtin_cpu_supports("f16c"); }
-#endif
-
-static int cpu_has_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
-}
-
-static int cpu_has_avx512(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && cpu_has_avx2();
-}
-#endif
-
-int matmul_isa_supported(MatmulIsa isa) {
-    if (isa == MATMUL_SCALAR) return 1;
-#if defined(__x86_64__)
-    __builtin_cpu_init();  // idempotent; needed before main() runs constructors
-    if (isa == MATMUL_AVX2) return cpu_has_avx2();
-    if (isa == MATMUL_AVX512) return cpu_has_avx512();
-#endif
-    return 0;
-}
-
-MatmulIsa matmul_best_isa(void) {
-    if (matmul_isa_supported(MATMUL_AVX512)) return MATMUL_AVX512;
-    if (matmul_isa_supported(MATMUL_AVX2)) return MATMUL_AVX2;
-    return MATMUL_SCALAR;
-}
-
-const char *matmul_isa_name(MatmulIsa isa) {
-    switch (isa) {
-    case MATMUL_SCALAR: return "scalar";
-    case MATMUL_AVX2: return "avx2";
-    case MATMUL_AVX512: return "avx512";
-    }
-    return NULL;
-}
-
-const char *matmul_isa_in_use(void) { return matmul_isa_name(matmul_best_isa()); }
+const char *matmul_isa_in_use(void) { return cpu_isa_name(cpu_best_isa()); }
 
 // Enough for the AVX-512 kernels' packed activations (B x K rounded up to
 // 16 floats) and for Q8's int16 activations and their scales (2 + 4/32
 // bytes per input, K rounded up to 32): 4 bytes per input, K rounded to 32.
 size_t matmul_scratch_floats(size_t B, size_t K) { return B * q8_row_quants(K); }
 
-void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
+void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     // Q8's vector kernels quantize the activations into scratch; without it,
     // only the scalar kernel can (block by block, again for every output).
-    if (W->dtype == DTYPE_Q8 && !scratch) isa = MATMUL_SCALAR;
+    if (W->dtype == DTYPE_Q8 && !scratch) isa = CPU_SCALAR;
+#if defined(__x86_64__)
     switch (isa) {
-    case MATMUL_AVX512:
+    case CPU_AVX512:
         matmul_rows_avx512(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
-    case MATMUL_AVX2:
+    case CPU_AVX2:
         matmul_rows_avx2(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
-    case MATMUL_SCALAR: break;
+    case CPU_SCALAR: break;
     }
+#endif
+    (void)isa;  // off x86-64, only the scalar kernel
     matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
@@ -115,7 +71,7 @@ typedef struct {
     const float *bias;
     size_t T;
     int accumulate;
-    MatmulIsa isa;
+    CpuIsa isa;
     float *scratch;        // NULL, or thread i's at scratch + i * scratch_stride
     size_t scratch_stride;
 } MatmulJob;
@@ -140,7 +96,7 @@ static void matmul_task(void *arg, int thread, int n_threads) {
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
             int accumulate, const MatmulContext *ctx) {
     if (T == 0 || W->n_out == 0) return;
-    MatmulJob job = {out, inp, W, bias, T, accumulate, ctx ? ctx->isa : matmul_best_isa(), NULL, 0};
+    MatmulJob job = {out, inp, W, bias, T, accumulate, ctx ? ctx->isa : cpu_best_isa(), NULL, 0};
     ThreadPool *pool = ctx ? ctx->pool : NULL;
     // Scratch only if every thread's slice is big enough and 64-byte aligned.
     size_t need = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, W->n_in);

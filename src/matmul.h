@@ -4,7 +4,7 @@
  * it. forward.c calls only these.
  *
  * matmul() runs our own kernels (matmul_kernels.h: portable C, AVX2, AVX-512,
- * the best one the CPU has, as the caller found it once), which read every dtype as
+ * the best one the CPU has, as the caller found it once with cpu.h), which read every dtype as
  * stored (F16 and BF16 are widened in registers; Q8 rounds the activations
  * to int16 per block and multiplies in integers) and compute each output in
  * one fixed order of operations, the "canonical arithmetic" spelled out in
@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 
+#include "cpu.h"
 #include "dtype.h"
 #include "threads.h"
 
@@ -25,39 +26,20 @@
 // many rows and reads W once per group (see matmul.c for why this size).
 enum { MATMUL_GROUP = 32 };
 
-// The instruction sets there are kernels for.
-typedef enum {
-    MATMUL_SCALAR = 0,  // portable C, the canonical arithmetic literally
-    MATMUL_AVX2 = 1,    // AVX2 + FMA + F16C
-    MATMUL_AVX512 = 2,  // AVX-512 F/BW/VL/DQ (+ FMA, F16C)
-} MatmulIsa;
-
-enum { MATMUL_ISA_COUNT = 3 };
-
-// Whether this CPU (and this build) runs isa's kernels: asks the CPU every
-// call and remembers nothing (cpuid: microseconds in a VM, so callers keep
-// the answer). MATMUL_SCALAR is always supported; off x86-64 the others
-// never are.
-int matmul_isa_supported(MatmulIsa isa);
-// The fastest supported isa.
-MatmulIsa matmul_best_isa(void);
-// "scalar", "avx2", "avx512"; NULL for an unknown code.
-const char *matmul_isa_name(MatmulIsa isa);
-
 // How a matmul() call may run: the threads to split each group's N over and
 // each thread's scratch (thread i uses scratch + i * scratch_floats_per_thread;
 // the block 64-byte aligned, scratch_floats_per_thread a multiple of 16). A
 // thread whose slice is smaller than matmul_scratch_floats(group rows, K)
 // reads inp in place: the same bits, slower (much slower for Q8, whose
 // activations are then quantized again for every output). isa: the kernels to run,
-// matmul_best_isa() found once by whoever makes the context. A
+// cpu_best_isa() found once by whoever makes the context. A
 // NULL context: the caller's thread alone, no scratch, the best kernels
 // found at this call.
 typedef struct {
     ThreadPool *pool;   // NULL: one thread
     float *scratch;     // NULL: none
     size_t scratch_floats_per_thread;
-    MatmulIsa isa;      // one the CPU supports
+    CpuIsa isa;         // one the CPU supports
 } MatmulContext;
 
 // Scratch floats one thread needs for a group of B rows of K inputs (a

@@ -1,8 +1,8 @@
 /*
  * matmul_avx2.c - AVX2 + FMA + F16C kernels (matmul_kernels.h). Every
- * function carries __attribute__((target("avx2,fma,f16c"))), so the file
- * builds with plain -O2 for baseline x86-64; matmul.c calls in here only
- * where the CPU supports it.
+ * function carries cpu.h's TARGET_AVX2, so the file builds with plain -O2
+ * for baseline x86-64 (and to nothing elsewhere); matmul.c calls in here
+ * only where the CPU supports it.
  *
  * To be bitwise identical to the AVX-512 and scalar kernels, each (b, n)
  * accumulator is the 16 canonical lanes held as a (lo, hi) pair of ymm:
@@ -28,8 +28,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TGT2 __attribute__((target("avx2,fma,f16c")))
-#define AI static inline __attribute__((always_inline)) TGT2
+#include "cpu.h"
+
+#define AI INLINE_AVX2
 
 enum { A2_R = 2, A2_C = 3 };  // tile: weight rows x batch rows
 
@@ -225,7 +226,7 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
 
 // Quantizes inp (B, K) into scratch: row b's int16 values at b * Kq, then
 // the scales, row-major [b][block].
-TGT2 static void quantize_x(float *scratch, const float *inp, size_t B, const WD *W) {
+TARGET_AVX2 static void quantize_x(float *scratch, const float *inp, size_t B, const WD *W) {
     const size_t K = W->K, Kq = W->ldw, nb = W->ldd;
     int16_t *xq = (int16_t *)(void *)scratch;
     float *dx = (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K));
@@ -273,35 +274,7 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
     for (n = n0 + part * A2_R; n < n1; n++) rows(dt, 1, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
 }
 
-// One instance per dtype, so that every switch on dt above folds away.
-#define RUN_DTYPE(name, dt)                                                                          \
-    TGT2 static void name(const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
-                          size_t n0, size_t n1, int accumulate, float *scratch) {                   \
-        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                 \
-    }
-RUN_DTYPE(run_f32, DTYPE_F32)
-RUN_DTYPE(run_f16, DTYPE_F16)
-RUN_DTYPE(run_bf16, DTYPE_BF16)
-RUN_DTYPE(run_q8, DTYPE_Q8)
-#undef RUN_DTYPE
-
-TGT2 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                           size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (n0 >= n1 || B == 0) return;
-    const WD d = weight_walk(W);
-    switch (W->dtype) {
-    case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    }
-}
-
-#else  // not x86-64: never chosen (matmul_isa_supported says 0); the same bits anyway
-
-void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
-}
+// matmul_rows_avx2: run for W's dtype, one instance each (matmul_kernels.h)
+MATMUL_ROWS_PER_DTYPE(matmul_rows_avx2, TARGET_AVX2)
 
 #endif

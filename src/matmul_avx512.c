@@ -1,8 +1,8 @@
 /*
  * matmul_avx512.c - AVX-512 (F/BW/VL/DQ) + F16C + FMA kernels
- * (matmul_kernels.h). Every function carries __attribute__((target(...))),
- * so the file builds with plain -O2 for baseline x86-64; matmul.c calls in
- * here only where the CPU supports it.
+ * (matmul_kernels.h). Every function carries cpu.h's TARGET_AVX512, so the
+ * file builds with plain -O2 for baseline x86-64 (and to nothing
+ * elsewhere); matmul.c calls in here only where the CPU supports it.
  *
  * Arithmetic per output element = the canonical one: one zmm accumulator
  * per (b, n), vfmadd over k in steps of 16 (K tail: zero-masked lanes), the
@@ -45,8 +45,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
-#define AI static inline __attribute__((always_inline)) TGT512
+#include "cpu.h"
+
+#define AI INLINE_AVX512
 
 // Tile shapes (R weight rows x up to C batch rows) by batch size:
 enum {
@@ -195,7 +196,7 @@ AI size_t chunk_rows(size_t rem, size_t CM) { return rem >= CM ? CM : CM > 4 && 
 // Packs inp (B, K) into dst in the chunks of chunk_rows(): the chunk at b0
 // with C rows lies at dst + b0 * kpad(K), laid out [k/16][c][16], zeros
 // past K.
-TGT512 static void pack_x(float *dst, const float *inp, size_t B, size_t K, size_t CM) {
+TARGET_AVX512 static void pack_x(float *dst, const float *inp, size_t B, size_t K, size_t CM) {
     const size_t Kp = kpad(K);
     for (size_t b0 = 0, C; b0 < B; b0 += C) {
         C = chunk_rows(B - b0, CM);
@@ -233,7 +234,7 @@ AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
 // the chunk at b0 with C rows (chunk_rows(), tiles of at most CM rows) at
 // xq + b0 * Kq laid out [block][c][32], so that a tile reads one stream; the
 // scales row-major [b][block].
-TGT512 static void quantize_x(float *scratch, const float *inp, size_t B, size_t K, size_t CM) {
+TARGET_AVX512 static void quantize_x(float *scratch, const float *inp, size_t B, size_t K, size_t CM) {
     const size_t Kq = q8_row_quants(K), nb = Kq / Q8_BLOCK;
     int16_t *xq = (int16_t *)(void *)scratch;
     float *dx = (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K));
@@ -378,35 +379,7 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
         run_cfg(dt, R_2, C_2, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
 
-// One instance per dtype, so that every switch on dt above folds away.
-#define RUN_DTYPE(name, dt)                                                                          \
-    TGT512 static void name(const WD *W, float *out, const float *inp, const float *bias, size_t B, \
-                            size_t n0, size_t n1, int accumulate, float *scratch) {                 \
-        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                 \
-    }
-RUN_DTYPE(run_f32, DTYPE_F32)
-RUN_DTYPE(run_f16, DTYPE_F16)
-RUN_DTYPE(run_bf16, DTYPE_BF16)
-RUN_DTYPE(run_q8, DTYPE_Q8)
-#undef RUN_DTYPE
-
-TGT512 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
-                               size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (n0 >= n1 || B == 0) return;
-    const WD d = weight_walk(W);
-    switch (W->dtype) {
-    case DTYPE_F32: run_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_F16: run_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_BF16: run_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    case DTYPE_Q8: run_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;
-    }
-}
-
-#else  // not x86-64: never chosen (matmul_isa_supported says 0); the same bits anyway
-
-void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
-                        size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
-}
+// matmul_rows_avx512: run for W's dtype, one instance each (matmul_kernels.h)
+MATMUL_ROWS_PER_DTYPE(matmul_rows_avx512, TARGET_AVX512)
 
 #endif

@@ -91,9 +91,9 @@
  *
  * BUILD REQUIREMENTS: -ffp-contract=off and never -ffast-math (the Makefile
  * says so), else the compiler may fuse or reassociate the scalar code and
- * break the guarantee. The SIMD files carry __attribute__((target(...))) on
- * every function, so plain -O2 for baseline x86-64 builds them; they are
- * called only where matmul_isa_supported() says so.
+ * break the guarantee. The SIMD files carry cpu.h's TARGET_AVX2 or
+ * TARGET_AVX512 on every function, so plain -O2 for baseline x86-64 builds
+ * them; they are called only where cpu_isa_supported() says so.
  */
 #ifndef GPT_MATMUL_KERNELS_H
 #define GPT_MATMUL_KERNELS_H
@@ -106,11 +106,12 @@
 
 // See the top of this file. isa must be supported (an unsupported one runs
 // the scalar kernel: the same bits).
-void matmul_rows(MatmulIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
+void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // The per-ISA kernels matmul_rows dispatches to (same contract; the SIMD
-// ones only on a CPU that supports them, and for Q8 only with scratch).
+// ones, x86-64 only, on a CPU that supports them, and for Q8 only with
+// scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
@@ -153,5 +154,33 @@ static inline WD weight_walk(const Weight *W) {
 
 // Bytes of one stored element of a row (a Q8 row: one int8 per element).
 static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
+
+// The entry point of a SIMD kernel file, written once. The file defines
+//   run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch)
+// (always inline, W a WD); this makes one instance of it per dtype, so that
+// every switch on dt inside folds away, and `name` (matmul_rows_avx2, ...),
+// with matmul_rows' contract, which picks the instance for W's dtype.
+// target: the file's cpu.h target attribute.
+#define MATMUL_RUN_INSTANCE(fn, dt, target)                                                             \
+    target static void fn(const WD *W, float *out, const float *inp, const float *bias, size_t B,      \
+                          size_t n0, size_t n1, int accumulate, float *scratch) {                      \
+        run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                    \
+    }
+#define MATMUL_ROWS_PER_DTYPE(name, target)                                                             \
+    MATMUL_RUN_INSTANCE(name##_f32, DTYPE_F32, target)                                                  \
+    MATMUL_RUN_INSTANCE(name##_f16, DTYPE_F16, target)                                                  \
+    MATMUL_RUN_INSTANCE(name##_bf16, DTYPE_BF16, target)                                                \
+    MATMUL_RUN_INSTANCE(name##_q8, DTYPE_Q8, target)                                                    \
+    target void name(float *out, const float *inp, const Weight *W, const float *bias, size_t B,       \
+                     size_t n0, size_t n1, int accumulate, float *scratch) {                           \
+        if (n0 >= n1 || B == 0) return;                                                                \
+        const WD d = weight_walk(W);                                                                   \
+        switch (W->dtype) {                                                                            \
+        case DTYPE_F32: name##_f32(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;         \
+        case DTYPE_F16: name##_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;         \
+        case DTYPE_BF16: name##_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;       \
+        case DTYPE_Q8: name##_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
+        }                                                                                              \
+    }
 
 #endif

@@ -15,6 +15,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "vecmath.h"
+
 float q8_quantize_x_block(int16_t *q, const float *x, size_t m) {
     float amax = 0.0f;
     int finite = 1;
@@ -59,10 +61,7 @@ static void widen16(float *w, const Weight *W, size_t n, size_t k0) {
 
 // The fixed tree, the bias, the old value: the end of every output.
 static void finish(float *o, float *v, const float *bias, size_t n, int accumulate) {
-    for (int i = 0; i < 8; i++) v[i] = v[i] + v[i + 8];
-    for (int i = 0; i < 4; i++) v[i] = v[i] + v[i + 4];
-    for (int i = 0; i < 2; i++) v[i] = v[i] + v[i + 2];
-    float s = v[0] + v[1];
+    float s = lane16_sum(v);
     if (bias) s = s + bias[n];
     *o = accumulate ? *o + s : s;
 }

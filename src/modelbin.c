@@ -1,7 +1,8 @@
 /*
  * modelbin.c - gpt's one-file model.bin: validate and map (loading), write
- * (`gpt convert`), list (`gpt inspect`). docs/model-format.md describes the
- * format, field by field; this file follows it.
+ * (`gpt convert`), list (`gpt inspect`); MODELBIN_FORMAT (formats.h) is the
+ * first and the last. docs/model-format.md describes the format, field by
+ * field; this file follows it.
  *
  * Loading is an mmap plus validation of the header, the table and the
  * tokenizer tables: every section and tensor must lie inside the file, the
@@ -15,11 +16,10 @@
  * (src/cli/locate.c), read other formats (the converter gets a loaded Model
  * and writes what it holds).
  */
-#define _GNU_SOURCE  // O_TMPFILE, linkat
 #include "modelbin.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,10 @@
 #include <unistd.h>
 
 #include "bytes.h"
+#include "fileio.h"
 #include "formats.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model.bin is little-endian and its float32 data is used in place: port the loads first"
@@ -38,98 +40,128 @@
 #define MAX_MERGES (1u << 24)
 #define NAME_BYTES 64
 
-// Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
-static int utf8_valid(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            k = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            k = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            k = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return 0;
-        }
-        if (n - i <= k) return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) return 0;
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
 // ---------------------------------------------------------------------------
-// model.bin: reading
+// model.bin: the header and a tensor table entry, each described once
 
+// The header, field by field: what BinHeader holds and where each field
+// lies in the file, once (docs/model-format.md, "Header"). X(type, field,
+// byte offset); the 8 magic bytes are at 0, and the fields end at
+// MODELBIN_HEADER_BYTES. Reading and writing both walk this table.
+#define BIN_HEADER_FIELDS(X)              \
+    X(uint32_t, version, 8)               \
+    X(uint32_t, header_bytes, 12)         \
+    X(uint32_t, n_layer, 16)              \
+    X(uint32_t, n_head, 20)               \
+    X(uint32_t, n_embd, 24)               \
+    X(uint32_t, n_ctx, 28)                \
+    X(uint32_t, vocab_size, 32)           \
+    X(float, ln_eps, 36)                  \
+    X(uint32_t, n_tokens, 40)             \
+    X(uint32_t, n_merges, 44)             \
+    X(uint32_t, n_tensors, 48)            \
+    X(uint32_t, reserved32, 52)           \
+    X(uint64_t, index_offset, 56)         \
+    X(uint64_t, strings_offset, 64)       \
+    X(uint64_t, strings_bytes, 72)        \
+    X(uint64_t, merges_offset, 80)        \
+    X(uint64_t, table_offset, 88)         \
+    X(uint64_t, data_offset, 96)          \
+    X(uint64_t, data_bytes, 104)          \
+    X(uint64_t, file_bytes, 112)          \
+    X(uint64_t, reserved64, 120)
+
+#define HEADER_MEMBER(type, field, at) type field;
 typedef struct {
-    uint32_t version, header_bytes;
-    uint32_t n_layer, n_head, n_embd, n_ctx, vocab_size;
-    float ln_eps;
-    uint32_t n_tokens, n_merges, n_tensors, reserved32;
-    uint64_t index_offset, strings_offset, strings_bytes, merges_offset, table_offset;
-    uint64_t data_offset, data_bytes, file_bytes, reserved64;
+    BIN_HEADER_FIELDS(HEADER_MEMBER)
 } BinHeader;
+#undef HEADER_MEMBER
+
+// Where each field lies: in the file (4 or 8 little-endian bytes; a float
+// as its bits) and in BinHeader.
+typedef struct {
+    size_t at, bytes, member;
+} HeaderField;
+#define HEADER_FIELD(type, field, at) {at, sizeof(type), offsetof(BinHeader, field)},
+static const HeaderField HEADER[] = {BIN_HEADER_FIELDS(HEADER_FIELD)};
+#undef HEADER_FIELD
+enum { N_HEADER_FIELDS = sizeof HEADER / sizeof *HEADER };
 
 static void header_read(const unsigned char *p, BinHeader *h) {
-    h->version = rd32(p + 8);
-    h->header_bytes = rd32(p + 12);
-    h->n_layer = rd32(p + 16);
-    h->n_head = rd32(p + 20);
-    h->n_embd = rd32(p + 24);
-    h->n_ctx = rd32(p + 28);
-    h->vocab_size = rd32(p + 32);
-    uint32_t eps = rd32(p + 36);
-    memcpy(&h->ln_eps, &eps, 4);
-    h->n_tokens = rd32(p + 40);
-    h->n_merges = rd32(p + 44);
-    h->n_tensors = rd32(p + 48);
-    h->reserved32 = rd32(p + 52);
-    h->index_offset = rd64(p + 56);
-    h->strings_offset = rd64(p + 64);
-    h->strings_bytes = rd64(p + 72);
-    h->merges_offset = rd64(p + 80);
-    h->table_offset = rd64(p + 88);
-    h->data_offset = rd64(p + 96);
-    h->data_bytes = rd64(p + 104);
-    h->file_bytes = rd64(p + 112);
-    h->reserved64 = rd64(p + 120);
+    for (size_t i = 0; i < N_HEADER_FIELDS; i++) {
+        char *member = (char *)h + HEADER[i].member;
+        if (HEADER[i].bytes == 4) {
+            uint32_t v = rd32(p + HEADER[i].at);
+            memcpy(member, &v, 4);
+        } else {
+            uint64_t v = rd64(p + HEADER[i].at);
+            memcpy(member, &v, 8);
+        }
+    }
 }
 
 static void header_write(unsigned char *p, const BinHeader *h) {
     memset(p, 0, MODELBIN_HEADER_BYTES);
     memcpy(p, MODELBIN_MAGIC, MODELBIN_MAGIC_LEN);
-    wr32(p + 8, h->version);
-    wr32(p + 12, h->header_bytes);
-    wr32(p + 16, h->n_layer);
-    wr32(p + 20, h->n_head);
-    wr32(p + 24, h->n_embd);
-    wr32(p + 28, h->n_ctx);
-    wr32(p + 32, h->vocab_size);
-    uint32_t eps;
-    memcpy(&eps, &h->ln_eps, 4);
-    wr32(p + 36, eps);
-    wr32(p + 40, h->n_tokens);
-    wr32(p + 44, h->n_merges);
-    wr32(p + 48, h->n_tensors);
-    wr64(p + 56, h->index_offset);
-    wr64(p + 64, h->strings_offset);
-    wr64(p + 72, h->strings_bytes);
-    wr64(p + 80, h->merges_offset);
-    wr64(p + 88, h->table_offset);
-    wr64(p + 96, h->data_offset);
-    wr64(p + 104, h->data_bytes);
-    wr64(p + 112, h->file_bytes);
+    for (size_t i = 0; i < N_HEADER_FIELDS; i++) {
+        const char *member = (const char *)h + HEADER[i].member;
+        if (HEADER[i].bytes == 4) {
+            uint32_t v;
+            memcpy(&v, member, 4);
+            wr32(p + HEADER[i].at, v);
+        } else {
+            uint64_t v;
+            memcpy(&v, member, 8);
+            wr64(p + HEADER[i].at, v);
+        }
+    }
 }
+
+// One entry of the tensor table (MODELBIN_ENTRY_BYTES, docs/model-format.md,
+// "Tensor table"), at these byte offsets. Version 1 has a reserved u64 at
+// 120; version 2 the layout there, and a reserved u32 at 124.
+enum {
+    ENTRY_NAME = 0,       // NAME_BYTES, NUL-padded
+    ENTRY_DTYPE = 64,     // u32, dtype.h's code
+    ENTRY_NDIM = 68,      // u32
+    ENTRY_DIMS = 72,      // 4 x u64, Hugging Face's order; 0 past ndim
+    ENTRY_OFFSET = 104,   // u64, from the start of the data region
+    ENTRY_NBYTES = 112,   // u64
+    ENTRY_LAYOUT = 120,   // u32 (version 2): 0 (in, out), 1 (out, in)
+    ENTRY_RESERVED = 124, // u32 (version 2)
+};
+
+typedef struct {
+    uint32_t dtype, ndim, layout;
+    uint64_t dims[4], offset, nbytes;
+    uint64_t reserved;  // must be 0: the version's reserved field
+} BinEntry;
+
+// Entry e of a file of the given version (the name is read where it is
+// checked).
+static void entry_read(const unsigned char *e, uint32_t version, BinEntry *t) {
+    t->dtype = rd32(e + ENTRY_DTYPE);
+    t->ndim = rd32(e + ENTRY_NDIM);
+    for (int d = 0; d < 4; d++) t->dims[d] = rd64(e + ENTRY_DIMS + 8 * (size_t)d);
+    t->offset = rd64(e + ENTRY_OFFSET);
+    t->nbytes = rd64(e + ENTRY_NBYTES);
+    t->layout = version >= 2 ? rd32(e + ENTRY_LAYOUT) : 0;
+    t->reserved = version >= 2 ? rd32(e + ENTRY_RESERVED) : rd64(e + ENTRY_LAYOUT);
+}
+
+// A version-2 entry named `name`, its reserved field zero.
+static void entry_write(unsigned char *e, const char *name, const BinEntry *t) {
+    memset(e, 0, MODELBIN_ENTRY_BYTES);
+    snprintf((char *)e + ENTRY_NAME, NAME_BYTES, "%s", name);
+    wr32(e + ENTRY_DTYPE, t->dtype);
+    wr32(e + ENTRY_NDIM, t->ndim);
+    for (int d = 0; d < 4; d++) wr64(e + ENTRY_DIMS + 8 * (size_t)d, t->dims[d]);
+    wr64(e + ENTRY_OFFSET, t->offset);
+    wr64(e + ENTRY_NBYTES, t->nbytes);
+    wr32(e + ENTRY_LAYOUT, t->layout);
+}
+
+// ---------------------------------------------------------------------------
+// model.bin: reading
 
 // Magic, version, sizes, configuration and section bounds: everything the
 // header alone can tell. *c gets the configuration.
@@ -220,21 +252,21 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
         gpt2_tensor_spec(c, i, &spec);
         const char *want_name = spec.name;
         char name[NAME_BYTES + 1];
-        memcpy(name, e, NAME_BYTES);
+        memcpy(name, e + ENTRY_NAME, NAME_BYTES);
         name[NAME_BYTES] = '\0';
-        const unsigned char *nul = memchr(e, 0, NAME_BYTES);
+        const unsigned char *nul = memchr(e + ENTRY_NAME, 0, NAME_BYTES);
         int padded = nul != NULL;
-        for (const unsigned char *q = nul; padded && q < e + NAME_BYTES; q++) padded = *q == 0;
+        for (const unsigned char *q = nul; padded && q < e + ENTRY_NAME + NAME_BYTES; q++) padded = *q == 0;
         if (!padded)
             return gpt_error(err, "%s: tensor %zu: name field is not a NUL-padded string (expected %s)", path, i,
                              want_name);
         if (strcmp(name, want_name) != 0)
             return gpt_error(err, "%s: tensor %zu is named '%.64s', expected %s", path, i, name, want_name);
-        uint32_t dt = rd32(e + 64), ndim = rd32(e + 68);
-        uint64_t off = rd64(e + 104), nbytes = rd64(e + 112);
-        // Version 1 has a reserved u64 at 120; version 2 the layout there.
-        uint32_t layout = h->version >= 2 ? rd32(e + 120) : 0;
-        if ((h->version < 2 ? rd64(e + 120) : rd32(e + 124)) != 0)
+        BinEntry en;
+        entry_read(e, h->version, &en);
+        uint32_t dt = en.dtype, ndim = en.ndim, layout = en.layout;
+        uint64_t off = en.offset, nbytes = en.nbytes;
+        if (en.reserved != 0)
             return gpt_error(err, "%s: tensor %s: reserved field is not zero", path, name);
         if (!dtype_name((DType)dt))
             return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16, 3 Q8)", path,
@@ -252,12 +284,10 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
             return gpt_error(err, "%s: tensor %s: Q8 is stored one row per output (layout 1)", path, name);
         const size_t *dims = spec.dims;
         int nd = spec.ndim;
-        uint64_t got[4];
+        const uint64_t *got = en.dims;
         int ok = ndim == (uint32_t)nd;
-        for (int d = 0; d < 4; d++) {
-            got[d] = rd64(e + 72 + 8 * (size_t)d);
+        for (int d = 0; d < 4; d++)
             if (d < nd ? got[d] != dims[d] : got[d] != 0) ok = 0;
-        }
         if (!ok) {
             char gs[128], ws[64];
             uint64_t w64[2] = {dims[0], dims[1]};
@@ -339,7 +369,16 @@ done:
     return t;
 }
 
-int modelbin_load_mapped(Model *m, const char *path, const WeightOptions *o, GptError *err) {
+// The 8 magic bytes; the load checks everything else.
+static int modelbin_sniff(const unsigned char *head, size_t n, size_t file_size) {
+    (void)file_size;
+    return n >= MODELBIN_MAGIC_LEN && memcmp(head, MODELBIN_MAGIC, MODELBIN_MAGIC_LEN) == 0;
+}
+
+// Validates the model.bin mapped in m->map, hands its tensors to
+// model_set_weights (in place, unless converted) and builds m->tokenizer
+// from the stored tables.
+static int modelbin_load(Model *m, const char *path, const WeightOptions *o, GptError *err) {
     const unsigned char *file = m->map.data;
     size_t size = m->map.size;
     BinHeader h;
@@ -352,7 +391,6 @@ int modelbin_load_mapped(Model *m, const char *path, const WeightOptions *o, Gpt
     m->tokenizer = tokenizer_check(file, &h, path, err);
     if (!m->tokenizer) goto done;
     if (model_set_weights(m, t, o, path, err) != 0) goto done;
-    snprintf(m->source_kind, sizeof m->source_kind, "model.bin");
     rc = 0;
 done:
     free(t);
@@ -380,90 +418,6 @@ static void out_pad_to(Out *o, uint64_t target) {
         uint64_t n = target - o->pos;
         out_bytes(o, zeros, n < sizeof zeros ? (size_t)n : sizeof zeros);
     }
-}
-
-// ---------------------------------------------------------------------------
-// the output file: nothing half-written ever has OUT's name
-
-// A file being written: anonymous (O_TMPFILE, it has no name until it is
-// complete, and vanishes if the process dies), or, where the file system has
-// no O_TMPFILE, a named temporary beside OUT, removed on any failure.
-typedef struct {
-    int fd;
-    char *tmp;  // the temporary's name, when it has one
-} NewFile;
-
-static int newfile_open(NewFile *nf, const char *out_path, mode_t mode, GptError *err) {
-    nf->fd = -1;
-    nf->tmp = NULL;
-    char *dir = path_dirname(out_path);
-    if (!dir) return gpt_error(err, "%s: out of memory", out_path);
-#ifdef O_TMPFILE
-    if (access("/proc/self/fd", X_OK) == 0) nf->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
-#endif
-    free(dir);
-    if (nf->fd >= 0) return 0;
-    size_t plen = strlen(out_path) + 16;
-    nf->tmp = malloc(plen);
-    if (!nf->tmp) return gpt_error(err, "%s: out of memory", out_path);
-    snprintf(nf->tmp, plen, "%s.tmp-XXXXXX", out_path);
-    nf->fd = mkstemp(nf->tmp);
-    if (nf->fd < 0) {
-        gpt_error(err, "%s: cannot create a file beside it: %s", out_path, strerror(errno));
-        free(nf->tmp);
-        nf->tmp = NULL;
-        return -1;
-    }
-    fchmod(nf->fd, mode);  // mkstemp's 0600 would make a model private to its writer
-    return 0;
-}
-
-static void newfile_abort(NewFile *nf) {
-    if (nf->fd >= 0) close(nf->fd);
-    if (nf->tmp) unlink(nf->tmp);
-    free(nf->tmp);
-    nf->fd = -1;
-    nf->tmp = NULL;
-}
-
-// Gives the complete file OUT's name: a new name only (link: it fails if
-// OUT appeared meanwhile), or over an existing OUT (rename).
-static int newfile_commit(NewFile *nf, const char *out_path, int replace, GptError *err) {
-    int rc = -1;
-    if (!nf->tmp) {
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", nf->fd);
-        if (!replace) {
-            if (linkat(AT_FDCWD, proc, AT_FDCWD, out_path, AT_SYMLINK_FOLLOW) == 0) rc = 0;
-            else gpt_error(err, "%s: %s", out_path, strerror(errno));
-        } else {
-            // a name of its own first, then over OUT in one rename
-            char tmp[4096];
-            for (int attempt = 0; attempt < 100 && rc != 0; attempt++) {
-                snprintf(tmp, sizeof tmp, "%s.tmp-%d-%d", out_path, (int)getpid(), attempt);
-                if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) rc = 0;
-                else if (errno != EEXIST) break;
-            }
-            if (rc != 0) {
-                gpt_error(err, "%s: cannot name the new file: %s", out_path, strerror(errno));
-            } else if (rename(tmp, out_path) != 0) {
-                gpt_error(err, "%s: %s", out_path, strerror(errno));
-                unlink(tmp);
-                rc = -1;
-            }
-        }
-    } else if (!replace) {
-        if (link(nf->tmp, out_path) == 0) rc = 0;
-        else gpt_error(err, "%s: %s", out_path, strerror(errno));
-    } else if (rename(nf->tmp, out_path) == 0) {
-        free(nf->tmp);  // it has OUT's name now
-        nf->tmp = NULL;
-        rc = 0;
-    } else {
-        gpt_error(err, "%s: %s", out_path, strerror(errno));
-    }
-    newfile_abort(nf);  // closes; removes a temporary name still there
-    return rc;
 }
 
 // OUT must be a new name or a regular file that may be replaced, and not one
@@ -590,19 +544,18 @@ int modelbin_write_with(const Model *m, const Tokenizer *tok, const char *out_pa
     for (size_t i = 0; i < h.n_tensors; i++) {
         TensorSpec spec;
         gpt2_tensor_spec(c, i, &spec);
-        memset(buf, 0, sizeof buf);
-        snprintf((char *)buf, NAME_BYTES, "%s", spec.name);
-        wr32(buf + 64, (uint32_t)model_tensor(m, i).dtype);
-        wr32(buf + 68, (uint32_t)spec.ndim);
+        BinEntry en = {0};
+        en.dtype = (uint32_t)model_tensor(m, i).dtype;
+        en.ndim = (uint32_t)spec.ndim;
         // the model holds c_attn & co. one row per output: transposed
-        wr32(buf + 120, spec.kind == TENSOR_MATRIX ? 1u : 0u);
-        for (int d = 0; d < spec.ndim; d++) wr64(buf + 72 + 8 * d, spec.dims[d]);
+        en.layout = spec.kind == TENSOR_MATRIX ? 1u : 0u;
+        for (int d = 0; d < spec.ndim; d++) en.dims[d] = spec.dims[d];
         off = align_up(off, MODELBIN_TENSOR_ALIGN);
-        uint64_t nbytes = model_tensor_bytes(m, i);
-        wr64(buf + 104, off);
-        wr64(buf + 112, nbytes);
+        en.offset = off;
+        en.nbytes = model_tensor_bytes(m, i);
+        entry_write(buf, spec.name, &en);
         out_bytes(&o, buf, MODELBIN_ENTRY_BYTES);
-        off += nbytes;
+        off += en.nbytes;
     }
     out_pad_to(&o, h.data_offset);
     for (size_t i = 0; i < h.n_tensors; i++) {
@@ -647,7 +600,7 @@ fail:
 // ---------------------------------------------------------------------------
 // inspect
 
-int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
+static int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
     (void)size;  // validated by loading
     BinHeader h;
     header_read(file, &h);
@@ -656,14 +609,15 @@ int modelbin_list(const unsigned char *file, size_t size, ModelInfo *info, GptEr
     size_t cap = 0;
     for (size_t i = 0; i < h.n_tensors; i++) {
         const unsigned char *e = file + h.table_offset + i * MODELBIN_ENTRY_BYTES;
-        uint64_t dims[4];
-        for (int d = 0; d < 4; d++) dims[d] = rd64(e + 72 + 8 * d);
-        const char *dt = dtype_name((DType)rd32(e + 64));
-        if (model_info_add(info, &cap, (const char *)e, dt ? dt : "?", (int)rd32(e + 68), dims,
-                           h.data_offset + rd64(e + 104), rd64(e + 112)) != 0)
+        BinEntry en;
+        entry_read(e, h.version, &en);
+        const char *dt = dtype_name((DType)en.dtype);
+        if (model_info_add(info, &cap, (const char *)e + ENTRY_NAME, dt ? dt : "?", (int)en.ndim, en.dims,
+                           h.data_offset + en.offset, en.nbytes) != 0)
             return gpt_error(err, "%s: out of memory", info->file);
-        info->tensors[info->n_tensors - 1].transposed = h.version >= 2 && rd32(e + 120) == 1;
+        info->tensors[info->n_tensors - 1].transposed = en.layout == 1;
     }
     return 0;
 }
 
+const ModelFormat MODELBIN_FORMAT = {"model.bin", modelbin_sniff, modelbin_load, modelbin_list};

@@ -43,9 +43,9 @@ typedef struct {
 // Writes model m with tokenizer tok to out_path as a model.bin, each tensor
 // in the dtype the model holds it in. OUT must be a new name, or (with
 // replace) a regular file; a device, a directory or an input is refused.
-// The bytes go to a file with no name (O_TMPFILE; where the file system
-// lacks it, a temporary beside OUT, removed on any error), fsync'ed, which
-// takes OUT's name only when complete: whatever happens, OUT is either what
+// The bytes go to a file with no name (fileio.h's NewFile: O_TMPFILE; where
+// the file system lacks it, a temporary beside OUT, removed on any error),
+// fsync'ed, which takes OUT's name only when complete: whatever happens, OUT is either what
 // it was or the whole new file. *bytes_out (may be NULL) gets the file's
 // size. Returns 0, or -1 with err set.
 int modelbin_write_with(const Model *m, const Tokenizer *tok, const char *out_path, const ModelbinWriteOptions *o,

@@ -1,5 +1,6 @@
 /*
- * safetensors.c - Hugging Face checkpoints: config.json and model.safetensors.
+ * safetensors.c - Hugging Face checkpoints: config.json and model.safetensors
+ * (SAFETENSORS_FORMAT, formats.h).
  *
  * What it does: reads config.json, parses the safetensors header with cJSON,
  * validates every entry (present, dtype, shape from the tensor table, byte
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "bytes.h"
+#include "fileio.h"
 #include "formats.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -32,6 +34,8 @@
 #endif
 
 static const char PREFIX[] = "transformer.";
+
+#define MAX_HEADER_BYTES ((size_t)100 << 20)  // safetensors' own limit
 
 // ---------------------------------------------------------------------------
 // config.json
@@ -232,8 +236,20 @@ static int is_mask_buffer(const char *name) {
     return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
 }
 
-int safetensors_load_mapped(Model *m, const char *path, const char *config_path, const WeightOptions *o,
-                            GptError *err) {
+// An 8-byte little-endian header length, then the header's JSON object. The
+// length is checked against the file by loading, so that a truncated file
+// gets a precise message instead of "unknown".
+static int safetensors_sniff(const unsigned char *head, size_t n, size_t file_size) {
+    (void)file_size;
+    if (n < 9 || head[8] != '{') return 0;
+    uint64_t len = rd64(head);
+    return len >= 2 && len < MAX_HEADER_BYTES;
+}
+
+// Reads the Hugging Face config.json beside the file into m->config, then
+// the safetensors file already mapped in m->map.
+static int load_mapped(Model *m, const char *path, const char *config_path, const WeightOptions *o,
+                       GptError *err) {
     if (read_config(config_path, &m->config, err) != 0) return -1;
     const unsigned char *file = m->map.data;
     size_t size = m->map.size;
@@ -242,7 +258,7 @@ int safetensors_load_mapped(Model *m, const char *path, const char *config_path,
     if (hlen > size - 8)
         return gpt_error(err, "%s: header length %llu runs past the end of the file (%zu bytes; is it truncated?)",
                          path, (unsigned long long)hlen, size);
-    if (hlen < 2 || hlen >= SAFETENSORS_MAX_HEADER_BYTES)
+    if (hlen < 2 || hlen >= MAX_HEADER_BYTES)
         return gpt_error(err, "%s: header length %llu is not plausible", path, (unsigned long long)hlen);
     const unsigned char *data = file + 8 + hlen;
     size_t data_size = size - 8 - (size_t)hlen;
@@ -323,13 +339,21 @@ int safetensors_load_mapped(Model *m, const char *path, const char *config_path,
         refs[i] = (TensorRef){slots[i].dtype, gpt2_hf_layout(slots[i].spec.kind), data + slots[i].begin};
     }
     if (model_set_weights(m, refs, o, path, err) != 0) goto done;
-    snprintf(m->source_kind, sizeof m->source_kind, "safetensors");
     rc = 0;
 done:
     cJSON_Delete(hdr);
     free(slots);
     free(refs);
     free(ranges);
+    return rc;
+}
+
+static int safetensors_load(Model *m, const char *path, const WeightOptions *o, GptError *err) {
+    char *cfg_path = path_sibling(path, "config.json");
+    if (!cfg_path) return gpt_error(err, "%s: out of memory", path);
+    int rc = path_exists(cfg_path) ? load_mapped(m, path, cfg_path, o, err)
+                                   : gpt_error(err, "%s: no config.json beside it (looked for %s)", path, cfg_path);
+    free(cfg_path);
     return rc;
 }
 
@@ -342,7 +366,8 @@ static uint64_t json_u64(const cJSON *v) {
     return (uint64_t)v->valuedouble;
 }
 
-int safetensors_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
+// Every entry of the header, as stored (loading validated it).
+static int safetensors_list(const unsigned char *file, size_t size, ModelInfo *info, GptError *err) {
     (void)size;  // the header was validated against it by loading
     uint64_t hlen = rd64(file);
     cJSON *hdr = cJSON_ParseWithLength((const char *)file + 8, (size_t)hlen);
@@ -370,3 +395,5 @@ int safetensors_list(const unsigned char *file, size_t size, ModelInfo *info, Gp
     cJSON_Delete(hdr);
     return rc;
 }
+
+const ModelFormat SAFETENSORS_FORMAT = {"safetensors", safetensors_sniff, safetensors_load, safetensors_list};

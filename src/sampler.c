@@ -27,9 +27,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+
+#include "sampler_kernels.h"
 
 // ---------------------------------------------------------------------------
 // RNG
@@ -127,6 +126,7 @@ int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err) {
         return gpt_error(err, "sampler: vocabulary size %zu is too large",
                          vocab_size);
     s->vocab_size = vocab_size;
+    s->isa = cpu_best_isa();
     s->cand = malloc(vocab_size * sizeof *s->cand);
     s->sorted = malloc(vocab_size * sizeof *s->sorted);
     s->heap = malloc(vocab_size * sizeof *s->heap);
@@ -369,10 +369,7 @@ static size_t top_p_filter(Sampler *sp, size_t n, double z) {
 // wins a comparison), the first element equal to it is the loop's (the
 // strict > keeps the first of a tie; +0 and -0 compare equal, and the loop
 // keeps whichever zero came first), and its value is the loop's max.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-static size_t argmax(const float *x, size_t V, float *max) {
+CPU_CLONES static size_t argmax(const float *x, size_t V, float *max) {
     float m = -INFINITY;
 #pragma omp simd reduction(max : m)
     for (size_t i = 0; i < V; i++) m = x[i] > m ? x[i] : m;
@@ -395,10 +392,7 @@ static size_t argmax(const float *x, size_t V, float *max) {
 
 // The scaled logits sl[i] = (l[i] - lmax) / T, in double (exact: every
 // float fits, and the difference of two floats this close is exact too).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-static void scaled_logits(double *sl, const float *l, size_t V, float lmax, double T) {
+CPU_CLONES static void scaled_logits(double *sl, const float *l, size_t V, float lmax, double T) {
     if (T == 1.0) {  // x / 1 is x: no division
 #pragma omp simd
         for (size_t i = 0; i < V; i++) sl[i] = (double)l[i] - (double)lmax;
@@ -463,166 +457,29 @@ static int32_t sample_plain_exact(Sampler *sp, const float *logits, float lmax, 
 // answer, same RNG use, in any case.
 
 enum { APPROX_BLOCK = 256 };  // ids per partial sum
-#define APPROX_FLOOR (-708.0) // below: weight 0 (libm's is < 4e-308)
 
-// The approximate weights of l[0..n) (scaled: (l - lmax) * inv_t): their
-// sum, and each in out if not NULL.
+// The vector code of sampler_kernels.h: the approximate weights of
+// l[0..n) (scaled: (l - lmax) * inv_t), their sum, and each in out if not
+// NULL; of exact scaled logits sl[0..n), into out, and their sum.
 typedef double (*ApproxWeightsFn)(const float *l, size_t n, double lmax, double inv_t, double *out);
-// The approximate weights of exact scaled logits sl[0..n) into out; their sum.
 typedef double (*ApproxSlFn)(const double *sl, size_t n, double *out);
 
-// The weight of one scaled logit x <= 0 where the vector code cannot take it
-// (the tail of a block): libm's, exactly, with the floor.
-static inline double approx_one(float l, double lmax, double inv_t) {
-    double x = ((double)l - lmax) * inv_t;
-    return x >= APPROX_FLOOR ? exp(x) : 0.0;  // NaN fails the >=
-}
 
+// The vector code each ISA runs (sampler_kernels.h); NULL: none, and then
+// every draw is exact.
+static const struct {
+    ApproxWeightsFn weights;
+    ApproxSlFn sl;
+} APPROX[CPU_ISA_COUNT] = {
 #if defined(__x86_64__)
-// exp(x) for x in [-708, 0], 8 (AVX-512) or 4 (AVX2) at a time: x = k ln2 + r
-// with |r| <= ln2/2 (Cody-Waite, ln2 in two parts, with fused multiply-adds),
-// exp(r) by its Taylor polynomial of degree 11 (truncation < 1e-14
-// relative), times 2^k built in the exponent bits: within 2e-14 of exp(x).
-// x = (l - lmax) * (1/T) instead of libm's (l - lmax) / T differs by at
-// most 3 roundings of x, 3 x 708 x 2^-53 = 2.4e-13 relative in the weight:
-// with libm's own error (an ulp), within the 1e-12 the bound assumes.
-#define EXP_LOG2E 1.4426950408889634
-#define EXP_LN2HI 0x1.62e42fefa39efp-1
-#define EXP_LN2LO 0x1.abc9e3b39803fp-56
-#define EXP_SHIFT 0x1.8p52
-enum { EXP_DEGREE = 11 };
-static const double EXP_TAYLOR[EXP_DEGREE + 1] = {
-    1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880,
-    1.0 / 3628800, 1.0 / 39916800,
+    [CPU_AVX2] = {sampler_approx_weights_avx2, sampler_approx_sl_avx2},
+    [CPU_AVX512] = {sampler_approx_weights_avx512, sampler_approx_sl_avx512},
+#endif
 };
 
-#define TGT512_EXP __attribute__((target("avx512f,fma")))
-TGT512_EXP static inline __m512d exp8(__m512d x) {
-    const __m512d shift = _mm512_set1_pd(EXP_SHIFT);
-    __m512d kd = _mm512_fmadd_pd(x, _mm512_set1_pd(EXP_LOG2E), shift);
-    __m512i bits = _mm512_castpd_si512(kd);  // shift + k: k in the low bits
-    kd = _mm512_sub_pd(kd, shift);
-    __m512d r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(EXP_LN2HI), x);
-    r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(EXP_LN2LO), r);
-    __m512d p = _mm512_set1_pd(EXP_TAYLOR[EXP_DEGREE]);
-    for (int i = EXP_DEGREE - 1; i >= 0; i--) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(EXP_TAYLOR[i]));
-    __m512i e = _mm512_slli_epi64(_mm512_add_epi64(bits, _mm512_set1_epi64(1023)), 52);  // 2^k
-    return _mm512_mul_pd(p, _mm512_castsi512_pd(e));
-}
-
-TGT512_EXP static double approx_weights_avx512(const float *l, size_t n, double lmax, double inv_t, double *out) {
-    const __m512d vmax = _mm512_set1_pd(lmax), vinv = _mm512_set1_pd(inv_t), floor = _mm512_set1_pd(APPROX_FLOOR);
-    __m512d acc = _mm512_setzero_pd();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m512d x = _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(l + i)), vmax), vinv);
-        __mmask8 ok = _mm512_cmp_pd_mask(x, floor, _CMP_GE_OQ);  // NaN: not ok
-        __m512d w = _mm512_maskz_mov_pd(ok, exp8(_mm512_max_pd(x, floor)));
-        if (out) _mm512_storeu_pd(out + i, w);
-        acc = _mm512_add_pd(acc, w);
-    }
-    double sum = _mm512_reduce_add_pd(acc);
-    for (; i < n; i++) {
-        double w = approx_one(l[i], lmax, inv_t);
-        if (out) out[i] = w;
-        sum += w;
-    }
-    return sum;
-}
-
-#define TGT2_EXP __attribute__((target("avx2,fma")))
-TGT2_EXP static inline __m256d exp4(__m256d x) {
-    const __m256d shift = _mm256_set1_pd(EXP_SHIFT);
-    __m256d kd = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_LOG2E), shift);
-    __m256i bits = _mm256_castpd_si256(kd);
-    kd = _mm256_sub_pd(kd, shift);
-    __m256d r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2HI), x);
-    r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2LO), r);
-    __m256d p = _mm256_set1_pd(EXP_TAYLOR[EXP_DEGREE]);
-    for (int i = EXP_DEGREE - 1; i >= 0; i--) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(EXP_TAYLOR[i]));
-    __m256i e = _mm256_slli_epi64(_mm256_add_epi64(bits, _mm256_set1_epi64x(1023)), 52);
-    return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
-}
-
-TGT2_EXP static double approx_weights_avx2(const float *l, size_t n, double lmax, double inv_t, double *out) {
-    const __m256d vmax = _mm256_set1_pd(lmax), vinv = _mm256_set1_pd(inv_t), floor = _mm256_set1_pd(APPROX_FLOOR);
-    __m256d acc = _mm256_setzero_pd();
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        __m256d x = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(l + i)), vmax), vinv);
-        __m256d ok = _mm256_cmp_pd(x, floor, _CMP_GE_OQ);
-        __m256d w = _mm256_and_pd(ok, exp4(_mm256_max_pd(x, floor)));
-        if (out) _mm256_storeu_pd(out + i, w);
-        acc = _mm256_add_pd(acc, w);
-    }
-    double lanes[4];
-    _mm256_storeu_pd(lanes, acc);
-    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for (; i < n; i++) {
-        double w = approx_one(l[i], lmax, inv_t);
-        if (out) out[i] = w;
-        sum += w;
-    }
-    return sum;
-}
-
-TGT512_EXP static double approx_sl_avx512(const double *sl, size_t n, double *out) {
-    const __m512d floor = _mm512_set1_pd(APPROX_FLOOR);
-    __m512d acc = _mm512_setzero_pd();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m512d x = _mm512_loadu_pd(sl + i);
-        __mmask8 ok = _mm512_cmp_pd_mask(x, floor, _CMP_GE_OQ);
-        __m512d w = _mm512_maskz_mov_pd(ok, exp8(_mm512_max_pd(x, floor)));
-        _mm512_storeu_pd(out + i, w);
-        acc = _mm512_add_pd(acc, w);
-    }
-    double sum = _mm512_reduce_add_pd(acc);
-    for (; i < n; i++) sum += out[i] = sl[i] >= APPROX_FLOOR ? exp(sl[i]) : 0.0;
-    return sum;
-}
-
-TGT2_EXP static double approx_sl_avx2(const double *sl, size_t n, double *out) {
-    const __m256d floor = _mm256_set1_pd(APPROX_FLOOR);
-    __m256d acc = _mm256_setzero_pd();
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        __m256d x = _mm256_loadu_pd(sl + i);
-        __m256d ok = _mm256_cmp_pd(x, floor, _CMP_GE_OQ);
-        __m256d w = _mm256_and_pd(ok, exp4(_mm256_max_pd(x, floor)));
-        _mm256_storeu_pd(out + i, w);
-        acc = _mm256_add_pd(acc, w);
-    }
-    double lanes[4];
-    _mm256_storeu_pd(lanes, acc);
-    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for (; i < n; i++) sum += out[i] = sl[i] >= APPROX_FLOOR ? exp(sl[i]) : 0.0;
-    return sum;
-}
-#endif
-
-static ApproxSlFn approx_sl_fn(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return approx_sl_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return approx_sl_avx2;
-#endif
-    return NULL;
-}
-
-// The vector code this CPU runs, or NULL (then every draw is exact).
-static ApproxWeightsFn approx_weights_fn(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return approx_weights_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return approx_weights_avx2;
-#endif
-    return NULL;
-}
-
 static int32_t sample_plain(Sampler *sp, const float *logits, float lmax, double u) {
-    ApproxWeightsFn weights = approx_weights_fn();
     SamplerScratch *s = scratch_of(sp);
+    ApproxWeightsFn weights = APPROX[s->isa].weights;
     size_t V = s->vocab_size;
     if (!weights || V > ((size_t)1 << 40)) return sample_plain_exact(sp, logits, lmax, u);
     double inv_t = 1.0 / (double)sp->params.temperature, dmax = lmax;
@@ -678,7 +535,7 @@ static int32_t sample_plain(Sampler *sp, const float *logits, float lmax, double
 static size_t top_p_certified(Sampler *sp, const float *logits, float lmax) {
     SamplerScratch *s = scratch_of(sp);
     size_t V = s->vocab_size;
-    ApproxSlFn weights = approx_sl_fn();
+    ApproxSlFn weights = APPROX[s->isa].sl;
     double p_eps = (double)sp->params.top_p - SAMPLER_TOP_P_EPS;
     if (!weights || !(p_eps > 0) || V > ((size_t)1 << 40)) return 0;
     // (2V) doubles of the top-p scratch: scaled logits, then weights (the

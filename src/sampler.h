@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "error.h"
 
 // The tolerance of the top-p boundary. Probabilities come from float32 logits
@@ -67,6 +68,8 @@ typedef struct {
 // serves every sequence of an engine, one draw at a time.
 typedef struct {
     size_t vocab_size;     // V
+    CpuIsa isa;            // the vector code of the approximate draws:
+                           // cpu_best_isa() at init
     SamplerCand *cand;     // (V) the kept tokens, ascending id
     SamplerCand *sorted;   // (V) top-p scratch: the candidates it partitions
     float *heap;           // (V) top-k scratch: min-heap of the k largest

@@ -16,19 +16,24 @@
  * that creates the token, not only the listed pairs. (For GPT-2 a token's
  * rank is its id - 256, as in tiktoken.)
  *
- * Not here: file formats other than vocab.json/merges.txt/tokenizer.json,
- * special tokens other than <|endoftext|>, normalisation (GPT-2 has none).
+ * A Tokenizer is built in the steps of tokenizer_build.h, here; the files
+ * it is read from (vocab.json + merges.txt, tokenizer.json) are parsed in
+ * tokenizer_files.c, UTF-8 is decoded by utf8.h.
+ *
+ * Not here: special tokens other than <|endoftext|>, normalisation (GPT-2
+ * has none).
  */
 #include "tokenizer.h"
 
-#include <cJSON.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
-#include "fileio.h"
+#include "grow.h"
+#include "tokenizer_build.h"
+#include "utf8.h"
 
 // ---------------------------------------------------------------- hashing
 
@@ -182,57 +187,7 @@ static inline uint32_t pair_rank(const Tokenizer *t, int32_t left, int32_t right
     return s->rank;
 }
 
-// ---------------------------------------------------------------- UTF-8
-
-// Reads one UTF-8 sequence from s[0..n), n >= 1, strictly (Unicode Table 3-7:
-// no overlongs, no surrogates, nothing above U+10FFFF). Returns its length
-// with *cp set; or, if s does not start with a whole valid sequence, the
-// length of the maximal valid prefix ("maximal subpart", at least 1) with
-// *cp = -1 when it can never be completed, or *cp = -2 when it is a valid
-// prefix cut short by the end of the buffer.
-static size_t utf8_next(const unsigned char *s, size_t n, int32_t *cp) {
-    unsigned c = s[0];
-    if (c < 0x80) {
-        *cp = (int32_t)c;
-        return 1;
-    }
-    size_t need;
-    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    int32_t v;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-        v = (int32_t)(c & 0x1F);
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        v = (int32_t)(c & 0x0F);
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        v = (int32_t)(c & 0x07);
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        *cp = -1;
-        return 1;
-    }
-    for (size_t i = 1; i < need; i++) {
-        if (i >= n) {
-            *cp = -2;
-            return i;
-        }
-        unsigned b = s[i];
-        if (b < lo || b > hi) {
-            *cp = -1;
-            return i;
-        }
-        lo = 0x80;
-        hi = 0xBF;
-        v = (v << 6) | (int32_t)(b & 0x3F);
-    }
-    *cp = v;
-    return need;
-}
+// ---------------------------------------------------------------- bytes as characters
 
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves,
 // the other 68 bytes for U+0100 + k, in byte order.
@@ -270,26 +225,17 @@ static int cp_class(int32_t cp) {
 
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
-    free(t->str_arena);
-    free(t->str_off);
-    free(t->byte_arena);
-    free(t->byte_off);
     idtable_free(&t->by_string);
     idtable_free(&t->by_bytes);
-    free(t->rank_of);
-    free(t->merges);
-    free(t->pairs);
-    free(t->cache);
-    free(t->s_tok);
-    free(t->s_next);
-    free(t->s_prev);
-    free(t->s_heap);
+    // every other block it owns (NULL where building stopped early)
+    void *blocks[] = {t->str_arena, t->str_off, t->byte_arena, t->byte_off, t->rank_of, t->merges,
+                      t->pairs, t->cache, t->s_tok, t->s_next, t->s_prev, t->s_heap};
+    for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++) free(blocks[i]);
     free(t);
 }
 
-// Step 1: the vocabulary. `src` names the source in error messages.
-static Tokenizer *build_vocab(const char *src, size_t n_vocab, const char *const *strings,
-                              GptError *err) {
+// Step 1 (tokenizer_build.h): the vocabulary.
+Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *const *strings, GptError *err) {
     if (n_vocab == 0 || n_vocab > (size_t)INT32_MAX - 1) {
         gpt_error(err, "%s: vocabulary size %zu out of range", src, n_vocab);
         return NULL;
@@ -336,7 +282,7 @@ static Tokenizer *build_vocab(const char *src, size_t n_vocab, const char *const
         int plain = 0;
         while (i < len) {
             int32_t cp;
-            size_t k = utf8_next(s + i, len - i, &cp);
+            size_t k = utf8_decode(s + i, len - i, &cp);
             if (cp < 0 || cp >= 324 || cp_to_byte[cp] < 0) {
                 plain = 1;
                 break;
@@ -380,10 +326,14 @@ oom:
     return NULL;
 }
 
-// Step 2: merge `rank` joins left and right; records it. `where` names the
-// entry in error messages (e.g. "merges.txt:17").
-static int add_merge(Tokenizer *t, size_t rank, int32_t left, int32_t right, const char *where,
-                     GptError *err) {
+int32_t tokenizer_string_id(const Tokenizer *t, const char *s, size_t len) {
+    const unsigned char *key = (const unsigned char *)s;
+    return idtable_find(t, &t->by_string, 0, key, len, hash_bytes(key, len));
+}
+
+// Step 2: merge `rank` joins left and right; records it.
+int tokenizer_add_merge(Tokenizer *t, size_t rank, int32_t left, int32_t right, const char *where,
+                        GptError *err) {
     if (left < 0 || (size_t)left >= t->n_vocab || right < 0 || (size_t)right >= t->n_vocab)
         return gpt_error(err, "%s: merge names token id out of range (%d, %d)", where,
                          (int)left, (int)right);
@@ -422,7 +372,7 @@ static int mergeable(const Tokenizer *t, int32_t id) {
 // mergeable tokens. Gathered first so the table is sized by what it holds
 // (about 1 in 4 splits qualifies), which keeps it small enough to stay in
 // cache while encoding.
-static int build_pairs(Tokenizer *t, const char *src, GptError *err) {
+int tokenizer_build_pairs(Tokenizer *t, const char *src, GptError *err) {
     size_t n_splits = 0;
     for (size_t id = 0; id < t->n_vocab; id++)
         if (t->rank_of[id] != NO_RANK) n_splits += t->byte_off[id + 1] - t->byte_off[id] - 1;
@@ -481,7 +431,8 @@ static int build_pairs(Tokenizer *t, const char *src, GptError *err) {
     return 0;
 }
 
-static int alloc_merges(Tokenizer *t, size_t n_merges, const char *src, GptError *err) {
+// Before step 2: the merge list.
+int tokenizer_alloc_merges(Tokenizer *t, size_t n_merges, const char *src, GptError *err) {
     if (n_merges >= NO_RANK) return gpt_error(err, "%s: too many merges (%zu)", src, n_merges);
     t->n_merges = n_merges;
     t->merges = malloc((n_merges ? n_merges : 1) * sizeof *t->merges);
@@ -493,263 +444,19 @@ Tokenizer *tokenizer_from_tables(size_t n_vocab, const char *const *token_string
                                  size_t n_merges, const int32_t (*merge_pairs)[2],
                                  GptError *err) {
     const char *src = "tokenizer tables";
-    Tokenizer *t = build_vocab(src, n_vocab, token_strings, err);
+    Tokenizer *t = tokenizer_new_vocab(src, n_vocab, token_strings, err);
     if (!t) return NULL;
-    if (alloc_merges(t, n_merges, src, err)) goto fail;
+    if (tokenizer_alloc_merges(t, n_merges, src, err)) goto fail;
     for (size_t r = 0; r < n_merges; r++) {
         char where[64];
         snprintf(where, sizeof where, "%s: merge %zu", src, r);
-        if (add_merge(t, r, merge_pairs[r][0], merge_pairs[r][1], where, err)) goto fail;
+        if (tokenizer_add_merge(t, r, merge_pairs[r][0], merge_pairs[r][1], where, err)) goto fail;
     }
-    if (build_pairs(t, src, err)) goto fail;
+    if (tokenizer_build_pairs(t, src, err)) goto fail;
     return t;
 fail:
     tokenizer_free(t);
     return NULL;
-}
-
-// Reads a vocab object {"token": id, ...} into a dense array of strings
-// (pointing into the cJSON tree). `what` names it in errors.
-static const char **vocab_strings(const cJSON *vocab, const char *what, size_t *n_vocab,
-                                  GptError *err) {
-    if (!cJSON_IsObject(vocab)) {
-        gpt_error(err, "%s: not a JSON object", what);
-        return NULL;
-    }
-    size_t n = (size_t)cJSON_GetArraySize(vocab);
-    if (n == 0) {
-        gpt_error(err, "%s: empty vocabulary", what);
-        return NULL;
-    }
-    const char **strings = calloc(n, sizeof *strings);
-    if (!strings) {
-        gpt_error(err, "%s: out of memory", what);
-        return NULL;
-    }
-    const cJSON *e;
-    cJSON_ArrayForEach(e, vocab) {
-        double d = e->valuedouble;
-        if (!cJSON_IsNumber(e)) {
-            gpt_error(err, "%s: entry \"%s\" is not an integer id", what, e->string);
-            free(strings);
-            return NULL;
-        }
-        if (!(d >= 0 && d < (double)n) || d != (double)(size_t)d) {
-            gpt_error(err, "%s: entry \"%s\" id %.17g out of range (vocabulary has %zu entries)",
-                      what, e->string, d, n);
-            free(strings);
-            return NULL;
-        }
-        size_t id = (size_t)d;
-        if (strings[id]) {
-            gpt_error(err, "%s: id %zu given to both \"%s\" and \"%s\"", what, id, strings[id],
-                      e->string);
-            free(strings);
-            return NULL;
-        }
-        strings[id] = e->string;
-    }
-    *n_vocab = n;
-    return strings;
-}
-
-static cJSON *parse_json_file(const char *path, GptError *err) {
-    char *data;
-    size_t len;
-    if (file_read_all(path, &data, &len, err)) return NULL;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(data, len, &end, 0);
-    if (!root) {
-        size_t off = end ? (size_t)(end - data) : 0;
-        size_t line = 1;
-        for (size_t i = 0; i < off && i < len; i++) line += data[i] == '\n';
-        gpt_error(err, "%s:%zu: malformed JSON", path, line);
-    }
-    free(data);
-    return root;
-}
-
-Tokenizer *tokenizer_load_files(const char *vocab_json, const char *merges_txt, GptError *err) {
-    cJSON *root = parse_json_file(vocab_json, err);
-    if (!root) return NULL;
-    size_t n_vocab;
-    const char **strings = vocab_strings(root, vocab_json, &n_vocab, err);
-    Tokenizer *t = strings ? build_vocab(vocab_json, n_vocab, strings, err) : NULL;
-    free(strings);
-    cJSON_Delete(root);
-    if (!t) return NULL;
-
-    char *data;
-    size_t len;
-    if (file_read_all(merges_txt, &data, &len, err)) goto fail;
-    // Pass 1 counts the merge lines, pass 2 resolves them.
-    for (int pass = 0; pass < 2; pass++) {
-        size_t n = 0, lineno = 0;
-        for (char *p = data, *end = data + len; p < end;) {
-            char *nl = memchr(p, '\n', (size_t)(end - p));
-            char *eol = nl ? nl : end;
-            lineno++;
-            char *line = p;
-            size_t ll = (size_t)(eol - p);
-            p = nl ? nl + 1 : end;
-            if (ll && line[ll - 1] == '\r') ll--;
-            if (ll == 0) continue;
-            if (lineno == 1 && ll >= 8 && memcmp(line, "#version", 8) == 0) continue;
-            if (pass == 0) {
-                n++;
-                continue;
-            }
-            char where[600];
-            snprintf(where, sizeof where, "%s:%zu", merges_txt, lineno);
-            char *sp = memchr(line, ' ', ll);
-            if (!sp || sp == line || sp == line + ll - 1 || memchr(sp + 1, ' ', (size_t)(line + ll - sp - 1))) {
-                gpt_error(err, "%s: expected two tokens separated by one space", where);
-                goto fail_data;
-            }
-            size_t la = (size_t)(sp - line), lb = ll - la - 1;
-            int32_t a = idtable_find(t, &t->by_string, 0, (unsigned char *)line, la,
-                                     hash_bytes((unsigned char *)line, la));
-            int32_t b = idtable_find(t, &t->by_string, 0, (unsigned char *)sp + 1, lb,
-                                     hash_bytes((unsigned char *)sp + 1, lb));
-            if (a < 0 || b < 0) {
-                gpt_error(err, "%s: merge names unknown token '%.*s'", where,
-                          (int)(a < 0 ? la : lb), a < 0 ? line : sp + 1);
-                goto fail_data;
-            }
-            if (add_merge(t, n, a, b, where, err)) goto fail_data;
-            n++;
-        }
-        if (pass == 0 && alloc_merges(t, n, merges_txt, err)) goto fail_data;
-    }
-    free(data);
-    if (build_pairs(t, merges_txt, err)) goto fail;
-    return t;
-fail_data:
-    free(data);
-fail:
-    tokenizer_free(t);
-    return NULL;
-}
-
-Tokenizer *tokenizer_load_json(const char *path, GptError *err) {
-    cJSON *root = parse_json_file(path, err);
-    if (!root) return NULL;
-    Tokenizer *t = NULL;
-    const char **strings = NULL;
-    char what[600];
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (!cJSON_IsObject(model)) {
-        gpt_error(err, "%s: no \"model\" object", path);
-        goto done;
-    }
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
-    if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "BPE") == 0)) {
-        gpt_error(err, "%s: model.type is not \"BPE\"", path);
-        goto done;
-    }
-    snprintf(what, sizeof what, "%s: model.vocab", path);
-    size_t n_vocab;
-    strings = vocab_strings(cJSON_GetObjectItemCaseSensitive(model, "vocab"), what, &n_vocab, err);
-    if (!strings) goto done;
-    t = build_vocab(path, n_vocab, strings, err);
-    if (!t) goto done;
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsArray(merges)) {
-        gpt_error(err, "%s: model.merges is not an array", path);
-        goto fail;
-    }
-    if (alloc_merges(t, (size_t)cJSON_GetArraySize(merges), path, err)) goto fail;
-    size_t r = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, merges) {
-        snprintf(what, sizeof what, "%s: model.merges[%zu]", path, r);
-        const char *sa, *sb;
-        size_t la, lb;
-        char *sp;
-        // Older files write "a b", newer ones ["a", "b"].
-        if (cJSON_IsString(m) && (sp = strchr(m->valuestring, ' ')) && !strchr(sp + 1, ' ') &&
-            sp != m->valuestring && sp[1]) {
-            sa = m->valuestring;
-            la = (size_t)(sp - sa);
-            sb = sp + 1;
-            lb = strlen(sb);
-        } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 &&
-                   cJSON_IsString(cJSON_GetArrayItem(m, 0)) &&
-                   cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
-            sa = cJSON_GetArrayItem(m, 0)->valuestring;
-            sb = cJSON_GetArrayItem(m, 1)->valuestring;
-            la = strlen(sa);
-            lb = strlen(sb);
-        } else {
-            gpt_error(err, "%s: expected \"a b\" or [\"a\", \"b\"]", what);
-            goto fail;
-        }
-        int32_t a = idtable_find(t, &t->by_string, 0, (const unsigned char *)sa, la,
-                                 hash_bytes((const unsigned char *)sa, la));
-        int32_t b = idtable_find(t, &t->by_string, 0, (const unsigned char *)sb, lb,
-                                 hash_bytes((const unsigned char *)sb, lb));
-        if (a < 0 || b < 0) {
-            gpt_error(err, "%s: merge names unknown token '%.*s'", what, (int)(a < 0 ? la : lb),
-                      a < 0 ? sa : sb);
-            goto fail;
-        }
-        if (add_merge(t, r, a, b, what, err)) goto fail;
-        r++;
-    }
-    if (build_pairs(t, path, err)) goto fail;
-    goto done;
-fail:
-    tokenizer_free(t);
-    t = NULL;
-done:
-    free(strings);
-    cJSON_Delete(root);
-    return t;
-}
-
-// 1 if the last component of path is `name`.
-static int named(const char *path, const char *name) {
-    const char *slash = strrchr(path, '/');
-    return !strcmp(slash ? slash + 1 : path, name);
-}
-
-Tokenizer *tokenizer_load(const char *path, GptError *err) {
-    if (!path_is_dir(path)) {
-        if (!path_exists(path)) {
-            gpt_error(err, "%s: No such file or directory", path);  // as strerror says it
-            return NULL;
-        }
-        if (!named(path, "vocab.json") && !named(path, "merges.txt")) return tokenizer_load_json(path, err);
-        // one of a pair: the pair, if its other half is beside it
-        char *vocab = path_sibling(path, "vocab.json"), *merges = path_sibling(path, "merges.txt");
-        Tokenizer *t = NULL;
-        if (!vocab || !merges)
-            gpt_error(err, "%s: out of memory", path);
-        else if (path_exists(vocab) && path_exists(merges))
-            t = tokenizer_load_files(vocab, merges, err);
-        else
-            gpt_error(err, "%s: a %s needs %s beside it (or pass the directory, or a tokenizer.json)", path,
-                      named(path, "vocab.json") ? "vocab.json" : "merges.txt",
-                      named(path, "vocab.json") ? "merges.txt" : "vocab.json");
-        free(vocab);
-        free(merges);
-        return t;
-    }
-    char *vocab = path_join(path, "vocab.json"), *merges = path_join(path, "merges.txt");
-    char *json = path_join(path, "tokenizer.json");
-    Tokenizer *t = NULL;
-    if (!vocab || !merges || !json)
-        gpt_error(err, "%s: out of memory", path);
-    else if (path_exists(vocab) && path_exists(merges))
-        t = tokenizer_load_files(vocab, merges, err);
-    else if (path_exists(json))
-        t = tokenizer_load_json(json, err);
-    else
-        gpt_error(err, "%s: holds neither vocab.json + merges.txt nor tokenizer.json", path);
-    free(vocab);
-    free(merges);
-    free(json);
-    return t;
 }
 
 // ---------------------------------------------------------------- accessors
@@ -790,14 +497,7 @@ typedef struct {
 
 // Makes room for `more` ids.
 static int idvec_reserve(IdVec *v, size_t more) {
-    if (v->n + more <= v->cap) return 0;
-    size_t cap = v->cap ? v->cap : 64;
-    while (cap < v->n + more) cap *= 2;
-    int32_t *p = realloc(v->ids, cap * sizeof *p);
-    if (!p) return -1;
-    v->ids = p;
-    v->cap = cap;
-    return 0;
+    return more > SIZE_MAX - v->n ? -1 : grow_array(&v->ids, &v->cap, v->n + more, sizeof *v->ids);
 }
 
 static inline int idvec_push(IdVec *v, int32_t id) {
@@ -950,7 +650,7 @@ static inline int char_at(const unsigned char *s, size_t n, size_t i, size_t *le
         return ascii[c];
     }
     int32_t cp;
-    *len = utf8_next(s + i, n - i, &cp);
+    *len = utf8_decode(s + i, n - i, &cp);
     if (cp < 0) *len = 1;  // each stray byte is its own "other" character
     return cp_class(cp);
 }
@@ -1076,8 +776,6 @@ int tokenizer_decode(const Tokenizer *t, const int32_t *ids, size_t n, char **ou
     return 0;
 }
 
-static const char replacement[] = "\xEF\xBF\xBD";  // U+FFFD
-
 void token_stream_init(TokenStream *s) { memset(s, 0, sizeof *s); }
 
 void token_stream_free(TokenStream *s) {
@@ -1091,20 +789,15 @@ int token_stream_push_bytes(TokenStream *s, const unsigned char *bytes, size_t l
     *out = "";
     *out_len = 0;
     // Worst case every byte (held ones included) becomes a 3-byte U+FFFD.
-    size_t need = 3 * (len + s->n_pending) + 1;
-    if (need > s->cap) {
-        char *p = realloc(s->buf, need);
-        if (!p) return gpt_error(err, "token_stream_push: out of memory");
-        s->buf = p;
-        s->cap = need;
-    }
+    if (len > (SIZE_MAX - 16) / 3 || grow_array(&s->buf, &s->cap, 3 * (len + s->n_pending) + 1, 1) != 0)
+        return gpt_error(err, "token_stream_push: out of memory");
     size_t o = 0, i = 0;
     // First complete (or give up on) the held prefix, byte by byte.
     while (s->n_pending && i < len) {
         s->pending[s->n_pending++] = bytes[i++];
         int32_t cp;
-        size_t k = utf8_next(s->pending, s->n_pending, &cp);
-        if (cp == -2) continue;  // still a valid prefix
+        size_t k = utf8_decode(s->pending, s->n_pending, &cp);
+        if (cp == UTF8_INCOMPLETE) continue;  // still a valid prefix
         if (cp >= 0) {
             memcpy(s->buf + o, s->pending, k);
             o += k;
@@ -1112,7 +805,7 @@ int token_stream_push_bytes(TokenStream *s, const unsigned char *bytes, size_t l
         } else {
             // pending[0..k) can never complete; the byte that broke it starts
             // over (it may begin a new character).
-            memcpy(s->buf + o, replacement, 3);
+            memcpy(s->buf + o, UTF8_REPLACEMENT, 3);
             o += 3;
             i -= s->n_pending - k;
             s->n_pending = 0;
@@ -1120,12 +813,12 @@ int token_stream_push_bytes(TokenStream *s, const unsigned char *bytes, size_t l
     }
     while (i < len) {
         int32_t cp;
-        size_t k = utf8_next(bytes + i, len - i, &cp);
+        size_t k = utf8_decode(bytes + i, len - i, &cp);
         if (cp >= 0) {
             memcpy(s->buf + o, bytes + i, k);
             o += k;
-        } else if (cp == -1) {
-            memcpy(s->buf + o, replacement, 3);
+        } else if (cp == UTF8_INVALID) {
+            memcpy(s->buf + o, UTF8_REPLACEMENT, 3);
             o += 3;
         } else {
             memcpy(s->pending, bytes + i, k);
@@ -1153,7 +846,7 @@ int token_stream_push(TokenStream *s, const Tokenizer *t, int32_t id, const char
 
 void token_stream_flush(TokenStream *s, const char **out, size_t *out_len) {
     if (s->n_pending) {
-        *out = replacement;
+        *out = UTF8_REPLACEMENT;
         *out_len = 3;
     } else {
         *out = "";

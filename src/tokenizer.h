@@ -12,8 +12,9 @@
  * Decoding: tokenizer_decode() gives the exact bytes; TokenStream turns ids
  * into printable UTF-8 one token at a time (see below).
  *
- * Not here: reading the model file (model.c rebuilds us with
- * tokenizer_from_tables), printing, sampling.
+ * The file readers (tokenizer_load*) are in tokenizer_files.c, the rest in
+ * tokenizer.c. Not here: reading the model file (modelbin.c rebuilds us
+ * with tokenizer_from_tables), printing, sampling.
  *
  * Threads: a Tokenizer carries a piece cache and scratch buffers, so
  * tokenizer_encode() takes a non-const pointer; use one Tokenizer per thread

@@ -19,7 +19,7 @@
  *        Q8 activations include all-zero, tiny (below 2^-96: counted as
  *        zero), subnormal and huge blocks;
  *    (b) every supported ISA, with and without scratch, bitwise equal to
- *        MATMUL_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
+ *        CPU_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
  *        dequantized weights; matmul() on a 2-thread pool the same bits;
  *        a NaN or infinite activation makes its row's outputs NaN (Q8)
  *        and no other row's;
@@ -219,7 +219,7 @@ typedef struct {
     ThreadPool *pool;
 } Bufs;
 
-static const char *isa_label(int isa) { return matmul_isa_name((MatmulIsa)isa); }
+static const char *isa_label(int isa) { return cpu_isa_name((CpuIsa)isa); }
 
 // Index of the first float where a and b differ (bitwise), or n if none.
 static size_t first_difference(const float *a, const float *b, size_t n) {
@@ -246,7 +246,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     memcpy(u->ref, u->old, B * N * sizeof(float));
     matmul_reference(u->ref, u->x, &m->W, bias, B, acc);
     memcpy(u->scalar, u->old, B * N * sizeof(float));
-    matmul_rows(MATMUL_SCALAR, u->scalar, u->x, &m->W, bias, B, 0, N, acc, NULL);
+    matmul_rows(CPU_SCALAR, u->scalar, u->x, &m->W, bias, B, 0, N, acc, NULL);
 
     // (a) the bound, on the canonical (scalar) result
     const double m_chain = (double)((K + 15) / 16) + 4 + 2 + (m->dt == DTYPE_Q8);
@@ -264,11 +264,11 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
           dtype_name(m->dt), K, N, B, worst_err, worst_tol, worst_at);
 
     // (b) every ISA, with and without scratch, the scalar bits
-    for (int isa = MATMUL_AVX2; isa < MATMUL_ISA_COUNT; isa++) {
-        if (!matmul_isa_supported((MatmulIsa)isa)) continue;
+    for (int isa = CPU_AVX2; isa < CPU_ISA_COUNT; isa++) {
+        if (!cpu_isa_supported((CpuIsa)isa)) continue;
         for (int s = 0; s < 2; s++) {
             memcpy(u->y, u->old, B * N * sizeof(float));
-            matmul_rows((MatmulIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
+            matmul_rows((CpuIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
             size_t d = first_difference(u->y, u->scalar, B * N);
             CHECK(d == B * N, "%s K %zu N %zu B %zu: %s%s must give the scalar bits; at %zu %.9g, scalar %.9g",
                   dtype_name(m->dt), K, N, B, isa_label(isa), s ? " with scratch" : "", d,
@@ -278,14 +278,14 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     // the F32 kernel on the dequantized weights (Q8 quantizes the activations too)
     if (m->dt == DTYPE_F16 || m->dt == DTYPE_BF16) {
         memcpy(u->y, u->old, B * N * sizeof(float));
-        matmul_rows(MATMUL_SCALAR, u->y, u->x, &m->Wdeq, bias, B, 0, N, acc, NULL);
+        matmul_rows(CPU_SCALAR, u->y, u->x, &m->Wdeq, bias, B, 0, N, acc, NULL);
         size_t d = first_difference(u->y, u->scalar, B * N);
         CHECK(d == B * N, "%s K %zu N %zu B %zu: the F32 kernel on the dequantized weights must give the same bits; "
               "at %zu %.9g vs %.9g", dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0,
               d < B * N ? u->scalar[d] : 0.0);
     }
     // matmul() on 2 threads with scratch
-    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), matmul_best_isa()};
+    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa()};
     memcpy(u->y, u->old, B * N * sizeof(float));
     matmul(u->y, u->x, &m->W, bias, B, acc, &ctx);
     size_t d = first_difference(u->y, u->scalar, B * N);
@@ -296,10 +296,10 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     // NaN, in every ISA, and leaves the other rows' bits alone
     if (m->dt == DTYPE_Q8 && B > 1) {
         u->x[below(K)] = below(2) ? NAN : -INFINITY;
-        for (int isa = 0; isa < MATMUL_ISA_COUNT; isa++) {
-            if (!matmul_isa_supported((MatmulIsa)isa)) continue;
+        for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+            if (!cpu_isa_supported((CpuIsa)isa)) continue;
             memcpy(u->y, u->old, B * N * sizeof(float));
-            matmul_rows((MatmulIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, u->scratch);
+            matmul_rows((CpuIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, u->scratch);
             size_t finite = 0;
             for (size_t n = 0; n < N; n++) finite += u->y[n] == u->y[n];
             size_t other = first_difference(u->y + N, u->scalar + N, (B - 1) * N);
@@ -326,7 +326,7 @@ static size_t first_bad_row(const float *y, const float *alone, const size_t *id
 }
 
 // (c) batch invariance of one ISA's kernel: rows alone vs in batches.
-static void check_invariance(const Mat *m, MatmulIsa isa, Bufs *u) {
+static void check_invariance(const Mat *m, CpuIsa isa, Bufs *u) {
     enum { POOL = 16 };
     const size_t N = m->N, K = m->K;
     float *rows = malloc(POOL * K * sizeof *rows), *alone = malloc(POOL * N * sizeof *alone);
@@ -343,9 +343,9 @@ static void check_invariance(const Mat *m, MatmulIsa isa, Bufs *u) {
         memset(u->y, 0xff, T * N * sizeof(float));  // NaN sentinel
         const char *how;
         if (B == 17) {
-            how = isa == matmul_best_isa() ? "matmul() T 100, 2 threads" : NULL;
+            how = isa == cpu_best_isa() ? "matmul() T 100, 2 threads" : NULL;
             if (!how) break;
-            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), matmul_best_isa()};
+            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa()};
             matmul(u->y, u->x, &m->W, u->bias, T, 0, &ctx);
         } else if (B % 2) {
             how = B % 4 == 1 ? "whole, scratch" : "whole, no scratch";
@@ -374,11 +374,11 @@ static void check_invariance(const Mat *m, MatmulIsa isa, Bufs *u) {
               "row %zu column %zu is %.9g, alone %.9g", dtype_name(m->dt), name, K, N, T, how, bad, col, got, want);
     }
     // matmul() with no context, and with scratch too small to use: same bits
-    if (isa == matmul_best_isa()) {
+    if (isa == cpu_best_isa()) {
         size_t T = MAX_B;
         for (size_t b = 0; b < T; b++) idx[b] = below(POOL);
         for (size_t b = 0; b < T; b++) memcpy(u->x + b * K, rows + idx[b] * K, K * sizeof(float));
-        MatmulContext small = {u->pool, u->scratch, 16, matmul_best_isa()};
+        MatmulContext small = {u->pool, u->scratch, 16, cpu_best_isa()};
         for (int c = 0; c < 2; c++) {
             matmul(u->y, u->x, &m->W, u->bias, T, 0, c ? &small : NULL);
             size_t col;
@@ -424,9 +424,9 @@ static void sweep(void) {
                 const size_t *Bs = big ? Bs_big : Bs_all;
                 size_t nB = big ? sizeof Bs_big / sizeof *Bs_big : sizeof Bs_all / sizeof *Bs_all;
                 for (size_t i = 0; i < nB; i++) check_batch(&m, Bs[i], &u);
-                for (int isa = 0; isa < MATMUL_ISA_COUNT; isa++)
-                    if (matmul_isa_supported((MatmulIsa)isa) && (isa != MATMUL_SCALAR || !big))
-                        check_invariance(&m, (MatmulIsa)isa, &u);
+                for (int isa = 0; isa < CPU_ISA_COUNT; isa++)
+                    if (cpu_isa_supported((CpuIsa)isa) && (isa != CPU_SCALAR || !big))
+                        check_invariance(&m, (CpuIsa)isa, &u);
                 mat_free(&m);
             }
     threadpool_free(u.pool);
@@ -435,8 +435,8 @@ static void sweep(void) {
 
 int main(void) {
     printf("matmul kernels: %s (supported:", matmul_isa_in_use());
-    for (int isa = 0; isa < MATMUL_ISA_COUNT; isa++)
-        if (matmul_isa_supported((MatmulIsa)isa)) printf(" %s", matmul_isa_name((MatmulIsa)isa));
+    for (int isa = 0; isa < CPU_ISA_COUNT; isa++)
+        if (cpu_isa_supported((CpuIsa)isa)) printf(" %s", cpu_isa_name((CpuIsa)isa));
     printf(")\n");
     test_encodings();
     const size_t Ts[] = {1, 2, 3, 7, 17};

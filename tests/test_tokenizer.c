@@ -20,7 +20,9 @@
 
 #include "check.h"
 #include "fileio.h"
+#include "grow.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 // ---------------------------------------------------------------- helpers
 
@@ -629,6 +631,18 @@ static void test_stream_replacement(void) {
                   "stream case %zu cut %zu: expected \"%s\", got \"%s\"", c, cut,
                   show(cases[c].want, strlen(cases[c].want), b1, sizeof b1), show(got, o, b2, sizeof b2));
         }
+        // utf8.h in one call: the same replacement, and valid only when
+        // nothing is replaced
+        size_t m;
+        char *whole = utf8_replace_invalid((const unsigned char *)cases[c].in, n, &m);
+        char b1[256], b2[256];
+        CHECK(whole && m == strlen(cases[c].want) && memcmp(whole, cases[c].want, m) == 0 && whole[m] == 0,
+              "utf8_replace_invalid case %zu: expected \"%s\", got \"%s\"", c,
+              show(cases[c].want, strlen(cases[c].want), b1, sizeof b1), whole ? show(whole, m, b2, sizeof b2) : "NULL");
+        free(whole);
+        int same = strcmp(cases[c].in, cases[c].want) == 0;
+        CHECK(utf8_valid((const unsigned char *)cases[c].in, n) == same, "utf8_valid case %zu: %d, expected %d", c,
+              !same, same);
     }
     // Output never stalls: an invalid byte comes out at once.
     TokenStream ts;
@@ -684,7 +698,25 @@ static void test_pathological(Tokenizer *t) {
     }
 }
 
+// grow.h's contract, which the tokenizer's id vectors and stream grow by:
+// at least what is asked, twice the old size, 16 at the least; a size
+// beyond size_t refused with the array untouched.
+static void test_grow_array(void) {
+    int32_t *a = NULL;
+    size_t cap = 0;
+    CHECK(grow_array(&a, &cap, 1, sizeof *a) == 0 && a && cap == 16, "grow to 1: cap %zu", cap);
+    a[15] = 7;
+    CHECK(grow_array(&a, &cap, 16, sizeof *a) == 0 && cap == 16, "no growth needed: cap %zu", cap);
+    CHECK(grow_array(&a, &cap, 17, sizeof *a) == 0 && cap == 32 && a[15] == 7, "double: cap %zu", cap);
+    CHECK(grow_array(&a, &cap, 1000, sizeof *a) == 0 && cap == 1000 && a[15] == 7, "to need: cap %zu", cap);
+    int32_t *before = a;
+    CHECK(grow_array(&a, &cap, SIZE_MAX / 2, sizeof *a) == -1 && a == before && cap == 1000,
+          "an overflowing size must be refused, the array kept");
+    free(a);
+}
+
 int main(int argc, char **argv) {
+    test_grow_array();
     GptError err = {""};
     Tokenizer *t = tokenizer_load("models", &err);
     CHECK(t != NULL, "tokenizer_load(models): %s", err.msg);

@@ -723,7 +723,7 @@ int run_batch(const Options *o) {
     Model m = {0};
     char model_path[4096];
     catch_interrupts();
-    int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
+    int rc = open_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
     // A budget that no line can run in is the option's error, before any
     // line is read (a line that alone needs more is that line's error).

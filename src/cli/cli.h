@@ -114,7 +114,7 @@ const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, in
 // weight_dtype (-1: as stored); on failure prints why and returns
 // EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the path.
 // Running the demo model, it says so in one line on stderr.
-int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap);
+int open_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap);
 // Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
 // the model m (may be NULL), else the files beside model_path, else the
 // shipped GPT-2 files. *owned says whether the caller must free the result.

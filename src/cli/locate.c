@@ -176,7 +176,7 @@ static void report_no_model(void) {
     fprintf(stderr, ". gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n");
 }
 
-int load_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap) {
+int open_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap) {
     char found[DIR_CAP];
     int is_demo;
     const char *path = resolve_model_path(model_flag, found, sizeof found, &is_demo);

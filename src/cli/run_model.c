@@ -554,7 +554,7 @@ int run_model(const Options *o) {
     Model m = {0}, draft = {0};
     char model_path[4096];
     catch_interrupts();
-    int rc = load_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
+    int rc = open_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;
     GptError err = {{0}};

@@ -11,17 +11,12 @@
 
 #include "cli.h"
 #include "fileio.h"
+#include "grow.h"
 #include "loader.h"
 
 // Appends id to ids, growing it. 0 or -1.
 static int push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id) {
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 1024;
-        int32_t *bigger = realloc(*ids, c * sizeof *bigger);
-        if (!bigger) return -1;
-        *ids = bigger;
-        *cap = c;
-    }
+    if (grow_array(ids, cap, *n + 1, sizeof **ids) != 0) return -1;
     (*ids)[(*n)++] = id;
     return 0;
 }
