@@ -127,6 +127,20 @@ static void test_report(void) {
           "--stats: %s", r.err);
     cJSON_Delete(j);
     result_free(&r);
+    // The default guesses: 6 for a draft of at most a third of the model's
+    // bytes per token (f32 drafted by its q8), else 4 (f16 by q8); --draft-tokens wins.
+    struct {
+        const char *dtype, *k, *want;
+    } guesses[] = {{"f32", NULL, "up to 6 guesses"}, {"f16", NULL, "up to 4 guesses"}, {"f32", "3", "up to 3 guesses"}};
+    for (size_t i = 0; i < 3; i++) {
+        Result g = guesses[i].k ? RUN("-m", ckpt("tiny"), "--dtype", guesses[i].dtype, "-p", "Hi", "-n", "5",
+                                      "--draft-dtype", "q8", "--draft-tokens", guesses[i].k, "--stats")
+                                : RUN("-m", ckpt("tiny"), "--dtype", guesses[i].dtype, "-p", "Hi", "-n", "5",
+                                      "--draft-dtype", "q8", "--stats");
+        CHECK(g.rc == 0 && strstr(g.err, guesses[i].want), "%s model, q8 draft: want '%s': %s", guesses[i].dtype,
+              guesses[i].want, g.err);
+        result_free(&g);
+    }
     // Without a draft, no speculation in the report.
     r = RUN("-m", DEMO, "-p", "And", "-n", "3", "--json", "--stats");
     j = json_of(&r);

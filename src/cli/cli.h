@@ -55,7 +55,7 @@ typedef struct {
     // speculative decoding
     const char *draft_path;  // --draft: a draft model; NULL with --draft-dtype: the model itself
     int draft_dtype;         // --draft-dtype: its matrices converted at load; -1 as stored
-    long draft_tokens;       // --draft-tokens: guesses per step
+    long draft_tokens;       // --draft-tokens: guesses per step; 0: chosen by the draft's cost
     long lookup_n;           // --lookup N: prompt lookup of N-grams; 0 off
     // --batch
     int jsonl, unordered, text_output, share_prefixes, stats_json;

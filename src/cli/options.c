@@ -61,7 +61,8 @@ static const char *usage_text =
     "                          and the model checks them all in one step (distilgpt2 for gpt2)\n"
     "      --draft-dtype T     the draft's matrices: f32, f16, bf16 or q8; without --draft,\n"
     "                          the draft is the model itself in T (--draft-dtype q8)\n"
-    "      --draft-tokens K    guesses per step, 1 to 32 (default 4)\n"
+    "      --draft-tokens K    guesses per step, 1 to 32 (default 6 when the draft reads at\n"
+    "                          most a third of the model's bytes per token, else 4)\n"
     "      --lookup N          guess the tokens after the last earlier occurrence of the\n"
     "                          last N tokens (prompt lookup, no draft model), N in [1, 16]\n"
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
@@ -308,7 +309,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->prefill_chunk = 128;
     o->share_prefixes = 1;
     o->draft_dtype = -1;
-    o->draft_tokens = 4;
+    o->draft_tokens = 0;  // 0: chosen by the draft's cost (run_model.c)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cores > 0 ? cores : 1;
 
