@@ -73,19 +73,48 @@ void engine_free(Engine *e) {
     memset(e, 0, sizeof *e);
 }
 
+int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+                  GptError *err) {
+    if (tokenizer_encode(tok, text, len, special, ids, n, err) != 0) return -1;
+    if (*n > 0) return 0;
+    int32_t eot = tokenizer_eot_id(tok);
+    if (eot < 0) return gpt_error(err, "empty prompt and the tokenizer has no <|endoftext|>");
+    (*ids)[(*n)++] = eot;  // an empty result still has room for one id (tokenizer.h)
+    return 0;
+}
+
+int check_prompt_length(const GPT2Config *c, size_t n, GptError *err) {
+    if (n >= 1 && n <= (size_t)c->n_ctx) return 0;
+    return gpt_error(err, "the prompt is %zu tokens; the model's context holds %d", n, c->n_ctx);
+}
+
+size_t sequence_positions(const GPT2Config *c, size_t n_prompt, size_t max_new) {
+    // The last new token is never fed back, so it needs no position; but
+    // the run may hold it until the end of the context.
+    size_t room = (size_t)c->n_ctx > n_prompt ? (size_t)c->n_ctx - n_prompt : 0;
+    return n_prompt + (max_new < room ? max_new : room);
+}
+
+size_t kv_blocks_for_budget(const GPT2Config *c, DType kv_dtype, size_t budget_bytes, size_t max_seqs) {
+    size_t block_bytes = kvcache_bytes_per_token(c, kv_dtype) * KV_BLOCK;
+    size_t ctx_blocks = ((size_t)c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    size_t budget = budget_bytes;
+    if (!budget) {
+        budget = (size_t)1 << 30;
+        if (budget / block_bytes > 2 * max_seqs * ctx_blocks) budget = 2 * max_seqs * ctx_blocks * block_bytes;
+    }
+    size_t blocks = budget / block_bytes;
+    return blocks < KVPOOL_MAX_BLOCKS ? blocks : KVPOOL_MAX_BLOCKS;
+}
+
 int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_prompt,
                   const GenParams *p, GptError *err) {
     memset(s, 0, sizeof *s);
     token_stream_init(&s->stream);
     s->last_token = -1;
     const GPT2Config *c = &e->model->config;
-    if (n_prompt < 1 || n_prompt > (size_t)c->n_ctx)
-        return gpt_error(err, "the prompt is %zu tokens; the model's context holds %d", n_prompt,
-                         c->n_ctx);
-    // Everything the run can hold: the prompt and the new tokens, at most the
-    // context. The last new token is never fed back, so it needs no position.
-    size_t room = (size_t)c->n_ctx - n_prompt;
-    size_t capacity = n_prompt + (p->max_new < room ? p->max_new : room);
+    if (check_prompt_length(c, n_prompt, err) != 0) return -1;
+    size_t capacity = sequence_positions(c, n_prompt, p->max_new);
     s->tokens = malloc((capacity + 1) * sizeof *s->tokens);
     if (!s->tokens) return gpt_error(err, "out of memory for %zu tokens", capacity);
     memcpy(s->tokens, prompt, n_prompt * sizeof *prompt);

@@ -125,6 +125,28 @@ typedef struct {
 int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineConfig *cfg, GptError *err);
 void engine_free(Engine *e);  // NULL-safe, idempotent; free the sequences first
 
+// The ids a prompt starts generation from: its tokens, or <|endoftext|>
+// alone for an empty prompt (GPT-2 was trained with it between documents,
+// so an empty prompt starts a new one). *ids is malloc'd. 0, or -1 with err
+// set.
+int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+                  GptError *err);
+// Whether a prompt of n tokens fits the model's context: 0, or -1 with err
+// set ("the prompt is N tokens; the model's context holds C").
+int check_prompt_length(const GPT2Config *c, size_t n, GptError *err);
+// The positions a sequence of n_prompt tokens and up to max_new new ones
+// can use: the prompt and the new tokens, at most the context. Its cache
+// takes that many positions' blocks at most.
+size_t sequence_positions(const GPT2Config *c, size_t n_prompt, size_t max_new);
+// The KV pool for a budget of budget_bytes (0: the default, 1 GiB but at
+// most 2 x max_seqs full contexts: room for the running sequences and for
+// the prefixes of finished ones), in blocks, at most KVPOOL_MAX_BLOCKS; 0
+// when the budget is less than one block. A budget is an upper limit: the
+// pool takes memory only as its blocks are used (kvpool_create), so a
+// budget larger than the machine's memory runs and holds at most what the
+// machine has.
+size_t kv_blocks_for_budget(const GPT2Config *c, DType kv_dtype, size_t budget_bytes, size_t max_seqs);
+
 // Prepares a sequence to continue prompt[0..n_prompt) (1 <= n_prompt <= the
 // context): copies the prompt, seeds its sampler, and gives it an empty
 // cache on the engine's pool for the prompt and up to max_new tokens (at

@@ -448,10 +448,9 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     GptError err = {{0}};
     if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
-    else if (prompt_ids(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0)
+    else if (prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0 ||
+             check_prompt_length(&m->config, j->n_ids, &err) != 0)
         job_fail(j, "%s", err.msg);
-    if (!j->error && j->n_ids > (size_t)m->config.n_ctx)
-        job_fail(j, "the prompt is %zu tokens; the model's context holds %d", j->n_ids, m->config.n_ctx);
     free(owned_prompt);
     return j;
 }
@@ -699,69 +698,36 @@ static size_t stdin_file_bytes(void) {
     return at >= 0 && at < st.st_size ? (size_t)(st.st_size - at) : 0;
 }
 
-// The KV pool's blocks: --kv-budget, or by default 1 GiB but no more than
-// twice what --parallel full contexts take (the second half keeps finished
-// prompts' blocks for later prompts to share). 0 when --kv-budget is less
-// than one block. A budget is an upper limit: the pool takes memory only as
-// its blocks are used (kvpool_create), so a budget larger than the machine's
-// memory runs, and holds at most what the machine has. Past the most blocks
-// a pool numbers, it is that many.
-static size_t pool_blocks(const Options *o, const GPT2Config *c) {
-    size_t block_bytes = kvcache_bytes_per_token(c, o->kv_dtype) * KV_BLOCK;
-    size_t ctx_blocks = ((size_t)c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    size_t budget = o->kv_budget;
-    if (!budget) {
-        budget = (size_t)1 << 30;
-        if (budget / block_bytes > 2 * (size_t)o->parallel * ctx_blocks)
-            budget = 2 * (size_t)o->parallel * ctx_blocks * block_bytes;
-    }
-    size_t blocks = budget / block_bytes;
-    return blocks < KVPOOL_MAX_BLOCKS ? blocks : KVPOOL_MAX_BLOCKS;
-}
-
 int run_batch(const Options *o) {
-    Model m = {0};
-    char model_path[4096];
+    Session ss;
     catch_interrupts();
-    int rc = open_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
+    int rc = session_open(&ss, o);
     if (rc != EXIT_OK) return rc;
+    const Model *mp = &ss.model;
     // A budget that no line can run in is the option's error, before any
     // line is read (a line that alone needs more is that line's error).
-    size_t kv_blocks = pool_blocks(o, &m.config);
+    size_t kv_blocks = kv_blocks_for_budget(&mp->config, o->kv_dtype, o->kv_budget, (size_t)o->parallel);
     if (kv_blocks == 0) {
         rc = usage_error(NULL, "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
-                         o->kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(&m.config, o->kv_dtype) * KV_BLOCK);
-        model_free(&m);
+                         o->kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK);
+        session_close(&ss);
         return rc;
     }
     rc = EXIT_RUNTIME;
     GptError err = {{0}};
-    int owned = 0;
-    ThreadPool *pool = NULL;
-    Batch b = {.o = o, .m = &m, .model_file = model_path};
+    Batch b = {.o = o, .m = mp, .model_file = ss.model_path, .tok = ss.tok};
     LineReader in = {.fd = STDIN_FILENO};
     Job **slots = calloc((size_t)o->parallel, sizeof *slots);  // the jobs in flight
     Sequence **seqs = calloc((size_t)o->parallel, sizeof *seqs);
     int engine_up = 0;
-    b.tok = open_tokenizer(o->tokenizer_path, &m, model_path, &owned, &err);
-    if (!b.tok || !slots || !seqs) {
-        report_error(&err);
-        goto done;
-    }
-    if ((size_t)m.config.vocab_size != tokenizer_vocab_size(b.tok)) {
-        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n", model_path,
-                m.config.vocab_size, tokenizer_vocab_size(b.tok));
-        goto done;
-    }
-    pool = threadpool_create((int)o->threads, &err);
-    if (!pool) {
-        report_error(&err);
+    if (!slots || !seqs) {
+        fprintf(stderr, "gpt: out of memory\n");
         goto done;
     }
     EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
                        .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
-                       .pool = pool};
-    if (engine_init(&b.engine, &m, b.tok, &ec, &err) != 0) {
+                       .pool = ss.pool};
+    if (engine_init(&b.engine, mp, b.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;
     }
@@ -787,7 +753,7 @@ int run_batch(const Options *o) {
             size_t consumed_before = in.consumed;
             int got = next_line(&in, idle, &line, &len);
             if (got <= 0) break;
-            Job *j = job_from_line(o, b.tok, &m, seed_base, o->first_index + b.lines, line, len);
+            Job *j = job_from_line(o, b.tok, mp, seed_base, o->first_index + b.lines, line, len);
             if (!j || queue_push(&b, j) != 0) {
                 fprintf(stderr, "gpt: out of memory\n");
                 goto done;
@@ -885,8 +851,6 @@ done:
     free(slots);
     free(seqs);
     if (engine_up) engine_free(&b.engine);
-    threadpool_free(pool);
-    if (owned) tokenizer_free(b.tok);
-    model_free(&m);
+    session_close(&ss);
     return rc;
 }

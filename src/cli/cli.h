@@ -1,15 +1,17 @@
 /*
  * cli.h - what the files of the gpt command line share.
  *
- *   main.c         argv -> Options, dispatch, exit codes
+ *   main.c         argv -> Options, and the mode that runs them
  *   options.c      the options: --help text, parsing, number rules
+ *   common.c       what the modes share: reporting, Ctrl-C, the prompt, JSON
+ *                  helpers, and a run's set-up (model, tokenizer, threads)
  *   locate.c       finding the model and the tokenizer files
- *   run_model.c    generation and scoring: prompt rules, output, --stats, --json
+ *   run_model.c    generation and scoring: output, --stats, --json
  *   batch.c        --batch: prompts from stdin, one result line each
  *   tokenize.c     --tokenize and --detokenize
  *   convert.c      gpt convert and gpt inspect
  *   output.c       stdout, with every write checked
- *   progress.c     the progress line on stderr (progress.h)
+ *   progress.c     the progress line on stderr
  *
  * The command line is the only part of gpt that reads argv and stdin,
  * prints, and chooses exit codes: 0 success, 1 load, input or runtime
@@ -26,6 +28,7 @@
 #include "error.h"
 #include "model.h"
 #include "sampler.h"
+#include "threads.h"
 #include "tokenizer.h"
 
 #define GPT_VERSION "0.1.0"
@@ -84,7 +87,7 @@ int parse_decimal(const char *s, float *out);
 // size, -2 beyond size_t.
 int parse_size(const char *s, size_t *out);
 
-// main.c: the two ways to report a failure, each one line on stderr.
+// common.c: the two ways to report a failure, each one line on stderr.
 // "gpt: MESSAGE"; returns EXIT_RUNTIME.
 int report_error(const GptError *err);
 // "gpt[ CMD]: MESSAGE (see gpt[ CMD] --help)"; returns EXIT_USAGE. cmd is
@@ -102,6 +105,9 @@ int out_json_line(const cJSON *root);  // unformatted, one line
 // line, a newline, so that the shell's prompt does not follow the text on
 // its line; into a file or a pipe nothing (the bytes stay the text's).
 int out_end_text(void);
+// Bytes as one line of text: \\, \n, \r, \t and \xHH for control bytes
+// and for bytes that are not part of a whole UTF-8 character.
+int print_escaped(const unsigned char *b, size_t len);
 
 // locate.c
 // The demo model shipped with gpt (models/demo.bin, share/gpt/demo.bin).
@@ -121,15 +127,10 @@ int open_model(const char *model_flag, int weight_dtype, Model *m, char *path_ou
 Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char *model_path,
                           int *owned, GptError *err);
 
-// run_model.c: gpt [--score] with a model, and what batch.c shares with it.
-int run_model(const Options *o);
+// common.c: the rest of what the modes share.
 // The prompt: -p, else all of stdin less one final newline (unless
 // --keep-newline). *text is malloc'd. 0, or -1 after reporting.
 int read_prompt(const Options *o, char **text, size_t *len);
-// The ids a prompt starts generation from: its tokens, or <|endoftext|>
-// alone for an empty prompt. 0, or -1 with the reason in err.
-int prompt_ids(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
-               GptError *err);
 // -s, or a seed drawn from the OS below 2^53.
 uint64_t run_seed(const Options *o);
 // SIGINT and SIGTERM (unless ignored when gpt started) exit 130 at once,
@@ -139,12 +140,25 @@ void catch_interrupts(void);
 void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
-// Bytes as one line of valid UTF-8: \\, \n, \r, \t, and \xHH for control
-// bytes and for bytes that are not part of a whole UTF-8 character.
-int print_escaped(const unsigned char *b, size_t len);
 cJSON *ids_json(const int32_t *ids, size_t n);
 cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)
 size_t peak_rss_bytes(void);
+// What a run with a model holds: the model (-m, $GPT_MODEL or the search),
+// its tokenizer (checked against the model's vocabulary) and the -t threads.
+typedef struct {
+    Model model;
+    char model_path[4096];  // as found
+    Tokenizer *tok;
+    int tok_owned;
+    ThreadPool *pool;
+} Session;
+// Opens all three; EXIT_OK, or the exit code after reporting (then *s is
+// closed).
+int session_open(Session *s, const Options *o);
+void session_close(Session *s);  // idempotent
+
+// run_model.c: gpt [--score] with a model.
+int run_model(const Options *o);
 // batch.c: gpt --batch.
 int run_batch(const Options *o);
 // tokenize.c

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <utf8proc.h>
+
 #include "cli.h"
 
 static int line_open;  // the last byte out_write wrote was not a newline
@@ -58,4 +60,32 @@ int out_json_line(const cJSON *root) {
     int rc = out_write(s, strlen(s)) || out_write("\n", 1) ? -1 : 0;
     free(s);
     return rc;
+}
+
+// Bytes as text for one output line: \\ for a backslash, \n, \r and \t for
+// those characters, \xHH for other control bytes and for each byte that
+// does not begin a whole, valid UTF-8 character (a token may hold part of
+// one: its bytes are escaped one by one); whole characters as they are. The
+// line is valid UTF-8, and the bytes can be read back from it exactly.
+int print_escaped(const unsigned char *b, size_t len) {
+    for (size_t i = 0; i < len;) {
+        unsigned char ch = b[i];
+        char esc[8];
+        const char *s = esc;
+        size_t n = 2, used = 1;
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t whole;
+        if (ch == '\\') s = "\\\\";
+        else if (ch == '\n') s = "\\n";
+        else if (ch == '\r') s = "\\r";
+        else if (ch == '\t') s = "\\t";
+        else if (ch < 0x20 || ch == 0x7F) n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
+        else if (ch < 0x80) s = (const char *)&b[i], n = 1;
+        else if ((whole = utf8proc_iterate(b + i, (utf8proc_ssize_t)(len - i), &cp)) > 0)
+            s = (const char *)&b[i], n = used = (size_t)whole;
+        else n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
+        if (out_write(s, n) != 0) return -1;
+        i += used;
+    }
+    return 0;
 }

@@ -1,18 +1,13 @@
 /*
- * run_model.c - `gpt` and `gpt --score`: the prompt rules, generation as a
- * client of the engine (one sequence), streaming the text, scoring, and the
- * --stats and --json reports.
+ * run_model.c - `gpt` and `gpt --score`: generation as a client of the
+ * engine (one sequence, checked against a draft's guesses when speculating),
+ * streaming the text, scoring, and the --stats and --json reports.
  */
 #include <cJSON.h>
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
-#include <utf8proc.h>
 
 #include "cli.h"
 #include "fileio.h"
@@ -24,51 +19,7 @@
 #include "progress.h"
 
 // ----------------------------------------------------------------------------
-// Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
-// reading the prompt, scoring) nothing is written until the end, so gpt
-// exits 130 at once. Once it has started (defer_interrupts), the first one
-// finishes the current step and ends the run as if it had stopped there
-// (stop_reason "interrupted", the stats, exit 130); a second one ends the
-// process at once, as usual.
-
-static volatile sig_atomic_t interrupted;  // the flags a signal handler may set
-static volatile sig_atomic_t deferred;     // 0: exit at once
-
-static void on_interrupt(int sig) {
-    if (!deferred) _exit(EXIT_INTERRUPTED);
-    interrupted = 1;
-    signal(sig, SIG_DFL);
-}
-
-// A signal ignored when gpt started stays ignored, as POSIX tools do: a
-// shell ignores SIGINT for a script's `cmd &`, so that Ctrl-C spares it.
-static void catch_signal(int sig) {
-    struct sigaction old;
-    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
-    signal(sig, on_interrupt);
-}
-
-void catch_interrupts(void) {
-    interrupted = 0;
-    deferred = 0;
-    catch_signal(SIGINT);
-    catch_signal(SIGTERM);
-}
-
-void defer_interrupts(void) { deferred = 1; }
-
-int was_interrupted(void) { return interrupted != 0; }
-
-const volatile sig_atomic_t *interrupt_flag(void) { return &interrupted; }
-
-// ----------------------------------------------------------------------------
 // reports
-
-size_t peak_rss_bytes(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (size_t)ru.ru_maxrss * 1024;  // Linux reports KiB
-}
 
 static double rate(size_t n, double seconds) { return seconds > 0 ? (double)n / seconds : 0.0; }
 
@@ -94,15 +45,6 @@ typedef struct {
     size_t decode_forwards;   // model forward calls while decoding
     double draft_seconds;
 } RunStats;
-
-// A 64-bit integer as a JSON number: digits, exact (cJSON would round it to
-// a double). Seeds gpt draws and --batch indices are below 2^53, which every
-// JSON reader keeps.
-cJSON *u64_json(uint64_t v) {
-    char digits[32];
-    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
-    return cJSON_CreateRaw(digits);
-}
 
 static cJSON *stats_json(const Model *m, const RunStats *r) {
     const GPT2Config *c = &m->config;
@@ -190,59 +132,6 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
         fprintf(e, "seed:       %llu\n", (unsigned long long)r->seed);
-}
-
-cJSON *ids_json(const int32_t *ids, size_t n) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
-    return a;
-}
-
-// ----------------------------------------------------------------------------
-// the prompt
-
-int read_prompt(const Options *o, char **text, size_t *len) {
-    GptError err = {{0}};
-    if (o->prompt) {
-        *len = strlen(o->prompt);
-        *text = malloc(*len + 1);
-        if (!*text) {
-            fprintf(stderr, "gpt: out of memory\n");
-            return -1;
-        }
-        memcpy(*text, o->prompt, *len + 1);
-        return 0;
-    }
-    if (isatty(STDIN_FILENO))
-        fprintf(stderr, "gpt: reading %s from stdin; end it with Ctrl-D (or pass -p)\n",
-                o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
-    if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
-    // `echo Hello | gpt` means the prompt "Hello": one final newline (or
-    // CR LF) is the end of the line, not part of the prompt. (--score and
-    // --tokenize take the text exactly as it is.)
-    if (o->mode == MODE_GENERATE && !o->keep_newline && *len && (*text)[*len - 1] == '\n') {
-        (*text)[--*len] = '\0';
-        if (*len && (*text)[*len - 1] == '\r') (*text)[--*len] = '\0';
-    }
-    return 0;
-}
-
-int prompt_ids(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
-               GptError *err) {
-    if (tokenizer_encode(tok, text, len, special, ids, n, err) != 0) return -1;
-    if (*n > 0) return 0;
-    // GPT-2 was trained with <|endoftext|> between documents: an empty
-    // prompt starts a new one.
-    int32_t eot = tokenizer_eot_id(tok);
-    if (eot < 0) return gpt_error(err, "empty prompt and the tokenizer has no <|endoftext|>");
-    (*ids)[(*n)++] = eot;  // an empty result still has room for one id (tokenizer.h)
-    return 0;
-}
-
-// The seed of a run: -s, or one drawn from the OS below 2^53 (so that a JSON
-// reader keeps it exactly and `gpt -s SEED` repeats the run).
-uint64_t run_seed(const Options *o) {
-    return o->have_seed ? o->sampling.seed : sampler_random_seed() & ((1ull << 53) - 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -338,34 +227,6 @@ done:
     return rc;
 }
 
-// Bytes as text for one output line: \\ for a backslash, \n, \r and \t for
-// those characters, \xHH for other control bytes and for each byte that
-// does not begin a whole, valid UTF-8 character (a token may hold part of
-// one: its bytes are escaped one by one); whole characters as they are. The
-// line is valid UTF-8, and the bytes can be read back from it exactly.
-int print_escaped(const unsigned char *b, size_t len) {
-    for (size_t i = 0; i < len;) {
-        unsigned char ch = b[i];
-        char esc[8];
-        const char *s = esc;
-        size_t n = 2, used = 1;
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t whole;
-        if (ch == '\\') s = "\\\\";
-        else if (ch == '\n') s = "\\n";
-        else if (ch == '\r') s = "\\r";
-        else if (ch == '\t') s = "\\t";
-        else if (ch < 0x20 || ch == 0x7F) n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
-        else if (ch < 0x80) s = (const char *)&b[i], n = 1;
-        else if ((whole = utf8proc_iterate(b + i, (utf8proc_ssize_t)(len - i), &cp)) > 0)
-            s = (const char *)&b[i], n = used = (size_t)whole;
-        else n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", ch);
-        if (out_write(s, n) != 0) return -1;
-        i += used;
-    }
-    return 0;
-}
-
 // ----------------------------------------------------------------------------
 // generation
 
@@ -411,8 +272,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     r.kv_dtype = o->kv_dtype;
 
     // One sequence; the whole prompt in one step; a pool of its size.
-    size_t room = (size_t)m->config.n_ctx - n_prompt, max_new = (size_t)o->max_tokens;
-    size_t positions = n_prompt + (max_new < room ? max_new : room);
+    size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
     size_t guesses = speculating ? default_guesses(o, m, dm->model) : 0;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n_prompt, .kv_dtype = o->kv_dtype,
                        .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses};
@@ -564,65 +424,50 @@ static int load_draft(const Options *o, const char *model_file, const Model *m, 
 // gpt [--score]
 
 int run_model(const Options *o) {
-    Model m = {0}, draft = {0};
-    char model_path[4096];
+    Session ss;
     catch_interrupts();
-    int rc = open_model(o->model_path, o->weight_dtype, &m, model_path, sizeof model_path);
+    int rc = session_open(&ss, o);
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;
+    const Model *m = &ss.model;
+    Model draft = {0};
     GptError err = {{0}};
-    int owned = 0;
     char *prompt = NULL;
     size_t prompt_len = 0;
     int32_t *ids = NULL;
-    ThreadPool *pool = NULL;
     int scoring = o->mode == MODE_SCORE;
-    Tokenizer *tok = open_tokenizer(o->tokenizer_path, &m, model_path, &owned, &err);
-    if (!tok) {
-        report_error(&err);
-        goto done;
-    }
-    if ((size_t)m.config.vocab_size != tokenizer_vocab_size(tok)) {
-        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n",
-                model_path, m.config.vocab_size, tokenizer_vocab_size(tok));
-        goto done;
-    }
     DraftModel dm = {0};
     if (!scoring && (o->draft_path || o->draft_dtype >= 0)) {
-        if (load_draft(o, model_path, &m, tok, &draft) != 0) goto done;
+        if (load_draft(o, ss.model_path, m, ss.tok, &draft) != 0) goto done;
         dm.model = &draft;
-        dm.file = o->draft_path ? o->draft_path : model_path;
+        dm.file = o->draft_path ? o->draft_path : ss.model_path;
     }
     if (read_prompt(o, &prompt, &prompt_len) != 0) goto done;
     size_t n;
-    if ((scoring ? tokenizer_encode(tok, prompt, prompt_len, o->special, &ids, &n, &err)
-                 : prompt_ids(tok, prompt, prompt_len, o->special, &ids, &n, &err)) != 0) {
+    if ((scoring ? tokenizer_encode(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)
+                 : prompt_tokens(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)) != 0) {
         report_error(&err);
         goto done;
     }
-    if (n == 0) {
+    if (scoring && n == 0) {
         fprintf(stderr, "gpt: --score: the text is empty\n");
         goto done;
     }
-    if (n > (size_t)m.config.n_ctx && !(scoring && o->stride)) {
-        fprintf(stderr, "gpt: the %s is %zu tokens; the model's context holds %d%s\n", scoring ? "text" : "prompt",
-                n, m.config.n_ctx, scoring ? " (--stride N scores longer texts in windows)" : "");
+    if (scoring && n > (size_t)m->config.n_ctx && !o->stride) {
+        fprintf(stderr, "gpt: the text is %zu tokens; the model's context holds %d (--stride N scores longer texts "
+                        "in windows)\n", n, m->config.n_ctx);
         goto done;
     }
-    // -t N: the threads our kernels split the work over
-    pool = threadpool_create((int)o->threads, &err);
-    if (!pool) {
+    if (!scoring && check_prompt_length(&m->config, n, &err) != 0) {
         report_error(&err);
         goto done;
     }
-    rc = scoring ? run_score(o, &m, model_path, pool, tok, ids, n)
-                 : run_generate(o, &m, model_path, pool, tok, prompt, prompt_len, ids, n, &dm);
+    rc = scoring ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
+                 : run_generate(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
 done:
-    threadpool_free(pool);
     free(ids);
     free(prompt);
-    if (owned) tokenizer_free(tok);
     model_free(&draft);
-    model_free(&m);
+    session_close(&ss);
     return rc;
 }

@@ -59,6 +59,10 @@ for t in 1 2; do
         spec_case "$dt, q8 draft of itself, temperature 1" "$CKPT_DIR/124M-$dt.bin" $t 128 "$prompt" "--draft-dtype q8" -s 1
     done
 done
+echo "  prompt lookup (its greedy output repeats itself, as text that copies its input does):"
+for t in 1 2; do
+    spec_case "f32, --lookup 2" "$CKPT_DIR/124M-f32.bin" $t 128 "$prompt" "--lookup 2" --temp 0
+done
 echo "  guesses per step (f32, q8 draft, greedy, 1 thread):"
 for k in 2 3 4 6 8; do
     spec_case "--draft-tokens $k" "$CKPT_DIR/124M-f32.bin" 1 128 "$prompt" "--draft-dtype q8 --draft-tokens $k" --temp 0

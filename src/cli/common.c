@@ -1,0 +1,169 @@
+/*
+ * common.c - what every mode of the command line shares: the two ways to
+ * report a failure, Ctrl-C and SIGTERM, the prompt and the seed of a run,
+ * the JSON helpers, and the set-up of a run with a model (the model, its
+ * tokenizer and the threads), so that each mode is only its own work.
+ */
+#include <cJSON.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fileio.h"
+
+// ----------------------------------------------------------------------------
+// reporting
+
+int report_error(const GptError *err) {
+    fprintf(stderr, "gpt: %s\n", err->msg);
+    return EXIT_RUNTIME;
+}
+
+int usage_error(const char *cmd, const char *fmt, ...) {
+    const char *space = cmd ? " " : "", *name = cmd ? cmd : "";
+    fprintf(stderr, "gpt%s%s: ", space, name);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (cmd) fprintf(stderr, " (see gpt %s -h)\n", cmd);
+    else fprintf(stderr, " (see gpt --help)\n");
+    return EXIT_USAGE;
+}
+
+// ----------------------------------------------------------------------------
+// Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
+// reading the prompt, scoring) nothing is written until the end, so gpt
+// exits 130 at once. Once it has started (defer_interrupts), the first one
+// finishes the current step and ends the run as if it had stopped there
+// (stop_reason "interrupted", the stats, exit 130); a second one ends the
+// process at once, as usual.
+
+static volatile sig_atomic_t interrupted;  // the flags a signal handler may set
+static volatile sig_atomic_t deferred;     // 0: exit at once
+
+static void on_interrupt(int sig) {
+    if (!deferred) _exit(EXIT_INTERRUPTED);
+    interrupted = 1;
+    signal(sig, SIG_DFL);
+}
+
+// A signal ignored when gpt started stays ignored, as POSIX tools do: a
+// shell ignores SIGINT for a script's `cmd &`, so that Ctrl-C spares it.
+static void catch_signal(int sig) {
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    signal(sig, on_interrupt);
+}
+
+void catch_interrupts(void) {
+    interrupted = 0;
+    deferred = 0;
+    catch_signal(SIGINT);
+    catch_signal(SIGTERM);
+}
+
+void defer_interrupts(void) { deferred = 1; }
+
+int was_interrupted(void) { return interrupted != 0; }
+
+const volatile sig_atomic_t *interrupt_flag(void) { return &interrupted; }
+
+// ----------------------------------------------------------------------------
+// the prompt and the seed
+
+int read_prompt(const Options *o, char **text, size_t *len) {
+    GptError err = {{0}};
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        *text = malloc(*len + 1);
+        if (!*text) {
+            fprintf(stderr, "gpt: out of memory\n");
+            return -1;
+        }
+        memcpy(*text, o->prompt, *len + 1);
+        return 0;
+    }
+    if (isatty(STDIN_FILENO))
+        fprintf(stderr, "gpt: reading %s from stdin; end it with Ctrl-D (or pass -p)\n",
+                o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
+    if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
+    // `echo Hello | gpt` means the prompt "Hello": one final newline (or
+    // CR LF) is the end of the line, not part of the prompt. (--score and
+    // --tokenize take the text exactly as it is.)
+    if (o->mode == MODE_GENERATE && !o->keep_newline && *len && (*text)[*len - 1] == '\n') {
+        (*text)[--*len] = '\0';
+        if (*len && (*text)[*len - 1] == '\r') (*text)[--*len] = '\0';
+    }
+    return 0;
+}
+
+// The seed of a run: -s, or one drawn from the OS below 2^53 (so that a JSON
+// reader keeps it exactly and `gpt -s SEED` repeats the run).
+uint64_t run_seed(const Options *o) {
+    return o->have_seed ? o->sampling.seed : sampler_random_seed() & ((1ull << 53) - 1);
+}
+
+// ----------------------------------------------------------------------------
+// JSON and memory
+
+size_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024;  // Linux reports KiB
+}
+
+// A 64-bit integer as a JSON number: digits, exact (cJSON would round it to
+// a double). Seeds gpt draws and --batch indices are below 2^53, which every
+// JSON reader keeps.
+cJSON *u64_json(uint64_t v) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+    return cJSON_CreateRaw(digits);
+}
+
+cJSON *ids_json(const int32_t *ids, size_t n) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    return a;
+}
+
+// ----------------------------------------------------------------------------
+// a run with a model
+
+int session_open(Session *s, const Options *o) {
+    memset(s, 0, sizeof *s);
+    int rc = open_model(o->model_path, o->weight_dtype, &s->model, s->model_path, sizeof s->model_path);
+    if (rc != EXIT_OK) return rc;
+    GptError err = {{0}};
+    s->tok = open_tokenizer(o->tokenizer_path, &s->model, s->model_path, &s->tok_owned, &err);
+    if (!s->tok) {
+        session_close(s);
+        return report_error(&err);
+    }
+    if ((size_t)s->model.config.vocab_size != tokenizer_vocab_size(s->tok)) {
+        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n", s->model_path,
+                s->model.config.vocab_size, tokenizer_vocab_size(s->tok));
+        session_close(s);
+        return EXIT_RUNTIME;
+    }
+    // -t N: the threads our kernels split the work over
+    s->pool = threadpool_create((int)o->threads, &err);
+    if (!s->pool) {
+        session_close(s);
+        return report_error(&err);
+    }
+    return EXIT_OK;
+}
+
+void session_close(Session *s) {
+    threadpool_free(s->pool);
+    if (s->tok_owned) tokenizer_free(s->tok);
+    model_free(&s->model);
+    memset(s, 0, sizeof *s);
+}
