@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "grow.h"
 
 const char *stop_reason_name(StopReason r) {
     switch (r) {
@@ -196,13 +197,7 @@ int engine_admit(Engine *e, Sequence *s, GptError *err) {
 // Appends bytes to the step's output.
 static int out_append(Sequence *s, const char *p, size_t n) {
     if (n == 0) return 0;
-    if (s->out_len + n > s->out_cap) {
-        size_t cap = (s->out_len + n) * 2 + 64;
-        char *bigger = realloc(s->out, cap);
-        if (!bigger) return -1;
-        s->out = bigger;
-        s->out_cap = cap;
-    }
+    if (n > SIZE_MAX - s->out_len || grow_array(&s->out, &s->out_cap, s->out_len + n, 1) != 0) return -1;
     memcpy(s->out + s->out_len, p, n);
     s->out_len += n;
     return 0;

@@ -37,6 +37,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "grow.h"
+#include "utf8.h"
 #include "clock.h"
 #include "generate.h"
 #include "kvcache.h"
@@ -82,16 +84,12 @@ static int next_line(LineReader *r, int wait, char **line, size_t *n) {
             r->len -= r->start;
             r->start = 0;
         }
-        if (r->cap - r->len < 4096) {
-            size_t cap = r->cap ? 2 * r->cap : 1 << 16;
-            char *bigger = realloc(r->buf, cap);
-            if (!bigger) {
-                fprintf(stderr, "gpt: stdin: out of memory for a line of %zu bytes\n", r->len);
-                r->error = 1;
-                return -1;
-            }
-            r->buf = bigger;
-            r->cap = cap;
+        // at least 4 KiB free to read into; 64 KiB to start
+        if (r->cap - r->len < 4096 &&
+            grow_array(&r->buf, &r->cap, r->len + (r->cap ? 4096 : 1 << 16), 1) != 0) {
+            fprintf(stderr, "gpt: stdin: out of memory for a line of %zu bytes\n", r->len);
+            r->error = 1;
+            return -1;
         }
         ssize_t got = read(r->fd, r->buf + r->len, r->cap - r->len);
         if (got < 0 && errno == EINTR) return 0;
@@ -156,32 +154,13 @@ static int job_fail(Job *j, const char *fmt, ...) {
     return -1;
 }
 
-// bytes -> valid UTF-8 (invalid bytes as U+FFFD), malloc'd
-static char *valid_utf8(const char *p, size_t n) {
-    TokenStream ts;
-    token_stream_init(&ts);
-    const char *out, *tail;
-    size_t out_len, tail_len;
-    char *s = NULL;
-    if (token_stream_push_bytes(&ts, (const unsigned char *)p, n, &out, &out_len, NULL) == 0) {
-        s = malloc(out_len + 8);
-        if (s) {
-            memcpy(s, out, out_len);
-            token_stream_flush(&ts, &tail, &tail_len);
-            memcpy(s + out_len, tail, tail_len);
-            s[out_len + tail_len] = '\0';
-        }
-    }
-    token_stream_free(&ts);
-    return s;
-}
 
 // The prompt as "prompt" shows it, and its exact bytes when that is not
 // them: a JSON string is UTF-8, so a byte that is not part of a valid UTF-8
 // character is U+FFFD there, while the model ran the byte itself:
 // "prompt_hex" then gives what -p must be to run it again. 0 or -1.
 static int echo_prompt(Job *j, const char *p, size_t n) {
-    j->prompt = valid_utf8(p, n);
+    j->prompt = utf8_replace_invalid((const unsigned char *)p, n, NULL);
     if (!j->prompt) return -1;
     if (strlen(j->prompt) == n && !memcmp(j->prompt, p, n)) return 0;
     static const char digits[] = "0123456789abcdef";
@@ -595,13 +574,8 @@ static void finish(Job *j, const char *reason) {
 }
 
 static int append_text(Job *j, const char *p, size_t n) {
-    if (j->text_len + n + 1 > j->text_cap) {
-        size_t cap = (j->text_len + n + 1) * 2;
-        char *bigger = realloc(j->text, cap);
-        if (!bigger) return -1;
-        j->text = bigger;
-        j->text_cap = cap;
-    }
+    if (n > SIZE_MAX - 1 - j->text_len || grow_array(&j->text, &j->text_cap, j->text_len + n + 1, 1) != 0)
+        return -1;
     memcpy(j->text + j->text_len, p, n);
     j->text_len += n;
     return 0;

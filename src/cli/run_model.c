@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "generate.h"
+#include "grow.h"
 #include "kvcache.h"
 #include "loader.h"
 #include "matmul.h"
@@ -309,15 +310,9 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
             goto done;
         }
         if (o->json) {
-            if (seq.out_len && text_len + seq.out_len + 1 > text_cap) {
-                size_t cap = (text_len + seq.out_len + 1) * 2;
-                char *bigger = realloc(text, cap);
-                if (!bigger) {
-                    fprintf(stderr, "gpt: out of memory for the --json text\n");
-                    goto done;
-                }
-                text = bigger;
-                text_cap = cap;
+            if (grow_array(&text, &text_cap, text_len + seq.out_len + 1, 1) != 0) {
+                fprintf(stderr, "gpt: out of memory for the --json text\n");
+                goto done;
             }
             if (seq.out_len) memcpy(text + text_len, seq.out, seq.out_len);
             text_len += seq.out_len;
