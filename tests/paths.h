@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <string.h>
+
 // dir/name, in one of 8 buffers used in turn (so up to 8 such paths can be
 // arguments of one call).
 static inline const char *path_in(const char *dir, const char *name) {
@@ -40,6 +42,22 @@ static inline const char *ckpt(const char *name) {
     k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", ckpt_dir(), name);
     return buf[k];
+}
+
+// A fresh scratch directory /tmp/gpt-NAME-XXXXXX for a test's files, in dir
+// (cap bytes): 0, or -1 after saying why on stderr.
+static inline int scratch_dir_make(char *dir, size_t cap, const char *name) {
+    snprintf(dir, cap, "/tmp/gpt-%s-XXXXXX", name);
+    if (mkdtemp(dir)) return 0;
+    perror("mkdtemp");
+    return -1;
+}
+
+// Removes the scratch directory and all in it (read-only parts too).
+static inline void scratch_dir_remove(const char *dir) {
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", dir, dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 #endif

@@ -542,11 +542,7 @@ static void test_gnu_parallel(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-batch-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "batch") != 0) return 1;
     test_lines();
     test_gnu_parallel();
     test_equals_alone("tiny", ckpt("tiny"));
@@ -557,8 +553,6 @@ int main(void) {
     snprintf(cmd0, sizeof cmd0, "%s convert %s %s 2>/dev/null", gpt_binary(), ckpt("gpt2-124M-shaped"), bin);
     CHECK(system(cmd0) == 0, "%s", cmd0);
     test_equals_alone("gpt2-124M-shaped", bin);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    scratch_dir_remove(tmpdir);
     return check_exit("test_batch");
 }

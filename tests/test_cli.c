@@ -591,11 +591,7 @@ static void test_tokenize_cli(const cJSON *refs) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-cli-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     char *text = NULL;
     size_t len;
     GptError err = {{0}};
@@ -617,8 +613,6 @@ int main(void) {
     test_kv_f16();
     cJSON_Delete(refs);
     free(text);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    scratch_dir_remove(tmpdir);
     return check_exit("test_cli");
 }

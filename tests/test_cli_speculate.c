@@ -205,17 +205,10 @@ static void test_refusals(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-spec-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "spec") != 0) return 1;
     test_refusals();
     test_report();
     test_same_output();
-    snprintf(tmpdir + strlen(tmpdir), sizeof tmpdir - strlen(tmpdir), "%s", "");
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    scratch_dir_remove(tmpdir);
     return check_exit("test_cli_speculate");
 }

@@ -741,11 +741,7 @@ static void test_cli(const cJSON *refs) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_modelbin.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "modelbin") != 0) return 1;
     char *text;
     size_t len;
     GptError err = {{0}};
@@ -769,8 +765,6 @@ int main(void) {
     }
     tokenizer_free(shipped);
     cJSON_Delete(refs);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    scratch_dir_remove(tmpdir);
     return check_exit("test_modelbin");
 }

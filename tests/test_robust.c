@@ -564,11 +564,7 @@ static void test_install(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt-robust-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (scratch_dir_make(tmpdir, sizeof tmpdir, "robust") != 0) return 1;
     test_convert();
     test_write_errors();
     test_interrupt();
@@ -578,8 +574,6 @@ int main(void) {
     test_nan_weights();
     test_get_script();
     test_install();
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "chmod -R u+w %s; rm -rf %s", tmpdir, tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    scratch_dir_remove(tmpdir);
     return check_exit("test_robust");
 }
