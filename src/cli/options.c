@@ -292,6 +292,14 @@ static const char *mode_name(Mode m) {
     return names[m];
 }
 
+// A count from 1 to max: 0, or -1 (not a whole number, or out of range).
+static int counted(const char *s, long max, long *out) {
+    long v;
+    if (parse_long(s, &v) != 0 || v < 1 || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
 // A usage error ends the parse: *done is set and the exit code returned.
 #define FAIL(...) (*done = 1, usage_error(NULL, __VA_ARGS__))
 
@@ -383,11 +391,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (o->draft_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", flag, v);
             break;
         case O_DRAFT_TOKENS:
-            if (parse_long(v, &o->draft_tokens) || o->draft_tokens < 1 || o->draft_tokens > 32)
+            if (counted(v, 32, &o->draft_tokens) != 0)
                 return FAIL("%s %s: must be an integer in [1, 32]", flag, v);
             break;
         case O_LOOKUP:
-            if (parse_long(v, &o->lookup_n) || o->lookup_n < 1 || o->lookup_n > 16)
+            if (counted(v, 16, &o->lookup_n) != 0)
                 return FAIL("%s %s: must be an integer in [1, 16]", flag, v);
             break;
         case O_KV_TYPE:
@@ -424,7 +432,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             o->have_seed = 1;
             break;
         case 't':
-            if (parse_long(v, &o->threads) || o->threads < 1 || o->threads > 1024)
+            if (counted(v, 1024, &o->threads) != 0)
                 return FAIL("%s %s: must be an integer in [1, 1024]", flag, v);
             break;
         case O_STOP: {
@@ -454,11 +462,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_PER_TOKEN: o->per_token = 1; break;
         case O_PROGRESS: o->progress = 1; break;
         case O_PARALLEL:
-            if (parse_long(v, &o->parallel) || o->parallel < 1 || o->parallel > 256)
+            if (counted(v, 256, &o->parallel) != 0)
                 return FAIL("%s %s: must be an integer in [1, 256]", flag, v);
             break;
         case O_PREFILL_CHUNK:
-            if (parse_long(v, &o->prefill_chunk) || o->prefill_chunk < 1 || o->prefill_chunk > 4096)
+            if (counted(v, 4096, &o->prefill_chunk) != 0)
                 return FAIL("%s %s: must be an integer in [1, 4096]", flag, v);
             break;
         case O_STRIDE:
