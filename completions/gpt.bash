@@ -64,6 +64,7 @@ _gpt_options='
 --tokenize          t     -
 --detokenize        d     -
 --progress          bs    -
+--blas              gs    -
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='

@@ -18,6 +18,7 @@
 #include "forward.h"
 
 #include "attention.h"
+#include "blas.h"
 #include "bytes.h"
 #include "matmul.h"
 #include "memory.h"
@@ -65,8 +66,18 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     return 0;
 }
 
+int forward_state_use_blas(ForwardState *s, const GPT2Config *cfg, GptError *err) {
+    size_t HS = (size_t)(cfg->n_embd / cfg->n_head);
+    free(s->blas_scratch);
+    s->blas_scratch = malloc(blas_attention_floats(s->max_tokens, s->max_ctx, HS) * sizeof(float));
+    if (!s->blas_scratch) return gpt_error(err, "forward: out of memory for the OpenBLAS attention's scratch");
+    s->use_blas = 1;
+    return 0;
+}
+
 void forward_state_free(ForwardState *s) {
     if (!s) return;
+    free(s->blas_scratch);
     free(s->block);
     memset(s, 0, sizeof *s);
 }
@@ -140,6 +151,7 @@ typedef struct {
     const ForwardState *s;
     const SeqInput *seqs;
     size_t n_seqs, layer, C, NH;
+    size_t skip_from;  // sequences with this many new tokens or more are done already (OpenBLAS)
 } AttentionJob;
 
 // Thread `thread` takes every n_threads-th (token, head) pair, in the order
@@ -153,6 +165,10 @@ static void attention_task(void *arg, int thread, int n_threads) {
     float *scores = j->s->scores + (size_t)thread * round_up(j->s->max_ctx, 16);
     for (size_t i = 0; i < j->n_seqs; i++) {
         size_t n = j->seqs[i].n_tokens, P = j->seqs[i].cache->n_tokens;
+        if (n >= j->skip_from) {
+            row += n;
+            continue;
+        }
         for (size_t t = 0; t < n; t++, row++)
             for (size_t h = 0; h < j->NH; h++, item++) {
                 if (item % (size_t)n_threads != (size_t)thread) continue;
@@ -175,6 +191,14 @@ static int all_finite(const float *x, size_t n) {
 
 // ----------------------------------------------------------------------------
 // the model
+
+// out (+)= inp @ W^T + bias: through OpenBLAS when the state says so and the
+// call qualifies (blas_matmul), else our kernels.
+static void product(const ForwardState *s, float *out, const float *inp, const Weight *W, const float *bias,
+                    size_t T, int accumulate, const MatmulContext *mm) {
+    if (s->use_blas && blas_matmul(out, inp, W, bias, T, accumulate)) return;
+    matmul(out, inp, W, bias, T, accumulate, mm);
+}
 
 // Everything that can go wrong is checked before any cache is touched.
 static int check_batch(const Model *m, const ForwardState *s, const SeqInput *seqs,
@@ -236,7 +260,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         const GPT2Layer *lw = &w->layers[l];
         layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
         // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
-        matmul(s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, &mm);
+        product(s, s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, &mm);
         // The new tokens' keys and values go into the caches first; then
         // each (token, head) attends over its sequence's cache.
         size_t HS = C / NH, row = 0;
@@ -247,16 +271,22 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
                     kvcache_store(seqs[i].cache, l, h, seqs[i].cache->n_tokens + t, k, k + C);
                 }
         // attn(T,C) = heads side by side
-        AttentionJob job = {s, seqs, n_seqs, l, C, NH};
+        // A long chunk's attention through OpenBLAS (with --blas), the rest ours.
+        size_t skip_from = s->use_blas ? BLAS_MIN_ROWS : SIZE_MAX;
+        for (size_t i = 0, first = 0; s->use_blas && i < n_seqs; first += seqs[i].n_tokens, i++)
+            if (seqs[i].n_tokens >= skip_from)
+                blas_attention(s->attn + first * C, s->qkv + first * 3 * C, seqs[i].cache, l, seqs[i].n_tokens, C,
+                               s->blas_scratch);
+        AttentionJob job = {s, seqs, n_seqs, l, C, NH, skip_from};
         threadpool_run(s->pool, attention_task, &job);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
-        matmul(s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
+        product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
-        matmul(s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
+        product(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
         gelu_forward_pool(s->pool, s->fc, T * 4 * C);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
-        matmul(s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
+        product(s, s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything
         // after it: say where it first appears, not just that the logits are bad.
         if (!all_finite(s->x, T * C))
@@ -283,7 +313,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         seqs[i].cache->n_tokens += n;
     }
     // logits(R,V) = ln(R,C) @ wte(V,C)^T
-    if (R > 0) matmul(s->logits, s->ln, &w->wte, NULL, R, 0, &mm);
+    if (R > 0) product(s, s->logits, s->ln, &w->wte, NULL, R, 0, &mm);
     if (R > 0 && !all_finite(s->logits, R * V)) {
         size_t bad = 0;
         while (bad < R * V && isfinite(s->logits[bad])) bad++;

@@ -54,12 +54,18 @@ typedef struct {
     float *matmul_scratch;          // (threads, matmul_scratch_floats) matmul's per-thread scratch
     size_t matmul_scratch_floats;   // per thread: a group of min(Tmax, MATMUL_GROUP) rows of 4C
     float *block;    // the one allocation the pointers above live in
+    int use_blas;    // products of many float32 rows, and long chunks' attention, through OpenBLAS (blas.h)
+    float *blas_scratch;  // (blas_attention_floats(max_tokens, max_ctx, HS)) with use_blas
 } ForwardState;
 
 // pool (may be NULL) is used by every call; it must outlive the state.
 int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens,
                        size_t max_ctx, size_t max_logit_rows, ThreadPool *pool, GptError *err);
 void forward_state_free(ForwardState *s);  // NULL-safe, idempotent
+// From now on, calls with many rows run their float32 products and their
+// attention through OpenBLAS (blas.h: outside the bitwise promise). 0, or
+// -1 with err set (out of memory for its scratch).
+int forward_state_use_blas(ForwardState *s, const GPT2Config *cfg, GptError *err);
 
 // Runs the new tokens of n_seqs sequences through the model, appends their
 // keys and values to each sequence's cache, and writes the requested logits

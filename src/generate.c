@@ -54,6 +54,7 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
     size_t max_tokens = cfg->max_step_tokens > cfg->max_verify + 1 ? cfg->max_step_tokens : cfg->max_verify + 1;
     size_t max_rows = cfg->max_seqs > cfg->max_verify + 1 ? cfg->max_seqs : cfg->max_verify + 1;
     if (forward_state_init(&e->fs, &m->config, max_tokens, n_ctx, max_rows, cfg->pool, err) != 0 ||
+        (cfg->use_blas && forward_state_use_blas(&e->fs, &m->config, err) != 0) ||
         sampler_scratch_init(&e->scratch, (size_t)m->config.vocab_size, err) != 0 ||
         !(e->kv = kvpool_create(&m->config, cfg->kv_dtype, e->cfg.kv_blocks, err))) {
         engine_free(e);
@@ -447,7 +448,7 @@ static double log_softmax_at(const float *logits, size_t V, int32_t target) {
 }
 
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
-                 double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err) {
+                 int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err) {
     const GPT2Config *c = &m->config;
     size_t V = (size_t)c->vocab_size, ctx = (size_t)c->n_ctx;
     if (n < 1) return gpt_error(err, "the text is empty");
@@ -461,7 +462,8 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
     int rc = -1;
     // Logits for SCORE_CHUNK rows at a time, whatever the length.
     if (kvcache_init(&cache, c, kv_dtype, window, err) != 0 ||
-        forward_state_init(&fs, c, window < SCORE_CHUNK ? window : SCORE_CHUNK, window, SCORE_CHUNK, pool, err) != 0)
+        forward_state_init(&fs, c, window < SCORE_CHUNK ? window : SCORE_CHUNK, window, SCORE_CHUNK, pool, err) != 0 ||
+        (use_blas && forward_state_use_blas(&fs, c, err) != 0))
         goto done;
     double t0 = now_seconds();
     size_t scored_to = 1;  // targets [1, scored_to) are done

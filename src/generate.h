@@ -101,6 +101,7 @@ typedef struct {
                               // of KV_BLOCK positions; 0: max_seqs full contexts
     int share_prefixes;       // prompts that start alike share computed blocks
     size_t max_verify;        // proposals engine_step_verify may check at once (0: none)
+    int use_blas;             // long prefill chunks through OpenBLAS (blas.h; not bitwise)
     ThreadPool *pool;         // threads for the model (NULL: one); must outlive the engine
 } EngineConfig;
 
@@ -231,6 +232,6 @@ typedef struct {
     void *ctx;
 } ScoreProgress;
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
-                 double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err);
+                 int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err);
 
 #endif

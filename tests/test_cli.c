@@ -58,6 +58,8 @@ static void test_usage(void) {
         {{"-n", " 3"}, "-n  3: must be an integer >= 0"},
         {{"--temp", " 1"}, "--temp  1: not a number"},
         {{"--max-tokens"}, "--max-tokens needs a value"},
+        {{"--batch", "--blas"}, "--blas does not apply to --batch (OpenBLAS's bits depend on the rows in a call"},
+        {{"--tokenize", "--blas"}, "--blas does not apply to --tokenize"},
         {{"--echo=yes"}, "--echo takes no value"},
         {{"--tokenize", "--detokenize"}, "exclude each other"},
         {{"stray"}, "unexpected argument 'stray'"},

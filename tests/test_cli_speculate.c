@@ -24,6 +24,12 @@ static char tmpdir[256];
 #define RUN(...) run_gpt(tmpdir, NULL, 0, (const char *const[]){__VA_ARGS__, NULL})
 
 #define DEMO "models/demo.bin"
+#define LONG_PROMPT                                                                                                  \
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "       \
+    "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God "   \
+    "said, Let there be light: and there was light. And God saw the light, that it was good: and God divided the " \
+    "light from the darkness. And God called the light Day, and the darkness he called Night. And the evening "    \
+    "and the morning were the first day."
 
 static cJSON *json_of(const Result *r) { return r->rc == 0 ? cJSON_Parse(r->out) : NULL; }
 
@@ -61,6 +67,9 @@ static void test_same_output(void) {
         {"--json", {"-m", DEMO, "-p", p, "-n", "30", "-s", "6", "--json"}},
         {"--echo", {"-m", DEMO, "-p", p, "-n", "30", "-s", "7", "--echo"}},
         {"--dtype q8", {"-m", DEMO, "-p", p, "-n", "30", "-s", "8", "--dtype", "q8"}},
+        // a prompt long enough to prefill through OpenBLAS (not bitwise
+        // ours, but the same for both runs: the verify steps stay ours)
+        {"--blas, a 103-token prompt", {"-m", DEMO, "-p", LONG_PROMPT, "-n", "40", "-s", "9", "--blas", "--dtype", "f32"}},
     };
     struct {
         const char *what;

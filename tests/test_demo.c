@@ -219,7 +219,9 @@ static double compare_logprobs(const cJSON *w, const double *logprobs, size_t n,
     return worst;
 }
 
-static void test_heldout(const Model *m, const cJSON *refs) {
+// use_blas: through OpenBLAS (gpt --blas; the matrices must be float32),
+// held to the same references: an independent check of our kernels.
+static void test_heldout(const Model *m, const cJSON *refs, int use_blas) {
     const cJSON *windows = cJSON_GetObjectItem(refs, "heldout_windows");
     size_t ctx = (size_t)m->config.n_ctx;
     int n_windows = cJSON_GetArraySize(windows);
@@ -239,7 +241,7 @@ static void test_heldout(const Model *m, const cJSON *refs) {
         }
         double *lp = malloc(n * sizeof *lp);  // (n - 1) used
         GptError err = {{0}};
-        int ok = score_tokens(m, ids, n, 0, DTYPE_F32, NULL, lp, NULL, NULL, &err) == 0;
+        int ok = score_tokens(m, ids, n, 0, DTYPE_F32, NULL, use_blas, lp, NULL, NULL, &err) == 0;
         CHECK(ok, "%s at token %d: %s", file, offset, err.msg);
         if (ok) {
             double d_sum, d = compare_logprobs(w, lp, n, &d_sum);
@@ -253,13 +255,14 @@ static void test_heldout(const Model *m, const cJSON *refs) {
         free(lp);
         free(ids);
     }
-    printf("held-out: %d windows of %zu tokens, max |diff| %.3g per token (tolerance %g), %.3g per sum (%g)\n",
-           n_windows, ctx, worst_lp, LOGPROB_TOL, worst_sum, SUM_TOL);
+    printf("held-out%s: %d windows of %zu tokens, max |diff| %.3g per token (tolerance %g), %.3g per sum (%g)\n",
+           use_blas ? " (OpenBLAS)" : "", n_windows, ctx, worst_lp, LOGPROB_TOL, worst_sum, SUM_TOL);
 }
 
 // The first window whose text tokenizes back to its ids, scored by
 // `gpt -m models/demo.bin --score --json` with the text on stdin.
-static void test_score_cli(const cJSON *refs) {
+// blas: with --blas --dtype f32.
+static void test_score_cli(const cJSON *refs, int blas) {
     const cJSON *w = NULL, *it;
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(refs, "heldout_windows")) {
         if (cJSON_IsTrue(cJSON_GetObjectItem(it, "text_roundtrips")) &&
@@ -278,7 +281,9 @@ static void test_score_cli(const cJSON *refs) {
         return;
     }
     const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(w, "text"));
-    const char *args[] = {"-m", MODEL_PATH, "--score", "--json", NULL};
+    const char *plain[] = {"-m", MODEL_PATH, "--score", "--json", NULL};
+    const char *with_blas[] = {"-m", MODEL_PATH, "--score", "--json", "--blas", "--dtype", "f32", NULL};
+    const char *const *args = blas ? with_blas : plain;
     Result r = run_gpt(dir, text, strlen(text), args);
     CHECK(r.rc == 0, "gpt --score: exit %d: %s", r.rc, r.err);
     cJSON *out = r.rc == 0 ? cJSON_Parse(r.out) : NULL;
@@ -298,8 +303,8 @@ static void test_score_cli(const cJSON *refs) {
             CHECK(d <= LOGPROB_TOL, "gpt --score: a token's log-probability off by %.3g", d);
             CHECK(d_sum <= SUM_TOL && d_json <= SUM_TOL, "gpt --score: the sum is off by %.3g (its \"sum\" by %.3g)",
                   d_sum, d_json);
-            printf("gpt --score: %s at token %d: max |diff| %.3g per token, %.3g on the sum\n",
-                   cJSON_GetStringValue(cJSON_GetObjectItem(w, "file")), (int)json_num(w, "token_offset"), d,
+            printf("gpt --score%s: %s at token %d: max |diff| %.3g per token, %.3g on the sum\n",
+                   blas ? " --blas" : "", cJSON_GetStringValue(cJSON_GetObjectItem(w, "file")), (int)json_num(w, "token_offset"), d,
                    d_json);
             free(lp);
         } else if (same) {
@@ -333,9 +338,19 @@ int main(void) {
             CHECK(m.config.n_ctx == (int)json_num(refs, "window_tokens"), "context %d, the fixtures' %g: " STALE,
                   m.config.n_ctx, json_num(refs, "window_tokens"));
             test_prompts(&m, refs);
-            test_heldout(&m, refs);
-            test_score_cli(refs);
+            test_heldout(&m, refs, 0);
+            test_score_cli(refs, 0);
             model_free(&m);
+            // the same references through OpenBLAS: float32 matrices (the
+            // stored F16 widened exactly)
+            WeightOptions f32 = {.matrix_dtype = DTYPE_F32};
+            if (model_load_with(&m, MODEL_PATH, &f32, &err) != 0) {
+                CHECK(0, "%s as f32: %s", MODEL_PATH, err.msg);
+            } else {
+                test_heldout(&m, refs, 1);
+                test_score_cli(refs, 1);
+                model_free(&m);
+            }
         }
     }
     cJSON_Delete(refs);

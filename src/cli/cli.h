@@ -60,6 +60,7 @@ typedef struct {
     int draft_dtype;         // --draft-dtype: its matrices converted at load; -1 as stored
     long draft_tokens;       // --draft-tokens: guesses per step; 0: chosen by the draft's cost
     long lookup_n;           // --lookup N: prompt lookup of N-grams; 0 off
+    int blas;                // --blas: long prefill chunks through OpenBLAS
     // --batch
     int jsonl, unordered, text_output, share_prefixes, stats_json;
     long parallel, prefill_chunk;

@@ -88,6 +88,8 @@ static const char *usage_text =
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
     "      --progress          --batch and --score: a progress line on stderr even when it is\n"
     "                          not a terminal (on a terminal it is always shown)\n"
+    "      --blas              prompts of 64 tokens or more through OpenBLAS's sgemm (float32\n"
+    "                          matrices): not bitwise our kernels' result (see README)\n"
     "  -t, --threads N         threads (default: the number of cores)\n"
     "  -h, --help              this help\n"
     "      --version           print the version\n"
@@ -218,7 +220,7 @@ enum {
     O_VERSION = 256, O_TOKENIZER, O_DTYPE, O_KV_TYPE, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
-    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS,
+    O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -264,6 +266,7 @@ static const struct option LONG_OPTIONS[] = {
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"lookup", required_argument, 0, O_LOOKUP},
     {"progress", no_argument, 0, O_PROGRESS},
+    {"blas", no_argument, 0, O_BLAS},
     {0, 0, 0, 0},
 };
 
@@ -283,6 +286,7 @@ static int modes_of(int code) {
     case O_PREFILL_CHUNK: case O_NO_PREFIX: case O_STATS_JSON: return BATCH;
     case O_PER_TOKEN: case O_STRIDE: return SCORE;
     case O_PROGRESS: return SCORE | BATCH;
+    case O_BLAS: return GEN | SCORE;
     }
     return ALL;
 }
@@ -322,7 +326,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->threads = cores > 0 ? cores : 1;
 
     // Which options were given (by code), as typed, for the mode check.
-    const char *given[O_PROGRESS + 1] = {0};
+    const char *given[O_BLAS + 1] = {0};
     int n_modes = 0;
     opterr = 0;  // our messages, not getopt's
     optind = 0;  // a full reset (GNU)
@@ -461,6 +465,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_STATS_JSON: o->stats_json = 1; break;
         case O_PER_TOKEN: o->per_token = 1; break;
         case O_PROGRESS: o->progress = 1; break;
+        case O_BLAS: o->blas = 1; break;
         case O_PARALLEL:
             if (counted(v, 256, &o->parallel) != 0)
                 return FAIL("%s %s: must be an integer in [1, 256]", flag, v);
@@ -498,6 +503,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         if (given[c])
             return FAIL("%.*s does not apply to --batch (speculative decoding speeds up one sequence; a batch "
                         "step is compute-bound already)", (int)strcspn(given[c], "="), given[c]);
+    if (o->mode == MODE_BATCH && given[O_BLAS])
+        return FAIL("--blas does not apply to --batch (OpenBLAS's bits depend on the rows in a call: a prompt in a "
+                    "batch would not give its single run's result)");
     for (int c = 0; c < (int)(sizeof given / sizeof *given); c++)
         if (given[c] && !(modes_of(c) & (1 << o->mode))) {
             // the flag as typed, without a value glued to it

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "cli.h"
 #include "fileio.h"
 #include "generate.h"
@@ -45,6 +46,7 @@ typedef struct {
     size_t verify_steps, proposed, accepted;
     size_t decode_forwards;   // model forward calls while decoding
     double draft_seconds;
+    const char *blas;         // --blas: OpenBLAS's description, else NULL
 } RunStats;
 
 static cJSON *stats_json(const Model *m, const RunStats *r) {
@@ -76,6 +78,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
     if (r->have_seed) cJSON_AddItemToObject(s, "seed", u64_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
+    if (r->blas) cJSON_AddStringToObject(s, "blas", r->blas);
     if (r->draft) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "draft", r->draft);
@@ -130,6 +133,7 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
                 r->decode_seconds > 0 ? 100.0 * r->draft_seconds / r->decode_seconds : 0.0);
     }
     fprintf(e, "threads:    %ld (kernels %s)\n", threads, matmul_isa_in_use());
+    if (r->blas) fprintf(e, "blas:       prompts of %d tokens or more through %s\n", BLAS_MIN_ROWS, r->blas);
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
         fprintf(e, "seed:       %llu\n", (unsigned long long)r->seed);
@@ -152,6 +156,8 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
                      const Tokenizer *tok, const int32_t *ids, size_t n) {
     GptError err = {{0}};
     RunStats r = {.model_file = model_file};
+    char blas_name[256];
+    if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
     r.kv_dtype = o->kv_dtype;
     r.prompt_tokens = n;
     double *logprobs = calloc(n, sizeof *logprobs);  // n - 1 used
@@ -163,7 +169,7 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
     Progress progress;
     progress_init(&progress, o->progress);
     ScoreProgress shown = {show_score_progress, &progress};
-    int scored = score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, logprobs, &st, &shown, &err);
+    int scored = score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, o->blas, logprobs, &st, &shown, &err);
     progress_clear(&progress);
     if (scored != 0) {
         free(logprobs);
@@ -263,6 +269,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     size_t text_len = 0, text_cap = 0;
     int rc = EXIT_RUNTIME;
     RunStats r = {.model_file = model_file};
+    char blas_name[256];
+    if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
 
     GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
                     .stops = o->stops, .n_stops = o->n_stops};
@@ -276,7 +284,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
     size_t guesses = speculating ? default_guesses(o, m, dm->model) : 0;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n_prompt, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses};
+                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses,
+                       .use_blas = o->blas};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
     if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0 || engine_admit(&engine, &seq, &err) != 1) {
         report_error(&err);
@@ -457,6 +466,7 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
+    if (o->blas) blas_set_threads((int)o->threads);  // OpenBLAS's own threads, -t of them
     rc = scoring ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
                  : run_generate(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
 done:

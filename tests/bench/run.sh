@@ -201,5 +201,22 @@ done
 echo "  sharing: $(echo "$wall_unshared $wall_shared" | awk '{ printf "%.1fx", $1 / $2 }') faster"
 
 echo
+echo "== prefill with and without --blas (f32 model.bin; OpenBLAS core: the one it picks here, as gpt --blas --stats says)"
+for n in 512 1000; do
+    long=$(i=0; while [ $i -lt "$n" ]; do printf ' w%d' $((i % 97)); i=$((i + 1)); done)
+    for t in 1 2; do
+        ours=0 blas=0
+        for round in 1 2 3; do
+            v=$("$GPT" -m "$CKPT_DIR/124M-f32.bin" -p "$long" -n 1 -t $t --stats 2>&1 >/dev/null | sed -n 's/^prefill: .*= \([0-9.]*\) tok\/s/\1/p')
+            ours=$(echo "$ours $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
+            v=$("$GPT" -m "$CKPT_DIR/124M-f32.bin" -p "$long" -n 1 -t $t --blas --stats 2>&1 >/dev/null | sed -n 's/^prefill: .*= \([0-9.]*\) tok\/s/\1/p')
+            blas=$(echo "$blas $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
+        done
+        echo "  $("$GPT" -m "$CKPT_DIR/124M-f32.bin" -p "$long" --tokenize | wc -w) tokens, threads $t: ours $ours tok/s, --blas $blas tok/s ($(echo "$blas $ours" | awk '{ printf "%.2fx", $1 / $2 }'))"
+    done
+done
+"$GPT" -m "$CKPT_DIR/124M-f32.bin" -p "x" -n 1 --blas --stats 2>&1 >/dev/null | sed -n 's/^blas: */  /p'
+
+echo
 echo "== speculative decoding: the plain run and speculation, the same tokens (tests/bench/speculate.sh)"
 sh tests/bench/speculate.sh

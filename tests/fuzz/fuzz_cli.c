@@ -3,7 +3,7 @@
  * on any argv: the input split at NUL bytes into argv[1..] (argv[0] is
  * "gpt"; at most 255 words).
  *
- * options.c reports through usage_error(), which lives in src/cli/main.c
+ * options.c reports through usage_error(), which lives in src/cli/common.c
  * with main(); this harness links options.c and output.c (--help and
  * --version write through it) without main.c and provides its own
  * usage_error that formats the message into a buffer (so every format and

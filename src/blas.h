@@ -1,0 +1,55 @@
+/*
+ * blas.h - OpenBLAS as a backend for the prefill (gpt --blas): the float32
+ * products of calls with many rows, and a long chunk's attention, through
+ * cblas_sgemm on OpenBLAS's own threads.
+ *
+ * This is the design's original path, kept as a real, tested option: an
+ * independent check of our kernels (the reference tests pass through it
+ * too) and a yardstick. It is outside the bitwise promise of matmul.h and
+ * attention.h: OpenBLAS picks its kernels by CPU and blocks the product by
+ * its row count, so a row's bits depend on the call it is in (measured: rows
+ * 0..M-1 of one cblas_sgemm differ in the last bits from the same rows in a
+ * bigger call). Decode steps (one row per sequence) and calls below
+ * BLAS_MIN_ROWS rows never come here, so speculation's verify steps (at most
+ * 33 rows) keep their bits and stay exact against a plain run that also
+ * used --blas; what changes is the prefill's rounding.
+ *
+ *   attention per head, for the n queries of a chunk at positions P..P+n-1:
+ *     S(n, P+n) = Q(n, HS) @ K(P+n, HS)^T / sqrt(HS)     one sgemm
+ *     S[t][u] = -inf for u > P + t                        the causal mask, before the softmax
+ *     S = softmax(S) by rows (a row always keeps u <= P + t: never all -inf)
+ *     O(n, HS) = S(n, P+n) @ V(P+n, HS)                   one sgemm
+ */
+#ifndef GPT_BLAS_H
+#define GPT_BLAS_H
+
+#include <stddef.h>
+
+#include "dtype.h"
+#include "kvcache.h"
+
+// Calls with at least this many rows go to OpenBLAS (measured: below it our
+// kernels are as fast or faster, and it keeps every verify step of
+// speculative decoding, at most 33 rows, on our kernels).
+enum { BLAS_MIN_ROWS = 64 };
+
+// OpenBLAS's threads for what follows (its own pool, not ours).
+void blas_set_threads(int n);
+// "OpenBLAS <version> (<core>)", for reports; buf of cap bytes.
+const char *blas_describe(char *buf, size_t cap);
+
+// out(T, N) = inp(T, K) @ W^T + bias (accumulate: out +=), through
+// cblas_sgemm, when W is float32 and T >= BLAS_MIN_ROWS: returns 1. Else
+// does nothing and returns 0 (the caller runs matmul()).
+int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate);
+
+// Scratch floats blas_attention needs for n queries over n_keys keys.
+size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size);
+// One layer's attention for n new queries of one sequence (n >=
+// BLAS_MIN_ROWS), every head: q(t) = qkv + t * 3C + h * HS, the keys and
+// values from cache c (already holding positions 0 .. P + n - 1, P =
+// c->n_tokens), out(t) = attn + t * C + h * HS.
+void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t layer, size_t n, size_t C,
+                    float *scratch);
+
+#endif
