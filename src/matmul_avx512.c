@@ -253,13 +253,18 @@ TARGET_AVX512 static void quantize_x(float *scratch, const float *inp, size_t B,
 }
 
 // Block j of a Q8 or Q4 weight row as 32 int16 in k order. Q4: the 16
-// bytes widened to 16-bit lanes; their low nibbles (k 0..15) and high
-// nibbles (k 16..31) side by side, minus 8.
+// bytes' low nibbles (k 0..15) and high nibbles (k 16..31) minus 8, side by
+// side in one ymm, then widened as Q8's are: all but the widening in 128-bit
+// registers (on Zen 4 a 512-bit operation takes a pipe for two cycles, and
+// at one thread Q4 is bound by these operations, not by memory: see the
+// bench).
 AI __m512i load_block(DType dt, const uint8_t *row, size_t j) {
     if (dt == DTYPE_Q8) return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + j * Q8_BLOCK)));
-    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * (Q4_BLOCK / 2))));
-    const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi16(15)), hi = _mm256_srli_epi16(v, 4);
-    return _mm512_sub_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi16(8));
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + j * (Q4_BLOCK / 2)));
+    const __m128i m = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), eight);
+    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
 // One Q8 or Q4 tile: weight rows n, n + rs, ... (R) x the C batch rows of
