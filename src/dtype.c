@@ -13,6 +13,7 @@ const char *dtype_name(DType dt) {
     case DTYPE_F16: return "F16";
     case DTYPE_BF16: return "BF16";
     case DTYPE_Q8: return "Q8";
+    case DTYPE_Q4: return "Q4";
     }
     return NULL;
 }
@@ -28,7 +29,8 @@ size_t dtype_size(DType dt) {
     case DTYPE_F32: return 4;
     case DTYPE_F16:
     case DTYPE_BF16: return 2;
-    case DTYPE_Q8: return 0;
+    case DTYPE_Q8:
+    case DTYPE_Q4: return 0;
     }
     return 0;
 }
@@ -85,6 +87,16 @@ uint16_t f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+// The f16 scale of a block, and the float it reads back as: rounded to f16
+// first, so that the quants are chosen for the scale that multiplies them;
+// a scale beyond f16's range (weights beyond it) is clamped to +-65504.
+static uint16_t block_scale(float d, float *back) {
+    uint16_t d16 = f32_to_f16(d);
+    *back = f16_to_f32(d16);
+    if (!isfinite(*back)) *back = copysignf(65504.0f, d), d16 = f32_to_f16(*back);
+    return d16;
+}
+
 size_t q8_row_quants(size_t K) { return round_up(K, Q8_BLOCK); }
 
 size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
@@ -95,12 +107,8 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
         for (size_t i = 0; i < n; i++)
             if (isfinite(x[b0 + i])) amax = fmaxf(amax, fabsf(x[b0 + i]));
             else bad++;
-        // The scale as it will be read back: rounded to f16 first, so that
-        // the quants are chosen for the scale that multiplies them.
-        uint16_t d16 = f32_to_f16(amax / 127.0f);
-        float d = f16_to_f32(d16);
-        if (!isfinite(d)) d16 = f32_to_f16(65504.0f), d = 65504.0f;  // weights beyond f16's range
-        scales[b0 / Q8_BLOCK] = d16;
+        float d;
+        scales[b0 / Q8_BLOCK] = block_scale(amax / 127.0f, &d);
         for (size_t i = 0; i < Q8_BLOCK; i++) {
             float w = i < n ? x[b0 + i] : 0.0f;
             float v = isfinite(w) && d > 0.0f ? rintf(w / d) : 0.0f;
@@ -111,18 +119,49 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
     return bad;
 }
 
+size_t q4_row_bytes(size_t K) { return round_up(K, Q4_BLOCK) / 2; }
+
+size_t q4_quantize_row(uint8_t *q, uint16_t *scales, const float *x, size_t K) {
+    size_t K_pad = round_up(K, Q4_BLOCK), bad = 0;
+    for (size_t b0 = 0; b0 < K_pad; b0 += Q4_BLOCK) {
+        size_t n = b0 >= K ? 0 : K - b0 < Q4_BLOCK ? K - b0 : Q4_BLOCK;
+        // m: the weight of largest magnitude, with its sign (the first of
+        // equals); d = m / -8 maps it to -8, the level that has no +8.
+        float m = 0.0f;
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(x[b0 + i])) bad++;
+            else if (fabsf(x[b0 + i]) > fabsf(m)) m = x[b0 + i];
+        float d;  // as it will be read back, so the quants fit the scale that multiplies them
+        scales[b0 / Q4_BLOCK] = block_scale(m / -8.0f, &d);
+        int v[Q4_BLOCK];
+        for (size_t i = 0; i < Q4_BLOCK; i++) {
+            float w = i < n ? x[b0 + i] : 0.0f;
+            float r = isfinite(w) && d != 0.0f ? rintf(w / d) : 0.0f;
+            v[i] = r > 7.0f ? 7 : r < -8.0f ? -8 : (int)r;
+        }
+        uint8_t *blk = q + b0 / 2;
+        for (size_t i = 0; i < Q4_BLOCK / 2; i++) blk[i] = (uint8_t)((v[i] + 8) | (v[i + 16] + 8) << 4);
+    }
+    return bad;
+}
+
+// Bytes of one row's quants (Q8, Q4), where the scales of all rows begin.
+static size_t row_quant_bytes(DType dt, size_t n_in) {
+    return dt == DTYPE_Q8 ? q8_row_quants(n_in) : q4_row_bytes(n_in);
+}
+
 size_t weight_bytes(DType dt, size_t n_out, size_t n_in) {
-    if (dt == DTYPE_Q8) {
-        size_t K_pad = q8_row_quants(n_in);
-        return n_out * K_pad + n_out * (K_pad / Q8_BLOCK) * sizeof(uint16_t);
+    if (dtype_is_blocked(dt)) {
+        size_t nb = round_up(n_in, Q8_BLOCK) / Q8_BLOCK;  // Q8_BLOCK == Q4_BLOCK
+        return n_out * row_quant_bytes(dt, n_in) + n_out * nb * sizeof(uint16_t);
     }
     return n_out * n_in * dtype_size(dt);
 }
 
 Weight weight_view(DType dt, const void *bytes, size_t n_out, size_t n_in) {
     Weight w = {.dtype = dt, .n_in = n_in, .n_out = n_out, .data = bytes, .scales = NULL};
-    if (dt == DTYPE_Q8)
-        w.scales = (const uint16_t *)(const void *)((const unsigned char *)bytes + n_out * q8_row_quants(n_in));
+    if (dtype_is_blocked(dt))
+        w.scales = (const uint16_t *)(const void *)((const unsigned char *)bytes + n_out * row_quant_bytes(dt, n_in));
     return w;
 }
 
@@ -148,6 +187,14 @@ size_t weight_encode_rows(void *dst, DType dt, const float *src, size_t j0, size
                                    n_in);
         break;
     }
+    case DTYPE_Q4: {
+        size_t rb = q4_row_bytes(n_in), nb = 2 * rb / Q4_BLOCK;
+        uint8_t *q = dst;
+        uint16_t *scales = (uint16_t *)(void *)((unsigned char *)dst + n_out * rb);
+        for (size_t r = 0; r < n; r++)
+            bad += q4_quantize_row(q + (j0 + r) * rb, scales + (j0 + r) * nb, src + r * n_in, n_in);
+        break;
+    }
     }
     return bad;
 }
@@ -165,6 +212,12 @@ float weight_at(const Weight *W, size_t i, size_t j) {
         size_t K_pad = q8_row_quants(W->n_in);
         float d = f16_to_f32(W->scales[j * (K_pad / Q8_BLOCK) + i / Q8_BLOCK]);
         return d * (float)((const int8_t *)W->data)[j * K_pad + i];
+    }
+    case DTYPE_Q4: {
+        size_t rb = q4_row_bytes(W->n_in), nb = 2 * rb / Q4_BLOCK;
+        float d = f16_to_f32(W->scales[j * nb + i / Q4_BLOCK]);
+        const uint8_t *blk = (const uint8_t *)W->data + j * rb + i / Q4_BLOCK * (Q4_BLOCK / 2);
+        return d * (float)q4_value(blk, i % Q4_BLOCK);
     }
     }
     return 0.0f;

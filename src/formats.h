@@ -21,7 +21,7 @@
 // One tensor as a file stores it, for `gpt inspect`.
 typedef struct {
     char name[96];
-    char dtype[8];       // "F32", "F16", "BF16", "Q8", or as the file says
+    char dtype[8];       // "F32", "F16", "BF16", "Q8", "Q4", or as the file says
     int transposed;      // a matrix stored one row per output: dims are
                          // still Hugging Face's (in, out)
     int ndim;            // up to 8
@@ -40,6 +40,7 @@ typedef struct {
     size_t n_params;
     size_t weight_bytes;      // as loaded
     size_t decode_bytes;      // weights one decode step reads (Model.decode_bytes)
+    char matrices[32];        // the matrices' dtypes (model_matrix_dtypes): "Q4 (wte Q8)"
     size_t n_tokens, n_merges;  // the stored tokenizer (model.bin); 0 if none
     size_t data_offset;       // where tensor data starts
     TensorInfo *tensors;      // (n_tensors), malloc'd, in file order

@@ -102,6 +102,7 @@ int model_inspect(const char *path, ModelInfo *info, GptError *err) {
     info->n_params = m.n_params;
     info->weight_bytes = m.weight_bytes;
     info->decode_bytes = m.decode_bytes;
+    model_matrix_dtypes(&m, info->matrices, sizeof info->matrices);
     snprintf(info->kind, sizeof info->kind, "%s", m.source_kind);
     if (m.tokenizer) {
         info->n_tokens = tokenizer_vocab_size(m.tokenizer);

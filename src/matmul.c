@@ -37,15 +37,16 @@
 const char *matmul_isa_in_use(void) { return cpu_isa_name(cpu_best_isa()); }
 
 // Enough for the AVX-512 kernels' packed activations (B x K rounded up to
-// 16 floats) and for Q8's int16 activations and their scales (2 + 4/32
+// 16 floats) and for Q8's and Q4's int16 activations and their scales (2 + 4/32
 // bytes per input, K rounded up to 32): 4 bytes per input, K rounded to 32.
 size_t matmul_scratch_floats(size_t B, size_t K) { return B * q8_row_quants(K); }
 
 void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    // Q8's vector kernels quantize the activations into scratch; without it,
-    // only the scalar kernel can (block by block, again for every output).
-    if (W->dtype == DTYPE_Q8 && !scratch) isa = CPU_SCALAR;
+    // Q8's and Q4's vector kernels quantize the activations into scratch;
+    // without it, only the scalar kernel can (block by block, again for
+    // every output).
+    if (dtype_is_blocked(W->dtype) && !scratch) isa = CPU_SCALAR;
 #if defined(__x86_64__)
     switch (isa) {
     case CPU_AVX512:

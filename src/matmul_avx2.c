@@ -44,7 +44,8 @@ AI __m256 load_w8(DType dt, const char *row, size_t k) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
-    case DTYPE_Q8: break;  // tile_q8
+    case DTYPE_Q8:
+    case DTYPE_Q4: break;  // tile_blocked
     }
     return _mm256_setzero_ps();
 }
@@ -60,7 +61,8 @@ AI float w_scalar(DType dt, const char *row, size_t k) {
         memcpy(&f, &u, 4);
         return f;
     }
-    case DTYPE_Q8: break;
+    case DTYPE_Q8:
+    case DTYPE_Q4: break;
     }
     return 0.0f;
 }
@@ -144,7 +146,7 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
-// ---- Q8 --------------------------------------------------------------------
+// ---- Q8 and Q4 -------------------------------------------------------------
 // A block's 16 canonical lanes as (lo, hi): vpmaddwd on inputs 0..15 gives
 // lanes 0..7, on inputs 16..31 lanes 8..15.
 
@@ -180,17 +182,32 @@ AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
     return am / 32767.0f;
 }
 
+// Block j of a Q8 or Q4 weight row as two halves of 16 int16 (k 0..15 in
+// h[0], 16..31 in h[1]). Q4: the 16 bytes widened to 16-bit lanes; their
+// low nibbles are half 0, their high nibbles half 1, minus 8.
+AI void load_block(DType dt, const uint8_t *row, size_t j, __m256i h[2]) {
+    if (dt == DTYPE_Q8) {
+        h[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * Q8_BLOCK)));
+        h[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * Q8_BLOCK + 16)));
+        return;
+    }
+    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * (Q4_BLOCK / 2))));
+    const __m256i eight = _mm256_set1_epi16(8);
+    h[0] = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), eight);
+    h[1] = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
+}
+
 // Weight rows n, n + rs, ... (R) x batch rows [b0, b0 + C), with the rows'
 // quantized activations (xq, Kq apart) and scales (dx, nb apart).
-AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out, const int16_t *xq,
-                const float *dx, const float *bias, int accumulate) {
-    const size_t N = W->N, Kq = W->ldw, nb = W->ldd;
-    const int8_t *wr[A2_R];
+AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                     const int16_t *xq, const float *dx, const float *bias, int accumulate) {
+    const size_t N = W->N, Kq = W->Kq, nb = W->ldd;
+    const uint8_t *wr[A2_R];
     const uint16_t *dr[A2_R];
     __m256 acc[A2_R][A2_C][2];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        wr[r] = (const int8_t *)W->w + (n + (size_t)r * rs) * Kq;
+        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
         dr[r] = W->d + (n + (size_t)r * rs) * nb;
     }
 #pragma GCC unroll 4
@@ -203,9 +220,7 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             dw[r] = _cvtsh_ss(dr[r][j]);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++)
-                wv[r][h] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wr[r] + j * Q8_BLOCK + 16 * h)));
+            load_block(dt, wr[r], j, wv[r]);
         }
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
@@ -227,7 +242,7 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
 // Quantizes inp (B, K) into scratch: row b's int16 values at b * Kq, then
 // the scales, row-major [b][block].
 TARGET_AVX2 static void quantize_x(float *scratch, const float *inp, size_t B, const WD *W) {
-    const size_t K = W->K, Kq = W->ldw, nb = W->ldd;
+    const size_t K = W->K, Kq = W->Kq, nb = W->ldd;
     int16_t *xq = (int16_t *)(void *)scratch;
     float *dx = (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K));
     for (size_t b = 0; b < B; b++)
@@ -239,10 +254,10 @@ TARGET_AVX2 static void quantize_x(float *scratch, const float *inp, size_t B, c
 
 // ---- drivers ---------------------------------------------------------------
 
-// The tile at batch row b0 (xq, dx: Q8's quantized activations, else unused).
+// The tile at batch row b0 (xq, dx: Q8's and Q4's quantized activations, else unused).
 AI void tile_at(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const float *inp, const int16_t *xq, const float *dx, const float *bias, int accumulate) {
-    if (dt == DTYPE_Q8) tile_q8(R, C, W, n, rs, b0, out, xq, dx, bias, accumulate);
+    if (dtype_is_blocked(dt)) tile_blocked(dt, R, C, W, n, rs, b0, out, xq, dx, bias, accumulate);
     else tile(dt, R, C, W, n, rs, b0, out, inp, bias, accumulate);
 }
 
@@ -258,12 +273,12 @@ AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, cons
     }
 }
 
-// Q8 needs scratch (matmul_rows in matmul.c sees to it); the others read inp.
+// Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others read inp.
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,
             size_t n0, size_t n1, int accumulate, float *scratch) {
     const int16_t *xq = NULL;
     const float *dx = NULL;
-    if (dt == DTYPE_Q8) {
+    if (dtype_is_blocked(dt)) {
         quantize_x(scratch, inp, B, W);
         xq = (const int16_t *)(const void *)scratch;
         dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));

@@ -8,7 +8,8 @@
  * per (b, n), vfmadd over k in steps of 16 (K tail: zero-masked lanes), the
  * fixed reduction tree, then + bias, then + old out. Q8: per block of 32,
  * vpmaddwd of the sign-extended weights and the int16 activations (16
- * exact pair sums), converted, one vfmadd with the block's dw * dx.
+ * exact pair sums), converted, one vfmadd with the block's dw * dx. Q4: the
+ * same, its 16 bytes unpacked first (mask, shift, - 8, widen: load_block).
  *
  * Speed (measured on Zen 4; none of this changes a result):
  *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every
@@ -71,7 +72,8 @@ AI __m512 load_w(DType dt, const char *row, size_t k) {
         return _mm512_castsi512_ps(_mm512_slli_epi32(
             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
-    case DTYPE_Q8: break;  // tile_q8
+    case DTYPE_Q8:
+    case DTYPE_Q4: break;  // tile_blocked
     }
     return _mm512_setzero_ps();
 }
@@ -85,7 +87,8 @@ AI __m512 load_w_tail(DType dt, const char *row, size_t k, __mmask16 m) {
     case DTYPE_BF16:
         return _mm512_castsi512_ps(_mm512_slli_epi32(
             _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)row + k)), 16));
-    case DTYPE_Q8: break;
+    case DTYPE_Q8:
+    case DTYPE_Q4: break;
     }
     return _mm512_setzero_ps();
 }
@@ -249,12 +252,30 @@ TARGET_AVX512 static void quantize_x(float *scratch, const float *inp, size_t B,
     }
 }
 
-// One Q8 tile: weight rows n, n + rs, ... (R) x the C batch rows of the
-// chunk at b0 (xq: its quantized activations; dx: the scales of all rows).
-AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out, const int16_t *xq,
-                const float *dx, const float *bias, int accumulate) {
+// Block j of a Q8 or Q4 weight row as 32 int16 in k order. Q4: the 16
+// bytes' low nibbles (k 0..15) and high nibbles (k 16..31) minus 8, side by
+// side in one ymm, then widened as Q8's are: all but the widening in 128-bit
+// registers (on Zen 4 a 512-bit operation takes a pipe for two cycles, and
+// at one thread Q4 is bound by these operations, not by memory: see the
+// bench).
+AI __m512i load_block(DType dt, const uint8_t *row, size_t j) {
+    if (dt == DTYPE_Q8) return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + j * Q8_BLOCK)));
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + j * (Q4_BLOCK / 2)));
+    const __m128i m = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), eight);
+    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// One Q8 or Q4 tile: weight rows n, n + rs, ... (R) x the C batch rows of
+// the chunk at b0 (xq: its quantized activations; dx: the scales of all rows).
+AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                     const int16_t *xq, const float *dx, const float *bias, int accumulate) {
     const size_t N = W->N, nb = W->ldd;
-    const int8_t *wr[RMAX];
+    // bytes of one block of a weight row; the prefetch below covers one
+    // 64-byte line per row every 64 / bpb blocks
+    const size_t bpb = dt == DTYPE_Q8 ? Q8_BLOCK : Q4_BLOCK / 2, pf_every = 64 / bpb;
+    const uint8_t *wr[RMAX];
     const uint16_t *dr[RMAX];
     __m512 acc[RMAX][CMAX];
     // dw(n, j) * dx(b, j) for the current 16 blocks
@@ -262,7 +283,7 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
 
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
-        wr[r] = (const int8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
+        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
         dr[r] = W->d + (n + (size_t)r * rs) * nb;
     }
 #pragma GCC unroll 8
@@ -281,17 +302,16 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
                     _mm512_store_ps(sc[r][c], _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(m, dx + (b0 + (size_t)c) * nb + j)));
             }
         }
-        if (rs == 1 && (R > 1 || C > 1) && (j & 1) == 0) {  // walk the next tile linearly
+        if (rs == 1 && (R > 1 || C > 1) && j % pf_every == 0) {  // walk the next tile linearly
             const size_t tb = (size_t)R * W->ldw;
-            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + j * (size_t)R * Q8_BLOCK;
+            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + j * (size_t)R * bpb;
 #pragma GCC unroll 8
-            for (size_t off = 0; off < (size_t)R * 2 * Q8_BLOCK; off += 64)
+            for (size_t off = 0; off < (size_t)R * 64; off += 64)
                 _mm_prefetch((const char *)(next + off), PF_HINT);
         }
         __m512i wv[RMAX];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            wv[r] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr[r] + j * Q8_BLOCK)));
+        for (int r = 0; r < R; r++) wv[r] = load_block(dt, wr[r], j);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const __m512i xv = _mm512_load_si512((const void *)(xq + (j * (size_t)C + (size_t)c) * Q8_BLOCK));
@@ -308,11 +328,11 @@ AI void tile_q8(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
 // ---- drivers ---------------------------------------------------------------
 
 // The tile at batch row b0, with the activations as run_cfg prepared them
-// (xp: packed floats, Q8's int16 values, or NULL; dx: Q8's scales).
+// (xp: packed floats, Q8's and Q4's int16 values, or NULL; dx: their scales).
 AI void tile_at(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const float *inp, const void *xp, const float *dx, const float *bias, int accumulate) {
-    if (dt == DTYPE_Q8)
-        tile_q8(R, C, W, n, rs, b0, out, (const int16_t *)xp + b0 * W->ldw, dx, bias, accumulate);
+    if (dtype_is_blocked(dt))
+        tile_blocked(dt, R, C, W, n, rs, b0, out, (const int16_t *)xp + b0 * W->Kq, dx, bias, accumulate);
     else
         tile(dt, R, C, PFS, W, n, rs, b0, out, inp, xp ? (const float *)xp + b0 * kpad(W->K) : NULL, bias,
              accumulate);
@@ -340,12 +360,12 @@ AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs,
     }
 }
 
-// Q8 needs scratch (matmul_rows in matmul.c sees to it); the others use it from B = 2.
+// Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others use it from B = 2.
 AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
                 const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     const void *xp = NULL;
     const float *dx = NULL;
-    if (dt == DTYPE_Q8) {
+    if (dtype_is_blocked(dt)) {
         quantize_x(scratch, inp, B, W->K, (size_t)CM);
         xp = scratch;
         dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));

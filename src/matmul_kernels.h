@@ -62,6 +62,13 @@
  *   }
  *   TAIL(lane)
  *
+ * Q4 (4-bit q(n,k) in [-8, 7], an f16 scale dw(n,j) per block of 32): the
+ * same activations (q8_quantize_x_block: Q4 and Q8 share them) and exactly
+ * the Q8 sequence above with q(n,k) the block's 4-bit values (q4_value in
+ * dtype.h). A kernel unpacks a block's 16 bytes into its 32 values in k
+ * order (low nibbles: k 0..15, high nibbles: k 16..31, minus 8) and then
+ * runs Q8's instructions; |p| <= 2 * 8 * 32767 < 2^24, exact too.
+ *
  * So a Q8 block costs one integer multiply-add of 32 pairs (vpmaddwd), one
  * conversion and one FMA per 16 lanes, instead of widening 32 weights to
  * float and two FMAs: decode at the memory bound on one core (see the
@@ -87,7 +94,7 @@
  *   m = ceil(K / 16) + 4 + 2   (FMAs per lane, tree adds, bias and out adds)
  * i.e. 3.3e-6 relative at K = 768, 1.2e-5 at K = 3072; for Q8 add
  *   2^-15 sum_k |w_k| amax(block of k)   (the int16 activations)
- * and one more rounding (s) to m.
+ * and one more rounding (s) to m (Q4 the same: its weights are exact too).
  *
  * BUILD REQUIREMENTS: -ffp-contract=off and never -ffast-math (the Makefile
  * says so), else the compiler may fuse or reassociate the scalar code and
@@ -110,8 +117,8 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // The per-ISA kernels matmul_rows dispatches to (same contract; the SIMD
-// ones, x86-64 only, on a CPU that supports them, and for Q8 only with
-// scratch).
+// ones, x86-64 only, on a CPU that supports them, and for Q8 and Q4 only
+// with scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
@@ -128,32 +135,35 @@ float q8_quantize_x_block(int16_t *q, const float *x, size_t m);
 // The smallest block maximum that is quantized; below it the block is zero.
 #define Q8_X_TINY 0x1p-96f
 
-// Where Q8 kernels keep a call's quantized activations in scratch: the
+// Where Q8 and Q4 kernels keep a call's quantized activations in scratch: the
 // int16 values first (B x q8_row_quants(K), in a layout of each kernel's
 // choosing), then the float scales, row-major [b][block], at this offset
 // in bytes (a multiple of 64).
 static inline size_t q8_x_scales_offset(size_t B, size_t K) { return B * q8_row_quants(K) * sizeof(int16_t); }
 
 // A weight matrix as the SIMD kernels walk it: row n at w + n * ldw * esize
-// (ldw = K, or K_pad for Q8), Q8 scales ldd per row at d.
+// (ldw = K; for Q8 K_pad, for Q4 K_pad / 2 bytes), Q8 and Q4 scales ldd per
+// row at d (ldd = K_pad / 32 blocks); Kq = K_pad, the int16 activations of
+// a row.
 typedef struct {
     const char *w;
     const uint16_t *d;
-    size_t N, K, ldw, ldd;
+    size_t N, K, ldw, ldd, Kq;
 } WD;
 
 static inline WD weight_walk(const Weight *W) {
-    WD d = {(const char *)W->data, NULL, W->n_out, W->n_in, W->n_in, 0};
-    if (W->dtype == DTYPE_Q8) {
-        d.ldw = q8_row_quants(W->n_in);
+    WD d = {(const char *)W->data, NULL, W->n_out, W->n_in, W->n_in, 0, q8_row_quants(W->n_in)};
+    if (dtype_is_blocked(W->dtype)) {
+        d.ldw = W->dtype == DTYPE_Q8 ? q8_row_quants(W->n_in) : q4_row_bytes(W->n_in);
         d.d = W->scales;
-        d.ldd = d.ldw / Q8_BLOCK;
+        d.ldd = d.Kq / Q8_BLOCK;
     }
     return d;
 }
 
-// Bytes of one stored element of a row (a Q8 row: one int8 per element).
-static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_Q8 ? 1 : 2; }
+// Bytes of one stored element of a row (a Q8 row: one int8 per element; a
+// Q4 row is walked in bytes too, ldw of them).
+static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dtype_is_blocked(dt) ? 1 : 2; }
 
 // The entry point of a SIMD kernel file, written once. The file defines
 //   run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch)
@@ -171,6 +181,7 @@ static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_
     MATMUL_RUN_INSTANCE(name##_f16, DTYPE_F16, target)                                                  \
     MATMUL_RUN_INSTANCE(name##_bf16, DTYPE_BF16, target)                                                \
     MATMUL_RUN_INSTANCE(name##_q8, DTYPE_Q8, target)                                                    \
+    MATMUL_RUN_INSTANCE(name##_q4, DTYPE_Q4, target)                                                    \
     target void name(float *out, const float *inp, const Weight *W, const float *bias, size_t B,       \
                      size_t n0, size_t n1, int accumulate, float *scratch) {                           \
         if (n0 >= n1 || B == 0) return;                                                                \
@@ -180,6 +191,7 @@ static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dt == DTYPE_
         case DTYPE_F16: name##_f16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;         \
         case DTYPE_BF16: name##_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;       \
         case DTYPE_Q8: name##_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
+        case DTYPE_Q4: name##_q4(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
         }                                                                                              \
     }
 

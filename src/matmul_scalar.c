@@ -54,7 +54,8 @@ static void widen16(float *w, const Weight *W, size_t n, size_t k0) {
         for (size_t l = 0; l < m; l++) w[l] = bf16_to_f32(row[l]);
         break;
     }
-    case DTYPE_Q8: break;  // matmul_rows_q8
+    case DTYPE_Q8:
+    case DTYPE_Q4: break;  // matmul_rows_blocked
     }
     for (size_t l = m; l < LANES; l++) w[l] = 0.0f;
 }
@@ -66,10 +67,22 @@ static void finish(float *o, float *v, const float *bias, size_t n, int accumula
     *o = accumulate ? *o + s : s;
 }
 
-// Q8: with scratch, every row's activations are quantized once, into
+// Block j of weight row n as its 32 integers: Q8's int8 as stored, Q4's
+// nibbles unpacked (q4_value).
+static void weight_block(int32_t *q, const Weight *W, size_t n, size_t j) {
+    if (W->dtype == DTYPE_Q8) {
+        const int8_t *row = (const int8_t *)W->data + n * q8_row_quants(W->n_in) + j * Q8_BLOCK;
+        for (size_t i = 0; i < Q8_BLOCK; i++) q[i] = row[i];
+    } else {
+        const uint8_t *blk = (const uint8_t *)W->data + n * q4_row_bytes(W->n_in) + j * (Q4_BLOCK / 2);
+        for (size_t i = 0; i < Q4_BLOCK; i++) q[i] = q4_value(blk, i);
+    }
+}
+
+// Q8 and Q4: with scratch, every row's activations are quantized once, into
 // scratch; without, each block again for every output (slow, same bits).
-static void matmul_rows_q8(float *out, const float *inp, const Weight *W, const float *bias,
-                           size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+static void matmul_rows_blocked(float *out, const float *inp, const Weight *W, const float *bias,
+                                size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     const size_t K = W->n_in, N = W->n_out, Kq = q8_row_quants(K), nb = Kq / Q8_BLOCK;
     int16_t *xq = (int16_t *)(void *)scratch;
     float *dx = scratch ? (float *)(void *)((char *)scratch + q8_x_scales_offset(B, K)) : NULL;
@@ -79,18 +92,19 @@ static void matmul_rows_q8(float *out, const float *inp, const Weight *W, const 
             dx[b * nb + j] = q8_quantize_x_block(xq + b * Kq + k, inp + b * K + k, m);
         }
     for (size_t n = n0; n < n1; n++) {
-        const int8_t *q = (const int8_t *)W->data + n * Kq;
         const uint16_t *dw = W->scales + n * nb;
         for (size_t b = 0; b < B; b++) {
             float lane[LANES] = {0.0f};
             for (size_t j = 0; j < nb; j++) {
                 size_t k = j * Q8_BLOCK, m = K - k < Q8_BLOCK ? K - k : Q8_BLOCK;
                 int16_t own[Q8_BLOCK];
+                int32_t q[Q8_BLOCK];
+                weight_block(q, W, n, j);
                 const int16_t *x = xq ? xq + b * Kq + k : own;
                 float d = dx ? dx[b * nb + j] : q8_quantize_x_block(own, inp + b * K + k, m);
                 float s = f16_to_f32(dw[j]) * d;
                 for (size_t l = 0; l < LANES; l++) {
-                    int32_t p = (int32_t)x[2 * l] * q[k + 2 * l] + (int32_t)x[2 * l + 1] * q[k + 2 * l + 1];
+                    int32_t p = (int32_t)x[2 * l] * q[2 * l] + (int32_t)x[2 * l + 1] * q[2 * l + 1];
                     lane[l] = fmaf((float)p, s, lane[l]);
                 }
             }
@@ -101,8 +115,8 @@ static void matmul_rows_q8(float *out, const float *inp, const Weight *W, const 
 
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (W->dtype == DTYPE_Q8) {
-        matmul_rows_q8(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+    if (dtype_is_blocked(W->dtype)) {
+        matmul_rows_blocked(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     }
     size_t K = W->n_in, N = W->n_out;

@@ -209,7 +209,7 @@ static void elements(float *out, const unsigned char *p, DType dt, size_t at, si
 
 enum { TILE = 32 };
 
-// Matrix t (any dtype but Q8) stored (in, out), transposed into float32
+// Matrix t (any dtype but Q8 and Q4) stored (in, out), transposed into float32
 // rows: out (n_out, n_in). In TILE x TILE tiles, so that both the source's
 // rows and the destination's are read and written in runs.
 static void transpose_rows(float *out, const TensorRef *t, size_t n_out, size_t n_in) {
@@ -229,8 +229,8 @@ static void transpose_rows(float *out, const TensorRef *t, size_t n_out, size_t 
 // per output) as float32 into out (rows, n_in).
 static void matrix_rows(float *out, const TensorRef *t, size_t n_out, size_t n_in, size_t j0, size_t rows) {
     const unsigned char *p = t->data;
-    if (t->dtype == DTYPE_Q8) {
-        Weight w = weight_view(DTYPE_Q8, p, n_out, n_in);
+    if (dtype_is_blocked(t->dtype)) {
+        Weight w = weight_view(t->dtype, p, n_out, n_in);
         for (size_t r = 0; r < rows; r++) weight_row(out + r * n_in, &w, j0 + r);
     } else {
         for (size_t r = 0; r < rows; r++) elements(out + r * n_in, p, t->dtype, (j0 + r) * n_in, n_in);
@@ -239,7 +239,7 @@ static void matrix_rows(float *out, const TensorRef *t, size_t n_out, size_t n_i
 
 // Writes matrix t into dst as `dt`, one row per output. staging holds
 // n_out * n_in floats for an (in, out) source converted to another dtype,
-// else PACK_ROWS * n_in. Returns the count of weights Q8 could not hold.
+// else PACK_ROWS * n_in. Returns the count of weights Q8 or Q4 could not hold.
 static size_t pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size_t n_out, size_t n_in,
                           float *staging) {
     if (t->layout == LAYOUT_IN_OUT) {
@@ -262,6 +262,16 @@ static int in_place(const TensorRef *t, TensorKind kind, DType dt) {
     return kind == TENSOR_VECTOR || t->layout == LAYOUT_OUT_IN;
 }
 
+// What matrix `kind` stored as `stored` becomes under o. --dtype q4 is a
+// mix, as llama.cpp's are: wte, which is also the output layer (31% of
+// 124M's weights, and the one matrix whose error reaches the logits
+// directly), in Q8, every other matrix in Q4.
+static DType matrix_target(const WeightOptions *o, TensorKind kind, DType stored) {
+    if (!o || o->matrix_dtype < 0) return stored;
+    if (o->matrix_dtype == DTYPE_Q4 && kind == TENSOR_EMBEDDING) return DTYPE_Q8;
+    return (DType)o->matrix_dtype;
+}
+
 int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, const char *path, GptError *err) {
     const GPT2Config *c = &m->config;
     GPT2Weights *w = &m->weights;
@@ -282,15 +292,17 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
         }
         if (s.kind == TENSOR_VECTOR) {
             target[i] = DTYPE_F32;
-            if (t[i].dtype == DTYPE_Q8) {
+            if (dtype_is_blocked(t[i].dtype)) {
                 free(target);
-                return gpt_error(err, "%s: tensor %s: a vector cannot be stored as Q8", path, s.name);
+                return gpt_error(err, "%s: tensor %s: a vector cannot be stored as %s", path, s.name,
+                                 dtype_name(t[i].dtype));
             }
         } else {
-            target[i] = o && o->matrix_dtype >= 0 ? (DType)o->matrix_dtype : t[i].dtype;
-            if (t[i].dtype == DTYPE_Q8 && t[i].layout != LAYOUT_OUT_IN) {
+            target[i] = matrix_target(o, s.kind, t[i].dtype);
+            if (dtype_is_blocked(t[i].dtype) && t[i].layout != LAYOUT_OUT_IN) {
                 free(target);
-                return gpt_error(err, "%s: tensor %s: Q8 must be stored (out, in)", path, s.name);
+                return gpt_error(err, "%s: tensor %s: %s must be stored (out, in)", path, s.name,
+                                 dtype_name(t[i].dtype));
             }
             size_t n_out, n_in;
             matrix_shape(&s, &n_out, &n_in);
@@ -334,16 +346,17 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
             } else {
                 size_t bad = pack_matrix(dst, target[i], &t[i], n_out, n_in, staging);
                 if (bad) {
+                    DType dt = target[i];
                     free(staging);
                     free(target);
-                    return gpt_error(err, "%s: tensor %s holds %zu NaN or infinite weights, which Q8 cannot hold "
-                                          "(the model is damaged)", path, s.name, bad);
+                    return gpt_error(err, "%s: tensor %s holds %zu NaN or infinite weights, which %s cannot hold "
+                                          "(the model is damaged)", path, s.name, bad, dtype_name(dt));
                 }
             }
             // The source will not be read again: its pages can leave memory.
             const unsigned char *src = data;
             if (m->map.data && src >= m->map.data && src < m->map.data + m->map.size) {
-                size_t src_bytes = s.kind == TENSOR_VECTOR || t[i].dtype == DTYPE_Q8
+                size_t src_bytes = s.kind == TENSOR_VECTOR || dtype_is_blocked(t[i].dtype)
                                        ? weight_bytes(t[i].dtype, n_out, n_in)
                                        : s.numel * dtype_size(t[i].dtype);
                 file_release(&m->map, (size_t)(src - m->map.data), src_bytes);
@@ -383,6 +396,21 @@ size_t model_tensor_bytes(const Model *m, size_t i) {
     if (kind == TENSOR_VECTOR) return s.numel * sizeof(float);
     const Weight *wt = f;
     return weight_bytes(wt->dtype, wt->n_out, wt->n_in);
+}
+
+const char *model_matrix_dtypes(const Model *m, char *buf, size_t cap) {
+    const GPT2Weights *w = &m->weights;
+    DType wte = w->wte.dtype, body = m->config.n_layer > 0 && w->layers ? w->layers[0].qkv_w.dtype : wte;
+    int same = 1;
+    for (int l = 0; l < m->config.n_layer && w->layers; l++) {
+        const GPT2Layer *L = &w->layers[l];
+        same &= L->qkv_w.dtype == body && L->attn_proj_w.dtype == body && L->fc_w.dtype == body &&
+                L->fc_proj_w.dtype == body;
+    }
+    if (!same) snprintf(buf, cap, "mixed");
+    else if (body == wte) snprintf(buf, cap, "%s", dtype_name(wte));
+    else snprintf(buf, cap, "%s (wte %s)", dtype_name(body), dtype_name(wte));
+    return buf;
 }
 
 void model_free(Model *m) {

@@ -159,7 +159,8 @@ typedef struct {
 // What the weights should become in memory.
 typedef struct {
     int matrix_dtype;  // every MATRIX and EMBEDDING tensor in this DType,
-                       // or -1 to keep each as the file stores it
+                       // or -1 to keep each as the file stores it; Q4 is
+                       // a mix: the EMBEDDING (wte) in Q8, the rest Q4
 } WeightOptions;
 
 // Sets m->weights from the tensors t[i] of the table (m->config set and
@@ -173,9 +174,14 @@ typedef struct {
 int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, const char *path,
                       GptError *err);
 // Tensor i of a loaded model: vectors float32, matrices as their Weight
-// holds them ((out, in), Q8 quants then scales).
+// holds them ((out, in), Q8 or Q4 quants then scales).
 TensorRef model_tensor(const Model *m, size_t i);
 // Bytes of tensor i as the model holds it.
 size_t model_tensor_bytes(const Model *m, size_t i);
+// The dtypes of m's matrices in a few words, for reports, into buf (cap
+// bytes, always terminated): "F16" when all share one, "Q4 (wte Q8)" when
+// wte differs from the layers' matrices, "mixed" when those differ among
+// themselves. Returns buf.
+const char *model_matrix_dtypes(const Model *m, char *buf, size_t cap);
 
 #endif

@@ -269,7 +269,7 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
         if (en.reserved != 0)
             return gpt_error(err, "%s: tensor %s: reserved field is not zero", path, name);
         if (!dtype_name((DType)dt))
-            return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16, 3 Q8)", path,
+            return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16, 3 Q8, 4 Q4)", path,
                              name, dt);
         if (spec.kind == TENSOR_VECTOR && dt != DTYPE_F32)
             return gpt_error(err, "%s: tensor %s has dtype %s; norms, biases and wpe are stored as F32", path, name,
@@ -280,8 +280,9 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
         // A matrix's rows: Hugging Face's (in, out) unless transposed; wte
         // is (out, in) as stored.
         TensorLayout tl = layout ? LAYOUT_OUT_IN : gpt2_hf_layout(spec.kind);
-        if (dt == DTYPE_Q8 && tl != LAYOUT_OUT_IN)
-            return gpt_error(err, "%s: tensor %s: Q8 is stored one row per output (layout 1)", path, name);
+        if (dtype_is_blocked((DType)dt) && tl != LAYOUT_OUT_IN)
+            return gpt_error(err, "%s: tensor %s: %s is stored one row per output (layout 1)", path, name,
+                             dtype_name((DType)dt));
         const size_t *dims = spec.dims;
         int nd = spec.ndim;
         const uint64_t *got = en.dims;

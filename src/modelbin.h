@@ -24,7 +24,8 @@
 #define MODELBIN_TENSOR_ALIGN 64u   // each tensor starts on a cache line
 
 // Tensor dtypes: each tensor records its own (dtype.h's codes).
-enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16, MODELBIN_Q8 = DTYPE_Q8 };
+enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16, MODELBIN_Q8 = DTYPE_Q8,
+       MODELBIN_Q4 = DTYPE_Q4 };
 
 // How modelbin_write_with treats OUT and an interruption.
 typedef struct {

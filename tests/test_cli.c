@@ -63,7 +63,7 @@ static void test_usage(void) {
         {{"--echo=yes"}, "--echo takes no value"},
         {{"--tokenize", "--detokenize"}, "exclude each other"},
         {{"stray"}, "unexpected argument 'stray'"},
-        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16 or q8"},
+        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16, q8 or q4"},
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
         // combinations where one option was silently dropped
         {{"--echo", "--json"}, "--echo and --json exclude each other"},
@@ -488,6 +488,28 @@ static void test_stats(void) {
     }
     cJSON_Delete(j);
     result_free(&r);
+
+    // --dtype q4 is a mix (wte in Q8): --stats, its JSON and inspect say so
+    r = RUN("-m", ckpt("tiny"), "--dtype", "q4", "-p", "Hello", "-n", "2", "--temp", "0", "--stats", "--json");
+    j = parse_json_output(&r);
+    s = j ? cJSON_GetObjectItem(j, "stats") : NULL;
+    const cJSON *wd = s ? cJSON_GetObjectItem(s, "weight_dtype") : NULL;
+    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (wte Q8)") && cJSON_IsString(wd) &&
+              !strcmp(wd->valuestring, "Q4 (wte Q8)"),
+          "--dtype q4 --stats: 'matrices Q4 (wte Q8)' and weight_dtype \"Q4 (wte Q8)\" expected: rc %d, %s", r.rc,
+          r.err);
+    cJSON_Delete(j);
+    result_free(&r);
+    const char *q4 = path_in(tmpdir, "q4.bin");
+    r = RUN("convert", ckpt("tiny"), q4, "--dtype", "q4");
+    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (wte Q8)"), "convert --dtype q4: rc %d, %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN("inspect", q4);
+    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (wte Q8)") && strstr(r.out, "wte.weight                   Q8 ") &&
+              strstr(r.out, "h.1.mlp.c_fc.weight          Q4 "),
+          "inspect of a q4 file: the matrices line and wte Q8, c_fc Q4 expected: %s", r.out);
+    result_free(&r);
+    unlink(q4);
 }
 
 // --kv-type f16: half the bytes per position, in every figure of the report.

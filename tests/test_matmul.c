@@ -4,7 +4,7 @@
  * and N that are not multiples of any vector width or of Q8's block, one row
  * and many, every dtype, with and without bias, = and +=. Both sides read the
  * same encoded weights, so the tolerance is float32 summation's in every
- * dtype, plus, for Q8, the rounding of the activations to int16 (half a
+ * dtype, plus, for Q8 and Q4, the rounding of the activations to int16 (half a
  * step of the block's max |x| / 32767); the encodings themselves are
  * checked against their rounding bounds.
  *
@@ -15,13 +15,13 @@
  *    B = 1..16 and 100):
  *    (a) every kernel within the rigorous bound of the canonical arithmetic
  *        (matmul_kernels.h): (m + 1) 2^-24 (sum |x w| + |bias| + |old out|),
- *        m = ceil(K/16) + 6 (Q8: + 1, and + 2^-15 sum |w| amax(block));
- *        Q8 activations include all-zero, tiny (below 2^-96: counted as
+ *        m = ceil(K/16) + 6 (Q8, Q4: + 1, and + 2^-15 sum |w| amax(block));
+ *        their activations include all-zero, tiny (below 2^-96: counted as
  *        zero), subnormal and huge blocks;
  *    (b) every supported ISA, with and without scratch, bitwise equal to
  *        CPU_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
  *        dequantized weights; matmul() on a 2-thread pool the same bits;
- *        a NaN or infinite activation makes its row's outputs NaN (Q8)
+ *        a NaN or infinite activation makes its row's outputs NaN (Q8, Q4)
  *        and no other row's;
  *    (c) batch invariance, bitwise: a row computed alone equals its row in
  *        random batches (rows repeated, any position), computed in random
@@ -60,11 +60,11 @@ static double magnitude(const float *inp, const Weight *W, const float *bias, co
     return m;
 }
 
-// Q8 only: 2^-15 sum_k |w_k| max|x| over k's block, the most that rounding
+// Q8 and Q4 only: 2^-15 sum_k |w_k| max|x| over k's block, the most that rounding
 // row t of inp to int16 can move output j (matmul_kernels.h; a block whose
 // max |x| is below Q8_X_TINY counts as zero: all of it); else 0.
 static double q8_activation_error(const float *inp, const Weight *W, size_t t, size_t j) {
-    if (W->dtype != DTYPE_Q8) return 0.0;
+    if (!dtype_is_blocked(W->dtype)) return 0.0;
     double e = 0.0;
     for (size_t k0 = 0; k0 < W->n_in; k0 += Q8_BLOCK) {
         double amax = 0.0, wsum = 0.0;
@@ -126,8 +126,10 @@ static void test_encodings(void) {
             worst = fmax(worst, fabs(row[i] - w[2 * K + i]));
         }
         // rounding: F32 exact; F16 half an ulp (2^-11 relative); BF16 2^-8;
-        // Q8 half a step of max|w| / 127 per block (|w| < 1 here)
-        double bound[DTYPE_COUNT] = {0, 0x1p-11, 0x1p-8, 0.5 / 127 + 1e-6};
+        // Q8 half a step of max|w| / 127 per block (|w| < 1 here); Q4 a
+        // whole step of max|w| / 8 (a weight of the other sign than the
+        // block's extreme m, near -m, is clamped to 7 steps of m / -8)
+        double bound[DTYPE_COUNT] = {0, 0x1p-11, 0x1p-8, 0.5 / 127 + 1e-6, 1.0 / 8 + 1e-6};
         CHECK(worst <= bound[d], "%s: encoded row off by %g (bound %g)", dtype_name((DType)d), worst, bound[d]);
     }
     // exact halves: 1, -2, the largest, the smallest subnormal; ties to even
@@ -168,6 +170,33 @@ static void test_encodings(void) {
     for (int i = 0; i < 32; i++) huge[i] = 3e38f;
     CHECK(q8_quantize_row(q, sc, huge, 32) == 0 && f16_to_f32(sc[0]) == 65504.0f && q[0] == 127,
           "q8 of weights beyond f16's range: scale 65504 and q 127 expected, got %g and %d", f16_to_f32(sc[0]), q[0]);
+
+    // Q4: the layout (byte i: value i + 8 low, value i + 16 + 8 high), the
+    // scale m / -8 (the largest magnitude maps to -8 exactly), rounding
+    // and the clamp at 7, zeros, a padded tail
+    float v[40] = {0};
+    uint8_t q4[32];
+    for (int i = 0; i < 32; i++) v[i] = (float)(i % 16) - 8.0f;  // -8 .. 7, twice: d = -8 / -8 = 1
+    v[5] = 2.4f, v[21] = -2.6f, v[39] = 4.0f;                    // round to 2 and -3; block 1: d = -0.5
+    CHECK(q4_quantize_row(q4, sc, v, 40) == 0, "q4 of finite weights reports non-finite ones");
+    CHECK(f16_to_f32(sc[0]) == 1.0f && f16_to_f32(sc[1]) == -0.5f && q4[0] == (0 | 0 << 4) &&
+              q4[5] == (10 | 5 << 4) && q4[15] == (15 | 15 << 4) && q4[16] == (8 | 8 << 4) && q4[23] == (0 | 8 << 4),
+          "q4 of a known block: scales 1 -0.5, bytes 00 5a ff 88 80 expected, got scales %g %g bytes %02x %02x %02x "
+          "%02x %02x", f16_to_f32(sc[0]), f16_to_f32(sc[1]), q4[0], q4[5], q4[15], q4[16], q4[23]);
+    for (int i = 0; i < 32; i++) v[i] = i == 3 ? -1.0f : 1.0f / 16 * (float)(i % 9);  // m = -1, d = 1/8: 0.5 is 4 steps
+    v[7] = 0.99f;  // 0.99 / 0.125 = 7.92: rounds to 8, clamped to 7
+    q4_quantize_row(q4, sc, v, 32);
+    CHECK(q4_value(q4, 3) == -8 && q4_value(q4, 7) == 7 && q4_value(q4, 8) == 4 && q4_value(q4, 17) == 4,
+          "q4 rounding: -8 7 4 4 expected at 3 7 8 17, got %d %d %d %d", q4_value(q4, 3), q4_value(q4, 7),
+          q4_value(q4, 8), q4_value(q4, 17));
+    v[1] = NAN, v[2] = INFINITY;
+    CHECK(q4_quantize_row(q4, sc, v, 32) == 2 && q4_value(q4, 1) == 0 && q4_value(q4, 2) == 0,
+          "q4 of non-finite weights: 2 counted and stored as 0 expected, got %d %d", q4_value(q4, 1),
+          q4_value(q4, 2));
+    for (int i = 0; i < 32; i++) huge[i] = -3e38f;
+    CHECK(q4_quantize_row(q4, sc, huge, 32) == 0 && f16_to_f32(sc[0]) == 65504.0f && q4_value(q4, 0) == -8,
+          "q4 of weights beyond f16's range: scale 65504 (m / -8 > 0) and -8 expected, got %g and %d",
+          f16_to_f32(sc[0]), q4_value(q4, 0));
 }
 
 // ----------------------------------------------------------------------------
@@ -234,7 +263,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     const int use_bias = B % 3 != 0, acc = B % 2 == 1;
     const float *bias = use_bias ? u->bias : NULL;
     for (size_t i = 0; i < B * K; i++) u->x[i] = uniform() * (below(4) == 0 ? 100.0f : 1.0f);
-    if (m->dt == DTYPE_Q8)  // blocks that are zero, tiny, subnormal, huge
+    if (dtype_is_blocked(m->dt))  // blocks that are zero, tiny, subnormal, huge
         for (size_t b = 0; b < B; b++)
             for (size_t k0 = 0; k0 < K; k0 += Q8_BLOCK) {
                 static const float scale[] = {0.0f, 1e-30f, 1e-40f, 1e30f};
@@ -249,7 +278,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     matmul_rows(CPU_SCALAR, u->scalar, u->x, &m->W, bias, B, 0, N, acc, NULL);
 
     // (a) the bound, on the canonical (scalar) result
-    const double m_chain = (double)((K + 15) / 16) + 4 + 2 + (m->dt == DTYPE_Q8);
+    const double m_chain = (double)((K + 15) / 16) + 4 + 2 + dtype_is_blocked(m->dt);
     double worst = 0, worst_err = 0, worst_tol = 0;
     size_t worst_at = 0;
     for (size_t b = 0; b < B; b++)
@@ -292,9 +321,9 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     CHECK(d == B * N, "%s K %zu N %zu B %zu: matmul() on 2 threads must give the scalar bits; at %zu %.9g vs %.9g",
           dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
 
-    // Q8: a NaN or an infinity in row 0 (B > 1) makes every output of row 0
-    // NaN, in every ISA, and leaves the other rows' bits alone
-    if (m->dt == DTYPE_Q8 && B > 1) {
+    // Q8, Q4: a NaN or an infinity in row 0 (B > 1) makes every output of
+    // row 0 NaN, in every ISA, and leaves the other rows' bits alone
+    if (dtype_is_blocked(m->dt) && B > 1) {
         u->x[below(K)] = below(2) ? NAN : -INFINITY;
         for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
             if (!cpu_isa_supported((CpuIsa)isa)) continue;
@@ -304,8 +333,9 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
             for (size_t n = 0; n < N; n++) finite += u->y[n] == u->y[n];
             size_t other = first_difference(u->y + N, u->scalar + N, (B - 1) * N);
             CHECK(finite == 0 && other == (B - 1) * N,
-                  "q8 K %zu N %zu B %zu %s: a non-finite activation in row 0 must make its %zu outputs NaN and no "
-                  "other; %zu finite, other rows differ at %zu", K, N, B, isa_label(isa), N, finite, other);
+                  "%s K %zu N %zu B %zu %s: a non-finite activation in row 0 must make its %zu outputs NaN and no "
+                  "other; %zu finite, other rows differ at %zu", dtype_name(m->dt), K, N, B, isa_label(isa), N, finite,
+                  other);
         }
     }
 }

@@ -355,14 +355,14 @@ static void test_llmc(const cJSON *refs, Tokenizer *shipped) {
 // F16 and BF16 safetensors keep their dtype in a model.bin; and a model
 // converted to each dtype at load (`gpt -m SRC --dtype T`) and one written
 // from that (`gpt convert SRC OUT --dtype T`) hold the same bytes and give
-// the same logits.
+// the same logits. Q4 is the mix: wte in Q8, the layers' matrices in Q4.
 static void test_dtypes(const cJSON *refs, Tokenizer *shipped) {
     const char *names[2] = {"tiny-f16", "tiny-bf16"};
     const DType want[2] = {DTYPE_F16, DTYPE_BF16};
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         GptError err = {{0}};
         Model a, b;
-        WeightOptions o = {.matrix_dtype = k < 2 ? -1 : k == 2 ? DTYPE_Q8 : DTYPE_F16};
+        WeightOptions o = {.matrix_dtype = k < 2 ? -1 : k == 2 ? DTYPE_Q8 : k == 3 ? DTYPE_F16 : DTYPE_Q4};
         const char *src = k < 2 ? ckpt(names[k]) : ckpt("tiny");
         char what[64];
         snprintf(what, sizeof what, "%s as %s", k < 2 ? names[k] : "tiny", k < 2 ? "stored" : dtype_name(o.matrix_dtype));
@@ -370,9 +370,9 @@ static void test_dtypes(const cJSON *refs, Tokenizer *shipped) {
             CHECK(0, "%s: %s", what, err.msg);
             continue;
         }
-        DType dt = k < 2 ? want[k] : (DType)o.matrix_dtype;
-        CHECK(a.weights.wte.dtype == dt && a.weights.layers[0].fc_w.dtype == dt, "%s: wte is %s", what,
-              dtype_name(a.weights.wte.dtype));
+        DType dt = k < 2 ? want[k] : (DType)o.matrix_dtype, wte_dt = dt == DTYPE_Q4 ? DTYPE_Q8 : dt;
+        CHECK(a.weights.wte.dtype == wte_dt && a.weights.layers[0].fc_w.dtype == dt, "%s: wte is %s, fc_w %s", what,
+              dtype_name(a.weights.wte.dtype), dtype_name(a.weights.layers[0].fc_w.dtype));
         const char *out = tmp("dtype.bin");
         CHECK(modelbin_write(&a, shipped, out, NULL, &err) == 0, "%s", err.msg);
         if (model_load(&b, out, &err) == 0) {
@@ -559,6 +559,7 @@ static void test_damage(void) {
         {table + 128 * 4 + 120, 4, 2, "h.0.attn.c_attn.weight: layout 2"},
         {table + 124, 4, 1, "reserved field"},
         {table + 128 * 2 + 64, 4, MODELBIN_Q8, "dtype Q8"},
+        {table + 128 * 2 + 64, 4, MODELBIN_Q4, "dtype Q4"},
         // tokenizer tables
         {index_off, 4, 1, "token index"},
         {index_off + 4 * 260, 4, 0xFFFFFFFF, "token index"},

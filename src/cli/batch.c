@@ -599,7 +599,8 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddBoolToObject(s, "not_read_exact", b->not_read_exact);
         cJSON_AddNumberToObject(s, "wall_seconds", wall);
         cJSON_AddNumberToObject(s, "parallel", (double)o->parallel);
-        cJSON_AddStringToObject(s, "weight_dtype", dtype_name(b->m->weights.wte.dtype));
+        char dts[32];
+        cJSON_AddStringToObject(s, "weight_dtype", model_matrix_dtypes(b->m, dts, sizeof dts));
         cJSON_AddStringToObject(s, "kv_dtype", dtype_name(o->kv_dtype));
         cJSON_AddNumberToObject(s, "kv_bytes_per_token", (double)per_token);
         cJSON_AddNumberToObject(s, "kv_block_tokens", KV_BLOCK);

@@ -26,9 +26,10 @@ static const char *convert_usage =
     "usage: gpt convert SRC OUT.bin [--dtype T] [--tokenizer PATH] [--force]\n"
     "  SRC: a Hugging Face GPT-2 directory or model.safetensors (F32, F16 or BF16),\n"
     "       an llm.c checkpoint (gpt2_124M.bin, version 3), or a model.bin\n"
-    "  --dtype T         the weight matrices in f32, f16, bf16 or q8 (int8 in blocks of\n"
-    "                    32 with an f16 scale); norms, biases and wpe stay f32\n"
-    "                    (default: as SRC stores them)\n"
+    "  --dtype T         the weight matrices in f32, f16, bf16, q8 (int8 in blocks of\n"
+    "                    32 with an f16 scale) or q4 (4-bit in blocks of 32 with an\n"
+    "                    f16 scale; wte, also the output layer, in q8); norms, biases\n"
+    "                    and wpe stay f32 (default: as SRC stores them)\n"
     "  --tokenizer PATH  vocab.json + merges.txt directory or tokenizer.json (default:\n"
     "                    the one beside SRC, else the shipped GPT-2 files)\n"
     "  --force           replace OUT if it exists (a regular file; it keeps its mode)\n"
@@ -91,7 +92,7 @@ int run_convert(int argc, char **argv) {
         case O_PROGRESS: forced_progress = 1; break;
         case O_DTYPE:
             if ((dtype = dtype_from_name(optarg)) < 0)
-                return usage_error("convert", "--dtype %s: must be f32, f16, bf16 or q8", optarg);
+                return usage_error("convert", "--dtype %s: must be f32, f16, bf16, q8 or q4", optarg);
             break;
         case ':': return usage_error("convert", "%s needs a value", arg);
         default: return usage_error("convert", "unknown option '%s'", arg);
@@ -140,9 +141,11 @@ int run_convert(int argc, char **argv) {
         goto done;
     }
     const GPT2Config *c = &m.config;
+    char dts[32];
     fprintf(stderr, "gpt: wrote %s: %zu params (%d layers, %d heads, %d channels, context %d, vocab %d), "
                     "matrices %s, %zu bytes, from %s %s in %.2f s\n",
-            dst, m.n_params, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, dtype_name(m.weights.wte.dtype),
+            dst, m.n_params, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size,
+            model_matrix_dtypes(&m, dts, sizeof dts),
             bytes, m.source_kind, src, now_seconds() - t0);
     rc = EXIT_OK;
 done:
@@ -182,6 +185,7 @@ int run_inspect(int argc, char **argv) {
                       c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, (double)c->ln_eps);
     bad |= out_printf("parameters:  %zu; %zu bytes as loaded, %zu bytes read per decoded token\n", info.n_params,
                       info.weight_bytes, info.decode_bytes);
+    bad |= out_printf("matrices:    %s (norms, biases and wpe F32)\n", info.matrices);
     if (info.n_tokens)
         bad |= out_printf("tokenizer:   %zu tokens, %zu merges, stored in the file\n", info.n_tokens, info.n_merges);
     else

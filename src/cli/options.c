@@ -40,7 +40,8 @@ static const char *usage_text =
     "                          too) starts from <|endoftext|>\n"
     "      --keep-newline      keep the final newline of a prompt read from stdin\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
-    "      --dtype T           convert the weight matrices at load: f32, f16, bf16 or q8\n"
+    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8 or\n"
+    "                          q4 (q4 keeps wte, also the output layer, in q8)\n"
     "                          (default: as the file stores them)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
@@ -59,7 +60,7 @@ static const char *usage_text =
     "speculative decoding (one prompt; the text stays exactly the plain run's):\n"
     "      --draft MODEL       a draft model with the same tokenizer guesses the next tokens\n"
     "                          and the model checks them all in one step (distilgpt2 for gpt2)\n"
-    "      --draft-dtype T     the draft's matrices: f32, f16, bf16 or q8; without --draft,\n"
+    "      --draft-dtype T     the draft's matrices: f32, f16, bf16, q8 or q4; without --draft,\n"
     "                          the draft is the model itself in T (--draft-dtype q8)\n"
     "      --draft-tokens K    guesses per step, 1 to 32 (default 6 when the draft reads at\n"
     "                          most a third of the model's bytes per token, else 4)\n"
@@ -387,12 +388,12 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_SPECIAL: o->special = 1; break;
         case O_DTYPE:
             o->weight_dtype = dtype_from_name(v);
-            if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", flag, v);
+            if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16, q8 or q4", flag, v);
             break;
         case O_DRAFT: o->draft_path = v; break;
         case O_DRAFT_DTYPE:
             o->draft_dtype = dtype_from_name(v);
-            if (o->draft_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16 or q8", flag, v);
+            if (o->draft_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16, q8 or q4", flag, v);
             break;
         case O_DRAFT_TOKENS:
             if (counted(v, 32, &o->draft_tokens) != 0)

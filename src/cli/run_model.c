@@ -41,7 +41,8 @@ typedef struct {
     // speculative decoding
     const char *draft;        // "model", "lookup", or NULL when off
     const char *draft_file;   // the draft model's file
-    const char *draft_dtype;  // its matrices
+    const char *draft_dtype;  // its matrices (model_matrix_dtypes, in draft_dtype_buf)
+    char draft_dtype_buf[32];
     size_t lookup_n, draft_tokens;
     size_t verify_steps, proposed, accepted;
     size_t decode_forwards;   // model forward calls while decoding
@@ -60,7 +61,8 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "n_ctx", c->n_ctx);
     cJSON_AddNumberToObject(s, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(s, "n_params", (double)m->n_params);
-    cJSON_AddStringToObject(s, "weight_dtype", dtype_name(m->weights.wte.dtype));
+    char dts[32];
+    cJSON_AddStringToObject(s, "weight_dtype", model_matrix_dtypes(m, dts, sizeof dts));
     cJSON_AddNumberToObject(s, "weight_bytes", (double)m->weight_bytes);
     cJSON_AddNumberToObject(s, "decode_bytes_per_token", (double)m->decode_bytes);
     cJSON_AddNumberToObject(s, "load_seconds", m->load_seconds);
@@ -103,10 +105,11 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     size_t HS = (size_t)(c->n_embd / c->n_head);
     size_t per_token = kvcache_bytes_per_token(c, r->kv_dtype);
     FILE *e = stderr;
+    char dts[32];
     fprintf(e, "model:      %s (%s, %d layers, %d heads x %zu dims, %d channels, context %d, vocab %d)\n",
             r->model_file, m->source_kind, c->n_layer, c->n_head, HS, c->n_embd, c->n_ctx, c->vocab_size);
     fprintf(e, "weights:    %zu params, %zu bytes (%.2f MiB), matrices %s, loaded in %.3f s\n", m->n_params,
-            m->weight_bytes, mib(m->weight_bytes), dtype_name(m->weights.wte.dtype), m->load_seconds);
+            m->weight_bytes, mib(m->weight_bytes), model_matrix_dtypes(m, dts, sizeof dts), m->load_seconds);
     fprintf(e, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token (%.2f KiB)\n",
             c->n_layer, c->n_head, HS, kv_elem_size(r->kv_dtype), dtype_name(r->kv_dtype), per_token,
             (double)per_token / 1024.0);
@@ -340,7 +343,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     if (speculating) {
         r.draft = dm->model ? "model" : "lookup";
         r.draft_file = dm->file;
-        r.draft_dtype = dm->model ? dtype_name(dm->model->weights.wte.dtype) : NULL;
+        r.draft_dtype = dm->model ? model_matrix_dtypes(dm->model, r.draft_dtype_buf, sizeof r.draft_dtype_buf) : NULL;
         r.lookup_n = (size_t)o->lookup_n;
         r.draft_tokens = guesses;
         r.verify_steps = seq.verify_steps;

@@ -13,7 +13,7 @@
  *     bandwidth / (weight bytes + KV bytes) per token, for each dtype;
  *   - OpenBLAS sgemm on the layer shapes at T = 512, for prefill: sgemm's
  *     rate / 2 x (matmul parameters) FLOP per token.
- * Ours, for each weight dtype (F32, F16, BF16, Q8, converted at load), 1 and
+ * Ours, for each weight dtype (F32, F16, BF16, Q8, Q4, converted at load), 1 and
  * 2 threads:
  *   - decode of one sequence: 128 tokens after a 64-token prompt;
  *   - aggregate decode of B = 1, 2, 4, 8, 16 sequences stepping together
@@ -136,8 +136,8 @@ static double prefill_tok_s(const Model *m, ThreadPool *pool, size_t T) {
     return (double)T / best;
 }
 
-enum { N_DT = 4, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
-static const DType DTYPES[N_DT] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8};
+enum { N_DT = 5, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
+static const DType DTYPES[N_DT] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8, DTYPE_Q4};
 
 int main(int argc, char **argv) {
     if (argc < 2) {

@@ -131,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (o.stride < 0) fuzz_fail("stride %ld", o.stride);
         if (o.first_index > (1ull << 52)) fuzz_fail("first_index %llu", (unsigned long long)o.first_index);
         if (o.kv_dtype != DTYPE_F32 && o.kv_dtype != DTYPE_F16) fuzz_fail("kv_dtype %d", (int)o.kv_dtype);
-        if (o.weight_dtype < -1 || o.weight_dtype > DTYPE_Q8) fuzz_fail("weight_dtype %d", o.weight_dtype);
+        if (o.weight_dtype < -1 || o.weight_dtype >= DTYPE_COUNT) fuzz_fail("weight_dtype %d", o.weight_dtype);
         if (o.n_stops > MAX_STOPS) fuzz_fail("%zu stop strings", o.n_stops);
         for (size_t i = 0; i < o.n_stops; i++)
             if (!o.stops[i] || !*o.stops[i] || !in_words(o.stops[i], words, argc))

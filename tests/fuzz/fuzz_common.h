@@ -180,8 +180,8 @@ static inline void fuzz_check_inspect(const char *path) {
     model_info_free(&info);
 }
 
-// Does a matrix of the loaded model hold a NaN or an infinity (for Q8: a
-// scale that is one)?
+// Does a matrix of the loaded model hold a NaN or an infinity (for Q8 and
+// Q4: a scale that is one)?
 static inline int fuzz_nonfinite_matrix(const Model *m) {
     for (size_t i = 0; i < gpt2_n_tensors(&m->config); i++) {
         TensorSpec s;
@@ -192,8 +192,8 @@ static inline int fuzz_nonfinite_matrix(const Model *m) {
         size_t n_out = s.kind == TENSOR_MATRIX ? s.dims[1] : s.dims[0];
         const unsigned char *p = t.data;
         size_t n = n_in * n_out;
-        if (t.dtype == DTYPE_Q8) {
-            Weight w = weight_view(DTYPE_Q8, t.data, n_out, n_in);
+        if (dtype_is_blocked(t.dtype)) {
+            Weight w = weight_view(t.dtype, t.data, n_out, n_in);
             p = (const unsigned char *)w.scales;
             n = n_out * (q8_row_quants(n_in) / Q8_BLOCK);
         }
@@ -221,7 +221,7 @@ static inline int fuzz_verbose(void) {
 
 // A load as stored; if that works, the checks above, inspect, and a second
 // load with the matrices converted to a dtype chosen by the input's bytes,
-// which must work too unless Q8 meets a weight it cannot hold.
+// which must work too unless Q8 or Q4 meets a weight it cannot hold.
 static inline void fuzz_load_model(const char *path, const uint8_t *data, size_t size) {
     Model m;
     GptError err = {{0}};
@@ -238,12 +238,12 @@ static inline void fuzz_load_model(const char *path, const uint8_t *data, size_t
     fuzz_check_inspect(path);
     unsigned sum = 0;
     for (size_t i = 0; i < size; i++) sum += data[i];
-    WeightOptions o = {(int)(sum % 4)};  // F32, F16, BF16, Q8
+    WeightOptions o = {(int)(sum % DTYPE_COUNT)};  // F32, F16, BF16, Q8, Q4
     err.msg[0] = '\0';
     if (model_load_with(&m, path, &o, &err) != 0) {
-        // The one conversion that may be refused: Q8 cannot hold a NaN or an
-        // infinity (tests/fuzz/crashes/*-q8-nan).
-        if (o.matrix_dtype != DTYPE_Q8 || !nonfinite || !err.msg[0])
+        // The one conversion that may be refused: Q8 and Q4 cannot hold a
+        // NaN or an infinity (tests/fuzz/crashes/*-q8-nan).
+        if (!dtype_is_blocked((DType)o.matrix_dtype) || !nonfinite || !err.msg[0])
             fuzz_fail("converted load (dtype %d) failed: %s", o.matrix_dtype, err.msg);
         model_free(&m);
         return;
