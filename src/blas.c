@@ -71,14 +71,12 @@ void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t laye
             float *row = S + t * Tk;
             size_t seen = P + t + 1;  // keys 0 .. P + t; the rest masked
             for (size_t u = seen; u < Tk; u++) row[u] = -INFINITY;
+            // the softmax over the whole row: a masked key's exp(-inf) is exactly 0
             float max = row[0];
-            for (size_t u = 1; u < seen; u++) max = row[u] > max ? row[u] : max;
+            for (size_t u = 1; u < Tk; u++) max = row[u] > max ? row[u] : max;
             float sum = 0.0f;
-            for (size_t u = 0; u < Tk; u++) {
-                row[u] = u < seen ? expf(row[u] - max) : 0.0f;  // exp(-inf) is exactly 0
-                sum += row[u];
-            }
-            for (size_t u = 0; u < seen; u++) row[u] /= sum;
+            for (size_t u = 0; u < Tk; u++) sum += row[u] = expf(row[u] - max);
+            for (size_t u = 0; u < Tk; u++) row[u] /= sum;
         }
         // O(n,HS) = S(n,Tk) @ V(Tk,HS), into attn's rows (C apart)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)HS, (int)Tk, 1.0f, S, (int)Tk, values,
