@@ -27,21 +27,14 @@ fi
 
 GPT=${GPT:-build/gpt}
 COMPLETION=${COMPLETION:-completions/gpt.bash}
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-pass() { passed=$((passed + 1)); }
-fail() {
-    echo "check_completion: $*"
-    failed=$((failed + 1))
-}
+CHECK_NAME=check_completion
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
 
 # shellcheck source=completions/gpt.bash
 if ! source "$COMPLETION"; then
     fail "source $COMPLETION failed"
-    echo "check_completion: $passed passed, $failed failed"
+    summary
     exit 1
 fi
 
@@ -86,7 +79,7 @@ check_table() {
 
 if ! "$GPT" --help > "$tmp/help" 2> "$tmp/err"; then
     fail "$GPT --help failed: $(cat "$tmp/err")"
-    echo "check_completion: $passed passed, $failed failed"
+    summary
     exit 1
 fi
 check_table gpt "$tmp/help" "$_gpt_options"
@@ -231,5 +224,4 @@ expect "models/demo.bin" gpt convert models/demo.b
 expect "models/demo.bin" gpt inspect models/demo.b
 expect "-h --help" gpt inspect -
 
-echo "check_completion: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary

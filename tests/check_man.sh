@@ -26,16 +26,9 @@
 # Environment: GPT (default build/gpt), MAN (default man/gpt.1).
 GPT=${GPT:-build/gpt}
 MAN=${MAN:-man/gpt.1}
-passed=0
-failed=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-pass() { passed=$((passed + 1)); }
-fail() {
-    echo "check_man: $*"
-    failed=$((failed + 1))
-}
+CHECK_NAME=check_man
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
 
 # The .TP entries of the page, one per line: SECTION <TAB> TAG <TAB> TEXT,
 # the tag and the text as they read (fonts, \- and \e undone).
@@ -189,7 +182,7 @@ check_parser() {
 
 if ! "$GPT" --help > "$tmp/help" 2> "$tmp/err"; then
     fail "$GPT --help failed: $(cat "$tmp/err")"
-    echo "check_man: $passed passed, $failed failed"
+    summary
     exit 1
 fi
 compare "gpt" "$tmp/help" MODES OPTIONS
@@ -271,5 +264,4 @@ else
     echo "check_man: man (or groff and mandoc) is not installed: man ./$MAN is not tried"
 fi
 
-echo "check_man: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary
