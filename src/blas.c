@@ -15,27 +15,48 @@ void openblas_set_num_threads(int n);
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
 
-void blas_set_threads(int n) { openblas_set_num_threads(n); }
+void blas_single_threaded(void) { openblas_set_num_threads(1); }
 
 const char *blas_describe(char *buf, size_t cap) {
     snprintf(buf, cap, "%s (core %s)", openblas_get_config(), openblas_get_corename());
     return buf;
 }
 
-int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate) {
+typedef struct {
+    float *out;
+    const float *inp;
+    const Weight *W;
+    const float *bias;
+    size_t T;
+    int accumulate;
+} ProductJob;
+
+// Outputs [n0, n1) of the product: W's rows n0..n1-1 are contiguous, and
+// out's columns n0..n1-1 are a (T, n1-n0) block with rows N apart.
+static void product_part(void *arg, int thread, int n_threads) {
+    const ProductJob *j = arg;
+    size_t K = j->W->n_in, N = j->W->n_out, n0, n1;
+    thread_range(N, 16, thread, n_threads, &n0, &n1);
+    if (n0 >= n1) return;
+    float *out = j->out + n0;
+    // out(T, n1-n0) = inp(T,K) @ W[n0:n1](n1-n0, K)^T (+ out)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->T, (int)(n1 - n0), (int)K, 1.0f, j->inp, (int)K,
+                (const float *)j->W->data + n0 * K, (int)K, j->accumulate ? 1.0f : 0.0f, out, (int)N);
+    if (j->bias)
+        for (size_t t = 0; t < j->T; t++)
+            for (size_t n = n0; n < n1; n++) j->out[t * N + n] += j->bias[n];
+}
+
+int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+                ThreadPool *pool) {
     if (W->dtype != DTYPE_F32 || T < BLAS_MIN_ROWS) return 0;
-    size_t K = W->n_in, N = W->n_out;
-    // out(T,N) = inp(T,K) @ W(N,K)^T (+ out)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)N, (int)K, 1.0f, inp, (int)K,
-                (const float *)W->data, (int)K, accumulate ? 1.0f : 0.0f, out, (int)N);
-    if (bias)
-        for (size_t t = 0; t < T; t++)
-            for (size_t j = 0; j < N; j++) out[t * N + j] += bias[j];
+    ProductJob job = {out, inp, W, bias, T, accumulate};
+    threadpool_run(pool, product_part, &job);
     return 1;
 }
 
-size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size) {
-    return n * n_keys + 2 * n_keys * head_size;
+size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size, int n_threads) {
+    return (n * n_keys + 2 * n_keys * head_size) * (size_t)(n_threads < 1 ? 1 : n_threads);
 }
 
 // Position u's key and value of (layer, head) from the cache, as float32.
@@ -57,15 +78,28 @@ static void gather(float *keys, float *values, const KVCache *c, size_t layer, s
     }
 }
 
-void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t layer, size_t n, size_t C,
-                    float *scratch) {
-    size_t HS = c->head_size, NH = c->n_head, P = c->n_tokens, Tk = P + n;
-    float *S = scratch, *keys = S + n * Tk, *values = keys + Tk * HS;
+typedef struct {
+    float *attn;
+    const float *qkv;
+    const KVCache *c;
+    size_t layer, n, C;
+    float *scratch;
+} AttentionJob;
+
+// The heads of thread `thread`'s share, in its own part of the scratch.
+static void attention_part(void *arg, int thread, int n_threads) {
+    const AttentionJob *j = arg;
+    const KVCache *c = j->c;
+    size_t HS = c->head_size, NH = c->n_head, P = c->n_tokens, n = j->n, C = j->C, Tk = P + n;
+    float *S = j->scratch + (size_t)thread * blas_attention_floats(n, Tk, HS, 1);
+    float *keys = S + n * Tk, *values = keys + Tk * HS;
     float scale = 1.0f / sqrtf((float)HS);
-    for (size_t h = 0; h < NH; h++) {
-        gather(keys, values, c, layer, h, Tk);
+    size_t h0, h1;
+    thread_range(NH, 1, thread, n_threads, &h0, &h1);
+    for (size_t h = h0; h < h1; h++) {
+        gather(keys, values, c, j->layer, h, Tk);
         // S(n,Tk) = Q(n,HS) @ K(Tk,HS)^T / sqrt(HS); Q's rows are 3C apart
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS, scale, qkv + h * HS,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS, scale, j->qkv + h * HS,
                     (int)(3 * C), keys, (int)HS, 0.0f, S, (int)Tk);
         for (size_t t = 0; t < n; t++) {
             float *row = S + t * Tk;
@@ -80,6 +114,12 @@ void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t laye
         }
         // O(n,HS) = S(n,Tk) @ V(Tk,HS), into attn's rows (C apart)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)HS, (int)Tk, 1.0f, S, (int)Tk, values,
-                    (int)HS, 0.0f, attn + h * HS, (int)C);
+                    (int)HS, 0.0f, j->attn + h * HS, (int)C);
     }
+}
+
+void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t layer, size_t n, size_t C,
+                    float *scratch, ThreadPool *pool) {
+    AttentionJob job = {attn, qkv, c, layer, n, C, scratch};
+    threadpool_run(pool, attention_part, &job);
 }

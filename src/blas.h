@@ -1,7 +1,9 @@
 /*
  * blas.h - OpenBLAS as a backend for the prefill (gpt --blas): the float32
  * products of calls with many rows, and a long chunk's attention, through
- * cblas_sgemm on OpenBLAS's own threads.
+ * cblas_sgemm, on our pool's threads: OpenBLAS runs single-threaded inside
+ * each part (a product's columns, attention's heads, split as our kernels
+ * split them), so no second set of threads spins or waits beside ours.
  *
  * This is the design's original path, kept as a real, tested option: an
  * independent check of our kernels (the reference tests pass through it
@@ -27,29 +29,37 @@
 
 #include "dtype.h"
 #include "kvcache.h"
+#include "threads.h"
 
 // Calls with at least this many rows go to OpenBLAS (measured: below it our
 // kernels are as fast or faster, and it keeps every verify step of
 // speculative decoding, at most 33 rows, on our kernels).
 enum { BLAS_MIN_ROWS = 64 };
 
-// OpenBLAS's threads for what follows (its own pool, not ours).
-void blas_set_threads(int n);
+// Makes every OpenBLAS call run on the thread that calls it (its own pool
+// of threads stays asleep): blas_matmul and blas_attention split the work
+// over our pool instead. forward_state_use_blas calls it.
+void blas_single_threaded(void);
 // "OpenBLAS <version> (<core>)", for reports; buf of cap bytes.
 const char *blas_describe(char *buf, size_t cap);
 
 // out(T, N) = inp(T, K) @ W^T + bias (accumulate: out +=), through
 // cblas_sgemm, when W is float32 and T >= BLAS_MIN_ROWS: returns 1. Else
-// does nothing and returns 0 (the caller runs matmul()).
-int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate);
+// does nothing and returns 0 (the caller runs matmul()). Each thread of
+// pool (NULL: the caller alone) takes a range of the N outputs.
+int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+                ThreadPool *pool);
 
-// Scratch floats blas_attention needs for n queries over n_keys keys.
-size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size);
+// Scratch floats blas_attention needs for n queries over n_keys keys, on
+// n_threads threads (each its own).
+size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size, int n_threads);
 // One layer's attention for n new queries of one sequence (n >=
 // BLAS_MIN_ROWS), every head: q(t) = qkv + t * 3C + h * HS, the keys and
 // values from cache c (already holding positions 0 .. P + n - 1, P =
-// c->n_tokens), out(t) = attn + t * C + h * HS.
+// c->n_tokens), out(t) = attn + t * C + h * HS. The heads are split over
+// the threads of pool (NULL: one); scratch holds blas_attention_floats(n,
+// P + n, HS, threadpool_size(pool)).
 void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t layer, size_t n, size_t C,
-                    float *scratch);
+                    float *scratch, ThreadPool *pool);
 
 #endif

@@ -69,8 +69,9 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
 int forward_state_use_blas(ForwardState *s, const GPT2Config *cfg, GptError *err) {
     size_t HS = (size_t)(cfg->n_embd / cfg->n_head);
     free(s->blas_scratch);
-    s->blas_scratch = malloc(blas_attention_floats(s->max_tokens, s->max_ctx, HS) * sizeof(float));
+    s->blas_scratch = malloc(blas_attention_floats(s->max_tokens, s->max_ctx, HS, threadpool_size(s->pool)) * sizeof(float));
     if (!s->blas_scratch) return gpt_error(err, "forward: out of memory for the OpenBLAS attention's scratch");
+    blas_single_threaded();  // OpenBLAS runs inside our pool's parts
     s->use_blas = 1;
     return 0;
 }
@@ -196,7 +197,7 @@ static int all_finite(const float *x, size_t n) {
 // call qualifies (blas_matmul), else our kernels.
 static void product(const ForwardState *s, float *out, const float *inp, const Weight *W, const float *bias,
                     size_t T, int accumulate, const MatmulContext *mm) {
-    if (s->use_blas && blas_matmul(out, inp, W, bias, T, accumulate)) return;
+    if (s->use_blas && blas_matmul(out, inp, W, bias, T, accumulate, s->pool)) return;
     matmul(out, inp, W, bias, T, accumulate, mm);
 }
 
@@ -276,7 +277,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         for (size_t i = 0, first = 0; s->use_blas && i < n_seqs; first += seqs[i].n_tokens, i++)
             if (seqs[i].n_tokens >= skip_from)
                 blas_attention(s->attn + first * C, s->qkv + first * 3 * C, seqs[i].cache, l, seqs[i].n_tokens, C,
-                               s->blas_scratch);
+                               s->blas_scratch, s->pool);
         AttentionJob job = {s, seqs, n_seqs, l, C, NH, skip_from};
         threadpool_run(s->pool, attention_task, &job);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b

@@ -32,7 +32,9 @@ static float uniform(void) {  // [-1, 1)
     return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static void test_matmul_shapes(void) {
+// Each test runs on no pool (the caller alone) and on a pool of 3 threads,
+// which splits the outputs and the heads.
+static void test_matmul_shapes(ThreadPool *pool) {
     const size_t shapes[][3] = {{64, 17, 33}, {65, 64, 64}, {100, 3, 129}, {127, 31, 768}, {64, 1, 1}, {130, 50, 7}};
     int left_alone = 1;
     double worst = 0;
@@ -46,7 +48,7 @@ static void test_matmul_shapes(void) {
         Weight W = {.dtype = DTYPE_F32, .n_in = K, .n_out = N, .data = w};
         for (int acc = 0; acc < 2; acc++) {
             for (size_t i = 0; i < T * N; i++) out[i] = ref[i] = uniform();
-            CHECK(blas_matmul(out, x, &W, acc ? NULL : b, T, acc) == 1, "T %zu: not taken", T);
+            CHECK(blas_matmul(out, x, &W, acc ? NULL : b, T, acc, pool) == 1, "T %zu: not taken", T);
             matmul_reference(ref, x, &W, acc ? NULL : b, T, acc);
             for (size_t i = 0; i < T * N; i++) {
                 double d = fabs(out[i] - ref[i]) / (sqrt((double)K) + fabs(ref[i]));
@@ -55,18 +57,19 @@ static void test_matmul_shapes(void) {
         }
         // fewer rows, or another dtype: ours
         float before = out[0];
-        left_alone &= blas_matmul(out, x, &W, b, BLAS_MIN_ROWS - 1, 0) == 0 && out[0] == before;
+        left_alone &= blas_matmul(out, x, &W, b, BLAS_MIN_ROWS - 1, 0, pool) == 0 && out[0] == before;
         Weight half = W;
         half.dtype = DTYPE_F16;
-        left_alone &= blas_matmul(out, x, &half, b, T, 0) == 0 && out[0] == before;
+        left_alone &= blas_matmul(out, x, &half, b, T, 0, pool) == 0 && out[0] == before;
         free(x), free(w), free(b), free(out), free(ref);
     }
     CHECK(worst < 1e-5, "blas_matmul: relative error %.3g", worst);
     CHECK(left_alone, "blas_matmul took a call it must leave to our kernels");
-    printf("blas_matmul: %zu shapes, worst relative error %.3g\n", sizeof shapes / sizeof *shapes, worst);
+    printf("blas_matmul, %d threads: %zu shapes, worst relative error %.3g\n", threadpool_size(pool),
+           sizeof shapes / sizeof *shapes, worst);
 }
 
-static void test_attention(void) {
+static void test_attention(ThreadPool *pool) {
     GPT2Config cfg = {.n_layer = 2, .n_head = 3, .n_embd = 3 * 64, .n_ctx = 300, .vocab_size = 10};
     size_t C = (size_t)cfg.n_embd, HS = 64;
     double worst = 0;
@@ -80,7 +83,7 @@ static void test_attention(void) {
                 return;
             }
             float *qkv = malloc(n * 3 * C * sizeof *qkv), *attn = malloc(n * C * sizeof *attn);
-            float *scratch = malloc(blas_attention_floats(n, Tk, HS) * sizeof *scratch);
+            float *scratch = malloc(blas_attention_floats(n, Tk, HS, threadpool_size(pool)) * sizeof *scratch);
             float kv[2][64], want[64], *scores = malloc((Tk + 16) * sizeof *scores);
             for (size_t pos = 0; pos < Tk; pos++)
                 for (size_t h = 0; h < 3; h++) {
@@ -89,7 +92,7 @@ static void test_attention(void) {
                 }
             for (size_t i = 0; i < n * 3 * C; i++) qkv[i] = 2 * uniform();
             c.n_tokens = P;  // the chunk's own keys are stored; P came before
-            blas_attention(attn, qkv, &c, 1, n, C, scratch);
+            blas_attention(attn, qkv, &c, 1, n, C, scratch, pool);
             for (size_t t = 0; t < n; t++)
                 for (size_t h = 0; h < 3; h++) {
                     attention_query_reference(want, qkv + t * 3 * C + h * HS, &c, 1, h, P + t + 1, scores);
@@ -102,7 +105,8 @@ static void test_attention(void) {
             kvcache_free(&c);
         }
     CHECK(worst < 1e-5, "blas_attention: off by %.3g", worst);
-    printf("blas_attention: chunks of 90 at 0 and 70 cached, F32 and F16: worst %.3g\n", worst);
+    printf("blas_attention, %d threads: chunks of 90 at 0 and 70 cached, F32 and F16: worst %.3g\n",
+           threadpool_size(pool), worst);
 }
 
 static void test_model(void) {
@@ -142,9 +146,17 @@ static void test_model(void) {
 }
 
 int main(void) {
-    blas_set_threads(1);
-    test_matmul_shapes();
-    test_attention();
+    blas_single_threaded();
+    GptError err = {{0}};
+    ThreadPool *pool = threadpool_create(3, &err);
+    CHECK(pool != NULL, "%s", err.msg);
+    test_matmul_shapes(NULL);
+    test_attention(NULL);
+    if (pool) {
+        test_matmul_shapes(pool);
+        test_attention(pool);
+    }
+    threadpool_free(pool);
     test_model();
     return check_exit("test_blas");
 }

@@ -469,7 +469,6 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    if (o->blas) blas_set_threads((int)o->threads);  // OpenBLAS's own threads, -t of them
     rc = scoring ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
                  : run_generate(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
 done:
