@@ -47,11 +47,16 @@ static void product_part(void *arg, int thread, int n_threads) {
             for (size_t n = n0; n < n1; n++) j->out[t * N + n] += j->bias[n];
 }
 
+void blas_product(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+                  ThreadPool *pool) {
+    ProductJob job = {out, inp, W, bias, T, accumulate};
+    threadpool_run(pool, product_part, &job);
+}
+
 int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
                 ThreadPool *pool) {
     if (W->dtype != DTYPE_F32 || T < BLAS_MIN_ROWS) return 0;
-    ProductJob job = {out, inp, W, bias, T, accumulate};
-    threadpool_run(pool, product_part, &job);
+    blas_product(out, inp, W, bias, T, accumulate, pool);
     return 1;
 }
 

@@ -50,6 +50,11 @@ const char *blas_describe(char *buf, size_t cap);
 int blas_matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
                 ThreadPool *pool);
 
+// The same product through OpenBLAS whatever T is (W float32): what
+// blas_matmul runs, and what bench_blas times below the threshold.
+void blas_product(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+                  ThreadPool *pool);
+
 // Scratch floats blas_attention needs for n queries over n_keys keys, on
 // n_threads threads (each its own).
 size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size, int n_threads);

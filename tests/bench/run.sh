@@ -244,6 +244,8 @@ for n in 512 1000; do
     done
 done
 "$GPT" -m "$CKPT_DIR/124M-f32.bin" -p "x" -n 1 --blas --stats 2>&1 >/dev/null | sed -n 's/^blas: */  /p'
+echo "  where --blas starts (blas.h's BLAS_MIN_ROWS), by row count (tests/bench/bench_blas.c):"
+"$BUILD"/bench/bench_blas | sed 's/^/  /'
 
 echo
 echo "== speculative decoding: the plain run and speculation, the same tokens (tests/bench/speculate.sh)"
