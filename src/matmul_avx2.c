@@ -11,6 +11,10 @@
  * tail: the < 16 weights and activations left are copied (exactly widened)
  * into zero-padded 16-float buffers and processed as one more full step.
  *
+ * Q4: a group of 4 blocks is a (lo, hi) pair of 32-byte halves; each
+ * half's nibbles times the int8 activations by vpmaddubsw + vpmaddwd(1),
+ * the integers AVX-512 gets (the Q4 section).
+ *
  * Blocking: a tile of R weight rows x C batch rows = 2 R C ymm accumulators
  * (of 16 registers). Simpler than the AVX-512 kernels (no activation
  * packing, one tile shape): the fallback for CPUs without AVX-512. The R

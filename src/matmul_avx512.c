@@ -8,8 +8,13 @@
  * per (b, n), vfmadd over k in steps of 16 (K tail: zero-masked lanes), the
  * fixed reduction tree, then + bias, then + old out. Q8: per block of 32,
  * vpmaddwd of the sign-extended weights and the int16 activations (16
- * exact pair sums), converted, one vfmadd with the block's dw * dx. Q4: the
- * same, its 16 bytes unpacked first (mask, shift, - 8, widen: load_block).
+ * exact pair sums), converted, one vfmadd with the block's dw * dx. Q4: per
+ * group of 4 blocks (one 64-byte load of a row), the low nibbles (AND) and
+ * the high ones (shift, AND) times the int8 activations, 8 products per
+ * int32 lane: vpdpbusd twice with VNNI (matmul_rows_avx512_vnni), else
+ * vpmaddubsw twice + vpmaddwd, from the nibble offset's correction
+ * (-8 sum xq, made with the activations); converted, one vfmadd with the
+ * lanes' dw * dx (the Q4 section).
  *
  * Speed (measured on Zen 4; none of this changes a result):
  *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every
