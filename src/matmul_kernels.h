@@ -19,8 +19,8 @@
  * one linear stream there; every kernel puts Q8's int16 and Q4's int8
  * activations there), or NULL: inp is then read in place, and Q8 and Q4 run
  * the scalar kernel, which quantizes each block of activations again for
- * every output. The result
- * is the same bits either way; only the speed differs.
+ * every output. The result is the same bits either way; only the speed
+ * differs.
  *
  * ---------------------------------------------------------------------------
  * CANONICAL ARITHMETIC (batch invariance and cross-ISA equality)
@@ -188,7 +188,7 @@ typedef struct {
 } Q4XGroup;
 _Static_assert(sizeof(Q4XGroup) == 256, "a Q4 activation group is 4 cache lines");
 
-// Where Q8 and Q4 kernels keep a call's quantized activations in scratch: the
+// Where Q8 kernels keep a call's quantized activations in scratch: the
 // int16 values first (B x q8_row_quants(K), in a layout of each kernel's
 // choosing), then the float scales, row-major [b][block], at this offset
 // in bytes (a multiple of 64).
