@@ -39,6 +39,15 @@ int cpu_isa_supported(CpuIsa isa) {
     return 0;
 }
 
+int cpu_has_avx512_vnni(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}
+
 CpuIsa cpu_best_isa(void) {
     if (cpu_isa_supported(CPU_AVX512)) return CPU_AVX512;
     if (cpu_isa_supported(CPU_AVX2)) return CPU_AVX2;

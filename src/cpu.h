@@ -40,6 +40,11 @@ enum { CPU_ISA_COUNT = 3 };
 // the answer). CPU_SCALAR is always supported; off x86-64 the others never
 // are.
 int cpu_isa_supported(CpuIsa isa);
+// Whether the CPU has AVX512-VNNI (Ice Lake, Zen 4; not Skylake-X), which
+// matmul's CPU_AVX512 Q4 kernel then multiplies with (vpdpbusd; the same
+// bits as without). Only this bit: ask it where CPU_AVX512 is supported.
+// A few loads (no cpuid), so a kernel may ask every call.
+int cpu_has_avx512_vnni(void);
 // The fastest supported isa.
 CpuIsa cpu_best_isa(void);
 // "scalar", "avx2", "avx512"; NULL for an unknown code.

@@ -39,7 +39,8 @@ int dtype_from_name(const char *name);
 // stored in blocks (weight_bytes), and for an unknown code.
 size_t dtype_size(DType dt);
 // Q8 and Q4: integers in blocks with a scale each, multiplied with int16
-// activations (matmul_kernels.h), stored one row per output, matrices only.
+// (Q8) or int8 (Q4) activations (matmul_kernels.h), stored one row per
+// output, matrices only.
 static inline int dtype_is_blocked(DType dt) { return dt == DTYPE_Q8 || dt == DTYPE_Q4; }
 
 // Exact widening of a half / bfloat16 (NaN and inf kept, subnormals too).
@@ -74,7 +75,9 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
  * holds q[i] + 8 in its low nibble and q[i + 16] + 8 in its high nibble, so
  * that the low nibbles of the 16 bytes are the block's first half in order
  * and the high nibbles its second half (one mask and one shift unpack a
- * block into the order the activations are in). The scale uses the whole
+ * block into the order the activations are in; a 64-byte load is 4 blocks,
+ * whose low and high nibbles the kernels multiply with the activations
+ * arranged to match: matmul_kernels.h). The scale uses the whole
  * range of -8..7: d = m / -8, m the block's weight of largest magnitude
  * with its sign, rounded to f16; q = round(w / d) clamped to [-8, 7] (that
  * weight itself maps to -8 exactly; a weight near -m is clamped to 7

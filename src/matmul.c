@@ -37,12 +37,17 @@
 const char *matmul_isa_in_use(void) { return cpu_isa_name(cpu_best_isa()); }
 
 // Enough for the AVX-512 kernels' packed activations (B x K rounded up to
-// 16 floats) and for Q8's and Q4's int16 activations and their scales (2 + 4/32
-// bytes per input, K rounded up to 32): 4 bytes per input, K rounded to 32.
-size_t matmul_scratch_floats(size_t B, size_t K) { return B * q8_row_quants(K); }
+// 16 floats), for Q8's int16 activations and their scales (2 + 4/32 bytes
+// per input, K rounded up to 32) and for Q4's groups (Q4XGroup: 256 bytes
+// per 128 inputs, K rounded up to 128): 4 bytes per input, K rounded to 32,
+// and at least a group of 64 floats per row.
+size_t matmul_scratch_floats(size_t B, size_t K) {
+    size_t q8 = q8_row_quants(K), q4 = q4_groups(K) * (sizeof(Q4XGroup) / sizeof(float));
+    return B * (q8 > q4 ? q8 : q4);
+}
 
-void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
-                 size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+void matmul_rows_route(CpuIsa isa, int vnni, float *out, const float *inp, const Weight *W, const float *bias,
+                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     // Q8's and Q4's vector kernels quantize the activations into scratch;
     // without it, only the scalar kernel can (block by block, again for
     // every output).
@@ -50,7 +55,7 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
 #if defined(__x86_64__)
     switch (isa) {
     case CPU_AVX512:
-        matmul_rows_avx512(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        (vnni ? matmul_rows_avx512_vnni : matmul_rows_avx512)(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     case CPU_AVX2:
         matmul_rows_avx2(out, inp, W, bias, B, n0, n1, accumulate, scratch);
@@ -58,8 +63,15 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
     case CPU_SCALAR: break;
     }
 #endif
-    (void)isa;  // off x86-64, only the scalar kernel
+    (void)isa, (void)vnni;  // off x86-64, only the scalar kernel
     matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+}
+
+void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
+                 size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    // VNNI serves Q4 only; asking costs a few loads (cpu.h)
+    const int vnni = isa == CPU_AVX512 && W->dtype == DTYPE_Q4 && cpu_has_avx512_vnni();
+    matmul_rows_route(isa, vnni, out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
 // ----------------------------------------------------------------------------

@@ -6,7 +6,7 @@
  * matmul() runs our own kernels (matmul_kernels.h: portable C, AVX2, AVX-512,
  * the best one the CPU has, as the caller found it once with cpu.h), which read every dtype as
  * stored (F16 and BF16 are widened in registers; Q8 rounds the activations
- * to int16 per block and multiplies in integers) and compute each output in
+ * to int16 per block, Q4 to int8, and they multiply in integers) and compute each output in
  * one fixed order of operations, the "canonical arithmetic" spelled out in
  * matmul_kernels.h. So each output row is the same bits whatever T, whatever
  * the other rows, however many threads, on whichever ISA: prefill and decode,
@@ -30,8 +30,8 @@ enum { MATMUL_GROUP = 32 };
 // each thread's scratch (thread i uses scratch + i * scratch_floats_per_thread;
 // the block 64-byte aligned, scratch_floats_per_thread a multiple of 16). A
 // thread whose slice is smaller than matmul_scratch_floats(group rows, K)
-// reads inp in place: the same bits, slower (much slower for Q8, whose
-// activations are then quantized again for every output). isa: the kernels to run,
+// reads inp in place: the same bits, slower (much slower for Q8 and Q4,
+// whose activations are then quantized again for every output). isa: the kernels to run,
 // cpu_best_isa() found once by whoever makes the context. A
 // NULL context: the caller's thread alone, no scratch, the best kernels
 // found at this call.

@@ -11,6 +11,10 @@
  * tail: the < 16 weights and activations left are copied (exactly widened)
  * into zero-padded 16-float buffers and processed as one more full step.
  *
+ * Q4: a group of 4 blocks is a (lo, hi) pair of 32-byte halves; each
+ * half's nibbles times the int8 activations by vpmaddubsw + vpmaddwd(1),
+ * the integers AVX-512 gets (the Q4 section).
+ *
  * Blocking: a tile of R weight rows x C batch rows = 2 R C ymm accumulators
  * (of 16 registers). Simpler than the AVX-512 kernels (no activation
  * packing, one tile shape): the fallback for CPUs without AVX-512. The R
@@ -146,7 +150,7 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
-// ---- Q8 and Q4 -------------------------------------------------------------
+// ---- Q8 ----------------------------------------------------------------------
 // A block's 16 canonical lanes as (lo, hi): vpmaddwd on inputs 0..15 gives
 // lanes 0..7, on inputs 16..31 lanes 8..15.
 
@@ -182,25 +186,18 @@ AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
     return am / 32767.0f;
 }
 
-// Block j of a Q8 or Q4 weight row as two halves of 16 int16 (k 0..15 in
-// h[0], 16..31 in h[1]). Q4: the 16 bytes widened to 16-bit lanes; their
-// low nibbles are half 0, their high nibbles half 1, minus 8.
-AI void load_block(DType dt, const uint8_t *row, size_t j, __m256i h[2]) {
-    if (dt == DTYPE_Q8) {
-        h[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * Q8_BLOCK)));
-        h[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * Q8_BLOCK + 16)));
-        return;
-    }
-    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * (Q4_BLOCK / 2))));
-    const __m256i eight = _mm256_set1_epi16(8);
-    h[0] = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), eight);
-    h[1] = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
+// Block j of a Q8 weight row as two halves of 16 int16 (k 0..15 in h[0],
+// 16..31 in h[1]).
+AI void load_block(const uint8_t *row, size_t j, __m256i h[2]) {
+    h[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * Q8_BLOCK)));
+    h[1] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + j * Q8_BLOCK + 16)));
 }
 
 // Weight rows n, n + rs, ... (R) x batch rows [b0, b0 + C), with the rows'
 // quantized activations (xq, Kq apart) and scales (dx, nb apart).
 AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                      const int16_t *xq, const float *dx, const float *bias, int accumulate) {
+    (void)dt;  // Q8 (Q4 has its own tiles)
     const size_t N = W->N, Kq = W->Kq, nb = W->ldd;
     const uint8_t *wr[A2_R];
     const uint16_t *dr[A2_R];
@@ -220,7 +217,7 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             dw[r] = _cvtsh_ss(dr[r][j]);
-            load_block(dt, wr[r], j, wv[r]);
+            load_block(wr[r], j, wv[r]);
         }
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
@@ -252,6 +249,147 @@ TARGET_AVX2 static void quantize_x(float *scratch, const float *inp, size_t B, c
         }
 }
 
+// ---- Q4 ----------------------------------------------------------------------
+// A group of 4 blocks (64 bytes of a weight row) as the canonical (lo, hi):
+// the group's first 32 bytes (blocks 0, 1) give lanes 0..7, the next 32
+// (blocks 2, 3) lanes 8..15; dword d of vpmaddubsw + vpmaddwd(1) of a half's
+// low nibbles with Q4XGroup.lo (high with hi) is lane 8h + d
+// (matmul_kernels.h).
+
+// Block i of group g from the m <= 32 inputs at x (m = 0: past the row:
+// zeros), as q4_quantize_x_block.
+AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
+    float buf[Q4_BLOCK] = {0.0f};
+    memcpy(buf, x, m * sizeof *x);
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
+    __m256 v[4], amax = _mm256_setzero_ps();
+    int bad = 0;
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        v[t] = _mm256_loadu_ps(buf + 8 * t);
+        const __m256 a = _mm256_andnot_ps(sign, v[t]);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
+        amax = _mm256_max_ps(amax, a);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    int32_t q[Q4_BLOCK] = {0};
+    float dx = bad ? NAN : 0.0f;
+    if (!bad && am >= Q8_X_TINY) {
+        const __m256 inv = _mm256_set1_ps(127.0f / am);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++)
+            _mm256_storeu_si256((__m256i *)(void *)(q + 8 * t), _mm256_cvtps_epi32(_mm256_mul_ps(v[t], inv)));
+        dx = am / 127.0f;
+    }
+    for (int e = 0; e < 16; e++) g->lo[16 * i + e] = (int8_t)q[e], g->hi[16 * i + e] = (int8_t)q[16 + e];
+    for (int t = 0; t < 4; t++) {
+        int32_t sum = 0;
+        for (int e = 4 * t; e < 4 * t + 4; e++) sum += q[e] + q[16 + e];
+        g->corr[4 * i + t] = -8 * sum;
+        g->dx[4 * i + t] = dx;
+    }
+}
+
+// Quantizes inp (B, K) into scratch: row b's groups at b * G.
+TARGET_AVX2 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B, size_t K) {
+    const size_t nb = q8_row_quants(K) / Q8_BLOCK, G = q4_groups(K);
+    for (size_t b = 0; b < B; b++)
+        for (size_t g = 0; g < G; g++)
+            for (int i = 0; i < 4; i++) {
+                const size_t j = 4 * g + (size_t)i, k = j * Q8_BLOCK;
+                quantize_q4_block(xg + b * G + g, i, inp + b * K + k, j >= nb ? 0 : K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
+            }
+}
+
+// Weight rows n, n + rs, ... (R) x batch rows [b0, b0 + C), the rows'
+// activation groups at xg (G apart).
+AI void tile_q4(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out, const Q4XGroup *xg,
+                const float *bias, int accumulate) {
+    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4;
+    const uint8_t *wr[A2_R];
+    const uint16_t *dr[A2_R];
+    __m256 acc[A2_R][A2_C][2];
+    const __m256i nib = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m256i quarter[2] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)};
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
+        dr[r] = W->d + (n + (size_t)r * rs) * nb;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
+    for (size_t g = 0; g < G; g++) {
+        const size_t in = nb - 4 * g < 4 ? nb - 4 * g : 4;  // blocks of the group in the row
+        uint8_t wt[A2_R][64];
+        __m128 dw4[A2_R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            uint16_t d16[8] = {0};
+            memcpy(d16, dr[r] + 4 * g, in * sizeof *d16);
+            dw4[r] = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d16));
+            if (in < 4) {  // zeros past the row, not read
+                memset(wt[r], 0, sizeof wt[r]);
+                memcpy(wt[r], wr[r] + 64 * g, 16 * in);
+            }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {  // canonical lanes 8h .. 8h+7
+            __m256i wlo[A2_R], whi[A2_R];
+            __m256 dw[A2_R];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const uint8_t *src = in == 4 ? wr[r] + 64 * g : wt[r];
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + 32 * h));
+                wlo[r] = _mm256_and_si256(v, nib);
+                whi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                dw[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dw4[r]), quarter[h]);
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const Q4XGroup *x = xg + (b0 + (size_t)c) * G + g;
+                const __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(x->lo + 32 * h));
+                const __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(x->hi + 32 * h));
+                const __m256i corr = _mm256_load_si256((const __m256i *)(const void *)(x->corr + 8 * h));
+                const __m256 dx = _mm256_load_ps(x->dx + 8 * h);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    // |u x| <= 15 * 127: the pairs, and the sum of two, fit int16 exactly
+                    const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(wlo[r], xlo), _mm256_maddubs_epi16(whi[r], xhi));
+                    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(t, ones), corr);
+                    acc[r][c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][c][h]);
+                }
+            }
+        }
+    }
+    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+}
+
+// R Q4 weight rows (rs apart) for all B batch rows, in chunks of A2_C.
+AI void rows_q4(int R, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg, const float *bias,
+                size_t B, int accumulate) {
+    size_t b = 0;
+    for (; b + A2_C <= B; b += A2_C) tile_q4(R, A2_C, W, n, rs, b, out, xg, bias, accumulate);
+    switch (B - b) {
+    case 2: tile_q4(R, 2, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 1: tile_q4(R, 1, W, n, rs, b, out, xg, bias, accumulate); break;
+    default: break;
+    }
+}
+
+AI void run_q4(const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0, size_t n1,
+               int accumulate, float *scratch) {
+    Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
+    quantize_x_q4(xg, inp, B, W->K);
+    const size_t part = (n1 - n0) / A2_R;
+    size_t n = n0;
+    for (; n < n0 + part; n++) rows_q4(A2_R, W, n, part, out, xg, bias, B, accumulate);
+    for (n = n0 + part * A2_R; n < n1; n++) rows_q4(1, W, n, 1, out, xg, bias, B, accumulate);
+}
+
 // ---- drivers ---------------------------------------------------------------
 
 // The tile at batch row b0 (xq, dx: Q8's and Q4's quantized activations, else unused).
@@ -276,6 +414,10 @@ AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, cons
 // Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others read inp.
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,
             size_t n0, size_t n1, int accumulate, float *scratch) {
+    if (dt == DTYPE_Q4) {  // its own tiles (the Q4 section)
+        run_q4(W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        return;
+    }
     const int16_t *xq = NULL;
     const float *dx = NULL;
     if (dtype_is_blocked(dt)) {

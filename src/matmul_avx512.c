@@ -8,8 +8,13 @@
  * per (b, n), vfmadd over k in steps of 16 (K tail: zero-masked lanes), the
  * fixed reduction tree, then + bias, then + old out. Q8: per block of 32,
  * vpmaddwd of the sign-extended weights and the int16 activations (16
- * exact pair sums), converted, one vfmadd with the block's dw * dx. Q4: the
- * same, its 16 bytes unpacked first (mask, shift, - 8, widen: load_block).
+ * exact pair sums), converted, one vfmadd with the block's dw * dx. Q4: per
+ * group of 4 blocks (one 64-byte load of a row), the low nibbles (AND) and
+ * the high ones (shift, AND) times the int8 activations, 8 products per
+ * int32 lane: vpdpbusd twice with VNNI (matmul_rows_avx512_vnni), else
+ * vpmaddubsw twice + vpmaddwd, from the nibble offset's correction
+ * (-8 sum xq, made with the activations); converted, one vfmadd with the
+ * lanes' dw * dx (the Q4 section).
  *
  * Speed (measured on Zen 4; none of this changes a result):
  *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every
@@ -252,22 +257,12 @@ TARGET_AVX512 static void quantize_x(float *scratch, const float *inp, size_t B,
     }
 }
 
-// Block j of a Q8 or Q4 weight row as 32 int16 in k order. Q4: the 16
-// bytes' low nibbles (k 0..15) and high nibbles (k 16..31) minus 8, side by
-// side in one ymm, then widened as Q8's are: all but the widening in 128-bit
-// registers (on Zen 4 a 512-bit operation takes a pipe for two cycles, and
-// at one thread Q4 is bound by these operations, not by memory: about 25 G
-// weights/s at B = 1 on one Zen 4 core, measured; README, Weight types).
-AI __m512i load_block(DType dt, const uint8_t *row, size_t j) {
-    if (dt == DTYPE_Q8) return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + j * Q8_BLOCK)));
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + j * (Q4_BLOCK / 2)));
-    const __m128i m = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m), eight);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), eight);
-    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+// Block j of a Q8 weight row as 32 int16 in k order.
+AI __m512i load_block(const uint8_t *row, size_t j) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + j * Q8_BLOCK)));
 }
 
-// One Q8 or Q4 tile: weight rows n, n + rs, ... (R) x the C batch rows of
+// One Q8 tile: weight rows n, n + rs, ... (R) x the C batch rows of
 // the chunk at b0 (xq: its quantized activations; dx: the scales of all rows).
 AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                      const int16_t *xq, const float *dx, const float *bias, int accumulate) {
@@ -311,7 +306,7 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
         }
         __m512i wv[RMAX];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) wv[r] = load_block(dt, wr[r], j);
+        for (int r = 0; r < R; r++) wv[r] = load_block(wr[r], j);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const __m512i xv = _mm512_load_si512((const void *)(xq + (j * (size_t)C + (size_t)c) * Q8_BLOCK));
@@ -323,6 +318,204 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
     }
 
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+}
+
+// ---- Q4 ----------------------------------------------------------------------
+// A group of 4 blocks = one 64-byte load per weight row; lane l (quarter l % 4
+// of block l / 4) is dword l of the products of its low nibbles with lo and
+// of its high nibbles with hi (matmul_kernels.h).
+
+// Block i of group x from the m <= 32 inputs at x (m = 0: a block past the
+// row: zeros), as q4_quantize_x_block.
+AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
+    const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(m), x);
+    const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(m > 16 ? m - 16 : 0), x + 16);
+    const __m512 alo = _mm512_abs_ps(lo), ahi = _mm512_abs_ps(hi);
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    const __mmask16 bad = _mm512_cmp_ps_mask(alo, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(ahi, big, _CMP_NLE_UQ);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));  // exact in any order
+    __m512i qlo = _mm512_setzero_si512(), qhi = qlo;
+    float dx = bad ? NAN : 0.0f;
+    if (!bad && amax >= Q8_X_TINY) {
+        const __m512 inv = _mm512_set1_ps(127.0f / amax);
+        qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));
+        qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
+        dx = amax / 127.0f;
+    }
+    _mm_store_si128((__m128i *)(void *)(g->lo + 16 * i), _mm512_cvtepi32_epi8(qlo));
+    _mm_store_si128((__m128i *)(void *)(g->hi + 16 * i), _mm512_cvtepi32_epi8(qhi));
+    // quarter q's 8 activations: dwords 4q .. 4q+3 of qlo + qhi, summed
+    __m512i t = _mm512_add_epi32(qlo, qhi);
+    t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+    t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+    const __m128i sums = _mm512_castsi512_si128(_mm512_maskz_compress_epi32(0x1111, t));
+    _mm_store_si128((__m128i *)(void *)(g->corr + 4 * i), _mm_mullo_epi32(sums, _mm_set1_epi32(-8)));
+    _mm_store_ps(g->dx + 4 * i, _mm_set1_ps(dx));
+}
+
+// Quantizes inp (B, K) into scratch as Q4XGroups: the chunk at b0 with C
+// rows (chunk_rows(), tiles of at most CM rows) at b0 * G groups, laid out
+// [group][c], so that a tile reads one stream.
+TARGET_AVX512 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B, size_t K, size_t CM) {
+    const size_t nb = q8_row_quants(K) / Q8_BLOCK, G = q4_groups(K);
+    for (size_t b0 = 0, C; b0 < B; b0 += C) {
+        C = chunk_rows(B - b0, CM);
+        for (size_t c = 0; c < C; c++)
+            for (size_t g = 0; g < G; g++)
+                for (int i = 0; i < 4; i++) {
+                    const size_t j = 4 * g + (size_t)i, k = j * Q8_BLOCK;
+                    quantize_q4_block(xg + b0 * G + g * C + c, i, inp + (b0 + c) * K + k,
+                                      j >= nb ? 0 : K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
+                }
+    }
+}
+
+// Lane l's integer p: corr + the products of the unsigned nibbles (wlo, whi)
+// with the int8 activations (xlo, xhi), 8 per dword, exact either way.
+// VNNI: vpdpbusd, written as asm so that this file needs no VNNI target
+// (only matmul_rows_avx512_vnni's instance runs it).
+AI __m512i q4_dot(int VNNI, __m512i corr, __m512i wlo, __m512i xlo, __m512i whi, __m512i xhi) {
+    if (VNNI) {
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(corr) : "v"(wlo), "v"(xlo));
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(corr) : "v"(whi), "v"(xhi));
+        return corr;
+    }
+    // |u x| <= 15 * 127: the pairs, and the sum of two, fit int16 exactly
+    const __m512i t = _mm512_add_epi16(_mm512_maddubs_epi16(wlo, xlo), _mm512_maddubs_epi16(whi, xhi));
+    return _mm512_add_epi32(_mm512_madd_epi16(t, _mm512_set1_epi16(1)), corr);
+}
+
+// One Q4 tile: weight rows n, n + rs, ... (R) x the C batch rows of the
+// chunk whose activation groups are at xg ([group][c]).
+AI void tile_q4(int VNNI, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                const Q4XGroup *xg, const float *bias, int accumulate) {
+    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4;
+    const uint8_t *wr[RMAX];
+    const uint16_t *dr[RMAX];
+    __m512 acc[RMAX][CMAX];
+    const __m512i nib = _mm512_set1_epi8(15);
+    // the scale of block i of the group to lanes 4i .. 4i+3
+    const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
+        dr[r] = W->d + (n + (size_t)r * rs) * nb;
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+
+    for (size_t g = 0; g < G; g++) {
+        // blocks of the group in the row: 4, fewer in the last group (past
+        // them: no load; zero weights, scales and activations)
+        const size_t in = nb - 4 * g < 4 ? nb - 4 * g : 4;
+        if (rs == 1 && (R > 1 || C > 1)) {  // walk the next tile linearly
+            const size_t tb = (size_t)R * W->ldw;
+            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + g * (size_t)R * 64;
+#pragma GCC unroll 8
+            for (size_t off = 0; off < (size_t)R * 64; off += 64)
+                _mm_prefetch((const char *)(next + off), PF_HINT);
+        }
+        if (PFS) {
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(wr[r] + 64 * g + PFS), PF_HINT);
+        }
+        __m512i wlo[RMAX], whi[RMAX];
+        __m512 dw[RMAX];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m512i v;
+            __m128i d16;
+            if (in == 4) {
+                v = _mm512_loadu_si512((const void *)(wr[r] + 64 * g));
+                d16 = _mm_loadl_epi64((const __m128i *)(const void *)(dr[r] + 4 * g));
+            } else {
+                v = _mm512_maskz_loadu_epi8((__mmask64)((1ull << (16 * in)) - 1), wr[r] + 64 * g);
+                d16 = _mm_maskz_loadu_epi16((__mmask8)((1u << in) - 1), dr[r] + 4 * g);
+            }
+            wlo[r] = _mm512_and_si512(v, nib);
+            whi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+            dw[r] = _mm512_permutexvar_ps(quarter, _mm512_castps128_ps512(_mm_cvtph_ps(d16)));
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const Q4XGroup *x = xg + g * (size_t)C + (size_t)c;
+            const __m512i xlo = _mm512_load_si512((const void *)x->lo), xhi = _mm512_load_si512((const void *)x->hi);
+            const __m512i corr = _mm512_load_si512((const void *)x->corr);
+            const __m512 dx = _mm512_load_ps(x->dx);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const __m512i p = q4_dot(VNNI, corr, wlo[r], xlo, whi[r], xhi);
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw[r], dx), acc[r][c]);
+            }
+        }
+    }
+
+    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+}
+
+// R Q4 weight rows (rs apart) from n, all B batch rows in chunks of CM
+// (chunk_rows()).
+AI void rows_q4(int VNNI, int R, int CM, int PFS, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg,
+                const float *bias, size_t B, int accumulate) {
+    const size_t G = (W->ldd + 3) / 4;
+    size_t b = 0;
+    for (; b + (size_t)CM <= B; b += (size_t)CM)
+        tile_q4(VNNI, R, CM, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+    if (CM > 4 && B - b >= 4) {
+        tile_q4(VNNI, R, CM > 4 ? 4 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        b += 4;
+    }
+    switch (B - b) {
+    case 3:
+        if (CM > 3) tile_q4(VNNI, R, CM > 3 ? 3 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        break;
+    case 2:
+        if (CM > 2) tile_q4(VNNI, R, CM > 2 ? 2 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        break;
+    case 1: tile_q4(VNNI, R, 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate); break;
+    default: break;
+    }
+}
+
+// Q4 over [n0, n1): the activations quantized into scratch, then tiles of
+// R rows (SPLIT: R far-apart rows, else R adjacent ones) x CM batch rows.
+AI void run_q4_cfg(int VNNI, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
+                   const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
+    quantize_x_q4(xg, inp, B, W->K, (size_t)CM);
+    size_t n = n0;
+    if (SPLIT && R > 1) {
+        const size_t part = (n1 - n0) / (size_t)R;
+        for (; n < n0 + part; n++) rows_q4(VNNI, R, CM, PFS, W, n, part, out, xg, bias, B, accumulate);
+        n = n0 + part * (size_t)R;
+    } else {
+        for (; n + (size_t)R <= n1; n += (size_t)R) rows_q4(VNNI, R, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);
+    }
+    for (; n < n1; n++) rows_q4(VNNI, 1, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);  // row tail
+}
+
+// Q4's tiles (measured at one thread, Zen 4, over the 48 matrices of GPT-2
+// 124M's layers, 48 MB, against Q8 in the same run; GB/s of weights at B = 1):
+// always R far-apart rows ("split", see the top), each row prefetched
+// Q4_PF_* bytes ahead by hand (prefetcht1): 2 rows 20-22 GB/s, 4 rows 21;
+// with the prefetch 512 / 1024 / 2048 / 4096 bytes ahead, 4 rows 25 / 31 /
+// 29 / 27, 2 rows 26 / 24 / 25, 3 rows 28 (Q8 23-24). At B = 2 the prefetch
+// 2048 ahead gave 1.37x none, 1024 1.19x; from B = 4 (compute-bound, about
+// 2x Q8's rate) 4 split rows x 4 with it were 2-5% faster than 4 adjacent
+// rows, 3 x 4 15% slower.
+enum { Q4_R = 4, Q4_PF_1 = 1024, Q4_PF_M = 2048, Q4_PF_2 = 1024 };
+
+AI void run_q4(int VNNI, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+               size_t n1, int accumulate, float *scratch) {
+    if (B == 1)
+        run_q4_cfg(VNNI, Q4_R, 1, 1, Q4_PF_1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else if (B < 4)
+        run_q4_cfg(VNNI, Q4_R, C_M, 1, Q4_PF_M, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else
+        run_q4_cfg(VNNI, Q4_R, C_2, 1, Q4_PF_2, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
 
 // ---- drivers ---------------------------------------------------------------
@@ -389,6 +582,10 @@ AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float 
 
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
             size_t n1, int accumulate, float *scratch) {
+    if (dt == DTYPE_Q4) {  // its own tiles (the Q4 section)
+        run_q4(0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        return;
+    }
     if (B == 1)
         run_cfg(dt, R_1, 1, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < 4)
@@ -401,5 +598,22 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
 
 // matmul_rows_avx512: run for W's dtype, one instance each (matmul_kernels.h)
 MATMUL_ROWS_PER_DTYPE(matmul_rows_avx512, TARGET_AVX512)
+
+TARGET_AVX512 static void matmul_rows_avx512_q4_vnni(const WD *W, float *out, const float *inp, const float *bias,
+                                                     size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    run_q4(1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
+
+// VNNI changes Q4 only (vpdpbusd for vpmaddubsw + vpmaddwd: the same integers)
+TARGET_AVX512 void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
+                                           size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    if (W->dtype != DTYPE_Q4) {
+        matmul_rows_avx512(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        return;
+    }
+    if (n0 >= n1 || B == 0) return;
+    const WD d = weight_walk(W);
+    matmul_rows_avx512_q4_vnni(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
 
 #endif

@@ -16,10 +16,11 @@
  *
  * scratch: 64-byte aligned, at least matmul_scratch_floats(B, K) floats,
  * used by this call alone (the AVX-512 kernels repack the activations into
- * one linear stream there; every kernel puts Q8's int16 activations there),
- * or NULL: inp is then read in place, and Q8 runs the scalar kernel, which
- * quantizes each block of activations again for every output. The result
- * is the same bits either way; only the speed differs.
+ * one linear stream there; every kernel puts Q8's int16 and Q4's int8
+ * activations there), or NULL: inp is then read in place, and Q8 and Q4 run
+ * the scalar kernel, which quantizes each block of activations again for
+ * every output. The result is the same bits either way; only the speed
+ * differs.
  *
  * ---------------------------------------------------------------------------
  * CANONICAL ARITHMETIC (batch invariance and cross-ISA equality)
@@ -62,12 +63,36 @@
  *   }
  *   TAIL(lane)
  *
- * Q4 (4-bit q(n,k) in [-8, 7], an f16 scale dw(n,j) per block of 32): the
- * same activations (q8_quantize_x_block: Q4 and Q8 share them) and exactly
- * the Q8 sequence above with q(n,k) the block's 4-bit values (q4_value in
- * dtype.h). A kernel unpacks a block's 16 bytes into its 32 values in k
- * order (low nibbles: k 0..15, high nibbles: k 16..31, minus 8) and then
- * runs Q8's instructions; |p| <= 2 * 8 * 32767 < 2^24, exact too.
+ * Q4 (4-bit q(n,k) in [-8, 7], an f16 scale dw(n,j) per block j of 32).
+ * Its activations are int8, per row b and block j, by q4_quantize_x_block()
+ * below (the definition): q8_quantize_x_block's rules with 127 for 32767
+ *   (inv = 127.0f / amax, dx = amax / 127.0f, xq[k] = round-half-even(x[k] * inv),
+ *   |xq| <= 127; NaN or infinite: dx = NaN, xq = 0; amax < 2^-96: dx = 0, xq = 0).
+ * The blocks go in groups of 4 (group g: blocks 4g .. 4g+3; blocks past
+ * ceil(K/32) have q = xq = 0 and dw = dx = +0), a lane per quarter block:
+ * lane l of group g takes block j = 4g + l/4 and, with e = 4 (l % 4), the
+ * 8 inputs i = e .. e+3 and 16+e .. 16+e+3 of it (k = 32j + i). For every
+ * output element (b, n):
+ *
+ *   float lane[16] = {+0.0f, ...};
+ *   for (g = 0; g < ceil(ceil(K/32) / 4); g++)
+ *     for (l = 0; l < 16; l++) {
+ *       j = 4g + l/4;
+ *       int32 p = sum over its 8 inputs k of xq(b,k) q(n,k);   // exact integers,
+ *       float s = dw(n,j) * dx(b,j);                          //   |p| <= 8128
+ *       lane[l] = fmaf((float)p, s, lane[l]);
+ *     }
+ *   TAIL(lane)
+ *
+ * Why this shape: a 64-byte load of a weight row is 4 blocks; its low
+ * nibbles (one AND) are their inputs 0..15 and its high nibbles (shift,
+ * AND) their inputs 16..31, and 4 adjacent bytes of each, an int32 lane of
+ * vpdpbusd (AVX512-VNNI: unsigned nibble x signed int8, 4 products summed)
+ * or of vpmaddubsw + vpmaddwd(1) (AVX-512 without VNNI, AVX2), belong to
+ * one quarter of one block. The stored nibble is q + 8: p = sum u xq - 8
+ * sum xq, the second term made with the activations (once per row) and
+ * the accumulator's start. All integer sums are exact, so how a kernel
+ * adds them up is free; the floats are fixed above.
  *
  * So a Q8 block costs one integer multiply-add of 32 pairs (vpmaddwd), one
  * conversion and one FMA per 16 lanes, instead of widening 32 weights to
@@ -94,7 +119,10 @@
  *   m = ceil(K / 16) + 4 + 2   (FMAs per lane, tree adds, bias and out adds)
  * i.e. 3.3e-6 relative at K = 768, 1.2e-5 at K = 3072; for Q8 add
  *   2^-15 sum_k |w_k| amax(block of k)   (the int16 activations)
- * and one more rounding (s) to m (Q4 the same: its weights are exact too).
+ * and one more rounding (s) to m; for Q4 the same with 1/254 (half a step
+ * of amax/127) for 2^-15: its int8 activations lose 1/254 of the block's
+ * largest input, small beside its 4-bit weights' own error (one step in 16
+ * of the block's largest weight; measured: test_accuracy, README).
  *
  * BUILD REQUIREMENTS: -ffp-contract=off and never -ffast-math (the Makefile
  * says so), else the compiler may fuse or reassociate the scalar code and
@@ -125,6 +153,14 @@ void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float
                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+// The same with AVX512-VNNI for Q4's products (vpdpbusd; the same bits):
+// what matmul_rows runs for CPU_AVX512 where cpu_has_avx512_vnni().
+void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
+                             size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+// matmul_rows with the AVX-512 route named (vnni: 1 for the VNNI kernel,
+// which the CPU must then support), so that tests run both.
+void matmul_rows_route(CpuIsa isa, int vnni, float *out, const float *inp, const Weight *W, const float *bias,
+                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // Q8's activations: quantizes the m <= Q8_BLOCK inputs at x into q[0 ..
 // Q8_BLOCK) (zeros past m) and returns the block's scale dx, exactly as the
@@ -132,10 +168,27 @@ void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const flo
 // the same results (test_matmul checks).
 float q8_quantize_x_block(int16_t *q, const float *x, size_t m);
 
+// Q4's activations (int8, the same rules with 127): into q[0 .. Q4_BLOCK).
+float q4_quantize_x_block(int8_t *q, const float *x, size_t m);
+
 // The smallest block maximum that is quantized; below it the block is zero.
 #define Q8_X_TINY 0x1p-96f
 
-// Where Q8 and Q4 kernels keep a call's quantized activations in scratch: the
+// Q4's groups of 4 blocks in a row of K inputs: ceil(ceil(K/32) / 4).
+static inline size_t q4_groups(size_t K) { return (q8_row_quants(K) / Q8_BLOCK + 3) / 4; }
+
+// How the SIMD kernels keep one row's Q4 activations of group g in scratch
+// (a kernel places the groups of a call's rows in an order of its choosing):
+// 256 bytes, the vector operands of the canonical lanes as they are used.
+typedef struct {
+    int8_t lo[64];    // lo[16 i + e] = xq(block 4g + i, input e),      e < 16
+    int8_t hi[64];    // hi[16 i + e] = xq(block 4g + i, input 16 + e)
+    int32_t corr[16]; // -8 x the sum of lane l's 8 activations (the nibbles' offset)
+    float dx[16];     // dx(block 4g + l/4) of lane l
+} Q4XGroup;
+_Static_assert(sizeof(Q4XGroup) == 256, "a Q4 activation group is 4 cache lines");
+
+// Where Q8 kernels keep a call's quantized activations in scratch: the
 // int16 values first (B x q8_row_quants(K), in a layout of each kernel's
 // choosing), then the float scales, row-major [b][block], at this offset
 // in bytes (a multiple of 64).

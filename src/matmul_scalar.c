@@ -14,23 +14,42 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vecmath.h"
 
-float q8_quantize_x_block(int16_t *q, const float *x, size_t m) {
+// The largest |x| of a block's m inputs; *finite: 0 if any is NaN or infinite.
+static float block_amax(const float *x, size_t m, int *finite) {
     float amax = 0.0f;
-    int finite = 1;
+    *finite = 1;
     for (size_t k = 0; k < m; k++) {
         float a = fabsf(x[k]);
-        if (!(a <= FLT_MAX)) finite = 0;  // NaN or infinite
+        if (!(a <= FLT_MAX)) *finite = 0;  // NaN or infinite
         else if (a > amax) amax = a;
     }
+    return amax;
+}
+
+float q8_quantize_x_block(int16_t *q, const float *x, size_t m) {
+    int finite;
+    const float amax = block_amax(x, m, &finite);
     for (size_t k = 0; k < Q8_BLOCK; k++) q[k] = 0;
     if (!finite) return NAN;
     if (amax < Q8_X_TINY) return 0.0f;
     const float inv = 32767.0f / amax;
     for (size_t k = 0; k < m; k++) q[k] = (int16_t)lrintf(x[k] * inv);  // |.| <= 32767
     return amax / 32767.0f;
+}
+
+float q4_quantize_x_block(int8_t *q, const float *x, size_t m) {
+    int finite;
+    const float amax = block_amax(x, m, &finite);
+    for (size_t k = 0; k < Q4_BLOCK; k++) q[k] = 0;
+    if (!finite) return NAN;
+    if (amax < Q8_X_TINY) return 0.0f;
+    const float inv = 127.0f / amax;
+    for (size_t k = 0; k < m; k++) q[k] = (int8_t)lrintf(x[k] * inv);  // |.| <= 127
+    return amax / 127.0f;
 }
 
 enum { LANES = 16, SCALAR_ROWS = 8 };
@@ -79,7 +98,7 @@ static void weight_block(int32_t *q, const Weight *W, size_t n, size_t j) {
     }
 }
 
-// Q8 and Q4: with scratch, every row's activations are quantized once, into
+// Q8: with scratch, every row's activations are quantized once, into
 // scratch; without, each block again for every output (slow, same bits).
 static void matmul_rows_blocked(float *out, const float *inp, const Weight *W, const float *bias,
                                 size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
@@ -113,9 +132,58 @@ static void matmul_rows_blocked(float *out, const float *inp, const Weight *W, c
     }
 }
 
+// Q4 (matmul_kernels.h: int8 activations, a lane per quarter block, 4
+// blocks a step). With scratch, every row's activations are quantized once
+// (int8 [b][Kq], then the scales [b][block] 64-byte aligned); without, each
+// block again for every output.
+static void matmul_rows_q4(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
+                           size_t n0, size_t n1, int accumulate, float *scratch) {
+    const size_t K = W->n_in, N = W->n_out, Kq = q8_row_quants(K), nb = Kq / Q8_BLOCK, G = q4_groups(K);
+    int8_t *xq = (int8_t *)(void *)scratch;
+    float *dx = scratch ? (float *)(void *)((char *)scratch + (B * Kq + 63) / 64 * 64) : NULL;
+    for (size_t b = 0; scratch && b < B; b++)
+        for (size_t j = 0; j < nb; j++) {
+            size_t k = j * Q4_BLOCK, m = K - k < Q4_BLOCK ? K - k : Q4_BLOCK;
+            dx[b * nb + j] = q4_quantize_x_block(xq + b * Kq + k, inp + b * K + k, m);
+        }
+    for (size_t n = n0; n < n1; n++) {
+        const uint16_t *dw = W->scales + n * nb;
+        for (size_t b = 0; b < B; b++) {
+            float lane[LANES] = {0.0f};
+            for (size_t g = 0; g < G; g++) {
+                int32_t q[4][Q4_BLOCK];
+                int8_t own[4][Q4_BLOCK];
+                const int8_t *x[4];
+                float d[4];
+                for (size_t i = 0; i < 4; i++) {  // blocks 4g .. 4g+3: past nb, q = xq = 0, dw = dx = 0
+                    size_t j = 4 * g + i, k = j * Q4_BLOCK, m = j < nb ? (K - k < Q4_BLOCK ? K - k : Q4_BLOCK) : 0;
+                    if (j < nb) weight_block(q[i], W, n, j);
+                    else memset(q[i], 0, sizeof q[i]);
+                    if (xq && j < nb) x[i] = xq + b * Kq + k, d[i] = dx[b * nb + j];
+                    else if (j < nb) x[i] = own[i], d[i] = q4_quantize_x_block(own[i], inp + b * K + k, m);
+                    else x[i] = memset(own[i], 0, sizeof own[i]), d[i] = 0.0f;
+                }
+                for (size_t l = 0; l < LANES; l++) {
+                    const size_t i = l / 4, e = 4 * (l % 4), j = 4 * g + i;
+                    int32_t p = 0;
+                    for (size_t t = 0; t < 4; t++)
+                        p += (int32_t)x[i][e + t] * q[i][e + t] + (int32_t)x[i][16 + e + t] * q[i][16 + e + t];
+                    const float s = (j < nb ? f16_to_f32(dw[j]) : 0.0f) * d[i];
+                    lane[l] = fmaf((float)p, s, lane[l]);
+                }
+            }
+            finish(out + b * N + n, lane, bias, n, accumulate);
+        }
+    }
+}
+
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (dtype_is_blocked(W->dtype)) {
+    if (W->dtype == DTYPE_Q4) {
+        matmul_rows_q4(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        return;
+    }
+    if (W->dtype == DTYPE_Q8) {
         matmul_rows_blocked(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     }

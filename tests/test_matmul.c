@@ -4,8 +4,8 @@
  * and N that are not multiples of any vector width or of Q8's block, one row
  * and many, every dtype, with and without bias, = and +=. Both sides read the
  * same encoded weights, so the tolerance is float32 summation's in every
- * dtype, plus, for Q8 and Q4, the rounding of the activations to int16 (half a
- * step of the block's max |x| / 32767); the encodings themselves are
+ * dtype, plus, for Q8 and Q4, the rounding of the activations to int16 and
+ * int8 (half a step of the block's max |x| / 32767, / 127); the encodings themselves are
  * checked against their rounding bounds.
  *
  * 1. matmul() vs matmul_reference: a relative error of at most
@@ -15,11 +15,12 @@
  *    B = 1..16 and 100):
  *    (a) every kernel within the rigorous bound of the canonical arithmetic
  *        (matmul_kernels.h): (m + 1) 2^-24 (sum |x w| + |bias| + |old out|),
- *        m = ceil(K/16) + 6 (Q8, Q4: + 1, and + 2^-15 sum |w| amax(block));
+ *        m = ceil(K/16) + 6 (Q8, Q4: + 1, and + 2^-15 sum |w| amax(block),
+ *        Q4 2^-7: twice the half steps);
  *        their activations include all-zero, tiny (below 2^-96: counted as
  *        zero), subnormal and huge blocks;
- *    (b) every supported ISA, with and without scratch, bitwise equal to
- *        CPU_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
+ *    (b) every supported ISA (AVX-512: Q4 with VNNI and without, where the
+ *        CPU has it), with and without scratch, bitwise equal to CPU_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
  *        dequantized weights; matmul() on a 2-thread pool the same bits;
  *        a NaN or infinite activation makes its row's outputs NaN (Q8, Q4)
  *        and no other row's;
@@ -72,7 +73,8 @@ static double q8_activation_error(const float *inp, const Weight *W, size_t t, s
             amax = fmax(amax, fabs(inp[t * W->n_in + k]));
             wsum += fabs(weight_at(W, k, j));
         }
-        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : 0x1p-15);
+        // Q8: half a step of amax / 32767, Q4: of amax / 127 (twice that, for slack)
+        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : W->dtype == DTYPE_Q4 ? 0x1p-7 : 0x1p-15);
     }
     return e;
 }
@@ -197,6 +199,22 @@ static void test_encodings(void) {
     CHECK(q4_quantize_row(q4, sc, huge, 32) == 0 && f16_to_f32(sc[0]) == 65504.0f && q4_value(q4, 0) == -8,
           "q4 of weights beyond f16's range: scale 65504 (m / -8 > 0) and -8 expected, got %g and %d",
           f16_to_f32(sc[0]), q4_value(q4, 0));
+
+    // Q4's int8 activations (matmul_kernels.h): amax 2 -> xq = x * 63.5 rounded
+    // half to even, dx = 2 / 127; zeros past m; a NaN: dx NaN, xq 0; all
+    // below 2^-96: dx 0.
+    int8_t xq[Q4_BLOCK];
+    const float xs[5] = {2.0f, -1.0f, 0.5f, 1.0f / 127, -2.0f};  // -63.5 -> -64, 31.75 -> 32, 0.5 -> 0
+    float dx = q4_quantize_x_block(xq, xs, 5);
+    CHECK(dx == 2.0f / 127.0f && xq[0] == 127 && xq[1] == -64 && xq[2] == 32 && xq[3] == 0 && xq[4] == -127 &&
+              xq[5] == 0 && xq[31] == 0,
+          "q4 activations of a known block: dx 2/127 and 127 -64 32 0 -127 0 0 expected, got %.9g and %d %d %d %d %d "
+          "%d %d", dx, xq[0], xq[1], xq[2], xq[3], xq[4], xq[5], xq[31]);
+    const float with_nan[2] = {1.0f, NAN}, tiny[2] = {1e-30f, -1e-30f};
+    dx = q4_quantize_x_block(xq, with_nan, 2);
+    CHECK(dx != dx && xq[0] == 0, "q4 activations with a NaN: dx NaN and xq 0 expected, got %g and %d", dx, xq[0]);
+    dx = q4_quantize_x_block(xq, tiny, 2);
+    CHECK(dx == 0.0f && xq[0] == 0, "q4 activations below 2^-96: dx 0 and xq 0 expected, got %g and %d", dx, xq[0]);
 }
 
 // ----------------------------------------------------------------------------
@@ -248,7 +266,27 @@ typedef struct {
     ThreadPool *pool;
 } Bufs;
 
-static const char *isa_label(int isa) { return cpu_isa_name((CpuIsa)isa); }
+// The kernels the tests run, "routes": 0 .. CPU_ISA_COUNT-1 the ISAs as
+// matmul_rows picks them (AVX-512 with VNNI for Q4 where the CPU has it),
+// and ROUTE_OTHER_VNNI: AVX-512 with the other Q4 route (without VNNI on a
+// CPU with it; with it, unsupported, on one without).
+enum { ROUTE_OTHER_VNNI = CPU_ISA_COUNT, N_ROUTES };
+static CpuIsa route_isa(int route) { return route == ROUTE_OTHER_VNNI ? CPU_AVX512 : (CpuIsa)route; }
+static int route_vnni(int route) {
+    int has = cpu_isa_supported(CPU_AVX512) && cpu_has_avx512_vnni();
+    return route == CPU_AVX512 ? has : route == ROUTE_OTHER_VNNI ? !has : 0;
+}
+static int route_supported(int route) {
+    return cpu_isa_supported(route_isa(route)) && (!route_vnni(route) || cpu_has_avx512_vnni());
+}
+static void rows_on(int route, float *out, const float *inp, const Weight *W, const float *bias, size_t B,
+                    size_t n0, size_t n1, int accumulate, float *scratch) {
+    matmul_rows_route(route_isa(route), route_vnni(route), out, inp, W, bias, B, n0, n1, accumulate, scratch);
+}
+static const char *isa_label(int route) {
+    if (route_isa(route) == CPU_AVX512) return route_vnni(route) ? "avx512 (vnni)" : "avx512 (no vnni)";
+    return cpu_isa_name((CpuIsa)route);
+}
 
 // Index of the first float where a and b differ (bitwise), or n if none.
 static size_t first_difference(const float *a, const float *b, size_t n) {
@@ -293,11 +331,11 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
           dtype_name(m->dt), K, N, B, worst_err, worst_tol, worst_at);
 
     // (b) every ISA, with and without scratch, the scalar bits
-    for (int isa = CPU_AVX2; isa < CPU_ISA_COUNT; isa++) {
-        if (!cpu_isa_supported((CpuIsa)isa)) continue;
+    for (int isa = CPU_AVX2; isa < N_ROUTES; isa++) {
+        if (!route_supported(isa)) continue;
         for (int s = 0; s < 2; s++) {
             memcpy(u->y, u->old, B * N * sizeof(float));
-            matmul_rows((CpuIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
+            rows_on(isa, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
             size_t d = first_difference(u->y, u->scalar, B * N);
             CHECK(d == B * N, "%s K %zu N %zu B %zu: %s%s must give the scalar bits; at %zu %.9g, scalar %.9g",
                   dtype_name(m->dt), K, N, B, isa_label(isa), s ? " with scratch" : "", d,
@@ -325,10 +363,10 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     // row 0 NaN, in every ISA, and leaves the other rows' bits alone
     if (dtype_is_blocked(m->dt) && B > 1) {
         u->x[below(K)] = below(2) ? NAN : -INFINITY;
-        for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
-            if (!cpu_isa_supported((CpuIsa)isa)) continue;
+        for (int isa = 0; isa < N_ROUTES; isa++) {
+            if (!route_supported(isa)) continue;
             memcpy(u->y, u->old, B * N * sizeof(float));
-            matmul_rows((CpuIsa)isa, u->y, u->x, &m->W, bias, B, 0, N, acc, u->scratch);
+            rows_on(isa, u->y, u->x, &m->W, bias, B, 0, N, acc, u->scratch);
             size_t finite = 0;
             for (size_t n = 0; n < N; n++) finite += u->y[n] == u->y[n];
             size_t other = first_difference(u->y + N, u->scalar + N, (B - 1) * N);
@@ -356,14 +394,14 @@ static size_t first_bad_row(const float *y, const float *alone, const size_t *id
 }
 
 // (c) batch invariance of one ISA's kernel: rows alone vs in batches.
-static void check_invariance(const Mat *m, CpuIsa isa, Bufs *u) {
+static void check_invariance(const Mat *m, int isa, Bufs *u) {
     enum { POOL = 16 };
     const size_t N = m->N, K = m->K;
     float *rows = malloc(POOL * K * sizeof *rows), *alone = malloc(POOL * N * sizeof *alone);
     size_t idx[MAX_B];
     for (size_t i = 0; i < POOL * K; i++) rows[i] = uniform();
     for (size_t p = 0; p < POOL; p++)
-        matmul_rows(isa, alone + p * N, rows + p * K, &m->W, u->bias, 1, 0, N, 0, NULL);
+        rows_on(isa, alone + p * N, rows + p * K, &m->W, u->bias, 1, 0, N, 0, NULL);
     const char *name = isa_label(isa);
     for (size_t B = 2; B <= 17; B++) {
         // B = 17 stands for a batch past the kernels' 16: T = 100 through matmul()
@@ -373,20 +411,20 @@ static void check_invariance(const Mat *m, CpuIsa isa, Bufs *u) {
         memset(u->y, 0xff, T * N * sizeof(float));  // NaN sentinel
         const char *how;
         if (B == 17) {
-            how = isa == cpu_best_isa() ? "matmul() T 100, 2 threads" : NULL;
+            how = isa == (int)cpu_best_isa() ? "matmul() T 100, 2 threads" : NULL;
             if (!how) break;
             MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa()};
             matmul(u->y, u->x, &m->W, u->bias, T, 0, &ctx);
         } else if (B % 2) {
             how = B % 4 == 1 ? "whole, scratch" : "whole, no scratch";
-            matmul_rows(isa, u->y, u->x, &m->W, u->bias, B, 0, N, 0, B % 4 == 1 ? u->scratch : NULL);
+            rows_on(isa, u->y, u->x, &m->W, u->bias, B, 0, N, 0, B % 4 == 1 ? u->scratch : NULL);
         } else {
             how = B % 4 == 0 ? "in pieces, scratch" : "in pieces, no scratch";
             int untouched = 1;
             for (size_t n0 = 0, n1; n0 < N; n0 = n1) {
                 size_t len = 1 + (below(3) == 0 ? below(5) : below(N - n0 < 300 ? N - n0 : 300));
                 n1 = n0 + len < N ? n0 + len : N;
-                matmul_rows(isa, u->y, u->x, &m->W, u->bias, B, n0, n1, 0, B % 4 == 0 ? u->scratch : NULL);
+                rows_on(isa, u->y, u->x, &m->W, u->bias, B, n0, n1, 0, B % 4 == 0 ? u->scratch : NULL);
                 for (size_t b = 0; b < B; b++)  // columns past the piece still hold the sentinel
                     for (size_t n = n1; n < N; n++) {
                         uint32_t v;
@@ -404,7 +442,7 @@ static void check_invariance(const Mat *m, CpuIsa isa, Bufs *u) {
               "row %zu column %zu is %.9g, alone %.9g", dtype_name(m->dt), name, K, N, T, how, bad, col, got, want);
     }
     // matmul() with no context, and with scratch too small to use: same bits
-    if (isa == cpu_best_isa()) {
+    if (isa == (int)cpu_best_isa()) {
         size_t T = MAX_B;
         for (size_t b = 0; b < T; b++) idx[b] = below(POOL);
         for (size_t b = 0; b < T; b++) memcpy(u->x + b * K, rows + idx[b] * K, K * sizeof(float));
@@ -454,9 +492,10 @@ static void sweep(void) {
                 const size_t *Bs = big ? Bs_big : Bs_all;
                 size_t nB = big ? sizeof Bs_big / sizeof *Bs_big : sizeof Bs_all / sizeof *Bs_all;
                 for (size_t i = 0; i < nB; i++) check_batch(&m, Bs[i], &u);
-                for (int isa = 0; isa < CPU_ISA_COUNT; isa++)
-                    if (cpu_isa_supported((CpuIsa)isa) && (isa != CPU_SCALAR || !big))
-                        check_invariance(&m, (CpuIsa)isa, &u);
+                for (int isa = 0; isa < N_ROUTES; isa++)
+                    if (route_supported(isa) && (isa != CPU_SCALAR || !big) &&
+                        (isa != ROUTE_OTHER_VNNI || m.dt == DTYPE_Q4))  // the routes differ in Q4 only
+                        check_invariance(&m, isa, &u);
                 mat_free(&m);
             }
     threadpool_free(u.pool);
@@ -465,8 +504,8 @@ static void sweep(void) {
 
 int main(void) {
     printf("matmul kernels: %s (supported:", matmul_isa_in_use());
-    for (int isa = 0; isa < CPU_ISA_COUNT; isa++)
-        if (cpu_isa_supported((CpuIsa)isa)) printf(" %s", cpu_isa_name((CpuIsa)isa));
+    for (int isa = 0; isa < N_ROUTES; isa++)
+        if (route_supported(isa)) printf(" %s", isa_label(isa));
     printf(")\n");
     test_encodings();
     const size_t Ts[] = {1, 2, 3, 7, 17};

@@ -6,6 +6,10 @@
  *
  *   bench_model MODEL_DIR
  *
+ * BENCH_DTYPES (environment), e.g. "q8,q4": bench only these dtypes (comma
+ * separated, any case; the sgemm bound still uses the F32 weights, and the
+ * long-context line runs only with F32 among them). Unset: all of them.
+ *
  * Bounds:
  *   - memory read bandwidth: a plain read loop over 1 GiB (far past any
  *     cache), 1 and 2 threads. Decode of one sequence reads every weight
@@ -139,6 +143,17 @@ static double prefill_tok_s(const Model *m, ThreadPool *pool, size_t T) {
 enum { N_DT = 5, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
 static const DType DTYPES[N_DT] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8, DTYPE_Q4};
 
+// Whether BENCH_DTYPES (unset: every dtype) names dt.
+static int dtype_selected(DType dt) {
+    const char *list = getenv("BENCH_DTYPES");
+    if (!list || !*list) return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+        if (dtype_from_name(tok) == (int)dt) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_model MODEL_DIR\n");
@@ -146,7 +161,10 @@ int main(int argc, char **argv) {
     }
     GptError err = {{0}};
     Model models[N_DT];
+    int on[N_DT];
     for (int d = 0; d < N_DT; d++) {
+        on[d] = dtype_selected(DTYPES[d]);
+        if (!on[d] && d != 0) continue;  // F32 always: the sgemm bound reads its weights
         WeightOptions o = {.matrix_dtype = (int)DTYPES[d]};
         if (model_load_with(&models[d], argv[1], &o, &err) != 0) die(&err);
     }
@@ -178,6 +196,7 @@ int main(int argc, char **argv) {
         double dec[N_DT] = {0};
         for (int round = 0; round < 3; round++) {
             for (int d = 0; d < N_DT; d++) {
+                if (!on[d]) continue;
                 double v = decode_tok_s(&models[d], pool, 1, PROMPT, DECODE, DTYPE_F32);
                 if (v > dec[d]) dec[d] = v;
             }
@@ -189,6 +208,7 @@ int main(int argc, char **argv) {
         printf("  %-5s %12s %10s %10s %6s %12s %s\n", "dtype", "bytes/token", "bound", "decode", "frac", "prefill 512",
                "aggregate decode tok/s, B = 1 2 4 8 16");
         for (int d = 0; d < N_DT; d++) {
+            if (!on[d]) continue;
             const Model *m = &models[d];
             // weights, plus the KV cache of the average context (64..192)
             double bytes = (double)m->decode_bytes + (double)kv_per_token * (PROMPT + DECODE / 2);
@@ -209,6 +229,10 @@ int main(int argc, char **argv) {
                    agg[2] / agg[0], agg[4] / agg[0], 100 * agg[4] / ceiling, ceiling, ceiling / agg[0]);
         }
         // a long context: the KV cache read joins the weights
+        if (!on[0]) {
+            threadpool_free(pool);
+            continue;
+        }
         double kv32 = 0, kv16 = 0;
         for (int round = 0; round < 2; round++) {
             double a = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F32);
@@ -224,6 +248,7 @@ int main(int argc, char **argv) {
         threadpool_free(pool);
     }
     free(buf);
-    for (int d = 0; d < N_DT; d++) model_free(&models[d]);
+    for (int d = 0; d < N_DT; d++)
+        if (on[d] || d == 0) model_free(&models[d]);
     return 0;
 }
