@@ -97,4 +97,11 @@ TARGET_AVX2 void attention_query_avx2(float *out, const float *q, const KVCache 
     }
 }
 
+// One query at a time (the AVX-512 version blocks them).
+TARGET_AVX2 void attention_queries_avx2(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
+                                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
+    for (size_t i = 0; i < nq; i++)
+        attention_query_avx2(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scores);
+}
+
 #endif

@@ -44,7 +44,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     // matmul's scratch per thread: one group of rows of the widest input (4C)
     size_t mm_floats = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, 4 * C);
     // Each buffer starts on a 64-byte boundary (16 floats).
-    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * round_up(max_ctx, 16),
+    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * ATTENTION_QUERY_BLOCK * round_up(max_ctx, 16),
                        max_logit_rows * V, threads * mm_floats};
     size_t total = 0;
     for (int i = 0; i < 8; i++) total += round_up(sizes[i], 16);
@@ -154,28 +154,29 @@ typedef struct {
     size_t skip_from;  // sequences with this many new tokens or more are done already (OpenBLAS)
 } AttentionJob;
 
-// Thread `thread` takes every n_threads-th (token, head) pair, in the order
-// sequence, token, head; each pair is one attention_query. Dealt out one by
-// one, not in blocks: in a causal prefill a later token attends over more
-// positions, and a thread given the second half of the tokens had 3 times
-// the work of the other (prefill of 512 tokens on 2 threads).
+// Thread `thread` takes every n_threads-th item, an item being a block of
+// up to ATTENTION_QUERY_BLOCK consecutive tokens of one sequence and one
+// head, in the order sequence, head, block: one attention_queries call,
+// which loads each key and value once for its tokens, and a thread's next
+// items (the same head) find them in its cache. Dealt out one by one, not
+// in runs: in a causal prefill a later token attends over more positions,
+// and a thread given the second half of the tokens had 3 times the work of
+// the other (prefill of 512 tokens on 2 threads).
 static void attention_task(void *arg, int thread, int n_threads) {
     const AttentionJob *j = arg;
     size_t HS = j->C / j->NH, item = 0, row = 0;
-    float *scores = j->s->scores + (size_t)thread * round_up(j->s->max_ctx, 16);
-    for (size_t i = 0; i < j->n_seqs; i++) {
+    float *scores = j->s->scores + (size_t)thread * ATTENTION_QUERY_BLOCK * round_up(j->s->max_ctx, 16);
+    for (size_t i = 0; i < j->n_seqs; row += j->seqs[i].n_tokens, i++) {
         size_t n = j->seqs[i].n_tokens, P = j->seqs[i].cache->n_tokens;
-        if (n >= j->skip_from) {
-            row += n;
-            continue;
-        }
-        for (size_t t = 0; t < n; t++, row++)
-            for (size_t h = 0; h < j->NH; h++, item++) {
+        if (n >= j->skip_from) continue;
+        for (size_t h = 0; h < j->NH; h++)
+            for (size_t t = 0; t < n; t += ATTENTION_QUERY_BLOCK, item++) {
                 if (item % (size_t)n_threads != (size_t)thread) continue;
-                // query at position P + t sees keys 0 .. P + t
-                attention_query(j->s->isa, j->s->attn + row * j->C + h * HS,
-                                j->s->qkv + row * 3 * j->C + h * HS, j->seqs[i].cache, j->layer, h, P + t + 1,
-                                scores);
+                size_t nq = n - t < ATTENTION_QUERY_BLOCK ? n - t : ATTENTION_QUERY_BLOCK;
+                // the query at position P + t + i sees keys 0 .. P + t + i
+                attention_queries(j->s->isa, j->s->attn + (row + t) * j->C + h * HS, j->C,
+                                  j->s->qkv + (row + t) * 3 * j->C + h * HS, 3 * j->C, nq, j->seqs[i].cache,
+                                  j->layer, h, P + t + 1, scores);
             }
     }
 }
