@@ -117,7 +117,12 @@ TARGET_AVX512 void attention_query_avx512(float *out, const float *q, const KVCa
 
 // ---- a block of queries ------------------------------------------------------
 
-enum { QMAX = ATTENTION_QUERY_BLOCK, KB = 4 };
+enum { QMAX = 8, KB = 4 };  // ATTENTION_QUERY_BLOCK <= QMAX
+_Static_assert((int)ATTENTION_QUERY_BLOCK <= (int)QMAX, "attention_queries_avx512 takes at most 8 queries");
+// Tile widths by the number of queries (at most 28 accumulators): key
+// blocks per score tile, vectors of dimensions per value pass.
+#define SCORE_KB(NQ) ((NQ) <= 6 ? 4 : 3)
+#define VALUE_NV(NQ) ((NQ) <= 6 ? 4 : 2)
 
 // Scores of NQ queries (q + i q_stride) against the KBN key blocks from b:
 // NQ x KBN accumulators, every key vector loaded once for the NQ queries.
@@ -212,7 +217,8 @@ AI void queries(int NQ, float *out, size_t out_stride, const float *q, size_t q_
     const int half = c->dtype == DTYPE_F16;
     const __m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)HS));
     size_t b = 0;
-    for (; b + KB <= n_blocks; b += KB) score_tile(NQ, KB, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale);
+    for (; b + SCORE_KB(NQ) <= n_blocks; b += SCORE_KB(NQ))
+        score_tile(NQ, SCORE_KB(NQ), q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale);
     switch (n_blocks - b) {
     case 3: score_tile(NQ, 3, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale); break;
     case 2: score_tile(NQ, 2, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale); break;
@@ -223,8 +229,8 @@ AI void queries(int NQ, float *out, size_t out_stride, const float *q, size_t q_
 #pragma GCC unroll 8
     for (int i = 0; i < NQ; i++) inv[i] = _mm512_set1_ps(softmax_numerators(scores + (size_t)i * ld, n0 + (size_t)i));
     float part[4][QMAX][64] __attribute__((aligned(64)));
-    for (size_t g = 0; g < HS; g += 64) {
-        const int nv = HS - g >= 64 ? 4 : (int)((HS - g) / 16);
+    for (size_t g = 0; g < HS; g += 16 * VALUE_NV(NQ)) {
+        const int nv = HS - g >= 16 * VALUE_NV(NQ) ? VALUE_NV(NQ) : (int)((HS - g) / 16);
         for (size_t r = 0; r < 4; r++) switch (nv) {
             case 4: value_pass(NQ, 4, c, layer, head, half, scores, ld, n0, r, g, part[r]); break;
             case 3: value_pass(NQ, 3, c, layer, head, half, scores, ld, n0, r, g, part[r]); break;
@@ -244,6 +250,10 @@ AI void queries(int NQ, float *out, size_t out_stride, const float *q, size_t q_
 TARGET_AVX512 void attention_queries_avx512(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
                                            const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
     switch (nq) {
+    case 8: queries(8, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 7: queries(7, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 6: queries(6, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 5: queries(5, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
     case 4: queries(4, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
     case 3: queries(3, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
     case 2: queries(2, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
