@@ -168,6 +168,25 @@ AI void score_tile(int NQ, int KBN, const float *q, size_t q_stride, const KVCac
 // turn) of NQ queries over the NV vectors of dimensions from g, into
 // part[i][0 .. 16 NV). Query i has n0 + i keys: positions below n0 serve
 // every query, the few after only those that see them.
+// Position t's value row (dimensions g .. g + 16 NV at row of block vb)
+// times each query's weight, into its accumulators.
+AI void value_row(int NQ, int NV, __m512 acc[QMAX][4], const void *vb, size_t row, int half, const float *scores,
+                  size_t ld, size_t t) {
+    __m512 vv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) vv[v] = load_kv16(vb, row + 16 * (size_t)v, half);
+#pragma GCC unroll 8
+    for (int i = 0; i < NQ; i++) {
+        const __m512 e = _mm512_set1_ps(scores[(size_t)i * ld + t]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(e, vv[v], acc[i][v]);
+    }
+}
+
+// One pass of the value sums: partial sum r (the positions t = r mod 4, in
+// turn) of NQ queries over the NV vectors of dimensions from g, into
+// part[i][0 .. 16 NV). Query i has n0 + i keys: positions below n0 serve
+// every query, the few after only those that see them.
 AI void value_pass(int NQ, int NV, const KVCache *c, size_t layer, size_t head, int half, const float *scores,
                    size_t ld, size_t n0, size_t r, size_t g, float part[QMAX][64]) {
     const size_t HS = c->head_size;
@@ -177,19 +196,15 @@ AI void value_pass(int NQ, int NV, const KVCache *c, size_t layer, size_t head, 
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
     size_t t = r;
-    for (; t < n0; t += 4) {
-        const void *vb = kvcache_block_values(c, t / KV_BLOCK, layer, head);
-        const size_t row = (t % KV_BLOCK) * HS + g;
-        __m512 vv[4];
+    // whole blocks: rows r, r + 4, r + 8, r + 12 of each
+    for (size_t b = 0; (b + 1) * KV_BLOCK <= n0; b++, t += KV_BLOCK) {
+        const void *vb = kvcache_block_values(c, b, layer, head);
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) vv[v] = load_kv16(vb, row + 16 * (size_t)v, half);
-#pragma GCC unroll 8
-        for (int i = 0; i < NQ; i++) {
-            const __m512 e = _mm512_set1_ps(scores[(size_t)i * ld + t]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(e, vv[v], acc[i][v]);
-        }
+        for (size_t s = 0; s < KV_BLOCK; s += 4) value_row(NQ, NV, acc, vb, (r + s) * HS + g, half, scores, ld, t + s);
     }
+    for (; t < n0; t += 4)
+        value_row(NQ, NV, acc, kvcache_block_values(c, t / KV_BLOCK, layer, head), (t % KV_BLOCK) * HS + g, half,
+                  scores, ld, t);
     for (; t < n0 + (size_t)NQ - 1; t += 4) {  // the positions only later queries see
         const void *vb = kvcache_block_values(c, t / KV_BLOCK, layer, head);
         const size_t row = (t % KV_BLOCK) * HS + g;
@@ -210,11 +225,10 @@ AI void value_pass(int NQ, int NV, const KVCache *c, size_t layer, size_t head, 
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(part[i] + 16 * v, acc[i][v]);
 }
 
-AI void queries(int NQ, float *out, size_t out_stride, const float *q, size_t q_stride, const KVCache *c,
+AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q, size_t q_stride, const KVCache *c,
                 size_t layer, size_t head, size_t n0, float *scores) {
     const size_t HS = c->head_size, n_max = n0 + (size_t)NQ - 1;
     const size_t n_blocks = (n_max + KV_BLOCK - 1) / KV_BLOCK, ld = n_blocks * KV_BLOCK;
-    const int half = c->dtype == DTYPE_F16;
     const __m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)HS));
     size_t b = 0;
     for (; b + SCORE_KB(NQ) <= n_blocks; b += SCORE_KB(NQ))
@@ -249,14 +263,22 @@ AI void queries(int NQ, float *out, size_t out_stride, const float *q, size_t q_
 
 TARGET_AVX512 void attention_queries_avx512(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
                                            const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
-    switch (nq) {
-    case 8: queries(8, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 7: queries(7, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 6: queries(6, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 5: queries(5, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 4: queries(4, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 3: queries(3, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 2: queries(2, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    const int half = c->dtype == DTYPE_F16;  // a constant in each instance: no test in the loops
+    switch (nq * 2 + (size_t)half) {
+    case 16: if (ATTENTION_QUERY_BLOCK >= 8) queries(8, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 17: if (ATTENTION_QUERY_BLOCK >= 8) queries(8, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 14: if (ATTENTION_QUERY_BLOCK >= 7) queries(7, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 15: if (ATTENTION_QUERY_BLOCK >= 7) queries(7, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 12: if (ATTENTION_QUERY_BLOCK >= 6) queries(6, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 13: if (ATTENTION_QUERY_BLOCK >= 6) queries(6, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 10: if (ATTENTION_QUERY_BLOCK >= 5) queries(5, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 11: if (ATTENTION_QUERY_BLOCK >= 5) queries(5, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 8: if (ATTENTION_QUERY_BLOCK >= 4) queries(4, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 9: if (ATTENTION_QUERY_BLOCK >= 4) queries(4, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 6: if (ATTENTION_QUERY_BLOCK >= 3) queries(3, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 7: if (ATTENTION_QUERY_BLOCK >= 3) queries(3, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 4: if (ATTENTION_QUERY_BLOCK >= 2) queries(2, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 5: if (ATTENTION_QUERY_BLOCK >= 2) queries(2, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
     default: attention_query_avx512(out, q, c, layer, head, n_keys, scores); break;
     }
 }
