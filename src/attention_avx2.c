@@ -179,8 +179,9 @@ AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q,
 #pragma GCC unroll 8
         for (int i = 0; i < NQ; i++)
             for (size_t h = 0; h < 16; h += 8) {
-                const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(part[0][i] + h), _mm256_loadu_ps(part[1][i] + h)),
-                                               _mm256_add_ps(_mm256_loadu_ps(part[2][i] + h), _mm256_loadu_ps(part[3][i] + h)));
+                const __m256 s01 = _mm256_add_ps(_mm256_loadu_ps(part[0][i] + h), _mm256_loadu_ps(part[1][i] + h));
+                const __m256 s23 = _mm256_add_ps(_mm256_loadu_ps(part[2][i] + h), _mm256_loadu_ps(part[3][i] + h));
+                const __m256 s = _mm256_add_ps(s01, s23);  // (0 + 1) + (2 + 3)
                 _mm256_storeu_ps(out + (size_t)i * out_stride + g + h, _mm256_mul_ps(s, inv[i]));
             }
     }

@@ -254,8 +254,9 @@ AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q,
 #pragma GCC unroll 8
         for (int i = 0; i < NQ; i++)
             for (int v = 0; v < nv; v++) {
-                const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(part[0][i] + 16 * v), _mm512_load_ps(part[1][i] + 16 * v)),
-                                               _mm512_add_ps(_mm512_load_ps(part[2][i] + 16 * v), _mm512_load_ps(part[3][i] + 16 * v)));
+                const __m512 s01 = _mm512_add_ps(_mm512_load_ps(part[0][i] + 16 * v), _mm512_load_ps(part[1][i] + 16 * v));
+                const __m512 s23 = _mm512_add_ps(_mm512_load_ps(part[2][i] + 16 * v), _mm512_load_ps(part[3][i] + 16 * v));
+                const __m512 s = _mm512_add_ps(s01, s23);  // (0 + 1) + (2 + 3)
                 _mm512_storeu_ps(out + (size_t)i * out_stride + g + 16 * (size_t)v, _mm512_mul_ps(s, inv[i]));
             }
     }
@@ -264,23 +265,27 @@ AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q,
 TARGET_AVX512 void attention_queries_avx512(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
                                            const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
     const int half = c->dtype == DTYPE_F16;  // a constant in each instance: no test in the loops
+#define QUERIES(NQ, HALF) queries(NQ, HALF, out, out_stride, q, q_stride, c, layer, head, n_keys, scores)
     switch (nq * 2 + (size_t)half) {
-    case 16: if (ATTENTION_QUERY_BLOCK >= 8) queries(8, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 17: if (ATTENTION_QUERY_BLOCK >= 8) queries(8, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 14: if (ATTENTION_QUERY_BLOCK >= 7) queries(7, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 15: if (ATTENTION_QUERY_BLOCK >= 7) queries(7, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 12: if (ATTENTION_QUERY_BLOCK >= 6) queries(6, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 13: if (ATTENTION_QUERY_BLOCK >= 6) queries(6, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 10: if (ATTENTION_QUERY_BLOCK >= 5) queries(5, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 11: if (ATTENTION_QUERY_BLOCK >= 5) queries(5, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 8: if (ATTENTION_QUERY_BLOCK >= 4) queries(4, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 9: if (ATTENTION_QUERY_BLOCK >= 4) queries(4, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 6: if (ATTENTION_QUERY_BLOCK >= 3) queries(3, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 7: if (ATTENTION_QUERY_BLOCK >= 3) queries(3, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 4: if (ATTENTION_QUERY_BLOCK >= 2) queries(2, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 5: if (ATTENTION_QUERY_BLOCK >= 2) queries(2, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    default: attention_query_avx512(out, q, c, layer, head, n_keys, scores); break;
+    case 16: if (ATTENTION_QUERY_BLOCK >= 8) QUERIES(8, 0); break;
+    case 17: if (ATTENTION_QUERY_BLOCK >= 8) QUERIES(8, 1); break;
+    case 14: if (ATTENTION_QUERY_BLOCK >= 7) QUERIES(7, 0); break;
+    case 15: if (ATTENTION_QUERY_BLOCK >= 7) QUERIES(7, 1); break;
+    case 12: if (ATTENTION_QUERY_BLOCK >= 6) QUERIES(6, 0); break;
+    case 13: if (ATTENTION_QUERY_BLOCK >= 6) QUERIES(6, 1); break;
+    case 10: if (ATTENTION_QUERY_BLOCK >= 5) QUERIES(5, 0); break;
+    case 11: if (ATTENTION_QUERY_BLOCK >= 5) QUERIES(5, 1); break;
+    case 8: if (ATTENTION_QUERY_BLOCK >= 4) QUERIES(4, 0); break;
+    case 9: if (ATTENTION_QUERY_BLOCK >= 4) QUERIES(4, 1); break;
+    case 6: if (ATTENTION_QUERY_BLOCK >= 3) QUERIES(3, 0); break;
+    case 7: if (ATTENTION_QUERY_BLOCK >= 3) QUERIES(3, 1); break;
+    case 4: if (ATTENTION_QUERY_BLOCK >= 2) QUERIES(2, 0); break;
+    case 5: if (ATTENTION_QUERY_BLOCK >= 2) QUERIES(2, 1); break;
+    default:  // one query (or, against the contract, more than the tiles take): one at a time
+        for (size_t i = 0; i < nq; i++)
+            attention_query_avx512(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scores);
     }
+#undef QUERIES
 }
 
 #endif
