@@ -69,3 +69,18 @@ void attention_query(CpuIsa isa, float *out, const float *q, const KVCache *c, s
     (void)isa;
     attention_query_reference(out, q, c, layer, head, n_keys, scores);
 }
+
+void attention_queries(CpuIsa isa, float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
+                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
+#if defined(__x86_64__)
+    if (c->head_size % 16 == 0) {
+        if (isa == CPU_AVX512)
+            return attention_queries_avx512(out, out_stride, q, q_stride, nq, c, layer, head, n_keys, scores);
+        if (isa == CPU_AVX2)
+            return attention_queries_avx2(out, out_stride, q, q_stride, nq, c, layer, head, n_keys, scores);
+    }
+#endif
+    (void)isa;
+    for (size_t i = 0; i < nq; i++)
+        attention_query_reference(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scores);
+}

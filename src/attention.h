@@ -35,6 +35,19 @@
 void attention_query(CpuIsa isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
                      size_t n_keys, float *scores);
 
+// Queries that share keys: the most attention_queries takes at once.
+enum { ATTENTION_QUERY_BLOCK = 4 };
+
+// attention_query for nq (1..ATTENTION_QUERY_BLOCK) consecutive queries of
+// one sequence and head: out_i (HS, at out + i out_stride) = attention of
+// q_i (at q + i q_stride) over positions [0, n_keys + i), i < nq. The same
+// bits as nq calls of attention_query (each query's order of operations is
+// the one above); the block loads each key and value once for all its
+// queries (a prefill's chunk). scores: scratch of nq x round_up(n_keys + nq
+// - 1, 16) floats.
+void attention_queries(CpuIsa isa, float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
+                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores);
+
 // The same, written plainly: the definition, which every vector version
 // (attention_kernels.h) matches bit for bit.
 void attention_query_reference(float *out, const float *q, const KVCache *c, size_t layer, size_t head,

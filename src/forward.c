@@ -44,7 +44,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
     // matmul's scratch per thread: one group of rows of the widest input (4C)
     size_t mm_floats = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, 4 * C);
     // Each buffer starts on a 64-byte boundary (16 floats).
-    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * round_up(max_ctx, 16),
+    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * ATTENTION_QUERY_BLOCK * round_up(max_ctx, 16),
                        max_logit_rows * V, threads * mm_floats};
     size_t total = 0;
     for (int i = 0; i < 8; i++) total += round_up(sizes[i], 16);
@@ -109,6 +109,34 @@ void layernorm_forward(float *out, const float *inp, const float *weight,
     }
 }
 
+// Below this many rows (decode), layernorm and the cache writes run on the
+// caller's thread alone: waking the others costs more than they save.
+enum { FEW_ROWS = 8 };
+
+// layernorm_forward over the rows of x, a share of them for each thread
+// (each row's result is its own: the same bits).
+typedef struct {
+    float *out;
+    const float *inp, *weight, *bias;
+    size_t T, C;
+    float eps;
+} LayerNormJob;
+
+static void layernorm_task(void *arg, int thread, int n_threads) {
+    const LayerNormJob *j = arg;
+    size_t begin, end;
+    thread_range(j->T, 1, thread, n_threads, &begin, &end);
+    if (begin < end)
+        layernorm_forward(j->out + begin * j->C, j->inp + begin * j->C, j->weight, j->bias, end - begin, j->C, j->eps);
+}
+
+static void layernorm_pool(ThreadPool *pool, float *out, const float *inp, const float *weight, const float *bias,
+                           size_t T, size_t C, float eps) {
+    LayerNormJob j = {out, inp, weight, bias, T, C, eps};
+    if (T < FEW_ROWS) layernorm_task(&j, 0, 1);  // not worth waking the threads
+    else threadpool_run(pool, layernorm_task, &j);
+}
+
 // Element by element, so the vector versions (AVX-512, AVX2, chosen when the
 // program starts: cpu.h) give exactly the baseline's bits.
 CPU_CLONES void gelu_forward(float *x, size_t n) {
@@ -155,30 +183,51 @@ typedef struct {
     size_t skip_from;  // sequences with this many new tokens or more are done already (OpenBLAS)
 } AttentionJob;
 
-// Thread `thread` takes every n_threads-th (token, head) pair, in the order
-// sequence, token, head; each pair is one attention_query. Dealt out one by
-// one, not in blocks: in a causal prefill a later token attends over more
-// positions, and a thread given the second half of the tokens had 3 times
-// the work of the other (prefill of 512 tokens on 2 threads).
+// Thread `thread` takes every n_threads-th item, an item being a block of
+// up to ATTENTION_QUERY_BLOCK consecutive tokens of one sequence and one
+// head, in the order sequence, head, block: one attention_queries call,
+// which loads each key and value once for its tokens, and a thread's next
+// items (the same head) find them in its cache. Dealt out one by one, not
+// in runs: in a causal prefill a later token attends over more positions,
+// and a thread given the second half of the tokens had 3 times the work of
+// the other (prefill of 512 tokens on 2 threads).
 static void attention_task(void *arg, int thread, int n_threads) {
     const AttentionJob *j = arg;
     size_t HS = j->C / j->NH, item = 0, row = 0;
-    float *scores = j->s->scores + (size_t)thread * round_up(j->s->max_ctx, 16);
-    for (size_t i = 0; i < j->n_seqs; i++) {
+    float *scores = j->s->scores + (size_t)thread * ATTENTION_QUERY_BLOCK * round_up(j->s->max_ctx, 16);
+    for (size_t i = 0; i < j->n_seqs; row += j->seqs[i].n_tokens, i++) {
         size_t n = j->seqs[i].n_tokens, P = j->seqs[i].cache->n_tokens;
-        if (n >= j->skip_from) {
-            row += n;
-            continue;
-        }
-        for (size_t t = 0; t < n; t++, row++)
-            for (size_t h = 0; h < j->NH; h++, item++) {
+        if (n >= j->skip_from) continue;
+        for (size_t h = 0; h < j->NH; h++)
+            for (size_t t = 0; t < n; t += ATTENTION_QUERY_BLOCK, item++) {
                 if (item % (size_t)n_threads != (size_t)thread) continue;
-                // query at position P + t sees keys 0 .. P + t
-                attention_query(j->s->isa, j->s->attn + row * j->C + h * HS,
-                                j->s->qkv + row * 3 * j->C + h * HS, j->seqs[i].cache, j->layer, h, P + t + 1,
-                                scores);
+                size_t nq = n - t < ATTENTION_QUERY_BLOCK ? n - t : ATTENTION_QUERY_BLOCK;
+                // the query at position P + t + i sees keys 0 .. P + t + i
+                attention_queries(j->s->isa, j->s->attn + (row + t) * j->C + h * HS, j->C,
+                                  j->s->qkv + (row + t) * 3 * j->C + h * HS, 3 * j->C, nq, j->seqs[i].cache,
+                                  j->layer, h, P + t + 1, scores);
             }
     }
+}
+
+// The new tokens' keys and values of one layer into their caches, head h
+// by the thread h mod n_threads (a head's keys and values of a block are
+// runs of their own: no two threads write one cache line).
+typedef struct {
+    const SeqInput *seqs;
+    size_t n_seqs, layer, C, NH;
+    const float *qkv;
+} KVStoreJob;
+
+static void kvstore_task(void *arg, int thread, int n_threads) {
+    const KVStoreJob *j = arg;
+    size_t HS = j->C / j->NH;
+    for (size_t h = (size_t)thread; h < j->NH; h += (size_t)n_threads)
+        for (size_t i = 0, row = 0; i < j->n_seqs; i++)
+            for (size_t t = 0; t < j->seqs[i].n_tokens; t++, row++) {
+                const float *k = j->qkv + row * 3 * j->C + j->C + h * HS;  // (HS), the value C after it
+                kvcache_store(j->seqs[i].cache, j->layer, h, j->seqs[i].cache->n_tokens + t, k, k + j->C);
+            }
 }
 
 // 1 if no element of x (n) is NaN or infinite: 0 * x is 0 for every
@@ -259,18 +308,14 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
 
     for (size_t l = 0; l < (size_t)cfg->n_layer; l++) {
         const GPT2Layer *lw = &w->layers[l];
-        layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
+        layernorm_pool(s->pool, s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
         // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
         product(s, s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, &mm);
         // The new tokens' keys and values go into the caches first; then
         // each (token, head) attends over its sequence's cache.
-        size_t HS = C / NH, row = 0;
-        for (size_t i = 0; i < n_seqs; i++)
-            for (size_t t = 0; t < seqs[i].n_tokens; t++, row++)
-                for (size_t h = 0; h < NH; h++) {
-                    const float *k = s->qkv + row * 3 * C + C + h * HS;  // (HS)
-                    kvcache_store(seqs[i].cache, l, h, seqs[i].cache->n_tokens + t, k, k + C);
-                }
+        KVStoreJob store = {seqs, n_seqs, l, C, NH, s->qkv};
+        if (T < FEW_ROWS) kvstore_task(&store, 0, 1);
+        else threadpool_run(s->pool, kvstore_task, &store);
         // attn(T,C) = heads side by side
         // A long chunk's attention through OpenBLAS (with --blas), the rest ours.
         size_t skip_from = s->use_blas ? BLAS_MIN_ROWS : SIZE_MAX;
@@ -282,7 +327,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         threadpool_run(s->pool, attention_task, &job);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
         product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
-        layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
+        layernorm_pool(s->pool, s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
         product(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
         gelu_forward_pool(s->pool, s->fc, T * 4 * C);

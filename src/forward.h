@@ -49,7 +49,7 @@ typedef struct {
     float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens
     float *attn;     // (Tmax, C)    attention output, heads side by side
     float *fc;       // (Tmax, 4C)   MLP hidden layer
-    float *scores;   // (threads, max_ctx rounded up to 16) one query's attention weights per thread
+    float *scores;   // (threads, ATTENTION_QUERY_BLOCK x max_ctx rounded up to 16) attention weights per thread
     float *logits;   // (max_logit_rows, V)
     float *matmul_scratch;          // (threads, matmul_scratch_floats) matmul's per-thread scratch
     size_t matmul_scratch_floats;   // per thread: a group of min(Tmax, MATMUL_GROUP) rows of 4C

@@ -126,6 +126,49 @@ AI void finish_tile(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, s
         }
 }
 
+// The canonical tree for 16 accumulators at once, the same adds: each step
+// adds the two halves of every accumulator's previous sums, two or four
+// accumulators side by side in a vector. Step 1 (lanes i + i+8) of a and b:
+// [a 0..7 | b 0..7] + [a 8..15 | b 8..15].
+AI __m512 tree_step1(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// step 2 (i + i+4) of two step-1 results: 128-bit quarter k of the result is
+// accumulator k's 4 sums (a's two, then b's two).
+AI __m512 tree_step2(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// step 3 (i + i+2) within each quarter: [a 0+2, a 1+3, b 0+2, b 1+3]
+AI __m512 tree_step3(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// step 4 (0 + 1) within each pair: [a 0+1, a 2+3, b 0+1, b 2+3]
+AI __m512 tree_step4(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// finish_tile for a tile of 4 adjacent weight rows x 4 batch rows: the 16
+// trees side by side (15 vector adds instead of 64 narrow ones), so that
+// quarter c of the result is batch row c's 4 outputs n .. n + 3; then +
+// bias and + the old values, 4 at a time. The same operations per output.
+AI void finish_tile_4x4(__m512 acc[RMAX][CMAX], size_t n, size_t b0, size_t N, float *out, const float *bias,
+                        int accumulate) {
+    __m512 g[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) g[r] = tree_step2(tree_step1(acc[r][0], acc[r][1]), tree_step1(acc[r][2], acc[r][3]));
+    __m512 s = tree_step4(tree_step3(g[0], g[1]), tree_step3(g[2], g[3]));
+    if (bias) s = _mm512_add_ps(s, _mm512_broadcast_f32x4(_mm_loadu_ps(bias + n)));
+    float sums[16] __attribute__((aligned(64)));
+    _mm512_store_ps(sums, s);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        float *o = out + (b0 + (size_t)c) * N + n;
+        __m128 v = _mm_load_ps(sums + 4 * c);
+        if (accumulate) v = _mm_add_ps(_mm_loadu_ps(o), v);
+        _mm_storeu_ps(o, v);
+    }
+}
+
 // One tile: weight rows n, n + rs, ... (R of them) x batch rows [b0, b0+C).
 // R and C are constants after inlining, so the arrays live in registers.
 // xp: the packed activations of this batch chunk ([k/16][c][16], zero-padded
@@ -190,7 +233,8 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
     }
 #undef XV
 
-    finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+    if (R == 4 && C == 4 && rs == 1) finish_tile_4x4(acc, n, b0, N, out, bias, accumulate);
+    else finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 // ---- activation packing ----------------------------------------------------

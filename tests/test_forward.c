@@ -385,6 +385,64 @@ static void test_attention_isas(void) {
     }
 }
 
+// attention_queries (a block of consecutive queries sharing the loads of
+// keys and values) gives, for every query, attention_query_reference's
+// bits: every ISA, F32 and F16 caches, head sizes of one and of several
+// groups of dimensions (64, 80), blocks of 1 .. ATTENTION_QUERY_BLOCK
+// queries whose key counts start at 1, odd counts, block edges and run to
+// the cache's end.
+static void test_attention_query_blocks(void) {
+    GptError err = {{0}};
+    uint64_t st = 777;
+    const size_t head_sizes[] = {64, 80};
+    for (size_t hs_i = 0; hs_i < 2; hs_i++)
+        for (int dt = 0; dt < 2; dt++) {
+            size_t HS = head_sizes[hs_i], N = 300;
+            GPT2Config cfg = {.n_layer = 2, .n_head = 3, .n_embd = (int)(3 * HS), .n_ctx = (int)N, .vocab_size = 10,
+                              .ln_eps = 1e-5f};
+            KVCache c;
+            CHECK(kvcache_init(&c, &cfg, dt ? DTYPE_F16 : DTYPE_F32, N, &err) == 0, "%s", err.msg);
+            float k[80], v[80];
+            for (size_t pos = 0; pos < N; pos++)
+                for (size_t l = 0; l < 2; l++)
+                    for (size_t h = 0; h < 3; h++) {
+                        for (size_t d = 0; d < HS; d++) {
+                            st = st * 6364136223846793005ull + 1442695040888963407ull;
+                            k[d] = (float)((st >> 40) & 0xFFFF) / 8192.0f - 4.0f;
+                            v[d] = (float)((st >> 20) & 0xFFFF) / 32768.0f - 1.0f;
+                        }
+                        kvcache_store(&c, l, h, pos, k, v);
+                    }
+            // the block's queries a row of 3 HS + 5 floats apart, the outputs 2 HS + 3
+            enum { QB = ATTENTION_QUERY_BLOCK };
+            size_t q_stride = 3 * HS + 5, out_stride = 2 * HS + 3;
+            float *q = malloc(QB * q_stride * sizeof(float)), *got = malloc(QB * out_stride * sizeof(float));
+            float want[80], *scores = malloc(QB * 304 * sizeof(float));
+            for (size_t i = 0; i < QB * q_stride; i++) q[i] = 0.05f * (float)(i % 13) - 0.3f;
+            int mismatches = 0;
+            const size_t counts[] = {1, 2, 3, 5, 14, 15, 16, 17, 31, 33, 64, 65, 100, 254, 297, 300};
+            for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++)
+                for (size_t nq = 1; nq <= QB && counts[ci] + nq - 1 <= N; nq++)
+                    for (int isa = CPU_SCALAR; isa < CPU_ISA_COUNT; isa++) {
+                        if (!cpu_isa_supported((CpuIsa)isa)) continue;
+                        attention_queries((CpuIsa)isa, got, out_stride, q, q_stride, nq, &c, 1, 2, counts[ci], scores);
+                        for (size_t i = 0; i < nq; i++) {
+                            attention_query_reference(want, q + i * q_stride, &c, 1, 2, counts[ci] + i, scores);
+                            if (memcmp(got + i * out_stride, want, HS * sizeof(float)) != 0 && !mismatches++)
+                                CHECK(0, "HS %zu, %s cache, isa %d, %zu queries from %zu keys: query %zu out[0] %.9g, "
+                                         "reference %.9g",
+                                      HS, dt ? "F16" : "F32", isa, nq, counts[ci], i, got[i * out_stride], want[0]);
+                        }
+                    }
+            CHECK(mismatches == 0, "HS %zu, %s cache: %d blocks of queries differ from the reference", HS,
+                  dt ? "F16" : "F32", mismatches);
+            free(q);
+            free(got);
+            free(scores);
+            kvcache_free(&c);
+        }
+}
+
 // Batch invariance, for every weight dtype and both KV types: a sequence's
 // logits are the same bits decoded alone or beside up to 15 others, and
 // prefilled in one piece or in chunks.
@@ -474,6 +532,7 @@ int main(void) {
     test_kernels();
     test_kv_bytes();
     test_attention_isas();
+    test_attention_query_blocks();
     test_batch_invariance();
     char *text = NULL;
     size_t len;

@@ -502,6 +502,41 @@ static void sweep(void) {
     free(u.x), free(u.bias), free(u.old), free(u.ref), free(u.scalar), free(u.y), free(u.scratch);
 }
 
+// Long rows (K up to fc_proj's 3072, on and off a multiple of 16) at the
+// batch sizes whose AVX-512 tiles are 4 x 4 (their outputs reduced 16 at a
+// time), with their 1..3-row tails and a second group: every ISA the
+// scalar bits, F32, F16 and BF16.
+static void test_long_rows(void) {
+    static const size_t Ks[] = {769, 1000, 1536, 1543, 3072};
+    static const size_t Ns[] = {4, 9, 37};
+    static const size_t Bs[] = {8, 9, 10, 11, 13, 16, 31, MATMUL_GROUP, MATMUL_GROUP + 3};
+    const size_t Kmax = 3072, Nmax = 37;
+    GptError err;
+    Bufs u;
+    u.x = malloc(MAX_B * Kmax * sizeof(float));
+    u.bias = malloc(Nmax * sizeof(float));
+    u.old = malloc(MAX_B * Nmax * sizeof(float));
+    u.ref = malloc(MAX_B * Nmax * sizeof(float));
+    u.scalar = malloc(MAX_B * Nmax * sizeof(float));
+    u.y = malloc(MAX_B * Nmax * sizeof(float));
+    size_t per_thread = matmul_scratch_floats(MAX_B, Kmax);
+    u.scratch = aligned_alloc(64, 2 * per_thread * sizeof(float));
+    u.pool = threadpool_create(2, &err);
+    CHECK(u.pool != NULL, "a pool of 2 threads expected, got none");
+    for (size_t i = 0; i < Nmax; i++) u.bias[i] = uniform();
+    const DType dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (size_t d = 0; d < 3; d++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
+                Mat m;
+                mat_make(&m, dts[d], Ns[ni], Ks[ki]);
+                for (size_t i = 0; i < sizeof Bs / sizeof *Bs; i++) check_batch(&m, Bs[i], &u);
+                mat_free(&m);
+            }
+    threadpool_free(u.pool);
+    free(u.x), free(u.bias), free(u.old), free(u.ref), free(u.scalar), free(u.y), free(u.scratch);
+}
+
 int main(void) {
     printf("matmul kernels: %s (supported:", matmul_isa_in_use());
     for (int isa = 0; isa < N_ROUTES; isa++)
@@ -517,5 +552,6 @@ int main(void) {
                 for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
                     check_shape((DType)d, Ts[a], Ks[k], Ns[n], (int)((a + k + n) % 2), (int)((a + n) % 3 == 0));
     sweep();
+    test_long_rows();
     return check_exit("test_matmul");
 }
