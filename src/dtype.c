@@ -121,26 +121,29 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
 
 size_t q4_row_bytes(size_t K) { return round_up(K, Q4_BLOCK) / 2; }
 
-// The Q4 level of w under scale d: round(w / d) to nearest even, clamped to
-// [-8, 7] (clamped first, the same thing, so that adding and subtracting
-// 1.5 * 2^23 rounds it: rintf is a library call on baseline x86-64, and this
-// runs 11 times per weight).
-static float q4_level(float w, float d) {
-    float r = d != 0.0f ? w / d : 0.0f;
-    r = r > 7.0f ? 7.0f : r < -8.0f ? -8.0f : r;
+// r (w / d) to the nearest even integer in [-8, 7]: clamped first, the
+// same thing, so that adding and subtracting 1.5 * 2^23 rounds it (rintf is
+// a library call on baseline x86-64, and this runs 11 times per weight).
+static float q4_round(float r) {
+    r = r > -8.0f ? r : -8.0f;
+    r = r < 7.0f ? r : 7.0f;
     return (r + 12582912.0f) - 12582912.0f;
 }
 
-// Squared error of block w (32) stored with scale d (the squares first, a
-// loop the compiler vectorises, then their sum in order).
+// The Q4 level of w under scale d: round(w / d) clamped to [-8, 7], 0 if d is.
+static float q4_level(float w, float d) { return d != 0.0f ? q4_round(w / d) : 0.0f; }
+
+// Squared error of block w (32) stored with scale d (with d = 0 the levels
+// do not matter), in a loop the compiler vectorises and a fixed order of
+// sums: 8 lanes of 4 terms, then a tree.
 static float q4_error(const float *w, float d) {
-    float sq[Q4_BLOCK], e = 0.0f;
+    float sq[Q4_BLOCK], lane[8], div = d != 0.0f ? d : 1.0f;
     for (size_t i = 0; i < Q4_BLOCK; i++) {
-        float r = w[i] - d * q4_level(w[i], d);
+        float r = w[i] - d * q4_round(w[i] / div);
         sq[i] = r * r;
     }
-    for (size_t i = 0; i < Q4_BLOCK; i++) e += sq[i];
-    return e;
+    for (size_t j = 0; j < 8; j++) lane[j] = ((sq[j] + sq[j + 8]) + sq[j + 16]) + sq[j + 24];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 // The f16 scale of block w (32 finite weights; m the one of largest
