@@ -84,7 +84,8 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
  * wastes the 16th level: 5% more RMS error than m / -8.) The search has
  * 17% less squared error than m / -8 on uniform weights, 11% on Gaussian
  * ones, and cuts Q4's mean KL from float32 by 17% on the 124M-shaped test
- * checkpoint and 8% on the demo model (tests/q4_study.c; README).
+ * checkpoint and 13% on the demo model (tests/q4_study.c,
+ * docs/model-format.md).
  * A row takes K_pad / 2 bytes of quants and K_pad / 32 scales: 18 bytes per
  * 32 weights, 4.5 bits a weight, 7.1 times fewer than float32.
  */
