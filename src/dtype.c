@@ -121,24 +121,66 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
 
 size_t q4_row_bytes(size_t K) { return round_up(K, Q4_BLOCK) / 2; }
 
+// r (w / d) to the nearest even integer in [-8, 7]: clamped first, the
+// same thing, so that adding and subtracting 1.5 * 2^23 rounds it (rintf is
+// a library call on baseline x86-64, and this runs 11 times per weight).
+static float q4_round(float r) {
+    r = r > -8.0f ? r : -8.0f;
+    r = r < 7.0f ? r : 7.0f;
+    return (r + 12582912.0f) - 12582912.0f;
+}
+
+// The Q4 level of w under scale d: round(w / d) clamped to [-8, 7], 0 if d is.
+static float q4_level(float w, float d) { return d != 0.0f ? q4_round(w / d) : 0.0f; }
+
+// Squared error of block w (32) stored with scale d (with d = 0 the levels
+// do not matter), in a loop the compiler vectorises and a fixed order of
+// sums: 8 lanes of 4 terms, then a tree.
+static float q4_error(const float *w, float d) {
+    float sq[Q4_BLOCK], lane[8], div = d != 0.0f ? d : 1.0f;
+    for (size_t i = 0; i < Q4_BLOCK; i++) {
+        float r = w[i] - d * q4_round(w[i] / div);
+        sq[i] = r * r;
+    }
+    for (size_t j = 0; j < 8; j++) lane[j] = ((sq[j] + sq[j + 8]) + sq[j + 16]) + sq[j + 24];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The f16 scale of block w (32 finite weights; m the one of largest
+// magnitude, with its sign) with the least squared error among m / c for
+// c = -9, -8.8, ..., -7 (dtype.h), and *d as it reads back.
+static uint16_t q4_block_scale(const float *w, float m, float *d) {
+    uint16_t best = block_scale(m / -8.0f, d);
+    if (m == 0.0f) return best;
+    float best_error = q4_error(w, *d);
+    for (int k = -5; k <= 5; k++) {
+        if (k == 0) continue;  // m / -8, tried first
+        float back;
+        uint16_t c16 = block_scale(m / (-8.0f + 0.2f * (float)k), &back);
+        float e = q4_error(w, back);
+        if (e < best_error) best_error = e, best = c16, *d = back;
+    }
+    return best;
+}
+
 size_t q4_quantize_row(uint8_t *q, uint16_t *scales, const float *x, size_t K) {
     size_t K_pad = round_up(K, Q4_BLOCK), bad = 0;
     for (size_t b0 = 0; b0 < K_pad; b0 += Q4_BLOCK) {
         size_t n = b0 >= K ? 0 : K - b0 < Q4_BLOCK ? K - b0 : Q4_BLOCK;
-        // m: the weight of largest magnitude, with its sign (the first of
-        // equals); d = m / -8 maps it to -8, the level that has no +8.
-        float m = 0.0f;
-        for (size_t i = 0; i < n; i++)
-            if (!isfinite(x[b0 + i])) bad++;
-            else if (fabsf(x[b0 + i]) > fabsf(m)) m = x[b0 + i];
-        float d;  // as it will be read back, so the quants fit the scale that multiplies them
-        scales[b0 / Q4_BLOCK] = block_scale(m / -8.0f, &d);
-        int v[Q4_BLOCK];
+        // the block, zero-padded, a weight Q4 cannot hold (NaN, infinite)
+        // as 0; m: the weight of largest magnitude, with its sign (the first
+        // of equals)
+        float blk_w[Q4_BLOCK], m = 0.0f;
         for (size_t i = 0; i < Q4_BLOCK; i++) {
             float w = i < n ? x[b0 + i] : 0.0f;
-            float r = isfinite(w) && d != 0.0f ? rintf(w / d) : 0.0f;
-            v[i] = r > 7.0f ? 7 : r < -8.0f ? -8 : (int)r;
+            if (!isfinite(w)) bad++, w = 0.0f;
+            blk_w[i] = w;
+            if (fabsf(w) > fabsf(m)) m = w;
         }
+        float d;  // as it will be read back, so the quants fit the scale that multiplies them
+        scales[b0 / Q4_BLOCK] = q4_block_scale(blk_w, m, &d);
+        int v[Q4_BLOCK];
+        for (size_t i = 0; i < Q4_BLOCK; i++) v[i] = (int)q4_level(blk_w[i], d);
         uint8_t *blk = q + b0 / 2;
         for (size_t i = 0; i < Q4_BLOCK / 2; i++) blk[i] = (uint8_t)((v[i] + 8) | (v[i + 16] + 8) << 4);
     }

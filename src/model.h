@@ -160,7 +160,9 @@ typedef struct {
 typedef struct {
     int matrix_dtype;  // every MATRIX and EMBEDDING tensor in this DType,
                        // or -1 to keep each as the file stores it; Q4 is
-                       // a mix: the EMBEDDING (wte) in Q8, the rest Q4
+                       // a mix: the EMBEDDING (wte), the first layer's
+                       // matrices and every attn.c_proj in Q8, the rest
+                       // Q4 (model.c)
 } WeightOptions;
 
 // Sets m->weights from the tensors t[i] of the table (m->config set and
@@ -180,8 +182,10 @@ TensorRef model_tensor(const Model *m, size_t i);
 size_t model_tensor_bytes(const Model *m, size_t i);
 // The dtypes of m's matrices in a few words, for reports, into buf (cap
 // bytes, always terminated): "F16" when all share one, "Q4 (wte Q8)" when
-// wte differs from the layers' matrices, "mixed" when those differ among
-// themselves. Returns buf.
+// wte differs from the layers' matrices, "Q4 (Q8: wte, h.0, attn.c_proj)"
+// (--dtype q4's mix) when the matrices of the last layer's c_fc dtype have
+// exceptions in one other dtype that are wte, a run of whole layers and
+// kinds of matrix in every other layer, "mixed" otherwise. Returns buf.
 const char *model_matrix_dtypes(const Model *m, char *buf, size_t cap);
 
 #endif

@@ -489,25 +489,27 @@ static void test_stats(void) {
     cJSON_Delete(j);
     result_free(&r);
 
-    // --dtype q4 is a mix (wte in Q8): --stats, its JSON and inspect say so
+    // --dtype q4 is a mix (wte, layer 0 and attn.c_proj in Q8): --stats, its JSON and inspect say so
+    const char *mix = "Q4 (Q8: wte, h.0, attn.c_proj)";
     r = RUN("-m", ckpt("tiny"), "--dtype", "q4", "-p", "Hello", "-n", "2", "--temp", "0", "--stats", "--json");
     j = parse_json_output(&r);
     s = j ? cJSON_GetObjectItem(j, "stats") : NULL;
     const cJSON *wd = s ? cJSON_GetObjectItem(s, "weight_dtype") : NULL;
-    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (wte Q8)") && cJSON_IsString(wd) &&
-              !strcmp(wd->valuestring, "Q4 (wte Q8)"),
-          "--dtype q4 --stats: 'matrices Q4 (wte Q8)' and weight_dtype \"Q4 (wte Q8)\" expected: rc %d, %s", r.rc,
-          r.err);
+    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (Q8: wte, h.0, attn.c_proj)") && cJSON_IsString(wd) &&
+              !strcmp(wd->valuestring, mix),
+          "--dtype q4 --stats: 'matrices %s' and weight_dtype \"%s\" expected: rc %d, %s", mix, mix, r.rc, r.err);
     cJSON_Delete(j);
     result_free(&r);
     const char *q4 = path_in(tmpdir, "q4.bin");
     r = RUN("convert", ckpt("tiny"), q4, "--dtype", "q4");
-    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (wte Q8)"), "convert --dtype q4: rc %d, %s", r.rc, r.err);
+    CHECK(r.rc == 0 && strstr(r.err, mix), "convert --dtype q4: rc %d, %s", r.rc, r.err);
     result_free(&r);
     r = RUN("inspect", q4);
-    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (wte Q8)") && strstr(r.out, "wte.weight                   Q8 ") &&
-              strstr(r.out, "h.1.mlp.c_fc.weight          Q4 "),
-          "inspect of a q4 file: the matrices line and wte Q8, c_fc Q4 expected: %s", r.out);
+    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (Q8: wte, h.0, attn.c_proj)") &&
+              strstr(r.out, "wte.weight                   Q8 ") && strstr(r.out, "h.0.mlp.c_fc.weight          Q8 ") &&
+              strstr(r.out, "h.1.mlp.c_fc.weight          Q4 ") && strstr(r.out, "h.1.attn.c_proj.weight       Q8 "),
+          "inspect of a q4 file: the matrices line, wte, h.0's c_fc and h.1's attn.c_proj Q8, h.1's c_fc Q4 "
+          "expected: %s", r.out);
     result_free(&r);
     unlink(q4);
 }

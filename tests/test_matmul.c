@@ -128,10 +128,11 @@ static void test_encodings(void) {
             worst = fmax(worst, fabs(row[i] - w[2 * K + i]));
         }
         // rounding: F32 exact; F16 half an ulp (2^-11 relative); BF16 2^-8;
-        // Q8 half a step of max|w| / 127 per block (|w| < 1 here); Q4 a
-        // whole step of max|w| / 8 (a weight of the other sign than the
-        // block's extreme m, near -m, is clamped to 7 steps of m / -8)
-        double bound[DTYPE_COUNT] = {0, 0x1p-11, 0x1p-8, 0.5 / 127 + 1e-6, 1.0 / 8 + 1e-6};
+        // Q8 half a step of max|w| / 127 per block (|w| < 1 here); Q4
+        // 2/9 of max|w| (its scale can be m / -9, dtype.h: a weight near
+        // -m, of the other sign than the block's extreme m, is clamped to 7
+        // steps of |m| / 9)
+        double bound[DTYPE_COUNT] = {0, 0x1p-11, 0x1p-8, 0.5 / 127 + 1e-6, 2.0 / 9 + 1e-6};
         CHECK(worst <= bound[d], "%s: encoded row off by %g (bound %g)", dtype_name((DType)d), worst, bound[d]);
     }
     // exact halves: 1, -2, the largest, the smallest subnormal; ties to even
@@ -185,12 +186,44 @@ static void test_encodings(void) {
               q4[5] == (10 | 5 << 4) && q4[15] == (15 | 15 << 4) && q4[16] == (8 | 8 << 4) && q4[23] == (0 | 8 << 4),
           "q4 of a known block: scales 1 -0.5, bytes 00 5a ff 88 80 expected, got scales %g %g bytes %02x %02x %02x "
           "%02x %02x", f16_to_f32(sc[0]), f16_to_f32(sc[1]), q4[0], q4[5], q4[15], q4[16], q4[23]);
-    for (int i = 0; i < 32; i++) v[i] = i == 3 ? -1.0f : 1.0f / 16 * (float)(i % 9);  // m = -1, d = 1/8: 0.5 is 4 steps
-    v[7] = 0.99f;  // 0.99 / 0.125 = 7.92: rounds to 8, clamped to 7
+    // m = -1: m / -8 would leave 0.99 at 7.92 steps (clamped to 7) and every
+    // odd sixteenth on a tie; the least squared error is m / -7.4, where m
+    // is 7.4 steps (to -7), 0.5 3.7 (to 4) and 0.99 7.33 (to 7)
+    for (int i = 0; i < 32; i++) v[i] = i == 3 ? -1.0f : 1.0f / 16 * (float)(i % 9);
+    v[7] = 0.99f;
     q4_quantize_row(q4, sc, v, 32);
-    CHECK(q4_value(q4, 3) == -8 && q4_value(q4, 7) == 7 && q4_value(q4, 8) == 4 && q4_value(q4, 17) == 4,
-          "q4 rounding: -8 7 4 4 expected at 3 7 8 17, got %d %d %d %d", q4_value(q4, 3), q4_value(q4, 7),
-          q4_value(q4, 8), q4_value(q4, 17));
+    CHECK(sc[0] == f32_to_f16(-1.0f / -7.4f) && q4_value(q4, 3) == -7 && q4_value(q4, 7) == 7 &&
+              q4_value(q4, 8) == 4 && q4_value(q4, 17) == 4,
+          "q4 rounding: scale 1/7.4, -7 7 4 4 expected at 3 7 8 17, got %g, %d %d %d %d", f16_to_f32(sc[0]),
+          q4_value(q4, 3), q4_value(q4, 7), q4_value(q4, 8), q4_value(q4, 17));
+    // the scale search against brute force: on random blocks, no candidate
+    // m / c (c = -9, -8.8, ..., -7, rounded to f16) has less squared error
+    // than the chosen scale, which is one of them
+    uint64_t rng = 7;
+    for (int blk = 0; blk < 200; blk++) {
+        float m = 0;
+        for (int i = 0; i < 32; i++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            v[i] = (float)((double)(rng >> 11) * 0x1p-53 * 2 - 1) * (blk % 2 ? 1.0f : (float)(i % 5));
+            if (fabsf(v[i]) > fabsf(m)) m = v[i];
+        }
+        q4_quantize_row(q4, sc, v, 32);
+        double d = f16_to_f32(sc[0]), chosen = 0, best = INFINITY;
+        int is_candidate = 0;
+        for (int i = 0; i < 32; i++) chosen += (v[i] - d * q4_value(q4, i)) * (v[i] - d * q4_value(q4, i));
+        for (int k = -5; k <= 5; k++) {
+            double c = f16_to_f32(f32_to_f16(m / (-8.0f + 0.2f * (float)k))), e = 0;
+            for (int i = 0; i < 32; i++) {
+                double r = rint(v[i] / c);
+                r = r > 7 ? 7 : r < -8 ? -8 : r;
+                e += (v[i] - c * r) * (v[i] - c * r);
+            }
+            best = e < best ? e : best;
+            is_candidate |= c == d;
+        }
+        CHECK(is_candidate && chosen <= best * (1 + 1e-5), "q4 block %d: scale %g (a candidate: %d), squared error %g, "
+              "a candidate's %g", blk, d, is_candidate, chosen, best);
+    }
     v[1] = NAN, v[2] = INFINITY;
     CHECK(q4_quantize_row(q4, sc, v, 32) == 2 && q4_value(q4, 1) == 0 && q4_value(q4, 2) == 0,
           "q4 of non-finite weights: 2 counted and stored as 0 expected, got %d %d", q4_value(q4, 1),

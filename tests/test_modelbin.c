@@ -370,9 +370,11 @@ static void test_dtypes(const cJSON *refs, Tokenizer *shipped) {
             CHECK(0, "%s: %s", what, err.msg);
             continue;
         }
+        // (Q4 is a mix: wte and layer 0 in Q8, the last layer's c_fc in Q4)
         DType dt = k < 2 ? want[k] : (DType)o.matrix_dtype, wte_dt = dt == DTYPE_Q4 ? DTYPE_Q8 : dt;
-        CHECK(a.weights.wte.dtype == wte_dt && a.weights.layers[0].fc_w.dtype == dt, "%s: wte is %s, fc_w %s", what,
-              dtype_name(a.weights.wte.dtype), dtype_name(a.weights.layers[0].fc_w.dtype));
+        const Weight *fc = &a.weights.layers[a.config.n_layer - 1].fc_w;
+        CHECK(a.weights.wte.dtype == wte_dt && fc->dtype == dt, "%s: wte is %s, the last fc_w %s", what,
+              dtype_name(a.weights.wte.dtype), dtype_name(fc->dtype));
         const char *out = tmp("dtype.bin");
         CHECK(modelbin_write(&a, shipped, out, NULL, &err) == 0, "%s", err.msg);
         if (model_load(&b, out, &err) == 0) {
