@@ -224,9 +224,16 @@ int main(int argc, char **argv) {
             }
             // Batched decode is compute-bound: at most the sgemm rate over
             // the flops of a decoded token (matrices and output layer).
-            double ceiling = gflops * 1e9 / flops_per_decoded;
-            printf("  (B=4 %.1fx, B=16 %.1fx B=1; B=16 = %.0f%% of the compute ceiling %.0f tok/s = %.1fx B=1)\n",
-                   agg[2] / agg[0], agg[4] / agg[0], 100 * agg[4] / ceiling, ceiling, ceiling / agg[0]);
+            // Its other ceiling: one step reads the weights once for all 16
+            // tokens, and each sequence's cache (16 + 32 / 2 positions on average).
+            double compute = gflops * 1e9 / flops_per_decoded;
+            double step_bytes = (double)m->decode_bytes + 16.0 * (double)kv_per_token * (16 + 32 / 2);
+            double memory = 16.0 * bw * 1e9 / step_bytes;
+            double ceiling = compute < memory ? compute : memory;
+            printf("  (B=4 %.1fx, B=16 %.1fx B=1; B=16 = %.0f%% of the lower ceiling %.0f tok/s, %s; compute %.0f, "
+                   "memory %.0f)\n",
+                   agg[2] / agg[0], agg[4] / agg[0], 100 * agg[4] / ceiling, ceiling,
+                   compute < memory ? "compute" : "memory", compute, memory);
         }
         // a long context: the KV cache read joins the weights
         if (!on[0]) {
