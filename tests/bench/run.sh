@@ -90,7 +90,8 @@ fi
 
 # model.bin files of each dtype
 for dt in f32 f16 bf16 q8 q4; do
-    [ -f "$CKPT_DIR/124M-$dt.bin" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt 2>/dev/null
+    # converted again when gpt is newer than the file (its converter may have changed)
+    [ "$CKPT_DIR/124M-$dt.bin" -nt "$GPT" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt 2>/dev/null
 done
 
 # wall seconds of a command, best of N
