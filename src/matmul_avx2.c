@@ -154,23 +154,32 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
 // A block's 16 canonical lanes as (lo, hi): vpmaddwd on inputs 0..15 gives
 // lanes 0..7, on inputs 16..31 lanes 8..15.
 
-// q8_quantize_x_block() for one block of m <= 32 inputs, into dst[0 .. 32).
-AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
+// The m <= 32 inputs of a block at x as four vectors v (zeros past m);
+// returns their largest |x| (exact in any order) and sets *bad when one is
+// NaN or infinite. Q8's and Q4's quantizers start with it.
+AI float load_x_block(const float *x, size_t m, __m256 v[4], int *bad) {
     float buf[Q8_BLOCK] = {0.0f};
     memcpy(buf, x, m * sizeof *x);
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
-    __m256 v[4], amax = _mm256_setzero_ps();
-    int bad = 0;
+    __m256 amax = _mm256_setzero_ps();
+    *bad = 0;
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         v[i] = _mm256_loadu_ps(buf + 8 * i);
         const __m256 a = _mm256_andnot_ps(sign, v[i]);
-        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
+        *bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
         amax = _mm256_max_ps(amax, a);
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+}
+
+// q8_quantize_x_block() for one block of m <= 32 inputs, into dst[0 .. 32).
+AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
+    __m256 v[4];
+    int bad;
+    const float am = load_x_block(x, m, v, &bad);
     if (bad || am < Q8_X_TINY) {
         memset(dst, 0, Q8_BLOCK * sizeof *dst);
         return bad ? NAN : 0.0f;
@@ -259,21 +268,9 @@ TARGET_AVX2 static void quantize_x(float *scratch, const float *inp, size_t B, c
 // Block i of group g from the m <= 32 inputs at x (m = 0: past the row:
 // zeros), as q4_quantize_x_block.
 AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
-    float buf[Q4_BLOCK] = {0.0f};
-    memcpy(buf, x, m * sizeof *x);
-    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
-    __m256 v[4], amax = _mm256_setzero_ps();
-    int bad = 0;
-#pragma GCC unroll 4
-    for (int t = 0; t < 4; t++) {
-        v[t] = _mm256_loadu_ps(buf + 8 * t);
-        const __m256 a = _mm256_andnot_ps(sign, v[t]);
-        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, big, _CMP_NLE_UQ));
-        amax = _mm256_max_ps(amax, a);
-    }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float am = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    __m256 v[4];
+    int bad;
+    const float am = load_x_block(x, m, v, &bad);
     int32_t q[Q4_BLOCK] = {0};
     float dx = bad ? NAN : 0.0f;
     if (!bad && am >= Q8_X_TINY) {

@@ -263,14 +263,23 @@ TARGET_AVX512 static void pack_x(float *dst, const float *inp, size_t B, size_t 
 
 // ---- Q8 ----------------------------------------------------------------------
 
+// The m <= 32 inputs of a block at x as two vectors (zeros past m); returns
+// their largest |x| (exact in any order) and sets *bad when one is NaN or
+// infinite. Q8's and Q4's quantizers start with it.
+AI float load_x_block(const float *x, size_t m, __m512 *lo, __m512 *hi, int *bad) {
+    *lo = _mm512_maskz_loadu_ps(tail_mask(m), x);
+    *hi = _mm512_maskz_loadu_ps(tail_mask(m > 16 ? m - 16 : 0), x + 16);
+    const __m512 alo = _mm512_abs_ps(*lo), ahi = _mm512_abs_ps(*hi);
+    const __m512 big = _mm512_set1_ps(FLT_MAX);
+    *bad = (_mm512_cmp_ps_mask(alo, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(ahi, big, _CMP_NLE_UQ)) != 0;
+    return _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));
+}
+
 // q8_quantize_x_block() for one block of m <= 32 inputs, into dst[0 .. 32).
 AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
-    const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(m), x);
-    const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(m > 16 ? m - 16 : 0), x + 16);
-    const __m512 alo = _mm512_abs_ps(lo), ahi = _mm512_abs_ps(hi);
-    const __m512 big = _mm512_set1_ps(FLT_MAX);
-    const __mmask16 bad = _mm512_cmp_ps_mask(alo, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(ahi, big, _CMP_NLE_UQ);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));  // exact in any order
+    __m512 lo, hi;
+    int bad;
+    const float amax = load_x_block(x, m, &lo, &hi, &bad);
     if (bad || amax < Q8_X_TINY) {
         _mm512_storeu_si512((void *)dst, _mm512_setzero_si512());
         return bad ? NAN : 0.0f;
@@ -372,12 +381,9 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
 // Block i of group x from the m <= 32 inputs at x (m = 0: a block past the
 // row: zeros), as q4_quantize_x_block.
 AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
-    const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(m), x);
-    const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(m > 16 ? m - 16 : 0), x + 16);
-    const __m512 alo = _mm512_abs_ps(lo), ahi = _mm512_abs_ps(hi);
-    const __m512 big = _mm512_set1_ps(FLT_MAX);
-    const __mmask16 bad = _mm512_cmp_ps_mask(alo, big, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(ahi, big, _CMP_NLE_UQ);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(alo, ahi));  // exact in any order
+    __m512 lo, hi;
+    int bad;
+    const float amax = load_x_block(x, m, &lo, &hi, &bad);
     __m512i qlo = _mm512_setzero_si512(), qhi = qlo;
     float dx = bad ? NAN : 0.0f;
     if (!bad && amax >= Q8_X_TINY) {
