@@ -10,14 +10,15 @@
 // Spins before a worker sleeps (each a pause instruction, ~10-40 ns).
 enum { SPIN_ITERATIONS = 20000 };
 
-// How a run is shared out. The task's parts are its thread indices 0 ..
-// n_threads - 1: each is a function of (arg, index, n_threads) alone (every
-// caller splits its work by index and keeps per-index scratch), so any
-// thread may run any part, as long as each part runs once. The caller runs
-// part 0, then claims whatever parts no worker has claimed yet: a worker
-// that is slow to start (asleep, or not scheduled because the machine is
-// busy) no longer holds up the run; its part runs on the caller instead,
-// the same bits either way. A claim is a compare-and-swap on one word that
+// How a run is shared out. threadpool_run's parts are its thread indices 0
+// .. n_threads - 1: each is a function of (arg, index, n_threads) alone
+// (every caller splits its work by index and keeps per-index scratch), so
+// any thread may run any part, as long as each part runs once;
+// threadpool_run_parts' parts are any number, and the task is told which
+// thread runs each. The caller and the workers claim parts in order until
+// none is left: a worker that is slow to start (asleep, or not scheduled
+// because the machine is busy) does not hold up the run; its parts run on
+// the others instead, the same bits either way. A claim is a compare-and-swap on one word that
 // holds the run's generation (high 32 bits) and the next unclaimed part
 // (low 32), so a worker that wakes after its run has ended cannot claim a
 // part of the next run for the old task.
@@ -31,7 +32,9 @@ struct ThreadPool {
     int n_threads;
     pthread_t *threads;
     Worker *workers;
-    ThreadTask task;
+    ThreadTask task;         // the run's task: task, or part_task with n_parts parts
+    PartTask part_task;
+    int n_parts;
     void *arg;
     _Atomic uint64_t work;   // generation << 32 | next part to claim
     atomic_int finished;     // parts done in the current run
@@ -49,18 +52,19 @@ static inline void cpu_relax(void) {
 
 static inline unsigned generation_of(uint64_t w) { return (unsigned)(w >> 32); }
 
-// Claims and runs the parts of generation gen that are left; returns when
-// none is.
-static void run_parts(ThreadPool *p, unsigned gen) {
+// Claims and runs, on thread `thread`, the parts of generation gen that are
+// left; returns when none is.
+static void run_parts(ThreadPool *p, unsigned gen, int thread) {
     uint64_t w = atomic_load_explicit(&p->work, memory_order_acquire);
     for (;;) {
-        if (generation_of(w) != gen || (int)(uint32_t)w >= p->n_threads) return;
+        if (generation_of(w) != gen || (int)(uint32_t)w >= p->n_parts) return;
         if (!atomic_compare_exchange_weak_explicit(&p->work, &w, w + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;  // w now holds the word as it is
         // A part of this run is claimed and not done, so the run (its task
         // and arg) lasts until we are finished with it.
-        p->task(p->arg, (int)(uint32_t)w, p->n_threads);
+        if (p->part_task) p->part_task(p->arg, (int)(uint32_t)w, p->n_parts, thread);
+        else p->task(p->arg, (int)(uint32_t)w, p->n_threads);
         atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
         w = atomic_load_explicit(&p->work, memory_order_acquire);
     }
@@ -90,7 +94,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = gen;
-        run_parts(p, gen);
+        run_parts(p, gen, w->index);
     }
 }
 
@@ -143,26 +147,40 @@ void threadpool_free(ThreadPool *p) {
 
 int threadpool_size(const ThreadPool *p) { return p ? p->n_threads : 1; }
 
+// One run of n_parts parts: the workers woken, the caller claiming parts
+// with them, then waiting until every part is done.
+static void run(ThreadPool *p, ThreadTask task, PartTask part_task, void *arg, int n_parts) {
+    p->task = task;
+    p->part_task = part_task;
+    p->n_parts = n_parts;
+    p->arg = arg;
+    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    // the new generation, nothing claimed yet
+    unsigned gen = generation_of(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1;
+    pthread_mutex_lock(&p->lock);
+    atomic_store_explicit(&p->work, (uint64_t)gen << 32, memory_order_release);
+    if (p->sleepers) pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    run_parts(p, gen, 0);
+    for (long i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < n_parts; i++)
+        if (i < SPIN_ITERATIONS) cpu_relax();
+        else sched_yield();
+}
+
 void threadpool_run(ThreadPool *p, ThreadTask task, void *arg) {
     if (!p || p->n_threads == 1) {
         task(arg, 0, 1);
         return;
     }
-    p->task = task;
-    p->arg = arg;
-    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
-    // the new generation, with part 0 taken by the caller
-    unsigned gen = generation_of(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1;
-    pthread_mutex_lock(&p->lock);
-    atomic_store_explicit(&p->work, (uint64_t)gen << 32 | 1, memory_order_release);
-    if (p->sleepers) pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
-    task(arg, 0, p->n_threads);
-    run_parts(p, gen);  // the parts no worker has claimed
-    int want = p->n_threads - 1;
-    for (long i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < want; i++)
-        if (i < SPIN_ITERATIONS) cpu_relax();
-        else sched_yield();
+    run(p, task, NULL, arg, p->n_threads);
+}
+
+void threadpool_run_parts(ThreadPool *p, PartTask task, void *arg, int n_parts) {
+    if (!p || p->n_threads == 1) {
+        for (int i = 0; i < n_parts; i++) task(arg, i, n_parts, 0);
+        return;
+    }
+    if (n_parts > 0) run(p, NULL, task, arg, n_parts);
 }
 
 void thread_range(size_t n, size_t grain, int thread, int n_threads, size_t *begin, size_t *end) {

@@ -3,7 +3,8 @@
  * kernels that split one product across cores (matmul.c, forward.c).
  *
  * threadpool_run() splits one task into n_threads parts and returns when all
- * have run: a fork-join with no thread created per call. The caller runs
+ * have run: a fork-join with no thread created per call; threadpool_run_parts()
+ * into any number of parts, which the threads take as they come free. The caller runs
  * part 0 and then any part no worker has claimed yet, so a worker the
  * machine does not schedule in time (another process on its core) does not
  * hold up the run. Each part must therefore depend on its index alone (its
@@ -34,6 +35,16 @@ int threadpool_size(const ThreadPool *p);  // 1 for NULL
 // Runs every part of task and waits for all of them. Not reentrant: one
 // caller at a time, and a task must not call threadpool_run on its pool.
 void threadpool_run(ThreadPool *p, ThreadTask task, void *arg);
+
+// task(arg, part, n_parts, thread) runs once for each part 0 <= part <
+// n_parts, any number of parts per thread: the threads claim them one at a
+// time, in order, whichever is free (a thread that is busy or not scheduled
+// leaves its share to the others). `thread` (0 .. n_threads - 1) names the
+// thread that runs the part, for scratch of its own: no two parts run at
+// once on one thread. What a part computes must depend on its index alone.
+// n_parts < 2^31. The same rules as threadpool_run otherwise.
+typedef void (*PartTask)(void *arg, int part, int n_parts, int thread);
+void threadpool_run_parts(ThreadPool *p, PartTask task, void *arg, int n_parts);
 
 // The range [*begin, *end) of n items that thread `thread` of n_threads
 // takes, in chunks that are multiples of `grain` (but the last): an even

@@ -4,7 +4,10 @@
  * runs of uneven parts, with more threads than cores and with another
  * process keeping the cores busy (so that workers are often not scheduled
  * when a run starts, and the caller claims their parts); and thread_range
- * cuts n items into an even, complete, ordered split.
+ * cuts n items into an even, complete, ordered split. threadpool_run_parts:
+ * every one of any number of parts (0, fewer than the threads, many more)
+ * runs exactly once, on a thread index in range, and never two at once on
+ * one thread index (what per-thread scratch relies on).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -65,6 +68,63 @@ static void check_pool(int n_threads, const char *what) {
     threadpool_free(p);
 }
 
+// ---- threadpool_run_parts
+
+enum { MAX_MANY = 300, MAX_POOL = 8 };
+
+typedef struct {
+    atomic_int ran[MAX_MANY];
+    atomic_int busy[MAX_POOL];  // parts running now on each thread index
+    atomic_int bad;             // a part or thread index out of range, or two parts at once on one thread
+    int n_threads, run;
+    volatile double sink;
+} ManyJob;
+
+static void many_part(void *arg, int i, int n_parts, int thread) {
+    ManyJob *j = arg;
+    if (i < 0 || i >= n_parts || i >= MAX_MANY || thread < 0 || thread >= j->n_threads) {
+        atomic_fetch_add(&j->bad, 1);
+        return;
+    }
+    if (atomic_fetch_add(&j->busy[thread], 1) != 0) atomic_fetch_add(&j->bad, 1);
+    atomic_fetch_add(&j->ran[i], 1);
+    int spins = ((j->run * 7 + i * 13) % 11 == 0) ? 20000 : 100;
+    double x = 0;
+    for (int k = 0; k < spins; k++) x += k * 1e-9;
+    j->sink = x;
+    atomic_fetch_sub(&j->busy[thread], 1);
+}
+
+static void check_parts(int n_threads, const char *what) {
+    GptError err = {{0}};
+    ThreadPool *p = threadpool_create(n_threads, &err);
+    CHECK(p != NULL, "%s: %s", what, err.msg);
+    if (!p) return;
+    static ManyJob j;
+    memset(&j, 0, sizeof j);
+    j.n_threads = n_threads;
+    const int counts[] = {0, 1, 2, 3, 5, 16, 37, MAX_MANY};
+    int wrong = 0;
+    for (int r = 0; r < RUNS / 4; r++) {
+        int n = counts[r % (int)(sizeof counts / sizeof counts[0])];
+        for (int i = 0; i < MAX_MANY; i++) atomic_store(&j.ran[i], 0);
+        j.run = r;
+        threadpool_run_parts(p, many_part, &j, n);
+        for (int i = 0; i < MAX_MANY; i++) wrong += atomic_load(&j.ran[i]) != (i < n);
+        if (r % 200 == 199) nanosleep(&(struct timespec){.tv_nsec = 3000000}, NULL);
+        // the two kinds of run in turn on one pool
+        if (r % 3 == 0) {
+            Job k;
+            memset(&k, 0, sizeof k);
+            threadpool_run(p, part, &k);
+            for (int i = 0; i < n_threads; i++) wrong += atomic_load(&k.ran[i]) != 1;
+        }
+    }
+    CHECK(wrong == 0 && atomic_load(&j.bad) == 0, "%s: %d parts ran other than once, %d bad indices or overlaps",
+          what, wrong, atomic_load(&j.bad));
+    threadpool_free(p);
+}
+
 static void test_thread_range(void) {
     for (size_t n = 0; n < 200; n += 7)
         for (int t = 1; t <= 5; t++) {
@@ -85,6 +145,9 @@ int main(void) {
     check_pool(1, "1 thread");
     check_pool(2, "2 threads");
     check_pool(7, "7 threads (more than cores)");
+    check_parts(1, "parts, 1 thread");
+    check_parts(2, "parts, 2 threads");
+    check_parts(7, "parts, 7 threads");
     // Another process spinning on every core: workers are descheduled at
     // the start of many runs, and the caller claims their parts.
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -101,6 +164,7 @@ int main(void) {
     }
     check_pool(2, "2 threads, cores busy");
     check_pool(4, "4 threads, cores busy");
+    check_parts(3, "parts, 3 threads, cores busy");
     for (int i = 0; i < n_busy; i++) {
         kill(busy[i], SIGKILL);
         waitpid(busy[i], NULL, 0);
