@@ -250,6 +250,17 @@ static void product(const ForwardState *s, float *out, const float *inp, const W
     matmul(out, inp, W, bias, T, accumulate, mm);
 }
 
+// out(T,N) = gelu(inp @ W^T + bias): GELU on each part of the product as
+// it is made (matmul_then), the same bits as a pass over out afterwards.
+static void product_gelu(const ForwardState *s, float *out, const float *inp, const Weight *W, const float *bias,
+                         size_t T, const MatmulContext *mm) {
+    if (s->use_blas && blas_matmul(out, inp, W, bias, T, 0, s->pool)) {
+        gelu_forward_pool(s->pool, out, T * W->n_out);
+        return;
+    }
+    matmul_then(out, inp, W, bias, T, 0, mm, gelu_forward);
+}
+
 // Everything that can go wrong is checked before any cache is touched.
 static int check_batch(const Model *m, const ForwardState *s, const SeqInput *seqs,
                        size_t n_seqs, GptError *err) {
@@ -328,9 +339,8 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
         product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_pool(s->pool, s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
-        // fc(T,4C) = ln(T,C) @ fc_w(C,4C) + fc_b
-        product(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
-        gelu_forward_pool(s->pool, s->fc, T * 4 * C);
+        // fc(T,4C) = gelu(ln(T,C) @ fc_w(C,4C) + fc_b)
+        product_gelu(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, &mm);
         // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
         product(s, s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything

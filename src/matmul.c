@@ -87,30 +87,51 @@ typedef struct {
     CpuIsa isa;
     float *scratch;        // NULL, or thread i's at scratch + i * scratch_stride
     size_t scratch_stride;
+    size_t n_slices;       // each group of rows of inp cut into this many slices of W's rows
+    void (*then)(float *x, size_t n);  // NULL, or run on each part's outputs
 } MatmulJob;
 
-// Thread `thread` takes its share of W's rows (multiples of 16) and runs
-// every group of rows of inp over them. Each output is computed by one
-// kernel call whose result does not depend on the share, the group or the
-// other rows in it (matmul_kernels.h), so neither do the bits.
-static void matmul_task(void *arg, int thread, int n_threads) {
+// Part p: group p / n_slices of MATMUL_GROUP rows of inp (the last may be
+// shorter) over slice p % n_slices of W's rows (multiples of 16). Each
+// output is computed by one kernel call whose result does not depend on
+// the slice, the group or the other rows in it (matmul_kernels.h), so
+// neither do the bits, whichever thread runs which part.
+static void matmul_part(void *arg, int part, int n_parts, int thread) {
+    (void)n_parts;
     const MatmulJob *j = arg;
     size_t K = j->W->n_in, N = j->W->n_out, n0, n1;
-    thread_range(N, 16, thread, n_threads, &n0, &n1);
+    size_t t0 = (size_t)part / j->n_slices * MATMUL_GROUP;
+    thread_range(N, 16, (int)((size_t)part % j->n_slices), (int)j->n_slices, &n0, &n1);
     if (n0 >= n1) return;
+    size_t B = j->T - t0 < MATMUL_GROUP ? j->T - t0 : MATMUL_GROUP;
     float *scratch = j->scratch ? j->scratch + (size_t)thread * j->scratch_stride : NULL;
-    for (size_t t0 = 0; t0 < j->T; t0 += MATMUL_GROUP) {
-        size_t B = j->T - t0 < MATMUL_GROUP ? j->T - t0 : MATMUL_GROUP;
-        matmul_rows(j->isa, j->out + t0 * N, j->inp + t0 * K, j->W, j->bias, B, n0, n1, j->accumulate,
-                    scratch);
-    }
+    matmul_rows(j->isa, j->out + t0 * N, j->inp + t0 * K, j->W, j->bias, B, n0, n1, j->accumulate, scratch);
+    if (j->then)  // while the part's outputs are in cache
+        for (size_t b = 0; b < B; b++) j->then(j->out + (t0 + b) * N + n0, n1 - n0);
 }
 
-void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
-            int accumulate, const MatmulContext *ctx) {
+// How the work is cut. One group of rows (decode, small batches): a slice
+// of W per thread, the split that streams W best when memory is the limit.
+// Several groups (compute-bound): parts that the threads take as they come
+// free, at least 4 per thread, so that a thread the machine holds up (a
+// noisy neighbour, an interrupt) hands its share to the others instead of
+// keeping them waiting: whole groups when there are enough of them (each
+// thread packs only its groups' activations, each once), else each group in
+// slices (packed once per slice).
+static size_t slices_per_group(size_t n_groups, int n_threads) {
+    if (n_threads <= 1) return 1;
+    if (n_groups <= 1) return (size_t)n_threads;
+    size_t want = 4 * (size_t)n_threads;
+    return n_groups >= want ? 1 : (want + n_groups - 1) / n_groups;
+}
+
+void matmul_then(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+                 const MatmulContext *ctx, void (*then)(float *x, size_t n)) {
     if (T == 0 || W->n_out == 0) return;
-    MatmulJob job = {out, inp, W, bias, T, accumulate, ctx ? ctx->isa : cpu_best_isa(), NULL, 0};
     ThreadPool *pool = ctx ? ctx->pool : NULL;
+    size_t n_groups = (T + MATMUL_GROUP - 1) / MATMUL_GROUP;
+    MatmulJob job = {out, inp, W, bias, T, accumulate, ctx ? ctx->isa : cpu_best_isa(), NULL, 0,
+                     slices_per_group(n_groups, threadpool_size(pool)), then};
     // Scratch only if every thread's slice is big enough and 64-byte aligned.
     size_t need = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, W->n_in);
     if (ctx && ctx->scratch && ctx->scratch_floats_per_thread >= need &&
@@ -118,7 +139,12 @@ void matmul(float *out, const float *inp, const Weight *W, const float *bias, si
         job.scratch = ctx->scratch;
         job.scratch_stride = ctx->scratch_floats_per_thread;
     }
-    threadpool_run(pool, matmul_task, &job);
+    threadpool_run_parts(pool, matmul_part, &job, (int)(n_groups * job.n_slices));
+}
+
+void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+            const MatmulContext *ctx) {
+    matmul_then(out, inp, W, bias, T, accumulate, ctx, NULL);
 }
 
 // ----------------------------------------------------------------------------

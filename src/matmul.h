@@ -26,8 +26,8 @@
 // many rows and reads W once per group (see matmul.c for why this size).
 enum { MATMUL_GROUP = 32 };
 
-// How a matmul() call may run: the threads to split each group's N over and
-// each thread's scratch (thread i uses scratch + i * scratch_floats_per_thread;
+// How a matmul() call may run: the threads to share the groups and W's rows
+// among (matmul.c) and each thread's scratch (thread i uses scratch + i * scratch_floats_per_thread;
 // the block 64-byte aligned, scratch_floats_per_thread a multiple of 16). A
 // thread whose slice is smaller than matmul_scratch_floats(group rows, K)
 // reads inp in place: the same bits, slower (much slower for Q8 and Q4,
@@ -51,6 +51,13 @@ size_t matmul_scratch_floats(size_t B, size_t K);
 // by K (inp) and N (out); any T.
 void matmul(float *out, const float *inp, const Weight *W, const float *bias, size_t T,
             int accumulate, const MatmulContext *ctx);
+
+// matmul, then then(x, n) on the outputs, a run of each row at a time, each
+// run right after it is computed (while it is in cache, on the thread that
+// computed it). For a function of each element alone (GELU): the bits are
+// those of then() over all of out after matmul.
+void matmul_then(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
+                 const MatmulContext *ctx, void (*then)(float *x, size_t n));
 
 // The same, one output at a time, summed in double: slow and obviously right.
 void matmul_reference(float *out, const float *inp, const Weight *W, const float *bias,

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "forward.h"
 #include "matmul.h"
 #include "matmul_kernels.h"
 #include "threads.h"
@@ -570,6 +571,54 @@ static void test_long_rows(void) {
     free(u.x), free(u.bias), free(u.old), free(u.ref), free(u.scalar), free(u.y), free(u.scratch);
 }
 
+// matmul() cuts its work into parts the threads take as they come free
+// (matmul.c: a slice of W per thread for one group of rows, slices of each
+// group for a few groups, whole groups for many): for every way of cutting
+// (1, 2 and 3 threads; T from 1 row to 10 groups) each row's bits are the
+// scalar kernel's, and matmul_then(gelu_forward) gives exactly those of
+// gelu_forward over the scalar output.
+static void test_parts_and_then(void) {
+    enum { K = 100, N = 67, TMAX = 10 * MATMUL_GROUP };
+    static const size_t Ts[] = {1, 5, MATMUL_GROUP, MATMUL_GROUP + 1, 100, 7 * MATMUL_GROUP + 3, TMAX};
+    const DType dts[] = {DTYPE_F32, DTYPE_Q8, DTYPE_Q4};
+    GptError err = {{0}};
+    float *x = malloc(TMAX * K * sizeof *x), *bias = malloc(N * sizeof *bias);
+    float *want = malloc(TMAX * N * sizeof *want), *got = malloc(TMAX * N * sizeof *got);
+    size_t per_thread = matmul_scratch_floats(MATMUL_GROUP, K);
+    float *scratch = aligned_alloc(64, 3 * per_thread * sizeof(float));
+    for (size_t i = 0; i < TMAX * K; i++) x[i] = 3.0f * uniform();
+    for (size_t i = 0; i < N; i++) bias[i] = uniform();
+    for (int threads = 1; threads <= 3; threads++) {
+        ThreadPool *pool = threadpool_create(threads, &err);
+        CHECK(pool != NULL, "a pool of %d threads expected: %s", threads, err.msg);
+        if (!pool) continue;
+        MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa()};
+        for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+            Mat m;
+            mat_make(&m, dts[d], N, K);
+            for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
+                size_t T = Ts[i];
+                matmul_rows(CPU_SCALAR, want, x, &m.W, bias, T, 0, N, 0, NULL);
+                memset(got, 0xff, T * N * sizeof *got);
+                matmul(got, x, &m.W, bias, T, 0, &ctx);
+                size_t at = first_difference(got, want, T * N);
+                CHECK(at == T * N, "%s T %zu, %d threads: matmul() must give the scalar bits; at %zu %.9g, want %.9g",
+                      dtype_name(dts[d]), T, threads, at, at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
+                gelu_forward(want, T * N);
+                memset(got, 0xff, T * N * sizeof *got);
+                matmul_then(got, x, &m.W, bias, T, 0, &ctx, gelu_forward);
+                at = first_difference(got, want, T * N);
+                CHECK(at == T * N, "%s T %zu, %d threads: matmul_then(gelu) must give gelu of the scalar bits; "
+                      "at %zu %.9g, want %.9g", dtype_name(dts[d]), T, threads, at, at < T * N ? got[at] : 0.0,
+                      at < T * N ? want[at] : 0.0);
+            }
+            mat_free(&m);
+        }
+        threadpool_free(pool);
+    }
+    free(x), free(bias), free(want), free(got), free(scratch);
+}
+
 int main(void) {
     printf("matmul kernels: %s (supported:", matmul_isa_in_use());
     for (int isa = 0; isa < N_ROUTES; isa++)
@@ -586,5 +635,6 @@ int main(void) {
                     check_shape((DType)d, Ts[a], Ks[k], Ns[n], (int)((a + k + n) % 2), (int)((a + n) % 3 == 0));
     sweep();
     test_long_rows();
+    test_parts_and_then();
     return check_exit("test_matmul");
 }
