@@ -24,6 +24,13 @@
  * little, and hurt at large K: a group's packed activations (rows x K x 4
  * bytes, 1.6 MiB at 64 x 6400) then spill out of L2. GPT-2 124M's prefill
  * is the same speed at 16, 32, 48 and 64 (about half of it is matmul).
+ *
+ * Threads: with several groups, a part is a group (or a slice of one)
+ * that whichever thread is free takes (threadpool_run_parts): the work of
+ * a prefill is then shared out as it goes, and a thread the machine holds
+ * up for a while (another process on its core) costs the run only that
+ * while, not the whole of its fixed share. Memory sees W once per group
+ * either way.
  */
 #include "matmul.h"
 
