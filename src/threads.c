@@ -32,10 +32,16 @@ struct ThreadPool {
     int n_threads;
     pthread_t *threads;
     Worker *workers;
-    ThreadTask task;         // the run's task: task, or part_task with n_parts parts
-    PartTask part_task;
-    int n_parts;
-    void *arg;
+    // The runs' tasks, by generation: run g's in runs[g % 2], rewritten only
+    // when run g + 2 starts. A worker late out of run g may still read its
+    // entry after run g + 1 has begun (and finds no part left to claim);
+    // by run g + 2 its claim can no longer succeed (see run_parts).
+    struct {
+        ThreadTask task;     // threadpool_run's, or NULL
+        PartTask part_task;  // threadpool_run_parts', or NULL
+        atomic_int n_parts;  // atomic: a late worker may read it as run g + 2 writes it
+        void *arg;
+    } runs[2];
     _Atomic uint64_t work;   // generation << 32 | next part to claim
     atomic_int finished;     // parts done in the current run
     atomic_int stop;
@@ -57,14 +63,20 @@ static inline unsigned generation_of(uint64_t w) { return (unsigned)(w >> 32); }
 static void run_parts(ThreadPool *p, unsigned gen, int thread) {
     uint64_t w = atomic_load_explicit(&p->work, memory_order_acquire);
     for (;;) {
-        if (generation_of(w) != gen || (int)(uint32_t)w >= p->n_parts) return;
+        if (generation_of(w) != gen) return;
+        // This run's entry: while the word still says run gen, run gen + 1
+        // has not begun, so the entry holds run gen's task (only gen + 2
+        // rewrites it); the claim below succeeds only if the word still does.
+        const int n_parts = atomic_load_explicit(&p->runs[gen % 2].n_parts, memory_order_relaxed);
+        if ((int)(uint32_t)w >= n_parts) return;
         if (!atomic_compare_exchange_weak_explicit(&p->work, &w, w + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;  // w now holds the word as it is
         // A part of this run is claimed and not done, so the run (its task
         // and arg) lasts until we are finished with it.
-        if (p->part_task) p->part_task(p->arg, (int)(uint32_t)w, p->n_parts, thread);
-        else p->task(p->arg, (int)(uint32_t)w, p->n_threads);
+        int part = (int)(uint32_t)w;
+        if (p->runs[gen % 2].part_task) p->runs[gen % 2].part_task(p->runs[gen % 2].arg, part, n_parts, thread);
+        else p->runs[gen % 2].task(p->runs[gen % 2].arg, part, p->n_threads);
         atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
         w = atomic_load_explicit(&p->work, memory_order_acquire);
     }
@@ -150,13 +162,13 @@ int threadpool_size(const ThreadPool *p) { return p ? p->n_threads : 1; }
 // One run of n_parts parts: the workers woken, the caller claiming parts
 // with them, then waiting until every part is done.
 static void run(ThreadPool *p, ThreadTask task, PartTask part_task, void *arg, int n_parts) {
-    p->task = task;
-    p->part_task = part_task;
-    p->n_parts = n_parts;
-    p->arg = arg;
-    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
     // the new generation, nothing claimed yet
     unsigned gen = generation_of(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1;
+    p->runs[gen % 2].task = task;
+    p->runs[gen % 2].part_task = part_task;
+    atomic_store_explicit(&p->runs[gen % 2].n_parts, n_parts, memory_order_relaxed);
+    p->runs[gen % 2].arg = arg;
+    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
     pthread_mutex_lock(&p->lock);
     atomic_store_explicit(&p->work, (uint64_t)gen << 32, memory_order_release);
     if (p->sleepers) pthread_cond_broadcast(&p->wake);
