@@ -183,15 +183,17 @@ typedef struct {
     size_t skip_from;  // sequences with this many new tokens or more are done already (OpenBLAS)
 } AttentionJob;
 
-// Thread `thread` takes every n_threads-th item, an item being a block of
+// Part p of n_parts takes every n_parts-th item, an item being a block of
 // up to ATTENTION_QUERY_BLOCK consecutive tokens of one sequence and one
 // head, in the order sequence, head, block: one attention_queries call,
-// which loads each key and value once for its tokens, and a thread's next
-// items (the same head) find them in its cache. Dealt out one by one, not
-// in runs: in a causal prefill a later token attends over more positions,
-// and a thread given the second half of the tokens had 3 times the work of
-// the other (prefill of 512 tokens on 2 threads).
-static void attention_task(void *arg, int thread, int n_threads) {
+// which loads each key and value once for its tokens, and a part's next
+// items (the same head) find them in its thread's cache. Dealt out one by
+// one, not in runs: in a causal prefill a later token attends over more
+// positions, and a thread given the second half of the tokens had 3 times
+// the work of the other (prefill of 512 tokens on 2 threads). A prefill has
+// 4 parts a thread, taken as the threads come free (threadpool_run_parts),
+// decode one part a thread.
+static void attention_part(void *arg, int part, int n_parts, int thread) {
     const AttentionJob *j = arg;
     size_t HS = j->C / j->NH, item = 0, row = 0;
     float *scores = j->s->scores + (size_t)thread * ATTENTION_QUERY_BLOCK * round_up(j->s->max_ctx, 16);
@@ -200,7 +202,7 @@ static void attention_task(void *arg, int thread, int n_threads) {
         if (n >= j->skip_from) continue;
         for (size_t h = 0; h < j->NH; h++)
             for (size_t t = 0; t < n; t += ATTENTION_QUERY_BLOCK, item++) {
-                if (item % (size_t)n_threads != (size_t)thread) continue;
+                if (item % (size_t)n_parts != (size_t)part) continue;
                 size_t nq = n - t < ATTENTION_QUERY_BLOCK ? n - t : ATTENTION_QUERY_BLOCK;
                 // the query at position P + t + i sees keys 0 .. P + t + i
                 attention_queries(j->s->isa, j->s->attn + (row + t) * j->C + h * HS, j->C,
@@ -335,7 +337,8 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
                 blas_attention(s->attn + first * C, s->qkv + first * 3 * C, seqs[i].cache, l, seqs[i].n_tokens, C,
                                s->blas_scratch, s->pool);
         AttentionJob job = {s, seqs, n_seqs, l, C, NH, skip_from};
-        threadpool_run(s->pool, attention_task, &job);
+        int n_threads = threadpool_size(s->pool);
+        threadpool_run_parts(s->pool, attention_part, &job, T < FEW_ROWS ? n_threads : 4 * n_threads);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
         product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_pool(s->pool, s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
