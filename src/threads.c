@@ -18,10 +18,10 @@ enum { SPIN_ITERATIONS = 20000 };
 // thread runs each. The caller and the workers claim parts in order until
 // none is left: a worker that is slow to start (asleep, or not scheduled
 // because the machine is busy) does not hold up the run; its parts run on
-// the others instead, the same bits either way. A claim is a compare-and-swap on one word that
-// holds the run's generation (high 32 bits) and the next unclaimed part
-// (low 32), so a worker that wakes after its run has ended cannot claim a
-// part of the next run for the old task.
+// the others instead, the same bits either way. A claim is a
+// compare-and-swap on one word that holds the run's generation (high 32
+// bits) and the next unclaimed part (low 32), so a worker that wakes after
+// its run has ended cannot claim a part of the next run for the old task.
 
 typedef struct {
     ThreadPool *pool;
