@@ -162,8 +162,20 @@ typedef struct {
                        // or -1 to keep each as the file stores it; Q4 is
                        // a mix: the EMBEDDING (wte), the first layer's
                        // matrices and every attn.c_proj in Q8, the rest
-                       // Q4 (model.c)
+                       // Q4 (model.c), unless q4_pure
+    int q4_pure;       // with matrix_dtype Q4: every matrix Q4, wte too,
+                       // no Q8 (--dtype q4-pure)
 } WeightOptions;
+
+// The names --dtype takes for the weights (gpt's --dtype, --draft-dtype,
+// gpt convert --dtype), for messages.
+#define WEIGHT_DTYPE_NAMES "f32, f16, bf16, q8, q4 or q4-pure"
+// Sets *o to what weight dtype name `name` (case-insensitive: "f16", "Q8",
+// "q4", the mix, "q4-pure") stands for; 0, or -1 (o untouched) if none.
+int weight_options_from_name(const char *name, WeightOptions *o);
+// The name of *o as weight_options_from_name takes it ("q4-pure", "bf16"),
+// or "stored" for matrix_dtype -1.
+const char *weight_options_name(const WeightOptions *o);
 
 // Sets m->weights from the tensors t[i] of the table (m->config set and
 // validated): VECTOR tensors become float32, matrices Weights in `o`'s dtype
@@ -181,7 +193,8 @@ TensorRef model_tensor(const Model *m, size_t i);
 // Bytes of tensor i as the model holds it.
 size_t model_tensor_bytes(const Model *m, size_t i);
 // The dtypes of m's matrices in a few words, for reports, into buf (cap
-// bytes, always terminated): "F16" when all share one, "Q4 (wte Q8)" when
+// bytes, always terminated): "F16" when all share one ("Q4 (every matrix)"
+// for Q4, which alone would read as --dtype q4's mix), "Q4 (wte Q8)" when
 // wte differs from the layers' matrices, "Q4 (Q8: wte, h.0, attn.c_proj)"
 // (--dtype q4's mix) when the matrices of the last layer's c_fc dtype have
 // exceptions in one other dtype that are wte, a run of whole layers and

@@ -97,12 +97,12 @@ for sub in $subs; do
     check_table "gpt $sub" "$tmp/help_$sub" "${!table_var}"
 done
 
-# The values of --dtype and --kv-type: the words like f16 in their help
-# entries, accepted by gpt (gpt --dtype f16 --help is the help; a value it
-# refuses is a usage error first), and by gpt convert for --dtype.
+# The values of --dtype and --kv-type: the words like f16 or q4-pure in
+# their help entries, accepted by gpt (gpt --dtype f16 --help is the help;
+# a value it refuses is a usage error first), and by gpt convert for --dtype.
 values() {
     awk -F '\t' -v o="$1" '$1 == o { print $4; exit }' "$2" | tr ' ,()' '\n\n\n\n' |
-        grep -E '^[a-z]+[0-9]+$' | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $//'
+        grep -E '^[a-z]+[0-9]+(-[a-z]+)?$' | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $//'
 }
 awk -f tests/help_options.awk "$tmp/help" > "$tmp/entries"
 for pair in "--dtype:$_gpt_dtypes" "--kv-type:$_gpt_kv_types"; do

@@ -9,12 +9,12 @@
  *     texts (tests/fixtures/heldout/, never trained on) in windows of its
  *     context, greedy against the float64 reference of
  *     scripts/make-demo-refs.py (tests/fixtures/demo_refs.json).
- * For each: weights in F16, BF16, Q8 and Q4 (converted at load; Q4 is the
- * mix of --dtype q4: wte, layer 0 and every attn.c_proj in Q8), and a KV
- * cache in F16; the KL divergence of each position's next-token
- * distribution from float32's, mean and largest, how often the most likely
- * token is the same, and how many prompts' 40 greedy tokens match the
- * reference.
+ * For each: weights in F16, BF16, Q8, Q4 (converted at load; Q4 is the
+ * mix of --dtype q4: wte, layer 0 and every attn.c_proj in Q8) and
+ * q4-pure (every matrix Q4, wte too), and a KV cache in F16; the KL
+ * divergence of each position's next-token distribution from float32's,
+ * mean and largest, how often the most likely token is the same, and how
+ * many prompts' 40 greedy tokens match the reference.
  *
  *   test_accuracy           the checks of `make test`: a few windows, every
  *                           prompt, bounds below
@@ -49,14 +49,14 @@
 
 typedef struct {
     const char *name;
-    int weight_dtype;   // -1: as the file stores them
+    const char *weights;  // a --dtype name ("q8", "q4-pure"); NULL: as the file stores them
     DType kv_dtype;
     // bounds checked in the quick run
     double max_mean_kl, min_top1, max_kl;
     int min_greedy;     // prompts whose 40 greedy tokens match the reference
 } Variant;
 
-enum { MAX_VARIANTS = 6 };
+enum { MAX_VARIANTS = 7 };
 
 // One model measured: variant 0 is its float32 baseline.
 typedef struct {
@@ -87,6 +87,7 @@ typedef struct {
 //                                                     earlier mix, wte alone
 //                                                     in Q8, scale m / -8:
 //                                                     0.242, 1.08, 60.87%, 0)
+//   q4-pure     2.65e-01   1.10       57.17%    1/10   (every matrix Q4)
 // The bounds: mean and max KL x 3, top-1 1.5 points lower, greedy as
 // measured for F16 and the F16 cache (the promise: 10 of 10), one
 // prompt fewer for BF16, and llama.cpp's 7 for Q8. Q4 from the quick run
@@ -94,17 +95,20 @@ typedef struct {
 // alone in Q8, and each block's scale m / -8: 0.326, 0.746, 51.76%, 0/10 in
 // the quick run), so mean KL x 1.5, max KL x 2, top-1 3.8 points lower, one
 // prompt fewer (q4 all in Q4: 0.408 mean KL in the quick run before; the
-// demo model's bounds catch that).
+// demo model's bounds catch that). q4-pure by q4's rule, from its quick
+// run (0.281, 0.768, 45.31%, 1/10): 0.42, 1.54, 41.5%, and one prompt
+// fewer, 0, which bounds nothing (its KL and top-1 bounds do).
 static const Subject CHECKPOINT_124M = {
     "124M-shaped checkpoint", NULL, {"tests/fixtures/GPL-3.txt"}, 1024, 1, 512,
     "tests/fixtures/public_refs.json", 0,
     {
-        {"f32", -1, DTYPE_F32, 0, 1, 0, 10},
-        {"f16 weights", DTYPE_F16, DTYPE_F32, 7e-6, 0.985, 3e-5, 10},
-        {"bf16 weights", DTYPE_BF16, DTYPE_F32, 5e-4, 0.97, 3e-3, 9},
-        {"q8 weights", DTYPE_Q8, DTYPE_F32, 3.3e-3, 0.95, 1.1e-2, 7},
-        {"f16 kv cache", -1, DTYPE_F16, 1.5e-7, 0.985, 3e-6, 10},
-        {"q4 weights", DTYPE_Q4, DTYPE_F32, 0.17, 0.56, 0.63, 2},
+        {"f32", NULL, DTYPE_F32, 0, 1, 0, 10},
+        {"f16 weights", "f16", DTYPE_F32, 7e-6, 0.985, 3e-5, 10},
+        {"bf16 weights", "bf16", DTYPE_F32, 5e-4, 0.97, 3e-3, 9},
+        {"q8 weights", "q8", DTYPE_F32, 3.3e-3, 0.95, 1.1e-2, 7},
+        {"f16 kv cache", NULL, DTYPE_F16, 1.5e-7, 0.985, 3e-6, 10},
+        {"q4 weights", "q4", DTYPE_F32, 0.17, 0.56, 0.63, 2},
+        {"q4-pure weights", "q4-pure", DTYPE_F32, 0.42, 0.415, 1.54, 0},
     },
 };
 
@@ -120,12 +124,16 @@ static const Subject CHECKPOINT_124M = {
 //   q4          1.59e-03   6.38e-02   96.97%    8     (from the shipped weights;
 //                                                     the earlier mix: 3.06e-3,
 //                                                     6.93e-2, 95.69%, 8)
+//   q4-pure     2.46e-02   1.30       88.39%    3     (every matrix Q4, from
+//                                                     the shipped weights)
 // The bounds: the same rule as above (KL x 3, top-1 1.5 points lower,
 // greedy as measured, one prompt fewer for BF16, Q8 and Q4; Q4 from the
 // quick run: 1.63e-3, 1.14e-2, 97.66%, 8 (int16 activations: 1.61e-3,
 // 1.11e-2, 97.40%, 8), which wte in Q4 too would fail:
-// 2.34e-2, 0.236, 86.85%, 2 with the earlier mix); F16 is the shipped
-// weights, so it must give float32's logits exactly.
+// 2.34e-2, 0.236, 86.85%, 2 with the earlier mix); q4-pure by the same
+// rule from its quick run (2.53e-2, 0.338, 86.46%, 3): 7.6e-2, 1.01,
+// 84.96%, 2. F16 is the shipped weights, so it must give float32's logits
+// exactly.
 static const Subject DEMO = {
     "demo model", "models/demo.bin",
     {"tests/fixtures/heldout/sotu-2021.txt", "tests/fixtures/heldout/revelation.txt",
@@ -133,12 +141,13 @@ static const Subject DEMO = {
     0, 3, 0,  // windows of the model's context
     "tests/fixtures/demo_refs.json", 1,
     {
-        {"f32", DTYPE_F32, DTYPE_F32, 0, 1, 0, 13},
-        {"f16 weights", -1, DTYPE_F32, 0, 1, 0, 13},
-        {"bf16 weights", DTYPE_BF16, DTYPE_F32, 3.6e-5, 0.9825, 3.5e-3, 12},
-        {"q8 weights", DTYPE_Q8, DTYPE_F32, 2.8e-4, 0.9776, 3.5e-2, 10},
-        {"f16 kv cache", -1, DTYPE_F16, 1.6e-8, 0.985, 1.8e-6, 13},
-        {"q4 weights", DTYPE_Q4, DTYPE_F32, 4.8e-3, 0.959, 3.3e-2, 7},
+        {"f32", "f32", DTYPE_F32, 0, 1, 0, 13},
+        {"f16 weights", NULL, DTYPE_F32, 0, 1, 0, 13},
+        {"bf16 weights", "bf16", DTYPE_F32, 3.6e-5, 0.9825, 3.5e-3, 12},
+        {"q8 weights", "q8", DTYPE_F32, 2.8e-4, 0.9776, 3.5e-2, 10},
+        {"f16 kv cache", NULL, DTYPE_F16, 1.6e-8, 0.985, 1.8e-6, 13},
+        {"q4 weights", "q4", DTYPE_F32, 4.8e-3, 0.959, 3.3e-2, 7},
+        {"q4-pure weights", "q4-pure", DTYPE_F32, 7.6e-2, 0.8496, 1.01, 2},
     },
 };
 
@@ -269,7 +278,12 @@ static int measure(const Subject *sub, int full, const char *f32_path) {
     GptError err = {{0}};
     Model models[N_VARIANTS];
     for (int v = 0; v < N_VARIANTS; v++) {
-        WeightOptions o = {.matrix_dtype = VARIANTS[v].weight_dtype};
+        WeightOptions o = {.matrix_dtype = -1};
+        if (VARIANTS[v].weights && weight_options_from_name(VARIANTS[v].weights, &o) != 0) {
+            CHECK(0, "%s, %s: %s is no weight dtype", sub->name, VARIANTS[v].name, VARIANTS[v].weights);
+            for (int k = 0; k < v; k++) model_free(&models[k]);
+            return -1;
+        }
         const char *from = v == 0 && f32_path ? f32_path : path;
         if (model_load_with(&models[v], from, &o, &err) != 0) {
             CHECK(0, "%s, %s: %s", sub->name, VARIANTS[v].name, err.msg);
@@ -315,12 +329,12 @@ static int measure(const Subject *sub, int full, const char *f32_path) {
     printf("%s: %zu positions in %zu window(s) of %zu tokens; greedy: 40 tokens of %d prompts%s\n", sub->name,
            res[1].positions, windows_done, full ? window : quick_window, n_prompts,
            f32_path ? " (float32 from the training's directory)" : "");
-    printf("  %-14s %12s %12s %10s %8s\n", "variant", "mean KL", "max KL", "top-1 same", "greedy");
+    printf("  %-15s %12s %12s %10s %8s\n", "variant", "mean KL", "max KL", "top-1 same", "greedy");
     for (int v = 0; v < N_VARIANTS; v++) {
         const Variant *x = &VARIANTS[v];
         double mean = v ? res[v].kl_sum / (double)res[v].positions : 0;
         double top1 = v ? (double)res[v].top1_same / (double)res[v].positions : 1;
-        printf("  %-14s %12.3g %12.3g %9.2f%% %5d/%d\n", x->name, mean, res[v].kl_max, 100 * top1, res[v].greedy,
+        printf("  %-15s %12.3g %12.3g %9.2f%% %5d/%d\n", x->name, mean, res[v].kl_max, 100 * top1, res[v].greedy,
                n_prompts);
         if (full) continue;
         CHECK(res[v].greedy >= x->min_greedy, "%s, %s: greedy matches the reference on %d prompts, want >= %d",

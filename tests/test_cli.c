@@ -63,7 +63,9 @@ static void test_usage(void) {
         {{"--echo=yes"}, "--echo takes no value"},
         {{"--tokenize", "--detokenize"}, "exclude each other"},
         {{"stray"}, "unexpected argument 'stray'"},
-        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16, q8 or q4"},
+        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16, q8, q4 or q4-pure"},
+        {{"--dtype", "q4pure"}, "--dtype q4pure: must be f32, f16, bf16, q8, q4 or q4-pure"},
+        {{"--draft-dtype", "q4-pure-"}, "--draft-dtype q4-pure-: must be f32, f16, bf16, q8, q4 or q4-pure"},
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
         // combinations where one option was silently dropped
         {{"--echo", "--json"}, "--echo and --json exclude each other"},
@@ -512,6 +514,54 @@ static void test_stats(void) {
           "expected: %s", r.out);
     result_free(&r);
     unlink(q4);
+
+    // --dtype q4-pure (any case): every matrix Q4, wte too, and said so
+    const char *pure = "Q4 (every matrix)";
+    r = RUN("-m", ckpt("tiny"), "--dtype", "Q4-Pure", "-p", "Hello", "-n", "8", "--temp", "0", "--stats", "--json");
+    j = parse_json_output(&r);
+    s = j ? cJSON_GetObjectItem(j, "stats") : NULL;
+    wd = s ? cJSON_GetObjectItem(s, "weight_dtype") : NULL;
+    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (every matrix)") && cJSON_IsString(wd) &&
+              !strcmp(wd->valuestring, pure),
+          "--dtype q4-pure --stats: 'matrices %s' and weight_dtype \"%s\" expected: rc %d, %s", pure, pure, r.rc, r.err);
+    char *at_load = j ? cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "tokens")) : NULL;
+    cJSON_Delete(j);
+    result_free(&r);
+    r = RUN("convert", ckpt("tiny"), q4, "--dtype", "q4-purex");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "--dtype q4-purex: must be f32, f16, bf16, q8, q4 or q4-pure") &&
+              !path_exists(q4),
+          "convert --dtype q4-purex: rc %d, %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN("convert", ckpt("tiny"), q4, "--dtype", "q4-pure");
+    CHECK(r.rc == 0 && strstr(r.err, pure), "convert --dtype q4-pure: rc %d, %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN("inspect", q4);
+    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (every matrix)") && strstr(r.out, "wte.weight                   Q4 ") &&
+              strstr(r.out, "h.0.mlp.c_fc.weight          Q4 ") && strstr(r.out, "h.0.attn.c_attn.weight       Q4 ") &&
+              strstr(r.out, "h.1.attn.c_proj.weight       Q4 ") && !strstr(r.out, " Q8 "),
+          "inspect of a q4-pure file: every matrix Q4, none Q8, expected: %s", r.out);
+    result_free(&r);
+    // the q4-pure model.bin runs as the conversion at load does
+    r = RUN("-m", q4, "-p", "Hello", "-n", "8", "--temp", "0", "--json");
+    j = parse_json_output(&r);
+    char *from_file = j ? cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "tokens")) : NULL;
+    CHECK(r.rc == 0 && at_load && from_file && !strcmp(at_load, from_file),
+          "the q4-pure model.bin's tokens %s, --dtype q4-pure's %s", from_file ? from_file : "?", at_load ? at_load : "?");
+    free(at_load);
+    free(from_file);
+    cJSON_Delete(j);
+    result_free(&r);
+    unlink(q4);
+    // --draft-dtype q4-pure: the model itself in q4-pure drafts, the text
+    // stays the plain run's
+    const char *p = "It was the best of times, it was the worst of times,";
+    Result plain = RUN("-m", "models/demo.bin", "-p", p, "-n", "40", "-s", "11");
+    r = RUN("-m", "models/demo.bin", "-p", p, "-n", "40", "-s", "11", "--draft-dtype", "q4-pure", "--stats");
+    CHECK(plain.rc == 0 && r.rc == 0 && plain.out_len > 0 && plain.out_len == r.out_len &&
+              !memcmp(plain.out, r.out, plain.out_len) && strstr(r.err, "(matrices Q4 (every matrix))"),
+          "--draft-dtype q4-pure: plain '%s', speculative rc %d '%s' %s", plain.out, r.rc, r.out, r.err);
+    result_free(&plain);
+    result_free(&r);
 }
 
 // --kv-type f16: half the bytes per position, in every figure of the report.

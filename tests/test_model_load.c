@@ -248,6 +248,133 @@ static void test_124m(void) {
     model_free(&m);
 }
 
+// ---------------------------------------------------------------------------
+// --dtype q4-pure: every matrix Q4, wte (the embedding and output layer) too
+
+// An IEEE half as float, by hand (scales are finite).
+static float half_value(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e ? ldexpf((float)(m | 1024), e - 25) : ldexpf((float)m, -24);
+    return h & 0x8000 ? -v : v;
+}
+
+// Element i of row j of a Q4 matrix, plainly from its bytes (dtype.h's
+// layout): the quants of all rows, 16 bytes a block of 32 (low nibbles the
+// first 16 levels, high nibbles the next 16, each level + 8), then the f16
+// scales of all rows, one a block; the element is level * scale.
+static float q4_plain(const Weight *w, size_t j, size_t i) {
+    size_t blocks = (w->n_in + 31) / 32;
+    const unsigned char *q = w->data, *row = q + j * blocks * 16 + i / 32 * 16;
+    const unsigned char *sc = q + w->n_out * blocks * 16 + 2 * (j * blocks + i / 32);
+    int byte = row[i % 32 % 16], level = (i % 32 < 16 ? byte & 15 : byte >> 4) - 8;
+    return half_value((uint16_t)(sc[0] | sc[1] << 8)) * (float)level;
+}
+
+// Matrix w (Q4) holds the Q4 quantization of FORMULA.md's values: its
+// bytes, row by row, are q4_quantize_row's of the float32 row. Returns the
+// rows that differ.
+static size_t q4_rows_from_formula(const Weight *w, const char *name, int hf_in_out) {
+    size_t K = w->n_in, rb = q4_row_bytes(K), nb = (K + 31) / 32, bad = 0;
+    float *x = malloc(K * sizeof *x);
+    uint8_t *q = malloc(rb);
+    uint16_t *sc = malloc(nb * sizeof *sc);
+    for (size_t j = 0; j < w->n_out; j++) {
+        for (size_t i = 0; i < K; i++) x[i] = formula(name, hf_in_out ? i * w->n_out + j : j * K + i);
+        q4_quantize_row(q, sc, x, K);
+        bad += memcmp(q, (const uint8_t *)w->data + j * rb, rb) != 0 || memcmp(sc, w->scales + j * nb, nb * 2) != 0;
+    }
+    free(x);
+    free(q);
+    free(sc);
+    return bad;
+}
+
+static void test_q4_pure(void) {
+    // the names: case-insensitive, q4 the mix, q4-pure every matrix
+    WeightOptions o = {.matrix_dtype = -1};
+    CHECK(weight_options_from_name("Q4-Pure", &o) == 0 && o.matrix_dtype == DTYPE_Q4 && o.q4_pure,
+          "Q4-Pure: dtype %d pure %d", o.matrix_dtype, o.q4_pure);
+    CHECK(weight_options_from_name("q4", &o) == 0 && o.matrix_dtype == DTYPE_Q4 && !o.q4_pure, "q4: pure %d",
+          o.q4_pure);
+    CHECK(weight_options_from_name("BF16", &o) == 0 && o.matrix_dtype == DTYPE_BF16 && !o.q4_pure, "BF16");
+    const char *bad_names[] = {"q4pure", "q4-", "q4-pure ", "q8-pure", "", "int4"};
+    for (size_t k = 0; k < sizeof bad_names / sizeof *bad_names; k++) {
+        WeightOptions b = {.matrix_dtype = 7, .q4_pure = 3};
+        CHECK(weight_options_from_name(bad_names[k], &b) == -1 && b.matrix_dtype == 7 && b.q4_pure == 3,
+              "'%s' taken for a weight dtype", bad_names[k]);
+    }
+    CHECK(!strcmp(weight_options_name(&(WeightOptions){DTYPE_Q4, 1}), "q4-pure") &&
+              !strcmp(weight_options_name(&(WeightOptions){DTYPE_Q4, 0}), "q4") &&
+              !strcmp(weight_options_name(&(WeightOptions){-1, 0}), "stored"),
+          "weight_options_name");
+
+    Model m, mix;
+    GptError err = {""};
+    weight_options_from_name("q4-pure", &o);
+    int rc = model_load_with(&m, ckpt("tiny"), &o, &err);
+    CHECK(rc == 0, "tiny as q4-pure: %s", err.msg);
+    if (rc != 0) return;
+    const GPT2Config *c = &m.config;
+    size_t C = (size_t)c->n_embd, L = (size_t)c->n_layer, V = (size_t)c->vocab_size;
+    // every matrix Q4 and quantized from the file's float32 values
+    size_t bad = q4_rows_from_formula(&m.weights.wte, "wte.weight", 0), n_q4 = m.weights.wte.dtype == DTYPE_Q4;
+    for (size_t l = 0; l < L; l++) {
+        const GPT2Layer *y = &m.weights.layers[l];
+        const Weight *mats[4] = {&y->qkv_w, &y->attn_proj_w, &y->fc_w, &y->fc_proj_w};
+        const char *suffix[4] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"};
+        for (int k = 0; k < 4; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "h.%zu.%s", l, suffix[k]);
+            n_q4 += mats[k]->dtype == DTYPE_Q4;
+            if (mats[k]->dtype == DTYPE_Q4) bad += q4_rows_from_formula(mats[k], name, 1);
+        }
+    }
+    CHECK(n_q4 == 1 + 4 * L, "q4-pure: %zu of %zu matrices are Q4", n_q4, 1 + 4 * L);
+    CHECK(bad == 0, "q4-pure: %zu rows are not the Q4 of the file's values", bad);
+    // bytes: a Q4 row of K takes K / 2 of nibbles and K / 16 of f16 scales
+    // (K a multiple of 32 here), the vectors 4 an element
+    size_t q4 = V * (C / 2 + C / 16) + L * (3 * C + C + 4 * C) * (C / 2 + C / 16) + L * C * (2 * C + C / 4);
+    size_t vectors = 4 * (128 * C + L * 13 * C + 2 * C);
+    CHECK(m.weight_bytes == q4 + vectors, "q4-pure weight_bytes %zu, want %zu", m.weight_bytes, q4 + vectors);
+    char dts[32];
+    CHECK(!strcmp(model_matrix_dtypes(&m, dts, sizeof dts), "Q4 (every matrix)"), "q4-pure matrices '%s'", dts);
+
+    // the embedding's row lookup of a Q4 wte: level * scale, exactly, for
+    // the first, last and some tokens between
+    const int32_t tokens[] = {0, 1, 31, 198, 12345, 50255, 50256};
+    float *row = malloc(C * sizeof *row);
+    size_t wrong = 0;
+    for (size_t t = 0; m.weights.wte.dtype == DTYPE_Q4 && t < sizeof tokens / sizeof *tokens; t++) {
+        weight_row(row, &m.weights.wte, (size_t)tokens[t]);
+        for (size_t i = 0; i < C; i++) {
+            float want = q4_plain(&m.weights.wte, (size_t)tokens[t], i);
+            if (memcmp(&row[i], &want, 4) != 0 && !wrong++)
+                fprintf(stderr, "  wte row %d [%zu]: %.9g, dequantized %.9g\n", tokens[t], i, (double)row[i],
+                        (double)want);
+        }
+    }
+    CHECK(wrong == 0, "the embedding lookup of a Q4 wte: %zu values differ from the dequantized rows", wrong);
+    free(row);
+
+    // the mix, for contrast: wte, layer 0 and every attn.c_proj in Q8
+    weight_options_from_name("q4", &o);
+    rc = model_load_with(&mix, ckpt("tiny"), &o, &err);
+    CHECK(rc == 0, "tiny as q4: %s", err.msg);
+    if (rc == 0) {
+        CHECK(mix.weights.wte.dtype == DTYPE_Q8 && mix.weights.layers[0].fc_w.dtype == DTYPE_Q8 &&
+                  mix.weights.layers[1].attn_proj_w.dtype == DTYPE_Q8 && mix.weights.layers[1].fc_w.dtype == DTYPE_Q4,
+              "q4's mix: wte %s, h.0 c_fc %s, h.1 c_proj %s, h.1 c_fc %s", dtype_name(mix.weights.wte.dtype),
+              dtype_name(mix.weights.layers[0].fc_w.dtype), dtype_name(mix.weights.layers[1].attn_proj_w.dtype),
+              dtype_name(mix.weights.layers[1].fc_w.dtype));
+        CHECK(!strcmp(model_matrix_dtypes(&mix, dts, sizeof dts), "Q4 (Q8: wte, h.0, attn.c_proj)"), "q4 matrices '%s'",
+              dts);
+        CHECK(mix.weight_bytes > m.weight_bytes, "the mix (%zu bytes) should be larger than q4-pure (%zu)",
+              mix.weight_bytes, m.weight_bytes);
+        model_free(&mix);
+    }
+    model_free(&m);
+}
+
 // The llm.c variant is loaded by llmc.c; here we check that it is
 // recognised, and that the generator wrote what llm.c expects, so that the
 // loader's author can trust the fixture.
@@ -608,6 +735,7 @@ int main(void) {
     test_tiny();
     test_half("tiny-f16", AS_F16);
     test_half("tiny-bf16", AS_BF16);
+    test_q4_pure();
     test_llmc_fixture();
     test_errors();
     test_124m();

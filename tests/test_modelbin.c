@@ -355,30 +355,45 @@ static void test_llmc(const cJSON *refs, Tokenizer *shipped) {
 // F16 and BF16 safetensors keep their dtype in a model.bin; and a model
 // converted to each dtype at load (`gpt -m SRC --dtype T`) and one written
 // from that (`gpt convert SRC OUT --dtype T`) hold the same bytes and give
-// the same logits. Q4 is the mix: wte in Q8, the layers' matrices in Q4.
+// the same logits. Q4 is the mix: wte in Q8, the layers' matrices in Q4;
+// q4-pure every matrix in Q4, wte too (a model.bin of Q4 tensors alone).
 static void test_dtypes(const cJSON *refs, Tokenizer *shipped) {
     const char *names[2] = {"tiny-f16", "tiny-bf16"};
     const DType want[2] = {DTYPE_F16, DTYPE_BF16};
-    for (int k = 0; k < 5; k++) {
+    const char *converted[4] = {"q8", "f16", "q4", "q4-pure"};
+    for (int k = 0; k < 6; k++) {
         GptError err = {{0}};
         Model a, b;
-        WeightOptions o = {.matrix_dtype = k < 2 ? -1 : k == 2 ? DTYPE_Q8 : k == 3 ? DTYPE_F16 : DTYPE_Q4};
+        WeightOptions o = {.matrix_dtype = -1};
+        if (k >= 2) CHECK(weight_options_from_name(converted[k - 2], &o) == 0, "%s: not a name", converted[k - 2]);
         const char *src = k < 2 ? ckpt(names[k]) : ckpt("tiny");
         char what[64];
-        snprintf(what, sizeof what, "%s as %s", k < 2 ? names[k] : "tiny", k < 2 ? "stored" : dtype_name(o.matrix_dtype));
+        snprintf(what, sizeof what, "%s as %s", k < 2 ? names[k] : "tiny", k < 2 ? "stored" : converted[k - 2]);
         if (model_load_with(&a, src, &o, &err) != 0) {
             CHECK(0, "%s: %s", what, err.msg);
             continue;
         }
-        // (Q4 is a mix: wte and layer 0 in Q8, the last layer's c_fc in Q4)
-        DType dt = k < 2 ? want[k] : (DType)o.matrix_dtype, wte_dt = dt == DTYPE_Q4 ? DTYPE_Q8 : dt;
+        // (Q4 is a mix: wte and layer 0 in Q8, the last layer's c_fc in Q4;
+        // q4-pure has no Q8)
+        DType dt = k < 2 ? want[k] : (DType)o.matrix_dtype;
+        DType wte_dt = dt == DTYPE_Q4 && !o.q4_pure ? DTYPE_Q8 : dt;
         const Weight *fc = &a.weights.layers[a.config.n_layer - 1].fc_w;
         CHECK(a.weights.wte.dtype == wte_dt && fc->dtype == dt, "%s: wte is %s, the last fc_w %s", what,
               dtype_name(a.weights.wte.dtype), dtype_name(fc->dtype));
+        if (o.q4_pure) {
+            // every matrix Q4 in the file: what a q4-pure model.bin is
+            size_t nt = gpt2_n_tensors(&a.config), q4 = 0;
+            for (size_t i = 0; i < nt; i++) q4 += model_tensor(&a, i).dtype == DTYPE_Q4;
+            CHECK(q4 == 1 + 4 * (size_t)a.config.n_layer, "%s: %zu Q4 tensors, want wte and 4 per layer", what, q4);
+        }
         const char *out = tmp("dtype.bin");
         CHECK(modelbin_write(&a, shipped, out, NULL, &err) == 0, "%s", err.msg);
         if (model_load(&b, out, &err) == 0) {
             CHECK(b.owned == NULL, "%s: a %s model.bin must be used in place", what, dtype_name(dt));
+            char dts[32];
+            if (o.q4_pure)
+                CHECK(!strcmp(model_matrix_dtypes(&b, dts, sizeof dts), "Q4 (every matrix)"),
+                      "%s: its model.bin reads back as matrices '%s'", what, dts);
             if (same_weights(&a, &b, what)) same_logits(&a, &b, refs, "tiny", 2, what, 0);
             model_free(&b);
         } else {

@@ -50,6 +50,7 @@ typedef struct {
     int have_seed;
     long threads;
     int weight_dtype;    // --dtype: matrices converted at load; -1 as stored
+    int weight_q4_pure;  // --dtype q4-pure: weight_dtype Q4, with no Q8 (WeightOptions)
     DType kv_dtype;      // --kv-type: F32 or F16
     int ignore_eos, echo, stats, json, special;
     int progress;        // --progress: the progress line even when stderr is no terminal
@@ -58,6 +59,7 @@ typedef struct {
     // speculative decoding
     const char *draft_path;  // --draft: a draft model; NULL with --draft-dtype: the model itself
     int draft_dtype;         // --draft-dtype: its matrices converted at load; -1 as stored
+    int draft_q4_pure;       // --draft-dtype q4-pure: draft_dtype Q4, with no Q8
     long draft_tokens;       // --draft-tokens: guesses per step; 0: chosen by the draft's cost
     long lookup_n;           // --lookup N: prompt lookup of N-grams; 0 off
     int blas;                // --blas: long prefill chunks through OpenBLAS
@@ -117,11 +119,11 @@ int print_escaped(const unsigned char *b, size_t len);
 // path found by searching is written into buf (cap bytes); *is_demo says
 // whether it is the demo model (found only when no GPT-2 is).
 const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, int *is_demo);
-// Loads the model resolve_model_path() finds, its matrices converted to
-// weight_dtype (-1: as stored); on failure prints why and returns
-// EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the path.
-// Running the demo model, it says so in one line on stderr.
-int open_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap);
+// Loads the model resolve_model_path() finds, its matrices converted as wo
+// says (--dtype; matrix_dtype -1: as stored); on failure prints why and
+// returns EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the
+// path. Running the demo model, it says so in one line on stderr.
+int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap);
 // Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
 // the model m (may be NULL), else the files beside model_path, else the
 // shipped GPT-2 files. *owned says whether the caller must free the result.

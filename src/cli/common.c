@@ -138,7 +138,8 @@ cJSON *ids_json(const int32_t *ids, size_t n) {
 
 int session_open(Session *s, const Options *o) {
     memset(s, 0, sizeof *s);
-    int rc = open_model(o->model_path, o->weight_dtype, &s->model, s->model_path, sizeof s->model_path);
+    WeightOptions wo = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure};
+    int rc = open_model(o->model_path, &wo, &s->model, s->model_path, sizeof s->model_path);
     if (rc != EXIT_OK) return rc;
     GptError err = {{0}};
     s->tok = open_tokenizer(o->tokenizer_path, &s->model, s->model_path, &s->tok_owned, &err);

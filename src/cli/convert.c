@@ -27,10 +27,10 @@ static const char *convert_usage =
     "  SRC: a Hugging Face GPT-2 directory or model.safetensors (F32, F16 or BF16),\n"
     "       an llm.c checkpoint (gpt2_124M.bin, version 3), or a model.bin\n"
     "  --dtype T         the weight matrices in f32, f16, bf16, q8 (int8 in blocks of\n"
-    "                    32 with an f16 scale) or q4 (4-bit in blocks of 32 with an\n"
+    "                    32 with an f16 scale), q4 (4-bit in blocks of 32 with an\n"
     "                    f16 scale; wte, also the output layer, layer 0 and every\n"
-    "                    attn.c_proj in q8); norms, biases and wpe stay f32\n"
-    "                    (default: as SRC stores them)\n"
+    "                    attn.c_proj in q8) or q4-pure (every matrix in q4); norms,\n"
+    "                    biases and wpe stay f32 (default: as SRC stores them)\n"
     "  --tokenizer PATH  vocab.json + merges.txt directory or tokenizer.json (default:\n"
     "                    the one beside SRC, else the shipped GPT-2 files)\n"
     "  --force           replace OUT if it exists (a regular file; it keeps its mode)\n"
@@ -79,7 +79,8 @@ int run_convert(int argc, char **argv) {
                                           {"progress", no_argument, 0, O_PROGRESS},
                                           {0, 0, 0, 0}};
     const char *tokenizer_path = NULL;
-    int dtype = -1, force = 0, forced_progress = 0;
+    WeightOptions wo = {.matrix_dtype = -1};
+    int force = 0, forced_progress = 0;
     opterr = 0;
     optind = 0;
     for (int c; (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1;) {
@@ -92,8 +93,8 @@ int run_convert(int argc, char **argv) {
         case O_FORCE: force = 1; break;
         case O_PROGRESS: forced_progress = 1; break;
         case O_DTYPE:
-            if ((dtype = dtype_from_name(optarg)) < 0)
-                return usage_error("convert", "--dtype %s: must be f32, f16, bf16, q8 or q4", optarg);
+            if (weight_options_from_name(optarg, &wo) != 0)
+                return usage_error("convert", "--dtype %s: must be " WEIGHT_DTYPE_NAMES, optarg);
             break;
         case ':': return usage_error("convert", "%s needs a value", arg);
         default: return usage_error("convert", "unknown option '%s'", arg);
@@ -123,8 +124,8 @@ int run_convert(int argc, char **argv) {
         goto done;
     }
     catch_interrupts();
-    WeightOptions wo = {.matrix_dtype = dtype};
-    progress_update(&progress, "gpt convert: reading the model%s", dtype >= 0 ? " and converting its matrices" : "");
+    progress_update(&progress, "gpt convert: reading the model%s",
+                    wo.matrix_dtype >= 0 ? " and converting its matrices" : "");
     int loaded = model_load_with(&m, src, &wo, &err);
     progress_clear(&progress);
     progress_init(&progress, forced_progress);  // the writing's rate and time left from here

@@ -176,7 +176,7 @@ static void report_no_model(void) {
     fprintf(stderr, ". gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n");
 }
 
-int open_model(const char *model_flag, int weight_dtype, Model *m, char *path_out, size_t cap) {
+int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap) {
     char found[DIR_CAP];
     int is_demo;
     const char *path = resolve_model_path(model_flag, found, sizeof found, &is_demo);
@@ -186,8 +186,7 @@ int open_model(const char *model_flag, int weight_dtype, Model *m, char *path_ou
         return EXIT_RUNTIME;
     }
     GptError err = {{0}};
-    WeightOptions wo = {.matrix_dtype = weight_dtype};
-    if (model_load_with(m, path, &wo, &err) != 0) {
+    if (model_load_with(m, path, wo, &err) != 0) {
         // neither -m nor the search: a stale $GPT_MODEL is easy to forget
         if (!model_flag && path != found) {
             fprintf(stderr, "gpt: %s (the model named by $GPT_MODEL)\n", err.msg);

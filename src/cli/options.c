@@ -40,9 +40,9 @@ static const char *usage_text =
     "                          too) starts from <|endoftext|>\n"
     "      --keep-newline      keep the final newline of a prompt read from stdin\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
-    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8 or\n"
-    "                          q4 (q4 keeps wte, also the output layer, layer 0 and\n"
-    "                          every attn.c_proj in q8)\n"
+    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q4\n"
+    "                          (q4 keeps wte, also the output layer, layer 0 and every\n"
+    "                          attn.c_proj in q8) or q4-pure (every matrix in q4)\n"
     "                          (default: as the file stores them)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
@@ -61,8 +61,8 @@ static const char *usage_text =
     "speculative decoding (one prompt; the text stays exactly the plain run's):\n"
     "      --draft MODEL       a draft model with the same tokenizer guesses the next tokens\n"
     "                          and the model checks them all in one step (distilgpt2 for gpt2)\n"
-    "      --draft-dtype T     the draft's matrices: f32, f16, bf16, q8 or q4; without --draft,\n"
-    "                          the draft is the model itself in T (--draft-dtype q8)\n"
+    "      --draft-dtype T     the draft's matrices: f32, f16, bf16, q8, q4 or q4-pure; without\n"
+    "                          --draft, the draft is the model itself in T (--draft-dtype q8)\n"
     "      --draft-tokens K    guesses per step, 1 to 32 (default 6 when the draft reads at\n"
     "                          most a third of the model's bytes per token, else 4)\n"
     "      --lookup N          guess the tokens after the last earlier occurrence of the\n"
@@ -375,6 +375,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         long k;
         float f;
         int rc;
+        WeightOptions wo;
         switch (c) {
         case 'h':
             *done = 1;
@@ -388,13 +389,13 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_KEEP_NEWLINE: o->keep_newline = 1; break;
         case O_SPECIAL: o->special = 1; break;
         case O_DTYPE:
-            o->weight_dtype = dtype_from_name(v);
-            if (o->weight_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16, q8 or q4", flag, v);
+            if (weight_options_from_name(v, &wo) != 0) return FAIL("%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
+            o->weight_dtype = wo.matrix_dtype, o->weight_q4_pure = wo.q4_pure;
             break;
         case O_DRAFT: o->draft_path = v; break;
         case O_DRAFT_DTYPE:
-            o->draft_dtype = dtype_from_name(v);
-            if (o->draft_dtype < 0) return FAIL("%s %s: must be f32, f16, bf16, q8 or q4", flag, v);
+            if (weight_options_from_name(v, &wo) != 0) return FAIL("%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
+            o->draft_dtype = wo.matrix_dtype, o->draft_q4_pure = wo.q4_pure;
             break;
         case O_DRAFT_TOKENS:
             if (counted(v, 32, &o->draft_tokens) != 0)

@@ -394,7 +394,7 @@ static int load_draft(const Options *o, const char *model_file, const Model *m, 
                       Model *draft) {
     GptError err = {{0}};
     const char *path = o->draft_path ? o->draft_path : model_file;
-    WeightOptions wo = {.matrix_dtype = o->draft_dtype};
+    WeightOptions wo = {.matrix_dtype = o->draft_dtype, .q4_pure = o->draft_q4_pure};
     if (model_load_with(draft, path, &wo, &err) != 0) {
         fprintf(stderr, "gpt: %s: %s\n", draft_flag(o), err.msg);
         return -1;

@@ -6,9 +6,10 @@
  *
  *   bench_model MODEL_DIR
  *
- * BENCH_DTYPES (environment), e.g. "q8,q4": bench only these dtypes (comma
- * separated, any case; the sgemm bound still uses the F32 weights, and the
- * long-context line runs only with F32 among them). Unset: all of them.
+ * BENCH_DTYPES (environment), e.g. "q8,q4,q4-pure": bench only these dtypes
+ * (--dtype's names, comma separated, any case; the sgemm bound still uses
+ * the F32 weights, and the long-context line runs only with F32 among them).
+ * Unset: all of them.
  *
  * Bounds:
  *   - memory read bandwidth: a plain read loop over 1 GiB (far past any
@@ -19,8 +20,8 @@
  *     model's own weights, T = 512 rows), for prefill: sgemm's rate / 2 x
  *     (matmul parameters) FLOP per token. Measured in 3 rounds interleaved
  *     with our prefills, best of each.
- * Ours, for each weight dtype (F32, F16, BF16, Q8, Q4, converted at load), 1 and
- * 2 threads:
+ * Ours, for each weight dtype (f32, f16, bf16, q8, q4, q4-pure, converted at
+ * load), 1 and 2 threads:
  *   - decode of one sequence: 128 tokens after a 64-token prompt;
  *   - aggregate decode of B = 1, 2, 4, 8, 16 sequences stepping together
  *     (one forward call per step: each weight read serves B tokens);
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "clock.h"
 #include "forward.h"
@@ -174,17 +176,18 @@ static void prefill_free(PrefillRun *p) {
     kvcache_free(&p->cache);
 }
 
-enum { N_DT = 5, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
-static const DType DTYPES[N_DT] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8, DTYPE_Q4};
+enum { N_DT = 6, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
+// the weight dtypes as --dtype names them (f32 first: the sgemm bound's)
+static const char *const DTYPES[N_DT] = {"f32", "f16", "bf16", "q8", "q4", "q4-pure"};
 
-// Whether BENCH_DTYPES (unset: every dtype) names dt.
-static int dtype_selected(DType dt) {
+// Whether BENCH_DTYPES (unset: every dtype) names dtype `name`.
+static int dtype_selected(const char *name) {
     const char *list = getenv("BENCH_DTYPES");
     if (!list || !*list) return 1;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
-        if (dtype_from_name(tok) == (int)dt) return 1;
+        if (!strcasecmp(tok, name)) return 1;
     return 0;
 }
 
@@ -199,7 +202,8 @@ int main(int argc, char **argv) {
     for (int d = 0; d < N_DT; d++) {
         on[d] = dtype_selected(DTYPES[d]);
         if (!on[d] && d != 0) continue;  // F32 always: the sgemm bound reads its weights
-        WeightOptions o = {.matrix_dtype = (int)DTYPES[d]};
+        WeightOptions o;
+        if (weight_options_from_name(DTYPES[d], &o) != 0) return 2;
         if (model_load_with(&models[d], argv[1], &o, &err) != 0) die(&err);
     }
     const GPT2Config *c = &models[0].config;
@@ -261,7 +265,7 @@ int main(int argc, char **argv) {
         }
         printf("\nthreads %d: read bandwidth %.1f GB/s; sgemm %.1f GFLOP/s -> prefill bound %.0f tok/s\n", t, bw, gflops,
                prefill_bound);
-        printf("  %-5s %12s %10s %10s %6s %12s %s\n", "dtype", "bytes/token", "bound", "decode", "frac", "prefill 512",
+        printf("  %-7s %12s %10s %10s %6s %12s %s\n", "dtype", "bytes/token", "bound", "decode", "frac", "prefill 512",
                "aggregate decode tok/s, B = 1 2 4 8 16");
         for (int d = 0; d < N_DT; d++) {
             if (!on[d]) continue;
@@ -269,7 +273,7 @@ int main(int argc, char **argv) {
             // weights, plus the KV cache of the average context (64..192)
             double bytes = (double)m->decode_bytes + (double)kv_per_token * (PROMPT + DECODE / 2);
             double bound = bw * 1e9 / bytes;
-            printf("  %-5s %12.0f %8.1f/s %8.1f/s %5.0f%% %8.0f tok/s %3.0f%%", dtype_name(DTYPES[d]), bytes, bound,
+            printf("  %-7s %12.0f %8.1f/s %8.1f/s %5.0f%% %8.0f tok/s %3.0f%%", DTYPES[d], bytes, bound,
                    dec[d], 100 * dec[d] / bound, pre[d], 100 * pre[d] / prefill_bound);
             const size_t Bs[] = {1, 2, 4, 8, 16};
             double agg[5];
