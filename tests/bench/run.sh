@@ -24,7 +24,8 @@ echo "== forward pass, GPT-2 124M shape: bounds and our kernels (library level)"
 # OPENBLAS_L2_SIZE (which some machines set, forcing an older core) are unset
 # for this one command; bench_model prints the core it got.
 for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do
-    eval "[ -n \"\${$v+set}\" ] && echo \"  ($v=\$$v is set here; unset for bench_model's sgemm bound)\""
+    # (an if, not an && list: under set -e a false test as the last command ended the script)
+    eval "if [ -n \"\${$v+set}\" ]; then echo \"  ($v=\$$v is set here; unset for bench_model's sgemm bound)\"; fi"
 done
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BUILD"/bench/bench_model "$M124" | tee "$TMP/model.txt"
 # prefill bound (sgemm's rate over a token's matrix flops) per thread count
