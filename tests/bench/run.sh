@@ -92,7 +92,7 @@ fi
 # model.bin files of each dtype
 for dt in f32 f16 bf16 q8 q4 q4-pure; do
     # converted again when gpt is newer than the file (its converter may have changed)
-    [ "$CKPT_DIR/124M-$dt.bin" -nt "$GPT" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt 2>/dev/null
+    [ "$CKPT_DIR/124M-$dt.bin" -nt "$GPT" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt --force || exit 1
 done
 
 # wall seconds of a command, best of N

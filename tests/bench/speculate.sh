@@ -16,7 +16,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for dt in f32 f16; do
     # converted again when gpt is newer than the file (its converter may have changed)
-    [ "$CKPT_DIR/124M-$dt.bin" -nt "$GPT" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt 2>/dev/null
+    [ "$CKPT_DIR/124M-$dt.bin" -nt "$GPT" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt --force || exit 1
 done
 
 json_num() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
