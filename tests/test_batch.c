@@ -3,8 +3,8 @@
  * same prompt gives run alone (`gpt -p PROMPT -s SEED` with the line's
  * options), token for token, whatever the --parallel, whether prompts share
  * a prefix or not, greedy and sampled, on the tiny (also in q4-pure: every
- * matrix Q4) and the 124M-shaped test checkpoints, and q4-pure's logits
- * bit for bit in the library; and the mode's contract: input and output
+ * matrix Q4) and the 124M-shaped test checkpoints (the logits' bits in the
+ * library: test_forward); and the mode's contract: input and output
  * lines one to one, in order (or not, with --unordered), bad lines answered
  * with an error in their place, stop strings, --text, the exit status, GNU
  * parallel.
@@ -20,9 +20,6 @@
 
 #include "check.h"
 #include "fileio.h"
-#include "forward.h"
-#include "kvcache.h"
-#include "loader.h"
 #include "paths.h"
 #include "run_gpt.h"
 
@@ -165,75 +162,6 @@ static void test_equals_alone(const char *name, const char *model) {
     }
     free(input);
     for (int i = 0; i < N_PROMPTS; i++) cJSON_Delete(want[i]);
-}
-
-// ---------------------------------------------------------------------------
-// q4-pure, bit for bit: test_forward's batch invariance runs every DType,
-// whose Q4 is the mix; here every matrix is Q4, the output layer too. A
-// sequence's logits are the same bits alone and beside up to 15 others,
-// prefilled in one piece or in chunks of 7 beside them.
-
-static void test_q4_pure_logits(const char *name, const char *path) {
-    GptError err = {{0}};
-    WeightOptions wo;
-    Model m;
-    CHECK(weight_options_from_name("q4-pure", &wo) == 0, "q4-pure: not a name");
-    if (model_load_with(&m, path, &wo, &err) != 0) {
-        CHECK(0, "%s: %s", name, err.msg);
-        return;
-    }
-    CHECK(m.weights.wte.dtype == DTYPE_Q4 && m.weights.layers[0].qkv_w.dtype == DTYPE_Q4, "%s: wte %s, h.0 c_attn %s",
-          name, dtype_name(m.weights.wte.dtype), dtype_name(m.weights.layers[0].qkv_w.dtype));
-    ThreadPool *pool = threadpool_create(2, &err);
-    size_t V = (size_t)m.config.vocab_size;
-    enum { B = 16, P = 20, STEPS = 3 };
-    ForwardState fs;
-    KVCache caches[B];
-    int32_t prompt[B][P], next[B];
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < P; i++) prompt[b][i] = (int32_t)((b * 7919 + i * 104729 + 13) % 50257);
-    float *alone = malloc((STEPS + 1) * V * sizeof *alone);
-    CHECK(forward_state_init(&fs, &m.config, B * P, 64, B, pool, &err) == 0, "%s", err.msg);
-    // sequence 0 alone: its prompt in one piece, then STEPS tokens
-    CHECK(kvcache_init(&caches[0], &m.config, DTYPE_F32, 64, &err) == 0, "%s", err.msg);
-    SeqInput s0 = {.tokens = prompt[0], .n_tokens = P, .cache = &caches[0], .want = LOGITS_LAST};
-    CHECK(gpt2_forward(&m, &fs, &s0, 1, &err) == 0, "%s", err.msg);
-    memcpy(alone, fs.logits + s0.logits_row * V, V * sizeof(float));
-    for (int st = 0; st < STEPS; st++) {
-        next[0] = (int32_t)(1000 + st);
-        SeqInput d = {.tokens = &next[0], .n_tokens = 1, .cache = &caches[0], .want = LOGITS_LAST};
-        CHECK(gpt2_forward(&m, &fs, &d, 1, &err) == 0, "%s", err.msg);
-        memcpy(alone + (st + 1) * V, fs.logits + d.logits_row * V, V * sizeof(float));
-    }
-    kvcache_free(&caches[0]);
-    // among 15 others: the prompts in chunks of 7, then steps of 16, 5, 9
-    for (int b = 0; b < B; b++) CHECK(kvcache_init(&caches[b], &m.config, DTYPE_F32, 64, &err) == 0, "%s", err.msg);
-    int same = 1;
-    for (int at = 0; at < P; at += 7) {
-        SeqInput in[B];
-        for (int b = 0; b < B; b++)
-            in[b] = (SeqInput){.tokens = prompt[b] + at, .n_tokens = (size_t)(P - at < 7 ? P - at : 7),
-                               .cache = &caches[b], .want = LOGITS_LAST};
-        CHECK(gpt2_forward(&m, &fs, in, B, &err) == 0, "%s", err.msg);
-        if (at + 7 >= P) same &= memcmp(fs.logits + in[0].logits_row * V, alone, V * sizeof(float)) == 0;
-    }
-    CHECK(same, "%s in q4-pure: the prompt's logits beside 15 others differ from alone", name);
-    for (int st = 0; st < STEPS; st++) {
-        SeqInput in[B];
-        for (int b = 0; b < B; b++) {
-            next[b] = b ? (int32_t)(2000 + 31 * b + st) : (int32_t)(1000 + st);
-            in[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
-        }
-        size_t n = st == 0 ? B : st == 1 ? 5 : 9;
-        CHECK(gpt2_forward(&m, &fs, in, n, &err) == 0, "%s", err.msg);
-        CHECK(memcmp(fs.logits + in[0].logits_row * V, alone + (st + 1) * V, V * sizeof(float)) == 0,
-              "%s in q4-pure: step %d's logits among %zu sequences differ from alone", name, st, n);
-    }
-    for (int b = 0; b < B; b++) kvcache_free(&caches[b]);
-    forward_state_free(&fs);
-    free(alone);
-    threadpool_free(pool);
-    model_free(&m);
 }
 
 // ---------------------------------------------------------------------------
@@ -628,8 +556,6 @@ int main(void) {
     snprintf(cmd1, sizeof cmd1, "%s convert %s %s --dtype q4-pure 2>/dev/null", gpt_binary(), ckpt("tiny"), pure);
     CHECK(system(cmd1) == 0, "%s", cmd1);
     test_equals_alone("tiny q4-pure", pure);
-    test_q4_pure_logits("tiny", ckpt("tiny"));
-    test_q4_pure_logits("gpt2-124M-shaped", ckpt("gpt2-124M-shaped"));
     // the 124M model as a model.bin: mapped in place, each of the runs
     // below loads it in milliseconds (the safetensors is converted on load)
     char bin[512], cmd0[2048];

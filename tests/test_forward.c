@@ -443,72 +443,87 @@ static void test_attention_query_blocks(void) {
         }
 }
 
-// Batch invariance, for every weight dtype and both KV types: a sequence's
-// logits are the same bits decoded alone or beside up to 15 others, and
-// prefilled in one piece or in chunks.
+// Batch invariance of one model in one weight type (--dtype's names) and
+// KV type: a sequence's logits are the same bits alone and beside up to 15
+// others, prefilled in one piece or in chunks of 7 beside them (its prompt's
+// last logits too), then decoded in batches that grow and shrink.
+static void check_batch_invariance(const char *model, const char *path, const char *weights, DType kvt,
+                                   ThreadPool *pool) {
+    GptError err = {{0}};
+    WeightOptions wo;
+    Model m;
+    CHECK(weight_options_from_name(weights, &wo) == 0, "%s: not a weight type", weights);
+    if (model_load_with(&m, path, &wo, &err) != 0) {
+        CHECK(0, "%s %s: %s", model, weights, err.msg);
+        return;
+    }
+    if (wo.q4_pure)  // every matrix Q4, the output layer too (the mix keeps it in Q8)
+        CHECK(m.weights.wte.dtype == DTYPE_Q4 && m.weights.layers[0].qkv_w.dtype == DTYPE_Q4,
+              "%s %s: wte %s, h.0 c_attn %s", model, weights, dtype_name(m.weights.wte.dtype),
+              dtype_name(m.weights.layers[0].qkv_w.dtype));
+    size_t V = (size_t)m.config.vocab_size;
+    enum { B = 16, P = 20, STEPS = 3 };
+    ForwardState fs;
+    KVCache caches[B];
+    int32_t prompt[B][P], next[B];
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < P; i++) prompt[b][i] = (int32_t)((b * 7919 + i * 104729 + 13) % 50257);
+    float *alone = malloc((STEPS + 1) * V * sizeof *alone);
+    CHECK(forward_state_init(&fs, &m.config, B * P, 64, B, pool, &err) == 0, "%s", err.msg);
+    // sequence 0 alone: its prompt in one piece, then STEPS tokens
+    CHECK(kvcache_init(&caches[0], &m.config, kvt, 64, &err) == 0, "%s", err.msg);
+    SeqInput s0 = {.tokens = prompt[0], .n_tokens = P, .cache = &caches[0], .want = LOGITS_LAST};
+    CHECK(gpt2_forward(&m, &fs, &s0, 1, &err) == 0, "%s", err.msg);
+    memcpy(alone, fs.logits + s0.logits_row * V, V * sizeof(float));
+    for (int st = 0; st < STEPS; st++) {
+        next[0] = (int32_t)(1000 + st);
+        SeqInput d = {.tokens = &next[0], .n_tokens = 1, .cache = &caches[0], .want = LOGITS_LAST};
+        CHECK(gpt2_forward(&m, &fs, &d, 1, &err) == 0, "%s", err.msg);
+        memcpy(alone + (st + 1) * V, fs.logits + d.logits_row * V, V * sizeof(float));
+    }
+    kvcache_free(&caches[0]);
+    // the same among 15 others: prompts in chunks of 7 beside them
+    for (int b = 0; b < B; b++) CHECK(kvcache_init(&caches[b], &m.config, kvt, 64, &err) == 0, "%s", err.msg);
+    int prompt_same = 1;
+    for (int at = 0; at < P; at += 7) {
+        SeqInput in[B];
+        for (int b = 0; b < B; b++)
+            in[b] = (SeqInput){.tokens = prompt[b] + at, .n_tokens = (size_t)(P - at < 7 ? P - at : 7),
+                               .cache = &caches[b], .want = LOGITS_LAST};
+        CHECK(gpt2_forward(&m, &fs, in, B, &err) == 0, "%s", err.msg);
+        if (at + 7 >= P) prompt_same &= memcmp(fs.logits + in[0].logits_row * V, alone, V * sizeof(float)) == 0;
+    }
+    CHECK(prompt_same, "%s, %s weights, %s KV: the prompt's logits beside 15 others differ from alone", model,
+          weights, dtype_name(kvt));
+    for (int st = 0; st < STEPS; st++) {
+        SeqInput in[B];
+        for (int b = 0; b < B; b++) {
+            next[b] = b ? (int32_t)(2000 + 31 * b + st) : (int32_t)(1000 + st);
+            in[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
+        }
+        // the batch grows and shrinks: 16, then 5, then 9 sequences
+        size_t n = st == 0 ? B : st == 1 ? 5 : 9;
+        CHECK(gpt2_forward(&m, &fs, in, n, &err) == 0, "%s", err.msg);
+        CHECK(memcmp(fs.logits + in[0].logits_row * V, alone + (st + 1) * V, V * sizeof(float)) == 0,
+              "%s, %s weights, %s KV: step %d's logits among %zu sequences differ from alone", model, weights,
+              dtype_name(kvt), st, n);
+    }
+    for (int b = 0; b < B; b++) kvcache_free(&caches[b]);
+    forward_state_free(&fs);
+    free(alone);
+    model_free(&m);
+}
+
+// Every weight type with both KV types on tiny, on 2 threads; q4-pure (Q4
+// products over the whole vocabulary) also on the 124M-shaped checkpoint.
 static void test_batch_invariance(void) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s", ckpt("tiny"));
+    static const char *const weights[] = {"f32", "f16", "bf16", "q8", "q4", "q4-pure"};
     GptError err = {{0}};
     ThreadPool *pool = threadpool_create(2, &err);
-    for (int dt = 0; dt < DTYPE_COUNT; dt++) {
-        Model m;
-        WeightOptions wo = {.matrix_dtype = dt};
-        if (model_load_with(&m, path, &wo, &err) != 0) {
-            CHECK(0, "%s", err.msg);
-            continue;
-        }
-        size_t V = (size_t)m.config.vocab_size;
-        enum { B = 16, P = 20, STEPS = 3 };
-        for (int kv = 0; kv < 2; kv++) {
-            DType kvt = kv ? DTYPE_F16 : DTYPE_F32;
-            ForwardState fs;
-            KVCache caches[B];
-            int32_t prompt[B][P], next[B];
-            for (int b = 0; b < B; b++)
-                for (int i = 0; i < P; i++) prompt[b][i] = (int32_t)((b * 7919 + i * 104729 + 13) % 50257);
-            float *alone = malloc(STEPS * V * sizeof *alone);
-            CHECK(forward_state_init(&fs, &m.config, B * P, 64, B, pool, &err) == 0, "%s", err.msg);
-            // sequence 0 alone: its prompt in one piece, then STEPS tokens
-            CHECK(kvcache_init(&caches[0], &m.config, kvt, 64, &err) == 0, "%s", err.msg);
-            SeqInput s0 = {.tokens = prompt[0], .n_tokens = P, .cache = &caches[0], .want = LOGITS_LAST};
-            gpt2_forward(&m, &fs, &s0, 1, &err);
-            for (int st = 0; st < STEPS; st++) {
-                next[0] = (int32_t)(1000 + st);
-                SeqInput d = {.tokens = &next[0], .n_tokens = 1, .cache = &caches[0], .want = LOGITS_LAST};
-                gpt2_forward(&m, &fs, &d, 1, &err);
-                memcpy(alone + st * V, fs.logits, V * sizeof(float));
-            }
-            kvcache_free(&caches[0]);
-            // the same among 15 others: prompts in chunks of 7 beside them
-            for (int b = 0; b < B; b++) CHECK(kvcache_init(&caches[b], &m.config, kvt, 64, &err) == 0, "%s", err.msg);
-            for (int at = 0; at < P; at += 7) {
-                SeqInput in[B];
-                for (int b = 0; b < B; b++)
-                    in[b] = (SeqInput){.tokens = prompt[b] + at, .n_tokens = (size_t)(P - at < 7 ? P - at : 7),
-                                       .cache = &caches[b], .want = LOGITS_LAST};
-                CHECK(gpt2_forward(&m, &fs, in, B, &err) == 0, "%s", err.msg);
-            }
-            int same = 1;
-            for (int st = 0; st < STEPS; st++) {
-                SeqInput in[B];
-                for (int b = 0; b < B; b++) {
-                    next[b] = b ? (int32_t)(2000 + 31 * b + st) : (int32_t)(1000 + st);
-                    in[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
-                }
-                // the batch grows and shrinks: 16, then 5, then 9 sequences
-                size_t n = st == 0 ? B : st == 1 ? 5 : 9;
-                CHECK(gpt2_forward(&m, &fs, in, n, &err) == 0, "%s", err.msg);
-                same &= memcmp(fs.logits + in[0].logits_row * V, alone + st * V, V * sizeof(float)) == 0;
-            }
-            CHECK(same, "%s weights, %s KV: logits in a batch differ from the sequence alone", dtype_name((DType)dt),
-                  dtype_name(kvt));
-            for (int b = 0; b < B; b++) kvcache_free(&caches[b]);
-            forward_state_free(&fs);
-            free(alone);
-        }
-        model_free(&m);
-    }
+    for (size_t w = 0; w < sizeof weights / sizeof *weights; w++)
+        for (int kv = 0; kv < 2; kv++)
+            check_batch_invariance("tiny", ckpt("tiny"), weights[w], kv ? DTYPE_F16 : DTYPE_F32, pool);
+    check_batch_invariance("gpt2-124M-shaped", ckpt("gpt2-124M-shaped"), "q4-pure", DTYPE_F32, pool);
     threadpool_free(pool);
 }
 
