@@ -80,7 +80,7 @@ _gpt_inspect_options='
 --help              c     -
 '
 _gpt_subcommands='convert inspect'
-_gpt_dtypes='f32 f16 bf16 q8 q4 q4-pure'
+_gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
 
 # _gpt_resolve WORD TABLE: "NAME MODES VALUE" of the option WORD names in

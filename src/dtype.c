@@ -14,6 +14,7 @@ const char *dtype_name(DType dt) {
     case DTYPE_BF16: return "BF16";
     case DTYPE_Q8: return "Q8";
     case DTYPE_Q4: return "Q4";
+    case DTYPE_Q6: return "Q6";
     }
     return NULL;
 }
@@ -30,7 +31,8 @@ size_t dtype_size(DType dt) {
     case DTYPE_F16:
     case DTYPE_BF16: return 2;
     case DTYPE_Q8:
-    case DTYPE_Q4: return 0;
+    case DTYPE_Q4:
+    case DTYPE_Q6: return 0;
     }
     return 0;
 }
@@ -119,27 +121,26 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K) {
     return bad;
 }
 
-size_t q4_row_bytes(size_t K) { return round_up(K, Q4_BLOCK) / 2; }
-
-// r (w / d) to the nearest even integer in [-8, 7]: clamped first, the
-// same thing, so that adding and subtracting 1.5 * 2^23 rounds it (rintf is
-// a library call on baseline x86-64, and this runs 11 times per weight).
-static float q4_round(float r) {
-    r = r > -8.0f ? r : -8.0f;
-    r = r < 7.0f ? r : 7.0f;
+// r (w / d) to the nearest even integer in [-L, L - 1] (Q4: L = 8, Q6:
+// 32): clamped first, the same thing, so that adding and subtracting
+// 1.5 * 2^23 rounds it (rintf is a library call on baseline x86-64, and
+// this runs 11 times per weight).
+static float level_round(float r, float L) {
+    r = r > -L ? r : -L;
+    r = r < L - 1.0f ? r : L - 1.0f;
     return (r + 12582912.0f) - 12582912.0f;
 }
 
-// The Q4 level of w under scale d: round(w / d) clamped to [-8, 7], 0 if d is.
-static float q4_level(float w, float d) { return d != 0.0f ? q4_round(w / d) : 0.0f; }
+// The level of w under scale d: round(w / d) clamped to [-L, L - 1], 0 if d is.
+static float level_of(float w, float d, float L) { return d != 0.0f ? level_round(w / d, L) : 0.0f; }
 
 // Squared error of block w (32) stored with scale d (with d = 0 the levels
 // do not matter), in a loop the compiler vectorises and a fixed order of
 // sums: 8 lanes of 4 terms, then a tree.
-static float q4_error(const float *w, float d) {
+static float block_error(const float *w, float d, float L) {
     float sq[Q4_BLOCK], lane[8], div = d != 0.0f ? d : 1.0f;
     for (size_t i = 0; i < Q4_BLOCK; i++) {
-        float r = w[i] - d * q4_round(w[i] / div);
+        float r = w[i] - d * level_round(w[i] / div, L);
         sq[i] = r * r;
     }
     for (size_t j = 0; j < 8; j++) lane[j] = ((sq[j] + sq[j + 8]) + sq[j + 16]) + sq[j + 24];
@@ -148,53 +149,82 @@ static float q4_error(const float *w, float d) {
 
 // The f16 scale of block w (32 finite weights; m the one of largest
 // magnitude, with its sign) with the least squared error among m / c for
-// c = -9, -8.8, ..., -7 (dtype.h), and *d as it reads back.
-static uint16_t q4_block_scale(const float *w, float m, float *d) {
-    uint16_t best = block_scale(m / -8.0f, d);
+// c = -L + 0.025 L k, k = -5 .. 5 (Q4: -9, -8.8, ..., -7; Q6: -36, -35.2,
+// ..., -28; dtype.h), m / -L tried first, and *d as it reads back.
+static uint16_t search_block_scale(const float *w, float m, float L, float *d) {
+    uint16_t best = block_scale(m / -L, d);
     if (m == 0.0f) return best;
-    float best_error = q4_error(w, *d);
+    float best_error = block_error(w, *d, L);
+    const float step = 0.025f * L;  // exactly 0.2f for Q4, 0.8f for Q6 (a power of 2 apart)
     for (int k = -5; k <= 5; k++) {
-        if (k == 0) continue;  // m / -8, tried first
+        if (k == 0) continue;  // m / -L, tried first
         float back;
-        uint16_t c16 = block_scale(m / (-8.0f + 0.2f * (float)k), &back);
-        float e = q4_error(w, back);
+        uint16_t c16 = block_scale(m / (-L + step * (float)k), &back);
+        float e = block_error(w, back, L);
         if (e < best_error) best_error = e, best = c16, *d = back;
     }
     return best;
 }
 
+// Block b0 / 32 of a row of K weights, zero-padded, a weight it cannot hold
+// (NaN, infinite) as 0 (counted in *bad); its levels in [-L, L - 1] into v
+// and its f16 scale returned.
+static uint16_t quantize_block(int *v, const float *x, size_t K, size_t b0, float L, size_t *bad) {
+    size_t n = b0 >= K ? 0 : K - b0 < Q4_BLOCK ? K - b0 : Q4_BLOCK;
+    // m: the weight of largest magnitude, with its sign (the first of equals)
+    float blk_w[Q4_BLOCK], m = 0.0f;
+    for (size_t i = 0; i < Q4_BLOCK; i++) {
+        float w = i < n ? x[b0 + i] : 0.0f;
+        if (!isfinite(w)) ++*bad, w = 0.0f;
+        blk_w[i] = w;
+        if (fabsf(w) > fabsf(m)) m = w;
+    }
+    float d;  // as it will be read back, so the levels fit the scale that multiplies them
+    uint16_t scale = search_block_scale(blk_w, m, L, &d);
+    for (size_t i = 0; i < Q4_BLOCK; i++) v[i] = (int)level_of(blk_w[i], d, L);
+    return scale;
+}
+
+size_t q4_row_bytes(size_t K) { return round_up(K, Q4_BLOCK) / 2; }
+
 size_t q4_quantize_row(uint8_t *q, uint16_t *scales, const float *x, size_t K) {
     size_t K_pad = round_up(K, Q4_BLOCK), bad = 0;
     for (size_t b0 = 0; b0 < K_pad; b0 += Q4_BLOCK) {
-        size_t n = b0 >= K ? 0 : K - b0 < Q4_BLOCK ? K - b0 : Q4_BLOCK;
-        // the block, zero-padded, a weight Q4 cannot hold (NaN, infinite)
-        // as 0; m: the weight of largest magnitude, with its sign (the first
-        // of equals)
-        float blk_w[Q4_BLOCK], m = 0.0f;
-        for (size_t i = 0; i < Q4_BLOCK; i++) {
-            float w = i < n ? x[b0 + i] : 0.0f;
-            if (!isfinite(w)) bad++, w = 0.0f;
-            blk_w[i] = w;
-            if (fabsf(w) > fabsf(m)) m = w;
-        }
-        float d;  // as it will be read back, so the quants fit the scale that multiplies them
-        scales[b0 / Q4_BLOCK] = q4_block_scale(blk_w, m, &d);
         int v[Q4_BLOCK];
-        for (size_t i = 0; i < Q4_BLOCK; i++) v[i] = (int)q4_level(blk_w[i], d);
+        scales[b0 / Q4_BLOCK] = quantize_block(v, x, K, b0, 8.0f, &bad);
         uint8_t *blk = q + b0 / 2;
         for (size_t i = 0; i < Q4_BLOCK / 2; i++) blk[i] = (uint8_t)((v[i] + 8) | (v[i + 16] + 8) << 4);
     }
     return bad;
 }
 
-// Bytes of one row's quants (Q8, Q4), where the scales of all rows begin.
+size_t q6_row_bytes(size_t K) { return (round_up(K, Q6_BLOCK) / Q6_BLOCK + 3) / 4 * Q6_GROUP_BYTES; }
+
+size_t q6_quantize_row(uint8_t *q, uint16_t *scales, const float *x, size_t K) {
+    size_t K_pad = round_up(K, Q6_BLOCK), nb = K_pad / Q6_BLOCK, bad = 0;
+    memset(q, 0, q6_row_bytes(K));
+    for (size_t j = 0; j < (nb + 3) / 4 * 4; j++) {
+        int v[Q6_BLOCK] = {0};  // blocks past the row (the last group's padding): q = 0
+        if (j < nb) scales[j] = quantize_block(v, x, K, j * Q6_BLOCK, 32.0f, &bad);
+        uint8_t *group = q + j / 4 * Q6_GROUP_BYTES;
+        const size_t i = j % 4;
+        for (size_t e = 0; e < Q6_BLOCK; e++) {  // the layout q6_value() reads
+            const unsigned u = (unsigned)(v[e] + 32), m = 16 * (unsigned)i + (e & 15), high = e >= 16;
+            group[m] |= (uint8_t)((u & 15u) << 4 * high);
+            group[64 + (m & 31)] |= (uint8_t)((u >> 4) << (4 * high + 2 * (m >= 32)));
+        }
+    }
+    return bad;
+}
+
+// Bytes of one row's quants (Q8, Q4, Q6), where the scales of all rows begin.
 static size_t row_quant_bytes(DType dt, size_t n_in) {
-    return dt == DTYPE_Q8 ? q8_row_quants(n_in) : q4_row_bytes(n_in);
+    return dt == DTYPE_Q8 ? q8_row_quants(n_in) : dt == DTYPE_Q4 ? q4_row_bytes(n_in) : q6_row_bytes(n_in);
 }
 
 size_t weight_bytes(DType dt, size_t n_out, size_t n_in) {
     if (dtype_is_blocked(dt)) {
-        size_t nb = round_up(n_in, Q8_BLOCK) / Q8_BLOCK;  // Q8_BLOCK == Q4_BLOCK
+        size_t nb = round_up(n_in, Q8_BLOCK) / Q8_BLOCK;  // Q8_BLOCK == Q4_BLOCK == Q6_BLOCK
         return n_out * row_quant_bytes(dt, n_in) + n_out * nb * sizeof(uint16_t);
     }
     return n_out * n_in * dtype_size(dt);
@@ -237,6 +267,14 @@ size_t weight_encode_rows(void *dst, DType dt, const float *src, size_t j0, size
             bad += q4_quantize_row(q + (j0 + r) * rb, scales + (j0 + r) * nb, src + r * n_in, n_in);
         break;
     }
+    case DTYPE_Q6: {
+        size_t rb = q6_row_bytes(n_in), nb = round_up(n_in, Q6_BLOCK) / Q6_BLOCK;
+        uint8_t *q = dst;
+        uint16_t *scales = (uint16_t *)(void *)((unsigned char *)dst + n_out * rb);
+        for (size_t r = 0; r < n; r++)
+            bad += q6_quantize_row(q + (j0 + r) * rb, scales + (j0 + r) * nb, src + r * n_in, n_in);
+        break;
+    }
     }
     return bad;
 }
@@ -260,6 +298,12 @@ float weight_at(const Weight *W, size_t i, size_t j) {
         float d = f16_to_f32(W->scales[j * nb + i / Q4_BLOCK]);
         const uint8_t *blk = (const uint8_t *)W->data + j * rb + i / Q4_BLOCK * (Q4_BLOCK / 2);
         return d * (float)q4_value(blk, i % Q4_BLOCK);
+    }
+    case DTYPE_Q6: {
+        size_t rb = q6_row_bytes(W->n_in), nb = round_up(W->n_in, Q6_BLOCK) / Q6_BLOCK, j6 = i / Q6_BLOCK;
+        float d = f16_to_f32(W->scales[j * nb + j6]);
+        const uint8_t *group = (const uint8_t *)W->data + j * rb + j6 / 4 * Q6_GROUP_BYTES;
+        return d * (float)q6_value(group, j6 % 4, i % Q6_BLOCK);
     }
     }
     return 0.0f;

@@ -76,8 +76,8 @@ void matmul_rows_route(CpuIsa isa, int vnni, float *out, const float *inp, const
 
 void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    // VNNI serves Q4 only; asking costs a few loads (cpu.h)
-    const int vnni = isa == CPU_AVX512 && W->dtype == DTYPE_Q4 && cpu_has_avx512_vnni();
+    // VNNI serves Q4 and Q6 only; asking costs a few loads (cpu.h)
+    const int vnni = isa == CPU_AVX512 && dtype_is_grouped(W->dtype) && cpu_has_avx512_vnni();
     matmul_rows_route(isa, vnni, out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 

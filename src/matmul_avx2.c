@@ -49,7 +49,8 @@ AI __m256 load_w8(DType dt, const char *row, size_t k) {
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
     case DTYPE_Q8:
-    case DTYPE_Q4: break;  // tile_blocked
+    case DTYPE_Q4:
+    case DTYPE_Q6: break;  // tile_blocked, tile_q4
     }
     return _mm256_setzero_ps();
 }
@@ -66,7 +67,8 @@ AI float w_scalar(DType dt, const char *row, size_t k) {
         return f;
     }
     case DTYPE_Q8:
-    case DTYPE_Q4: break;
+    case DTYPE_Q4:
+    case DTYPE_Q6: break;
     }
     return 0.0f;
 }
@@ -266,8 +268,8 @@ TARGET_AVX2 static void quantize_x(float *scratch, const float *inp, size_t B, c
 // (matmul_kernels.h).
 
 // Block i of group g from the m <= 32 inputs at x (m = 0: past the row:
-// zeros), as q4_quantize_x_block.
-AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
+// zeros), as q4_quantize_x_block; corr for the stored values' offset.
+AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m, int32_t offset) {
     __m256 v[4];
     int bad;
     const float am = load_x_block(x, m, v, &bad);
@@ -284,27 +286,40 @@ AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
     for (int t = 0; t < 4; t++) {
         int32_t sum = 0;
         for (int e = 4 * t; e < 4 * t + 4; e++) sum += q[e] + q[16 + e];
-        g->corr[4 * i + t] = -8 * sum;
+        g->corr[4 * i + t] = -offset * sum;
         g->dx[4 * i + t] = dx;
     }
 }
 
 // Quantizes inp (B, K) into scratch: row b's groups at b * G.
-TARGET_AVX2 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B, size_t K) {
+TARGET_AVX2 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B, size_t K, int32_t offset) {
     const size_t nb = q8_row_quants(K) / Q8_BLOCK, G = q4_groups(K);
     for (size_t b = 0; b < B; b++)
         for (size_t g = 0; g < G; g++)
             for (int i = 0; i < 4; i++) {
                 const size_t j = 4 * g + (size_t)i, k = j * Q8_BLOCK;
-                quantize_q4_block(xg + b * G + g, i, inp + b * K + k, j >= nb ? 0 : K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
+                quantize_q4_block(xg + b * G + g, i, inp + b * K + k, j >= nb ? 0 : K - k < Q8_BLOCK ? K - k : Q8_BLOCK,
+                                  offset);
             }
 }
 
+// Half h of a Q6 group (dtype.h) as Q4's pair of 32-byte halves: v, the
+// half's 32 bytes of low 4 bits; top, the group's 32 bytes of top 2 bits
+// (bits 2h .. 2h+1 of each byte belong to the low nibbles of this half,
+// bits 4 + 2h .. 5 + 2h to its high ones), shifted into bits 4-5.
+AI void unpack_q6_half(int h, __m256i v, __m256i top, __m256i *wlo, __m256i *whi) {
+    const __m256i nib = _mm256_set1_epi8(15), bits = _mm256_set1_epi8(0x30);
+    const __m256i tlo = h ? _mm256_slli_epi16(top, 2) : _mm256_slli_epi16(top, 4);
+    const __m256i thi = h ? _mm256_srli_epi16(top, 2) : top;
+    *wlo = _mm256_or_si256(_mm256_and_si256(v, nib), _mm256_and_si256(tlo, bits));
+    *whi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), _mm256_and_si256(thi, bits));
+}
+
 // Weight rows n, n + rs, ... (R) x batch rows [b0, b0 + C), the rows'
-// activation groups at xg (G apart).
-AI void tile_q4(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out, const Q4XGroup *xg,
-                const float *bias, int accumulate) {
-    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4;
+// activation groups at xg (G apart); dt Q4 or Q6.
+AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                const Q4XGroup *xg, const float *bias, int accumulate) {
+    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4, gb = dt == DTYPE_Q6 ? Q6_GROUP_BYTES : 64;
     const uint8_t *wr[A2_R];
     const uint16_t *dr[A2_R];
     __m256 acc[A2_R][A2_C][2];
@@ -328,7 +343,7 @@ AI void tile_q4(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
             uint16_t d16[8] = {0};
             memcpy(d16, dr[r] + 4 * g, in * sizeof *d16);
             dw4[r] = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d16));
-            if (in < 4) {  // zeros past the row, not read
+            if (in < 4 && dt == DTYPE_Q4) {  // zeros past the row, not read (Q6 is stored in whole groups)
                 memset(wt[r], 0, sizeof wt[r]);
                 memcpy(wt[r], wr[r] + 64 * g, 16 * in);
             }
@@ -339,10 +354,16 @@ AI void tile_q4(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
             __m256 dw[A2_R];
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const uint8_t *src = in == 4 ? wr[r] + 64 * g : wt[r];
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + 32 * h));
-                wlo[r] = _mm256_and_si256(v, nib);
-                whi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                if (dt == DTYPE_Q6) {
+                    const uint8_t *src = wr[r] + gb * g;
+                    unpack_q6_half(h, _mm256_loadu_si256((const __m256i *)(const void *)(src + 32 * h)),
+                                   _mm256_loadu_si256((const __m256i *)(const void *)(src + 64)), &wlo[r], &whi[r]);
+                } else {
+                    const uint8_t *src = in == 4 ? wr[r] + 64 * g : wt[r];
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + 32 * h));
+                    wlo[r] = _mm256_and_si256(v, nib);
+                    whi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                }
                 dw[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dw4[r]), quarter[h]);
             }
 #pragma GCC unroll 4
@@ -354,7 +375,7 @@ AI void tile_q4(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
                 const __m256 dx = _mm256_load_ps(x->dx + 8 * h);
 #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
-                    // |u x| <= 15 * 127: the pairs, and the sum of two, fit int16 exactly
+                    // |u x| <= 15 * 127 (Q6: 63 * 127): the pairs, and the sum of two, fit int16 exactly
                     const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(wlo[r], xlo), _mm256_maddubs_epi16(whi[r], xhi));
                     const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(t, ones), corr);
                     acc[r][c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][c][h]);
@@ -366,25 +387,25 @@ AI void tile_q4(int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float
 }
 
 // R Q4 weight rows (rs apart) for all B batch rows, in chunks of A2_C.
-AI void rows_q4(int R, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg, const float *bias,
-                size_t B, int accumulate) {
+AI void rows_q4(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg,
+                const float *bias, size_t B, int accumulate) {
     size_t b = 0;
-    for (; b + A2_C <= B; b += A2_C) tile_q4(R, A2_C, W, n, rs, b, out, xg, bias, accumulate);
+    for (; b + A2_C <= B; b += A2_C) tile_q4(dt, R, A2_C, W, n, rs, b, out, xg, bias, accumulate);
     switch (B - b) {
-    case 2: tile_q4(R, 2, W, n, rs, b, out, xg, bias, accumulate); break;
-    case 1: tile_q4(R, 1, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 2: tile_q4(dt, R, 2, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 1: tile_q4(dt, R, 1, W, n, rs, b, out, xg, bias, accumulate); break;
     default: break;
     }
 }
 
-AI void run_q4(const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0, size_t n1,
-               int accumulate, float *scratch) {
+AI void run_q4(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+               size_t n1, int accumulate, float *scratch) {
     Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
-    quantize_x_q4(xg, inp, B, W->K);
+    quantize_x_q4(xg, inp, B, W->K, q4_offset(dt));
     const size_t part = (n1 - n0) / A2_R;
     size_t n = n0;
-    for (; n < n0 + part; n++) rows_q4(A2_R, W, n, part, out, xg, bias, B, accumulate);
-    for (n = n0 + part * A2_R; n < n1; n++) rows_q4(1, W, n, 1, out, xg, bias, B, accumulate);
+    for (; n < n0 + part; n++) rows_q4(dt, A2_R, W, n, part, out, xg, bias, B, accumulate);
+    for (n = n0 + part * A2_R; n < n1; n++) rows_q4(dt, 1, W, n, 1, out, xg, bias, B, accumulate);
 }
 
 // ---- drivers ---------------------------------------------------------------
@@ -411,8 +432,8 @@ AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, cons
 // Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others read inp.
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,
             size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (dt == DTYPE_Q4) {  // its own tiles (the Q4 section)
-        run_q4(W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    if (dtype_is_grouped(dt)) {  // their own tiles (the Q4 section)
+        run_q4(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);
         return;
     }
     const int16_t *xq = NULL;

@@ -78,7 +78,8 @@ AI __m512 load_w(DType dt, const char *row, size_t k) {
             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
     case DTYPE_Q8:
-    case DTYPE_Q4: break;  // tile_blocked
+    case DTYPE_Q4:
+    case DTYPE_Q6: break;  // tile_blocked, tile_q4
     }
     return _mm512_setzero_ps();
 }
@@ -93,7 +94,8 @@ AI __m512 load_w_tail(DType dt, const char *row, size_t k, __mmask16 m) {
         return _mm512_castsi512_ps(_mm512_slli_epi32(
             _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)row + k)), 16));
     case DTYPE_Q8:
-    case DTYPE_Q4: break;
+    case DTYPE_Q4:
+    case DTYPE_Q6: break;
     }
     return _mm512_setzero_ps();
 }
@@ -379,8 +381,8 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
 // of its high nibbles with hi (matmul_kernels.h).
 
 // Block i of group x from the m <= 32 inputs at x (m = 0: a block past the
-// row: zeros), as q4_quantize_x_block.
-AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
+// row: zeros), as q4_quantize_x_block; corr for the stored values' offset.
+AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m, int32_t offset) {
     __m512 lo, hi;
     int bad;
     const float amax = load_x_block(x, m, &lo, &hi, &bad);
@@ -399,14 +401,15 @@ AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m) {
     t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
     t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
     const __m128i sums = _mm512_castsi512_si128(_mm512_maskz_compress_epi32(0x1111, t));
-    _mm_store_si128((__m128i *)(void *)(g->corr + 4 * i), _mm_mullo_epi32(sums, _mm_set1_epi32(-8)));
+    _mm_store_si128((__m128i *)(void *)(g->corr + 4 * i), _mm_mullo_epi32(sums, _mm_set1_epi32(-offset)));
     _mm_store_ps(g->dx + 4 * i, _mm_set1_ps(dx));
 }
 
 // Quantizes inp (B, K) into scratch as Q4XGroups: the chunk at b0 with C
 // rows (chunk_rows(), tiles of at most CM rows) at b0 * G groups, laid out
 // [group][c], so that a tile reads one stream.
-TARGET_AVX512 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B, size_t K, size_t CM) {
+TARGET_AVX512 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B, size_t K, size_t CM,
+                                       int32_t offset) {
     const size_t nb = q8_row_quants(K) / Q8_BLOCK, G = q4_groups(K);
     for (size_t b0 = 0, C; b0 < B; b0 += C) {
         C = chunk_rows(B - b0, CM);
@@ -415,7 +418,7 @@ TARGET_AVX512 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B
                 for (int i = 0; i < 4; i++) {
                     const size_t j = 4 * g + (size_t)i, k = j * Q8_BLOCK;
                     quantize_q4_block(xg + b0 * G + g * C + c, i, inp + (b0 + c) * K + k,
-                                      j >= nb ? 0 : K - k < Q8_BLOCK ? K - k : Q8_BLOCK);
+                                      j >= nb ? 0 : K - k < Q8_BLOCK ? K - k : Q8_BLOCK, offset);
                 }
     }
 }
@@ -430,16 +433,31 @@ AI __m512i q4_dot(int VNNI, __m512i corr, __m512i wlo, __m512i xlo, __m512i whi,
         __asm__("vpdpbusd %2, %1, %0" : "+v"(corr) : "v"(whi), "v"(xhi));
         return corr;
     }
-    // |u x| <= 15 * 127: the pairs, and the sum of two, fit int16 exactly
+    // |u x| <= 15 * 127 (Q6: 63 * 127): the pairs, and the sum of two, fit int16 exactly
     const __m512i t = _mm512_add_epi16(_mm512_maddubs_epi16(wlo, xlo), _mm512_maddubs_epi16(whi, xhi));
     return _mm512_add_epi32(_mm512_madd_epi16(t, _mm512_set1_epi16(1)), corr);
 }
 
-// One Q4 tile: weight rows n, n + rs, ... (R) x the C batch rows of the
-// chunk whose activation groups are at xg ([group][c]).
-AI void tile_q4(int VNNI, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+// A Q6 group's 96 bytes (dtype.h) as Q4's two vectors of unsigned bytes:
+// the low 4 bits from the first 64 bytes as Q4's nibbles, the top 2 from
+// the 32 after them, broadcast to both halves and rotated into bits 4-5
+// (byte t of the second half takes bits 2-3 and 6-7 of byte t: the rotate
+// counts differ by half), then masked.
+AI void unpack_q6(const uint8_t *group, __m512i *wlo, __m512i *whi) {
+    const __m512i v = _mm512_loadu_si512((const void *)group);
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(group + 64)));
+    const __m512i nib = _mm512_set1_epi8(15), top = _mm512_set1_epi8(0x30);
+    const __m512i rot_lo = _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2), rot_hi = _mm512_setr_epi64(0, 0, 0, 0, 62, 62, 62, 62);
+    *wlo = _mm512_or_si512(_mm512_and_si512(v, nib), _mm512_and_si512(_mm512_rolv_epi64(h, rot_lo), top));
+    *whi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), nib),
+                           _mm512_and_si512(_mm512_rolv_epi64(h, rot_hi), top));
+}
+
+// One Q4 (or Q6: dt) tile: weight rows n, n + rs, ... (R) x the C batch
+// rows of the chunk whose activation groups are at xg ([group][c]).
+AI void tile_q4(DType dt, int VNNI, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const Q4XGroup *xg, const float *bias, int accumulate) {
-    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4;
+    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4, gb = dt == DTYPE_Q6 ? Q6_GROUP_BYTES : 64;
     const uint8_t *wr[RMAX];
     const uint16_t *dr[RMAX];
     __m512 acc[RMAX][CMAX];
@@ -463,30 +481,33 @@ AI void tile_q4(int VNNI, int R, int C, int PFS, const WD *W, size_t n, size_t r
         const size_t in = nb - 4 * g < 4 ? nb - 4 * g : 4;
         if (rs == 1 && (R > 1 || C > 1)) {  // walk the next tile linearly
             const size_t tb = (size_t)R * W->ldw;
-            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + g * (size_t)R * 64;
+            const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + g * (size_t)R * gb;
 #pragma GCC unroll 8
-            for (size_t off = 0; off < (size_t)R * 64; off += 64)
+            for (size_t off = 0; off < (size_t)R * gb; off += 64)
                 _mm_prefetch((const char *)(next + off), PF_HINT);
         }
         if (PFS) {
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(wr[r] + 64 * g + PFS), PF_HINT);
+            for (int r = 0; r < R; r++) {
+                _mm_prefetch((const char *)(wr[r] + gb * g + PFS), PF_HINT);
+                if (dt == DTYPE_Q6) _mm_prefetch((const char *)(wr[r] + gb * g + PFS + 64), PF_HINT);
+            }
         }
         __m512i wlo[RMAX], whi[RMAX];
         __m512 dw[RMAX];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            __m512i v;
             __m128i d16;
-            if (in == 4) {
-                v = _mm512_loadu_si512((const void *)(wr[r] + 64 * g));
-                d16 = _mm_loadl_epi64((const __m128i *)(const void *)(dr[r] + 4 * g));
+            if (in == 4) d16 = _mm_loadl_epi64((const __m128i *)(const void *)(dr[r] + 4 * g));
+            else d16 = _mm_maskz_loadu_epi16((__mmask8)((1u << in) - 1), dr[r] + 4 * g);
+            if (dt == DTYPE_Q6) {  // stored in whole groups (past the row: q = 0, against zero activations)
+                unpack_q6(wr[r] + gb * g, &wlo[r], &whi[r]);
             } else {
-                v = _mm512_maskz_loadu_epi8((__mmask64)((1ull << (16 * in)) - 1), wr[r] + 64 * g);
-                d16 = _mm_maskz_loadu_epi16((__mmask8)((1u << in) - 1), dr[r] + 4 * g);
+                const __m512i v = in == 4 ? _mm512_loadu_si512((const void *)(wr[r] + 64 * g))
+                                          : _mm512_maskz_loadu_epi8((__mmask64)((1ull << (16 * in)) - 1), wr[r] + 64 * g);
+                wlo[r] = _mm512_and_si512(v, nib);
+                whi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
             }
-            wlo[r] = _mm512_and_si512(v, nib);
-            whi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
             dw[r] = _mm512_permutexvar_ps(quarter, _mm512_castps128_ps512(_mm_cvtph_ps(d16)));
         }
 #pragma GCC unroll 8
@@ -508,43 +529,43 @@ AI void tile_q4(int VNNI, int R, int C, int PFS, const WD *W, size_t n, size_t r
 
 // R Q4 weight rows (rs apart) from n, all B batch rows in chunks of CM
 // (chunk_rows()).
-AI void rows_q4(int VNNI, int R, int CM, int PFS, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg,
-                const float *bias, size_t B, int accumulate) {
+AI void rows_q4(DType dt, int VNNI, int R, int CM, int PFS, const WD *W, size_t n, size_t rs, float *out,
+                const Q4XGroup *xg, const float *bias, size_t B, int accumulate) {
     const size_t G = (W->ldd + 3) / 4;
     size_t b = 0;
     for (; b + (size_t)CM <= B; b += (size_t)CM)
-        tile_q4(VNNI, R, CM, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        tile_q4(dt, VNNI, R, CM, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
     if (CM > 4 && B - b >= 4) {
-        tile_q4(VNNI, R, CM > 4 ? 4 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        tile_q4(dt, VNNI, R, CM > 4 ? 4 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
         b += 4;
     }
     switch (B - b) {
     case 3:
-        if (CM > 3) tile_q4(VNNI, R, CM > 3 ? 3 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        if (CM > 3) tile_q4(dt, VNNI, R, CM > 3 ? 3 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
         break;
     case 2:
-        if (CM > 2) tile_q4(VNNI, R, CM > 2 ? 2 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
+        if (CM > 2) tile_q4(dt, VNNI, R, CM > 2 ? 2 : 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate);
         break;
-    case 1: tile_q4(VNNI, R, 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate); break;
+    case 1: tile_q4(dt, VNNI, R, 1, PFS, W, n, rs, b, out, xg + b * G, bias, accumulate); break;
     default: break;
     }
 }
 
 // Q4 over [n0, n1): the activations quantized into scratch, then tiles of
 // R rows (SPLIT: R far-apart rows, else R adjacent ones) x CM batch rows.
-AI void run_q4_cfg(int VNNI, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
+AI void run_q4_cfg(DType dt, int VNNI, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
                    const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
-    quantize_x_q4(xg, inp, B, W->K, (size_t)CM);
+    quantize_x_q4(xg, inp, B, W->K, (size_t)CM, q4_offset(dt));
     size_t n = n0;
     if (SPLIT && R > 1) {
         const size_t part = (n1 - n0) / (size_t)R;
-        for (; n < n0 + part; n++) rows_q4(VNNI, R, CM, PFS, W, n, part, out, xg, bias, B, accumulate);
+        for (; n < n0 + part; n++) rows_q4(dt, VNNI, R, CM, PFS, W, n, part, out, xg, bias, B, accumulate);
         n = n0 + part * (size_t)R;
     } else {
-        for (; n + (size_t)R <= n1; n += (size_t)R) rows_q4(VNNI, R, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);
+        for (; n + (size_t)R <= n1; n += (size_t)R) rows_q4(dt, VNNI, R, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);
     }
-    for (; n < n1; n++) rows_q4(VNNI, 1, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);  // row tail
+    for (; n < n1; n++) rows_q4(dt, VNNI, 1, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);  // row tail
 }
 
 // Q4's tiles (measured at one thread, Zen 4, over the 48 matrices of GPT-2
@@ -558,14 +579,14 @@ AI void run_q4_cfg(int VNNI, int R, int CM, int SPLIT, int PFS, const WD *W, flo
 // rows, 3 x 4 15% slower.
 enum { Q4_R = 4, Q4_PF_1 = 1024, Q4_PF_M = 2048, Q4_PF_2 = 1024 };
 
-AI void run_q4(int VNNI, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+AI void run_q4(DType dt, int VNNI, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
                size_t n1, int accumulate, float *scratch) {
     if (B == 1)
-        run_q4_cfg(VNNI, Q4_R, 1, 1, Q4_PF_1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        run_q4_cfg(dt, VNNI, Q4_R, 1, 1, Q4_PF_1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < 4)
-        run_q4_cfg(VNNI, Q4_R, C_M, 1, Q4_PF_M, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        run_q4_cfg(dt, VNNI, Q4_R, C_M, 1, Q4_PF_M, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else
-        run_q4_cfg(VNNI, Q4_R, C_2, 1, Q4_PF_2, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        run_q4_cfg(dt, VNNI, Q4_R, C_2, 1, Q4_PF_2, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
 
 // ---- drivers ---------------------------------------------------------------
@@ -632,8 +653,8 @@ AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float 
 
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
             size_t n1, int accumulate, float *scratch) {
-    if (dt == DTYPE_Q4) {  // its own tiles (the Q4 section)
-        run_q4(0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    if (dtype_is_grouped(dt)) {  // their own tiles (the Q4 section)
+        run_q4(dt, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
         return;
     }
     if (B == 1)
@@ -651,19 +672,25 @@ MATMUL_ROWS_PER_DTYPE(matmul_rows_avx512, TARGET_AVX512)
 
 TARGET_AVX512 static void matmul_rows_avx512_q4_vnni(const WD *W, float *out, const float *inp, const float *bias,
                                                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    run_q4(1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    run_q4(DTYPE_Q4, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
 
-// VNNI changes Q4 only (vpdpbusd for vpmaddubsw + vpmaddwd: the same integers)
+TARGET_AVX512 static void matmul_rows_avx512_q6_vnni(const WD *W, float *out, const float *inp, const float *bias,
+                                                     size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    run_q4(DTYPE_Q6, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
+
+// VNNI changes Q4 and Q6 only (vpdpbusd for vpmaddubsw + vpmaddwd: the same integers)
 TARGET_AVX512 void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
                                            size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (W->dtype != DTYPE_Q4) {
+    if (!dtype_is_grouped(W->dtype)) {
         matmul_rows_avx512(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     }
     if (n0 >= n1 || B == 0) return;
     const WD d = weight_walk(W);
-    matmul_rows_avx512_q4_vnni(&d, out, inp, bias, B, n0, n1, accumulate, scratch);
+    (W->dtype == DTYPE_Q6 ? matmul_rows_avx512_q6_vnni : matmul_rows_avx512_q4_vnni)(&d, out, inp, bias, B, n0, n1,
+                                                                                     accumulate, scratch);
 }
 
 #endif

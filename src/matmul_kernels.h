@@ -16,8 +16,9 @@
  *
  * scratch: 64-byte aligned, at least matmul_scratch_floats(B, K) floats,
  * used by this call alone (the AVX-512 kernels repack the activations into
- * one linear stream there; every kernel puts Q8's int16 and Q4's int8
- * activations there), or NULL: inp is then read in place, and Q8 and Q4 run
+ * one linear stream there; every kernel puts Q8's int16 and Q4's and Q6's
+ * int8 activations there), or NULL: inp is then read in place, and Q8, Q4
+ * and Q6 run
  * the scalar kernel, which quantizes each block of activations again for
  * every output. The result is the same bits either way; only the speed
  * differs.
@@ -94,6 +95,16 @@
  * the accumulator's start. All integer sums are exact, so how a kernel
  * adds them up is free; the floats are fixed above.
  *
+ * Q6 (6-bit q(n,k) in [-32, 31], an f16 scale dw(n,j) per block j of 32):
+ * exactly Q4's arithmetic, lanes, groups and int8 activations
+ * (q4_quantize_x_block), with these q: |p| <= 8 * 32 * 127 = 32512. A
+ * group's 96 stored bytes (dtype.h) unpack, with a shift and two masks more
+ * than Q4's 64, into the same two vectors of unsigned bytes, u = q + 32
+ * (6 bits), in the order Q4's nibbles are in; the offset's correction is
+ * -32 sum xq. Unsigned u times signed xq stays exact in every instruction:
+ * vpdpbusd sums 4 in int32, and vpmaddubsw's pairs and the sum of two of
+ * them stay within int16 (4 * 63 * 127 = 32004).
+ *
  * So a Q8 block costs one integer multiply-add of 32 pairs (vpmaddwd), one
  * conversion and one FMA per 16 lanes, instead of widening 32 weights to
  * float and two FMAs: decode at the memory bound on one core (see the
@@ -122,7 +133,8 @@
  * and one more rounding (s) to m; for Q4 the same with 1/254 (half a step
  * of amax/127) for 2^-15: its int8 activations lose 1/254 of the block's
  * largest input, small beside its 4-bit weights' own error (one step in 16
- * of the block's largest weight; measured: test_accuracy, README).
+ * of the block's largest weight; measured: test_accuracy, README); for Q6
+ * as for Q4 (its weights' step: one in 64).
  *
  * BUILD REQUIREMENTS: -ffp-contract=off and never -ffast-math (the Makefile
  * says so), else the compiler may fuse or reassociate the scalar code and
@@ -145,15 +157,15 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // The per-ISA kernels matmul_rows dispatches to (same contract; the SIMD
-// ones, x86-64 only, on a CPU that supports them, and for Q8 and Q4 only
-// with scratch).
+// ones, x86-64 only, on a CPU that supports them, and for Q8, Q4 and Q6
+// only with scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
-// The same with AVX512-VNNI for Q4's products (vpdpbusd; the same bits):
+// The same with AVX512-VNNI for Q4's and Q6's products (vpdpbusd; the same bits):
 // what matmul_rows runs for CPU_AVX512 where cpu_has_avx512_vnni().
 void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
                              size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
@@ -174,19 +186,24 @@ float q4_quantize_x_block(int8_t *q, const float *x, size_t m);
 // The smallest block maximum that is quantized; below it the block is zero.
 #define Q8_X_TINY 0x1p-96f
 
-// Q4's groups of 4 blocks in a row of K inputs: ceil(ceil(K/32) / 4).
+// Q4's (and Q6's) groups of 4 blocks in a row of K inputs: ceil(ceil(K/32) / 4).
 static inline size_t q4_groups(size_t K) { return (q8_row_quants(K) / Q8_BLOCK + 3) / 4; }
 
-// How the SIMD kernels keep one row's Q4 activations of group g in scratch
-// (a kernel places the groups of a call's rows in an order of its choosing):
-// 256 bytes, the vector operands of the canonical lanes as they are used.
+// How the SIMD kernels keep one row's Q4 (or Q6) activations of group g in
+// scratch (a kernel places the groups of a call's rows in an order of its
+// choosing): 256 bytes, the vector operands of the canonical lanes as they
+// are used.
 typedef struct {
     int8_t lo[64];    // lo[16 i + e] = xq(block 4g + i, input e),      e < 16
     int8_t hi[64];    // hi[16 i + e] = xq(block 4g + i, input 16 + e)
-    int32_t corr[16]; // -8 x the sum of lane l's 8 activations (the nibbles' offset)
+    int32_t corr[16]; // -o x the sum of lane l's 8 activations, o the stored
+                      // values' offset (q4_offset(): Q4 8, Q6 32)
     float dx[16];     // dx(block 4g + l/4) of lane l
 } Q4XGroup;
 _Static_assert(sizeof(Q4XGroup) == 256, "a Q4 activation group is 4 cache lines");
+
+// What a grouped dtype stores for q = 0: Q4 q + 8, Q6 q + 32.
+static inline int32_t q4_offset(DType dt) { return dt == DTYPE_Q6 ? 32 : 8; }
 
 // Where Q8 kernels keep a call's quantized activations in scratch: the
 // int16 values first (B x q8_row_quants(K), in a layout of each kernel's
@@ -195,7 +212,8 @@ _Static_assert(sizeof(Q4XGroup) == 256, "a Q4 activation group is 4 cache lines"
 static inline size_t q8_x_scales_offset(size_t B, size_t K) { return B * q8_row_quants(K) * sizeof(int16_t); }
 
 // A weight matrix as the SIMD kernels walk it: row n at w + n * ldw * esize
-// (ldw = K; for Q8 K_pad, for Q4 K_pad / 2 bytes), Q8 and Q4 scales ldd per
+// (ldw = K; for Q8 K_pad, for Q4 K_pad / 2 bytes, for Q6 q6_row_bytes(K)),
+// Q8, Q4 and Q6 scales ldd per
 // row at d (ldd = K_pad / 32 blocks); Kq = K_pad, the int16 activations of
 // a row.
 typedef struct {
@@ -207,7 +225,9 @@ typedef struct {
 static inline WD weight_walk(const Weight *W) {
     WD d = {(const char *)W->data, NULL, W->n_out, W->n_in, W->n_in, 0, q8_row_quants(W->n_in)};
     if (dtype_is_blocked(W->dtype)) {
-        d.ldw = W->dtype == DTYPE_Q8 ? q8_row_quants(W->n_in) : q4_row_bytes(W->n_in);
+        d.ldw = W->dtype == DTYPE_Q8 ? q8_row_quants(W->n_in)
+                : W->dtype == DTYPE_Q4 ? q4_row_bytes(W->n_in)
+                                       : q6_row_bytes(W->n_in);
         d.d = W->scales;
         d.ldd = d.Kq / Q8_BLOCK;
     }
@@ -215,7 +235,7 @@ static inline WD weight_walk(const Weight *W) {
 }
 
 // Bytes of one stored element of a row (a Q8 row: one int8 per element; a
-// Q4 row is walked in bytes too, ldw of them).
+// Q4 or Q6 row is walked in bytes too, ldw of them).
 static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dtype_is_blocked(dt) ? 1 : 2; }
 
 // The entry point of a SIMD kernel file, written once. The file defines
@@ -235,6 +255,7 @@ static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dtype_is_blo
     MATMUL_RUN_INSTANCE(name##_bf16, DTYPE_BF16, target)                                                \
     MATMUL_RUN_INSTANCE(name##_q8, DTYPE_Q8, target)                                                    \
     MATMUL_RUN_INSTANCE(name##_q4, DTYPE_Q4, target)                                                    \
+    MATMUL_RUN_INSTANCE(name##_q6, DTYPE_Q6, target)                                                    \
     target void name(float *out, const float *inp, const Weight *W, const float *bias, size_t B,       \
                      size_t n0, size_t n1, int accumulate, float *scratch) {                           \
         if (n0 >= n1 || B == 0) return;                                                                \
@@ -245,6 +266,7 @@ static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dtype_is_blo
         case DTYPE_BF16: name##_bf16(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;       \
         case DTYPE_Q8: name##_q8(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
         case DTYPE_Q4: name##_q4(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
+        case DTYPE_Q6: name##_q6(&d, out, inp, bias, B, n0, n1, accumulate, scratch); break;           \
         }                                                                                              \
     }
 

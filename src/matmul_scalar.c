@@ -74,7 +74,8 @@ static void widen16(float *w, const Weight *W, size_t n, size_t k0) {
         break;
     }
     case DTYPE_Q8:
-    case DTYPE_Q4: break;  // matmul_rows_blocked
+    case DTYPE_Q4:
+    case DTYPE_Q6: break;  // matmul_rows_blocked, matmul_rows_grouped
     }
     for (size_t l = m; l < LANES; l++) w[l] = 0.0f;
 }
@@ -87,11 +88,14 @@ static void finish(float *o, float *v, const float *bias, size_t n, int accumula
 }
 
 // Block j of weight row n as its 32 integers: Q8's int8 as stored, Q4's
-// nibbles unpacked (q4_value).
+// nibbles and Q6's 6-bit values unpacked (q4_value, q6_value).
 static void weight_block(int32_t *q, const Weight *W, size_t n, size_t j) {
     if (W->dtype == DTYPE_Q8) {
         const int8_t *row = (const int8_t *)W->data + n * q8_row_quants(W->n_in) + j * Q8_BLOCK;
         for (size_t i = 0; i < Q8_BLOCK; i++) q[i] = row[i];
+    } else if (W->dtype == DTYPE_Q6) {
+        const uint8_t *group = (const uint8_t *)W->data + n * q6_row_bytes(W->n_in) + j / 4 * Q6_GROUP_BYTES;
+        for (size_t e = 0; e < Q6_BLOCK; e++) q[e] = q6_value(group, j % 4, e);
     } else {
         const uint8_t *blk = (const uint8_t *)W->data + n * q4_row_bytes(W->n_in) + j * (Q4_BLOCK / 2);
         for (size_t i = 0; i < Q4_BLOCK; i++) q[i] = q4_value(blk, i);
@@ -132,11 +136,11 @@ static void matmul_rows_blocked(float *out, const float *inp, const Weight *W, c
     }
 }
 
-// Q4 (matmul_kernels.h: int8 activations, a lane per quarter block, 4
-// blocks a step). With scratch, every row's activations are quantized once
-// (int8 [b][Kq], then the scales [b][block] 64-byte aligned); without, each
-// block again for every output.
-static void matmul_rows_q4(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
+// Q4 and Q6 (matmul_kernels.h: int8 activations, a lane per quarter block,
+// 4 blocks a step; only the weights' values differ). With scratch, every
+// row's activations are quantized once (int8 [b][Kq], then the scales
+// [b][block] 64-byte aligned); without, each block again for every output.
+static void matmul_rows_grouped(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
                            size_t n0, size_t n1, int accumulate, float *scratch) {
     const size_t K = W->n_in, N = W->n_out, Kq = q8_row_quants(K), nb = Kq / Q8_BLOCK, G = q4_groups(K);
     int8_t *xq = (int8_t *)(void *)scratch;
@@ -179,8 +183,8 @@ static void matmul_rows_q4(float *out, const float *inp, const Weight *W, const 
 
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (W->dtype == DTYPE_Q4) {
-        matmul_rows_q4(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+    if (dtype_is_grouped(W->dtype)) {
+        matmul_rows_grouped(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     }
     if (W->dtype == DTYPE_Q8) {

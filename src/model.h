@@ -161,15 +161,15 @@ typedef struct {
     int matrix_dtype;  // every MATRIX and EMBEDDING tensor in this DType,
                        // or -1 to keep each as the file stores it; Q4 is
                        // a mix: the EMBEDDING (wte), the first layer's
-                       // matrices and every attn.c_proj in Q8, the rest
+                       // matrices and every attn.c_proj in Q6, the rest
                        // Q4 (model.c), unless q4_pure
     int q4_pure;       // with matrix_dtype Q4: every matrix Q4, wte too,
-                       // no Q8 (--dtype q4-pure)
+                       // no Q6 (--dtype q4-pure)
 } WeightOptions;
 
 // The names --dtype takes for the weights (gpt's --dtype, --draft-dtype,
 // gpt convert --dtype), for messages.
-#define WEIGHT_DTYPE_NAMES "f32, f16, bf16, q8, q4 or q4-pure"
+#define WEIGHT_DTYPE_NAMES "f32, f16, bf16, q8, q6, q4 or q4-pure"
 // Sets *o to what weight dtype name `name` (case-insensitive: "f16", "Q8",
 // "q4", the mix, "q4-pure") stands for; 0, or -1 (o untouched) if none.
 int weight_options_from_name(const char *name, WeightOptions *o);

@@ -269,7 +269,7 @@ static int table_check(const unsigned char *file, const BinHeader *h, const GPT2
         if (en.reserved != 0)
             return gpt_error(err, "%s: tensor %s: reserved field is not zero", path, name);
         if (!dtype_name((DType)dt))
-            return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16, 3 Q8, 4 Q4)", path,
+            return gpt_error(err, "%s: tensor %s has unknown dtype %u (known: 0 F32, 1 F16, 2 BF16, 3 Q8, 4 Q4, 5 Q6)", path,
                              name, dt);
         if (spec.kind == TENSOR_VECTOR && dt != DTYPE_F32)
             return gpt_error(err, "%s: tensor %s has dtype %s; norms, biases and wpe are stored as F32", path, name,

@@ -25,7 +25,7 @@
 
 // Tensor dtypes: each tensor records its own (dtype.h's codes).
 enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16, MODELBIN_Q8 = DTYPE_Q8,
-       MODELBIN_Q4 = DTYPE_Q4 };
+       MODELBIN_Q4 = DTYPE_Q4, MODELBIN_Q6 = DTYPE_Q6 };
 
 // How modelbin_write_with treats OUT and an interruption.
 typedef struct {

@@ -63,9 +63,9 @@ static void test_usage(void) {
         {{"--echo=yes"}, "--echo takes no value"},
         {{"--tokenize", "--detokenize"}, "exclude each other"},
         {{"stray"}, "unexpected argument 'stray'"},
-        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16, q8, q4 or q4-pure"},
-        {{"--dtype", "q4pure"}, "--dtype q4pure: must be f32, f16, bf16, q8, q4 or q4-pure"},
-        {{"--draft-dtype", "q4-pure-"}, "--draft-dtype q4-pure-: must be f32, f16, bf16, q8, q4 or q4-pure"},
+        {{"--dtype", "int4"}, "--dtype int4: must be f32, f16, bf16, q8, q6, q4 or q4-pure"},
+        {{"--dtype", "q4pure"}, "--dtype q4pure: must be f32, f16, bf16, q8, q6, q4 or q4-pure"},
+        {{"--draft-dtype", "q4-pure-"}, "--draft-dtype q4-pure-: must be f32, f16, bf16, q8, q6, q4 or q4-pure"},
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
         // combinations where one option was silently dropped
         {{"--echo", "--json"}, "--echo and --json exclude each other"},
@@ -491,13 +491,13 @@ static void test_stats(void) {
     cJSON_Delete(j);
     result_free(&r);
 
-    // --dtype q4 is a mix (wte, layer 0 and attn.c_proj in Q8): --stats, its JSON and inspect say so
-    const char *mix = "Q4 (Q8: wte, h.0, attn.c_proj)";
+    // --dtype q4 is a mix (wte, layer 0 and attn.c_proj in Q6): --stats, its JSON and inspect say so
+    const char *mix = "Q4 (Q6: wte, h.0, attn.c_proj)";
     r = RUN("-m", ckpt("tiny"), "--dtype", "q4", "-p", "Hello", "-n", "2", "--temp", "0", "--stats", "--json");
     j = parse_json_output(&r);
     s = j ? cJSON_GetObjectItem(j, "stats") : NULL;
     const cJSON *wd = s ? cJSON_GetObjectItem(s, "weight_dtype") : NULL;
-    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (Q8: wte, h.0, attn.c_proj)") && cJSON_IsString(wd) &&
+    CHECK(r.rc == 0 && strstr(r.err, "matrices Q4 (Q6: wte, h.0, attn.c_proj)") && cJSON_IsString(wd) &&
               !strcmp(wd->valuestring, mix),
           "--dtype q4 --stats: 'matrices %s' and weight_dtype \"%s\" expected: rc %d, %s", mix, mix, r.rc, r.err);
     cJSON_Delete(j);
@@ -507,10 +507,10 @@ static void test_stats(void) {
     CHECK(r.rc == 0 && strstr(r.err, mix), "convert --dtype q4: rc %d, %s", r.rc, r.err);
     result_free(&r);
     r = RUN("inspect", q4);
-    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (Q8: wte, h.0, attn.c_proj)") &&
-              strstr(r.out, "wte.weight                   Q8 ") && strstr(r.out, "h.0.mlp.c_fc.weight          Q8 ") &&
-              strstr(r.out, "h.1.mlp.c_fc.weight          Q4 ") && strstr(r.out, "h.1.attn.c_proj.weight       Q8 "),
-          "inspect of a q4 file: the matrices line, wte, h.0's c_fc and h.1's attn.c_proj Q8, h.1's c_fc Q4 "
+    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (Q6: wte, h.0, attn.c_proj)") &&
+              strstr(r.out, "wte.weight                   Q6 ") && strstr(r.out, "h.0.mlp.c_fc.weight          Q6 ") &&
+              strstr(r.out, "h.1.mlp.c_fc.weight          Q4 ") && strstr(r.out, "h.1.attn.c_proj.weight       Q6 "),
+          "inspect of a q4 file: the matrices line, wte, h.0's c_fc and h.1's attn.c_proj Q6, h.1's c_fc Q4 "
           "expected: %s", r.out);
     result_free(&r);
     unlink(q4);
@@ -528,7 +528,7 @@ static void test_stats(void) {
     cJSON_Delete(j);
     result_free(&r);
     r = RUN("convert", ckpt("tiny"), q4, "--dtype", "q4-purex");
-    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "--dtype q4-purex: must be f32, f16, bf16, q8, q4 or q4-pure") &&
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "--dtype q4-purex: must be f32, f16, bf16, q8, q6, q4 or q4-pure") &&
               !path_exists(q4),
           "convert --dtype q4-purex: rc %d, %s", r.rc, r.err);
     result_free(&r);
@@ -538,8 +538,8 @@ static void test_stats(void) {
     r = RUN("inspect", q4);
     CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q4 (every matrix)") && strstr(r.out, "wte.weight                   Q4 ") &&
               strstr(r.out, "h.0.mlp.c_fc.weight          Q4 ") && strstr(r.out, "h.0.attn.c_attn.weight       Q4 ") &&
-              strstr(r.out, "h.1.attn.c_proj.weight       Q4 ") && !strstr(r.out, " Q8 "),
-          "inspect of a q4-pure file: every matrix Q4, none Q8, expected: %s", r.out);
+              strstr(r.out, "h.1.attn.c_proj.weight       Q4 ") && !strstr(r.out, " Q8 ") && !strstr(r.out, " Q6 "),
+          "inspect of a q4-pure file: every matrix Q4, none Q8 or Q6, expected: %s", r.out);
     result_free(&r);
     // the q4-pure model.bin runs as the conversion at load does
     r = RUN("-m", q4, "-p", "Hello", "-n", "8", "--temp", "0", "--json");

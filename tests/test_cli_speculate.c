@@ -199,7 +199,7 @@ static void test_refusals(void) {
         {{"--draft-dtype", "q8", "--draft-tokens", "0"}, 2, "--draft-tokens 0: must be an integer in [1, 32]"},
         {{"--draft-dtype", "q8", "--draft-tokens", "33"}, 2, "--draft-tokens 33: must be an integer in [1, 32]"},
         {{"--lookup", "0"}, 2, "--lookup 0: must be an integer in [1, 16]"},
-        {{"--draft-dtype", "q5"}, 2, "--draft-dtype q5: must be f32, f16, bf16, q8, q4 or q4-pure"},
+        {{"--draft-dtype", "q5"}, 2, "--draft-dtype q5: must be f32, f16, bf16, q8, q6, q4 or q4-pure"},
         {{"-m", DEMO, "-p", "x", "--draft", "/nonexistent/draft.bin"}, 1, "--draft: "},
         {{"-m", DEMO, "-p", "x", "--draft", vocab1000}, 1, "its vocabulary has 1000 tokens, the model's 50257"},
         {{"-m", DEMO, "-p", "x", "--draft", swapped}, 1, "its tokenizer differs from the model's (token 0)"},

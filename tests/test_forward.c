@@ -457,7 +457,7 @@ static void check_batch_invariance(const char *model, const char *path, const ch
         CHECK(0, "%s %s: %s", model, weights, err.msg);
         return;
     }
-    if (wo.q4_pure)  // every matrix Q4, the output layer too (the mix keeps it in Q8)
+    if (wo.q4_pure)  // every matrix Q4, the output layer too (the mix keeps it in Q6)
         CHECK(m.weights.wte.dtype == DTYPE_Q4 && m.weights.layers[0].qkv_w.dtype == DTYPE_Q4,
               "%s %s: wte %s, h.0 c_attn %s", model, weights, dtype_name(m.weights.wte.dtype),
               dtype_name(m.weights.layers[0].qkv_w.dtype));
@@ -514,16 +514,18 @@ static void check_batch_invariance(const char *model, const char *path, const ch
     model_free(&m);
 }
 
-// Every weight type with both KV types on tiny, on 2 threads; q4-pure (Q4
-// products over the whole vocabulary) also on the 124M-shaped checkpoint.
+// Every weight type with both KV types on tiny, on 2 threads; q4-pure and
+// q4 (Q4 and Q6 products over the whole vocabulary) also on the
+// 124M-shaped checkpoint.
 static void test_batch_invariance(void) {
-    static const char *const weights[] = {"f32", "f16", "bf16", "q8", "q4", "q4-pure"};
+    static const char *const weights[] = {"f32", "f16", "bf16", "q8", "q6", "q4", "q4-pure"};
     GptError err = {{0}};
     ThreadPool *pool = threadpool_create(2, &err);
     for (size_t w = 0; w < sizeof weights / sizeof *weights; w++)
         for (int kv = 0; kv < 2; kv++)
             check_batch_invariance("tiny", ckpt("tiny"), weights[w], kv ? DTYPE_F16 : DTYPE_F32, pool);
     check_batch_invariance("gpt2-124M-shaped", ckpt("gpt2-124M-shaped"), "q4-pure", DTYPE_F32, pool);
+    check_batch_invariance("gpt2-124M-shaped", ckpt("gpt2-124M-shaped"), "q4", DTYPE_F32, pool);
     threadpool_free(pool);
 }
 

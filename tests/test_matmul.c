@@ -4,7 +4,7 @@
  * and N that are not multiples of any vector width or of Q8's block, one row
  * and many, every dtype, with and without bias, = and +=. Both sides read the
  * same encoded weights, so the tolerance is float32 summation's in every
- * dtype, plus, for Q8 and Q4, the rounding of the activations to int16 and
+ * dtype, plus, for Q8, Q4 and Q6, the rounding of the activations to int16 and
  * int8 (half a step of the block's max |x| / 32767, / 127); the encodings themselves are
  * checked against their rounding bounds.
  *
@@ -15,14 +15,14 @@
  *    B = 1..16 and 100):
  *    (a) every kernel within the rigorous bound of the canonical arithmetic
  *        (matmul_kernels.h): (m + 1) 2^-24 (sum |x w| + |bias| + |old out|),
- *        m = ceil(K/16) + 6 (Q8, Q4: + 1, and + 2^-15 sum |w| amax(block),
- *        Q4 2^-7: twice the half steps);
+ *        m = ceil(K/16) + 6 (Q8, Q4, Q6: + 1, and + 2^-15 sum |w| amax(block),
+ *        Q4 and Q6 2^-7: twice the half steps);
  *        their activations include all-zero, tiny (below 2^-96: counted as
  *        zero), subnormal and huge blocks;
- *    (b) every supported ISA (AVX-512: Q4 with VNNI and without, where the
+ *    (b) every supported ISA (AVX-512: Q4 and Q6 with VNNI and without, where the
  *        CPU has it), with and without scratch, bitwise equal to CPU_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
  *        dequantized weights; matmul() on a 2-thread pool the same bits;
- *        a NaN or infinite activation makes its row's outputs NaN (Q8, Q4)
+ *        a NaN or infinite activation makes its row's outputs NaN (Q8, Q4, Q6)
  *        and no other row's;
  *    (c) batch invariance, bitwise: a row computed alone equals its row in
  *        random batches (rows repeated, any position), computed in random
@@ -62,7 +62,7 @@ static double magnitude(const float *inp, const Weight *W, const float *bias, co
     return m;
 }
 
-// Q8 and Q4 only: 2^-15 sum_k |w_k| max|x| over k's block, the most that rounding
+// Q8, Q4 and Q6 only: 2^-15 sum_k |w_k| max|x| over k's block, the most that rounding
 // row t of inp to int16 can move output j (matmul_kernels.h; a block whose
 // max |x| is below Q8_X_TINY counts as zero: all of it); else 0.
 static double q8_activation_error(const float *inp, const Weight *W, size_t t, size_t j) {
@@ -74,8 +74,8 @@ static double q8_activation_error(const float *inp, const Weight *W, size_t t, s
             amax = fmax(amax, fabs(inp[t * W->n_in + k]));
             wsum += fabs(weight_at(W, k, j));
         }
-        // Q8: half a step of amax / 32767, Q4: of amax / 127 (twice that, for slack)
-        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : W->dtype == DTYPE_Q4 ? 0x1p-7 : 0x1p-15);
+        // Q8: half a step of amax / 32767, Q4 and Q6: of amax / 127 (twice that, for slack)
+        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : dtype_is_grouped(W->dtype) ? 0x1p-7 : 0x1p-15);
     }
     return e;
 }
@@ -132,8 +132,8 @@ static void test_encodings(void) {
         // Q8 half a step of max|w| / 127 per block (|w| < 1 here); Q4
         // 2/9 of max|w| (its scale can be m / -9, dtype.h: a weight near
         // -m, of the other sign than the block's extreme m, is clamped to 7
-        // steps of |m| / 9)
-        double bound[DTYPE_COUNT] = {0, 0x1p-11, 0x1p-8, 0.5 / 127 + 1e-6, 2.0 / 9 + 1e-6};
+        // steps of |m| / 9); Q6 5/36 (m / -36: 31 steps of |m| / 36)
+        double bound[DTYPE_COUNT] = {0, 0x1p-11, 0x1p-8, 0.5 / 127 + 1e-6, 2.0 / 9 + 1e-6, 5.0 / 36 + 1e-6};
         CHECK(worst <= bound[d], "%s: encoded row off by %g (bound %g)", dtype_name((DType)d), worst, bound[d]);
     }
     // exact halves: 1, -2, the largest, the smallest subnormal; ties to even
@@ -249,6 +249,78 @@ static void test_encodings(void) {
     CHECK(dx != dx && xq[0] == 0, "q4 activations with a NaN: dx NaN and xq 0 expected, got %g and %d", dx, xq[0]);
     dx = q4_quantize_x_block(xq, tiny, 2);
     CHECK(dx == 0.0f && xq[0] == 0, "q4 activations below 2^-96: dx 0 and xq 0 expected, got %g and %d", dx, xq[0]);
+
+    // Q6: the layout (dtype.h) written from first principles and read back
+    // by q6_value; a padded group; the scale search against brute force;
+    // non-finite weights
+    {
+        enum { K6 = 100 };  // 4 blocks, the last of 4 weights: one group
+        float w6[K6];
+        uint8_t q6[2 * Q6_GROUP_BYTES];
+        uint16_t s6[8];
+        for (int i = 0; i < K6; i++) w6[i] = (float)((i * 37) % 64 - 32);  // every level, -32 .. 31, scale 1
+        w6[0] = -32.0f;
+        CHECK(q6_row_bytes(K6) == Q6_GROUP_BYTES && q6_row_bytes(512) == 4 * Q6_GROUP_BYTES &&
+                  q6_row_bytes(513) == 5 * Q6_GROUP_BYTES && weight_bytes(DTYPE_Q6, 3, 768) == 3 * (576 + 48),
+              "q6 sizes: 96 384 480 1872 expected, got %zu %zu %zu %zu", q6_row_bytes(K6), q6_row_bytes(512),
+              q6_row_bytes(513), weight_bytes(DTYPE_Q6, 3, 768));
+        CHECK(q6_quantize_row(q6, s6, w6, K6) == 0, "q6 of finite weights reports non-finite ones");
+        int wrong = -1;
+        for (int k = 0; k < 128 && wrong < 0; k++) {
+            const int i = k / 32, e = k % 32, m = 16 * i + e % 16, high = e >= 16;
+            // by hand: the low nibble of byte m (or its high nibble), the
+            // 2 bits of byte 64 + m % 32 at 4 high + 2 (m >= 32)
+            const int u = (high ? q6[m] >> 4 : q6[m] & 15) | ((q6[64 + m % 32] >> (4 * high + 2 * (m >= 32))) & 3) << 4;
+            const float d = f16_to_f32(s6[i]);
+            int level = k < K6 ? (int)lrintf(w6[k] / d) : 0;
+            level = level > 31 ? 31 : level < -32 ? -32 : level;
+            if (u - 32 != level || q6_value(q6, (size_t)i, (size_t)e) != level) wrong = k;
+        }
+        CHECK(wrong < 0, "q6 layout: value %d read back wrong", wrong);
+        CHECK(f16_to_f32(s6[0]) == 1.0f && q6_value(q6, 0, 0) == -32, "q6 scale m / -32 = 1 and -32 expected, got %g %d",
+              f16_to_f32(s6[0]), q6_value(q6, 0, 0));
+        // weight_encode writes the same bytes, and weight_at reads them back
+        uint8_t enc[Q6_GROUP_BYTES + 8];
+        weight_encode(enc, DTYPE_Q6, w6, 1, K6);
+        Weight W6 = weight_view(DTYPE_Q6, enc, 1, K6);
+        int off = -1;
+        for (int k = 0; k < K6 && off < 0; k++)
+            if (weight_at(&W6, (size_t)k, 0) != f16_to_f32(s6[k / 32]) * (float)q6_value(q6, (size_t)k / 32, (size_t)k % 32))
+                off = k;
+        CHECK(off < 0 && !memcmp(enc, q6, Q6_GROUP_BYTES), "q6: weight_encode and weight_at disagree with q6_quantize_row at %d", off);
+        uint64_t rng6 = 11;
+        for (int blk = 0; blk < 200; blk++) {
+            float m = 0;
+            for (int i = 0; i < 32; i++) {
+                rng6 = rng6 * 6364136223846793005ULL + 1442695040888963407ULL;
+                w6[i] = (float)((double)(rng6 >> 11) * 0x1p-53 * 2 - 1) * (blk % 2 ? 1.0f : (float)(i % 5));
+                if (fabsf(w6[i]) > fabsf(m)) m = w6[i];
+            }
+            q6_quantize_row(q6, s6, w6, 32);
+            double d = f16_to_f32(s6[0]), chosen = 0, best = INFINITY;
+            int is_candidate = 0;
+            for (int i = 0; i < 32; i++) chosen += (w6[i] - d * q6_value(q6, 0, (size_t)i)) * (w6[i] - d * q6_value(q6, 0, (size_t)i));
+            for (int k = -5; k <= 5; k++) {
+                double c = f16_to_f32(f32_to_f16(m / (-32.0f + 0.8f * (float)k))), e = 0;
+                for (int i = 0; i < 32; i++) {
+                    double r = rint(w6[i] / c);
+                    r = r > 31 ? 31 : r < -32 ? -32 : r;
+                    e += (w6[i] - c * r) * (w6[i] - c * r);
+                }
+                best = e < best ? e : best;
+                is_candidate |= c == d;
+            }
+            CHECK(is_candidate && chosen <= best * (1 + 1e-5), "q6 block %d: scale %g (a candidate: %d), squared error %g, "
+                  "a candidate's %g", blk, d, is_candidate, chosen, best);
+        }
+        w6[1] = NAN, w6[2] = -INFINITY;
+        CHECK(q6_quantize_row(q6, s6, w6, 32) == 2 && q6_value(q6, 0, 1) == 0 && q6_value(q6, 0, 2) == 0,
+              "q6 of non-finite weights: 2 counted and stored as 0 expected, got %d %d", q6_value(q6, 0, 1),
+              q6_value(q6, 0, 2));
+        int pad = 0;
+        for (int e = 0; e < 32; e++) pad |= q6_value(q6, 1, (size_t)e) | q6_value(q6, 3, (size_t)e);
+        CHECK(pad == 0, "q6: the blocks past the row must hold 0");
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -528,7 +600,7 @@ static void sweep(void) {
                 for (size_t i = 0; i < nB; i++) check_batch(&m, Bs[i], &u);
                 for (int isa = 0; isa < N_ROUTES; isa++)
                     if (route_supported(isa) && (isa != CPU_SCALAR || !big) &&
-                        (isa != ROUTE_OTHER_VNNI || m.dt == DTYPE_Q4))  // the routes differ in Q4 only
+                        (isa != ROUTE_OTHER_VNNI || dtype_is_grouped(m.dt)))  // the routes differ in Q4 and Q6 only
                         check_invariance(&m, isa, &u);
                 mat_free(&m);
             }
@@ -539,7 +611,7 @@ static void sweep(void) {
 // Long rows (K up to fc_proj's 3072, on and off a multiple of 16) at the
 // batch sizes whose AVX-512 tiles are 4 x 4 (their outputs reduced 16 at a
 // time), with their 1..3-row tails and a second group: every ISA the
-// scalar bits, F32, F16 and BF16.
+// scalar bits, F32, F16, BF16, and Q4 and Q6 (whole and partial groups).
 static void test_long_rows(void) {
     static const size_t Ks[] = {769, 1000, 1536, 1543, 3072};
     static const size_t Ns[] = {4, 9, 37};
@@ -558,8 +630,8 @@ static void test_long_rows(void) {
     u.pool = threadpool_create(2, &err);
     CHECK(u.pool != NULL, "a pool of 2 threads expected, got none");
     for (size_t i = 0; i < Nmax; i++) u.bias[i] = uniform();
-    const DType dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
-    for (size_t d = 0; d < 3; d++)
+    const DType dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q4, DTYPE_Q6};
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
         for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
             for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
                 Mat m;
@@ -580,7 +652,7 @@ static void test_long_rows(void) {
 static void test_parts_and_then(void) {
     enum { K = 100, N = 67, TMAX = 10 * MATMUL_GROUP };
     static const size_t Ts[] = {1, 5, MATMUL_GROUP, MATMUL_GROUP + 1, 100, 7 * MATMUL_GROUP + 3, TMAX};
-    const DType dts[] = {DTYPE_F32, DTYPE_Q8, DTYPE_Q4};
+    const DType dts[] = {DTYPE_F32, DTYPE_Q8, DTYPE_Q4, DTYPE_Q6};
     GptError err = {{0}};
     float *x = malloc(TMAX * K * sizeof *x), *bias = malloc(N * sizeof *bias);
     float *want = malloc(TMAX * N * sizeof *want), *got = malloc(TMAX * N * sizeof *got);

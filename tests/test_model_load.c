@@ -297,6 +297,9 @@ static void test_q4_pure(void) {
     CHECK(weight_options_from_name("q4", &o) == 0 && o.matrix_dtype == DTYPE_Q4 && !o.q4_pure, "q4: pure %d",
           o.q4_pure);
     CHECK(weight_options_from_name("BF16", &o) == 0 && o.matrix_dtype == DTYPE_BF16 && !o.q4_pure, "BF16");
+    CHECK(weight_options_from_name("q6", &o) == 0 && o.matrix_dtype == DTYPE_Q6 && !o.q4_pure &&
+              !strcmp(weight_options_name(&o), "q6"),
+          "q6: dtype %d pure %d", o.matrix_dtype, o.q4_pure);
     const char *bad_names[] = {"q4pure", "q4-", "q4-pure ", "q8-pure", "", "int4"};
     for (size_t k = 0; k < sizeof bad_names / sizeof *bad_names; k++) {
         WeightOptions b = {.matrix_dtype = 7, .q4_pure = 3};
@@ -356,17 +359,17 @@ static void test_q4_pure(void) {
     CHECK(wrong == 0, "the embedding lookup of a Q4 wte: %zu values differ from the dequantized rows", wrong);
     free(row);
 
-    // the mix, for contrast: wte, layer 0 and every attn.c_proj in Q8
+    // the mix, for contrast: wte, layer 0 and every attn.c_proj in Q6
     weight_options_from_name("q4", &o);
     rc = model_load_with(&mix, ckpt("tiny"), &o, &err);
     CHECK(rc == 0, "tiny as q4: %s", err.msg);
     if (rc == 0) {
-        CHECK(mix.weights.wte.dtype == DTYPE_Q8 && mix.weights.layers[0].fc_w.dtype == DTYPE_Q8 &&
-                  mix.weights.layers[1].attn_proj_w.dtype == DTYPE_Q8 && mix.weights.layers[1].fc_w.dtype == DTYPE_Q4,
+        CHECK(mix.weights.wte.dtype == DTYPE_Q6 && mix.weights.layers[0].fc_w.dtype == DTYPE_Q6 &&
+                  mix.weights.layers[1].attn_proj_w.dtype == DTYPE_Q6 && mix.weights.layers[1].fc_w.dtype == DTYPE_Q4,
               "q4's mix: wte %s, h.0 c_fc %s, h.1 c_proj %s, h.1 c_fc %s", dtype_name(mix.weights.wte.dtype),
               dtype_name(mix.weights.layers[0].fc_w.dtype), dtype_name(mix.weights.layers[1].attn_proj_w.dtype),
               dtype_name(mix.weights.layers[1].fc_w.dtype));
-        CHECK(!strcmp(model_matrix_dtypes(&mix, dts, sizeof dts), "Q4 (Q8: wte, h.0, attn.c_proj)"), "q4 matrices '%s'",
+        CHECK(!strcmp(model_matrix_dtypes(&mix, dts, sizeof dts), "Q4 (Q6: wte, h.0, attn.c_proj)"), "q4 matrices '%s'",
               dts);
         CHECK(mix.weight_bytes > m.weight_bytes, "the mix (%zu bytes) should be larger than q4-pure (%zu)",
               mix.weight_bytes, m.weight_bytes);

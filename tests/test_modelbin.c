@@ -355,13 +355,14 @@ static void test_llmc(const cJSON *refs, Tokenizer *shipped) {
 // F16 and BF16 safetensors keep their dtype in a model.bin; and a model
 // converted to each dtype at load (`gpt -m SRC --dtype T`) and one written
 // from that (`gpt convert SRC OUT --dtype T`) hold the same bytes and give
-// the same logits. Q4 is the mix: wte in Q8, the layers' matrices in Q4;
-// q4-pure every matrix in Q4, wte too (a model.bin of Q4 tensors alone).
+// the same logits. Q4 is the mix: wte in Q6, the layers' matrices in Q4;
+// q4-pure every matrix in Q4, wte too (a model.bin of Q4 tensors alone);
+// Q6 every matrix in Q6.
 static void test_dtypes(const cJSON *refs, Tokenizer *shipped) {
     const char *names[2] = {"tiny-f16", "tiny-bf16"};
     const DType want[2] = {DTYPE_F16, DTYPE_BF16};
-    const char *converted[4] = {"q8", "f16", "q4", "q4-pure"};
-    for (int k = 0; k < 6; k++) {
+    const char *converted[5] = {"q8", "f16", "q4", "q4-pure", "q6"};
+    for (int k = 0; k < 7; k++) {
         GptError err = {{0}};
         Model a, b;
         WeightOptions o = {.matrix_dtype = -1};
@@ -373,10 +374,10 @@ static void test_dtypes(const cJSON *refs, Tokenizer *shipped) {
             CHECK(0, "%s: %s", what, err.msg);
             continue;
         }
-        // (Q4 is a mix: wte and layer 0 in Q8, the last layer's c_fc in Q4;
-        // q4-pure has no Q8)
+        // (Q4 is a mix: wte and layer 0 in Q6, the last layer's c_fc in Q4;
+        // q4-pure has no Q6)
         DType dt = k < 2 ? want[k] : (DType)o.matrix_dtype;
-        DType wte_dt = dt == DTYPE_Q4 && !o.q4_pure ? DTYPE_Q8 : dt;
+        DType wte_dt = dt == DTYPE_Q4 && !o.q4_pure ? DTYPE_Q6 : dt;
         const Weight *fc = &a.weights.layers[a.config.n_layer - 1].fc_w;
         CHECK(a.weights.wte.dtype == wte_dt && fc->dtype == dt, "%s: wte is %s, the last fc_w %s", what,
               dtype_name(a.weights.wte.dtype), dtype_name(fc->dtype));
