@@ -482,7 +482,7 @@ const char *model_matrix_dtypes(const Model *m, char *buf, size_t cap) {
         return snprintf(buf, cap, "%s%s", dtype_name(body), body == DTYPE_Q4 ? " (every matrix)" : ""), buf;
     if (other < 0)  // wte alone
         return snprintf(buf, cap, "%s (wte %s)", dtype_name(body), dtype_name(w->wte.dtype)), buf;
-    // "Q4 (Q8: wte, h.0, attn.c_proj)"
+    // "Q4 (Q6: wte, h.0, attn.c_proj)"
     size_t at = (size_t)snprintf(buf, cap, "%s (%s:", dtype_name(body), dtype_name((DType)other));
     const char *sep = " ";
     if (wte_differs && at < cap) at += (size_t)snprintf(buf + at, cap - at, "%swte", sep), sep = ", ";

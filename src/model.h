@@ -195,7 +195,7 @@ size_t model_tensor_bytes(const Model *m, size_t i);
 // The dtypes of m's matrices in a few words, for reports, into buf (cap
 // bytes, always terminated): "F16" when all share one ("Q4 (every matrix)"
 // for Q4, which alone would read as --dtype q4's mix), "Q4 (wte Q8)" when
-// wte differs from the layers' matrices, "Q4 (Q8: wte, h.0, attn.c_proj)"
+// wte differs from the layers' matrices, "Q4 (Q6: wte, h.0, attn.c_proj)"
 // (--dtype q4's mix) when the matrices of the last layer's c_fc dtype have
 // exceptions in one other dtype that are wte, a run of whole layers and
 // kinds of matrix in every other layer, "mixed" otherwise. Returns buf.

@@ -20,7 +20,7 @@
  *     model's own weights, T = 512 rows), for prefill: sgemm's rate / 2 x
  *     (matmul parameters) FLOP per token. Measured in 3 rounds interleaved
  *     with our prefills, best of each.
- * Ours, for each weight dtype (f32, f16, bf16, q8, q4, q4-pure, converted at
+ * Ours, for each weight dtype (f32, f16, bf16, q8, q6, q4, q4-pure, converted at
  * load), 1 and 2 threads:
  *   - decode of one sequence: 128 tokens after a 64-token prompt;
  *   - aggregate decode of B = 1, 2, 4, 8, 16 sequences stepping together
@@ -176,9 +176,9 @@ static void prefill_free(PrefillRun *p) {
     kvcache_free(&p->cache);
 }
 
-enum { N_DT = 6, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
+enum { N_DT = 7, PROMPT = 64, DECODE = 128, PREFILL = 512, LONG_CTX = 900 };
 // the weight dtypes as --dtype names them (f32 first: the sgemm bound's)
-static const char *const DTYPES[N_DT] = {"f32", "f16", "bf16", "q8", "q4", "q4-pure"};
+static const char *const DTYPES[N_DT] = {"f32", "f16", "bf16", "q8", "q6", "q4", "q4-pure"};
 
 // Whether BENCH_DTYPES (unset: every dtype) names dtype `name`.
 static int dtype_selected(const char *name) {

@@ -90,7 +90,7 @@ else
 fi
 
 # model.bin files of each dtype
-for dt in f32 f16 bf16 q8 q4 q4-pure; do
+for dt in f32 f16 bf16 q8 q6 q4 q4-pure; do
     # converted again when gpt is newer than the file (its converter may have changed)
     [ "$CKPT_DIR/124M-$dt.bin" -nt "$GPT" ] || "$GPT" convert "$M124" "$CKPT_DIR/124M-$dt.bin" --dtype $dt --force || exit 1
 done
@@ -127,18 +127,18 @@ decode_rate() {  # BINARY MODEL THREADS -> decode tok/s
 }
 if [ -x "$BASE_DIR/gpt" ]; then
     for t in 1 2; do
-        base=0 f32=0 f16=0 bf16=0 q8=0 q4=0 q4pure=0
+        base=0 f32=0 f16=0 bf16=0 q8=0 q6=0 q4=0 q4pure=0
         for round in 1 2 3; do
             v=$(decode_rate "$BASE_DIR/gpt" "$M124" "$t")  # it reads the safetensors in place
             base=$(echo "$base $v" | awk '{ print ($2 > $1) ? $2 : $1 }')
-            for dt in f32 f16 bf16 q8 q4 q4-pure; do
+            for dt in f32 f16 bf16 q8 q6 q4 q4-pure; do
                 v=$(decode_rate "$GPT" "$CKPT_DIR/124M-$dt.bin" "$t")
                 var=$(echo "$dt" | tr -d -)  # q4-pure: $q4pure
                 eval "old=\$$var"
                 eval "$var=$(echo "$old $v" | awk '{ print ($2 > $1) ? $2 : $1 }')"
             done
         done
-        echo "  threads $t: today's f32 $base tok/s; ours: f32 $f32 ($(echo "$f32 $base" | awk '{ printf "%.2fx", $1 / $2 }')), f16 $f16 ($(echo "$f16 $base" | awk '{ printf "%.2fx", $1 / $2 }')), bf16 $bf16 ($(echo "$bf16 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q8 $q8 ($(echo "$q8 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q4 $q4 ($(echo "$q4 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q4-pure $q4pure ($(echo "$q4pure $base" | awk '{ printf "%.2fx", $1 / $2 }'))"
+        echo "  threads $t: today's f32 $base tok/s; ours: f32 $f32 ($(echo "$f32 $base" | awk '{ printf "%.2fx", $1 / $2 }')), f16 $f16 ($(echo "$f16 $base" | awk '{ printf "%.2fx", $1 / $2 }')), bf16 $bf16 ($(echo "$bf16 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q8 $q8 ($(echo "$q8 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q6 $q6 ($(echo "$q6 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q4 $q4 ($(echo "$q4 $base" | awk '{ printf "%.2fx", $1 / $2 }')), q4-pure $q4pure ($(echo "$q4pure $base" | awk '{ printf "%.2fx", $1 / $2 }'))"
     done
 else
     echo "  (no git checkout or no build of $BENCH_BASE: skipped)"
@@ -146,7 +146,7 @@ fi
 
 echo
 echo "== time to the first token from model.bin (load, 1-token prompt, 1 token; wall, best of 5)"
-for dt in f32 f16 bf16 q8 q4 q4-pure; do
+for dt in f32 f16 bf16 q8 q6 q4 q4-pure; do
     t=$(best_of 5 "$GPT" -m "$CKPT_DIR/124M-$dt.bin" -p Hello -n 1 --temp 0)
     rss=$("$GPT" -m "$CKPT_DIR/124M-$dt.bin" -p Hello -n 1 --temp 0 --json | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')
     printf '  %-7s %s s, peak RSS %s MiB\n' "$dt" "$t" "$(echo "$rss" | awk '{ printf "%.0f", $1 / 1048576 }')"
