@@ -13,7 +13,8 @@
  *
  * Q4: a group of 4 blocks is a (lo, hi) pair of 32-byte halves; each
  * half's nibbles times the int8 activations by vpmaddubsw + vpmaddwd(1),
- * the integers AVX-512 gets (the Q4 section).
+ * the integers AVX-512 gets (the Q4 section). Q6 the same, each half's
+ * nibbles joined by their top 2 bits from the group's last 32 bytes.
  *
  * Blocking: a tile of R weight rows x C batch rows = 2 R C ymm accumulators
  * (of 16 registers). Simpler than the AVX-512 kernels (no activation

@@ -14,7 +14,9 @@
  * int32 lane: vpdpbusd twice with VNNI (matmul_rows_avx512_vnni), else
  * vpmaddubsw twice + vpmaddwd, from the nibble offset's correction
  * (-8 sum xq, made with the activations); converted, one vfmadd with the
- * lanes' dw * dx (the Q4 section).
+ * lanes' dw * dx (the Q4 section). Q6: the same, the group's 64 bytes of
+ * low 4 bits joined by their top 2 bits from its next 32 (unpack_q6), the
+ * offset -32 sum xq.
  *
  * Speed (measured on Zen 4; none of this changes a result):
  *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every

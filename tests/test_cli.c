@@ -515,6 +515,21 @@ static void test_stats(void) {
     result_free(&r);
     unlink(q4);
 
+    // --dtype q6: every matrix Q6, said so, and a q6 model.bin lists it per tensor
+    r = RUN("-m", ckpt("tiny"), "--dtype", "Q6", "-p", "Hello", "-n", "2", "--temp", "0", "--stats");
+    CHECK(r.rc == 0 && strstr(r.err, "matrices Q6,"), "--dtype Q6 --stats: 'matrices Q6,' expected: rc %d, %s", r.rc,
+          r.err);
+    result_free(&r);
+    r = RUN("convert", ckpt("tiny"), q4, "--dtype", "q6");
+    CHECK(r.rc == 0, "convert --dtype q6: rc %d, %s", r.rc, r.err);
+    result_free(&r);
+    r = RUN("inspect", q4);
+    CHECK(r.rc == 0 && strstr(r.out, "matrices:    Q6 (") && strstr(r.out, "wte.weight                   Q6 ") &&
+              strstr(r.out, "h.1.mlp.c_fc.weight          Q6 ") && !strstr(r.out, " Q4 "),
+          "inspect of a q6 file: every matrix Q6 expected: %s", r.out);
+    result_free(&r);
+    unlink(q4);
+
     // --dtype q4-pure (any case): every matrix Q4, wte too, and said so
     const char *pure = "Q4 (every matrix)";
     r = RUN("-m", ckpt("tiny"), "--dtype", "Q4-Pure", "-p", "Hello", "-n", "8", "--temp", "0", "--stats", "--json");
