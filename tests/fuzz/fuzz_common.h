@@ -238,7 +238,7 @@ static inline void fuzz_load_model(const char *path, const uint8_t *data, size_t
     fuzz_check_inspect(path);
     unsigned sum = 0;
     for (size_t i = 0; i < size; i++) sum += data[i];
-    WeightOptions o = {(int)(sum % DTYPE_COUNT)};  // F32, F16, BF16, Q8, Q4, Q6
+    WeightOptions o = {.matrix_dtype = (int)(sum % DTYPE_COUNT)};  // F32, F16, BF16, Q8, Q4, Q6
     err.msg[0] = '\0';
     if (model_load_with(&m, path, &o, &err) != 0) {
         // The one conversion that may be refused: Q8 and Q4 cannot hold a
