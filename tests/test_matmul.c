@@ -111,6 +111,42 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
     free(w), free(inp), free(bias), free(fast), free(ref), free(prev), free(bytes);
 }
 
+// The scale search of Q4 (or Q6) against brute force: on random blocks, no
+// candidate m / c (c = -L + 0.025 L k, k = -5..5, rounded to f16: Q4 -9,
+// -8.8, ..., -7, Q6 -36, -35.2, ..., -28) has less squared error than the
+// chosen scale, which is one of them. The block is read back through
+// weight_at (d q).
+static void check_scale_search(DType dt, uint64_t rng) {
+    const float L = dt == DTYPE_Q6 ? 32.0f : 8.0f;
+    float v[32];
+    unsigned char bytes[Q6_GROUP_BYTES + 8];
+    for (int blk = 0; blk < 200; blk++) {
+        float m = 0;
+        for (int i = 0; i < 32; i++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            v[i] = (float)((double)(rng >> 11) * 0x1p-53 * 2 - 1) * (blk % 2 ? 1.0f : (float)(i % 5));
+            if (fabsf(v[i]) > fabsf(m)) m = v[i];
+        }
+        weight_encode(bytes, dt, v, 1, 32);
+        Weight W = weight_view(dt, bytes, 1, 32);
+        double d = f16_to_f32(W.scales[0]), chosen = 0, best = INFINITY;
+        int is_candidate = 0;
+        for (int i = 0; i < 32; i++) chosen += (v[i] - weight_at(&W, (size_t)i, 0)) * (v[i] - weight_at(&W, (size_t)i, 0));
+        for (int k = -5; k <= 5; k++) {
+            double c = f16_to_f32(f32_to_f16(m / (-L + 0.025f * L * (float)k))), e = 0;
+            for (int i = 0; i < 32; i++) {
+                double r = rint(v[i] / c);
+                r = r > L - 1 ? L - 1 : r < -L ? -L : r;
+                e += (v[i] - c * r) * (v[i] - c * r);
+            }
+            best = e < best ? e : best;
+            is_candidate |= c == d;
+        }
+        CHECK(is_candidate && chosen <= best * (1 + 1e-5), "%s block %d: scale %g (a candidate: %d), squared error %g, "
+              "a candidate's %g", dtype_name(dt), blk, d, is_candidate, chosen, best);
+    }
+}
+
 // weight_at, weight_row and the encodings read back what was written.
 static void test_encodings(void) {
     enum { K = 37, N = 3 };
@@ -197,34 +233,7 @@ static void test_encodings(void) {
               q4_value(q4, 8) == 4 && q4_value(q4, 17) == 4,
           "q4 rounding: scale 1/7.4, -7 7 4 4 expected at 3 7 8 17, got %g, %d %d %d %d", f16_to_f32(sc[0]),
           q4_value(q4, 3), q4_value(q4, 7), q4_value(q4, 8), q4_value(q4, 17));
-    // the scale search against brute force: on random blocks, no candidate
-    // m / c (c = -9, -8.8, ..., -7, rounded to f16) has less squared error
-    // than the chosen scale, which is one of them
-    uint64_t rng = 7;
-    for (int blk = 0; blk < 200; blk++) {
-        float m = 0;
-        for (int i = 0; i < 32; i++) {
-            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-            v[i] = (float)((double)(rng >> 11) * 0x1p-53 * 2 - 1) * (blk % 2 ? 1.0f : (float)(i % 5));
-            if (fabsf(v[i]) > fabsf(m)) m = v[i];
-        }
-        q4_quantize_row(q4, sc, v, 32);
-        double d = f16_to_f32(sc[0]), chosen = 0, best = INFINITY;
-        int is_candidate = 0;
-        for (int i = 0; i < 32; i++) chosen += (v[i] - d * q4_value(q4, i)) * (v[i] - d * q4_value(q4, i));
-        for (int k = -5; k <= 5; k++) {
-            double c = f16_to_f32(f32_to_f16(m / (-8.0f + 0.2f * (float)k))), e = 0;
-            for (int i = 0; i < 32; i++) {
-                double r = rint(v[i] / c);
-                r = r > 7 ? 7 : r < -8 ? -8 : r;
-                e += (v[i] - c * r) * (v[i] - c * r);
-            }
-            best = e < best ? e : best;
-            is_candidate |= c == d;
-        }
-        CHECK(is_candidate && chosen <= best * (1 + 1e-5), "q4 block %d: scale %g (a candidate: %d), squared error %g, "
-              "a candidate's %g", blk, d, is_candidate, chosen, best);
-    }
+    check_scale_search(DTYPE_Q4, 7);
     v[1] = NAN, v[2] = INFINITY;
     CHECK(q4_quantize_row(q4, sc, v, 32) == 2 && q4_value(q4, 1) == 0 && q4_value(q4, 2) == 0,
           "q4 of non-finite weights: 2 counted and stored as 0 expected, got %d %d", q4_value(q4, 1),
@@ -288,31 +297,7 @@ static void test_encodings(void) {
             if (weight_at(&W6, (size_t)k, 0) != f16_to_f32(s6[k / 32]) * (float)q6_value(q6, (size_t)k / 32, (size_t)k % 32))
                 off = k;
         CHECK(off < 0 && !memcmp(enc, q6, Q6_GROUP_BYTES), "q6: weight_encode and weight_at disagree with q6_quantize_row at %d", off);
-        uint64_t rng6 = 11;
-        for (int blk = 0; blk < 200; blk++) {
-            float m = 0;
-            for (int i = 0; i < 32; i++) {
-                rng6 = rng6 * 6364136223846793005ULL + 1442695040888963407ULL;
-                w6[i] = (float)((double)(rng6 >> 11) * 0x1p-53 * 2 - 1) * (blk % 2 ? 1.0f : (float)(i % 5));
-                if (fabsf(w6[i]) > fabsf(m)) m = w6[i];
-            }
-            q6_quantize_row(q6, s6, w6, 32);
-            double d = f16_to_f32(s6[0]), chosen = 0, best = INFINITY;
-            int is_candidate = 0;
-            for (int i = 0; i < 32; i++) chosen += (w6[i] - d * q6_value(q6, 0, (size_t)i)) * (w6[i] - d * q6_value(q6, 0, (size_t)i));
-            for (int k = -5; k <= 5; k++) {
-                double c = f16_to_f32(f32_to_f16(m / (-32.0f + 0.8f * (float)k))), e = 0;
-                for (int i = 0; i < 32; i++) {
-                    double r = rint(w6[i] / c);
-                    r = r > 31 ? 31 : r < -32 ? -32 : r;
-                    e += (w6[i] - c * r) * (w6[i] - c * r);
-                }
-                best = e < best ? e : best;
-                is_candidate |= c == d;
-            }
-            CHECK(is_candidate && chosen <= best * (1 + 1e-5), "q6 block %d: scale %g (a candidate: %d), squared error %g, "
-                  "a candidate's %g", blk, d, is_candidate, chosen, best);
-        }
+        check_scale_search(DTYPE_Q6, 11);
         w6[1] = NAN, w6[2] = -INFINITY;
         CHECK(q6_quantize_row(q6, s6, w6, 32) == 2 && q6_value(q6, 0, 1) == 0 && q6_value(q6, 0, 2) == 0,
               "q6 of non-finite weights: 2 counted and stored as 0 expected, got %d %d", q6_value(q6, 0, 1),
