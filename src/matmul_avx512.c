@@ -32,7 +32,15 @@
  *    a software prefetch walks the *next* tile linearly (prefetcht1, at
  *    least 16 KiB ahead; T0 was clearly worse).
  *  - For B > C the same R weight rows are re-read for the next C batch
- *    rows; they are then in L1/L2, so memory sees W once per call.
+ *    rows; they are then in L1/L2, so memory sees W once per call. Where
+ *    R rows exceed 12 KiB (F32 from K = 769) the compute-bound tiles run
+ *    in k-blocks (rows_kblocked), so that the rows stay in L1 and only the
+ *    activations stream from L2. Napkin: a 4 x 4 tile loads 4 activation
+ *    vectors per 16 FMAs, 16 bytes per FMA; at two 512-bit FMAs a cycle
+ *    (Zen 5) that is 32 of L2's 64 bytes a cycle, and with the weights from
+ *    L2 as well (mlp.c_proj, K = 3072, 48 KiB of rows) all 64. On Zen 4
+ *    (one FMA a cycle) it was within noise either way: 1-thread prefill
+ *    of 512 tokens, 4 interleaved pairs, 469-495 against 424-499 tok/s.
  *  - Q8: the activations are quantized once per call into scratch, in the
  *    tiles' order; the scale products dw * dx of the next 16 blocks are
  *    made once per tile (one vector multiply per weight row and batch row),
@@ -173,12 +181,19 @@ AI void finish_tile_4x4(__m512 acc[RMAX][CMAX], size_t n, size_t b0, size_t N, f
     }
 }
 
-// One tile: weight rows n, n + rs, ... (R of them) x batch rows [b0, b0+C).
-// R and C are constants after inlining, so the arrays live in registers.
-// xp: the packed activations of this batch chunk ([k/16][c][16], zero-padded
-// to a multiple of 16), or NULL to read the rows of inp in place.
+// One tile: weight rows n, n + rs, ... (R of them) x batch rows [b0, b0+C),
+// over the inputs [k0, k1) (k0 a multiple of 16; k1 = K or a multiple of
+// 16). R and C are constants after inlining, so the arrays live in
+// registers. xp: the packed activations of this batch chunk ([k/16][c][16],
+// zero-padded to a multiple of 16), or NULL to read the rows of inp in
+// place. saved: NULL when [k0, k1) = [0, K); else the accumulators
+// (R x C vectors) between the k-blocks of rows_kblocked: they start at zero
+// when k0 = 0, else from saved, and go back to saved unless k1 = K, when the
+// tile finishes. Storing an accumulator and loading it again changes no bit:
+// each output is the same chain of FMAs in the same order.
 AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
-             const float *inp, const float *xp, const float *bias, int accumulate) {
+             const float *inp, const float *xp, const float *bias, int accumulate, size_t k0, size_t k1,
+             __m512 *saved) {
     const size_t K = W->K, N = W->N, es = esize(dt);
     const char *wr[RMAX];
     const float *xr[CMAX];
@@ -191,13 +206,13 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+        for (int c = 0; c < C; c++) acc[r][c] = saved && k0 > 0 ? saved[r * C + c] : _mm512_setzero_ps();
 
 // x vector of batch row c at element k (a full vector)
 #define XV(c, k) (xp ? _mm512_load_ps(xp + (k) * (size_t)C + 16 * (size_t)(c)) : _mm512_loadu_ps(xr[c] + (k)))
 
-    size_t k = 0;
-    for (; k + 16 <= K; k += 16) {
+    size_t k = k0;
+    for (; k + 16 <= k1; k += 16) {
         if (rs == 1 && (R > 1 || C > 1)) {  // walk the next tile linearly (see the top)
             const size_t tb = (size_t)R * W->ldw * es;
             const uintptr_t next = (uintptr_t)wr[0] + (tb > PF_DIST ? tb : (size_t)PF_DIST) + k * (size_t)R * es;
@@ -223,7 +238,7 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
         }
     }
     // K tail (< 16 left): one more step in which lanes k >= K see w = x = +0.
-    if (k < K) {
+    if (k < k1) {
         const __mmask16 m = tail_mask(K - k);
         __m512 wv[RMAX];
 #pragma GCC unroll 8
@@ -237,6 +252,13 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
     }
 #undef XV
 
+    if (saved && k1 < K) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) saved[r * C + c] = acc[r][c];
+        return;
+    }
     if (R == 4 && C == 4 && rs == 1) finish_tile_4x4(acc, n, b0, N, out, bias, accumulate);
     else finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
@@ -601,7 +623,7 @@ AI void tile_at(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t r
         tile_blocked(dt, R, C, W, n, rs, b0, out, (const int16_t *)xp + b0 * W->Kq, dx, bias, accumulate);
     else
         tile(dt, R, C, PFS, W, n, rs, b0, out, inp, xp ? (const float *)xp + b0 * kpad(W->K) : NULL, bias,
-             accumulate);
+             accumulate, 0, W->K, NULL);
 }
 
 // R weight rows (rs apart) from n, all B batch rows in chunks of CM.
@@ -626,6 +648,39 @@ AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs,
     }
 }
 
+// rows() for the compute-bound tiles of a float dtype (R adjacent rows x CM,
+// packed activations) when a tile's R weight rows are more than one L1's
+// share (KB_BYTES): K is cut into k-blocks whose R rows stay in L1 while
+// every batch chunk of up to KB_CHUNKS x CM rows passes them, each chunk's
+// accumulators kept between the blocks (tile()'s saved). Otherwise both the
+// weight rows and the activations would stream from L2 (GPT-2's
+// mlp.c_proj, K = 3072: 64 KiB per tile), which is at L2's rate on a core
+// with two FMA pipes. The same FMAs per output in the same order.
+enum { KB_BYTES = 12288, KB_CHUNKS = 8 };
+
+AI size_t kblock(int R, DType dt) { return KB_BYTES / ((size_t)R * esize(dt)) / 16 * 16; }
+
+AI void rows_kblocked(DType dt, int R, int CM, int PFS, const WD *W, size_t n, float *out, const float *inp,
+                      const float *xp, const float *bias, size_t B, int accumulate) {
+    const size_t K = W->K, KB = kblock(R, dt), Kp = kpad(K);
+    __m512 saved[KB_CHUNKS][RMAX * CMAX];
+    for (size_t s0 = 0; s0 < B; s0 += (size_t)KB_CHUNKS * (size_t)CM) {
+        const size_t s1 = B - s0 < (size_t)KB_CHUNKS * (size_t)CM ? B : s0 + (size_t)KB_CHUNKS * (size_t)CM;
+        for (size_t k0 = 0; k0 < K; k0 += KB) {
+            const size_t k1 = K - k0 < KB ? K : k0 + KB;
+            size_t b = s0, i = 0;
+            for (; b + (size_t)CM <= s1; b += (size_t)CM, i++)
+                tile(dt, R, CM, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]);
+            switch (s1 - b) {  // batch tail (chunk_rows with CM = 4): one smaller tile
+            case 3: tile(dt, R, 3, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]); break;
+            case 2: tile(dt, R, 2, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]); break;
+            case 1: tile(dt, R, 1, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]); break;
+            default: break;
+            }
+        }
+    }
+}
+
 // Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others use it from B = 2.
 AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
                 const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
@@ -646,6 +701,9 @@ AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float 
         const size_t part = (n1 - n0) / (size_t)R;
         for (; n < n0 + part; n++) rows(dt, R, CM, PFS, W, n, part, out, inp, xp, dx, bias, B, accumulate);
         n = n0 + part * (size_t)R;
+    } else if (!dtype_is_blocked(dt) && xp && CM == 4 && W->K > kblock(R, dt)) {
+        for (; n + (size_t)R <= n1; n += (size_t)R)
+            rows_kblocked(dt, R, CM, PFS, W, n, out, inp, (const float *)xp, bias, B, accumulate);
     } else {
         for (; n + (size_t)R <= n1; n += (size_t)R)
             rows(dt, R, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);

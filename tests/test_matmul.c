@@ -597,10 +597,13 @@ static void sweep(void) {
 // batch sizes whose AVX-512 tiles are 4 x 4 (their outputs reduced 16 at a
 // time), with their 1..3-row tails and a second group: every ISA the
 // scalar bits, F32, F16, BF16, and Q4 and Q6 (whole and partial groups).
+// From K = 769 (F32) and 1537 (F16, BF16) those tiles run in k-blocks, the
+// accumulators of up to 8 chunks of 4 rows kept between blocks: 71 rows are
+// two such runs of 8 chunks and one of a chunk and a 3-row tail.
 static void test_long_rows(void) {
     static const size_t Ks[] = {769, 1000, 1536, 1543, 3072};
     static const size_t Ns[] = {4, 9, 37};
-    static const size_t Bs[] = {8, 9, 10, 11, 13, 16, 31, MATMUL_GROUP, MATMUL_GROUP + 3};
+    static const size_t Bs[] = {8, 9, 10, 11, 13, 16, 31, MATMUL_GROUP, MATMUL_GROUP + 3, 2 * MATMUL_GROUP + 7};
     const size_t Kmax = 3072, Nmax = 37;
     GptError err;
     Bufs u;
