@@ -15,7 +15,16 @@ void openblas_set_num_threads(int n);
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
 
+// OpenBLAS's, exported but in no header: ends its threads (its fork handler
+// calls it); weak, so that a build against a BLAS without it still links.
+int blas_thread_shutdown_(void) __attribute__((weak));
+
 void blas_single_threaded(void) { openblas_set_num_threads(1); }
+
+void blas_stop_threads(void) {
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
 
 const char *blas_describe(char *buf, size_t cap) {
     snprintf(buf, cap, "%s (core %s)", openblas_get_config(), openblas_get_corename());

@@ -40,6 +40,15 @@ enum { BLAS_MIN_ROWS = 64 };
 // of threads stays asleep): blas_matmul and blas_attention split the work
 // over our pool instead. forward_state_use_blas calls it.
 void blas_single_threaded(void);
+// blas_single_threaded, and OpenBLAS's own threads ended. OpenBLAS starts
+// them when the program loads (one per core but one), and they spin for
+// their first tenth of a second or so before they sleep: on a 2-core
+// machine that is a core taken from our threads while the model loads and
+// the prompt runs (gpt -t 2, a 128-token prompt and 8 tokens: 0.20 s wall
+// with them, 0.17 s without). gpt calls it first thing. Not thread-safe:
+// call it before any thread of the program uses OpenBLAS. A later call
+// that wants OpenBLAS's threads starts them again.
+void blas_stop_threads(void);
 // "OpenBLAS <version> (<core>)", for reports; buf of cap bytes.
 const char *blas_describe(char *buf, size_t cap);
 

@@ -14,6 +14,7 @@
  * The references of transformers themselves are held to --blas in
  * test_demo (the held-out windows' log-probabilities).
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -145,8 +146,35 @@ static void test_model(void) {
     model_free(&m);
 }
 
+// The threads of this process (/proc/self/task), or -1 where there is no /proc.
+static int threads_of_this_process(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+// blas_stop_threads ends OpenBLAS's threads (started when the program
+// loaded, one per core but one): this process is then one thread, and
+// OpenBLAS still computes (every test after this one runs on it).
+static void test_stop_threads(void) {
+    int before = threads_of_this_process();
+    blas_stop_threads();
+    int after = threads_of_this_process();
+    if (before < 0) {
+        printf("test_blas: no /proc/self/task, OpenBLAS's threads not counted\n");
+        return;
+    }
+    printf("test_blas: threads of this process: %d at start (OpenBLAS's), %d after blas_stop_threads\n", before,
+           after);
+    CHECK(after == 1, "blas_stop_threads must leave the process one thread, not %d (%d before)", after, before);
+}
+
 int main(void) {
-    blas_single_threaded();
+    test_stop_threads();
     GptError err = {{0}};
     ThreadPool *pool = threadpool_create(3, &err);
     CHECK(pool != NULL, "%s", err.msg);
