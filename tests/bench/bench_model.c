@@ -26,7 +26,8 @@
  *   - aggregate decode of B = 1, 2, 4, 8, 16 sequences stepping together
  *     (one forward call per step: each weight read serves B tokens);
  *   - prefill of 512 tokens (interleaved with the sgemm passes above);
- * and decode at a 900-token context with an F32 and an F16 KV cache.
+ * and decode at a 900-token context with an F32 and an F16 KV cache; and
+ * each of a layer's four F32 products alone against sgemm on its shape.
  * Prints numbers; asserts nothing about time.
  */
 #include <cblas.h>
@@ -94,6 +95,39 @@ static double sgemm_pass_gflops(const SgemmPass *p) {
 static void sgemm_pass_free(SgemmPass *p) {
     free(p->x);
     free(p->y);
+}
+
+// Each of a layer's four products alone, ours against sgemm on the same
+// shape and weights (layer 0's, F32, T rows), interleaved, best of 3 each:
+// where the prefill falls short of the bound, which shape it is (on a new
+// CPU, the one whose tiles want changing). GFLOP/s into ours[4], blas[4].
+static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, double ours[4], double blas[4]) {
+    const GPT2Layer *lw = &m->weights.layers[0];
+    const Weight *w[4] = {&lw->qkv_w, &lw->attn_proj_w, &lw->fc_w, &lw->fc_proj_w};
+    size_t C = (size_t)m->config.n_embd, n_threads = (size_t)threadpool_size(pool);
+    size_t per_thread = matmul_scratch_floats(MATMUL_GROUP, 4 * C);
+    float *scratch = aligned_alloc(64, n_threads * per_thread * sizeof(float));
+    float *x = aligned_alloc(64, T * 4 * C * sizeof(float)), *y = aligned_alloc(64, T * 4 * C * sizeof(float));
+    for (size_t i = 0; i < T * 4 * C; i++) x[i] = 0.001f * (float)(i % 97);
+    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa()};
+    for (int s = 0; s < 4; s++) {
+        size_t K = w[s]->n_in, N = w[s]->n_out;
+        double flops = 2.0 * (double)T * (double)K * (double)N;
+        ours[s] = blas[s] = 0;
+        matmul(y, x, w[s], NULL, T, 0, &ctx);  // untimed: the weights into the caches, as for sgemm
+        for (int round = 0; round < 3; round++) {
+            double t0 = now_seconds();
+            matmul(y, x, w[s], NULL, T, 0, &ctx);
+            double t1 = now_seconds();
+            // y(T,N) = x(T,K) @ W(N,K)^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)N, (int)K, 1.0f, x, (int)K,
+                        w[s]->data, (int)K, 0.0f, y, (int)N);
+            double t2 = now_seconds();
+            if (flops / (t1 - t0) / 1e9 > ours[s]) ours[s] = flops / (t1 - t0) / 1e9;
+            if (flops / (t2 - t1) / 1e9 > blas[s]) blas[s] = flops / (t2 - t1) / 1e9;
+        }
+    }
+    free(scratch), free(x), free(y);
 }
 
 // ---------------------------------------------------------------------------
@@ -293,6 +327,14 @@ int main(int argc, char **argv) {
                    "memory %.0f)\n",
                    agg[2] / agg[0], agg[4] / agg[0], 100 * agg[4] / ceiling, ceiling,
                    compute < memory ? "compute" : "memory", compute, memory);
+        }
+        if (on[0]) {
+            static const char *const names[4] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+            double ours[4], blas[4];
+            products_by_shape(&models[0], pool, PREFILL, ours, blas);
+            printf("  f32 products alone (layer 0, T = %d), GFLOP/s ours / sgemm:", PREFILL);
+            for (int s = 0; s < 4; s++) printf(" %s %.0f / %.0f (%.2f)", names[s], ours[s], blas[s], ours[s] / blas[s]);
+            printf("\n");
         }
         // a long context: the KV cache read joins the weights
         if (!on[0]) {
