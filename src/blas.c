@@ -22,7 +22,7 @@ int blas_thread_shutdown_(void) __attribute__((weak));
 void blas_single_threaded(void) { openblas_set_num_threads(1); }
 
 void blas_stop_threads(void) {
-    openblas_set_num_threads(1);
+    blas_single_threaded();
     if (blas_thread_shutdown_) blas_thread_shutdown_();
 }
 

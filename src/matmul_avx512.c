@@ -654,8 +654,8 @@ AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs,
 // every batch chunk of up to KB_CHUNKS x CM rows passes them, each chunk's
 // accumulators kept between the blocks (tile()'s saved). Otherwise both the
 // weight rows and the activations would stream from L2 (GPT-2's
-// mlp.c_proj, K = 3072: 64 KiB per tile), which is at L2's rate on a core
-// with two FMA pipes. The same FMAs per output in the same order.
+// mlp.c_proj, K = 3072: 48 KiB of weight rows per tile), which is at L2's
+// rate on a core with two FMA pipes. The same FMAs per output in the same order.
 enum { KB_BYTES = 12288, KB_CHUNKS = 8 };
 
 AI size_t kblock(int R, DType dt) { return KB_BYTES / ((size_t)R * esize(dt)) / 16 * 16; }
