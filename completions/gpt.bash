@@ -13,71 +13,74 @@
 # them in the help, and each applies to exactly the modes listed.
 
 # Each option of gpt; the modes it applies to (g generation, b --batch,
-# s --score, t --tokenize, d --detokenize; src/cli/options.c's modes_of);
+# s --score, t --tokenize, d --detokenize, c --choice; src/cli/options.c's
+# modes_of);
 # its value: - (none), file, dtype, kvtype, or text (not completed).
 _gpt_options='
--m                  gbstd file
---model             gbstd file
--p                  gstd  text
---prompt            gstd  text
---keep-newline      g     -
---tokenizer         gbstd file
---dtype             gbs   dtype
---kv-type           gbs   kvtype
---special           gbst  -
--n                  gb    text
---max-tokens        gb    text
---temp              gb    text
---top-k             gb    text
---top-p             gb    text
---min-p             gb    text
---repeat-penalty    gb    text
--s                  gb    text
---seed              gb    text
---stop              gb    text
---ignore-eos        gb    -
---echo              g     -
---draft             g     file
---draft-dtype       g     dtype
---draft-tokens      g     text
---lookup            g     text
---jsonl             b     -
---parallel          b     text
---kv-budget         b     text
---unordered         b     -
---text              b     -
---first-index       b     text
---prefill-chunk     b     text
---no-prefix-sharing b     -
---stats-json        b     -
---per-token         s     -
---stride            s     text
---json              gst   -
---stats             gbs   -
--t                  gbs   text
---threads           gbs   text
--h                  gbstd -
---help              gbstd -
---version           gbstd -
---batch             b     -
---score             s     -
---tokenize          t     -
---detokenize        d     -
---progress          bs    -
---blas              gs    -
+-m                  gbstdc file
+--model             gbstdc file
+-p                  gstdc  text
+--prompt            gstdc  text
+--keep-newline      gc     -
+--tokenizer         gbstdc file
+--dtype             gbsc   dtype
+--kv-type           gbsc   kvtype
+--special           gbstc  -
+-n                  gb     text
+--max-tokens        gb     text
+--temp              gb     text
+--top-k             gb     text
+--top-p             gb     text
+--min-p             gb     text
+--repeat-penalty    gb     text
+-s                  gb     text
+--seed              gb     text
+--stop              gb     text
+--ignore-eos        gb     -
+--echo              gb     -
+--draft             g      file
+--draft-dtype       g      dtype
+--draft-tokens      g      text
+--lookup            g      text
+--jsonl             b      -
+--parallel          b      text
+--kv-budget         b      text
+--unordered         b      -
+--text              b      -
+--first-index       b      text
+--prefill-chunk     b      text
+--no-prefix-sharing b      -
+--stats-json        b      -
+--per-token         gs     -
+--stride            s      text
+--json              gstc   -
+--stats             gbsc   -
+-t                  gbsc   text
+--threads           gbsc   text
+-h                  gbstdc -
+--help              gbstdc -
+--version           gbstdc -
+--batch             b      -
+--score             s      -
+--tokenize          t      -
+--detokenize        d      -
+--progress          bs     -
+--blas              gs     -
+--logprobs          gb     text
+--choice            c      text
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='
---dtype             c     dtype
---tokenizer         c     file
+--dtype             gbsc  dtype
+--tokenizer         gbstdcfile
 --force             c     -
 --progress          c     -
--h                  c     -
---help              c     -
+-h                  gbstdc-
+--help              gbstdc-
 '
 _gpt_inspect_options='
--h                  c     -
---help              c     -
+-h                  gbstdc-
+--help              gbstdc-
 '
 _gpt_subcommands='convert inspect'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
@@ -179,6 +182,7 @@ _gpt() {
             --score) mode=s ;;
             --tokenize) mode=t ;;
             --detokenize) mode=d ;;
+            --choice) mode=c ;;
         esac
         # its value is the next word (not -n20, --temp=0.7)
         [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))
@@ -189,11 +193,11 @@ _gpt() {
         return
     fi
     # the options of the mode (all of them while none is given), less those
-    # given already (--stop repeats)
+    # given already (--stop and --choice repeat)
     while read -r name modes value; do
         [[ -n $name ]] || continue
         [[ -z $mode || $modes == *$mode* ]] || continue
-        [[ $name == --stop || $seen != *" $name "* ]] || continue
+        [[ $name == --stop || $name == --choice || $seen != *" $name "* ]] || continue
         list+=" $name"
     done <<< "$table"
     ((COMP_CWORD == 1)) && list="$_gpt_subcommands $list"

@@ -46,13 +46,17 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
     e->which = calloc(cfg->max_seqs, sizeof *e->which);
     e->prefilling = calloc(cfg->max_seqs, sizeof *e->prefilling);
     e->verify_tokens = malloc((cfg->max_verify + 1) * sizeof *e->verify_tokens);
-    if (!e->inputs || !e->which || !e->prefilling || !e->verify_tokens) {
+    e->raw_logits = malloc((size_t)m->config.vocab_size * sizeof *e->raw_logits);
+    if (!e->inputs || !e->which || !e->prefilling || !e->verify_tokens || !e->raw_logits) {
         engine_free(e);
         return gpt_error(err, "engine: out of memory");
     }
-    // a verify step runs max_verify + 1 rows of one sequence, all with logits
+    // a verify step runs max_verify + 1 rows of one sequence, all with
+    // logits; an ordinary step one row per sequence, and up to
+    // prompt_logit_rows more for the prompts' log-probabilities
     size_t max_tokens = cfg->max_step_tokens > cfg->max_verify + 1 ? cfg->max_step_tokens : cfg->max_verify + 1;
-    size_t max_rows = cfg->max_seqs > cfg->max_verify + 1 ? cfg->max_seqs : cfg->max_verify + 1;
+    size_t step_rows = cfg->max_seqs + cfg->prompt_logit_rows;
+    size_t max_rows = step_rows > cfg->max_verify + 1 ? step_rows : cfg->max_verify + 1;
     if (forward_state_init(&e->fs, &m->config, max_tokens, n_ctx, max_rows, cfg->pool, err) != 0 ||
         (cfg->use_blas && forward_state_use_blas(&e->fs, &m->config, err) != 0) ||
         sampler_scratch_init(&e->scratch, (size_t)m->config.vocab_size, err) != 0 ||
@@ -72,6 +76,7 @@ void engine_free(Engine *e) {
     free(e->which);
     free(e->prefilling);
     free(e->verify_tokens);
+    free(e->raw_logits);
     memset(e, 0, sizeof *e);
 }
 
@@ -82,6 +87,44 @@ int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int
     int32_t eot = tokenizer_eot_id(tok);
     if (eot < 0) return gpt_error(err, "empty prompt and the tokenizer has no <|endoftext|>");
     (*ids)[(*n)++] = eot;  // an empty result still has room for one id (tokenizer.h)
+    return 0;
+}
+
+int choice_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
+                  int special, int32_t **ids, size_t *n, size_t *first, GptError *err) {
+    *ids = NULL;
+    if (choice_len == 0) return gpt_error(err, "an empty choice has no tokens to score");
+    char *whole = malloc(prompt_len + choice_len);
+    if (!whole) return gpt_error(err, "out of memory");
+    memcpy(whole, prompt, prompt_len);
+    memcpy(whole + prompt_len, choice, choice_len);
+    int rc = tokenizer_encode(tok, whole, prompt_len + choice_len, special, ids, n, err);
+    free(whole);
+    if (rc != 0) return -1;
+    // the context: the tokens whose bytes all lie in the prompt
+    size_t k = 0, bytes = 0, len;
+    while (k < *n && tokenizer_token_bytes(tok, (*ids)[k], &len) && bytes + len <= prompt_len) {
+        bytes += len;
+        k++;
+    }
+    if (k == 0) {
+        // no token of the prompt's own (an empty prompt, or the first token
+        // runs on into the choice): <|endoftext|> before, as for an empty prompt
+        int32_t eot = tokenizer_eot_id(tok);
+        int32_t *more = eot < 0 ? NULL : realloc(*ids, (*n + 1) * sizeof **ids);
+        if (!more) {
+            free(*ids);
+            *ids = NULL;
+            return gpt_error(err, eot < 0 ? "the choice needs a context and the tokenizer has no <|endoftext|>"
+                                          : "out of memory");
+        }
+        memmove(more + 1, more, *n * sizeof *more);
+        more[0] = eot;
+        *ids = more;
+        (*n)++;
+        k = 1;
+    }
+    *first = k;
     return 0;
 }
 
@@ -123,6 +166,17 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     s->n_tokens = s->n_prompt = n_prompt;
     s->max_new = p->max_new;
     s->ignore_eos = p->ignore_eos;
+    s->lp_from = n_prompt;
+    if (p->logprobs) {
+        if (p->top_logprobs > LOGPROBS_TOP_MAX)
+            return gpt_error(err, "top_logprobs %zu: at most %d", p->top_logprobs, LOGPROBS_TOP_MAX);
+        // a prompt's own log-probabilities need its rows' logits
+        if (p->logprobs_from && p->logprobs_from < n_prompt && !e->cfg.prompt_logit_rows)
+            return gpt_error(err, "engine: prompt log-probabilities need EngineConfig.prompt_logit_rows");
+        s->logprobs = 1;
+        s->top_logprobs = p->top_logprobs;
+        s->lp_from = p->logprobs_from && p->logprobs_from < n_prompt ? p->logprobs_from : n_prompt;
+    }
     if (p->n_stops) {
         s->stops = calloc(p->n_stops, sizeof *s->stops);
         if (!s->stops) return gpt_error(err, "out of memory");
@@ -160,6 +214,7 @@ void sequence_free(Sequence *s, Engine *e) {
     for (size_t i = 0; i < s->n_stops; i++) free(s->stops[i]);
     free(s->stops);
     free(s->held);
+    free(s->lp);
     sampler_free(&s->sampler);
     token_stream_free(&s->stream);
     memset(s, 0, sizeof *s);
@@ -177,7 +232,10 @@ int engine_admit(Engine *e, Sequence *s, GptError *err) {
     size_t shared = 0;
     if (e->cfg.share_prefixes) {
         int wait = 0;
-        s->prefix_reused = kvcache_share_prefix(c, s->tokens, s->n_prompt, &shared, &wait);
+        // the row before the first reported prompt token must run: it has
+        // that token's logits
+        size_t n = s->lp_from < s->n_prompt ? s->lp_from : s->n_prompt;
+        s->prefix_reused = kvcache_share_prefix(c, s->tokens, n, &shared, &wait);
         if (wait) {
             kvpool_unreserve(e->kv, need);
             return 0;
@@ -270,17 +328,62 @@ static void stop(Sequence *s, StopReason why) {
     s->held_len = 0;
 }
 
+// Appends the log-probability of token id under the row summarized by sum
+// (whose raw logits are row) to s's. 0, or -1 out of memory.
+static int add_logprob(Sequence *s, const LogitsSummary *sum, const float *row, int32_t id) {
+    if (grow_array(&s->lp, &s->lp_cap, s->n_lp + 1, sizeof *s->lp) != 0) return -1;
+    TokenLogprob *t = &s->lp[s->n_lp++];
+    t->id = id;
+    t->logprob = logprob_of(sum, row, id);
+    t->n_top = sum->n_top;
+    for (size_t i = 0; i < sum->n_top; i++) {
+        t->top_ids[i] = sum->top[i];
+        t->top_logprobs[i] = logprob_of(sum, row, sum->top[i]);
+    }
+    return 0;
+}
+
+// The log-probabilities of the prompt tokens that the rows of a chunk
+// predict: row i (position at + i) predicts token at + i + 1.
+static int add_prompt_logprobs(Engine *e, Sequence *s, size_t at, size_t rows, const float *logits) {
+    size_t V = (size_t)e->model->config.vocab_size;
+    for (size_t i = 0; i < rows; i++) {
+        size_t target = at + i + 1;
+        if (target < s->lp_from || target >= s->n_prompt) continue;
+        LogitsSummary sum;
+        logits_summarize(logits + i * V, V, s->top_logprobs, e->scratch.isa, &sum);
+        if (add_logprob(s, &sum, logits + i * V, s->tokens[target]) != 0) return -1;
+    }
+    return 0;
+}
+
 // One draw from the logits of s's last position, and what follows from it.
 static void sample_next(Engine *e, Sequence *s, float *logits) {
-    size_t n_ctx = (size_t)e->model->config.n_ctx;
+    size_t n_ctx = (size_t)e->model->config.n_ctx, V = (size_t)e->model->config.vocab_size;
     if (s->n_generated >= s->max_new) return stop(s, STOP_LENGTH);
     if (s->n_tokens >= n_ctx) return stop(s, STOP_CONTEXT);
+    // The log-probabilities are of the raw logits, which the sampler's
+    // repetition penalty changes in place: summarized first, and the row
+    // kept when the penalty will change it.
+    LogitsSummary sum;
+    const float *raw = logits;
+    if (s->logprobs) {
+        logits_summarize(logits, V, s->top_logprobs, e->scratch.isa, &sum);
+        if (s->sampler.params.repeat_penalty != 1.0f) {
+            memcpy(e->raw_logits, logits, V * sizeof *logits);
+            raw = e->raw_logits;
+        }
+    }
     int32_t next = sampler_sample(&s->sampler, logits, s->tokens, s->n_tokens);
     if (next < 0) {
         gpt_error(&s->error, "the model produced no usable logits (NaN or infinite)");
         return stop(s, STOP_ERROR);
     }
     if (next == e->eot && !s->ignore_eos) return stop(s, STOP_EOS);
+    if (s->logprobs && add_logprob(s, &sum, raw, next) != 0) {
+        gpt_error(&s->error, "out of memory");
+        return stop(s, STOP_ERROR);
+    }
     s->tokens[s->n_tokens++] = next;
     s->n_generated++;
     s->last_token = next;
@@ -302,6 +405,7 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
     // The batch: decodes first (one token each), then prompt chunks in the
     // budget that is left.
     size_t budget = e->cfg.max_step_tokens, n_in = 0;
+    size_t logit_rows = e->cfg.prompt_logit_rows;  // left for prompts' log-probabilities
     size_t *which = e->which;                // input j is sequence which[j]
     unsigned char *prefilling = e->prefilling;  // of sequence i
     for (int pass = 0; pass < 2; pass++) {
@@ -315,13 +419,28 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             if (decoding != (pass == 0) || budget == 0) continue;
             size_t take = decoding ? 1 : s->n_prompt - at;
             if (take > budget) take = budget;
+            LogitsWanted want = at + take >= s->n_prompt ? LOGITS_LAST : LOGITS_NONE;
+            if (!decoding && s->lp_from < s->n_prompt) {
+                // the prompt's log-probabilities: the rows before the one
+                // that predicts the first reported token run without
+                // logits, the rest with (a chunk of at most logit_rows)
+                size_t first_row = s->lp_from - 1;
+                if (at < first_row) {
+                    if (take > first_row - at) take = first_row - at;
+                    want = LOGITS_NONE;
+                } else {
+                    if (take > logit_rows) take = logit_rows;
+                    if (take == 0) continue;  // next step
+                    logit_rows -= take;
+                    want = LOGITS_ALL;
+                }
+            }
             if (kvcache_grow(&s->cache, at + take) != 0) {
                 gpt_error(&s->error, "kvcache: the pool broke its promise");
                 stop(s, STOP_ERROR);
                 continue;
             }
-            e->inputs[n_in] = (SeqInput){.tokens = s->tokens + at, .n_tokens = take, .cache = &s->cache,
-                                        .want = at + take >= s->n_prompt ? LOGITS_LAST : LOGITS_NONE};
+            e->inputs[n_in] = (SeqInput){.tokens = s->tokens + at, .n_tokens = take, .cache = &s->cache, .want = want};
             prefilling[i] = !decoding;
             which[n_in++] = i;
             budget -= take;
@@ -337,9 +456,17 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
         size_t V = (size_t)e->model->config.vocab_size;
         for (size_t j = 0; j < n_in; j++) {
             Sequence *s = seqs[which[j]];
+            const SeqInput *in = &e->inputs[j];
             double ts = now_seconds();
-            if (e->inputs[j].want == LOGITS_LAST)
-                sample_next(e, s, e->fs.logits + e->inputs[j].logits_row * V);
+            const float *rows = e->fs.logits + in->logits_row * V;
+            size_t at = (size_t)(in->tokens - s->tokens);
+            if (in->want == LOGITS_ALL && add_prompt_logprobs(e, s, at, in->n_tokens, rows) != 0) {
+                gpt_error(&s->error, "out of memory");
+                stop(s, STOP_ERROR);
+            }
+            // the last row of a chunk that ends the prompt, or of a decode
+            if (!s->stop && in->want != LOGITS_NONE && at + in->n_tokens >= s->n_prompt)
+                sample_next(e, s, e->fs.logits + (in->logits_row + (in->want == LOGITS_ALL ? in->n_tokens - 1 : 0)) * V);
             double sample_seconds = now_seconds() - ts;
             if (prefilling[which[j]]) {
                 e->prefill_tokens += e->inputs[j].n_tokens;
@@ -437,16 +564,6 @@ int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, G
 // ---------------------------------------------------------------------------
 // scoring
 
-// log p(target | row) for one row of logits, in double.
-static double log_softmax_at(const float *logits, size_t V, int32_t target) {
-    double max = -INFINITY;
-    for (size_t i = 0; i < V; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0.0;
-    for (size_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
-    return (double)logits[target] - max - log(sum);
-}
-
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
                  int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err) {
     const GPT2Config *c = &m->config;
@@ -465,6 +582,7 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
         forward_state_init(&fs, c, window < SCORE_CHUNK ? window : SCORE_CHUNK, window, SCORE_CHUNK, pool, err) != 0 ||
         (use_blas && forward_state_use_blas(&fs, c, err) != 0))
         goto done;
+    CpuIsa isa = cpu_best_isa();
     double t0 = now_seconds();
     size_t scored_to = 1;  // targets [1, scored_to) are done
     size_t scored = 0;     // log-probabilities written
@@ -487,7 +605,10 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
             for (size_t i = 0; seq.want == LOGITS_ALL && i < len; i++) {
                 size_t target = start + i + 1;
                 if (target < scored_to || target >= end) continue;
-                logprobs[target - 1] = log_softmax_at(fs.logits + (seq.logits_row + i) * V, V, ids[target]);
+                const float *row = fs.logits + (seq.logits_row + i) * V;
+                LogitsSummary sum;
+                logits_summarize(row, V, 0, isa, &sum);
+                logprobs[target - 1] = logprob_of(&sum, row, ids[target]);
                 scored++;
             }
             if (progress && progress->report) progress->report(progress->ctx, scored, n - 1, st.windows);

@@ -36,6 +36,7 @@
 #include "error.h"
 #include "forward.h"
 #include "kvcache.h"
+#include "logprobs.h"
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -58,7 +59,27 @@ typedef struct {
     int ignore_eos;          // keep going after <|endoftext|>
     const char *const *stops;  // stop when the text contains one of these (copied)
     size_t n_stops;
+    // Log-probabilities (logprobs.h): with `logprobs`, each generated token's
+    // under the model's distribution at its position (the raw logits' log-
+    // softmax: before the penalty, temperature and filters, which never
+    // change), with the top_logprobs most likely tokens there; and with
+    // logprobs_from >= 1, the prompt's tokens from that one on too (their
+    // rows then run with logits: EngineConfig.prompt_logit_rows). Computing
+    // them never changes which token is drawn.
+    int logprobs;
+    size_t top_logprobs;     // 0 .. LOGPROBS_TOP_MAX
+    size_t logprobs_from;    // the first prompt token reported (>= 1); 0: none of the prompt's
 } GenParams;
+
+// One token's log-probability and the most likely tokens at its position,
+// most likely first (equal logits by ascending id).
+typedef struct {
+    int32_t id;
+    double logprob;
+    size_t n_top;
+    int32_t top_ids[LOGPROBS_TOP_MAX];
+    double top_logprobs[LOGPROBS_TOP_MAX];
+} TokenLogprob;
 
 typedef struct {
     int32_t *tokens;        // (capacity + 1) the prompt, then the generated ids
@@ -79,6 +100,13 @@ typedef struct {
     size_t n_stops, max_stop_len;
     char *held;             // text held back: it may be the start of a stop string
     size_t held_len;
+    // log-probabilities (GenParams.logprobs): lp[i] is token lp_from + i's,
+    // for every token from lp_from (the prompt's first reported, or n_prompt)
+    // to the last appended
+    int logprobs;
+    size_t top_logprobs, lp_from;
+    TokenLogprob *lp;
+    size_t n_lp, lp_cap;
     // what this sequence cost
     size_t positions;       // positions its cache holds (held when it stopped)
     size_t prefix_reused;   // prompt positions shared from other sequences' blocks
@@ -102,6 +130,9 @@ typedef struct {
     int share_prefixes;       // prompts that start alike share computed blocks
     size_t max_verify;        // proposals engine_step_verify may check at once (0: none)
     int use_blas;             // long prefill chunks through OpenBLAS (blas.h; not bitwise)
+    size_t prompt_logit_rows; // prompt rows one step may run with logits, for the
+                              // prompts' log-probabilities (GenParams.logprobs_from);
+                              // 0: no sequence may ask for them
     ThreadPool *pool;         // threads for the model (NULL: one); must outlive the engine
 } EngineConfig;
 
@@ -114,6 +145,7 @@ typedef struct {
     SamplerScratch scratch;   // shared by every sequence's sampler
     KVPool *kv;               // the blocks of every sequence's cache
     int32_t *verify_tokens;   // (max_verify + 1) a verify step's input
+    float *raw_logits;        // (vocab) a row before the repetition penalty, for its log-probabilities
     SeqInput *inputs;         // (max_seqs) one step's batch
     size_t *which;            // (max_seqs) the sequence of each input
     unsigned char *prefilling;  // (max_seqs) per sequence: still reading its prompt
@@ -132,6 +164,21 @@ void engine_free(Engine *e);  // NULL-safe, idempotent; free the sequences first
 // set.
 int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
                   GptError *err);
+// Multiple choice: the tokens of prompt + choice, tokenized as one text,
+// and *first, where the choice's tokens begin: the tokens whose bytes all
+// lie in the prompt are its context, and the first token that holds a byte
+// of the choice is the choice's first (a token across the boundary, such
+// as " yes" of "Answer:" + " yes" when the prompt ends in a space, belongs
+// to the choice: its log-probability covers that byte of the prompt too).
+// This is lm-evaluation-harness's rule (tokenize the whole, split where the
+// context ends), with the straddling token given to the choice. When no
+// token lies wholly in the prompt (an empty prompt), <|endoftext|> is put
+// before them, as generation does for an empty prompt, and *first is 1.
+// Log-probabilities of ids[first..n) are the choice's, each the one
+// --score gives that token of the same ids. *ids is malloc'd; 0, or -1 with
+// err set (an empty choice).
+int choice_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
+                  int special, int32_t **ids, size_t *n, size_t *first, GptError *err);
 // Whether a prompt of n tokens fits the model's context: 0, or -1 with err
 // set ("the prompt is N tokens; the model's context holds C").
 int check_prompt_length(const GPT2Config *c, size_t n, GptError *err);

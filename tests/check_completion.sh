@@ -146,12 +146,15 @@ sample() {
 }
 while read -r name modes value; do
     [ -n "$name" ] || continue
-    for m in g b s t d; do
-        case $m in g) mode_opt= ;; b) mode_opt=--batch ;; s) mode_opt=--score ;; t) mode_opt=--tokenize ;; d) mode_opt=--detokenize ;; esac
+    for m in g b s t d c; do
+        case $m in
+            g) mode_opt= ;; b) mode_opt=--batch ;; s) mode_opt=--score ;; t) mode_opt=--tokenize ;;
+            d) mode_opt=--detokenize ;; c) mode_opt="--choice x" ;;
+        esac
         # a mode's own option: alone; generation has none (a mode option
         # alone is its own mode)
-        [ "$name" = "$mode_opt" ] && mode_opt=
-        case $m:$name in g:--batch | g:--score | g:--tokenize | g:--detokenize) continue ;; esac
+        [ "$name" = "${mode_opt%% *}" ] && mode_opt=
+        case $m:$name in g:--batch | g:--score | g:--tokenize | g:--detokenize | g:--choice) continue ;; esac
         set -- $mode_opt "$name"
         [ "$value" = - ] || set -- "$@" $(sample "$name")
         "$GPT" "$@" -m /nonexistent/gpt-model < /dev/null > /dev/null 2> "$tmp/err"

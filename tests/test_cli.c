@@ -68,7 +68,16 @@ static void test_usage(void) {
         {{"--draft-dtype", "q4-pure-"}, "--draft-dtype q4-pure-: must be f32, f16, bf16, q8, q6, q4 or q4-pure"},
         {{"--kv-type", "bf16"}, "--kv-type bf16: must be f32 or f16"},
         // combinations where one option was silently dropped
-        {{"--echo", "--json"}, "--echo and --json exclude each other"},
+        {{"--json", "--per-token"}, "--per-token and --json exclude each other"},
+        // log-probabilities and multiple choice
+        {{"--logprobs", "21"}, "--logprobs 21: must be an integer in [0, 20]"},
+        {{"--logprobs", "-1"}, "--logprobs -1: must be an integer in [0, 20]"},
+        {{"--choice", ""}, "--choice: an empty choice has no tokens to score"},
+        {{"--choice", "a", "-n", "3"}, "-n does not apply to --choice"},
+        {{"--choice", "a", "--echo"}, "--echo does not apply to --choice"},
+        {{"--choice", "a", "--score"}, "--choice does not apply to --score"},
+        {{"--batch", "--choice", "a"}, "--choice does not apply to --batch"},
+        {{"--score", "--logprobs", "2"}, "--logprobs does not apply to --score"},
         {{"--score", "--json", "--per-token"}, "--per-token and --json exclude each other"},
         // --stop's C escapes: an unknown one, or \x00, is refused as typed
         {{"--stop", "a\\q"}, "--stop a\\q: '\\q' is not an escape"},
@@ -76,7 +85,7 @@ static void test_usage(void) {
         {{"--stop", "a\\"}, "'\\' is not an escape"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        const char *args[8] = {"-m", ckpt("tiny"), "-p", "x"};
+        const char *args[12] = {"-m", ckpt("tiny"), "-p", "x"};
         int n = 4;
         for (int j = 0; bad[i].args[j]; j++) args[n++] = bad[i].args[j];
         args[n] = NULL;

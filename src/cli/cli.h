@@ -7,6 +7,8 @@
  *                  helpers, and a run's set-up (model, tokenizer, threads)
  *   locate.c       finding the model and the tokenizer files
  *   run_model.c    generation and scoring: output, --stats, --json
+ *   probs.c        log-probabilities out (--logprobs, --per-token, JSON) and
+ *                  --choice, multiple choice by likelihood
  *   batch.c        --batch: prompts from stdin, one result line each
  *   tokenize.c     --tokenize and --detokenize
  *   convert.c      gpt convert and gpt inspect
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "generate.h"
 #include "model.h"
 #include "sampler.h"
 #include "threads.h"
@@ -35,9 +38,9 @@
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
-typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH } Mode;
+typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE } Mode;
 
-enum { MAX_STOPS = 16 };
+enum { MAX_STOPS = 16, MAX_CHOICES = 64 };
 
 typedef struct {
     Mode mode;
@@ -56,6 +59,9 @@ typedef struct {
     int progress;        // --progress: the progress line even when stderr is no terminal
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
+    long logprobs;       // --logprobs N: each token's log-probability and the N most likely; -1 off
+    const char *choices[MAX_CHOICES];  // --choice (MODE_CHOICE)
+    size_t n_choices;
     // speculative decoding
     const char *draft_path;  // --draft: a draft model; NULL with --draft-dtype: the model itself
     int draft_dtype;         // --draft-dtype: its matrices converted at load; -1 as stored
@@ -69,7 +75,7 @@ typedef struct {
     uint64_t first_index;
     size_t kv_budget;    // bytes; 0: the default
     const char *kv_budget_arg;  // --kv-budget as typed, for messages
-    // --score
+    // --score and generation
     int per_token;
     long stride;         // 0: the text must fit the context
 } Options;
@@ -160,8 +166,39 @@ typedef struct {
 int session_open(Session *s, const Options *o);
 void session_close(Session *s);  // idempotent
 
-// run_model.c: gpt [--score] with a model.
+// run_model.c: gpt [--score] and --choice with a model.
 int run_model(const Options *o);
+
+// probs.c
+// A run's log-probabilities in OpenAI's legacy completions shape:
+// {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text:
+// logprob}], "text_offset": [bytes], "token_ids": [...], "top_ids":
+// [[...]]}, for ids[0..n), where ids[i] has lp[i - first] (i >= first) and
+// the tokens before first have null (the first token of an echoed prompt).
+// A token's text is its bytes when they are UTF-8, else "bytes:\xHH...".
+cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first);
+// One line of --per-token: the token's text escaped (print_escaped), TAB,
+// its log-probability ("-" when t is NULL), then TAB text TAB log-probability
+// of each of t's most likely tokens. 0, or -1 after reporting.
+int print_token_logprob(const Tokenizer *tok, int32_t id, const TokenLogprob *t);
+// Multiple choice: one candidate continuation of a prompt, scored.
+typedef struct {
+    const char *text;       // the choice, as given
+    int32_t *ids;           // prompt + choice (choice_tokens, generate.h)
+    size_t n, first;        // ids[first..n) are the choice's tokens
+    const TokenLogprob *lp; // (n - first) their log-probabilities
+    double sum, mean, mean_per_byte;  // choice_measure
+    size_t bytes;           // the choice's tokens' bytes
+} ChoiceResult;
+// sum, mean (per token), bytes and mean_per_byte of a choice whose lp is set.
+void choice_measure(const Tokenizer *tok, ChoiceResult *c);
+// The most likely of c[0..n) by sum (per_byte: by mean per byte); equal
+// ones by the lower index.
+size_t choice_best(const ChoiceResult *c, size_t n, int per_byte);
+// Adds "choices" (each one's index, text, tokens, logprobs, sum, mean,
+// bytes, mean_per_byte, context_tokens), "ranking" (indices by sum),
+// "best" and "best_per_byte" to root.
+void add_choices_json(cJSON *root, const ChoiceResult *c, size_t n);
 // batch.c: gpt --batch.
 int run_batch(const Options *o);
 // tokenize.c

@@ -57,7 +57,16 @@ static const char *usage_text =
     "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
-    "      --echo              print the prompt before the continuation (not with --json)\n"
+    "      --echo              print the prompt before the continuation (--json: the text\n"
+    "                          starts with it; with --logprobs, its tokens get theirs too)\n"
+    "      --logprobs N        each generated token's log-probability and the N most likely\n"
+    "                          tokens' (N in [0, 20]) under the model's distribution: the\n"
+    "                          log-softmax of the raw logits, before --temp, the penalty and\n"
+    "                          the filters; in --json, else as --per-token's lines\n"
+    "multiple choice (a prompt and its candidate continuations):\n"
+    "      --choice TEXT       a continuation to score (repeatable, up to 64): prints the\n"
+    "                          most likely; --json: each one's tokens, log-probabilities,\n"
+    "                          sum, mean per token and per byte, and the ranking\n"
     "speculative decoding (one prompt; the text stays exactly the plain run's):\n"
     "      --draft MODEL       a draft model with the same tokenizer guesses the next tokens\n"
     "                          and the model checks them all in one step (distilgpt2 for gpt2)\n"
@@ -70,7 +79,8 @@ static const char *usage_text =
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
     "      --jsonl             each line is a JSON object {\"prompt\": ..., \"id\", \"max_tokens\",\n"
     "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
-    "                          \"seed\", \"stop\"}; the options are the defaults\n"
+    "                          \"seed\", \"stop\", \"logprobs\", \"echo\", \"choices\"}; the options are\n"
+    "                          the defaults\n"
     "      --parallel N        sequences decoded together (default 16)\n"
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes (default 1G)\n"
     "      --unordered         write each result when it is done, not in input order\n"
@@ -79,10 +89,12 @@ static const char *usage_text =
     "      --prefill-chunk N   prompt tokens per step beside the decodes (default 128)\n"
     "      --no-prefix-sharing compute every prompt in full\n"
     "      --stats-json        the --stats report as one JSON line on stderr\n"
-    "scoring (--score):\n"
+    "scoring (--score), and generation's log-probabilities:\n"
     "      --per-token         one line per token: its text and log-probability, tab-separated,\n"
     "                          the text escaped as --text's, and \\xHH for each byte of a\n"
-    "                          partial UTF-8 character (not with --json, which has the ids)\n"
+    "                          partial UTF-8 character (not with --json, which has the ids);\n"
+    "                          in generation instead of the text, each line then followed by\n"
+    "                          TAB text TAB log-probability of the --logprobs N alternatives\n"
     "      --stride N          texts longer than the context: windows of the context, each\n"
     "                          N tokens after the last, scoring only its new tokens\n"
     "output:\n"
@@ -213,8 +225,8 @@ static int unescape(char *s, const char **bad) {
 
 enum {
     GEN = 1 << MODE_GENERATE, SCORE = 1 << MODE_SCORE, TOK = 1 << MODE_TOKENIZE,
-    DETOK = 1 << MODE_DETOKENIZE, BATCH = 1 << MODE_BATCH,
-    MODEL_MODES = GEN | SCORE | BATCH, ALL = GEN | SCORE | TOK | DETOK | BATCH,
+    DETOK = 1 << MODE_DETOKENIZE, BATCH = 1 << MODE_BATCH, CHOICE = 1 << MODE_CHOICE,
+    MODEL_MODES = GEN | SCORE | BATCH | CHOICE, ALL = GEN | SCORE | TOK | DETOK | BATCH | CHOICE,
 };
 
 // getopt_long codes of the long-only options
@@ -223,6 +235,8 @@ enum {
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
+    O_LOGPROBS, O_CHOICE,
+    O_COUNT  // one past the last
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -269,6 +283,8 @@ static const struct option LONG_OPTIONS[] = {
     {"lookup", required_argument, 0, O_LOOKUP},
     {"progress", no_argument, 0, O_PROGRESS},
     {"blas", no_argument, 0, O_BLAS},
+    {"logprobs", required_argument, 0, O_LOGPROBS},
+    {"choice", required_argument, 0, O_CHOICE},
     {0, 0, 0, 0},
 };
 
@@ -276,17 +292,20 @@ static const struct option LONG_OPTIONS[] = {
 static int modes_of(int code) {
     switch (code) {
     case 'm': case O_TOKENIZER: return ALL;
-    case 'p': return GEN | SCORE | TOK | DETOK;
-    case O_KEEP_NEWLINE: return GEN;
-    case O_SPECIAL: return GEN | SCORE | TOK | BATCH;
+    case 'p': return GEN | SCORE | TOK | DETOK | CHOICE;
+    case O_KEEP_NEWLINE: return GEN | CHOICE;
+    case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
     case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
-    case O_ECHO: case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
-    case O_JSON: return GEN | SCORE | TOK;
+    case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
+    case O_ECHO: case O_LOGPROBS: return GEN | BATCH;
+    case O_CHOICE: return CHOICE;
+    case O_JSON: return GEN | SCORE | TOK | CHOICE;
     case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
     case O_PREFILL_CHUNK: case O_NO_PREFIX: case O_STATS_JSON: return BATCH;
-    case O_PER_TOKEN: case O_STRIDE: return SCORE;
+    case O_PER_TOKEN: return SCORE | GEN;
+    case O_STRIDE: return SCORE;
     case O_PROGRESS: return SCORE | BATCH;
     case O_BLAS: return GEN | SCORE;
     }
@@ -294,7 +313,7 @@ static int modes_of(int code) {
 }
 
 static const char *mode_name(Mode m) {
-    static const char *const names[] = {"generation", "--score", "--tokenize", "--detokenize", "--batch"};
+    static const char *const names[] = {"generation", "--score", "--tokenize", "--detokenize", "--batch", "--choice"};
     return names[m];
 }
 
@@ -324,11 +343,12 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->share_prefixes = 1;
     o->draft_dtype = -1;
     o->draft_tokens = 0;  // 0: chosen by the draft's cost (run_model.c)
+    o->logprobs = -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cores > 0 ? cores : 1;
 
     // Which options were given (by code), as typed, for the mode check.
-    const char *given[O_BLAS + 1] = {0};
+    const char *given[O_COUNT] = {0};
     int n_modes = 0;
     opterr = 0;  // our messages, not getopt's
     optind = 0;  // a full reset (GNU)
@@ -452,6 +472,15 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             o->stops[o->n_stops++] = v;
             break;
         }
+        case O_LOGPROBS:
+            rc = parse_bounded(v, 0, LOGPROBS_TOP_MAX, &o->logprobs);
+            if (rc != 0) return FAIL("%s %s: must be an integer in [0, %d]", flag, v, LOGPROBS_TOP_MAX);
+            break;
+        case O_CHOICE:
+            if (!*v) return FAIL("%s: an empty choice has no tokens to score", flag);
+            if (o->n_choices == MAX_CHOICES) return FAIL("%s: at most %d choices", flag, MAX_CHOICES);
+            o->choices[o->n_choices++] = v;
+            break;
         case O_IGNORE_EOS: o->ignore_eos = 1; break;
         case O_ECHO: o->echo = 1; break;
         case O_JSON: o->json = 1; break;
@@ -500,6 +529,10 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     }
     if (optind < argc) return FAIL("unexpected argument '%s'", argv[optind]);
     if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize and --batch exclude each other");
+    // --choice turns generation into multiple choice (or is refused by a mode)
+    if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;
+    if (o->mode == MODE_BATCH && given[O_CHOICE])
+        return FAIL("--choice does not apply to --batch (give each line its \"choices\" with --jsonl)");
     // Speculation checks one sequence's guesses per step; a --batch step is
     // already many sequences' rows, compute-bound, where guesses gain little.
     for (int c = O_DRAFT; c <= O_LOOKUP && o->mode == MODE_BATCH; c++)
@@ -522,8 +555,14 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
     // options that --json would silently drop
-    if (o->echo && o->json) return FAIL("--echo and --json exclude each other (the JSON has the prompt_tokens)");
     if (o->per_token && o->json)
         return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");
+    // Generation's log-probabilities go into --json, or else one line per
+    // token (--per-token, which --logprobs alone implies): text has no place
+    // for them. --per-token alone is --logprobs 0.
+    if (o->mode == MODE_GENERATE && (o->per_token || (o->logprobs >= 0 && !o->json))) {
+        o->per_token = 1;
+        if (o->logprobs < 0) o->logprobs = 0;
+    }
     return 0;
 }

@@ -19,6 +19,7 @@
 #include "matmul.h"
 #include "speculate.h"
 #include "progress.h"
+#include "utf8.h"
 
 // ----------------------------------------------------------------------------
 // reports
@@ -276,7 +277,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
 
     GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
-                    .stops = o->stops, .n_stops = o->n_stops};
+                    .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
+                    .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0};
     gp.sampling.seed = run_seed(o);
     r.seed = gp.sampling.seed;
     r.have_seed = 1;
@@ -286,9 +288,11 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     // One sequence; the whole prompt in one step; a pool of its size.
     size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
     size_t guesses = speculating ? default_guesses(o, m, dm->model) : 0;
+    // the echoed prompt's log-probabilities: its rows with logits, SCORE_CHUNK a step
+    size_t prompt_logit_rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n_prompt, .kv_dtype = o->kv_dtype,
                        .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses,
-                       .use_blas = o->blas};
+                       .use_blas = o->blas, .prompt_logit_rows = prompt_logit_rows};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
     if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0 || engine_admit(&engine, &seq, &err) != 1) {
         report_error(&err);
@@ -304,7 +308,20 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     r.kv_allocated = ps.n_blocks * ps.block_bytes;
 
     defer_interrupts();  // from here on a signal ends the run after its step
-    if (o->echo && !o->json && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
+    if (o->echo && !o->json && !o->per_token && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
+    if (o->echo && o->json) {  // the JSON's text starts with the prompt (as UTF-8)
+        size_t len;
+        char *valid = utf8_replace_invalid((const unsigned char *)prompt, prompt_len, &len);
+        if (!valid || grow_array(&text, &text_cap, len + 1, 1) != 0) {
+            free(valid);
+            fprintf(stderr, "gpt: out of memory for the --json text\n");
+            goto done;
+        }
+        memcpy(text, valid, len);
+        text_len = len;
+        free(valid);
+    }
+    size_t printed = o->echo ? 0 : n_prompt;  // the next token whose --per-token line is due
     Sequence *batch[1] = {&seq};
     int stopped_by_user = 0;
     while (!seq.stop) {
@@ -321,7 +338,15 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
             report_error(&seq.error);
             goto done;
         }
-        if (o->json) {
+        if (o->per_token) {
+            // a line for each token whose log-probability is known (the
+            // echoed prompt's first token has none)
+            for (; printed < seq.n_tokens && (printed < seq.lp_from || printed - seq.lp_from < seq.n_lp); printed++)
+                if (print_token_logprob(tok, seq.tokens[printed],
+                                        printed >= seq.lp_from ? &seq.lp[printed - seq.lp_from] : NULL) != 0)
+                    goto done;
+            if (out_flush() != 0) goto done;
+        } else if (o->json) {
             if (grow_array(&text, &text_cap, text_len + seq.out_len + 1, 1) != 0) {
                 fprintf(stderr, "gpt: out of memory for the --json text\n");
                 goto done;
@@ -360,11 +385,15 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
         if (text) text[text_len] = '\0';
         cJSON_AddStringToObject(root, "text", text ? text : "");
         cJSON_AddStringToObject(root, "stop_reason", stop_reason);
+        if (gp.logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
+            cJSON_AddItemToObject(root, "logprobs",
+                                  o->echo ? logprobs_json(tok, seq.tokens, seq.n_tokens, seq.lp, seq.lp_from)
+                                          : logprobs_json(tok, seq.tokens + n_prompt, r.generated, seq.lp, 0));
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
         int bad = out_json_line(root);
         cJSON_Delete(root);
         if (bad) goto done;
-    } else if (out_end_text() != 0) {
+    } else if (!o->per_token && out_end_text() != 0) {
         goto done;
     }
     if (out_flush() != 0) goto done;
@@ -378,6 +407,135 @@ done:
     draft_free(&draft);
     sequence_free(&seq, &engine);
     engine_free(&engine);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// --choice
+
+// The prompt's continuations o->choices ranked by likelihood. Each choice
+// is a sequence of the engine over prompt + choice (choice_tokens) that
+// generates nothing and reports the log-probabilities of its own tokens:
+// the first computes the prompt, the others share its blocks (prefix
+// sharing) and all of them run their tokens in one more step. Bit for
+// bit, each log-probability is the one --score gives that token of the
+// same text (every row has the same bits however it is batched or shared).
+static int run_choice(const Options *o, Session *ss, const char *prompt, size_t prompt_len) {
+    const Model *m = &ss->model;
+    GptError err = {{0}};
+    size_t nc = o->n_choices, longest = 0, scored_rows = 0, blocks = 0;
+    ChoiceResult *c = calloc(nc, sizeof *c);
+    Sequence *seqs = calloc(nc, sizeof *seqs);
+    Sequence **live = calloc(nc, sizeof *live);
+    Engine engine;
+    int engine_up = 0, rc = EXIT_RUNTIME;
+    RunStats r = {.model_file = ss->model_path, .kv_dtype = o->kv_dtype};
+    if (!c || !seqs || !live) {
+        fprintf(stderr, "gpt: out of memory\n");
+        goto done;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        c[i].text = o->choices[i];
+        if (choice_tokens(ss->tok, prompt, prompt_len, c[i].text, strlen(c[i].text), o->special, &c[i].ids, &c[i].n,
+                          &c[i].first, &err) != 0 ||
+            check_prompt_length(&m->config, c[i].n, &err) != 0) {
+            fprintf(stderr, "gpt: --choice %zu: %s\n", i + 1, err.msg);
+            goto done;
+        }
+        if (c[i].n > longest) longest = c[i].n;
+        scored_rows += c[i].n - c[i].first + 1;
+        blocks += (c[i].n + KV_BLOCK - 1) / KV_BLOCK;
+    }
+    // every choice's rows with logits in one step (up to a bound on the logits' memory)
+    size_t logit_rows = scored_rows < 512 ? scored_rows : 512;
+    EngineConfig ec = {.max_seqs = nc, .max_step_tokens = longest > logit_rows ? longest : logit_rows,
+                       .kv_dtype = o->kv_dtype, .kv_blocks = blocks, .share_prefixes = 1, .pool = ss->pool,
+                       .prompt_logit_rows = logit_rows};
+    if (engine_init(&engine, m, ss->tok, &ec, &err) != 0) {
+        report_error(&err);
+        goto done;
+    }
+    engine_up = 1;
+    for (size_t i = 0; i < nc; i++) {
+        GenParams gp = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}, .max_new = 0,
+                        .logprobs = 1, .logprobs_from = c[i].first};
+        if (sequence_init(&seqs[i], &engine, c[i].ids, c[i].n, &gp, &err) != 0) {
+            report_error(&err);
+            goto done;
+        }
+    }
+    defer_interrupts();
+    for (;;) {
+        // admission in order (one waits for the prefix another computes);
+        // then one step of every admitted sequence not done
+        size_t n_live = 0, running = 0;
+        for (size_t i = 0; i < nc; i++) {
+            int a = seqs[i].admitted ? 1 : engine_admit(&engine, &seqs[i], &err);
+            if (a < 0) {
+                report_error(&err);
+                goto done;
+            }
+            if (a == 0) break;
+        }
+        for (size_t i = 0; i < nc; i++) {
+            if (!seqs[i].stop) running++;
+            if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
+        }
+        if (!running) break;
+        if (was_interrupted()) {
+            rc = EXIT_INTERRUPTED;
+            goto done;
+        }
+        if (engine_step(&engine, live, n_live, &err) != 0) {
+            report_error(&err);
+            goto done;
+        }
+        for (size_t i = 0; i < n_live; i++)
+            if (live[i]->stop == STOP_ERROR) {
+                report_error(&live[i]->error);
+                goto done;
+            }
+    }
+    for (size_t i = 0; i < nc; i++) {
+        c[i].lp = seqs[i].lp;
+        choice_measure(ss->tok, &c[i]);
+        r.prefill_tokens += seqs[i].prefill_tokens;
+        r.prefill_seconds += seqs[i].prefill_seconds;
+        r.seq_tokens += seqs[i].positions;
+        if (!isfinite(c[i].sum)) {
+            fprintf(stderr, "gpt: --choice %zu: the model produced a non-finite log-probability\n", i + 1);
+            goto done;
+        }
+    }
+    r.prompt_tokens = c[0].first;
+    KVPoolStats ps = kvpool_stats(engine.kv);
+    r.kv_allocated = ps.peak_held * ps.block_bytes;
+    size_t best = choice_best(c, nc, 0);
+    if (o->json) {
+        cJSON *root = cJSON_CreateObject();
+        add_choices_json(root, c, nc);
+        cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
+        cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
+        int bad = out_json_line(root);
+        cJSON_Delete(root);
+        if (bad) goto done;
+    } else if (out_write(c[best].text, strlen(c[best].text)) != 0 || out_end_text() != 0) {
+        goto done;
+    }
+    if (out_flush() != 0) goto done;
+    rc = EXIT_OK;
+    if (o->stats) {
+        fprintf(stderr, "choices:    %zu, most likely %zu (sum %.6f); prompt computed once, %zu tokens reused\n", nc,
+                best + 1, c[best].sum, engine.prefix_tokens_reused);
+        print_stats(m, &r, o->threads);
+    }
+done:
+    for (size_t i = 0; seqs && engine_up && i < nc; i++) sequence_free(&seqs[i], &engine);
+    if (engine_up) engine_free(&engine);
+    for (size_t i = 0; c && i < nc; i++) free(c[i].ids);
+    free(c);
+    free(seqs);
+    free(live);
     return rc;
 }
 
@@ -450,6 +608,10 @@ int run_model(const Options *o) {
         dm.file = o->draft_path ? o->draft_path : ss.model_path;
     }
     if (read_prompt(o, &prompt, &prompt_len) != 0) goto done;
+    if (o->mode == MODE_CHOICE) {
+        rc = run_choice(o, &ss, prompt, prompt_len);
+        goto done;
+    }
     size_t n;
     if ((scoring ? tokenizer_encode(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)
                  : prompt_tokens(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)) != 0) {

@@ -1,0 +1,149 @@
+/*
+ * probs.c - log-probabilities as the command writes them: OpenAI's legacy
+ * `logprobs` object in JSON, --per-token's lines, and the results of
+ * multiple choice (--choice, a --jsonl line's "choices").
+ *
+ * The numbers come from the engine (generate.h, logprobs.h): each token's
+ * log-probability under the model's own distribution at its position, the
+ * log-softmax of the raw logits, and the most likely tokens there.
+ */
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "utf8.h"
+
+// A token's text for JSON: its bytes when they are UTF-8, else
+// "bytes:\xHH..." (as OpenAI writes a token that holds part of a
+// character), so that every key is valid JSON and tells its bytes. buf
+// holds at least 6 + 4 x the token's length + 1.
+static const char *token_text(const Tokenizer *tok, int32_t id, char *buf, size_t cap) {
+    size_t len;
+    const unsigned char *b = tokenizer_token_bytes(tok, id, &len);
+    if (!b) len = 0;
+    if (len < cap && (!b || utf8_valid(b, len))) {
+        if (len) memcpy(buf, b, len);
+        buf[len] = '\0';
+        return buf;
+    }
+    size_t at = (size_t)snprintf(buf, cap, "bytes:");
+    for (size_t i = 0; i < len && at + 5 <= cap; i++) at += (size_t)snprintf(buf + at, cap - at, "\\x%02x", b[i]);
+    return buf;
+}
+
+enum { TOKEN_TEXT_CAP = 1024 };  // GPT-2's longest token is 128 bytes
+
+cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first) {
+    cJSON *root = cJSON_CreateObject(), *texts = cJSON_CreateArray(), *lps = cJSON_CreateArray(),
+          *tops = cJSON_CreateArray(), *offsets = cJSON_CreateArray(), *top_ids = cJSON_CreateArray();
+    char buf[TOKEN_TEXT_CAP];
+    size_t offset = 0;
+    for (size_t i = 0; i < n; i++) {
+        const TokenLogprob *t = i >= first ? &lp[i - first] : NULL;
+        cJSON_AddItemToArray(texts, cJSON_CreateString(token_text(tok, ids[i], buf, sizeof buf)));
+        cJSON_AddItemToArray(lps, t ? cJSON_CreateNumber(t->logprob) : cJSON_CreateNull());
+        cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)offset));
+        size_t len;
+        if (tokenizer_token_bytes(tok, ids[i], &len)) offset += len;
+        if (!t) {
+            cJSON_AddItemToArray(tops, cJSON_CreateNull());
+            cJSON_AddItemToArray(top_ids, cJSON_CreateNull());
+            continue;
+        }
+        cJSON *top = cJSON_CreateObject();
+        for (size_t k = 0; k < t->n_top; k++)
+            cJSON_AddNumberToObject(top, token_text(tok, t->top_ids[k], buf, sizeof buf), t->top_logprobs[k]);
+        cJSON_AddItemToArray(tops, top);
+        cJSON_AddItemToArray(top_ids, ids_json(t->top_ids, t->n_top));
+    }
+    cJSON_AddItemToObject(root, "tokens", texts);
+    cJSON_AddItemToObject(root, "token_logprobs", lps);
+    cJSON_AddItemToObject(root, "top_logprobs", tops);
+    cJSON_AddItemToObject(root, "text_offset", offsets);
+    cJSON_AddItemToObject(root, "token_ids", ids_json(ids, n));
+    cJSON_AddItemToObject(root, "top_ids", top_ids);
+    return root;
+}
+
+// A token's bytes, escaped as --per-token writes them.
+static int print_token(const Tokenizer *tok, int32_t id) {
+    size_t len;
+    const unsigned char *b = tokenizer_token_bytes(tok, id, &len);
+    return print_escaped(b ? b : (const unsigned char *)"", b ? len : 0);
+}
+
+int print_token_logprob(const Tokenizer *tok, int32_t id, const TokenLogprob *t) {
+    if (print_token(tok, id) != 0) return -1;
+    if (!t) return out_printf("\t-\n");
+    if (out_printf("\t%.6f", t->logprob) != 0) return -1;
+    for (size_t k = 0; k < t->n_top; k++)
+        if (out_printf("\t") != 0 || print_token(tok, t->top_ids[k]) != 0 ||
+            out_printf("\t%.6f", t->top_logprobs[k]) != 0)
+            return -1;
+    return out_printf("\n");
+}
+
+// ----------------------------------------------------------------------------
+// multiple choice
+
+void choice_measure(const Tokenizer *tok, ChoiceResult *c) {
+    c->sum = 0.0;
+    c->bytes = 0;
+    size_t count = c->n - c->first;
+    for (size_t i = 0; i < count; i++) {
+        size_t len;
+        c->sum += c->lp[i].logprob;
+        if (tokenizer_token_bytes(tok, c->ids[c->first + i], &len)) c->bytes += len;
+    }
+    c->mean = c->sum / (double)count;
+    c->mean_per_byte = c->bytes ? c->sum / (double)c->bytes : c->sum;
+}
+
+// Whether choice a ranks before b: the larger sum (key 0) or mean per byte
+// (key 1), equal ones by index.
+static int ranks_before(const ChoiceResult *c, size_t a, size_t b, int per_byte) {
+    double x = per_byte ? c[a].mean_per_byte : c[a].sum, y = per_byte ? c[b].mean_per_byte : c[b].sum;
+    return x > y || (x == y && a < b);
+}
+
+size_t choice_best(const ChoiceResult *c, size_t n, int per_byte) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (ranks_before(c, i, best, per_byte)) best = i;
+    return best;
+}
+
+void add_choices_json(cJSON *root, const ChoiceResult *c, size_t n) {
+    size_t *order = malloc(n * sizeof *order);
+    cJSON *list = cJSON_CreateArray(), *ranking = cJSON_CreateArray();
+    for (size_t i = 0; order && i < n; i++) {
+        // insertion by rank: at most MAX_CHOICES of them
+        size_t at = i;
+        for (; at > 0 && ranks_before(c, i, order[at - 1], 0); at--) order[at] = order[at - 1];
+        order[at] = i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        size_t count = c[i].n - c[i].first;
+        cJSON_AddNumberToObject(o, "index", (double)i);
+        cJSON_AddStringToObject(o, "text", c[i].text);
+        cJSON_AddItemToObject(o, "tokens", ids_json(c[i].ids + c[i].first, count));
+        cJSON *lp = cJSON_CreateArray();
+        for (size_t k = 0; k < count; k++) cJSON_AddItemToArray(lp, cJSON_CreateNumber(c[i].lp[k].logprob));
+        cJSON_AddItemToObject(o, "logprobs", lp);
+        cJSON_AddNumberToObject(o, "sum", c[i].sum);
+        cJSON_AddNumberToObject(o, "mean", c[i].mean);
+        cJSON_AddNumberToObject(o, "bytes", (double)c[i].bytes);
+        cJSON_AddNumberToObject(o, "mean_per_byte", c[i].mean_per_byte);
+        cJSON_AddNumberToObject(o, "context_tokens", (double)c[i].first);
+        cJSON_AddItemToArray(list, o);
+        if (order) cJSON_AddItemToArray(ranking, cJSON_CreateNumber((double)order[i]));
+    }
+    free(order);
+    cJSON_AddItemToObject(root, "choices", list);
+    cJSON_AddItemToObject(root, "ranking", ranking);
+    cJSON_AddNumberToObject(root, "best", (double)choice_best(c, n, 0));
+    cJSON_AddNumberToObject(root, "best_per_byte", (double)choice_best(c, n, 1));
+}
