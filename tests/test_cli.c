@@ -33,7 +33,7 @@ static void test_usage(void) {
     result_free(&r);
 
     struct {
-        const char *args[4];
+        const char *args[6];
         const char *message;
     } bad[] = {
         {{"--frobnicate"}, "unknown option '--frobnicate'"},
