@@ -118,8 +118,14 @@ typedef struct {
     GenParams params;
     const char *stops[MAX_STOPS];  // into stop_json / the options
     cJSON *stop_json;
-    Sequence seq;
-    int has_seq, running;
+    int echo;               // "text" starts with the prompt (and its log-probabilities, with logprobs)
+    // multiple choice ("choices"): one sequence per choice, nothing generated
+    cJSON *choices_json;    // the line's "choices" (their strings)
+    ChoiceResult *choices;
+    size_t n_choices;
+    Sequence *seqs;         // its sequences: one, or one per choice
+    size_t n_seqs;          // initialized (sequence_free-able) ones
+    int running;
     char *text;             // the completion so far
     size_t text_len, text_cap;
     double last_token_at;   // when its last token came out, 0 before the first
@@ -137,7 +143,11 @@ static void job_free(Job *j, Engine *e) {
     free(j->error);
     free(j->ids);
     free(j->text);
-    if (j->has_seq) sequence_free(&j->seq, e);
+    for (size_t i = 0; i < j->n_seqs; i++) sequence_free(&j->seqs[i], e);
+    free(j->seqs);
+    for (size_t i = 0; j->choices && i < j->n_choices; i++) free(j->choices[i].ids);
+    free(j->choices);
+    cJSON_Delete(j->choices_json);
     free(j);
 }
 
@@ -287,6 +297,7 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
     }
     int rc = -1;
     SamplerParams *sp = &j->params.sampling;
+    const char *generation_field = NULL;  // a field of generation the line has, if any
     size_t member = 0;  // f's place in the object
     for (const cJSON *f = o->child; f; f = f->next, member++) {
         const char *k = f->string;
@@ -342,6 +353,33 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
             }
             sp->seed = seed;
             *seed_given = 1;
+        } else if (!strcmp(k, "logprobs")) {
+            if (cJSON_IsNull(f)) {
+                j->params.logprobs = 0;
+            } else if (json_number(f, &d) || d != floor(d) || d < 0 || d > LOGPROBS_TOP_MAX) {
+                job_fail(j, "logprobs must be an integer in [0, %d] (or null)", LOGPROBS_TOP_MAX);
+                goto done;
+            } else {
+                j->params.logprobs = 1;
+                j->params.top_logprobs = (size_t)d;
+            }
+        } else if (!strcmp(k, "echo")) {
+            if (!cJSON_IsBool(f)) {
+                job_fail(j, "echo must be true or false");
+                goto done;
+            }
+            j->echo = cJSON_IsTrue(f);
+        } else if (!strcmp(k, "choices")) {
+            size_t n = cJSON_IsArray(f) ? (size_t)cJSON_GetArraySize(f) : 0;
+            int bad = n == 0;
+            for (const cJSON *c = cJSON_IsArray(f) ? f->child : NULL; c && !bad; c = c->next)
+                bad = !cJSON_IsString(c) || !*c->valuestring;
+            if (bad || n > MAX_CHOICES) {
+                job_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
+                goto done;
+            }
+            j->choices_json = cJSON_Duplicate(f, 1);
+            j->n_choices = n;
         } else if (!strcmp(k, "stop")) {
             j->params.n_stops = 0;
             cJSON_Delete(j->stop_json);
@@ -366,6 +404,12 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
             job_fail(j, "unknown field \"%.40s\"", k);
             goto done;
         }
+        if (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices")) generation_field = k;
+    }
+    if (j->n_choices && generation_field) {
+        job_fail(j, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
+                 generation_field);
+        goto done;
     }
     if (!*prompt) {
         job_fail(j, "no \"prompt\" field");
@@ -401,6 +445,24 @@ static long nul_at(const char *line, size_t len, int jsonl) {
     return -1;
 }
 
+// A multiple-choice line's choices, each tokenized with the prompt
+// (choice_tokens) and checked against the context. 0, or -1 (the job failed).
+static int choices_from_line(Job *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
+                             size_t prompt_len) {
+    if (!(j->choices = calloc(j->n_choices, sizeof *j->choices))) return job_fail(j, "out of memory");
+    GptError err = {{0}};
+    size_t i = 0;
+    for (const cJSON *c = j->choices_json->child; c; c = c->next, i++) {
+        ChoiceResult *r = &j->choices[i];
+        r->text = c->valuestring;
+        if (choice_tokens(tok, prompt, prompt_len, r->text, strlen(r->text), special, &r->ids, &r->n, &r->first,
+                          &err) != 0 ||
+            check_prompt_length(&m->config, r->n, &err) != 0)
+            return job_fail(j, "choice %zu: %s", i + 1, err.msg);
+    }
+    return 0;
+}
+
 // A job for input line `index`: parsed, tokenized and checked, or failed.
 static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
                           const char *line, size_t len) {
@@ -408,7 +470,9 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     if (!j) return NULL;
     j->index = index;
     j->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
-                            .ignore_eos = o->ignore_eos, .stops = o->stops, .n_stops = o->n_stops};
+                            .ignore_eos = o->ignore_eos, .stops = o->stops, .n_stops = o->n_stops,
+                            .logprobs = o->logprobs >= 0, .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0};
+    j->echo = o->echo;
     j->params.sampling.seed = seed_base + index;
     const char *prompt = line;
     size_t prompt_len = len;
@@ -425,7 +489,9 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
         owned_prompt = (char *)prompt;
     }
     GptError err = {{0}};
+    if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
     if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
+    else if (j->n_choices) choices_from_line(j, tok, m, o->special, prompt, prompt_len);
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
     else if (prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0 ||
              check_prompt_length(&m->config, j->n_ids, &err) != 0)
@@ -512,17 +578,36 @@ static int write_job(Batch *b, Job *j) {
         }
     }
     if (o->text_output) {
-        return print_escaped((const unsigned char *)j->text, j->text_len) || out_write("\n", 1) || out_flush()
-                   ? -1
-                   : 0;
+        // a multiple-choice line's text is its most likely choice
+        const char *t = j->text;
+        size_t n = j->text_len;
+        if (j->n_choices && !strcmp(j->stop_reason, "choice")) {
+            t = j->choices[choice_best(j->choices, j->n_choices, 0)].text;
+            n = strlen(t);
+        }
+        return print_escaped((const unsigned char *)t, n) || out_write("\n", 1) || out_flush() ? -1 : 0;
     }
     cJSON *r = cJSON_CreateObject();
     cJSON_AddItemToObject(r, "index", u64_json(j->index));
     if (j->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(j->id, 1));
     if (j->error) {
         cJSON_AddStringToObject(r, "error", j->error);
+    } else if (j->n_choices) {
+        cJSON_AddStringToObject(r, "prompt", j->prompt);
+        if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
+        if (!strcmp(j->stop_reason, "choice")) add_choices_json(r, j->choices, j->n_choices);
+        else cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);  // interrupted
+        size_t reused = 0, prefilled = 0;
+        for (size_t i = 0; i < j->n_seqs; i++) {
+            reused += j->seqs[i].prefix_reused;
+            prefilled += j->seqs[i].prefill_tokens;
+        }
+        cJSON *st = cJSON_CreateObject();
+        cJSON_AddNumberToObject(st, "prefix_tokens_reused", (double)reused);
+        cJSON_AddNumberToObject(st, "prefill_tokens", (double)prefilled);
+        cJSON_AddItemToObject(r, "stats", st);
     } else {
-        const Sequence *s = &j->seq;
+        const Sequence *s = &j->seqs[0];
         size_t per_token = kvcache_bytes_per_token(&b->m->config, o->kv_dtype);
         cJSON_AddStringToObject(r, "prompt", j->prompt);
         if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
@@ -532,6 +617,10 @@ static int write_job(Batch *b, Job *j) {
         cJSON_AddNumberToObject(r, "prompt_tokens", (double)s->n_prompt);
         cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);
         cJSON_AddItemToObject(r, "seed", u64_json(j->params.sampling.seed));
+        if (s->logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
+            cJSON_AddItemToObject(r, "logprobs",
+                                  j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from)
+                                          : logprobs_json(b->tok, s->tokens + s->n_prompt, s->n_generated, s->lp, 0));
         cJSON *st = cJSON_CreateObject();
         cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
         cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));
@@ -673,6 +762,46 @@ static size_t stdin_file_bytes(void) {
     return at >= 0 && at < st.st_size ? (size_t)(st.st_size - at) : 0;
 }
 
+// A job's sequences: its prompt's, or one per choice that reports the
+// log-probabilities of the choice's tokens and generates nothing. 0, or -1
+// with err set.
+static int job_sequences(Job *j, Engine *e, GptError *err) {
+    size_t n = j->n_choices ? j->n_choices : 1;
+    if (!(j->seqs = calloc(n, sizeof *j->seqs))) return gpt_error(err, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const int32_t *ids = j->n_choices ? j->choices[i].ids : j->ids;
+        size_t n_ids = j->n_choices ? j->choices[i].n : j->n_ids;
+        GenParams choice = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
+                            .logprobs = 1, .logprobs_from = j->n_choices ? j->choices[i].first : 0};
+        j->n_seqs = i + 1;
+        if (sequence_init(&j->seqs[i], e, ids, n_ids, j->n_choices ? &choice : &j->params, err) != 0) return -1;
+    }
+    // echo: the text starts with the prompt (as UTF-8, as "prompt" shows it)
+    if (j->echo && !j->n_choices && append_text(j, j->prompt, strlen(j->prompt)) != 0)
+        return gpt_error(err, "out of memory");
+    return 0;
+}
+
+// After a step: a multiple-choice job is done when all its sequences are.
+static void choices_step_done(Job *j, const Tokenizer *tok) {
+    for (size_t i = 0; i < j->n_seqs; i++) {
+        if (j->seqs[i].stop == STOP_ERROR) {
+            job_fail(j, "choice %zu: %s", i + 1, j->seqs[i].error.msg);
+            return;
+        }
+        if (!j->seqs[i].stop) return;
+    }
+    for (size_t i = 0; i < j->n_choices; i++) {
+        j->choices[i].lp = j->seqs[i].lp;
+        choice_measure(tok, &j->choices[i]);
+        if (!isfinite(j->choices[i].sum)) {
+            job_fail(j, "choice %zu: the model produced a non-finite log-probability", i + 1);
+            return;
+        }
+    }
+    finish(j, "choice");
+}
+
 int run_batch(const Options *o) {
     Session ss;
     catch_interrupts();
@@ -701,7 +830,7 @@ int run_batch(const Options *o) {
     }
     EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
                        .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
-                       .pool = ss.pool};
+                       .pool = ss.pool, .prompt_logit_rows = (size_t)o->prefill_chunk};
     if (engine_init(&b.engine, mp, b.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;
@@ -736,28 +865,35 @@ int run_batch(const Options *o) {
             b.lines++;
             j->input_bytes = in.consumed - consumed_before;
             if (j->done) continue;  // a bad line: its error is its result
-            if (sequence_init(&j->seq, &b.engine, j->ids, j->n_ids, &j->params, &err) != 0) {
-                j->has_seq = 1;
+            if (job_sequences(j, &b.engine, &err) != 0) {
                 job_fail(j, "%s", err.msg);
                 continue;
             }
-            j->has_seq = 1;
             slots[n_slots++] = j;
         }
         if (in.error) goto done;
-        // 2. admission, in input order: a job that must wait holds back the ones after it
-        for (size_t i = 0; i < n_slots && !interrupted_run; i++) {
+        // 2. admission, in input order: a job that must wait holds back the
+        // ones after it; at most --parallel sequences run at once (a
+        // multiple-choice line has one per choice)
+        size_t live = 0;
+        for (size_t i = 0; i < n_slots; i++)
+            for (size_t k = 0; k < slots[i]->n_seqs; k++)
+                live += slots[i]->seqs[k].admitted && !slots[i]->seqs[k].stop;
+        for (size_t i = 0, wait = 0; i < n_slots && !wait && !interrupted_run; i++) {
             Job *j = slots[i];
-            if (j->running) continue;
-            int a = engine_admit(&b.engine, &j->seq, &err);
-            if (a < 0) job_fail(j, "%s", err.msg);
-            if (a == 0) break;
-            j->running = a > 0;
+            for (size_t k = 0; k < j->n_seqs && !wait && !j->done; k++) {
+                if (j->seqs[k].admitted) continue;
+                int a = live < (size_t)o->parallel ? engine_admit(&b.engine, &j->seqs[k], &err) : 0;
+                if (a < 0) job_fail(j, "%s", err.msg);
+                wait = a == 0;
+                if (a > 0) live++, j->running = 1;
+            }
         }
         // 3. one step of everything admitted
         size_t n_seqs = 0;
         for (size_t i = 0; i < n_slots; i++)
-            if (slots[i]->running) seqs[n_seqs++] = &slots[i]->seq;
+            for (size_t k = 0; slots[i]->running && k < slots[i]->n_seqs; k++)
+                if (slots[i]->seqs[k].admitted && !slots[i]->seqs[k].stop) seqs[n_seqs++] = &slots[i]->seqs[k];
         if (interrupted_run) {
             for (size_t i = 0; i < n_slots; i++) finish(slots[i], "interrupted");
             b.interrupted += n_slots;
@@ -779,7 +915,11 @@ int run_batch(const Options *o) {
             for (size_t i = 0; i < n_slots; i++) {
                 Job *j = slots[i];
                 if (!j->running) continue;
-                Sequence *s = &j->seq;
+                if (j->n_choices) {
+                    choices_step_done(j, b.tok);
+                    continue;
+                }
+                Sequence *s = &j->seqs[0];
                 if (s->out_len && append_text(j, s->out, s->out_len) != 0) job_fail(j, "out of memory");
                 if (s->last_token >= 0) {
                     b.generated++;
@@ -793,8 +933,9 @@ int run_batch(const Options *o) {
         // the jobs that are done leave their places
         size_t k = 0;
         for (size_t i = 0; i < n_slots; i++) {
-            if (slots[i]->done) sequence_release(&slots[i]->seq, &b.engine);
-            else slots[k++] = slots[i];
+            if (!slots[i]->done) slots[k++] = slots[i];
+            for (size_t q = 0; slots[i]->done && q < slots[i]->n_seqs; q++)
+                sequence_release(&slots[i]->seqs[q], &b.engine);
         }
         n_slots = k;
         // 4. results
