@@ -170,6 +170,10 @@ void session_close(Session *s);  // idempotent
 int run_model(const Options *o);
 
 // probs.c
+// A number as JSON that reads back as exactly v (the shortest of 15, 16 or
+// 17 digits that does; cJSON's own printing may drop the last bit); null
+// for NaN and infinities.
+cJSON *exact_json(double v);
 // A run's log-probabilities in OpenAI's legacy completions shape:
 // {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text:
 // logprob}], "text_offset": [bytes], "token_ids": [...], "top_ids":

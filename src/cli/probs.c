@@ -8,12 +8,23 @@
  * log-softmax of the raw logits, and the most likely tokens there.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "utf8.h"
+
+cJSON *exact_json(double v) {
+    if (!isfinite(v)) return cJSON_CreateNull();
+    char buf[32];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
 
 // A token's text for JSON: its bytes when they are UTF-8, else
 // "bytes:\xHH..." (as OpenAI writes a token that holds part of a
@@ -43,7 +54,7 @@ cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const T
     for (size_t i = 0; i < n; i++) {
         const TokenLogprob *t = i >= first ? &lp[i - first] : NULL;
         cJSON_AddItemToArray(texts, cJSON_CreateString(token_text(tok, ids[i], buf, sizeof buf)));
-        cJSON_AddItemToArray(lps, t ? cJSON_CreateNumber(t->logprob) : cJSON_CreateNull());
+        cJSON_AddItemToArray(lps, t ? exact_json(t->logprob) : cJSON_CreateNull());
         cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)offset));
         size_t len;
         if (tokenizer_token_bytes(tok, ids[i], &len)) offset += len;
@@ -54,7 +65,7 @@ cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const T
         }
         cJSON *top = cJSON_CreateObject();
         for (size_t k = 0; k < t->n_top; k++)
-            cJSON_AddNumberToObject(top, token_text(tok, t->top_ids[k], buf, sizeof buf), t->top_logprobs[k]);
+            cJSON_AddItemToObject(top, token_text(tok, t->top_ids[k], buf, sizeof buf), exact_json(t->top_logprobs[k]));
         cJSON_AddItemToArray(tops, top);
         cJSON_AddItemToArray(top_ids, ids_json(t->top_ids, t->n_top));
     }
@@ -131,12 +142,12 @@ void add_choices_json(cJSON *root, const ChoiceResult *c, size_t n) {
         cJSON_AddStringToObject(o, "text", c[i].text);
         cJSON_AddItemToObject(o, "tokens", ids_json(c[i].ids + c[i].first, count));
         cJSON *lp = cJSON_CreateArray();
-        for (size_t k = 0; k < count; k++) cJSON_AddItemToArray(lp, cJSON_CreateNumber(c[i].lp[k].logprob));
+        for (size_t k = 0; k < count; k++) cJSON_AddItemToArray(lp, exact_json(c[i].lp[k].logprob));
         cJSON_AddItemToObject(o, "logprobs", lp);
-        cJSON_AddNumberToObject(o, "sum", c[i].sum);
-        cJSON_AddNumberToObject(o, "mean", c[i].mean);
+        cJSON_AddItemToObject(o, "sum", exact_json(c[i].sum));
+        cJSON_AddItemToObject(o, "mean", exact_json(c[i].mean));
         cJSON_AddNumberToObject(o, "bytes", (double)c[i].bytes);
-        cJSON_AddNumberToObject(o, "mean_per_byte", c[i].mean_per_byte);
+        cJSON_AddItemToObject(o, "mean_per_byte", exact_json(c[i].mean_per_byte));
         cJSON_AddNumberToObject(o, "context_tokens", (double)c[i].first);
         cJSON_AddItemToArray(list, o);
         if (order) cJSON_AddItemToArray(ranking, cJSON_CreateNumber((double)order[i]));

@@ -200,10 +200,10 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         cJSON *root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "tokens", ids_json(ids, n));
         cJSON *lp = cJSON_CreateArray();
-        for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, cJSON_CreateNumber(logprobs[i]));
+        for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(logprobs[i]));
         cJSON_AddItemToObject(root, "logprobs", lp);
-        cJSON_AddNumberToObject(root, "sum", sum);
-        if (n > 1) cJSON_AddNumberToObject(root, "perplexity", ppl);
+        cJSON_AddItemToObject(root, "sum", exact_json(sum));
+        if (n > 1) cJSON_AddItemToObject(root, "perplexity", exact_json(ppl));
         else cJSON_AddNullToObject(root, "perplexity");
         cJSON_AddNumberToObject(root, "windows", (double)st.windows);
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
