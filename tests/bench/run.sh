@@ -264,3 +264,7 @@ echo "  where --blas starts (blas.h's BLAS_MIN_ROWS), by row count (tests/bench/
 echo
 echo "== speculative decoding: the plain run and speculation, the same tokens (tests/bench/speculate.sh)"
 sh tests/bench/speculate.sh
+
+echo
+echo "== log-probabilities: decode with --logprobs 5 against without, and a 4-way --choice (tests/bench/logprobs.sh)"
+BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/logprobs.sh
