@@ -62,5 +62,23 @@ for example in '--tokenize -p "Hello world"' 'echo "15496 995" | ./gpt --detoken
     esac
     check "$example" "$tmp/want" "$tmp/got"
 done
+# The Probabilities section: its first command's --per-token lines (the
+# block after "tab-separated:") and its --choice session ("$ ./gpt ...",
+# then what it prints), run on the demo model.
+probabilities() { awk '/^## Probabilities/ { on = 1; next } /^## / { on = 0 } on' README.md; }
+cmd=$(probabilities | grep -m1 '^    \./gpt -p .* --logprobs 2$' | sed 's/^    \.\/gpt //')
+probabilities | awk '/tab-separated:$/ { on = 1; next } on && /^    / { sub(/^    /, ""); print; seen = 1; next }
+    on && seen { exit }' > "$tmp/want"
+eval "\"$GPT\" -m models/demo.bin $cmd" > "$tmp/got" 2> "$tmp/err"
+[ -n "$cmd" ] && [ -s "$tmp/want" ] || echo "check_readme: no --logprobs example in Probabilities" > "$tmp/want"
+check "./gpt $cmd" "$tmp/want" "$tmp/got"
+cmd=$(probabilities | grep -m1 '^    \$ \./gpt -p .*--choice' | sed 's/^    \$ \.\/gpt //')
+probabilities | awk '/^    \$ \.\/gpt -p .*--choice/ { on = 1; next } on && /^    / { sub(/^    /, ""); print; next }
+    on { exit }' > "$tmp/want"
+printf '%s' "$(cat "$tmp/want")" > "$tmp/want"   # no final newline: stdout is a file
+eval "\"$GPT\" -m models/demo.bin $cmd" > "$tmp/got" 2> "$tmp/err"
+[ -n "$cmd" ] && [ -s "$tmp/want" ] || echo "check_readme: no --choice example in Probabilities" > "$tmp/want"
+check "./gpt $cmd" "$tmp/want" "$tmp/got"
+
 echo "check_readme: $passed passed, $failed failed"
 [ $failed -eq 0 ]
