@@ -193,7 +193,7 @@ static const char *PROMPT = "And it came to pass, when the king heard";
 // the raw logits' (the penalty changes logits in place: where the token is
 // among the alternatives, the two numbers agree).
 static void test_same_text(void) {
-    const char *settings[][8] = {
+    const char *settings[][10] = {
         {"--temp", "0"},
         {"--temp", "0.8", "--top-k", "40", "-s", "5"},
         {"--temp", "1", "--top-p", "0.9", "--repeat-penalty", "1.3", "-s", "9"},
