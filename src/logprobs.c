@@ -2,88 +2,95 @@
  * logprobs.c - log-probabilities from a row of logits. See logprobs.h.
  *
  * The exp pass is one function body (sum_exp_lanes) in GCC's vector
- * extensions, inlined into three wrappers compiled for plain x86-64, AVX2
- * and AVX-512: an 8-lane vector of doubles is one zmm register, two ymm or
- * four xmm, but each lane does the same IEEE operations in the same order
- * (no contraction: -ffp-contract=off), so the three give the same bits and
- * the plain one is the reference the others are tested against.
+ * extensions, inlined into two wrappers compiled for plain x86-64 and for
+ * AVX2 (which AVX-512 machines run too): an 8-lane vector of floats is one
+ * ymm register or two xmm, but each lane does the same IEEE operations in
+ * the same order (no contraction: -ffp-contract=off), so both give the same
+ * bits and the plain one is the reference the other is tested against.
+ * Vectors never cross a function call (their ABI differs by ISA): the
+ * helpers take pointers and are always inlined. The other pass (the
+ * largest logits) is exact in any order: plain loops the compiler
+ * vectorises for each ISA (CPU_CLONES).
  */
 #include "logprobs.h"
 
 #include <math.h>
 #include <string.h>
 
-// Four doubles: one ymm register (AVX2, and AVX-512's ymm form), two xmm
-// in plain x86-64. Two of them make the eight lanes.
+#include "vecmath.h"
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef double f64x4 __attribute__((vector_size(32)));
-typedef int64_t i64x4 __attribute__((vector_size(32)));
 typedef float f32x4 __attribute__((vector_size(16)));
 
-#define LN2_HI 0x1.62e42feep-1         // 6.93147180369123816490e-01
-#define LN2_LO 0x1.a39ef35793c76p-33   // 1.90821492927058770002e-10
-#define LOG2_E 1.4426950408889634
-#define ROUND_SHIFT 0x1.8p52           // x + 1.5 * 2^52 - 1.5 * 2^52 rounds x to an integer
-#define EXP_FLOOR (-708.0)
+#define ROUND_SHIFT 12582912.0f  // 1.5 * 2^23: y + it - it rounds y to an integer
+#define EXP_FLOOR (-87.0f)       // below: the term counts 0 (e^-87 = 1.6e-38; the sum is >= 1)
 
-// (By pointer: a vector passed by value would have an ABI per target.)
-static inline __attribute__((always_inline)) void exp_lanes(f64x4 *e) {
-    f64x4 x = *e;
-    f64x4 shifted = x * LOG2_E + ROUND_SHIFT;  // k in the low bits of the mantissa
-    f64x4 k = shifted - ROUND_SHIFT;
-    f64x4 r = (x - k * LN2_HI) - k * LN2_LO;
-    f64x4 p = r * (1.0 / 362880) + 1.0 / 40320;
-    p = p * r + 1.0 / 5040;
-    p = p * r + 1.0 / 720;
-    p = p * r + 1.0 / 120;
-    p = p * r + 1.0 / 24;
-    p = p * r + 1.0 / 6;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    i64x4 two_k = ((i64x4)shifted + 1023) << 52;  // k + 1023 into the exponent field
-    *e = p * (f64x4)two_k;
+// Adds the 8 terms exp(l[j] - max) to the lanes of acc (lane j), 0 where
+// l[j] - max is below EXP_FLOOR or NaN. e^x as vecmath.h's exp_approx
+// (x = n ln2 + r, its polynomial for e^r, 2^n made in the exponent bits),
+// n rounded to nearest: within 1e-7 relative.
+static inline __attribute__((always_inline)) void add_terms(f32x8 *acc, const float *l, float max) {
+    f32x8 x;
+    memcpy(&x, l, sizeof x);
+    x = x - max;
+    i32x8 in_range = x >= EXP_FLOOR;  // all ones or zero; NaN: zero
+    f32x8 shifted = x * 1.44269504088896341f + ROUND_SHIFT;  // n = round(x / ln2) in the low bits
+    f32x8 n = shifted - ROUND_SHIFT, e;
+    EXP_APPROX_POLY_INTO(e, f32x8, x, n);
+    i32x8 two_n = ((i32x8)shifted + 127) << 23;  // n + 127 into the exponent field
+    e = e * (f32x8)two_n;
+    *acc += (f32x8)((i32x8)e & in_range);
 }
 
-// Adds exp(l[j] - max) of four logits to the lanes of acc, 0 where
-// l[j] - max is below EXP_FLOOR or NaN.
-static inline __attribute__((always_inline)) void add_terms(f64x4 *acc, const float *l, double max) {
-    f32x4 v;
-    memcpy(&v, l, sizeof v);
-    f64x4 x = __builtin_convertvector(v, f64x4) - max, e = x;
-    i64x4 in_range = x >= EXP_FLOOR;  // all ones or zero; NaN: zero
-    exp_lanes(&e);
-    *acc += (f64x4)((i64x4)e & in_range);
+// Adds the 8 float lanes of part to the 8 double lanes lo (0-3), hi (4-7).
+static inline __attribute__((always_inline)) void add_wide(f64x4 *lo, f64x4 *hi, const f32x8 *part) {
+    f32x4 a, b;
+    memcpy(&a, part, sizeof a);
+    memcpy(&b, (const float *)part + 4, sizeof b);
+    *lo += __builtin_convertvector(a, f64x4);
+    *hi += __builtin_convertvector(b, f64x4);
 }
 
-// The sum of exp(l[j] - max) over l[0..n): logit j in lane j % 8 (lanes
-// 0-3 in lo, 4-7 in hi; a last partial block padded with -inf, whose
-// terms are 0), the lanes added in a fixed tree at the end.
-static inline __attribute__((always_inline)) double sum_exp_lanes(const float *l, size_t n, double max) {
+enum { WIDE_EVERY = 64 };  // logits summed in float before the sums go to double
+
+// The sum of exp(l[j] - max) over l[0..n): logit j in lane j % 8; each
+// lane sums 8 terms (64 logits) in float, then adds that to its double (a
+// float sum of 8 terms <= 1 loses at most 8 roundings: with the terms' own
+// error, the sum is within 1e-6 relative); a last partial vector padded
+// with -inf, whose terms are 0; the lanes added in a fixed tree at the end.
+static inline __attribute__((always_inline)) double sum_exp_lanes(const float *l, size_t n, float max) {
     f64x4 lo = {0}, hi = {0};
-    for (size_t i = 0; i < n; i += 8) {
-        float block[8];
-        if (i + 8 <= n) {
-            memcpy(block, l + i, sizeof block);
-        } else {
-            for (size_t j = 0; j < 8; j++) block[j] = i + j < n ? l[i + j] : -INFINITY;
+    f32x8 part = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        add_terms(&part, l + i, max);
+        if ((i + 8) % WIDE_EVERY == 0) {
+            add_wide(&lo, &hi, &part);
+            part = (f32x8){0};
         }
-        add_terms(&lo, block, max);
-        add_terms(&hi, block + 4, max);
     }
+    if (i < n) {
+        float tail[8];
+        for (size_t j = 0; j < 8; j++) tail[j] = i + j < n ? l[i + j] : -INFINITY;
+        add_terms(&part, tail, max);
+    }
+    add_wide(&lo, &hi, &part);
     double lane[8];
     memcpy(lane, &lo, sizeof lo);
     memcpy(lane + 4, &hi, sizeof hi);
-    for (int i = 0; i < 4; i++) lane[i] = lane[i] + lane[i + 4];
-    for (int i = 0; i < 2; i++) lane[i] = lane[i] + lane[i + 2];
+    for (int k = 0; k < 4; k++) lane[k] = lane[k] + lane[k + 4];
+    for (int k = 0; k < 2; k++) lane[k] = lane[k] + lane[k + 2];
     return lane[0] + lane[1];
 }
 
-static double sum_exp_plain(const float *l, size_t n, double max) { return sum_exp_lanes(l, n, max); }
+static double sum_exp_plain(const float *l, size_t n, float max) { return sum_exp_lanes(l, n, max); }
 #if defined(__x86_64__)
-TARGET_AVX2 static double sum_exp_avx2(const float *l, size_t n, double max) { return sum_exp_lanes(l, n, max); }
+TARGET_AVX2 static double sum_exp_avx2(const float *l, size_t n, float max) { return sum_exp_lanes(l, n, max); }
 #endif
 
-double logits_sum_exp(const float *l, size_t n, double max, CpuIsa isa) {
+double logits_sum_exp(const float *l, size_t n, float max, CpuIsa isa) {
 #if defined(__x86_64__)
     // AVX-512 machines run the AVX2 version: 4-lane vectors are ymm there too
     if (isa >= CPU_AVX2) return sum_exp_avx2(l, n, max);
@@ -106,11 +113,13 @@ CPU_CLONES static float row_max(const float *l, size_t V, int *bad) {
     return m;
 }
 
-size_t logits_top(const float *l, size_t V, size_t n, int32_t *ids) {
+enum { TOP_BLOCK = 64 };  // logits compared with the N-th so far at once
+
+CPU_CLONES size_t logits_top(const float *l, size_t V, size_t n, int32_t *ids) {
     size_t k = 0;  // ids[0..k): the largest so far, in order
     if (n > V) n = V;
-    for (size_t i = 0; i < V && n; i += 16) {
-        size_t end = i + 16 < V ? i + 16 : V;
+    for (size_t i = 0; i < V && n; i += TOP_BLOCK) {
+        size_t end = i + TOP_BLOCK < V ? i + TOP_BLOCK : V;
         if (k == n) {  // full: a block counts only if one of it beats the last
             float last = l[ids[n - 1]];
             int beats = 0;

@@ -8,20 +8,24 @@
  *
  * Two passes over the row (V = 50257 for GPT-2), both vector code:
  *   1. the largest logit and the N most likely ids (N <= LOGPROBS_TOP_MAX),
- *      blocks of 16 logits skipped unless one beats the N-th so far;
- *   2. the sum of exp(l_j - max) in double, eight lanes: logit j goes to
- *      lane j % 8, the lanes are added in one fixed tree at the end.
- * exp is our own polynomial (below), written once in GCC's vector
- * extensions and compiled for AVX-512, AVX2 and plain x86-64: every lane
- * does the same IEEE operations in the same order, so all three give the
- * same bits, as the matmul kernels do. A log-probability is therefore a
+ *      blocks of 64 logits skipped unless one beats the N-th so far;
+ *   2. the sum of exp(l_j - max), eight lanes: logit j goes to lane j % 8,
+ *      e^x is exp_approx's (vecmath.h: within 1e-7), each lane sums 64
+ *      logits' terms in float and then in double, and the lanes are added
+ *      in one fixed tree at the end: within 1e-6 of the exact sum, so a
+ *      log-probability is within 1e-6 of the exact log-softmax of the
+ *      float32 logits (whose own rounding moves it more).
+ * The exp pass is written once in GCC's vector extensions and compiled for
+ * AVX2 (AVX-512 machines run it too) and plain x86-64: every lane does the
+ * same IEEE operations in the same order, so both give the same bits, as
+ * the matmul kernels do. A log-probability is therefore a
  * function of the row's bits alone: a row computed alone, in a batch, in
  * a speculative check or by --score gives the same number everywhere.
  *
- * Cost, napkin: pass 2 is about 30 vector operations per 8 logits, 6,300
- * vectors for GPT-2's vocabulary: ~0.1 M operations, 20-40 us on one core;
- * pass 1 a compare per 16 logits. A decode step of GPT-2 124M reads 100-500
- * MB of weights (5-20 ms), so the two passes add well under 1%; the demo
+ * Cost, napkin: pass 2 is about 20 vector operations per 8 logits, 6,300
+ * vectors for GPT-2's vocabulary: ~0.13 M operations, 15-30 us on one
+ * core; pass 1 a compare per 16 logits. A decode step of GPT-2 124M reads
+ * 80-500 MB of weights (4-20 ms), so the two passes add under 1%; the demo
  * model's step is ~0.5 ms, where they add a few percent.
  */
 #ifndef GPT_LOGPROBS_H
@@ -55,10 +59,10 @@ static inline double logprob_of(const LogitsSummary *s, const float *row, int32_
 }
 
 // The parts, for tests: the sum of exp(l_j - max) over l[0..n) (terms with
-// l_j - max below -708 or NaN count 0) in isa's version (isa must be
+// l_j - max below -87 or NaN count 0) in isa's version (isa must be
 // supported), and the n largest of l[0..V) by value, ties by ascending id,
 // NaN never (returns how many it found: n, or fewer when NaN fill the row).
-double logits_sum_exp(const float *l, size_t n, double max, CpuIsa isa);
+double logits_sum_exp(const float *l, size_t n, float max, CpuIsa isa);
 size_t logits_top(const float *l, size_t V, size_t n, int32_t *ids);
 
 #endif

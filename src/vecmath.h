@@ -24,15 +24,24 @@
 // |r| <= ln2/2: the part of exp_approx every width shares, for T = float or
 // a vector of floats. ln2 is split in two parts (0.693359375, exact in a
 // few bits, minus 2.12194440e-4); a degree-6 polynomial for e^r.
+// EXP_APPROX_POLY_INTO writes it into out as statements (for code that
+// keeps its vectors out of function arguments, whose ABI differs by ISA:
+// logprobs.c); EXP_APPROX_POLY makes a function of it.
+#define EXP_APPROX_POLY_INTO(out, T, x, n)                                              \
+    do {                                                                                \
+        T r_ = (x) - (n) * 0.693359375f + (n) * 2.12194440e-4f; /* x - n ln2 */         \
+        T p_ = r_ * 1.9875691500e-4f + 1.3981999507e-3f;                                \
+        p_ = p_ * r_ + 8.3334519073e-3f;                                                \
+        p_ = p_ * r_ + 4.1665795894e-2f;                                                \
+        p_ = p_ * r_ + 1.6666665459e-1f;                                                \
+        p_ = p_ * r_ + 5.0000001201e-1f;                                                \
+        (out) = p_ * r_ * r_ + r_ + 1.0f; /* e^r */                                     \
+    } while (0)
 #define EXP_APPROX_POLY(name, T, attrs)                                                 \
     attrs T name(T x, T n) {                                                            \
-        T r = x - n * 0.693359375f + n * 2.12194440e-4f; /* x - n ln2 */                \
-        T p = r * 1.9875691500e-4f + 1.3981999507e-3f;                                  \
-        p = p * r + 8.3334519073e-3f;                                                   \
-        p = p * r + 4.1665795894e-2f;                                                   \
-        p = p * r + 1.6666665459e-1f;                                                   \
-        p = p * r + 5.0000001201e-1f;                                                   \
-        return p * r * r + r + 1.0f; /* e^r */                                          \
+        T e;                                                                            \
+        EXP_APPROX_POLY_INTO(e, T, x, n);                                               \
+        return e;                                                                       \
     }
 
 EXP_APPROX_POLY(exp_approx_poly, float, static inline)

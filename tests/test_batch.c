@@ -442,8 +442,8 @@ static void test_lines(void) {
     result_free(&r);
 
     // usage errors: exit 2 before reading anything
-    r = RUN_IN("x\n", "-m", tiny, "--batch", "--echo");
-    CHECK(r.rc == 2 && strstr(r.err, "--echo does not apply to --batch") && !r.out_len, "--batch --echo: %s", r.err);
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--lookup", "2");
+    CHECK(r.rc == 2 && strstr(r.err, "--lookup does not apply to --batch") && !r.out_len, "--batch --lookup: %s", r.err);
     result_free(&r);
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--parallel", "0");
     CHECK(r.rc == 2 && strstr(r.err, "--parallel 0"), "--parallel 0: %s", r.err);

@@ -2,7 +2,7 @@
  * test_logprobs.c - log-probabilities out, and multiple choice.
  *
  *   library  logits_sum_exp: every ISA's version the plain one's bits, on
- *            ragged lengths, within 1e-11 of a long double sum;
+ *            ragged lengths, within 1e-6 of a long double sum;
  *            logits_top: a sort's answer (ties by id, NaN never);
  *            logits_summarize: no distribution from NaN or +inf.
  *   command  --logprobs never changes the text (sampled, greedy, with the
@@ -74,7 +74,7 @@ static void test_sum_exp(void) {
             long double ref = 0;
             for (size_t i = 0; i < n; i++) ref += expl((long double)l[i] - (long double)max);
             double plain = logits_sum_exp(l, n, max, CPU_SCALAR);
-            CHECK(fabsl(plain - ref) <= 1e-11L * ref, "sum_exp n %zu kind %d: %.17g against %.17Lg", n, kind, plain,
+            CHECK(fabsl(plain - ref) <= 1e-6L * ref, "sum_exp n %zu kind %d: %.17g against %.17Lg", n, kind, plain,
                   ref);
             for (CpuIsa isa = CPU_AVX2; (int)isa < CPU_ISA_COUNT; isa++) {
                 if (!cpu_isa_supported(isa)) continue;
@@ -136,7 +136,7 @@ static void test_summarize(void) {
     logits_summarize(row, 40, 5, CPU_SCALAR, &s);
     double total = 0;
     for (int i = 0; i < 40; i++) total += exp(logprob_of(&s, row, i));
-    CHECK(fabs(total - 1) < 1e-12, "the probabilities sum to %.17g", total);
+    CHECK(fabs(total - 1) < 1e-6, "the probabilities sum to %.17g", total);
     CHECK(s.n_top == 5 && s.top[0] == 6 && s.top[1] == 13 && row[s.top[4]] == 3.0f, "top %zu: %d %d", s.n_top,
           s.top[0], s.top[1]);
     row[17] = NAN;

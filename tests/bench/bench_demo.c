@@ -51,6 +51,7 @@
 #include "loader.h"
 #include "matmul.h"
 #include "model.h"
+#include "logprobs.h"
 #include "sampler.h"
 #include "threads.h"
 
@@ -277,6 +278,13 @@ static void part_s3(Step *b) { sample_with(b, 3); }
 static void part_s4(Step *b) { sample_with(b, 4); }
 static void part_s5(Step *b) { sample_with(b, 5); }
 
+// --logprobs 5: the log-softmax and the 5 most likely of the step's logits
+static void part_logprobs(Step *b) {
+    LogitsSummary s;
+    logits_summarize(b->logits, (size_t)b->m->config.vocab_size, 5, b->fs.isa, &s);
+    if (!(s.log_sum == s.log_sum)) exit(3);
+}
+
 static const SamplerParams SAMPLERS[] = {
     {.temperature = 0, .top_p = 1, .repeat_penalty = 1},                                    // --temp 0
     {.temperature = 1, .top_p = 1, .repeat_penalty = 1},                                    // the default
@@ -301,7 +309,7 @@ typedef struct {
     int batch;  // calls per timing
 } Part;
 
-enum { P_FORWARD, P_OUTPUT, P_MATMULS, P_QKV, P_PROJ, P_FC, P_FCPROJ, P_ATTN, P_NORMS, P_POOL, P_SAMPLER0 };
+enum { P_FORWARD, P_OUTPUT, P_MATMULS, P_QKV, P_PROJ, P_FC, P_FCPROJ, P_ATTN, P_NORMS, P_POOL, P_LOGPROBS, P_SAMPLER0 };
 static const Part PARTS[] = {
     {"gpt2_forward, one token", part_forward, 10},
     {"output layer: matmul 50257 x 128", part_output, 10},
@@ -313,6 +321,7 @@ static const Part PARTS[] = {
     {"blocks: attention", part_attention, 20},
     {"blocks: layernorm, GELU; ln_f", part_norms, 20},
     {"pool: empty runs, as many as a step", part_pool, 20},
+    {"log-probabilities, --logprobs 5 (logprobs.h)", part_logprobs, 10},
     {"", part_s0, 10}, {"", part_s1, 5}, {"", part_s2, 5}, {"", part_s3, 5}, {"", part_s4, 5}, {"", part_s5, 5},
 };
 enum { N_PARTS = sizeof PARTS / sizeof *PARTS };
@@ -499,6 +508,7 @@ int main(int argc, char **argv) {
     ROW("engine: the batch, cache growth, timers", book[1], book[2]);
     ROW("engine: the token's text, stop checks", detok[1], detok[2]);
     ROW("pool synchronisation (in the parts above)", best[1][P_POOL], best[2][P_POOL]);
+    ROW(PARTS[P_LOGPROBS].name, best[1][P_LOGPROBS], best[2][P_LOGPROBS]);
     printf("  %-58s %8.1f %13.1f  %8.1f %13.1f\n", "= the step, greedy / default sampling", total[1][0] * 1e6,
            total[1][1] * 1e6, total[2][0] * 1e6, total[2][1] * 1e6);
     printf("  %-58s %8.0f %13.0f  %8.0f %13.0f\n", "  tok/s", 1 / total[1][0], 1 / total[1][1], 1 / total[2][0],
