@@ -24,6 +24,7 @@ static const char *usage_text =
     "usage: gpt [options]                       generate text from a prompt\n"
     "       gpt --batch [options] < prompts     one JSON line per prompt line (see below)\n"
     "       gpt --score [options]               log-probability of each token of a text\n"
+    "       gpt --choice TEXT... [options]      the most likely of continuations of a prompt\n"
     "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
