@@ -68,6 +68,8 @@ _gpt_options='
 --blas              gs     -
 --logprobs          gb     text
 --choice            c      text
+--context-shift     gb     -
+--keep              gb     text
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='

@@ -160,7 +160,15 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     const GPT2Config *c = &e->model->config;
     if (check_prompt_length(c, n_prompt, err) != 0) return -1;
     size_t capacity = sequence_positions(c, n_prompt, p->max_new);
-    s->tokens = malloc((capacity + 1) * sizeof *s->tokens);
+    if (p->context_shift) {
+        if (p->keep > (size_t)c->n_ctx / 2)
+            return gpt_error(err, "keep %zu: more than half the context (%d)", p->keep, c->n_ctx / 2);
+        s->context_shift = 1;
+        s->keep = p->keep < n_prompt ? p->keep : n_prompt;
+    }
+    // the history grows past the context when the window shifts (sample_next)
+    s->tokens_cap = capacity + 1;
+    s->tokens = malloc(s->tokens_cap * sizeof *s->tokens);
     if (!s->tokens) return gpt_error(err, "out of memory for %zu tokens", capacity);
     memcpy(s->tokens, prompt, n_prompt * sizeof *prompt);
     s->n_tokens = s->n_prompt = n_prompt;
@@ -215,9 +223,44 @@ void sequence_free(Sequence *s, Engine *e) {
     free(s->stops);
     free(s->held);
     free(s->lp);
+    free(s->win);
     sampler_free(&s->sampler);
     token_stream_free(&s->stream);
     memset(s, 0, sizeof *s);
+}
+
+// The model's window: its ids, their count, and how many of them are a
+// prompt to prefill (the prompt, or after a shift the kept ids).
+static const int32_t *window_ids(const Sequence *s) { return s->win ? s->win : s->tokens; }
+static size_t window_len(const Sequence *s) { return s->win ? s->win_len : s->n_tokens; }
+static size_t window_prompt(const Sequence *s) { return s->win ? s->win_prompt : s->n_prompt; }
+
+const int32_t *sequence_context(const Sequence *s, size_t *n) {
+    *n = window_len(s);
+    return window_ids(s);
+}
+
+// The window is full: it starts again from the first `keep` tokens of the
+// prompt and the most recent ones, half the context in all, which the next
+// step computes as a prompt in a cache emptied for them. 0, or -1 with
+// s->error set.
+static int shift_window(Engine *e, Sequence *s) {
+    size_t half = (size_t)e->model->config.n_ctx / 2, recent = half - s->keep;
+    if (!s->win && !(s->win = malloc(((size_t)e->model->config.n_ctx + 1) * sizeof *s->win)))
+        return gpt_error(&s->error, "out of memory");
+    memcpy(s->win, s->tokens, s->keep * sizeof *s->win);
+    memcpy(s->win + s->keep, s->tokens + s->n_tokens - recent, recent * sizeof *s->win);
+    s->win_len = s->win_prompt = half;
+    // blocks shared with other sequences (a prompt's prefix) become its own
+    size_t copies = 0;
+    if (kvcache_truncate(&s->cache, 0, &copies) != 0)
+        return gpt_error(&s->error, "kvcache: no block to copy a shared one into");
+    s->kv_shared_blocks -= copies;
+    s->kv_reserved += copies;
+    s->shift_due = 0;
+    s->shifts++;
+    s->shift_tokens += half;
+    return 0;
 }
 
 int engine_admit(Engine *e, Sequence *s, GptError *err) {
@@ -361,7 +404,7 @@ static int add_prompt_logprobs(Engine *e, Sequence *s, size_t at, size_t rows, c
 static void sample_next(Engine *e, Sequence *s, float *logits) {
     size_t n_ctx = (size_t)e->model->config.n_ctx, V = (size_t)e->model->config.vocab_size;
     if (s->n_generated >= s->max_new) return stop(s, STOP_LENGTH);
-    if (s->n_tokens >= n_ctx) return stop(s, STOP_CONTEXT);
+    if (window_len(s) >= n_ctx) return stop(s, STOP_CONTEXT);
     // The log-probabilities are of the raw logits, which the sampler's
     // repetition penalty changes in place: summarized first, and the row
     // kept when the penalty will change it.
@@ -380,11 +423,13 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
         return stop(s, STOP_ERROR);
     }
     if (next == e->eot && !s->ignore_eos) return stop(s, STOP_EOS);
-    if (s->logprobs && add_logprob(s, &sum, raw, next) != 0) {
+    if ((s->logprobs && add_logprob(s, &sum, raw, next) != 0) ||
+        grow_array(&s->tokens, &s->tokens_cap, s->n_tokens + 1, sizeof *s->tokens) != 0) {
         gpt_error(&s->error, "out of memory");
         return stop(s, STOP_ERROR);
     }
     s->tokens[s->n_tokens++] = next;
+    if (s->win) s->win[s->win_len++] = next;
     s->n_generated++;
     s->last_token = next;
     const char *text;
@@ -396,7 +441,10 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
     }
     if (rc == 1) return stop(s, STOP_STRING);
     if (s->n_generated >= s->max_new) return stop(s, STOP_LENGTH);
-    if (s->n_tokens >= n_ctx) return stop(s, STOP_CONTEXT);
+    if (window_len(s) >= n_ctx) {
+        if (!s->context_shift) return stop(s, STOP_CONTEXT);
+        s->shift_due = 1;  // the next step starts from the kept tokens
+    }
 }
 
 int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
@@ -412,15 +460,21 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
         for (size_t i = 0; i < n; i++) {
             Sequence *s = seqs[i];
             if (s->stop || !s->admitted) continue;
-            s->out_len = 0;
-            s->last_token = -1;
-            size_t at = s->cache.n_tokens;
-            int decoding = at >= s->n_prompt;
+            if (pass == 0) {
+                s->out_len = 0;
+                s->last_token = -1;
+                if (s->shift_due && shift_window(e, s) != 0) {
+                    stop(s, STOP_ERROR);
+                    continue;
+                }
+            }
+            size_t at = s->cache.n_tokens, n_prompt = window_prompt(s);
+            int decoding = at >= n_prompt;
             if (decoding != (pass == 0) || budget == 0) continue;
-            size_t take = decoding ? 1 : s->n_prompt - at;
+            size_t take = decoding ? 1 : n_prompt - at;
             if (take > budget) take = budget;
-            LogitsWanted want = at + take >= s->n_prompt ? LOGITS_LAST : LOGITS_NONE;
-            if (!decoding && s->lp_from < s->n_prompt) {
+            LogitsWanted want = at + take >= n_prompt ? LOGITS_LAST : LOGITS_NONE;
+            if (!decoding && !s->win && s->lp_from < s->n_prompt) {
                 // the prompt's log-probabilities: the rows before the one
                 // that predicts the first reported token run without
                 // logits, the rest with (a chunk of at most logit_rows)
@@ -440,7 +494,7 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
                 stop(s, STOP_ERROR);
                 continue;
             }
-            e->inputs[n_in] = (SeqInput){.tokens = s->tokens + at, .n_tokens = take, .cache = &s->cache, .want = want};
+            e->inputs[n_in] = (SeqInput){.tokens = window_ids(s) + at, .n_tokens = take, .cache = &s->cache, .want = want};
             prefilling[i] = !decoding;
             which[n_in++] = i;
             budget -= take;
@@ -459,13 +513,13 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             const SeqInput *in = &e->inputs[j];
             double ts = now_seconds();
             const float *rows = e->fs.logits + in->logits_row * V;
-            size_t at = (size_t)(in->tokens - s->tokens);
+            size_t at = (size_t)(in->tokens - window_ids(s));
             if (in->want == LOGITS_ALL && add_prompt_logprobs(e, s, at, in->n_tokens, rows) != 0) {
                 gpt_error(&s->error, "out of memory");
                 stop(s, STOP_ERROR);
             }
             // the last row of a chunk that ends the prompt, or of a decode
-            if (!s->stop && in->want != LOGITS_NONE && at + in->n_tokens >= s->n_prompt)
+            if (!s->stop && in->want != LOGITS_NONE && at + in->n_tokens >= window_prompt(s))
                 sample_next(e, s, e->fs.logits + (in->logits_row + (in->want == LOGITS_ALL ? in->n_tokens - 1 : 0)) * V);
             double sample_seconds = now_seconds() - ts;
             if (prefilling[which[j]]) {
@@ -493,11 +547,11 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
 
 size_t sequence_verify_room(const Sequence *s, const Engine *e) {
     size_t n_ctx = (size_t)e->model->config.n_ctx;
-    if (s->stop || !s->admitted || s->cache.n_tokens < s->n_prompt || s->n_tokens >= n_ctx ||
+    if (s->stop || !s->admitted || s->shift_due || s->cache.n_tokens < window_prompt(s) || window_len(s) >= n_ctx ||
         s->n_generated >= s->max_new)
         return 0;
     // what sample_next lets it emit before a length or context stop
-    size_t left = s->max_new - s->n_generated, room = n_ctx - s->n_tokens;
+    size_t left = s->max_new - s->n_generated, room = n_ctx - window_len(s);
     if (room < left) left = room;
     return left - 1 < e->cfg.max_verify ? left - 1 : e->cfg.max_verify;
 }
@@ -509,14 +563,15 @@ void sequence_next_uniforms(const Sequence *s, double *u, size_t n) {
 
 int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, GptError *err) {
     Sequence *one[1] = {s};
-    if (k == 0 || s->stop || !s->admitted || s->cache.n_tokens < s->n_prompt) return engine_step(e, one, 1, err);
+    if (k == 0 || s->stop || !s->admitted || s->shift_due || s->cache.n_tokens < window_prompt(s))
+        return engine_step(e, one, 1, err);
     if (k > sequence_verify_room(s, e))
         return gpt_error(err, "engine: %zu proposals; the sequence can check %zu now", k, sequence_verify_room(s, e));
     s->out_len = 0;
     s->last_token = -1;
     // rows: the last sampled token, then the guesses, at positions at .. at + k
     size_t at = s->cache.n_tokens, V = (size_t)e->model->config.vocab_size;
-    e->verify_tokens[0] = s->tokens[at];
+    e->verify_tokens[0] = window_ids(s)[at];
     memcpy(e->verify_tokens + 1, draft, k * sizeof *draft);
     if (kvcache_grow(&s->cache, at + k + 1) != 0) {
         gpt_error(&s->error, "kvcache: the pool broke its promise");

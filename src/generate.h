@@ -45,7 +45,7 @@ typedef enum {
     STOP_NONE = 0,   // still running
     STOP_EOS,        // sampled <|endoftext|> (not part of the output)
     STOP_LENGTH,     // generated max_new tokens
-    STOP_CONTEXT,    // the next token would need a position past the context
+    STOP_CONTEXT,    // the next token would need a position past the context (and no --context-shift)
     STOP_STRING,     // the text reached one of its stop strings (not part of the output)
     STOP_ERROR,      // the model gave no usable logits: seq->error says more
 } StopReason;
@@ -69,6 +69,16 @@ typedef struct {
     int logprobs;
     size_t top_logprobs;     // 0 .. LOGPROBS_TOP_MAX
     size_t logprobs_from;    // the first prompt token reported (>= 1); 0: none of the prompt's
+    // Past the context (context_shift): when the next token would need a
+    // position past it, the model's window starts again from the first
+    // `keep` tokens of the prompt (at most the prompt, at most half the
+    // context) and the most recent tokens up to half the context, computed
+    // anew as a prompt (one prefill: GPT-2's positions are absolute, so no
+    // cache can be moved). What follows is exactly what a fresh run from
+    // those ids would generate with the sampler's state carried over: its
+    // RNG where it was, the repetition penalty over every token so far.
+    int context_shift;
+    size_t keep;
 } GenParams;
 
 // One token's log-probability and the most likely tokens at its position,
@@ -82,8 +92,9 @@ typedef struct {
 } TokenLogprob;
 
 typedef struct {
-    int32_t *tokens;        // (capacity + 1) the prompt, then the generated ids
+    int32_t *tokens;        // (tokens_cap) the prompt, then the generated ids
     size_t n_tokens;        // prompt + generated so far
+    size_t tokens_cap;
     size_t n_prompt;
     KVCache cache;          // cache.n_tokens: positions run through the model (or shared)
     Sampler sampler;        // parameters and RNG; draws with the engine's scratch
@@ -107,6 +118,15 @@ typedef struct {
     size_t top_logprobs, lp_from;
     TokenLogprob *lp;
     size_t n_lp, lp_cap;
+    // --context-shift (GenParams.context_shift): once shifted, the model's
+    // window is win[0..win_len), no longer tokens[0..n_tokens)
+    int context_shift;
+    size_t keep;
+    int32_t *win;           // (n_ctx + 1) NULL until the first shift
+    size_t win_len;
+    size_t win_prompt;      // its first win_prompt ids are prefilled (the kept ones)
+    int shift_due;          // the window is full: the next step shifts it
+    size_t shifts, shift_tokens;  // shifts made, and the positions they recomputed
     // what this sequence cost
     size_t positions;       // positions its cache holds (held when it stopped)
     size_t prefix_reused;   // prompt positions shared from other sequences' blocks
@@ -204,6 +224,9 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
                   const GenParams *p, GptError *err);
 // Gives its blocks back to the pool. NULL-safe, idempotent.
 void sequence_free(Sequence *s, Engine *e);
+// The ids the model's window holds (the prompt and what followed, or after
+// a context shift the kept ones and what followed): *n of them.
+const int32_t *sequence_context(const Sequence *s, size_t *n);
 // Gives its blocks (and what is left of the promise) back to the pool, and
 // keeps the rest; engine_step does it when a sequence stops, so that its
 // place goes to the next one at once. Idempotent.

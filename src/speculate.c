@@ -121,7 +121,16 @@ int speculate_step(Engine *e, Sequence *s, Draft *d, size_t k, GptError *err) {
     if (k == 0) return engine_step_verify(e, s, NULL, 0, err);
     double t0 = now_seconds();
     sequence_next_uniforms(s, d->uniforms, k);
-    int guessed = draft_propose(d, s->tokens, s->n_tokens, k, d->uniforms, d->guesses, err);
+    // the model's window: after a context shift, other ids at its positions
+    if (s->shifts != d->shifts_seen) {
+        size_t copies;
+        if (d->model && kvcache_truncate(&d->cache, 0, &copies) != 0)
+            return gpt_error(err, "draft: its cache would not truncate");
+        d->shifts_seen = s->shifts;
+    }
+    size_t n;
+    const int32_t *window = sequence_context(s, &n);
+    int guessed = draft_propose(d, window, n, k, d->uniforms, d->guesses, err);
     double spent = now_seconds() - t0;
     d->seconds += spent;
     s->decode_seconds += spent;

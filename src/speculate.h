@@ -53,6 +53,7 @@ typedef struct {
     size_t max_positions, max_guesses;
     double seconds;         // wall time spent guessing
     size_t guesses_run;     // tokens the draft model ran (its prefill included)
+    size_t shifts_seen;     // the sequence's context shifts its cache follows
 } Draft;
 
 // A draft model for sequences of at most max_positions tokens that sample

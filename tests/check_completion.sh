@@ -141,6 +141,7 @@ sample() {
         --draft) echo /nonexistent/gpt-model ;;
         --draft-dtype) echo q8 ;;
         --draft-tokens) echo "1 --lookup 2" ;;
+        --keep) echo "1 --context-shift" ;;
         *) echo 1 ;;
     esac
 }

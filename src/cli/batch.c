@@ -363,6 +363,18 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
                 j->params.logprobs = 1;
                 j->params.top_logprobs = (size_t)d;
             }
+        } else if (!strcmp(k, "context_shift")) {
+            if (!cJSON_IsBool(f)) {
+                job_fail(j, "context_shift must be true or false");
+                goto done;
+            }
+            j->params.context_shift = cJSON_IsTrue(f);
+        } else if (!strcmp(k, "keep")) {
+            if (json_number(f, &d) || d != floor(d) || d < 0 || d > 1e9) {
+                job_fail(j, "keep must be an integer >= 0");
+                goto done;
+            }
+            j->params.keep = (size_t)d;
         } else if (!strcmp(k, "echo")) {
             if (!cJSON_IsBool(f)) {
                 job_fail(j, "echo must be true or false");
@@ -471,7 +483,8 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     j->index = index;
     j->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
                             .ignore_eos = o->ignore_eos, .stops = o->stops, .n_stops = o->n_stops,
-                            .logprobs = o->logprobs >= 0, .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0};
+                            .logprobs = o->logprobs >= 0, .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0,
+                            .context_shift = o->context_shift, .keep = (size_t)o->keep};
     j->echo = o->echo;
     j->params.sampling.seed = seed_base + index;
     const char *prompt = line;
@@ -627,6 +640,7 @@ static int write_job(Batch *b, Job *j) {
         cJSON_AddNumberToObject(st, "prefix_tokens_reused", (double)s->prefix_reused);
         cJSON_AddNumberToObject(st, "prefill_tokens", (double)s->prefill_tokens);
         cJSON_AddNumberToObject(st, "decode_tokens", (double)s->decode_tokens);
+        if (s->context_shift) cJSON_AddNumberToObject(st, "context_shifts", (double)s->shifts);
         cJSON_AddItemToObject(r, "stats", st);
     }
     int rc = out_json_line(r) || out_flush() ? -1 : 0;
@@ -814,6 +828,12 @@ int run_batch(const Options *o) {
     if (kv_blocks == 0) {
         rc = usage_error(NULL, "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
                          o->kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK);
+        session_close(&ss);
+        return rc;
+    }
+    if (o->context_shift && (size_t)o->keep > (size_t)mp->config.n_ctx / 2) {
+        rc = usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
+                         mp->config.n_ctx / 2);
         session_close(&ss);
         return rc;
     }

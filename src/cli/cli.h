@@ -59,6 +59,8 @@ typedef struct {
     int progress;        // --progress: the progress line even when stderr is no terminal
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
+    int context_shift;   // --context-shift: past the context, start again from the kept tokens
+    long keep;           // --keep N: the prompt tokens every window starts with
     long logprobs;       // --logprobs N: each token's log-probability and the N most likely; -1 off
     const char *choices[MAX_CHOICES];  // --choice (MODE_CHOICE)
     size_t n_choices;

@@ -58,6 +58,12 @@ static const char *usage_text =
     "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
+    "      --context-shift     past the context, go on: the window starts again from the\n"
+    "                          --keep first prompt tokens and the latest, half the context in\n"
+    "                          all, computed anew (exactly a fresh run from those tokens with\n"
+    "                          the sampler's state carried over); without it generation stops\n"
+    "      --keep N            the prompt tokens every shift keeps (default 0; at most half\n"
+    "                          the context; more than the prompt: the prompt)\n"
     "      --echo              print the prompt before the continuation (--json: the text\n"
     "                          starts with it; with --logprobs, its tokens get theirs too)\n"
     "      --logprobs N        each generated token's log-probability and the N most likely\n"
@@ -236,7 +242,7 @@ enum {
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
-    O_LOGPROBS, O_CHOICE,
+    O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP,
     O_COUNT  // one past the last
 };
 
@@ -286,6 +292,8 @@ static const struct option LONG_OPTIONS[] = {
     {"blas", no_argument, 0, O_BLAS},
     {"logprobs", required_argument, 0, O_LOGPROBS},
     {"choice", required_argument, 0, O_CHOICE},
+    {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
+    {"keep", required_argument, 0, O_KEEP},
     {0, 0, 0, 0},
 };
 
@@ -300,7 +308,7 @@ static int modes_of(int code) {
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
-    case O_ECHO: case O_LOGPROBS: return GEN | BATCH;
+    case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
     case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
@@ -477,6 +485,12 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             rc = parse_bounded(v, 0, LOGPROBS_TOP_MAX, &o->logprobs);
             if (rc != 0) return FAIL("%s %s: must be an integer in [0, %d]", flag, v, LOGPROBS_TOP_MAX);
             break;
+        case O_CONTEXT_SHIFT: o->context_shift = 1; break;
+        case O_KEEP:
+            rc = parse_bounded(v, 0, LONG_MAX, &o->keep);
+            if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
+            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
+            break;
         case O_CHOICE:
             if (!*v) return FAIL("%s: an empty choice has no tokens to score", flag);
             if (o->n_choices == MAX_CHOICES) return FAIL("%s: at most %d choices", flag, MAX_CHOICES);
@@ -555,6 +569,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         return FAIL("--lookup and --draft/--draft-dtype exclude each other (one draft per run)");
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
+    if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     // options that --json would silently drop
     if (o->per_token && o->json)
         return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");

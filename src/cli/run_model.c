@@ -49,6 +49,8 @@ typedef struct {
     size_t decode_forwards;   // model forward calls while decoding
     double draft_seconds;
     const char *blas;         // --blas: OpenBLAS's description, else NULL
+    int context_shift;        // --context-shift
+    size_t shifts, shift_tokens;  // the shifts, and the positions they recomputed
 } RunStats;
 
 static cJSON *stats_json(const Model *m, const RunStats *r) {
@@ -82,6 +84,10 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     if (r->have_seed) cJSON_AddItemToObject(s, "seed", u64_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
     if (r->blas) cJSON_AddStringToObject(s, "blas", r->blas);
+    if (r->context_shift) {
+        cJSON_AddNumberToObject(s, "context_shifts", (double)r->shifts);
+        cJSON_AddNumberToObject(s, "context_shift_tokens", (double)r->shift_tokens);
+    }
     if (r->draft) {
         cJSON *d = cJSON_CreateObject();
         cJSON_AddStringToObject(d, "draft", r->draft);
@@ -123,6 +129,9 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
             r->prefill_seconds, rate(r->prefill_tokens, r->prefill_seconds));
     fprintf(e, "decode:     %zu tokens in %.3f s = %.1f tok/s\n", r->decode_tokens,
             r->decode_seconds, rate(r->decode_tokens, r->decode_seconds));
+    if (r->context_shift)
+        fprintf(e, "shifts:     %zu past the context, %zu positions computed again (in the prefill above)\n",
+                r->shifts, r->shift_tokens);
     if (r->draft) {
         if (r->lookup_n)
             fprintf(e, "draft:      prompt lookup of %zu-grams, up to %zu guesses a step\n", r->lookup_n,
@@ -278,7 +287,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
 
     GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
                     .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
-                    .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0};
+                    .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0,
+                    .context_shift = o->context_shift, .keep = (size_t)o->keep};
     gp.sampling.seed = run_seed(o);
     r.seed = gp.sampling.seed;
     r.have_seed = 1;
@@ -290,7 +300,15 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     size_t guesses = speculating ? default_guesses(o, m, dm->model) : 0;
     // the echoed prompt's log-probabilities: its rows with logits, SCORE_CHUNK a step
     size_t prompt_logit_rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
-    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n_prompt, .kv_dtype = o->kv_dtype,
+    // a context shift computes half the context again in one step
+    size_t half = (size_t)m->config.n_ctx / 2, step_tokens = o->context_shift && half > n_prompt ? half : n_prompt;
+    if (o->context_shift && gp.keep > n_prompt) {
+        fprintf(stderr, "gpt: --keep %zu: the prompt is %zu tokens; a shift keeps all %zu\n", gp.keep, n_prompt,
+                n_prompt);
+        gp.keep = n_prompt;
+    }
+    r.context_shift = o->context_shift;
+    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
                        .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses,
                        .use_blas = o->blas, .prompt_logit_rows = prompt_logit_rows};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
@@ -357,7 +375,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
             goto done;  // stdout is gone: stop generating
         }
         if (seq.stop == STOP_CONTEXT)
-            fprintf(stderr, "gpt: stopped at the end of the context (%d positions)\n", m->config.n_ctx);
+            fprintf(stderr, "gpt: stopped at the end of the context (%d positions; --context-shift goes on)\n",
+                    m->config.n_ctx);
     }
     r.generated = seq.n_generated;
     r.prefill_tokens = seq.prefill_tokens;
@@ -365,6 +384,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     r.decode_tokens = seq.decode_tokens;
     r.decode_seconds = seq.decode_seconds;
     r.seq_tokens = seq.positions;
+    r.shifts = seq.shifts;
+    r.shift_tokens = seq.shift_tokens;
     if (speculating) {
         r.draft = dm->model ? "model" : "lookup";
         r.draft_file = dm->file;
@@ -625,6 +646,11 @@ int run_model(const Options *o) {
     if (scoring && n > (size_t)m->config.n_ctx && !o->stride) {
         fprintf(stderr, "gpt: the text is %zu tokens; the model's context holds %d (--stride N scores longer texts "
                         "in windows)\n", n, m->config.n_ctx);
+        goto done;
+    }
+    if (o->context_shift && (size_t)o->keep > (size_t)m->config.n_ctx / 2) {
+        rc = usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
+                         m->config.n_ctx / 2);
         goto done;
     }
     if (!scoring && check_prompt_length(&m->config, n, &err) != 0) {
