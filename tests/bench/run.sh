@@ -268,3 +268,7 @@ sh tests/bench/speculate.sh
 echo
 echo "== log-probabilities: decode with --logprobs 5 against without, and a 4-way --choice (tests/bench/logprobs.sh)"
 BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/logprobs.sh
+
+echo
+echo "== past the context: -n 2048 --context-shift against a run within the context (tests/bench/shift.sh)"
+BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/shift.sh
