@@ -70,6 +70,7 @@ _gpt_options='
 --choice            c      text
 --context-shift     gb     -
 --keep              gb     text
+--completions       g      text
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='

@@ -690,6 +690,59 @@ static void test_tokenize_cli(const cJSON *refs) {
     result_free(&r);
 }
 
+// --completions N: N results, each the single run with its seed (-s, -s +
+// 1, ...; or drawn, and returned), the prompt computed once.
+static void test_completions(void) {
+    const char *p = "And it came to pass";
+    const char *settings[][6] = {{"-s", "5"}, {"-s", "9", "--logprobs", "2", "--echo"}, {"--top-k", "20"}};
+    for (int k = 0; k < 3; k++) {
+        const char *args[24] = {"-m", "models/demo.bin", "-p", p, "-n", "12", "--json"};
+        int n = 7;
+        for (int i = 0; settings[k][i]; i++) args[n++] = settings[k][i];
+        args[n++] = "--completions";
+        args[n++] = "4";
+        args[n] = NULL;
+        Result r = run_gpt(tmpdir, NULL, 0, args);
+        cJSON *j = parse_json_output(&r), *list = cJSON_GetObjectItem(j, "completions");
+        // the prompt is shared (not with --echo's log-probabilities, which each computes)
+        CHECK(j && cJSON_GetArraySize(list) == 4 &&
+                  (k == 1 || cJSON_GetNumberValue(cJSON_GetObjectItem(j, "prefix_tokens_reused")) > 0),
+              "--completions 4, setting %d: rc %d %s", k, r.rc, r.err);
+        for (int c = 0; c < cJSON_GetArraySize(list); c++) {
+            const cJSON *item = cJSON_GetArrayItem(list, c);
+            char seed[32];
+            snprintf(seed, sizeof seed, "%.0f", cJSON_GetNumberValue(cJSON_GetObjectItem(item, "seed")));
+            args[n - 2] = "-s";  // the same run alone, with that seed
+            args[n - 1] = seed;
+            Result one = run_gpt(tmpdir, NULL, 0, args);
+            cJSON *o = parse_json_output(&one);
+            int same = o != NULL;
+            for (const char *const *key = (const char *const[]){"tokens", "text", "stop_reason", "logprobs", NULL};
+                 same && *key; key++) {
+                char *a = cJSON_PrintUnformatted(cJSON_GetObjectItem(item, *key)),
+                     *b = cJSON_PrintUnformatted(cJSON_GetObjectItem(o, *key));
+                same = (!a && !b) || (a && b && !strcmp(a, b));
+                free(a);
+                free(b);
+            }
+            CHECK(same, "--completions 4, setting %d, completion %d (seed %s): not the single run's", k, c, seed);
+            cJSON_Delete(o);
+            result_free(&one);
+        }
+        cJSON_Delete(j);
+        result_free(&r);
+    }
+    Result r = RUN("-m", "models/demo.bin", "-p", p, "--completions", "3");
+    CHECK(r.rc == 2 && strstr(r.err, "--completions 3 writes a list of results: it needs --json"), "%s", r.err);
+    result_free(&r);
+    r = RUN("-m", "models/demo.bin", "-p", p, "--completions", "3", "--json", "--lookup", "2");
+    CHECK(r.rc == 2 && strstr(r.err, "--completions and speculative decoding exclude each other"), "%s", r.err);
+    result_free(&r);
+    r = RUN("-m", "models/demo.bin", "-p", p, "--completions", "65");
+    CHECK(r.rc == 2 && strstr(r.err, "--completions 65: must be an integer in [1, 64]"), "%s", r.err);
+    result_free(&r);
+}
+
 int main(void) {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     char *text = NULL;
@@ -711,6 +764,7 @@ int main(void) {
     test_context_limits();
     test_stats();
     test_kv_f16();
+    test_completions();
     cJSON_Delete(refs);
     free(text);
     scratch_dir_remove(tmpdir);

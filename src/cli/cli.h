@@ -62,6 +62,7 @@ typedef struct {
     int context_shift;   // --context-shift: past the context, start again from the kept tokens
     long keep;           // --keep N: the prompt tokens every window starts with
     long logprobs;       // --logprobs N: each token's log-probability and the N most likely; -1 off
+    long completions;    // --completions N: N continuations, seeds -s, -s + 1, ... (default 1)
     const char *choices[MAX_CHOICES];  // --choice (MODE_CHOICE)
     size_t n_choices;
     // speculative decoding

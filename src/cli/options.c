@@ -64,6 +64,9 @@ static const char *usage_text =
     "                          the sampler's state carried over); without it generation stops\n"
     "      --keep N            the prompt tokens every shift keeps (default 0; at most half\n"
     "                          the context; more than the prompt: the prompt)\n"
+    "      --completions N     N continuations of the prompt (1 to 64, default 1), seeds -s,\n"
+    "                          -s + 1, ...: each the run with its seed; the prompt computed\n"
+    "                          once; with --json, a list \"completions\"\n"
     "      --echo              print the prompt before the continuation (--json: the text\n"
     "                          starts with it; with --logprobs, its tokens get theirs too)\n"
     "      --logprobs N        each generated token's log-probability and the N most likely\n"
@@ -242,7 +245,7 @@ enum {
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
-    O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP,
+    O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS,
     O_COUNT  // one past the last
 };
 
@@ -294,6 +297,7 @@ static const struct option LONG_OPTIONS[] = {
     {"choice", required_argument, 0, O_CHOICE},
     {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
     {"keep", required_argument, 0, O_KEEP},
+    {"completions", required_argument, 0, O_COMPLETIONS},
     {0, 0, 0, 0},
 };
 
@@ -307,7 +311,7 @@ static int modes_of(int code) {
     case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
-    case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
+    case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: case O_COMPLETIONS: return GEN;
     case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
@@ -353,6 +357,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->draft_dtype = -1;
     o->draft_tokens = 0;  // 0: chosen by the draft's cost (run_model.c)
     o->logprobs = -1;
+    o->completions = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cores > 0 ? cores : 1;
 
@@ -486,6 +491,10 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (rc != 0) return FAIL("%s %s: must be an integer in [0, %d]", flag, v, LOGPROBS_TOP_MAX);
             break;
         case O_CONTEXT_SHIFT: o->context_shift = 1; break;
+        case O_COMPLETIONS:
+            if (counted(v, MAX_CHOICES, &o->completions) != 0)
+                return FAIL("%s %s: must be an integer in [1, %d]", flag, v, MAX_CHOICES);
+            break;
         case O_KEEP:
             rc = parse_bounded(v, 0, LONG_MAX, &o->keep);
             if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
@@ -570,6 +579,10 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
+    if (o->completions > 1 && !o->json)
+        return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
+    if (o->completions > 1 && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
+        return FAIL("--completions and speculative decoding exclude each other (a draft guesses for one sequence)");
     // options that --json would silently drop
     if (o->per_token && o->json)
         return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");

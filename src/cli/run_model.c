@@ -432,6 +432,149 @@ done:
 }
 
 // ----------------------------------------------------------------------------
+// --completions N
+
+// N continuations of one prompt, seeds seed, seed + 1, ...: N sequences of
+// one engine; the first computes the prompt, the others share its blocks,
+// and they decode together. Each is the single run with its seed, bit for
+// bit (a row's result never depends on the others in the step). --json only.
+static int run_completions(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
+                           Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids, size_t n_prompt) {
+    GptError err = {{0}};
+    size_t n = (size_t)o->completions, half = (size_t)m->config.n_ctx / 2;
+    Engine engine;
+    int engine_up = 0, rc = EXIT_RUNTIME, stopped_by_user = 0;
+    Sequence *seqs = calloc(n, sizeof *seqs);
+    Sequence **live = calloc(n, sizeof *live);
+    char **texts = calloc(n, sizeof *texts);
+    size_t *lens = calloc(n, sizeof *lens), *caps = calloc(n, sizeof *caps);
+    RunStats r = {.model_file = model_file, .kv_dtype = o->kv_dtype, .have_seed = 1, .prompt_tokens = n_prompt,
+                  .context_shift = o->context_shift};
+    if (!seqs || !live || !texts || !lens || !caps) {
+        fprintf(stderr, "gpt: out of memory\n");
+        goto done;
+    }
+    GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
+                    .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
+                    .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0,
+                    .context_shift = o->context_shift, .keep = (size_t)o->keep < n_prompt ? (size_t)o->keep : n_prompt};
+    r.seed = gp.sampling.seed = run_seed(o);
+    size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
+    size_t step_tokens = n_prompt + n, rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
+    if (o->context_shift && half + n > step_tokens) step_tokens = half + n;
+    EngineConfig ec = {.max_seqs = n, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
+                       .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = pool,
+                       .prompt_logit_rows = rows};
+    if (engine_init(&engine, m, tok, &ec, &err) != 0) {
+        report_error(&err);
+        goto done;
+    }
+    engine_up = 1;
+    for (size_t i = 0; i < n; i++) {
+        GenParams own = gp;
+        own.sampling.seed = gp.sampling.seed + i;
+        if (sequence_init(&seqs[i], &engine, ids, n_prompt, &own, &err) != 0) {
+            report_error(&err);
+            goto done;
+        }
+        // the text starts with the prompt when echoed (as UTF-8)
+        if (o->echo && !(texts[i] = utf8_replace_invalid((const unsigned char *)prompt, prompt_len, &lens[i]))) {
+            fprintf(stderr, "gpt: out of memory\n");
+            goto done;
+        }
+        caps[i] = lens[i];
+    }
+    defer_interrupts();
+    for (;;) {
+        size_t n_live = 0, running = 0;
+        for (size_t i = 0; i < n; i++) {
+            int a = seqs[i].admitted ? 1 : engine_admit(&engine, &seqs[i], &err);
+            if (a < 0) {
+                report_error(&err);
+                goto done;
+            }
+            if (a == 0) break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            running += !seqs[i].stop;
+            if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
+        }
+        if (!running) break;
+        if (was_interrupted()) {
+            stopped_by_user = 1;
+            break;
+        }
+        if (engine_step(&engine, live, n_live, &err) != 0) {
+            report_error(&err);
+            goto done;
+        }
+        for (size_t i = 0; i < n_live; i++) {
+            Sequence *s = live[i];
+            size_t k = (size_t)(s - seqs);
+            if (s->stop == STOP_ERROR) {
+                report_error(&s->error);
+                goto done;
+            }
+            if (grow_array(&texts[k], &caps[k], lens[k] + s->out_len + 1, 1) != 0) {
+                fprintf(stderr, "gpt: out of memory for the --json text\n");
+                goto done;
+            }
+            if (s->out_len) memcpy(texts[k] + lens[k], s->out, s->out_len);
+            lens[k] += s->out_len;
+        }
+    }
+    cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    cJSON_AddItemToObject(root, "prompt_tokens", ids_json(ids, n_prompt));
+    for (size_t i = 0; i < n; i++) {
+        const Sequence *s = &seqs[i];
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", (double)i);
+        cJSON_AddItemToObject(c, "seed", u64_json(gp.sampling.seed + i));
+        cJSON_AddItemToObject(c, "tokens", ids_json(s->tokens + n_prompt, s->n_generated));
+        if (texts[i]) texts[i][lens[i]] = '\0';
+        cJSON_AddStringToObject(c, "text", texts[i] ? texts[i] : "");
+        cJSON_AddStringToObject(c, "stop_reason", stopped_by_user && !s->stop ? "interrupted" : stop_reason_name(s->stop));
+        if (gp.logprobs)
+            cJSON_AddItemToObject(c, "logprobs", o->echo ? logprobs_json(tok, s->tokens, s->n_tokens, s->lp, s->lp_from)
+                                                         : logprobs_json(tok, s->tokens + n_prompt, s->n_generated, s->lp, 0));
+        cJSON_AddItemToArray(list, c);
+        r.generated += s->n_generated;
+        r.prefill_tokens += s->prefill_tokens;
+        r.decode_tokens += s->decode_tokens;
+        r.seq_tokens += s->positions;
+        r.shifts += s->shifts;
+        r.shift_tokens += s->shift_tokens;
+    }
+    r.prefill_seconds = seqs[0].prefill_seconds;
+    r.decode_seconds = engine.forward_seconds - r.prefill_seconds;
+    KVPoolStats ps = kvpool_stats(engine.kv);
+    r.kv_allocated = ps.peak_held * ps.block_bytes;
+    cJSON_AddItemToObject(root, "completions", list);
+    cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
+    cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
+    int bad = out_json_line(root);
+    cJSON_Delete(root);
+    if (bad || out_flush() != 0) goto done;
+    rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
+    if (o->stats) {
+        fprintf(stderr, "completions: %zu, seeds %llu to %llu; the prompt computed once, %zu tokens reused\n", n,
+                (unsigned long long)gp.sampling.seed, (unsigned long long)(gp.sampling.seed + n - 1),
+                engine.prefix_tokens_reused);
+        print_stats(m, &r, o->threads);
+    }
+done:
+    for (size_t i = 0; seqs && engine_up && i < n; i++) sequence_free(&seqs[i], &engine);
+    if (engine_up) engine_free(&engine);
+    for (size_t i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+    free(lens);
+    free(caps);
+    free(seqs);
+    free(live);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
 // --choice
 
 // The prompt's continuations o->choices ranked by likelihood. Each choice
@@ -657,8 +800,9 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    rc = scoring ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
-                 : run_generate(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
+    rc = scoring                ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
+         : o->completions > 1 ? run_completions(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n)
+                              : run_generate(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
 done:
     free(ids);
     free(prompt);
