@@ -50,7 +50,7 @@ _gpt_options='
 --first-index       b      text
 --prefill-chunk     b      text
 --no-prefix-sharing b      -
---stats-json        b      -
+--stats-json        gbsc   -
 --per-token         gs     -
 --stride            s      text
 --json              gstc   -

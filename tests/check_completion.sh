@@ -218,7 +218,7 @@ expect "convert" gpt conv
 expect_has "inspect" gpt ""
 expect_has "--batch" gpt ""
 expect "--jsonl" gpt --batch --j
-expect "--stride --stats" gpt --score --st
+expect "--stats-json --stride --stats" gpt --score --st
 expect "--stats-json" gpt --stats --stats  # --stats given: not again
 expect "--stop" gpt --stop x --sto         # --stop repeats
 expect "--unordered" gpt -n 5 --batch --un

@@ -704,7 +704,8 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddNumberToObject(s, "parallel", (double)o->parallel);
         char dts[32];
         cJSON_AddStringToObject(s, "weight_dtype", model_matrix_dtypes(b->m, dts, sizeof dts));
-        cJSON_AddStringToObject(s, "kv_dtype", dtype_name(o->kv_dtype));
+        cJSON_AddStringToObject(s, "kv_type", dtype_name(o->kv_dtype));   // --kv-type
+        cJSON_AddStringToObject(s, "kv_dtype", dtype_name(o->kv_dtype));  // its old name, until 0.2
         cJSON_AddNumberToObject(s, "kv_bytes_per_token", (double)per_token);
         cJSON_AddNumberToObject(s, "kv_block_tokens", KV_BLOCK);
         cJSON_AddNumberToObject(s, "kv_block_bytes", (double)ps.block_bytes);

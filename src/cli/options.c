@@ -98,7 +98,7 @@ static const char *usage_text =
     "      --first-index N     the first line's index, 0 to 2^52 (default 0); seeds are -s + index\n"
     "      --prefill-chunk N   prompt tokens per step beside the decodes (default 128)\n"
     "      --no-prefix-sharing compute every prompt in full\n"
-    "      --stats-json        the --stats report as one JSON line on stderr\n"
+
     "scoring (--score), and generation's log-probabilities:\n"
     "      --per-token         one line per token: its text and log-probability, tab-separated,\n"
     "                          the text escaped as --text's, and \\xHH for each byte of a\n"
@@ -110,6 +110,7 @@ static const char *usage_text =
     "output:\n"
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
+    "      --stats-json        the --stats report as one JSON line on stderr (--json's stats)\n"
     "      --progress          --batch and --score: a progress line on stderr even when it is\n"
     "                          not a terminal (on a terminal it is always shown)\n"
     "      --blas              prompts of 64 tokens or more through OpenBLAS's sgemm (float32\n"
@@ -316,7 +317,8 @@ static int modes_of(int code) {
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
     case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
-    case O_PREFILL_CHUNK: case O_NO_PREFIX: case O_STATS_JSON: return BATCH;
+    case O_PREFILL_CHUNK: case O_NO_PREFIX: return BATCH;
+    case O_STATS_JSON: return MODEL_MODES;
     case O_PER_TOKEN: return SCORE | GEN;
     case O_STRIDE: return SCORE;
     case O_PROGRESS: return SCORE | BATCH;

@@ -69,7 +69,8 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "weight_bytes", (double)m->weight_bytes);
     cJSON_AddNumberToObject(s, "decode_bytes_per_token", (double)m->decode_bytes);
     cJSON_AddNumberToObject(s, "load_seconds", m->load_seconds);
-    cJSON_AddStringToObject(s, "kv_dtype", dtype_name(r->kv_dtype));
+    cJSON_AddStringToObject(s, "kv_type", dtype_name(r->kv_dtype));   // --kv-type
+    cJSON_AddStringToObject(s, "kv_dtype", dtype_name(r->kv_dtype));  // its old name, until 0.2
     cJSON_AddNumberToObject(s, "kv_bytes_per_token", (double)per_token);
     cJSON_AddNumberToObject(s, "kv_bytes_sequence", (double)(per_token * r->seq_tokens));
     cJSON_AddNumberToObject(s, "seq_tokens", (double)r->seq_tokens);
@@ -105,6 +106,15 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
         cJSON_AddItemToObject(s, "speculation", d);
     }
     return s;
+}
+
+// --stats-json: the report as one JSON line on stderr (--json's "stats").
+static void print_stats_json(const Model *m, const RunStats *r) {
+    cJSON *st = stats_json(m, r);
+    char *line = st ? cJSON_PrintUnformatted(st) : NULL;
+    if (line) fprintf(stderr, "%s\n", line);
+    free(line);
+    cJSON_Delete(st);
 }
 
 static void print_stats(const Model *m, const RunStats *r, long threads) {
@@ -242,6 +252,7 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
     if (out_flush() != 0) goto done;
     rc = EXIT_OK;
     if (o->stats) print_stats(m, &r, o->threads);
+    if (o->stats_json) print_stats_json(m, &r);
 done:
     free(logprobs);
     return rc;
@@ -423,6 +434,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
         fprintf(stderr, "stop:       %s after %zu new tokens\n", stop_reason, r.generated);
         print_stats(m, &r, o->threads);
     }
+    if (o->stats_json) print_stats_json(m, &r);
 done:
     free(text);
     draft_free(&draft);
@@ -562,6 +574,7 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
                 engine.prefix_tokens_reused);
         print_stats(m, &r, o->threads);
     }
+    if (o->stats_json) print_stats_json(m, &r);
 done:
     for (size_t i = 0; seqs && engine_up && i < n; i++) sequence_free(&seqs[i], &engine);
     if (engine_up) engine_free(&engine);
@@ -693,6 +706,7 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
                 best + 1, c[best].sum, engine.prefix_tokens_reused);
         print_stats(m, &r, o->threads);
     }
+    if (o->stats_json) print_stats_json(m, &r);
 done:
     for (size_t i = 0; seqs && engine_up && i < nc; i++) sequence_free(&seqs[i], &engine);
     if (engine_up) engine_free(&engine);
