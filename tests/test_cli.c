@@ -743,6 +743,27 @@ static void test_completions(void) {
     result_free(&r);
 }
 
+// --stats-json in every mode with a model: one JSON line on stderr, the
+// --json "stats" (kv_type, and kv_dtype, its old name, until 0.2).
+static void test_stats_json(void) {
+    const char *modes[][8] = {{"-p", "Hello", "-n", "3"}, {"--score", "-p", "Hello world"},
+                              {"-p", "Hello", "--choice", " a", "--choice", " b"}};
+    for (int i = 0; i < 3; i++) {
+        const char *args[16] = {"-m", "models/demo.bin", "--kv-type", "f16", "--stats-json"};
+        int n = 5;
+        for (int k = 0; modes[i][k]; k++) args[n++] = modes[i][k];
+        args[n] = NULL;
+        Result r = run_gpt(tmpdir, NULL, 0, args);
+        const char *last = strrchr(r.err, '{');
+        cJSON *j = last ? cJSON_Parse(last) : NULL;
+        CHECK(r.rc == 0 && j && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "kv_type")), "F16") &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "kv_dtype")), "F16"),
+              "--stats-json, mode %d: rc %d, stderr %s", i, r.rc, r.err);
+        cJSON_Delete(j);
+        result_free(&r);
+    }
+}
+
 int main(void) {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     char *text = NULL;
@@ -765,6 +786,7 @@ int main(void) {
     test_stats();
     test_kv_f16();
     test_completions();
+    test_stats_json();
     cJSON_Delete(refs);
     free(text);
     scratch_dir_remove(tmpdir);
