@@ -444,7 +444,31 @@ done:
 }
 
 // ----------------------------------------------------------------------------
-// --completions N
+// several sequences of one engine: --completions N, --choice
+
+// Admits, in order, what the pool lets in (a sequence may wait for the
+// prefix another computes), then runs one step of every admitted sequence
+// not done, listed in live. Returns how many stepped (0: all were done), or
+// -1 after reporting an error.
+static long step_several(Engine *e, Sequence *seqs, size_t n, Sequence **live) {
+    GptError err = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        int a = seqs[i].admitted ? 1 : engine_admit(e, &seqs[i], &err);
+        if (a < 0) return report_error(&err), -1;
+        if (a == 0) break;
+    }
+    size_t n_live = 0, waiting = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
+        waiting += !seqs[i].admitted;
+    }
+    if (n_live == 0 && waiting) return report_error(&(GptError){"engine: the pool admits none of them"}), -1;
+    if (n_live == 0) return 0;
+    if (engine_step(e, live, n_live, &err) != 0) return report_error(&err), -1;
+    for (size_t i = 0; i < n_live; i++)
+        if (live[i]->stop == STOP_ERROR) return report_error(&live[i]->error), -1;
+    return (long)n_live;
+}
 
 // N continuations of one prompt, seeds seed, seed + 1, ...: N sequences of
 // one engine; the first computes the prompt, the others share its blocks,
@@ -498,35 +522,16 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
     }
     defer_interrupts();
     for (;;) {
-        size_t n_live = 0, running = 0;
-        for (size_t i = 0; i < n; i++) {
-            int a = seqs[i].admitted ? 1 : engine_admit(&engine, &seqs[i], &err);
-            if (a < 0) {
-                report_error(&err);
-                goto done;
-            }
-            if (a == 0) break;
-        }
-        for (size_t i = 0; i < n; i++) {
-            running += !seqs[i].stop;
-            if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
-        }
-        if (!running) break;
         if (was_interrupted()) {
             stopped_by_user = 1;
             break;
         }
-        if (engine_step(&engine, live, n_live, &err) != 0) {
-            report_error(&err);
-            goto done;
-        }
-        for (size_t i = 0; i < n_live; i++) {
+        long n_live = step_several(&engine, seqs, n, live);
+        if (n_live < 0) goto done;
+        if (n_live == 0) break;
+        for (long i = 0; i < n_live; i++) {
             Sequence *s = live[i];
             size_t k = (size_t)(s - seqs);
-            if (s->stop == STOP_ERROR) {
-                report_error(&s->error);
-                goto done;
-            }
             if (grow_array(&texts[k], &caps[k], lens[k] + s->out_len + 1, 1) != 0) {
                 fprintf(stderr, "gpt: out of memory for the --json text\n");
                 goto done;
@@ -642,36 +647,12 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
         }
     }
     defer_interrupts();
-    for (;;) {
-        // admission in order (one waits for the prefix another computes);
-        // then one step of every admitted sequence not done
-        size_t n_live = 0, running = 0;
-        for (size_t i = 0; i < nc; i++) {
-            int a = seqs[i].admitted ? 1 : engine_admit(&engine, &seqs[i], &err);
-            if (a < 0) {
-                report_error(&err);
-                goto done;
-            }
-            if (a == 0) break;
-        }
-        for (size_t i = 0; i < nc; i++) {
-            if (!seqs[i].stop) running++;
-            if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
-        }
-        if (!running) break;
+    for (long stepped = 1; stepped;) {
         if (was_interrupted()) {
             rc = EXIT_INTERRUPTED;
             goto done;
         }
-        if (engine_step(&engine, live, n_live, &err) != 0) {
-            report_error(&err);
-            goto done;
-        }
-        for (size_t i = 0; i < n_live; i++)
-            if (live[i]->stop == STOP_ERROR) {
-                report_error(&live[i]->error);
-                goto done;
-            }
+        if ((stepped = step_several(&engine, seqs, nc, live)) < 0) goto done;
     }
     for (size_t i = 0; i < nc; i++) {
         c[i].lp = seqs[i].lp;
