@@ -455,6 +455,15 @@ static void test_context_limits(void) {
     CHECK(r.rc == 0 && strstr(r.err, "end of the context"), "context stop: rc %d, '%s'", r.rc, r.err);
     cJSON_Delete(j);
     result_free(&r);
+    // a --stride past the context is a usage error, as --kv-budget too small
+    // for one block is: known once the model is, and before stdin is read
+    r = RUN("-m", tiny, "--score", "--stride", "200", "-p", prompt);
+    CHECK(r.rc == 2 && strstr(r.err, "--stride 200: must be at most the model's context, 128") && one_line(r.err) &&
+              r.out_len == 0, "--stride past the context: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", tiny, "--score", "--stride", "128", "-p", prompt);
+    CHECK(r.rc == 0 && r.out_len > 0, "--stride of the whole context: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
 }
 
 static void test_stats(void) {

@@ -437,6 +437,11 @@ int run_model(const Options *o) {
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;
     const Model *m = &ss.model;
+    if (o->mode == MODE_SCORE && o->stride > m->config.n_ctx) {  // a usage error, known once the model is
+        rc = usage_error(NULL, "--stride %ld: must be at most the model's context, %d", o->stride, m->config.n_ctx);
+        session_close(&ss);
+        return rc;
+    }
     Model draft = {0};
     GptError err = {{0}};
     char *prompt = NULL;
