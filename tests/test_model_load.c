@@ -674,7 +674,12 @@ static void test_errors(void) {
 
     // Not a checkpoint at all; a path that does not exist; an empty directory.
     write_file(path_in(tmpdir, "junk.txt"), "hello, world\n", 13);
-    expect_fail(NULL, path_in(tmpdir, "junk.txt"), "junk.txt: not a GPT-2 checkpoint", NULL, "junk file");
+    expect_fail(NULL, path_in(tmpdir, "junk.txt"), "junk.txt: not a GPT-2 checkpoint", "an llm.c checkpoint",
+                "junk file");
+    // llama.cpp's GGUF (magic, version 3, no tensors): named, with the way from safetensors
+    write_file(path_in(tmpdir, "gpt2.gguf"), "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24);
+    expect_fail(NULL, path_in(tmpdir, "gpt2.gguf"), "gpt2.gguf: a GGUF file, which gpt does not read",
+                "`gpt convert DIR OUT.bin` converts a Hugging Face GPT-2 directory", "GGUF file");
     expect_fail(NULL, path_in(tmpdir, "nope"), "nope", NULL, "nonexistent path");
     d = make_case("empty-dir", NULL, 0, NULL);
     unlink(path_in(d, "model.safetensors"));
