@@ -2,7 +2,8 @@
 # The README's outputs are what gpt prints: its first example (the demo
 # model, seeded, so the text is the same on every machine), the KV-cache
 # lines of its --stats sample, and the tokenizer examples are run and
-# compared with the text the README shows. And its first install line is
+# compared with the text the README shows, and its table of exit codes
+# with --help's. And its first install line is
 # all gpt needs: gpt builds with pkg-config seeing only the .pc files of
 # the packages that line names and of what they depend on (Debian, dpkg).
 # Prints "check_readme: N passed, M failed" like the test binaries.
@@ -64,6 +65,12 @@ for example in '--tokenize -p "Hello world"' 'echo "15496 995" | ./gpt --detoken
     esac
     check "$example" "$tmp/want" "$tmp/got"
 done
+# The exit codes: the README's table has those of gpt --help.
+sed -n '/^### Exit codes/,/^#/p' README.md | sed -n 's/^| \([0-9][0-9]*\) |.*/\1/p' > "$tmp/want"
+"$GPT" --help | sed -n '/^exit codes:/,$p' | tr '\n' ' ' | sed 's/^exit codes://' |
+    grep -oE '(^|[:,]) *[0-9]+ [a-z]' | grep -oE '[0-9]+' > "$tmp/got"
+check "the exit codes (gpt --help's, one a line)" "$tmp/want" "$tmp/got"
+
 # The first install line: the packages it names, each with the closure of
 # its dependencies as apt installs them (of each "a | b", the first that is
 # installed), and the .pc files they hold.

@@ -28,6 +28,23 @@ static void test_usage(void) {
     Result r = RUN("--help");
     CHECK(r.rc == 0 && strstr(r.out, "usage: gpt") && strstr(r.out, "exit codes"), "--help: rc %d", r.rc);
     result_free(&r);
+    // a reader that closes stdout (| head) ends gpt by SIGPIPE: the shell's
+    // 141, in the table of exit codes; 300 KB of ids fill any pipe's buffer
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "yes hello | head -c 300000 > %s/big.txt && { '%s' --tokenize < %s/big.txt; echo $? > %s/status; } | "
+             "head -c 1 > /dev/null",
+             tmpdir, gpt_binary(), tmpdir, tmpdir);
+    char *status = NULL;
+    size_t status_len;
+    CHECK(system(cmd) == 0 && file_read_all(path_in(tmpdir, "status"), &status, &status_len, NULL) == 0 &&
+              !strcmp(status, "141\n"),
+          "gpt --tokenize | head -c 1: status %s, want 141", status ? status : "(none)");
+    free(status);
+    r = RUN("--help");
+    CHECK(r.rc == 0 && strstr(r.out, "130 interrupted, 141 stdout closed by its reader (SIGPIPE"),
+          "--help's exit codes lack 141: %s", strstr(r.out, "exit codes") ? strstr(r.out, "exit codes") : r.out);
+    result_free(&r);
     r = RUN("--version");
     CHECK(r.rc == 0 && strncmp(r.out, "gpt ", 4) == 0, "--version: rc %d out %s", r.rc, r.out);
     result_free(&r);

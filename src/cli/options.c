@@ -97,7 +97,7 @@ static const char *usage_text =
     "      --version           print the version\n"
     "\n"
     "exit codes: 0 success, 1 load/input/runtime error (--batch: any line failed),\n"
-    "2 usage error, 130 interrupted\n";
+    "2 usage error, 130 interrupted, 141 stdout closed by its reader (SIGPIPE, as with | head)\n";
 
 // Strict number parsing: the whole string must be the number. strto* would
 // skip leading white space (and strtoull then negate " -5"): refused here.
