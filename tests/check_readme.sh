@@ -71,6 +71,22 @@ sed -n '/^### Exit codes/,/^#/p' README.md | sed -n 's/^| \([0-9][0-9]*\) |.*/\1
     grep -oE '(^|[:,]) *[0-9]+ [a-z]' | grep -oE '[0-9]+' > "$tmp/got"
 check "the exit codes (gpt --help's, one a line)" "$tmp/want" "$tmp/got"
 
+# The licence: MIT at the top, and the model card gives the demo model's
+# weights the same, and speaks for itself (no "issue's aim").
+if head -n 3 LICENSE 2>/dev/null | tr '\n' ' ' | grep -q '^MIT License  Copyright (c) 2026 the gpt authors'; then
+    passed=$((passed + 1))
+else
+    echo "LICENSE: not the MIT licence of the gpt authors, 2026"
+    failed=$((failed + 1))
+fi
+if awk '/^\*\*Licence\.\*\*/ { on = 1 } on && /^$/ { exit } on' models/README.md | tr '\n' ' ' |
+    grep -q 'weights (`demo.bin`).* MIT licence' && ! grep -qi "issue" models/README.md; then
+    passed=$((passed + 1))
+else
+    echo "models/README.md: no **Licence.** paragraph giving demo.bin's weights the MIT licence, or it speaks of an issue"
+    failed=$((failed + 1))
+fi
+
 # The first install line: the packages it names, each with the closure of
 # its dependencies as apt installs them (of each "a | b", the first that is
 # installed), and the .pc files they hold.
