@@ -517,12 +517,15 @@ static void test_install(void) {
     CHECK(rc == 0 && strstr(err, "running the demo model ") && strstr(err, "models/demo.bin (") &&
               strstr(err, "\nmodel:      /") && strstr(err, "/models/demo.bin (model.bin,"),
           "the source tree's gpt, no GPT-2: the demo model: rc %d, %s", rc, err);
+    // ... and names the source tree's script, gpt-get-gpt2 being only installed
+    CHECK(strstr(err, "/scripts/get-gpt2.sh fetches GPT-2 124M") && !strstr(err, "gpt-get-gpt2"),
+          "the source tree's gpt, no GPT-2: the script as the source tree has it: %s", err);
     free(err);
     // no GPT-2: the installed demo model runs, and says so in one line
     rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2 --json > $T/o", &err);
     char *out = slurp(tmp("o"));
     CHECK(rc == 0 && one_line(err) && strstr(err, "running the demo model") &&
-              strstr(err, "/root/usr/share/gpt/demo.bin (") && strstr(err, "gpt-get-gpt2") &&
+              strstr(err, "/root/usr/share/gpt/demo.bin (") && strstr(err, "; gpt-get-gpt2 fetches GPT-2") &&
               strstr(out, "\"model\":\"") && strstr(out, "/share/gpt/demo.bin\""),
           "installed, no GPT-2: the demo model: rc %d, '%s', %s", rc, out, err);
     free(out);
