@@ -65,6 +65,8 @@ _gpt_options='
 --detokenize        d     -
 --progress          bs    -
 --blas              gs    -
+-q                  gbstd -
+--quiet             gbstd -
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='

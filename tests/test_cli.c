@@ -481,6 +481,14 @@ static void test_context_limits(void) {
     CHECK(r.rc == 0 && strstr(r.err, "end of the context"), "context stop: rc %d, '%s'", r.rc, r.err);
     cJSON_Delete(j);
     result_free(&r);
+    // -q silences that note, never an error
+    r = RUN("-m", tiny, "-p", prompt, "-n", "50", "--ignore-eos", "--temp", "0", "-q");
+    CHECK(r.rc == 0 && r.out_len > 0 && r.err[0] == '\0', "-q at the end of the context: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", "/nonexistent/model.bin", "-p", "x", "--quiet");
+    CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/model.bin") && one_line(r.err), "-q and an error: rc %d, '%s'",
+          r.rc, r.err);
+    result_free(&r);
     // a --stride past the context is a usage error, as --kv-budget too small
     // for one block is: known once the model is, and before stdin is read
     r = RUN("-m", tiny, "--score", "--stride", "200", "-p", prompt);

@@ -521,6 +521,10 @@ static void test_install(void) {
     CHECK(strstr(err, "/scripts/get-gpt2.sh fetches GPT-2 124M") && !strstr(err, "gpt-get-gpt2"),
           "the source tree's gpt, no GPT-2: the script as the source tree has it: %s", err);
     free(err);
+    // -q: not a word on stderr
+    rc = sh("G=$(realpath $GPT) && cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $G -q -p Hello -n 2 > $T/o", &err);
+    CHECK(rc == 0 && err[0] == '\0', "-q, the demo model: rc %d, stderr '%s'", rc, err);
+    free(err);
     // no GPT-2: the installed demo model runs, and says so in one line
     rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2 --json > $T/o", &err);
     char *out = slurp(tmp("o"));

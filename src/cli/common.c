@@ -36,6 +36,20 @@ int usage_error(const char *cmd, const char *fmt, ...) {
     return EXIT_USAGE;
 }
 
+static int quiet;
+
+void set_quiet(int on) { quiet = on; }
+
+void note(const char *fmt, ...) {
+    if (quiet) return;
+    fprintf(stderr, "gpt: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+}
+
 // ----------------------------------------------------------------------------
 // Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
 // reading the prompt, scoring) nothing is written until the end, so gpt
@@ -90,8 +104,7 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         return 0;
     }
     if (isatty(STDIN_FILENO))
-        fprintf(stderr, "gpt: reading %s from stdin; end it with Ctrl-D (or pass -p)\n",
-                o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
+        note("reading %s from stdin; end it with Ctrl-D (or pass -p)", o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
     if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
     // `echo Hello | gpt` means the prompt "Hello": one final newline (or
     // CR LF) is the end of the line, not part of the prompt. (--score and

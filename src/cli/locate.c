@@ -209,10 +209,9 @@ int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *
     if (is_demo) {
         char fetcher[DIR_CAP];
         gpt2_fetcher(path, fetcher);
-        fprintf(stderr,
-                "gpt: no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain "
-                "text); %s fetches GPT-2 124M\n",
-                path, (double)m->n_params / 1e6, fetcher);
+        note("no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain text); %s "
+             "fetches GPT-2 124M",
+             path, (double)m->n_params / 1e6, fetcher);
     }
     return EXIT_OK;
 }

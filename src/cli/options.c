@@ -88,6 +88,8 @@ static const char *usage_text =
     "output:\n"
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
+    "  -q, --quiet             no notes on stderr (the demo model's line, the end of the\n"
+    "                          context, ...); errors, --stats and --progress still\n"
     "      --progress          --batch and --score: a progress line on stderr even when it is\n"
     "                          not a terminal (on a terminal it is always shown)\n"
     "      --blas              prompts of 64 tokens or more through OpenBLAS's sgemm (float32\n"
@@ -268,6 +270,7 @@ static const struct option LONG_OPTIONS[] = {
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"lookup", required_argument, 0, O_LOOKUP},
     {"progress", no_argument, 0, O_PROGRESS},
+    {"quiet", no_argument, 0, 'q'},
     {"blas", no_argument, 0, O_BLAS},
     {0, 0, 0, 0},
 };
@@ -334,7 +337,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     optind = 0;  // a full reset (GNU)
     for (;;) {
         int longindex = -1;
-        int c = getopt_long(argc, argv, ":hm:p:n:s:t:", LONG_OPTIONS, &longindex);
+        int c = getopt_long(argc, argv, ":hqm:p:n:s:t:", LONG_OPTIONS, &longindex);
         if (c == -1) break;
         // the flag as the user typed it (its long name, if abbreviated), for messages
         char flag[64];
@@ -468,6 +471,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_STATS_JSON: o->stats_json = 1; break;
         case O_PER_TOKEN: o->per_token = 1; break;
         case O_PROGRESS: o->progress = 1; break;
+        case 'q': o->quiet = 1; break;
         case O_BLAS: o->blas = 1; break;
         case O_PARALLEL:
             if (counted(v, 256, &o->parallel) != 0)

@@ -224,7 +224,7 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         }
         // n tokens: n - 1 of them predicted (the first has no context); the
         // fields separated by single spaces, for cut -d' ' and awk alike
-        if (n == 1) fprintf(stderr, "gpt: --score: one token has nothing to predict it: no perplexity\n");
+        if (n == 1) note("--score: one token has nothing to predict it: no perplexity");
         if (n > 1 ? out_printf("tokens %zu scored %zu logprob_sum %.6f perplexity %.4f\n", n, n - 1, sum, ppl)
                   : out_printf("tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"))
             goto done;
@@ -332,7 +332,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
             goto done;  // stdout is gone: stop generating
         }
         if (seq.stop == STOP_CONTEXT)
-            fprintf(stderr, "gpt: stopped at the end of the context (%d positions)\n", m->config.n_ctx);
+            note("stopped at the end of the context (%d positions)", m->config.n_ctx);
     }
     r.generated = seq.n_generated;
     r.prefill_tokens = seq.prefill_tokens;
