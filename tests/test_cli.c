@@ -91,6 +91,12 @@ static void test_usage(void) {
         {{"--stop", "a\\q"}, "--stop a\\q: '\\q' is not an escape"},
         {{"--stop", "a\\x00"}, "--stop a\\x00: '\\x00' is not an escape"},
         {{"--stop", "a\\"}, "'\\' is not an escape"},
+        // an option of one value given twice: which was meant? (-m and -p are given once already)
+        {{"-p", "y"}, "-p given twice: it takes one value"},
+        {{"--model", "y"}, "--model given twice: it takes one value"},
+        {{"-s1", "--seed=2"}, "--seed given twice: it takes one value"},
+        {{"--dtype", "q8", "--dtype=q8"}, "--dtype given twice: it takes one value"},
+        {{"--temp", "0", "--tem=1"}, "--temp given twice: it takes one value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *args[8] = {"-m", ckpt("tiny"), "-p", "x"};
@@ -102,6 +108,21 @@ static void test_usage(void) {
               "%s: rc %d, stderr '%s', want exit 2 and '%s'", bad[i].args[0], r.rc, r.err, bad[i].message);
         result_free(&r);
     }
+    // --stop adds one each time; options that greedy decoding leaves without
+    // effect are named in one line (scripts pass them: not an error); -q silences it
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--stop", "zz", "--stop", "yy", "--temp", "0", "--top-k", "5",
+            "-s", "1", "--top-p", "1");
+    CHECK(r.rc == 0 && one_line(r.err) &&
+              strstr(r.err, "gpt: --top-k, --seed: no effect with --temp 0 (greedy decoding takes the most likely token)"),
+          "--top-k and -s with --temp 0: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--temp", "0", "--min-p", "0.1", "-q");
+    CHECK(r.rc == 0 && r.err[0] == '\0', "--min-p with --temp 0 and -q: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--temp", "0.5", "--top-k", "5", "--min-p", "0.1", "-s", "1");
+    CHECK(r.rc == 0 && r.err[0] == '\0', "sampling options with --temp 0.5: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+
     // --flag=value is the same as --flag value
     r = RUN("-m", ckpt("tiny"), "-p", "x", "--top-p=2");
     CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);

@@ -102,6 +102,8 @@ int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 // of the context): "gpt: MESSAGE" on stderr, unless set_quiet(1) (-q).
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void set_quiet(int on);
+// The note that --top-k, --top-p, --min-p and -s do nothing with --temp 0.
+void note_greedy_ignores(const Options *o);
 
 // output.c: writing stdout. Each returns 0, or -1 after reporting the
 // error on stderr ("gpt: stdout: ..."); the caller stops and exits 1.

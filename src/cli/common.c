@@ -50,6 +50,19 @@ void note(const char *fmt, ...) {
     fprintf(stderr, "\n");
 }
 
+// Sampling options that greedy decoding (--temp 0) leaves without effect:
+// a note, not an error, since scripts pass them whatever the temperature.
+// (A --jsonl line may set its own temperature: they are its defaults.)
+void note_greedy_ignores(const Options *o) {
+    if (o->sampling.temperature != 0 || (o->mode != MODE_GENERATE && o->mode != MODE_BATCH) || o->jsonl) return;
+    char names[64] = "";
+    const char *ignored[] = {o->sampling.top_k > 0 ? "--top-k" : NULL, o->sampling.top_p < 1 ? "--top-p" : NULL,
+                             o->sampling.min_p > 0 ? "--min-p" : NULL, o->have_seed ? "--seed" : NULL};
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
+        if (ignored[i]) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? ", " : "", ignored[i]);
+    if (*names) note("%s: no effect with --temp 0 (greedy decoding takes the most likely token)", names);
+}
+
 // ----------------------------------------------------------------------------
 // Ctrl-C and SIGTERM. Before the run's work starts (loading the model,
 // reading the prompt, scoring) nothing is written until the end, so gpt

@@ -6,7 +6,8 @@
  * Every value is checked here and a bad one is refused: exit 2, one line
  * naming the flag as it was typed; none is silently changed. An option that
  * does not apply to the mode (--echo with --score, -n with --tokenize) is
- * refused the same way, naming the option and the mode.
+ * refused the same way, naming the option and the mode, as is an option of
+ * one value given twice (-p a -p b: which was meant?).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -371,6 +372,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
                 }
             return FAIL("unknown option '%.*s' (or an ambiguous abbreviation)", (int)len, arg);
         }
+        // an option of one value, given twice: which was meant? (each --stop adds one)
+        if (optarg && c != O_STOP && c < (int)(sizeof given / sizeof *given) && given[c])
+            return FAIL("%s given twice: it takes one value", flag);
         // the option as typed: its own argv word (the value may be the next one)
         if (c < (int)(sizeof given / sizeof *given))
             given[c] = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
