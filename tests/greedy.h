@@ -46,8 +46,12 @@ static inline int greedy_matches(Model *m, DType kv_dtype, ThreadPool *pool, con
         int32_t ids[GREEDY_MAX_PROMPT], want[GREEDY_TOKENS];
         size_t n = 0, n_want = 0;
         const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "ids")) if (n < GREEDY_MAX_PROMPT) ids[n++] = (int32_t)it->valueint;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "greedy_ids")) if (n_want < GREEDY_TOKENS) want[n_want++] = (int32_t)it->valueint;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "ids")) {
+            if (n < GREEDY_MAX_PROMPT) ids[n++] = (int32_t)it->valueint;
+        }
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "greedy_ids")) {
+            if (n_want < GREEDY_TOKENS) want[n_want++] = (int32_t)it->valueint;
+        }
         kvcache_reset(&kv);
         if (n + GREEDY_TOKENS > ctx) continue;
         SeqInput s = {.tokens = ids, .n_tokens = n, .cache = &kv, .want = LOGITS_LAST};

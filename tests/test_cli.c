@@ -113,7 +113,8 @@ static void test_usage(void) {
     r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--stop", "zz", "--stop", "yy", "--temp", "0", "--top-k", "5",
             "-s", "1", "--top-p", "1");
     CHECK(r.rc == 0 && one_line(r.err) &&
-              strstr(r.err, "gpt: --top-k, --seed: no effect with --temp 0 (greedy decoding takes the most likely token)"),
+              strstr(r.err, "gpt: --top-k, --seed: no effect with --temp 0 (greedy decoding takes the most likely "
+                            "token)"),
           "--top-k and -s with --temp 0: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
     r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--temp", "0", "--min-p", "0.1", "-q");

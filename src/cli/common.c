@@ -1,8 +1,9 @@
 /*
  * common.c - what every mode of the command line shares: the two ways to
- * report a failure, Ctrl-C and SIGTERM, the prompt and the seed of a run,
- * the JSON helpers, and the set-up of a run with a model (the model, its
- * tokenizer and the threads), so that each mode is only its own work.
+ * report a failure and the note (-q silences it), Ctrl-C and SIGTERM, the
+ * prompt and the seed of a run, the JSON helpers, and the set-up of a run
+ * with a model (the model, its tokenizer and the threads), so that each
+ * mode is only its own work.
  */
 #include <cJSON.h>
 #include <signal.h>
@@ -36,6 +37,7 @@ int usage_error(const char *cmd, const char *fmt, ...) {
     return EXIT_USAGE;
 }
 
+// -q: notes off (errors are never silenced)
 static int quiet;
 
 void set_quiet(int on) { quiet = on; }
@@ -59,7 +61,10 @@ void note_greedy_ignores(const Options *o) {
     const char *ignored[] = {o->sampling.top_k > 0 ? "--top-k" : NULL, o->sampling.top_p < 1 ? "--top-p" : NULL,
                              o->sampling.min_p > 0 ? "--min-p" : NULL, o->have_seed ? "--seed" : NULL};
     for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
-        if (ignored[i]) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? ", " : "", ignored[i]);
+        if (ignored[i]) {
+            size_t at = strlen(names);
+            snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", ignored[i]);
+        }
     if (*names) note("%s: no effect with --temp 0 (greedy decoding takes the most likely token)", names);
 }
 
@@ -117,7 +122,8 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         return 0;
     }
     if (isatty(STDIN_FILENO))
-        note("reading %s from stdin; end it with Ctrl-D (or pass -p)", o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
+        note("reading %s from stdin; end it with Ctrl-D (or pass -p)",
+             o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
     if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
     // `echo Hello | gpt` means the prompt "Hello": one final newline (or
     // CR LF) is the end of the line, not part of the prompt. (--score and
