@@ -20,6 +20,15 @@ CFLAGS   ?= -O2
 # `make bench`, whose sgemm is the bound prefill is measured against (the
 # default kernels are gpt's own).
 PKGS     := libcjson libutf8proc openblas
+# Each package named on its own when pkg-config lacks it: `pkg-config
+# --cflags` of all three prints nothing if one is missing, and the build
+# would fail on the first #include without a word of which.
+PKGS_MISSING := $(strip $(foreach p,$(PKGS),$(if $(shell pkg-config --exists $(p) && echo y),,$(p))))
+ifneq ($(PKGS_MISSING),)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(error pkg-config finds no $(PKGS_MISSING): install the packages of README.md's first line (Debian, Ubuntu: apt-get install pkg-config libcjson-dev libutf8proc-dev libopenblas-dev))
+endif
+endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)

@@ -71,6 +71,8 @@ _gpt_options='
 --context-shift     gb     -
 --keep              gb     text
 --completions       g      text
+-q                  gbstdc -
+--quiet             gbstdc -
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='

@@ -16,7 +16,8 @@
 # The files are downloaded into a temporary directory beside the output, each
 # size checked, and the directory moved into place (as gpt2/) only once all
 # of them are complete: a failed or interrupted download leaves nothing
-# behind, and gpt never finds half a checkpoint. `gpt convert` writes its
+# behind (nor the directories made for it), and gpt never finds half a
+# checkpoint. `gpt convert` writes its
 # file under its final name only when complete.
 # Environment: GPT (the gpt binary; default: ./gpt or build/gpt in a source
 # checkout, else gpt beside this script, else gpt on the PATH).
@@ -72,6 +73,26 @@ if [ -e "$OUT" ] && [ -z "$FORCE" ]; then
     die "$OUT exists (--force replaces it)"
 fi
 outdir=$(dirname "$OUT")
+# A run that fails leaves nothing: not its download, nor the directories it
+# made for the output (~/.local/share/gpt), which are removed if still empty.
+made=
+d=$outdir
+while [ ! -e "$d" ]; do
+    made=$d
+    d=$(dirname "$d")
+done
+TMP=
+on_exit() {
+    rc=$?
+    [ -z "$TMP" ] || rm -rf "$TMP"
+    if [ "$rc" -ne 0 ] && [ -n "$made" ]; then
+        d=$outdir
+        while rmdir "$d" 2>/dev/null && [ "$d" != "$made" ]; do d=$(dirname "$d"); done
+    fi
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 mkdir -p "$outdir" || die "cannot create $outdir"
 
 size_of() { wc -c <"$1" | tr -d ' '; }
@@ -91,9 +112,6 @@ else
     else
         # everything into a temporary directory; moved into place when complete
         TMP=$(mktemp -d "$outdir/.gpt2-download.XXXXXX") || die "cannot create a directory in $outdir"
-        trap 'rm -rf "$TMP"' EXIT
-        trap 'rm -rf "$TMP"; exit 130' INT
-        trap 'rm -rf "$TMP"; exit 143' TERM
         # name SIZE: SIZE "-" accepts any non-empty file (config.json)
         fetch() {
             echo "$me: downloading $URL/$1"
@@ -109,7 +127,7 @@ else
         fetch merges.txt 456318
         rm -rf "$DIR"
         mv "$TMP" "$DIR" || die "cannot move the download to $DIR"
-        trap - EXIT INT TERM
+        TMP=
     fi
     SRC=$DIR
 fi

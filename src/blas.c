@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "matmul.h"  // Product
 
 // OpenBLAS's own calls (cblas.h declares them in OpenBLAS's copy)
 void openblas_set_num_threads(int n);
@@ -31,19 +32,10 @@ const char *blas_describe(char *buf, size_t cap) {
     return buf;
 }
 
-typedef struct {
-    float *out;
-    const float *inp;
-    const Weight *W;
-    const float *bias;
-    size_t T;
-    int accumulate;
-} ProductJob;
-
 // Outputs [n0, n1) of the product: W's rows n0..n1-1 are contiguous, and
 // out's columns n0..n1-1 are a (T, n1-n0) block with rows N apart.
 static void product_part(void *arg, int thread, int n_threads) {
-    const ProductJob *j = arg;
+    const Product *j = arg;
     size_t K = j->W->n_in, N = j->W->n_out, n0, n1;
     thread_range(N, 16, thread, n_threads, &n0, &n1);
     if (n0 >= n1) return;
@@ -58,7 +50,7 @@ static void product_part(void *arg, int thread, int n_threads) {
 
 void blas_product(float *out, const float *inp, const Weight *W, const float *bias, size_t T, int accumulate,
                   ThreadPool *pool) {
-    ProductJob job = {out, inp, W, bias, T, accumulate};
+    Product job = {out, inp, W, bias, T, accumulate};
     threadpool_run(pool, product_part, &job);
 }
 

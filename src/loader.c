@@ -27,9 +27,15 @@ ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size) {
     return MODEL_KIND_UNKNOWN;
 }
 
-static const char NOT_A_CHECKPOINT[] =
-    "not a GPT-2 checkpoint (expected a directory with config.json and model.safetensors, a "
-    ".safetensors file, or a gpt model.bin)";
+// Every format gpt reads, for the messages about a file it does not.
+#define FORMATS_READ                                                                                        \
+    "a gpt model.bin, a Hugging Face GPT-2 directory with config.json and model.safetensors, a .safetensors " \
+    "file, or an llm.c checkpoint such as gpt2_124M.bin"
+static const char NOT_A_CHECKPOINT[] = "not a GPT-2 checkpoint; gpt reads " FORMATS_READ;
+// llama.cpp's format: asked for often enough to be named.
+static const char GGUF_FILE[] = "a GGUF file, which gpt does not read; gpt reads " FORMATS_READ
+                                "; `gpt convert DIR OUT.bin` converts a Hugging Face GPT-2 directory (safetensors) "
+                                "into a model.bin";
 
 // model_load_with, which also says which kind of file it loaded.
 static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *kind, GptError *err) {
@@ -62,6 +68,7 @@ static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *k
         // gets the format's precise message; anything else is unknown.
         if (!(is_dir && m->map.size < 9)) {
             if (is_dir) gpt_error(err, "%s: not a safetensors file", st_path);
+            else if (m->map.size >= 4 && !memcmp(m->map.data, "GGUF", 4)) gpt_error(err, "%s: %s", path, GGUF_FILE);
             else gpt_error(err, "%s: %s", path, NOT_A_CHECKPOINT);
             goto done;
         }

@@ -85,12 +85,7 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
 // matmul
 
 typedef struct {
-    float *out;
-    const float *inp;
-    const Weight *W;
-    const float *bias;
-    size_t T;
-    int accumulate;
+    Product p;
     CpuIsa isa;
     float *scratch;        // NULL, or thread i's at scratch + i * scratch_stride
     size_t scratch_stride;
@@ -106,15 +101,16 @@ typedef struct {
 static void matmul_part(void *arg, int part, int n_parts, int thread) {
     (void)n_parts;
     const MatmulJob *j = arg;
-    size_t K = j->W->n_in, N = j->W->n_out, n0, n1;
+    const Product *p = &j->p;
+    size_t K = p->W->n_in, N = p->W->n_out, n0, n1;
     size_t t0 = (size_t)part / j->n_slices * MATMUL_GROUP;
     thread_range(N, 16, (int)((size_t)part % j->n_slices), (int)j->n_slices, &n0, &n1);
     if (n0 >= n1) return;
-    size_t B = j->T - t0 < MATMUL_GROUP ? j->T - t0 : MATMUL_GROUP;
+    size_t B = p->T - t0 < MATMUL_GROUP ? p->T - t0 : MATMUL_GROUP;
     float *scratch = j->scratch ? j->scratch + (size_t)thread * j->scratch_stride : NULL;
-    matmul_rows(j->isa, j->out + t0 * N, j->inp + t0 * K, j->W, j->bias, B, n0, n1, j->accumulate, scratch);
+    matmul_rows(j->isa, p->out + t0 * N, p->inp + t0 * K, p->W, p->bias, B, n0, n1, p->accumulate, scratch);
     if (j->then)  // while the part's outputs are in cache
-        for (size_t b = 0; b < B; b++) j->then(j->out + (t0 + b) * N + n0, n1 - n0);
+        for (size_t b = 0; b < B; b++) j->then(p->out + (t0 + b) * N + n0, n1 - n0);
 }
 
 // How the work is cut. One group of rows (decode, small batches): a slice
@@ -141,7 +137,7 @@ void matmul_then(float *out, const float *inp, const Weight *W, const float *bia
     if (T == 0 || W->n_out == 0) return;
     ThreadPool *pool = ctx ? ctx->pool : NULL;
     size_t n_groups = (T + MATMUL_GROUP - 1) / MATMUL_GROUP;
-    MatmulJob job = {out, inp, W, bias, T, accumulate, ctx ? ctx->isa : cpu_best_isa(), NULL, 0,
+    MatmulJob job = {{out, inp, W, bias, T, accumulate}, ctx ? ctx->isa : cpu_best_isa(), NULL, 0,
                      slices_per_group(n_groups, threadpool_size(pool)), then};
     // Scratch only if every thread's slice is big enough and 64-byte aligned.
     size_t need = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, W->n_in);

@@ -42,6 +42,17 @@ typedef struct {
     CpuIsa isa;         // one the CPU supports
 } MatmulContext;
 
+// One product's arguments, out(T, N) = inp(T, K) @ W^T + bias (+ out with
+// accumulate), as matmul() and blas_product() hand them to their threads.
+typedef struct {
+    float *out;
+    const float *inp;
+    const Weight *W;
+    const float *bias;
+    size_t T;
+    int accumulate;
+} Product;
+
 // Scratch floats one thread needs for a group of B rows of K inputs (a
 // multiple of 16). For matmul(): B = MATMUL_GROUP, or T if T is smaller.
 size_t matmul_scratch_floats(size_t B, size_t K);

@@ -198,6 +198,22 @@ AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
     return am / 32767.0f;
 }
 
+// The start of a quantized tile (Q8, Q4, Q6): the bytes (wr) and block
+// scales (dr) of weight rows n, n + rs, ... (R), and its accumulators zeroed.
+AI void start_quant_tile(int R, int C, const WD *W, size_t n, size_t rs, const uint8_t *wr[A2_R],
+                         const uint16_t *dr[A2_R], __m256 acc[A2_R][A2_C][2]) {
+    const size_t nb = W->ldd;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
+        dr[r] = W->d + (n + (size_t)r * rs) * nb;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
+}
+
 // Block j of a Q8 weight row as two halves of 16 int16 (k 0..15 in h[0],
 // 16..31 in h[1]).
 AI void load_block(const uint8_t *row, size_t j, __m256i h[2]) {
@@ -214,15 +230,7 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
     const uint8_t *wr[A2_R];
     const uint16_t *dr[A2_R];
     __m256 acc[A2_R][A2_C][2];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
-        dr[r] = W->d + (n + (size_t)r * rs) * nb;
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
+    start_quant_tile(R, C, W, n, rs, wr, dr, acc);
     for (size_t j = 0; j < nb; j++) {
         __m256i wv[A2_R][2];
         float dw[A2_R];
@@ -326,15 +334,7 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
     __m256 acc[A2_R][A2_C][2];
     const __m256i nib = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     const __m256i quarter[2] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)};
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
-        dr[r] = W->d + (n + (size_t)r * rs) * nb;
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
+    start_quant_tile(R, C, W, n, rs, wr, dr, acc);
     for (size_t g = 0; g < G; g++) {
         const size_t in = nb - 4 * g < 4 ? nb - 4 * g : 4;  // blocks of the group in the row
         uint8_t wt[A2_R][64];

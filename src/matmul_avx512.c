@@ -336,6 +336,22 @@ TARGET_AVX512 static void quantize_x(float *scratch, const float *inp, size_t B,
     }
 }
 
+// The start of a quantized tile (Q8, Q4, Q6): the bytes (wr) and block
+// scales (dr) of weight rows n, n + rs, ... (R), and its accumulators zeroed.
+AI void start_quant_tile(int R, int C, const WD *W, size_t n, size_t rs, const uint8_t *wr[RMAX],
+                         const uint16_t *dr[RMAX], __m512 acc[RMAX][CMAX]) {
+    const size_t nb = W->ldd;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
+        dr[r] = W->d + (n + (size_t)r * rs) * nb;
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+}
+
 // Block j of a Q8 weight row as 32 int16 in k order.
 AI __m512i load_block(const uint8_t *row, size_t j) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(row + j * Q8_BLOCK)));
@@ -355,15 +371,7 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
     // dw(n, j) * dx(b, j) for the current 16 blocks
     float sc[RMAX][CMAX][16] __attribute__((aligned(64)));
 
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
-        dr[r] = W->d + (n + (size_t)r * rs) * nb;
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    start_quant_tile(R, C, W, n, rs, wr, dr, acc);
 
     for (size_t j = 0; j < nb; j++) {
         if ((j & 15) == 0) {
@@ -489,15 +497,7 @@ AI void tile_q4(DType dt, int VNNI, int R, int C, int PFS, const WD *W, size_t n
     // the scale of block i of the group to lanes 4i .. 4i+3
     const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
-        dr[r] = W->d + (n + (size_t)r * rs) * nb;
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    start_quant_tile(R, C, W, n, rs, wr, dr, acc);
 
     for (size_t g = 0; g < G; g++) {
         // blocks of the group in the row: 4, fewer in the last group (past

@@ -158,7 +158,9 @@ while read -r name modes value; do
         case $m:$name in g:--batch | g:--score | g:--tokenize | g:--detokenize | g:--choice) continue ;; esac
         set -- $mode_opt "$name"
         [ "$value" = - ] || set -- "$@" $(sample "$name")
-        "$GPT" "$@" -m /nonexistent/gpt-model < /dev/null > /dev/null 2> "$tmp/err"
+        # -m once: an option of one value given twice is refused
+        case $name in -m | --model) ;; *) set -- "$@" -m /nonexistent/gpt-model ;; esac
+        "$GPT" "$@" < /dev/null > /dev/null 2> "$tmp/err"
         rc=$?
         case $modes in *$m*) want="applies" ;; *) want="does not apply" ;; esac
         if [ $rc -ne 2 ]; then got="applies"

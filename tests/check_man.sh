@@ -240,6 +240,23 @@ if grep -q "^\.TH GPT 1 [^ ]* \"$version\"" "$MAN"; then pass
 else fail ".TH of $MAN does not say \"$version\" (gpt --version)"
 fi
 
+# The EXAMPLES that read a book (< book.txt) run as written, with the demo
+# model on a text longer than its context (256 positions): each exits 0 and
+# prints something; one that cuts a field out prints a number.
+head -c 4000 tests/fixtures/heldout/sotu-2021.txt > "$tmp/book.txt"
+awk '/^\.SH/ { ex = /EXAMPLES/ } ex && /^\.EX/ { on = 1; next } /^\.EE/ { on = 0 } ex && on' "$MAN" |
+    sed 's/\\-/-/g; s/\\(aq/'\''/g; s/\\e/\\/g; s/  *# .*//' | grep 'book\.txt' > "$tmp/book_examples"
+[ -s "$tmp/book_examples" ] || fail "no example of $MAN reads book.txt: has EXAMPLES moved?"
+while IFS= read -r example; do
+    cmd=$(echo "$example" | sed "s|^gpt |\"$GPT\" -m models/demo.bin |; s|book\.txt|$tmp/book.txt|")
+    if eval "$cmd" > "$tmp/out" 2> "$tmp/err" && [ -s "$tmp/out" ] &&
+        { ! echo "$example" | grep -q '| *cut' || grep -Eqx -- '-?[0-9]+(\.[0-9]+)?' "$tmp/out"; }; then
+        pass
+    else
+        fail "the example '$example' on a text longer than the context: $(head -c 300 "$tmp/out") $(grep -v 'demo model' "$tmp/err")"
+    fi
+done < "$tmp/book_examples"
+
 # Lint: groff's warnings (all of them, -ww), else mandoc's.
 if command -v groff > /dev/null 2>&1; then
     groff -man -Tutf8 -ww -z "$MAN" > "$tmp/lint" 2>&1

@@ -34,24 +34,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "formula.h"
+
 // ---------------------------------------------------------------------------
 // The formula
-
-static uint64_t fnv1a64(const char *s) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001B3ull;
-    }
-    return h;
-}
-
-static uint64_t splitmix64(uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 // What kind of tensor decides the scale (FORMULA.md's table).
 typedef enum { K_WTE, K_WPE, K_LN_W, K_LN_B, K_BIAS, K_W_IN, K_W_OUT, K_MASK } Kind;
@@ -60,8 +46,7 @@ typedef enum { K_WTE, K_WPE, K_LN_W, K_LN_B, K_BIAS, K_W_IN, K_W_OUT, K_MASK } K
 // exact in float32 except the final 1 + 0.125u, which rounds exactly as
 // numpy's float32 add does (SSE arithmetic, round to nearest-even).
 static float value(uint64_t h, Kind kind, uint64_t i) {
-    uint64_t z = splitmix64(h ^ i);
-    float u = (float)(z >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    float u = formula_uniform(h, i);
     switch (kind) {
     case K_WTE: return 0.25f * u;
     case K_LN_W: return 1.0f + 0.125f * u;

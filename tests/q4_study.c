@@ -5,7 +5,7 @@
  * after loading) as a rule list says, and each variant is scored against
  * float32 with tests/test_accuracy.c's protocol (KL of each position's
  * next-token distribution, top-1 agreement, 40 greedy tokens of each
- * reference prompt), plus the bytes a decode step would read.
+ * reference prompt: tests/greedy.h), plus the bytes a decode step would read.
  *
  * Not part of `make test` (a study, not a check). Build and run:
  *   make && cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -Itests \
@@ -37,13 +37,14 @@
 
 #include "fileio.h"
 #include "forward.h"
+#include "greedy.h"
 #include "kvcache.h"
 #include "loader.h"
 #include "paths.h"
 #include "threads.h"
 #include "tokenizer.h"
 
-enum { MAXV = 16, CHUNK = 128, MAX_PROMPT = 216 };
+enum { MAXV = 16, CHUNK = 128 };
 
 static float f16r(float x) { return f16_to_f32(f32_to_f16(x)); }
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
@@ -292,13 +293,6 @@ static void prepare(Variant *v, const char *path) {
 
 static ThreadPool *pool;
 
-static size_t argmax(const float *x, size_t n) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 // log-softmax in double: lp (V)
 static void log_softmax(double *lp, const float *x, size_t V) {
     double max = -INFINITY, sum = 0;
@@ -348,44 +342,6 @@ static void score_window(Variant *v, int nv, const int32_t *ids, size_t n) {
     free(lp), free(lq), free(p);
 }
 
-// As test_accuracy's greedy_matches.
-static int greedy_matches(Model *m, const cJSON *cases) {
-    const GPT2Config *c = &m->config;
-    size_t V = (size_t)c->vocab_size;
-    GptError err = {{0}};
-    ForwardState fs;
-    KVCache kv;
-    int matches = 0;
-    size_t ctx = (size_t)c->n_ctx < MAX_PROMPT + 40 ? (size_t)c->n_ctx : MAX_PROMPT + 40;
-    if (forward_state_init(&fs, c, MAX_PROMPT, ctx, 1, pool, &err) != 0 ||
-        kvcache_init(&kv, c, DTYPE_F32, ctx, &err) != 0)
-        fprintf(stderr, "%s\n", err.msg), exit(1);
-    const cJSON *cs;
-    cJSON_ArrayForEach(cs, cases) {
-        int32_t ids[MAX_PROMPT], want[40];
-        size_t n = 0, n_want = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "ids")) if (n < MAX_PROMPT) ids[n++] = (int32_t)it->valueint;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "greedy_ids")) if (n_want < 40) want[n_want++] = (int32_t)it->valueint;
-        kvcache_reset(&kv);
-        if (n + 40 > ctx) continue;
-        SeqInput s = {.tokens = ids, .n_tokens = n, .cache = &kv, .want = LOGITS_LAST};
-        int ok = gpt2_forward(m, &fs, &s, 1, &err) == 0;
-        size_t same = 0;
-        for (size_t g = 0; ok && g < n_want; g++) {
-            int32_t next = (int32_t)argmax(fs.logits, V);
-            if (next != want[g]) break;
-            same++;
-            SeqInput step = {.tokens = &next, .n_tokens = 1, .cache = &kv, .want = LOGITS_LAST};
-            ok = gpt2_forward(m, &fs, &step, 1, &err) == 0;
-        }
-        matches += ok && same == 40 && n_want == 40;
-    }
-    forward_state_free(&fs);
-    kvcache_free(&kv);
-    return matches;
-}
-
 int main(int argc, char **argv) {
     int demo = 0, greedy = 1, nv = 1;
     size_t max_windows = (size_t)-1;
@@ -429,7 +385,9 @@ int main(int argc, char **argv) {
         const cJSON *cases = demo ? cJSON_GetObjectItem(refs, "prompts")
                                   : cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), "gpt2-124M-shaped");
         n_prompts = cJSON_GetArraySize(cases);
-        for (int k = 0; k < nv; k++) v[k].greedy = greedy_matches(&v[k].model, cases);
+        for (int k = 0; k < nv; k++)
+            if ((v[k].greedy = greedy_matches(&v[k].model, DTYPE_F32, pool, cases, &err)) < 0)
+                fprintf(stderr, "%s\n", err.msg), exit(1);
         cJSON_Delete(refs);
         free(refs_text);
     }

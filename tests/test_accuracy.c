@@ -43,6 +43,7 @@
 #include "paths.h"
 #include "fileio.h"
 #include "forward.h"
+#include "greedy.h"
 #include "kvcache.h"
 #include "loader.h"
 #include "tokenizer.h"
@@ -171,13 +172,6 @@ static void softmax(double *p, const float *logits, size_t V) {
     for (size_t i = 0; i < V; i++) p[i] /= sum;
 }
 
-static size_t argmax(const float *x, size_t n) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 typedef struct {
     double kl_sum, kl_max;
     size_t positions, top1_same;
@@ -235,49 +229,6 @@ static void score_window(const Variant *VARIANTS, Model *models, const int32_t *
     free(q);
 }
 
-// 40 greedy tokens of each prompt ("ids"), through the KV cache one token
-// at a time, against the reference's ("greedy_ids"). A prompt with no room
-// for 40 tokens in the context is not counted.
-enum { MAX_PROMPT = 216 };
-static int greedy_matches(Model *m, DType kv_dtype, const cJSON *cases) {
-    const GPT2Config *c = &m->config;
-    size_t V = (size_t)c->vocab_size;
-    GptError err = {{0}};
-    ForwardState fs;
-    KVCache kv;
-    int matches = 0;
-    size_t ctx = (size_t)c->n_ctx < MAX_PROMPT + 40 ? (size_t)c->n_ctx : MAX_PROMPT + 40;
-    if (forward_state_init(&fs, c, MAX_PROMPT, ctx, 1, pool, &err) != 0 ||
-        kvcache_init(&kv, c, kv_dtype, ctx, &err) != 0) {
-        CHECK(0, "%s", err.msg);
-        return 0;
-    }
-    const cJSON *cs;
-    cJSON_ArrayForEach(cs, cases) {
-        int32_t ids[MAX_PROMPT], want[40];
-        size_t n = 0, n_want = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "ids")) if (n < MAX_PROMPT) ids[n++] = (int32_t)it->valueint;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(cs, "greedy_ids")) if (n_want < 40) want[n_want++] = (int32_t)it->valueint;
-        kvcache_reset(&kv);
-        if (n + 40 > ctx) continue;
-        SeqInput s = {.tokens = ids, .n_tokens = n, .cache = &kv, .want = LOGITS_LAST};
-        int ok = gpt2_forward(m, &fs, &s, 1, &err) == 0;
-        size_t same = 0;
-        for (size_t g = 0; ok && g < n_want; g++) {
-            int32_t next = (int32_t)argmax(fs.logits, V);
-            if (next != want[g]) break;
-            same++;
-            SeqInput step = {.tokens = &next, .n_tokens = 1, .cache = &kv, .want = LOGITS_LAST};
-            ok = gpt2_forward(m, &fs, &step, 1, &err) == 0;
-        }
-        matches += ok && same == 40 && n_want == 40;
-    }
-    forward_state_free(&fs);
-    kvcache_free(&kv);
-    return matches;
-}
-
 // Loads every variant of sub (the baseline from f32_path if given), scores
 // its texts and greedy prompts, prints the table and, unless full, checks
 // the bounds. Returns 0, or -1 if the model or fixtures are missing.
@@ -332,8 +283,10 @@ static int measure(const Subject *sub, int full, const char *f32_path) {
     const cJSON *cases = sub->demo_refs ? cJSON_GetObjectItem(refs, "prompts")
                                         : cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), "gpt2-124M-shaped");
     int n_prompts = cJSON_GetArraySize(cases);
-    for (int v = 0; v < N_VARIANTS; v++)
-        res[v].greedy = greedy_matches(&models[v], VARIANTS[v].kv_dtype, cases);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        res[v].greedy = greedy_matches(&models[v], VARIANTS[v].kv_dtype, pool, cases, &err);
+        CHECK(res[v].greedy >= 0, "%s: %s", VARIANTS[v].name, err.msg);
+    }
     CHECK(n_prompts >= 10, "%s: %d greedy prompts in %s", sub->name, n_prompts, sub->refs_file);
 
     printf("%s: %zu positions in %zu window(s) of %zu tokens; greedy: 40 tokens of %d prompts%s\n", sub->name,

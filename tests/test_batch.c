@@ -424,8 +424,13 @@ static void test_lines(void) {
     r = RUN_IN("{\"prompt\": \"a\", \"max_tokens\": 3}\n{\"prompt\": 1}\n", "-m", tiny, "--batch", "--jsonl", "--text",
                "--temp", "0", "--stop", "zzz");
     n = split_lines(r.out, lines, 4);
-    CHECK(r.rc == 1 && n == 2 && lines[0][0] && !lines[1][0] && strstr(r.err, "line 1: prompt must be a string"),
+    CHECK(r.rc == 1 && n == 2 && lines[0][0] && !lines[1][0] && strstr(r.err, "line 2: prompt must be a string"),
           "--text: rc %d, '%s', '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+    // the message counts lines of stdin from 1 (as sed -n does), not indices
+    r = RUN_IN("{\"prompt\": 1}\n", "-m", tiny, "--batch", "--jsonl", "--text", "--first-index", "10");
+    CHECK(r.rc == 1 && strstr(r.err, "gpt: line 1: prompt must be a string"), "--text --first-index 10: rc %d, '%s'",
+          r.rc, r.err);
     result_free(&r);
 
     // --unordered: every line once, whatever the order

@@ -28,6 +28,23 @@ static void test_usage(void) {
     Result r = RUN("--help");
     CHECK(r.rc == 0 && strstr(r.out, "usage: gpt") && strstr(r.out, "exit codes"), "--help: rc %d", r.rc);
     result_free(&r);
+    // a reader that closes stdout (| head) ends gpt by SIGPIPE: the shell's
+    // 141, in the table of exit codes; 300 KB of ids fill any pipe's buffer
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "yes hello | head -c 300000 > %s/big.txt && { '%s' --tokenize < %s/big.txt; echo $? > %s/status; } | "
+             "head -c 1 > /dev/null",
+             tmpdir, gpt_binary(), tmpdir, tmpdir);
+    char *status = NULL;
+    size_t status_len;
+    CHECK(system(cmd) == 0 && file_read_all(path_in(tmpdir, "status"), &status, &status_len, NULL) == 0 &&
+              !strcmp(status, "141\n"),
+          "gpt --tokenize | head -c 1: status %s, want 141", status ? status : "(none)");
+    free(status);
+    r = RUN("--help");
+    CHECK(r.rc == 0 && strstr(r.out, "130 interrupted, 141 stdout closed by its reader (SIGPIPE"),
+          "--help's exit codes lack 141: %s", strstr(r.out, "exit codes") ? strstr(r.out, "exit codes") : r.out);
+    result_free(&r);
     r = RUN("--version");
     CHECK(r.rc == 0 && strncmp(r.out, "gpt ", 4) == 0, "--version: rc %d out %s", r.rc, r.out);
     result_free(&r);
@@ -83,6 +100,12 @@ static void test_usage(void) {
         {{"--stop", "a\\q"}, "--stop a\\q: '\\q' is not an escape"},
         {{"--stop", "a\\x00"}, "--stop a\\x00: '\\x00' is not an escape"},
         {{"--stop", "a\\"}, "'\\' is not an escape"},
+        // an option of one value given twice: which was meant? (-m and -p are given once already)
+        {{"-p", "y"}, "-p given twice: it takes one value"},
+        {{"--model", "y"}, "--model given twice: it takes one value"},
+        {{"-s1", "--seed=2"}, "--seed given twice: it takes one value"},
+        {{"--dtype", "q8", "--dtype=q8"}, "--dtype given twice: it takes one value"},
+        {{"--temp", "0", "--tem=1"}, "--temp given twice: it takes one value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const char *args[12] = {"-m", ckpt("tiny"), "-p", "x"};
@@ -94,6 +117,22 @@ static void test_usage(void) {
               "%s: rc %d, stderr '%s', want exit 2 and '%s'", bad[i].args[0], r.rc, r.err, bad[i].message);
         result_free(&r);
     }
+    // --stop adds one each time; options that greedy decoding leaves without
+    // effect are named in one line (scripts pass them: not an error); -q silences it
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--stop", "zz", "--stop", "yy", "--temp", "0", "--top-k", "5",
+            "-s", "1", "--top-p", "1");
+    CHECK(r.rc == 0 && one_line(r.err) &&
+              strstr(r.err, "gpt: --top-k, --seed: no effect with --temp 0 (greedy decoding takes the most likely "
+                            "token)"),
+          "--top-k and -s with --temp 0: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--temp", "0", "--min-p", "0.1", "-q");
+    CHECK(r.rc == 0 && r.err[0] == '\0', "--min-p with --temp 0 and -q: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-p", "x", "-n", "2", "--temp", "0.5", "--top-k", "5", "--min-p", "0.1", "-s", "1");
+    CHECK(r.rc == 0 && r.err[0] == '\0', "sampling options with --temp 0.5: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+
     // --flag=value is the same as --flag value
     r = RUN("-m", ckpt("tiny"), "-p", "x", "--top-p=2");
     CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
@@ -194,6 +233,15 @@ static void test_model_errors(void) {
     r = RUN("-m", "tests/fixtures/prompts.json", "-p", "x");
     CHECK(r.rc == 1 && strstr(r.err, "tests/fixtures/prompts.json") && one_line(r.err),
           "not a model: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    // llama.cpp's GGUF: said so, with the way from safetensors
+    snprintf(dst, sizeof dst, "%s/gpt2.gguf", tmpdir);
+    snprintf(cmd, sizeof cmd, "printf 'GGUF\\003\\000\\000\\000' > %s", dst);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    r = RUN("-m", dst, "-p", "x");
+    CHECK(r.rc == 1 && strstr(r.err, "gpt2.gguf: a GGUF file, which gpt does not read") &&
+              strstr(r.err, "gpt convert") && strstr(r.err, "llm.c") && one_line(r.err),
+          "GGUF: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
 }
 
@@ -464,6 +512,23 @@ static void test_context_limits(void) {
     CHECK(r.rc == 0 && strstr(r.err, "end of the context"), "context stop: rc %d, '%s'", r.rc, r.err);
     cJSON_Delete(j);
     result_free(&r);
+    // -q silences that note, never an error
+    r = RUN("-m", tiny, "-p", prompt, "-n", "50", "--ignore-eos", "--temp", "0", "-q");
+    CHECK(r.rc == 0 && r.out_len > 0 && r.err[0] == '\0', "-q at the end of the context: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", "/nonexistent/model.bin", "-p", "x", "--quiet");
+    CHECK(r.rc == 1 && strstr(r.err, "/nonexistent/model.bin") && one_line(r.err), "-q and an error: rc %d, '%s'",
+          r.rc, r.err);
+    result_free(&r);
+    // a --stride past the context is a usage error, as --kv-budget too small
+    // for one block is: known once the model is, and before stdin is read
+    r = RUN("-m", tiny, "--score", "--stride", "200", "-p", prompt);
+    CHECK(r.rc == 2 && strstr(r.err, "--stride 200: must be at most the model's context, 128") && one_line(r.err) &&
+              r.out_len == 0, "--stride past the context: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", tiny, "--score", "--stride", "128", "-p", prompt);
+    CHECK(r.rc == 0 && r.out_len > 0, "--stride of the whole context: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
 }
 
 static void test_stats(void) {
@@ -712,9 +777,14 @@ static void test_completions(void) {
             const cJSON *item = cJSON_GetArrayItem(list, c);
             char seed[32];
             snprintf(seed, sizeof seed, "%.0f", cJSON_GetNumberValue(cJSON_GetObjectItem(item, "seed")));
-            args[n - 2] = "-s";  // the same run alone, with that seed
-            args[n - 1] = seed;
-            Result one = run_gpt(tmpdir, NULL, 0, args);
+            // the same run alone, with that seed (in place of the setting's -s)
+            const char *alone[24] = {"-m", "models/demo.bin", "-p", p, "-n", "12", "--json", "-s", seed};
+            int m = 9;
+            for (int i = 0; settings[k][i]; i++)
+                if (!strcmp(settings[k][i], "-s")) i++;
+                else alone[m++] = settings[k][i];
+            alone[m] = NULL;
+            Result one = run_gpt(tmpdir, NULL, 0, alone);
             cJSON *o = parse_json_output(&one);
             int same = o != NULL;
             for (const char *const *key = (const char *const[]){"tokens", "text", "stop_reason", "logprobs", NULL};

@@ -357,6 +357,29 @@ typedef struct {
     ThreadPool *pool;
 } Bufs;
 
+// Bufs for up to MAX_B rows of Kmax inputs and Nmax outputs, a random bias
+// and a pool of 2 threads.
+static void bufs_alloc(Bufs *u, size_t Kmax, size_t Nmax) {
+    GptError err;
+    u->x = malloc(MAX_B * Kmax * sizeof(float));
+    u->bias = malloc(Nmax * sizeof(float));
+    u->old = malloc(MAX_B * Nmax * sizeof(float));
+    u->ref = malloc(MAX_B * Nmax * sizeof(float));
+    u->scalar = malloc(MAX_B * Nmax * sizeof(float));
+    u->y = malloc(MAX_B * Nmax * sizeof(float));
+    // 2 threads' worth for matmul(); a single kernel call uses the first
+    size_t per_thread = matmul_scratch_floats(MAX_B, Kmax);
+    u->scratch = aligned_alloc(64, 2 * per_thread * sizeof(float));
+    u->pool = threadpool_create(2, &err);
+    CHECK(u->pool != NULL, "a pool of 2 threads expected, got none");
+    for (size_t i = 0; i < Nmax; i++) u->bias[i] = uniform();
+}
+
+static void bufs_free(Bufs *u) {
+    threadpool_free(u->pool);
+    free(u->x), free(u->bias), free(u->old), free(u->ref), free(u->scalar), free(u->y), free(u->scratch);
+}
+
 // The kernels the tests run, "routes": 0 .. CPU_ISA_COUNT-1 the ISAs as
 // matmul_rows picks them (AVX-512 with VNNI for Q4 where the CPU has it),
 // and ROUTE_OTHER_VNNI: AVX-512 with the other Q4 route (without VNNI on a
@@ -557,21 +580,8 @@ static void sweep(void) {
     // batch sizes: every tile shape and tail of every kernel, and a big one
     static const size_t Bs_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, MATMUL_GROUP + 1, MAX_B};
     static const size_t Bs_big[] = {1, 2, 4, 5, 11, 16, MATMUL_GROUP + 5};
-    const size_t Kmax = 770, Nmax = 301;
-    GptError err;
     Bufs u;
-    u.x = malloc(MAX_B * Kmax * sizeof(float));
-    u.bias = malloc(Nmax * sizeof(float));
-    u.old = malloc(MAX_B * Nmax * sizeof(float));
-    u.ref = malloc(MAX_B * Nmax * sizeof(float));
-    u.scalar = malloc(MAX_B * Nmax * sizeof(float));
-    u.y = malloc(MAX_B * Nmax * sizeof(float));
-    // 2 threads' worth for matmul(); a single kernel call uses the first
-    size_t per_thread = matmul_scratch_floats(MAX_B, Kmax);
-    u.scratch = aligned_alloc(64, 2 * per_thread * sizeof(float));
-    u.pool = threadpool_create(2, &err);
-    CHECK(u.pool != NULL, "a pool of 2 threads expected, got none");
-    for (size_t i = 0; i < Nmax; i++) u.bias[i] = uniform();
+    bufs_alloc(&u, 770, 301);
 
     for (int d = 0; d < DTYPE_COUNT; d++)
         for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
@@ -589,8 +599,7 @@ static void sweep(void) {
                         check_invariance(&m, isa, &u);
                 mat_free(&m);
             }
-    threadpool_free(u.pool);
-    free(u.x), free(u.bias), free(u.old), free(u.ref), free(u.scalar), free(u.y), free(u.scratch);
+    bufs_free(&u);
 }
 
 // Long rows (K up to fc_proj's 3072, on and off a multiple of 16) at the
@@ -604,20 +613,8 @@ static void test_long_rows(void) {
     static const size_t Ks[] = {769, 1000, 1536, 1543, 3072};
     static const size_t Ns[] = {4, 9, 37};
     static const size_t Bs[] = {8, 9, 10, 11, 13, 16, 31, MATMUL_GROUP, MATMUL_GROUP + 3, 2 * MATMUL_GROUP + 7};
-    const size_t Kmax = 3072, Nmax = 37;
-    GptError err;
     Bufs u;
-    u.x = malloc(MAX_B * Kmax * sizeof(float));
-    u.bias = malloc(Nmax * sizeof(float));
-    u.old = malloc(MAX_B * Nmax * sizeof(float));
-    u.ref = malloc(MAX_B * Nmax * sizeof(float));
-    u.scalar = malloc(MAX_B * Nmax * sizeof(float));
-    u.y = malloc(MAX_B * Nmax * sizeof(float));
-    size_t per_thread = matmul_scratch_floats(MAX_B, Kmax);
-    u.scratch = aligned_alloc(64, 2 * per_thread * sizeof(float));
-    u.pool = threadpool_create(2, &err);
-    CHECK(u.pool != NULL, "a pool of 2 threads expected, got none");
-    for (size_t i = 0; i < Nmax; i++) u.bias[i] = uniform();
+    bufs_alloc(&u, 3072, 37);
     const DType dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q4, DTYPE_Q6};
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
         for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
@@ -627,8 +624,7 @@ static void test_long_rows(void) {
                 for (size_t i = 0; i < sizeof Bs / sizeof *Bs; i++) check_batch(&m, Bs[i], &u);
                 mat_free(&m);
             }
-    threadpool_free(u.pool);
-    free(u.x), free(u.bias), free(u.old), free(u.ref), free(u.scalar), free(u.y), free(u.scratch);
+    bufs_free(&u);
 }
 
 // matmul() cuts its work into parts the threads take as they come free

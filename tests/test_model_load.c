@@ -4,8 +4,10 @@
  * copies of the tiny one written into a temporary directory.
  *
  * The expected weight values are computed here from FORMULA.md, independently
- * of the generator: a loader that reads the wrong bytes, the wrong tensor or
- * the wrong layout cannot agree with them. Comparisons are exact: loading
+ * of the generator (they share only the hash, tests/formula.h; the
+ * generator's output is checked against the published sha256 sums): a
+ * loader that reads the wrong bytes, the wrong tensor or the wrong layout
+ * cannot agree with them. Comparisons are exact: loading
  * must not change a single bit (F16/BF16: the value rounded to nearest-even,
  * widened back exactly).
  */
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "formula.h"
 #include "paths.h"
 #include "matmul.h"
 #include "loader.h"
@@ -28,22 +31,9 @@
 // ---------------------------------------------------------------------------
 // FORMULA.md
 
-static uint64_t fnv1a64(const char *s) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    while (*s) h = (h ^ (unsigned char)*s++) * 0x100000001B3ull;
-    return h;
-}
-
-static uint64_t splitmix64(uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 // Scale by name: ln weights are 1 + 0.125u, the rest s*u (FORMULA.md's table).
 static float formula(const char *name, size_t i) {
-    float u = (float)(splitmix64(fnv1a64(name) ^ (uint64_t)i) >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    float u = formula_uniform(fnv1a64(name), i);
     const char *dot = strrchr(name, '.');
     int is_ln = strstr(name, "ln_") != NULL;
     if (!strcmp(name, "wte.weight")) return 0.25f * u;
@@ -684,7 +674,12 @@ static void test_errors(void) {
 
     // Not a checkpoint at all; a path that does not exist; an empty directory.
     write_file(path_in(tmpdir, "junk.txt"), "hello, world\n", 13);
-    expect_fail(NULL, path_in(tmpdir, "junk.txt"), "junk.txt: not a GPT-2 checkpoint", NULL, "junk file");
+    expect_fail(NULL, path_in(tmpdir, "junk.txt"), "junk.txt: not a GPT-2 checkpoint", "an llm.c checkpoint",
+                "junk file");
+    // llama.cpp's GGUF (magic, version 3, no tensors): named, with the way from safetensors
+    write_file(path_in(tmpdir, "gpt2.gguf"), "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24);
+    expect_fail(NULL, path_in(tmpdir, "gpt2.gguf"), "gpt2.gguf: a GGUF file, which gpt does not read",
+                "`gpt convert DIR OUT.bin` converts a Hugging Face GPT-2 directory", "GGUF file");
     expect_fail(NULL, path_in(tmpdir, "nope"), "nope", NULL, "nonexistent path");
     d = make_case("empty-dir", NULL, 0, NULL);
     unlink(path_in(d, "model.safetensors"));

@@ -467,25 +467,37 @@ static void test_nan_weights(void) {
     }
 }
 
-// scripts/get-gpt2.sh: a failed or interrupted download leaves nothing
-// (the fake curl on the PATH fails, or hangs until interrupted).
+// scripts/get-gpt2.sh: a failed or interrupted download leaves nothing,
+// not even the directories it made for the output (the fake curl on the
+// PATH fails, or hangs until interrupted).
 static void test_get_script(void) {
     char *err;
     sh("mkdir -p $T/bin $T/dl $T/dl2 && printf '#!/bin/sh\\nexit 22\\n' > $T/bin/curl && chmod +x $T/bin/curl", NULL);
-    int rc = sh("PATH=$T/bin:$PATH GPT=$GPT sh scripts/get-gpt2.sh --out $T/dl/gpt2.bin > /dev/null", &err);
+    int rc = sh("PATH=$T/bin:$PATH GPT=$GPT sh scripts/get-gpt2.sh --out $T/dl/share/gpt/gpt2.bin > /dev/null", &err);
     sh("ls -A $T/dl > $T/left", NULL);
     char *left = slurp(tmp("left"));
     CHECK(rc == 1 && strstr(err, "download of model.safetensors failed") && left[0] == '\0',
           "a failed download: rc %d, left '%s', %s", rc, left, err);
     free(left);
     free(err);
+    // a directory that was there stays
+    rc = sh("mkdir $T/dl/share && PATH=$T/bin:$PATH GPT=$GPT sh scripts/get-gpt2.sh --out $T/dl/share/gpt/gpt2.bin "
+            "> /dev/null; ls -A $T/dl > $T/left",
+            &err);
+    left = slurp(tmp("left"));
+    CHECK(!strcmp(left, "share\n"), "a failed download into a new directory of one that was there: left '%s', %s",
+          left, err);
+    free(left);
+    free(err);
+    // stopped by SIGTERM (a job started with & ignores SIGINT, which its
+    // shell then cannot trap: the fake curl would sleep its 20 s out)
     sh("printf '#!/bin/sh\\nsleep 20\\n' > $T/bin/curl", NULL);
-    rc = sh("(PATH=$T/bin:$PATH GPT=$GPT setsid sh scripts/get-gpt2.sh --out $T/dl2/gpt2.bin > /dev/null & pid=$!; "
-            "sleep 1; kill -INT -- -$pid; wait $pid)",
+    rc = sh("(PATH=$T/bin:$PATH GPT=$GPT setsid sh scripts/get-gpt2.sh --out $T/dl2/gpt/gpt2.bin > /dev/null & pid=$!; "
+            "sleep 1; kill -TERM -$pid; wait $pid)",
             &err);
     sh("ls -A $T/dl2 > $T/left", NULL);
     left = slurp(tmp("left"));
-    CHECK(left[0] == '\0', "an interrupted download: rc %d, left '%s', %s", rc, left, err);
+    CHECK(rc == 143 && left[0] == '\0', "an interrupted download: rc %d, left '%s', %s", rc, left, err);
     free(left);
     free(err);
 }
@@ -505,12 +517,19 @@ static void test_install(void) {
     CHECK(rc == 0 && strstr(err, "running the demo model ") && strstr(err, "models/demo.bin (") &&
               strstr(err, "\nmodel:      /") && strstr(err, "/models/demo.bin (model.bin,"),
           "the source tree's gpt, no GPT-2: the demo model: rc %d, %s", rc, err);
+    // ... and names the source tree's script, gpt-get-gpt2 being only installed
+    CHECK(strstr(err, "/scripts/get-gpt2.sh fetches GPT-2 124M") && !strstr(err, "gpt-get-gpt2"),
+          "the source tree's gpt, no GPT-2: the script as the source tree has it: %s", err);
+    free(err);
+    // -q: not a word on stderr
+    rc = sh("G=$(realpath $GPT) && cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $G -q -p Hello -n 2 > $T/o", &err);
+    CHECK(rc == 0 && err[0] == '\0', "-q, the demo model: rc %d, stderr '%s'", rc, err);
     free(err);
     // no GPT-2: the installed demo model runs, and says so in one line
     rc = sh("cd / && HOME=$T/home XDG_DATA_HOME= GPT_MODEL= $T/root/usr/bin/gpt -p Hello -n 2 --json > $T/o", &err);
     char *out = slurp(tmp("o"));
     CHECK(rc == 0 && one_line(err) && strstr(err, "running the demo model") &&
-              strstr(err, "/root/usr/share/gpt/demo.bin (") && strstr(err, "gpt-get-gpt2") &&
+              strstr(err, "/root/usr/share/gpt/demo.bin (") && strstr(err, "; gpt-get-gpt2 fetches GPT-2") &&
               strstr(out, "\"model\":\"") && strstr(out, "/share/gpt/demo.bin\""),
           "installed, no GPT-2: the demo model: rc %d, '%s', %s", rc, out, err);
     free(out);

@@ -586,7 +586,8 @@ static int write_job(Batch *b, Job *j) {
         b->failed++;
         if (o->text_output) {
             progress_clear(&b->progress);
-            fprintf(stderr, "gpt: line %llu: %s\n", (unsigned long long)j->index, j->error);
+            // the line of stdin, counted from 1 as editors and sed -n count
+            fprintf(stderr, "gpt: line %llu: %s\n", (unsigned long long)(j->index - o->first_index + 1), j->error);
             return out_write("\n", 1) || out_flush() ? -1 : 0;
         }
     }

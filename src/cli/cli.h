@@ -57,6 +57,7 @@ typedef struct {
     DType kv_dtype;      // --kv-type: F32 or F16
     int ignore_eos, echo, stats, json, special;
     int progress;        // --progress: the progress line even when stderr is no terminal
+    int quiet;           // -q: no notes on stderr (the demo model's line, ...), errors still
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
     int context_shift;   // --context-shift: past the context, start again from the kept tokens
@@ -105,6 +106,13 @@ int report_error(const GptError *err);
 // "gpt[ CMD]: MESSAGE (see gpt[ CMD] --help)"; returns EXIT_USAGE. cmd is
 // NULL for the main command, or "convert", "inspect".
 int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// A note, not a failure (the demo model runs, generation stopped at the end
+// of the context): "gpt: MESSAGE" on stderr, unless set_quiet(1) (-q).
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void set_quiet(int on);
+// The note that --top-k, --top-p, --min-p and -s do nothing with --temp 0.
+void note_greedy_ignores(const Options *o);
 
 // output.c: writing stdout. Each returns 0, or -1 after reporting the
 // error on stderr ("gpt: stdout: ..."); the caller stops and exits 1.

@@ -1,8 +1,9 @@
 /*
  * common.c - what every mode of the command line shares: the two ways to
- * report a failure, Ctrl-C and SIGTERM, the prompt and the seed of a run,
- * the JSON helpers, and the set-up of a run with a model (the model, its
- * tokenizer and the threads), so that each mode is only its own work.
+ * report a failure and the note (-q silences it), Ctrl-C and SIGTERM, the
+ * prompt and the seed of a run, the JSON helpers, and the set-up of a run
+ * with a model (the model, its tokenizer and the threads), so that each
+ * mode is only its own work.
  */
 #include <cJSON.h>
 #include <signal.h>
@@ -34,6 +35,37 @@ int usage_error(const char *cmd, const char *fmt, ...) {
     if (cmd) fprintf(stderr, " (see gpt %s -h)\n", cmd);
     else fprintf(stderr, " (see gpt --help)\n");
     return EXIT_USAGE;
+}
+
+// -q: notes off (errors are never silenced)
+static int quiet;
+
+void set_quiet(int on) { quiet = on; }
+
+void note(const char *fmt, ...) {
+    if (quiet) return;
+    fprintf(stderr, "gpt: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+}
+
+// Sampling options that greedy decoding (--temp 0) leaves without effect:
+// a note, not an error, since scripts pass them whatever the temperature.
+// (A --jsonl line may set its own temperature: they are its defaults.)
+void note_greedy_ignores(const Options *o) {
+    if (o->sampling.temperature != 0 || (o->mode != MODE_GENERATE && o->mode != MODE_BATCH) || o->jsonl) return;
+    char names[64] = "";
+    const char *ignored[] = {o->sampling.top_k > 0 ? "--top-k" : NULL, o->sampling.top_p < 1 ? "--top-p" : NULL,
+                             o->sampling.min_p > 0 ? "--min-p" : NULL, o->have_seed ? "--seed" : NULL};
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
+        if (ignored[i]) {
+            size_t at = strlen(names);
+            snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", ignored[i]);
+        }
+    if (*names) note("%s: no effect with --temp 0 (greedy decoding takes the most likely token)", names);
 }
 
 // ----------------------------------------------------------------------------
@@ -90,8 +122,8 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         return 0;
     }
     if (isatty(STDIN_FILENO))
-        fprintf(stderr, "gpt: reading %s from stdin; end it with Ctrl-D (or pass -p)\n",
-                o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
+        note("reading %s from stdin; end it with Ctrl-D (or pass -p)",
+             o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
     if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
     // `echo Hello | gpt` means the prompt "Hello": one final newline (or
     // CR LF) is the end of the line, not part of the prompt. (--score and

@@ -176,6 +176,18 @@ static void report_no_model(void) {
     fprintf(stderr, ". gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n");
 }
 
+// What fetches GPT-2, as this user can run it: the source tree's
+// scripts/get-gpt2.sh when the demo model came from one (ROOT/models/demo.bin
+// beside ROOT/scripts/), else gpt-get-gpt2, as `make install` names it.
+static void gpt2_fetcher(const char *demo_path, char out[DIR_CAP]) {
+    char *models = path_dirname(demo_path), *root = models ? path_dirname(models) : NULL;
+    char *script = root ? path_join(root, "scripts/get-gpt2.sh") : NULL;
+    snprintf(out, DIR_CAP, "%s", script && path_exists(script) ? script : "gpt-get-gpt2");
+    free(models);
+    free(root);
+    free(script);
+}
+
 int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap) {
     char found[DIR_CAP];
     int is_demo;
@@ -194,11 +206,13 @@ int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *
         }
         return report_error(&err);
     }
-    if (is_demo)
-        fprintf(stderr,
-                "gpt: no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain "
-                "text); gpt-get-gpt2 fetches GPT-2 124M\n",
-                path, (double)m->n_params / 1e6);
+    if (is_demo) {
+        char fetcher[DIR_CAP];
+        gpt2_fetcher(path, fetcher);
+        note("no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain text); %s "
+             "fetches GPT-2 124M",
+             path, (double)m->n_params / 1e6, fetcher);
+    }
     return EXIT_OK;
 }
 

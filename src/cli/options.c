@@ -6,7 +6,8 @@
  * Every value is checked here and a bad one is refused: exit 2, one line
  * naming the flag as it was typed; none is silently changed. An option that
  * does not apply to the mode (--echo with --score, -n with --tokenize) is
- * refused the same way, naming the option and the mode.
+ * refused the same way, naming the option and the mode, as is an option of
+ * one value given twice (-p a -p b: which was meant?).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -111,6 +112,8 @@ static const char *usage_text =
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
     "      --stats-json        the --stats report as one JSON line on stderr (--json's stats)\n"
+    "  -q, --quiet             no notes on stderr (the demo model's line, the end of the\n"
+    "                          context, ...); errors, --stats and --progress still\n"
     "      --progress          --batch and --score: a progress line on stderr even when it is\n"
     "                          not a terminal (on a terminal it is always shown)\n"
     "      --blas              prompts of 64 tokens or more through OpenBLAS's sgemm (float32\n"
@@ -120,7 +123,7 @@ static const char *usage_text =
     "      --version           print the version\n"
     "\n"
     "exit codes: 0 success, 1 load/input/runtime error (--batch: any line failed),\n"
-    "2 usage error, 130 interrupted\n";
+    "2 usage error, 130 interrupted, 141 stdout closed by its reader (SIGPIPE, as with | head)\n";
 
 // Strict number parsing: the whole string must be the number. strto* would
 // skip leading white space (and strtoull then negate " -5"): refused here.
@@ -293,6 +296,7 @@ static const struct option LONG_OPTIONS[] = {
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"lookup", required_argument, 0, O_LOOKUP},
     {"progress", no_argument, 0, O_PROGRESS},
+    {"quiet", no_argument, 0, 'q'},
     {"blas", no_argument, 0, O_BLAS},
     {"logprobs", required_argument, 0, O_LOGPROBS},
     {"choice", required_argument, 0, O_CHOICE},
@@ -370,7 +374,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     optind = 0;  // a full reset (GNU)
     for (;;) {
         int longindex = -1;
-        int c = getopt_long(argc, argv, ":hm:p:n:s:t:", LONG_OPTIONS, &longindex);
+        int c = getopt_long(argc, argv, ":hqm:p:n:s:t:", LONG_OPTIONS, &longindex);
         if (c == -1) break;
         // the flag as the user typed it (its long name, if abbreviated), for messages
         char flag[64];
@@ -404,6 +408,9 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
                 }
             return FAIL("unknown option '%.*s' (or an ambiguous abbreviation)", (int)len, arg);
         }
+        // an option of one value, given twice: which was meant? (each --stop and --choice adds one)
+        if (optarg && c != O_STOP && c != O_CHOICE && c < (int)(sizeof given / sizeof *given) && given[c])
+            return FAIL("%s given twice: it takes one value", flag);
         // the option as typed: its own argv word (the value may be the next one)
         if (c < (int)(sizeof given / sizeof *given))
             given[c] = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
@@ -523,6 +530,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_STATS_JSON: o->stats_json = 1; break;
         case O_PER_TOKEN: o->per_token = 1; break;
         case O_PROGRESS: o->progress = 1; break;
+        case 'q': o->quiet = 1; break;
         case O_BLAS: o->blas = 1; break;
         case O_PARALLEL:
             if (counted(v, 256, &o->parallel) != 0)

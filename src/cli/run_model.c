@@ -244,7 +244,7 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
         }
         // n tokens: n - 1 of them predicted (the first has no context); the
         // fields separated by single spaces, for cut -d' ' and awk alike
-        if (n == 1) fprintf(stderr, "gpt: --score: one token has nothing to predict it: no perplexity\n");
+        if (n == 1) note("--score: one token has nothing to predict it: no perplexity");
         if (n > 1 ? out_printf("tokens %zu scored %zu logprob_sum %.6f perplexity %.4f\n", n, n - 1, sum, ppl)
                   : out_printf("tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"))
             goto done;
@@ -386,8 +386,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
             goto done;  // stdout is gone: stop generating
         }
         if (seq.stop == STOP_CONTEXT)
-            fprintf(stderr, "gpt: stopped at the end of the context (%d positions; --context-shift goes on)\n",
-                    m->config.n_ctx);
+            note("stopped at the end of the context (%d positions; --context-shift goes on)", m->config.n_ctx);
     }
     r.generated = seq.n_generated;
     r.prefill_tokens = seq.prefill_tokens;
@@ -754,6 +753,11 @@ int run_model(const Options *o) {
     if (rc != EXIT_OK) return rc;
     rc = EXIT_RUNTIME;
     const Model *m = &ss.model;
+    if (o->mode == MODE_SCORE && o->stride > m->config.n_ctx) {  // a usage error, known once the model is
+        rc = usage_error(NULL, "--stride %ld: must be at most the model's context, %d", o->stride, m->config.n_ctx);
+        session_close(&ss);
+        return rc;
+    }
     Model draft = {0};
     GptError err = {{0}};
     char *prompt = NULL;
