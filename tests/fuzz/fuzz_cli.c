@@ -58,6 +58,8 @@ static const char *const LONG_NAMES[] = {
     "max-tokens", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "ignore-eos", "echo",
     "json", "stats", "threads", "score", "tokenize", "detokenize", "batch", "jsonl", "parallel", "kv-budget",
     "unordered", "text", "first-index", "prefill-chunk", "no-prefix-sharing", "stats-json", "per-token", "stride",
+    "draft", "draft-dtype", "draft-tokens", "lookup", "progress", "blas", "quiet", "logprobs", "choice",
+    "context-shift", "keep", "completions",
 };
 
 // "unknown option '--NAME' (or an ambiguous abbreviation)" must name an
@@ -117,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_fail("parse_options returned %d", rc);
     }
     if (rc == EXIT_OK && !done) {
-        if ((unsigned)o.mode > MODE_BATCH) fuzz_fail("mode %d", (int)o.mode);
+        if ((unsigned)o.mode > MODE_CHOICE) fuzz_fail("mode %d", (int)o.mode);
         if (o.max_tokens < 0) fuzz_fail("max_tokens %ld", o.max_tokens);
         const SamplerParams *s = &o.sampling;
         if (!(s->temperature >= 0) || !isfinite(s->temperature)) fuzz_fail("temperature %g", (double)s->temperature);
@@ -139,11 +141,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *strs[3] = {o.model_path, o.tokenizer_path, o.prompt};
         for (int i = 0; i < 3; i++)
             if (strs[i] && !in_words(strs[i], words, argc)) fuzz_fail("option string %d points outside argv", i);
+        if (o.logprobs < -1 || o.logprobs > 20) fuzz_fail("logprobs %ld", o.logprobs);
+        if (o.completions < 1 || o.completions > MAX_CHOICES) fuzz_fail("completions %ld", o.completions);
+        if (o.completions > 1 && !o.json) fuzz_fail("--completions without --json");
+        if (o.keep < 0 || (o.keep && !o.context_shift)) fuzz_fail("keep %ld without --context-shift", o.keep);
+        if (o.n_choices > MAX_CHOICES || (o.n_choices > 0) != (o.mode == MODE_CHOICE))
+            fuzz_fail("%zu choices in mode %d", o.n_choices, (int)o.mode);
+        for (size_t i = 0; i < o.n_choices; i++)
+            if (!o.choices[i] || !*o.choices[i] || !in_words(o.choices[i], words, argc))
+                fuzz_fail("choice %zu is empty or outside argv", i);
         // Options of other modes are refused, so these hold in any mode.
-        if (o.mode != MODE_GENERATE && (o.echo || o.keep_newline)) fuzz_fail("--echo/--keep-newline outside generation");
-        if (o.mode != MODE_SCORE && (o.per_token || o.stride)) fuzz_fail("--per-token/--stride outside --score");
-        if (o.json && (o.echo || o.per_token)) fuzz_fail("--echo or --per-token with --json");
-        if (o.mode != MODE_BATCH && (o.jsonl || o.unordered || o.text_output || o.stats_json || !o.share_prefixes))
+        int gen = o.mode == MODE_GENERATE;
+        if (!gen && o.mode != MODE_BATCH && (o.echo || o.logprobs >= 0 || o.context_shift))
+            fuzz_fail("--echo/--logprobs/--context-shift outside generation and --batch");
+        if (!gen && o.mode != MODE_CHOICE && o.keep_newline) fuzz_fail("--keep-newline outside generation and --choice");
+        if (!gen && o.mode != MODE_SCORE && o.per_token) fuzz_fail("--per-token outside generation and --score");
+        if (o.mode != MODE_SCORE && o.stride) fuzz_fail("--stride outside --score");
+        if (gen && o.logprobs >= 0 && !o.json && !o.per_token) fuzz_fail("--logprobs with nowhere to go");
+        if (o.json && o.per_token) fuzz_fail("--per-token with --json");
+        if (o.mode != MODE_BATCH && (o.jsonl || o.unordered || o.text_output || !o.share_prefixes))
             fuzz_fail("a --batch option outside --batch");
     }
     free(buf);
