@@ -58,7 +58,8 @@ PREFIX   ?= /usr/local
 LIB_SRCS   := $(wildcard src/*.c)
 LIB_OBJS   := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
 LIB        := $(BUILD)/libgpt.a
-CLI_SRCS   := $(wildcard src/cli/*.c)
+# the front-ends: the command line, the server, and what they share (src/front/)
+CLI_SRCS   := $(wildcard src/cli/*.c src/front/*.c src/serve/*.c)
 CLI_OBJS   := $(CLI_SRCS:src/%.c=$(BUILD)/src/%.o)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -88,7 +89,7 @@ $(BUILD)/src/%.o: src/%.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 # where an installed gpt looks for models and the tokenizer (locate.c)
-$(BUILD)/src/cli/locate.o: ALL_CFLAGS += -DGPT_DATADIR='"$(PREFIX)/share/gpt"'
+$(BUILD)/src/front/locate.o: ALL_CFLAGS += -DGPT_DATADIR='"$(PREFIX)/share/gpt"'
 
 
 $(BUILD)/tests/%.o: tests/%.c
@@ -185,10 +186,10 @@ $(FUZZ_DIR)/tests/%.o: tests/fuzz/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -Isrc/cli -c -o $@ $<
 
-# parse_options (and the stdout writes of --help) without main(): the
-# harness provides usage_error.
+# parse_options (and the stdout writes of --help, the number rules of
+# src/front/numbers.c) without main(): the harness provides usage_error.
 $(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o $(FUZZ_DIR)/src/cli/output.o \
-                      $(FUZZ_DIR)/libgpt.a
+                      $(FUZZ_DIR)/src/front/numbers.o $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_DIR)/libgpt.a
