@@ -16,10 +16,10 @@ CC       ?= cc
 # The fast paths (AVX2, AVX-512) are compiled per function for their ISA and
 # chosen at run time (src/cpu.h).
 CFLAGS   ?= -O2
-# cJSON and utf8proc for gpt; OpenBLAS for gpt --blas (src/blas.c) and for
+# cJSON and utf8proc for gpt, libmicrohttpd for gpt serve; OpenBLAS for gpt --blas (src/blas.c) and for
 # `make bench`, whose sgemm is the bound prefill is measured against (the
 # default kernels are gpt's own).
-PKGS     := libcjson libutf8proc openblas
+PKGS     := libcjson libutf8proc openblas libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
