@@ -28,22 +28,22 @@
 enum { MAX_CHOICES = 64, MAX_N = 16 };
 
 // A request's error: *msg (malloc'd) and *param; returns the status.
-static int fail(int status, char **msg, const char **param, const char *p, const char *fmt, ...)
+static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static int fail(int status, char **msg, const char **param, const char *p, const char *fmt, ...) {
+static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...) {
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     *msg = strdup(buf);
-    *param = p;
+    snprintf(param, PARAM_CAP, "%s", p ? p : "");  // p may be the body's, which is freed
     return status;
 }
 
 // The body as a JSON object: parsed, with nothing after it. NULL with the
 // error set.
-static cJSON *parse_body(const char *body, size_t len, int *status, char **msg, const char **param) {
+static cJSON *parse_body(const char *body, size_t len, int *status, char **msg, char *param) {
     long nul = nul_at(body, len, 1);
     if (nul >= 0) {
         *status = fail(400, msg, param, NULL,
@@ -78,7 +78,7 @@ static int json_int(const cJSON *f, double lo, double hi, long *out) {
 }
 
 // Token ids from a JSON array: each an integer id of the vocabulary.
-static int json_ids(const cJSON *a, size_t vocab, int32_t **ids, size_t *n, char **msg, const char **param,
+static int json_ids(const cJSON *a, size_t vocab, int32_t **ids, size_t *n, char **msg, char *param,
                     const char *field) {
     size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
     *ids = malloc((count ? count : 1) * sizeof **ids);
@@ -132,10 +132,10 @@ static Job *job_new(size_t n_prompts) {
 }
 
 int completion_job(Server *s, const char *body, size_t len, Job **out, int *stream, char **msg,
-                   const char **param) {
+                   char *param) {
     *out = NULL;
     *stream = 0;
-    *param = NULL;
+    *param = '\0';
     int status = 400;
     cJSON *o = parse_body(body, len, &status, msg, param);
     if (!o) return status;
@@ -293,9 +293,9 @@ done:
     return status;
 }
 
-int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, const char **param) {
+int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, char *param) {
     *out = NULL;
-    *param = NULL;
+    *param = '\0';
     int status = 400;
     cJSON *o = parse_body(body, len, &status, msg, param);
     if (!o) return status;
@@ -470,8 +470,8 @@ char *score_response(Server *s, const Job *j) {
     return print(r);
 }
 
-char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, const char **param) {
-    *param = NULL;
+char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
+    *param = '\0';
     *status = 400;
     cJSON *o = parse_body(body, len, status, msg, param);
     if (!o) return NULL;
@@ -509,8 +509,8 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
 }
 
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
-                          const char **param) {
-    *param = NULL;
+                          char *param) {
+    *param = '\0';
     *status = 400;
     cJSON *o = parse_body(body, len, status, msg, param);
     if (!o) return NULL;
@@ -573,7 +573,7 @@ char *error_json(int status, const char *msg, const char *param) {
     cJSON *e = cJSON_AddObjectToObject(r, "error");
     cJSON_AddStringToObject(e, "message", msg);
     cJSON_AddStringToObject(e, "type", type);
-    if (param) cJSON_AddStringToObject(e, "param", param);
+    if (param && *param) cJSON_AddStringToObject(e, "param", param);
     else cJSON_AddNullToObject(e, "param");
     if (code) cJSON_AddStringToObject(e, "code", code);
     else cJSON_AddNullToObject(e, "code");

@@ -247,12 +247,21 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
 // ----------------------------------------------------------------------------
 // the routes
 
+// The request k answers job j: counted until its answer is all sent, so
+// that a shutdown closes no connection in the middle of one.
+static void hold(Server *s, Conn *k, Job *j) {
+    k->job = j;
+    pthread_mutex_lock(&s->lock);
+    s->answering++;
+    pthread_mutex_unlock(&s->lock);
+}
+
 static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
     Job *j;
     char *msg = NULL;
-    const char *param;
+    char param[PARAM_CAP];
     int stream;
-    int status = completion_job(s, k->body ? k->body : "", k->len, &j, &stream, &msg, &param);
+    int status = completion_job(s, k->body ? k->body : "", k->len, &j, &stream, &msg, param);
     if (status) {
         enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
         free(msg);
@@ -263,7 +272,7 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
         return answer_error(c, k, 503, s->draining ? "the server is shutting down"
                                                    : "too many requests waiting: try again shortly", NULL);
     }
-    k->job = j;
+    hold(s, k, j);
     k->stream = stream;
     if (stream) return answer_stream(s, c, k, j);
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;  // the client is gone: nobody to answer
@@ -285,8 +294,8 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
 static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) {
     Job *j;
     char *msg = NULL;
-    const char *param;
-    int status = score_job(s, k->body ? k->body : "", k->len, &j, &msg, &param);
+    char param[PARAM_CAP];
+    int status = score_job(s, k->body ? k->body : "", k->len, &j, &msg, param);
     if (status) {
         enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
         free(msg);
@@ -297,7 +306,7 @@ static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) 
         return answer_error(c, k, 503, s->draining ? "the server is shutting down"
                                                    : "too many requests waiting: try again shortly", NULL);
     }
-    k->job = j;
+    hold(s, k, j);
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;
     pthread_mutex_lock(&s->lock);
     int failed = j->status;
@@ -367,9 +376,9 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     if (!strcmp(p, "/v1/score")) return post_score(s, c, k);
     int status;
     char *msg = NULL, *body;
-    const char *param;
-    if (!strcmp(p, "/tokenize")) body = tokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, &param);
-    else body = detokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, &param);
+    char param[PARAM_CAP];
+    if (!strcmp(p, "/tokenize")) body = tokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
+    else body = detokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
     if (body) return answer_json(c, k, 200, body);
     enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
     free(msg);
@@ -430,6 +439,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     }
     int status = k->status ? k->status : 499;  // 499: the client went away before an answer (nginx's)
     count_status(s, status);
+    if (k->job && !--s->answering) pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->lock);
     if (k->job) {
         if (!done) job_cancel(s, k->job);

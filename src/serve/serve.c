@@ -341,6 +341,13 @@ int run_serve(int argc, char **argv) {
     s->hard_stop = 1;
     pthread_cond_signal(&s->wake);
     while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
+    // every answer written to its end (a client that stopped reading has
+    // --timeout seconds), then the connections close
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += lim.timeout;
+    while (s->answering && pthread_cond_timedwait(&s->idle, &s->lock, &until) == 0) {
+    }
     pthread_mutex_unlock(&s->lock);
     rc = EXIT_OK;
 done:

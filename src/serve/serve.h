@@ -117,9 +117,10 @@ typedef struct Server {
     pthread_mutex_t tok_lock;  // tokenizer_encode: one thread at a time
     pthread_mutex_t lock;      // everything below, and the Jobs' shared fields
     pthread_cond_t wake;       // the scheduler: a job came, or it must stop
-    pthread_cond_t idle;       // the main thread: in_flight went down
+    pthread_cond_t idle;       // the main thread: in_flight or answering went down
     Job *inbox, *inbox_tail;
     size_t in_flight;          // jobs accepted and not yet finished
+    size_t answering;          // requests with a job whose answer is not all sent
     int draining;              // SIGINT/SIGTERM: new requests get 503
     int hard_stop;             // the grace ran out: finish everything now
     int stopping;              // the scheduler exits when it has nothing
@@ -140,23 +141,25 @@ void job_unref(Server *s, Job *j);
 void job_free(Job *j);
 
 // api.c: the endpoints' JSON. Each parser returns 0, or the HTTP status of
-// the error with *msg (malloc'd) and *param (a field name or NULL) set.
+// the error with *msg (malloc'd) and param (PARAM_CAP bytes: the field at
+// fault, or "") set.
+enum { PARAM_CAP = 64 };
 int completion_job(Server *s, const char *body, size_t len, Job **out, int *stream, char **msg,
-                   const char **param);
-int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, const char **param);
+                   char *param);
+int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, char *param);
 // The response of a finished completion job (or, with choice != SIZE_MAX,
 // one stream chunk: the choice's new text and tokens, and its finish
 // reason once it has one); a malloc'd JSON text. Under Server.lock.
 char *completion_response(Server *s, const Job *j, const char *id, long created);
 char *completion_chunk(Server *s, Job *j, size_t choice, const char *id, long created, int *finished);
 char *score_response(Server *s, const Job *j);
-char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, const char **param);
+char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
-                          const char **param);
+                          char *param);
 char *models_response(Server *s);
 char *metrics_text(Server *s);  // Prometheus' text format
 // {"error": {"message", "type", "param", "code"}}
-char *error_json(int status, const char *msg, const char *param);
+char *error_json(int status, const char *msg, const char *param);  // param NULL or "": null
 
 // http.c
 struct MHD_Daemon;
