@@ -221,7 +221,8 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
                 status = fail(500, msg, param, NULL, "%s", err.msg);
                 goto done;
             }
-            if (echo && !(j->echo[p] = strdup(text))) {
+            // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
+            if (echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL))) {
                 status = fail(500, msg, param, NULL, "out of memory");
                 goto done;
             }
