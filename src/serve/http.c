@@ -350,10 +350,11 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
         snprintf(msg, sizeof msg, "%s takes %s, not %s", p, known_get ? "GET" : "POST", k->method);
         return answer_error(c, k, 405, msg, NULL);
     }
+    pthread_mutex_lock(&s->lock);
+    int ready = s->ready, draining = s->draining;
+    pthread_mutex_unlock(&s->lock);
     if (!strcmp(p, "/health")) {
-        pthread_mutex_lock(&s->lock);
-        int draining = s->draining;
-        pthread_mutex_unlock(&s->lock);
+        if (!ready) return answer_json(c, k, 503, strdup("{\"status\":\"loading\"}"));
         return draining ? answer_json(c, k, 503, strdup("{\"status\":\"draining\"}"))
                         : answer_json(c, k, 200, strdup("{\"status\":\"ok\"}"));
     }
@@ -364,13 +365,11 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
         snprintf(msg, sizeof msg, "the body is larger than the server's --max-body (%zu bytes)", s->limits.max_body);
         return answer_error(c, k, 413, msg, NULL);
     }
+    if (!ready) return answer_error(c, k, 503, "the model is loading", NULL);
     if (get) {
         if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
         return answer_json(c, k, 200, models_response(s));
     }
-    pthread_mutex_lock(&s->lock);
-    int draining = s->draining;
-    pthread_mutex_unlock(&s->lock);
     if (draining) return answer_error(c, k, 503, "the server is shutting down", NULL);
     if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k);
     if (!strcmp(p, "/v1/score")) return post_score(s, c, k);

@@ -1,9 +1,10 @@
 /*
  * serve.c - `gpt serve`: the model behind an OpenAI-compatible HTTP API.
  * run_serve reads as the pipeline: options, the listening socket (a port in
- * use is an error before the model loads), the model and the engine, the
- * scheduler thread and libmicrohttpd's threads, the ready line, then a
- * wait for SIGINT or SIGTERM and the shutdown:
+ * use is an error before the model loads) served by libmicrohttpd's threads
+ * at once (503 "loading" until the model is ready), the model and the
+ * engine, the scheduler thread, the ready line, then a wait for SIGINT or
+ * SIGTERM and the shutdown:
  *
  *   1. stop accepting (new connections are refused, new requests on open
  *      ones get 503, /health says 503 "draining");
@@ -272,17 +273,21 @@ int run_serve(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     s->limits = lim;
-    int rc = session_open_model(&s->session, &mo);
-    if (rc != EXIT_OK) {
-        close(fd);
-        free(s);
-        return rc;
-    }
-    rc = EXIT_RUNTIME;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->tok_lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    int rc = EXIT_RUNTIME;
     pthread_t scheduler;
-    int scheduler_up = 0, locks_up = 0;
-    struct MHD_Daemon *d = NULL;
+    int scheduler_up = 0;
     GptError err = {{0}};
+    // served from now on: 503 ("loading") until the model is ready
+    struct MHD_Daemon *d = http_start(s, fd, ipv6);
+    if (!d) goto done;
+    fd = -1;  // libmicrohttpd's now
+    rc = session_open_model(&s->session, &mo);
+    if (rc != EXIT_OK) goto done;
+    rc = EXIT_RUNTIME;
     const GPT2Config *cfg = &s->session.model.config;
     s->kv_blocks = kv_blocks_for_budget(cfg, lim.kv_dtype, kv_budget, lim.parallel);
     if (s->kv_blocks == 0) {
@@ -297,21 +302,17 @@ int run_serve(int argc, char **argv) {
         goto done;
     }
     s->engine_up = 1;
-    s->model_name = base_name(s->session.model_path);
-    s->started = (long)time(NULL);
-    s->next_id = draw_seed();
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_mutex_init(&s->tok_lock, NULL);
-    pthread_cond_init(&s->wake, NULL);
-    pthread_cond_init(&s->idle, NULL);
-    locks_up = 1;
     if (pthread_create(&scheduler, NULL, scheduler_main, s) != 0) {
         fprintf(stderr, "gpt serve: cannot start the scheduler thread\n");
         goto done;
     }
     scheduler_up = 1;
-    if (!(d = http_start(s, fd, ipv6))) goto done;
-    fd = -1;  // libmicrohttpd's now
+    pthread_mutex_lock(&s->lock);
+    s->model_name = base_name(s->session.model_path);
+    s->started = (long)time(NULL);
+    s->next_id = draw_seed();
+    s->ready = 1;
+    pthread_mutex_unlock(&s->lock);
     fprintf(stderr, "gpt: serving %s on http://%s%s%s:%d\n", s->model_name, ipv6 ? "[" : "", host, ipv6 ? "]" : "",
             bound_port);
 
@@ -359,12 +360,10 @@ done:
         pthread_mutex_unlock(&s->lock);
         pthread_join(scheduler, NULL);
     }
-    if (locks_up) {
-        pthread_mutex_destroy(&s->lock);
-        pthread_mutex_destroy(&s->tok_lock);
-        pthread_cond_destroy(&s->wake);
-        pthread_cond_destroy(&s->idle);
-    }
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->tok_lock);
+    pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->idle);
     if (fd >= 0) close(fd);
     if (s->engine_up) engine_free(&s->engine);
     session_close(&s->session);

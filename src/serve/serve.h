@@ -121,6 +121,7 @@ typedef struct Server {
     Job *inbox, *inbox_tail;
     size_t in_flight;          // jobs accepted and not yet finished
     size_t answering;          // requests with a job whose answer is not all sent
+    int ready;                 // the model and the engine are up (till then: 503 "loading")
     int draining;              // SIGINT/SIGTERM: new requests get 503
     int hard_stop;             // the grace ran out: finish everything now
     int stopping;              // the scheduler exits when it has nothing
