@@ -39,6 +39,7 @@ done
 start() {
     log=$1
     shift
+    : > "$log"
     "$GPT" serve --port 0 "$@" 2> "$log" &
     pid=$!
     pids="$pids $pid"
@@ -335,6 +336,13 @@ while [ $i -lt 100 ] && ! grep -q warning "$tmp/w.log"; do sleep 0.1; i=$((i + 1
 kill -9 "$pid" 2> /dev/null
 wait "$pid" 2> /dev/null
 check "warning without a key on 0.0.0.0" grep -q "gpt serve: warning: listening on 0.0.0.0 without --api-key" "$tmp/w.log"
+
+# a model that does not load: one line, exit 1 (libmicrohttpd, already
+# serving "loading", is stopped; a sanitizer build finds no leak)
+"$GPT" serve --port 0 -m /nonexistent/model.bin 2> "$tmp/nomodel"
+rc=$?
+check "no model: exit 1 (got $rc: $(cat "$tmp/nomodel"))" [ $rc = 1 ]
+check "no model: one line" [ "$(wc -l < "$tmp/nomodel")" = 1 ]
 
 # usage errors: exit 2, naming the flag
 "$GPT" serve --port 70000 2> "$tmp/u"
