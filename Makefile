@@ -16,17 +16,17 @@ CC       ?= cc
 # The fast paths (AVX2, AVX-512) are compiled per function for their ISA and
 # chosen at run time (src/cpu.h).
 CFLAGS   ?= -O2
-# cJSON and utf8proc for gpt; OpenBLAS for gpt --blas (src/blas.c) and for
+# cJSON and utf8proc for gpt, libmicrohttpd for gpt serve; OpenBLAS for gpt --blas (src/blas.c) and for
 # `make bench`, whose sgemm is the bound prefill is measured against (the
 # default kernels are gpt's own).
-PKGS     := libcjson libutf8proc openblas
+PKGS     := libcjson libutf8proc openblas libmicrohttpd
 # Each package named on its own when pkg-config lacks it: `pkg-config
 # --cflags` of all three prints nothing if one is missing, and the build
 # would fail on the first #include without a word of which.
 PKGS_MISSING := $(strip $(foreach p,$(PKGS),$(if $(shell pkg-config --exists $(p) && echo y),,$(p))))
 ifneq ($(PKGS_MISSING),)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
-$(error pkg-config finds no $(PKGS_MISSING): install the packages of README.md's first line (Debian, Ubuntu: apt-get install pkg-config libcjson-dev libutf8proc-dev libopenblas-dev))
+$(error pkg-config finds no $(PKGS_MISSING): install the packages of README.md's first line (Debian, Ubuntu: apt-get install pkg-config libcjson-dev libutf8proc-dev libopenblas-dev libmicrohttpd-dev))
 endif
 endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
@@ -67,7 +67,8 @@ PREFIX   ?= /usr/local
 LIB_SRCS   := $(wildcard src/*.c)
 LIB_OBJS   := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
 LIB        := $(BUILD)/libgpt.a
-CLI_SRCS   := $(wildcard src/cli/*.c)
+# the front-ends: the command line, the server, and what they share (src/front/)
+CLI_SRCS   := $(wildcard src/cli/*.c src/front/*.c src/serve/*.c)
 CLI_OBJS   := $(CLI_SRCS:src/%.c=$(BUILD)/src/%.o)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -97,7 +98,7 @@ $(BUILD)/src/%.o: src/%.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 # where an installed gpt looks for models and the tokenizer (locate.c)
-$(BUILD)/src/cli/locate.o: ALL_CFLAGS += -DGPT_DATADIR='"$(PREFIX)/share/gpt"'
+$(BUILD)/src/front/locate.o: ALL_CFLAGS += -DGPT_DATADIR='"$(PREFIX)/share/gpt"'
 
 
 $(BUILD)/tests/%.o: tests/%.c
@@ -194,10 +195,10 @@ $(FUZZ_DIR)/tests/%.o: tests/fuzz/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -Isrc/cli -c -o $@ $<
 
-# parse_options (and the stdout writes of --help) without main(): the
-# harness provides usage_error.
+# parse_options (and the stdout writes of --help, the number rules of
+# src/front/numbers.c) without main(): the harness provides usage_error.
 $(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o $(FUZZ_DIR)/src/cli/output.o \
-                      $(FUZZ_DIR)/libgpt.a
+                      $(FUZZ_DIR)/src/front/numbers.o $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_DIR)/libgpt.a

@@ -1,7 +1,7 @@
 # bash completion for gpt(1): its options (those of the mode given so far),
 # the modes and the subcommands, the values of --dtype and --kv-type, and
 # file names for -m/--model, --tokenizer and the files of gpt convert and
-# gpt inspect. Abbreviated options (--kv-t f16) and --opt=value work as
+# gpt inspect; gpt serve's options. Abbreviated options (--kv-t f16) and --opt=value work as
 # they do in gpt.
 #
 # Installed by `make install` as PREFIX/share/bash-completion/completions/gpt
@@ -87,7 +87,29 @@ _gpt_inspect_options='
 -h                  gbstdc-
 --help              gbstdc-
 '
-_gpt_subcommands='convert inspect'
+_gpt_serve_options='
+-m                  c     file
+--model             c     file
+--tokenizer         c     file
+--dtype             c     dtype
+--kv-type           c     kvtype
+-t                  c     text
+--threads           c     text
+--host              c     text
+--port              c     text
+--parallel          c     text
+--kv-budget         c     text
+--api-key           c     text
+--max-body          c     text
+--max-tokens        c     text
+--max-connections   c     text
+--queue             c     text
+--timeout           c     text
+--grace             c     text
+-h                  c     -
+--help              c     -
+'
+_gpt_subcommands='convert inspect serve'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
 
@@ -148,6 +170,7 @@ _gpt() {
         case ${COMP_WORDS[1]} in
             convert) sub=convert table=$_gpt_convert_options ;;
             inspect) sub=inspect table=$_gpt_inspect_options ;;
+            serve) sub=serve table=$_gpt_serve_options ;;
         esac
     fi
 
@@ -174,7 +197,7 @@ _gpt() {
         if [[ $w == -- ]]; then
             # no options after --: gpt takes no operands; convert and inspect, files
             COMPREPLY=()
-            [[ -n $sub ]] && _gpt_files
+            [[ -n $sub && $sub != serve ]] && _gpt_files
             return
         fi
         [[ $w == -* ]] || continue
@@ -193,7 +216,9 @@ _gpt() {
         [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))
     done
 
+    # convert and inspect take files; serve takes no operand
     if [[ -n $sub && $cur != -* ]]; then
+        [[ $sub == serve ]] && { COMPREPLY=(); return; }
         _gpt_files
         return
     fi

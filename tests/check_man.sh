@@ -198,9 +198,9 @@ for sub in $(cat "$tmp/help_subs"); do
     fi
     if "$GPT" "$sub" --help > "$tmp/help_$sub" 2> "$tmp/err"; then
         compare "gpt $sub" "$tmp/help_$sub" "$(echo "$sub" | tr a-z A-Z) OPTIONS"
-        src=$(grep -l "^int run_$sub(" src/cli/*.c | head -n 1)
+        src=$(grep -l "^int run_$sub(" src/cli/*.c src/serve/*.c | head -n 1)
         if [ -n "$src" ]; then check_parser "gpt $sub" "$tmp/help_$sub" "$src" "run_$sub"
-        else fail "no src/cli file defines run_$sub, the parser of gpt $sub"
+        else fail "no src/cli or src/serve file defines run_$sub, the parser of gpt $sub"
         fi
     else
         fail "$GPT $sub --help failed: $(cat "$tmp/err")"

@@ -184,107 +184,16 @@ static int echo_prompt(Job *j, const char *p, size_t n) {
     return 0;
 }
 
-static int json_number(const cJSON *v, double *out) {
-    if (!cJSON_IsNumber(v)) return -1;
-    *out = v->valuedouble;
-    return 0;
-}
-
-// Whether byte n of a JSON text is inside a string (after an unescaped '"').
-static int inside_string(const char *s, size_t n) {
-    int in = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (in && s[i] == '\\') i++;
-        else if (s[i] == '"') in = !in;
-    }
-    return in;
-}
-
-// Why a --jsonl line did not parse, where cJSON stopped (end): inside a
-// string it is the string that is bad (a bad escape, a lone surrogate such
-// as \ud800), which "not a JSON object" would hide.
-static int fail_unparsed(Job *j, const char *line, size_t len, const char *end) {
-    if (!end || end < line || end > line + len) return job_fail(j, "invalid JSON");
-    long at = (long)(end - line);
-    if (inside_string(line, (size_t)at))
-        return job_fail(j, "invalid JSON string at byte %ld (a bad escape or an unpaired surrogate)", at);
-    return job_fail(j, "invalid JSON at byte %ld", at);
-}
-
-// cJSON keeps a number only as a double, which holds every integer below
-// 2^53 but also turns 4503599627370497.5 into ...498 and
-// 1.00000000000000000001 into 1: where the exact value matters (a seed), the
-// number is read from its text, which these find. They walk a line that
-// cJSON has parsed, so the JSON is known to be valid.
-
-// The index of the first byte at or after i that is not white space (cJSON
-// takes any byte up to 32 as white space).
-static size_t skip_space(const char *s, size_t i, size_t len) {
-    while (i < len && (unsigned char)s[i] <= 32) i++;
-    return i;
-}
-
-// The end of the JSON value that starts at s[i].
-static size_t skip_value(const char *s, size_t i, size_t len) {
-    int depth = 0, in_string = 0;
-    for (; i < len; i++) {
-        char ch = s[i];
-        if (in_string) {
-            if (ch == '\\') i++;
-            else if (ch == '"' && (in_string = 0, depth == 0)) return i + 1;
-        } else if (ch == '"') {
-            in_string = 1;
-        } else if (ch == '{' || ch == '[') {
-            depth++;
-        } else if (ch == '}' || ch == ']') {
-            if (depth == 0) return i;  // the end of the object around a number
-            if (--depth == 0) return i + 1;
-        } else if (depth == 0 && (ch == ',' || (unsigned char)ch <= 32)) {
-            return i;
-        }
-    }
-    return i;
-}
-
-// The text of the value of member k (from 0, in the order of the text, which
-// is cJSON's order of an object's children) of the object on the line.
-// 0, or -1 if it has fewer members.
-static int member_text(const char *s, size_t len, size_t k, const char **value, size_t *value_len) {
-    size_t i = skip_space(s, 0, len) + 1;  // past the '{'
-    for (size_t m = 0;; m++) {
-        i = skip_space(s, i, len);
-        if (i >= len || s[i] == '}') return -1;
-        i = skip_space(s, skip_value(s, i, len), len) + 1;  // the key, the ':'
-        i = skip_space(s, i, len);
-        size_t end = skip_value(s, i, len);
-        if (m == k) {
-            *value = s + i;
-            *value_len = end - i;
-            return 0;
-        }
-        i = skip_space(s, end, len);
-        if (i < len && s[i] == ',') i++;
-    }
-}
-
-// A JSON number's text as an integer below 2^53, exactly: digits alone (no
-// sign, fraction or exponent, which a double would round). 0 or -1.
-static int exact_seed(const char *text, size_t n, uint64_t *seed) {
-    char digits[24];
-    if (n == 0 || n >= sizeof digits) return -1;
-    for (size_t i = 0; i < n; i++)
-        if (text[i] < '0' || text[i] > '9') return -1;
-    memcpy(digits, text, n);
-    digits[n] = '\0';
-    return parse_u64(digits, seed) == 0 && *seed < (1ull << 53) ? 0 : -1;
-}
-
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
-    if (!o) return fail_unparsed(j, line, len, end);
+    char msg[512];
+    if (!o) {
+        json_parse_error(line, len, end, msg, sizeof msg);
+        return job_fail(j, "%s", msg);
+    }
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return job_fail(j, "not a JSON object");
@@ -296,12 +205,20 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
         return job_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
     }
     int rc = -1;
-    SamplerParams *sp = &j->params.sampling;
+    GenFields g = {.params = &j->params, .stops = j->stops, .stop_json = &j->stop_json};
     const char *generation_field = NULL;  // a field of generation the line has, if any
     size_t member = 0;  // f's place in the object
     for (const cJSON *f = o->child; f; f = f->next, member++) {
         const char *k = f->string;
-        double d;
+        int known = gen_field_from_json(&g, f, line, len, member, msg, sizeof msg);
+        if (known < 0) {
+            job_fail(j, "%s", msg);
+            goto done;
+        }
+        if (known) {
+            generation_field = k;
+            continue;
+        }
         if (!strcmp(k, "prompt")) {
             if (!cJSON_IsString(f)) {
                 job_fail(j, "prompt must be a string");
@@ -311,70 +228,6 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
             *prompt_len = strlen(f->valuestring);
         } else if (!strcmp(k, "id")) {
             j->id = cJSON_Duplicate(f, 1);
-        } else if (!strcmp(k, "max_tokens")) {
-            if (json_number(f, &d) || d != floor(d) || d < 0 || d > 1e9) {
-                job_fail(j, "max_tokens must be an integer >= 0");
-                goto done;
-            }
-            j->params.max_new = (size_t)d;
-        } else if (!strcmp(k, "top_k")) {
-            if (json_number(f, &d) || d != floor(d) || d < 0 || d > 2147483647.0) {
-                job_fail(j, "top_k must be an integer >= 0");
-                goto done;
-            }
-            sp->top_k = (int)d;
-        } else if (!strcmp(k, "temperature") || !strcmp(k, "top_p") || !strcmp(k, "min_p") ||
-                   !strcmp(k, "repeat_penalty")) {
-            if (json_number(f, &d) || !isfinite(d) || fabs(d) > 3e38) {
-                job_fail(j, "%s must be a number", k);
-                goto done;
-            }
-            float *dst = !strcmp(k, "temperature") ? &sp->temperature
-                         : !strcmp(k, "top_p")     ? &sp->top_p
-                         : !strcmp(k, "min_p")     ? &sp->min_p
-                                                   : &sp->repeat_penalty;
-            *dst = (float)d;
-        } else if (!strcmp(k, "seed")) {
-            // a number below 2^53, or digits in a string, read from the text:
-            // from 2^53 on a JSON number is not exact in most JSON tools (a
-            // double rounds 2^53 + 1 to 2^53), so it may not be what its
-            // writer meant; a fraction is no seed, however close to one
-            uint64_t seed = 0;
-            const char *text;
-            size_t text_len;
-            int bad;
-            if (cJSON_IsString(f)) bad = parse_u64(f->valuestring, &seed) != 0;
-            else bad = !cJSON_IsNumber(f) || member_text(line, len, member, &text, &text_len) != 0 ||
-                       exact_seed(text, text_len, &seed) != 0;
-            if (bad) {
-                job_fail(j, "seed must be an integer below 2^53 written in digits (no fraction or exponent; a "
-                            "JSON number from 2^53 on is rounded), or a string of digits up to 2^64 - 1");
-                goto done;
-            }
-            sp->seed = seed;
-            *seed_given = 1;
-        } else if (!strcmp(k, "logprobs")) {
-            if (cJSON_IsNull(f)) {
-                j->params.logprobs = 0;
-            } else if (json_number(f, &d) || d != floor(d) || d < 0 || d > LOGPROBS_TOP_MAX) {
-                job_fail(j, "logprobs must be an integer in [0, %d] (or null)", LOGPROBS_TOP_MAX);
-                goto done;
-            } else {
-                j->params.logprobs = 1;
-                j->params.top_logprobs = (size_t)d;
-            }
-        } else if (!strcmp(k, "context_shift")) {
-            if (!cJSON_IsBool(f)) {
-                job_fail(j, "context_shift must be true or false");
-                goto done;
-            }
-            j->params.context_shift = cJSON_IsTrue(f);
-        } else if (!strcmp(k, "keep")) {
-            if (json_number(f, &d) || d != floor(d) || d < 0 || d > 1e9) {
-                job_fail(j, "keep must be an integer >= 0");
-                goto done;
-            }
-            j->params.keep = (size_t)d;
         } else if (!strcmp(k, "echo")) {
             if (!cJSON_IsBool(f)) {
                 job_fail(j, "echo must be true or false");
@@ -392,26 +245,6 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
             }
             j->choices_json = cJSON_Duplicate(f, 1);
             j->n_choices = n;
-        } else if (!strcmp(k, "stop")) {
-            j->params.n_stops = 0;
-            cJSON_Delete(j->stop_json);
-            j->stop_json = cJSON_Duplicate(f, 1);
-            const cJSON *it = j->stop_json;
-            if (cJSON_IsArray(it)) it = it->child;
-            else if (!cJSON_IsString(it)) it = NULL, job_fail(j, "stop must be a string or an array of strings");
-            if (j->error) goto done;
-            for (; it; it = cJSON_IsArray(j->stop_json) ? it->next : NULL) {
-                if (!cJSON_IsString(it) || !*it->valuestring) {
-                    job_fail(j, "stop must be a string or an array of non-empty strings");
-                    goto done;
-                }
-                if (j->params.n_stops == MAX_STOPS) {
-                    job_fail(j, "stop: at most %d strings", MAX_STOPS);
-                    goto done;
-                }
-                j->stops[j->params.n_stops++] = it->valuestring;
-            }
-            j->params.stops = j->stops;
         } else {
             job_fail(j, "unknown field \"%.40s\"", k);
             goto done;
@@ -423,6 +256,7 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
                  generation_field);
         goto done;
     }
+    *seed_given = g.seed_given;
     if (!*prompt) {
         job_fail(j, "no \"prompt\" field");
         goto done;
@@ -439,22 +273,6 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
 done:
     cJSON_Delete(o);
     return rc;
-}
-
-// Where a line holds a NUL byte: the raw byte, or (--jsonl) a \u0000 in a
-// string; -1 if it does not. A NUL is refused, not cut: cJSON's strings end
-// at it (the prompt echoed, the JSONL prompt read) and no -p can hold one,
-// so the line could not be re-run alone.
-static long nul_at(const char *line, size_t len, int jsonl) {
-    const char *raw = memchr(line, '\0', len);
-    if (raw) return raw - line;
-    // a backslash is only ever inside a JSON string, escaping what follows it
-    for (size_t i = 0; jsonl && i + 1 < len; i++) {
-        if (line[i] != '\\') continue;
-        if (i + 6 <= len && !memcmp(line + i + 1, "u0000", 5)) return (long)i;
-        i++;  // the escaped character: "\\u0000" is a backslash, then text
-    }
-    return -1;
 }
 
 // A multiple-choice line's choices, each tokenized with the prompt

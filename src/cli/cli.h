@@ -2,10 +2,9 @@
  * cli.h - what the files of the gpt command line share.
  *
  *   main.c         argv -> Options, and the mode that runs them
- *   options.c      the options: --help text, parsing, number rules
- *   common.c       what the modes share: reporting, Ctrl-C, the prompt, JSON
- *                  helpers, and a run's set-up (model, tokenizer, threads)
- *   locate.c       finding the model and the tokenizer files
+ *   options.c      the options: --help text, parsing, the rules of each value
+ *   common.c       what the modes share: Ctrl-C, the prompt, JSON helpers,
+ *                  and a run's set-up (model, tokenizer, threads) from Options
  *   run_model.c    generation and scoring: output, --stats, --json
  *   probs.c        log-probabilities out (--logprobs, --per-token, JSON) and
  *                  --choice, multiple choice by likelihood
@@ -19,6 +18,10 @@
  * prints, and chooses exit codes: 0 success, 1 load, input or runtime
  * error, 2 usage error. stdout carries only the result (generated text, ids,
  * JSON); everything else goes to stderr.
+ *
+ * What the command shares with the server (reporting, finding the model, a
+ * session, the rules of numbers and of a request's JSON fields) is in
+ * src/front/front.h, which this header includes.
  */
 #ifndef GPT_CLI_H
 #define GPT_CLI_H
@@ -29,6 +32,7 @@
 
 #include "error.h"
 #include "generate.h"
+#include "front/front.h"
 #include "model.h"
 #include "sampler.h"
 #include "threads.h"
@@ -36,11 +40,9 @@
 
 #define GPT_VERSION "0.1.0"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
-
 typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE } Mode;
 
-enum { MAX_STOPS = 16, MAX_CHOICES = 64 };
+enum { MAX_CHOICES = 64 };
 
 typedef struct {
     Mode mode;
@@ -89,28 +91,6 @@ typedef struct {
 // after printing the usage error, EXIT_OK after --help or --version.
 // *done says whether the program should exit with the returned code.
 int parse_options(int argc, char **argv, Options *o, int *done);
-// Strict number parsing: the whole string must be the number (no leading
-// white space, which strto* would skip). 0, -1 not an integer, -2 beyond
-// the type's range.
-int parse_long(const char *s, long *out);
-int parse_u64(const char *s, uint64_t *out);
-// A decimal float (no hex, inf or nan): 0, -1 not a number, -2 out of range.
-int parse_decimal(const char *s, float *out);
-// A byte count with an optional K, M or G (powers of 1024). 0, -1 not a
-// size, -2 beyond size_t.
-int parse_size(const char *s, size_t *out);
-
-// common.c: the two ways to report a failure, each one line on stderr.
-// "gpt: MESSAGE"; returns EXIT_RUNTIME.
-int report_error(const GptError *err);
-// "gpt[ CMD]: MESSAGE (see gpt[ CMD] --help)"; returns EXIT_USAGE. cmd is
-// NULL for the main command, or "convert", "inspect".
-int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-// A note, not a failure (the demo model runs, generation stopped at the end
-// of the context): "gpt: MESSAGE" on stderr, unless set_quiet(1) (-q).
-void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void set_quiet(int on);
 // The note that --top-k, --top-p, --min-p and -s do nothing with --temp 0.
 void note_greedy_ignores(const Options *o);
 
@@ -129,29 +109,11 @@ int out_end_text(void);
 // and for bytes that are not part of a whole UTF-8 character.
 int print_escaped(const unsigned char *b, size_t len);
 
-// locate.c
-// The demo model shipped with gpt (models/demo.bin, share/gpt/demo.bin).
-#define DEMO_MODEL_FILE "demo.bin"
-// -m, else $GPT_MODEL, else the search path of locate.c; NULL if none. A
-// path found by searching is written into buf (cap bytes); *is_demo says
-// whether it is the demo model (found only when no GPT-2 is).
-const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, int *is_demo);
-// Loads the model resolve_model_path() finds, its matrices converted as wo
-// says (--dtype; matrix_dtype -1: as stored); on failure prints why and
-// returns EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the
-// path. Running the demo model, it says so in one line on stderr.
-int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap);
-// Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
-// the model m (may be NULL), else the files beside model_path, else the
-// shipped GPT-2 files. *owned says whether the caller must free the result.
-Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char *model_path,
-                          int *owned, GptError *err);
-
 // common.c: the rest of what the modes share.
 // The prompt: -p, else all of stdin less one final newline (unless
 // --keep-newline). *text is malloc'd. 0, or -1 after reporting.
 int read_prompt(const Options *o, char **text, size_t *len);
-// -s, or a seed drawn from the OS below 2^53.
+// -s, or a seed drawn from the OS below 2^53 (draw_seed).
 uint64_t run_seed(const Options *o);
 // SIGINT and SIGTERM (unless ignored when gpt started) exit 130 at once,
 // until defer_interrupts(): from then on they set a flag (the first time;
@@ -163,28 +125,14 @@ const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to pol
 cJSON *ids_json(const int32_t *ids, size_t n);
 cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)
 size_t peak_rss_bytes(void);
-// What a run with a model holds: the model (-m, $GPT_MODEL or the search),
-// its tokenizer (checked against the model's vocabulary) and the -t threads.
-typedef struct {
-    Model model;
-    char model_path[4096];  // as found
-    Tokenizer *tok;
-    int tok_owned;
-    ThreadPool *pool;
-} Session;
-// Opens all three; EXIT_OK, or the exit code after reporting (then *s is
-// closed).
+// A session (front.h) for the options' -m, --tokenizer, --dtype and -t;
+// EXIT_OK, or the exit code after reporting.
 int session_open(Session *s, const Options *o);
-void session_close(Session *s);  // idempotent
 
 // run_model.c: gpt [--score] and --choice with a model.
 int run_model(const Options *o);
 
 // probs.c
-// A number as JSON that reads back as exactly v (the shortest of 15, 16 or
-// 17 digits that does; cJSON's own printing may drop the last bit); null
-// for NaN and infinities.
-cJSON *exact_json(double v);
 // A run's log-probabilities in OpenAI's legacy completions shape:
 // {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text:
 // logprob}], "text_offset": [bytes], "token_ids": [...], "top_ids":
@@ -221,5 +169,7 @@ int run_tokenize(const Options *o);
 // convert.c: argv from the subcommand's name on.
 int run_convert(int argc, char **argv);
 int run_inspect(int argc, char **argv);
+// src/serve/serve.c: gpt serve, argv from the subcommand's name on.
+int run_serve(int argc, char **argv);
 
 #endif

@@ -1,13 +1,12 @@
 /*
- * common.c - what every mode of the command line shares: the two ways to
- * report a failure and the note (-q silences it), Ctrl-C and SIGTERM, the
- * prompt and the seed of a run, the JSON helpers, and the set-up of a run
- * with a model (the model, its tokenizer and the threads), so that each
- * mode is only its own work.
+ * common.c - what every mode of the command line shares: the note (-q
+ * silences it), Ctrl-C and SIGTERM, the prompt and the seed of a run, the
+ * JSON helpers, and the set-up of a run with a model from the options
+ * (src/front/session.c does the work), so that each mode is only its own
+ * work. Reporting a failure is src/front/report.c's, which the server shares.
  */
 #include <cJSON.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,39 +17,7 @@
 #include "fileio.h"
 
 // ----------------------------------------------------------------------------
-// reporting
-
-int report_error(const GptError *err) {
-    fprintf(stderr, "gpt: %s\n", err->msg);
-    return EXIT_RUNTIME;
-}
-
-int usage_error(const char *cmd, const char *fmt, ...) {
-    const char *space = cmd ? " " : "", *name = cmd ? cmd : "";
-    fprintf(stderr, "gpt%s%s: ", space, name);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    if (cmd) fprintf(stderr, " (see gpt %s -h)\n", cmd);
-    else fprintf(stderr, " (see gpt --help)\n");
-    return EXIT_USAGE;
-}
-
-// -q: notes off (errors are never silenced)
-static int quiet;
-
-void set_quiet(int on) { quiet = on; }
-
-void note(const char *fmt, ...) {
-    if (quiet) return;
-    fprintf(stderr, "gpt: ");
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-}
+// notes
 
 // Sampling options that greedy decoding (--temp 0) leaves without effect:
 // a note, not an error, since scripts pass them whatever the temperature.
@@ -138,7 +105,7 @@ int read_prompt(const Options *o, char **text, size_t *len) {
 // The seed of a run: -s, or one drawn from the OS below 2^53 (so that a JSON
 // reader keeps it exactly and `gpt -s SEED` repeats the run).
 uint64_t run_seed(const Options *o) {
-    return o->have_seed ? o->sampling.seed : sampler_random_seed() & ((1ull << 53) - 1);
+    return o->have_seed ? o->sampling.seed : draw_seed();
 }
 
 // ----------------------------------------------------------------------------
@@ -169,34 +136,8 @@ cJSON *ids_json(const int32_t *ids, size_t n) {
 // a run with a model
 
 int session_open(Session *s, const Options *o) {
-    memset(s, 0, sizeof *s);
-    WeightOptions wo = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure};
-    int rc = open_model(o->model_path, &wo, &s->model, s->model_path, sizeof s->model_path);
-    if (rc != EXIT_OK) return rc;
-    GptError err = {{0}};
-    s->tok = open_tokenizer(o->tokenizer_path, &s->model, s->model_path, &s->tok_owned, &err);
-    if (!s->tok) {
-        session_close(s);
-        return report_error(&err);
-    }
-    if ((size_t)s->model.config.vocab_size != tokenizer_vocab_size(s->tok)) {
-        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n", s->model_path,
-                s->model.config.vocab_size, tokenizer_vocab_size(s->tok));
-        session_close(s);
-        return EXIT_RUNTIME;
-    }
-    // -t N: the threads our kernels split the work over
-    s->pool = threadpool_create((int)o->threads, &err);
-    if (!s->pool) {
-        session_close(s);
-        return report_error(&err);
-    }
-    return EXIT_OK;
-}
-
-void session_close(Session *s) {
-    threadpool_free(s->pool);
-    if (s->tok_owned) tokenizer_free(s->tok);
-    model_free(&s->model);
-    memset(s, 0, sizeof *s);
+    ModelOptions mo = {.model_path = o->model_path, .tokenizer_path = o->tokenizer_path,
+                       .weights = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure},
+                       .threads = o->threads};
+    return session_open_model(s, &mo);
 }

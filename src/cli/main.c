@@ -5,6 +5,7 @@
  *   gpt --score [-m MODEL] [-p TEXT]          log-probability of a text
  *   gpt --tokenize / --detokenize             text <-> token ids
  *   gpt convert SRC OUT.bin / gpt inspect FILE
+ *   gpt serve [options]                       the HTTP server (src/serve/)
  */
 #include <string.h>
 
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
     blas_stop_threads();  // gpt runs OpenBLAS (--blas) on its own threads: OpenBLAS's would only spin
     if (argc >= 2 && !strcmp(argv[1], "convert")) return run_convert(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "serve")) return run_serve(argc - 1, argv + 1);
     Options o;
     int done = 0;
     int rc = parse_options(argc, argv, &o, &done);

@@ -30,6 +30,7 @@ static const char *usage_text =
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
+    "       gpt serve [options]                 an OpenAI-compatible HTTP server (see gpt serve -h)\n"
     "\n"
     "model and input:\n"
     "  -m, --model PATH        model.bin, a Hugging Face GPT-2 directory, model.safetensors or\n"
@@ -125,30 +126,6 @@ static const char *usage_text =
     "exit codes: 0 success, 1 load/input/runtime error (--batch: any line failed),\n"
     "2 usage error, 130 interrupted, 141 stdout closed by its reader (SIGPIPE, as with | head)\n";
 
-// Strict number parsing: the whole string must be the number. strto* would
-// skip leading white space (and strtoull then negate " -5"): refused here.
-int parse_long(const char *s, long *out) {
-    if (!s || !*s || isspace((unsigned char)*s)) return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s) return -1;
-    if (errno == ERANGE) return -2;
-    *out = v;
-    return 0;
-}
-
-int parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s || *s == '-' || isspace((unsigned char)*s)) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || end == s) return -1;
-    if (errno == ERANGE) return -2;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 // A whole number in [lo, hi]: 0; -1 if it is not one or is below lo; -2 if
 // it is a number beyond hi (or beyond long), which "must be an integer >= lo"
 // would deny.
@@ -162,41 +139,8 @@ static int parse_bounded(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
-// A decimal number: digits, one point, an exponent; no hex, inf or nan
-// (which strtod would take). 0, -1 if it is not one, -2 if it is out of
-// float's range (2.5e-400 and 1e50 both).
-int parse_decimal(const char *s, float *out) {
-    if (!s || !*s) return -1;
-    for (const char *p = s; *p; p++)
-        if (!strchr("0123456789.eE+-", *p)) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*end || end == s) return -1;
-    if (errno == ERANGE || !isfinite(v) || fabs(v) > 3.4e38 || (v != 0 && fabs(v) < 1.2e-38)) return -2;
-    *out = (float)v;
-    return 0;
-}
-
 // The largest --kv-budget: 128 TiB, a 64-bit process's address space.
 #define KV_BUDGET_MAX ((size_t)1 << 47)
-
-int parse_size(const char *s, size_t *out) {
-    if (!s || !*s || !isdigit((unsigned char)*s)) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned long long mult = 1;
-    if (*end == 'K' || *end == 'k') mult = 1ull << 10, end++;
-    else if (*end == 'M' || *end == 'm') mult = 1ull << 20, end++;
-    else if (*end == 'G' || *end == 'g') mult = 1ull << 30, end++;
-    if (*end == 'i' && mult > 1) end++;           // KiB, MiB, GiB
-    if ((*end == 'B' || *end == 'b') && end[1] == '\0') end++;
-    if (*end) return -1;
-    if (errno == ERANGE || v > SIZE_MAX / mult) return -2;
-    *out = (size_t)(v * mult);
-    return 0;
-}
 
 // The C escape at r (a backslash): its length (2, or 4 for \xHH) with its
 // byte in *byte, or 0 if it is none. \x00 is none: it would end the string.

@@ -16,16 +16,6 @@
 #include "cli.h"
 #include "utf8.h"
 
-cJSON *exact_json(double v) {
-    if (!isfinite(v)) return cJSON_CreateNull();
-    char buf[32];
-    for (int digits = 15; digits <= 17; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return cJSON_CreateRaw(buf);
-}
-
 // A token's text for JSON: its bytes when they are UTF-8, else
 // "bytes:\xHH..." (as OpenAI writes a token that holds part of a
 // character), so that every key is valid JSON and tells its bytes. buf

@@ -3,9 +3,10 @@
  * on any argv: the input split at NUL bytes into argv[1..] (argv[0] is
  * "gpt"; at most 255 words).
  *
- * options.c reports through usage_error(), which lives in src/cli/common.c
- * with main(); this harness links options.c and output.c (--help and
- * --version write through it) without main.c and provides its own
+ * options.c reports through usage_error(), which lives in src/front/report.c;
+ * this harness links options.c, output.c (--help and --version write
+ * through it) and src/front/numbers.c (the number rules), without main.c
+ * or report.c, and provides its own
  * usage_error that formats the message into a buffer (so every format and
  * its arguments are exercised) and counts the calls. Nothing it calls exits
  * or reads stdin; stdout goes to /dev/null.

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "front.h"
 #include "fileio.h"
 #include "loader.h"
 

@@ -1,0 +1,151 @@
+/*
+ * front.h - what the front-ends share: the command line (src/cli/) and the
+ * server (src/serve/) both link these files, each decides the rest of what
+ * its user sees. Nothing here reads argv or stdin.
+ *
+ *   report.c     the two ways to report a failure on stderr
+ *   locate.c     finding the model (-m, $GPT_MODEL, the search, the demo
+ *                model) and the tokenizer files
+ *   session.c    a run's set-up: the model, its tokenizer, the threads; the
+ *                seed drawn when none is given
+ *   numbers.c    the rules of numbers typed as option values
+ *   request.c    the rules of a generation request's JSON fields
+ *                (--batch --jsonl lines, gpt serve's request bodies)
+ *
+ * Dependencies point one way: report.c depends on nothing here, locate.c and
+ * session.c report through it, and no file of the library (src/ itself)
+ * includes this one.
+ */
+#ifndef GPT_FRONT_H
+#define GPT_FRONT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "generate.h"
+#include "model.h"
+#include "threads.h"
+#include "tokenizer.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
+
+// The most stop strings a run or a request takes.
+enum { MAX_STOPS = 16 };
+
+// ----------------------------------------------------------------------------
+// report.c: the two ways to report a failure, each one line on stderr.
+
+// "gpt: MESSAGE"; returns EXIT_RUNTIME.
+int report_error(const GptError *err);
+// "gpt[ CMD]: MESSAGE (see gpt[ CMD] --help)"; returns EXIT_USAGE. cmd is
+// NULL for the main command, or "convert", "inspect", "serve".
+int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// A note, not a failure (the demo model runs, generation stopped at the end
+// of the context): "gpt: MESSAGE" on stderr, unless set_quiet(1) (-q).
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void set_quiet(int on);
+
+// ----------------------------------------------------------------------------
+// locate.c
+
+// The demo model shipped with gpt (models/demo.bin, share/gpt/demo.bin).
+#define DEMO_MODEL_FILE "demo.bin"
+// -m, else $GPT_MODEL, else the search path of locate.c; NULL if none. A
+// path found by searching is written into buf (cap bytes); *is_demo says
+// whether it is the demo model (found only when no GPT-2 is).
+const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, int *is_demo);
+// Loads the model resolve_model_path() finds, its matrices converted as wo
+// says (--dtype; matrix_dtype -1: as stored); on failure prints why and
+// returns EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the
+// path. Running the demo model, it says so in one line on stderr.
+int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap);
+// Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
+// the model m (may be NULL), else the files beside model_path, else the
+// shipped GPT-2 files. *owned says whether the caller must free the result.
+Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char *model_path,
+                          int *owned, GptError *err);
+
+// ----------------------------------------------------------------------------
+// session.c: what a run with a model holds.
+
+typedef struct {
+    const char *model_path;      // -m, or NULL: $GPT_MODEL or the search
+    const char *tokenizer_path;  // --tokenizer, or NULL
+    WeightOptions weights;       // --dtype
+    long threads;                // -t
+} ModelOptions;
+
+// The model (-m, $GPT_MODEL or the search), its tokenizer (checked against
+// the model's vocabulary) and the -t threads.
+typedef struct {
+    Model model;
+    char model_path[4096];  // as found
+    Tokenizer *tok;
+    int tok_owned;
+    ThreadPool *pool;
+} Session;
+// Opens all three; EXIT_OK, or the exit code after reporting (then *s is
+// closed).
+int session_open_model(Session *s, const ModelOptions *mo);
+void session_close(Session *s);  // idempotent
+
+// A seed drawn from the OS below 2^53 (so that a JSON reader keeps it
+// exactly and `gpt -s SEED` repeats the run): what a run without -s, and a
+// request without "seed", runs with.
+uint64_t draw_seed(void);
+
+// ----------------------------------------------------------------------------
+// numbers.c: strict number parsing. The whole string must be the number
+// (no leading white space, which strto* would skip).
+
+// 0, -1 not an integer, -2 beyond the type's range.
+int parse_long(const char *s, long *out);
+int parse_u64(const char *s, uint64_t *out);
+// A decimal float (no hex, inf or nan): 0, -1 not a number, -2 out of range.
+int parse_decimal(const char *s, float *out);
+// A byte count with an optional K, M or G (powers of 1024). 0, -1 not a
+// size, -2 beyond size_t.
+int parse_size(const char *s, size_t *out);
+
+// ----------------------------------------------------------------------------
+// request.c: the JSON fields of a generation request, with the same rules
+// and messages wherever they come from (a --batch --jsonl line, a gpt serve
+// body): max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
+// seed, stop, logprobs, context_shift, keep.
+
+typedef struct cJSON cJSON;
+
+typedef struct {
+    GenParams *params;       // the defaults, updated field by field
+    const char **stops;      // (MAX_STOPS) params->stops: into *stop_json
+    cJSON **stop_json;       // a copy of the "stop" value, the caller's to delete
+    int seed_given;          // set when a "seed" field was read
+    size_t max_tokens_limit; // max_tokens above this is out of range (0: 1e9)
+} GenFields;
+
+// Member number `member` (from 0, in the order of the text, which is
+// cJSON's order) of the JSON object whose text is text[0..len): f. Applies
+// it to g when it is one of the fields above. Returns 1 when it was one and
+// its value is good, 0 when it is no such field (the caller knows it, or
+// refuses it), -1 with the reason in msg (cap bytes) when its value is bad
+// ("max_tokens must be an integer >= 0"). A seed is read from its text,
+// exactly: an integer below 2^53 in digits, or a string of digits up to
+// 2^64 - 1. The ranges of the sampling values are sampler_params_validate's,
+// checked by the caller once every field is read.
+int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t len, size_t member, char *msg,
+                        size_t cap);
+// Why cJSON could not parse text[0..len), where it stopped (end, may be
+// NULL): "invalid JSON at byte N", or, inside a string, that the string is
+// bad (a bad escape, an unpaired surrogate). Into msg (cap bytes).
+void json_parse_error(const char *text, size_t len, const char *end, char *msg, size_t cap);
+// A number as JSON that reads back as exactly v (the shortest of 15, 16 or
+// 17 digits that does; cJSON's own printing may drop the last bit); null
+// for NaN and infinities.
+cJSON *exact_json(double v);
+// Where text[0..len) holds a NUL byte: the raw byte, or (json) a \u0000 in
+// a JSON string; -1 if it does not. cJSON's strings end at a NUL, and no
+// -p can hold one, so a prompt with one is refused, never cut.
+long nul_at(const char *text, size_t len, int json);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * session.c - the set-up every front-end's run with a model shares: the
+ * model (found as locate.c says), its tokenizer, checked against the
+ * model's vocabulary, and the thread pool; and the seed of a run that was
+ * given none.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "front.h"
+#include "sampler.h"
+
+int session_open_model(Session *s, const ModelOptions *mo) {
+    memset(s, 0, sizeof *s);
+    int rc = open_model(mo->model_path, &mo->weights, &s->model, s->model_path, sizeof s->model_path);
+    if (rc != EXIT_OK) return rc;
+    GptError err = {{0}};
+    s->tok = open_tokenizer(mo->tokenizer_path, &s->model, s->model_path, &s->tok_owned, &err);
+    if (!s->tok) {
+        session_close(s);
+        return report_error(&err);
+    }
+    if ((size_t)s->model.config.vocab_size != tokenizer_vocab_size(s->tok)) {
+        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n", s->model_path,
+                s->model.config.vocab_size, tokenizer_vocab_size(s->tok));
+        session_close(s);
+        return EXIT_RUNTIME;
+    }
+    // -t N: the threads our kernels split the work over
+    s->pool = threadpool_create((int)mo->threads, &err);
+    if (!s->pool) {
+        session_close(s);
+        return report_error(&err);
+    }
+    return EXIT_OK;
+}
+
+void session_close(Session *s) {
+    threadpool_free(s->pool);
+    if (s->tok_owned) tokenizer_free(s->tok);
+    model_free(&s->model);
+    memset(s, 0, sizeof *s);
+}
+
+uint64_t draw_seed(void) { return sampler_random_seed() & ((1ull << 53) - 1); }

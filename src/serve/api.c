@@ -1,0 +1,626 @@
+/*
+ * api.c - the JSON of gpt serve's endpoints: request bodies read into Jobs
+ * with the command's rules (src/front/request.c reads the generation
+ * fields with --batch --jsonl's rules and messages; sampler_params_validate
+ * checks their ranges as -p does), and finished Jobs written in OpenAI's
+ * shapes. Nothing here touches the engine or a socket.
+ *
+ * A request with several prompts, or n > 1, has a choice for each prompt
+ * and each of its n: choice p * n + i of prompt p. Its seed is the
+ * request's "seed" (or one drawn below 2^53, as the command draws it) plus
+ * its index, so that choice k is exactly `gpt -p PROMPT -s SEED+k`.
+ */
+#define _GNU_SOURCE  // eventfd
+#include <cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+
+#include "kvcache.h"
+#include "serve.h"
+#include "utf8.h"
+
+// The most choices one request may have (prompts x n).
+enum { MAX_CHOICES = 64, MAX_N = 16 };
+
+// A request's error: *msg (malloc'd) and *param; returns the status.
+static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    *msg = strdup(buf);
+    snprintf(param, PARAM_CAP, "%s", p ? p : "");  // p may be the body's, which is freed
+    return status;
+}
+
+// The body as a JSON object: parsed, with nothing after it. NULL with the
+// error set.
+static cJSON *parse_body(const char *body, size_t len, int *status, char **msg, char *param) {
+    long nul = nul_at(body, len, 1);
+    if (nul >= 0) {
+        *status = fail(400, msg, param, NULL,
+                       "a NUL byte (or \\u0000) at byte %ld of the body: gpt takes none (-p could not repeat it)", nul);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!o) {
+        char why[256];
+        json_parse_error(body, len, end, why, sizeof why);
+        *status = fail(400, msg, param, NULL, "%s", why);
+        return NULL;
+    }
+    while (end < body + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
+    if (!cJSON_IsObject(o) || end < body + len) {
+        *status = fail(400, msg, param, NULL, cJSON_IsObject(o) ? "text after the JSON object, at byte %ld"
+                                                                : "the body must be a JSON object", (long)(end - body));
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+// A JSON integer in [lo, hi]: 0 or -1.
+static int json_int(const cJSON *f, double lo, double hi, long *out) {
+    if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < lo ||
+        f->valuedouble > hi)
+        return -1;
+    *out = (long)f->valuedouble;
+    return 0;
+}
+
+// Token ids from a JSON array: each an integer id of the vocabulary.
+static int json_ids(const cJSON *a, size_t vocab, int32_t **ids, size_t *n, char **msg, char *param,
+                    const char *field) {
+    size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
+    *ids = malloc((count ? count : 1) * sizeof **ids);
+    if (!*ids) return fail(500, msg, param, NULL, "out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        long id;
+        if (json_int(it, 0, (double)vocab - 1, &id) != 0) {
+            free(*ids);
+            *ids = NULL;
+            return fail(400, msg, param, field, "%s: element %zu is not a token id in [0, %zu)", field, i, vocab);
+        }
+        (*ids)[i++] = (int32_t)id;
+    }
+    *n = i;
+    return 0;
+}
+
+static int encode_locked(Server *s, const char *text, size_t len, int empty_is_eot, int32_t **ids, size_t *n,
+                         GptError *err) {
+    pthread_mutex_lock(&s->tok_lock);
+    int rc = empty_is_eot ? prompt_tokens(s->session.tok, text, len, 0, ids, n, err)
+                          : tokenizer_encode(s->session.tok, text, len, 0, ids, n, err);
+    pthread_mutex_unlock(&s->tok_lock);
+    return rc;
+}
+
+// The field a sampler_params_validate message is about: its first word.
+static const char *sampling_param(const char *m) {
+    static const char *const names[] = {"temperature", "top_k", "top_p", "min_p", "repeat_penalty"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strncmp(m, names[i], strlen(names[i]))) return names[i];
+    return NULL;
+}
+
+static Job *job_new(size_t n_prompts) {
+    Job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->efd = eventfd(0, EFD_CLOEXEC);
+    j->refs = 2;  // the HTTP side and the scheduler
+    j->status = 200;
+    j->n_prompts = n_prompts;
+    j->prompt_ids = calloc(n_prompts, sizeof *j->prompt_ids);
+    j->prompt_lens = calloc(n_prompts, sizeof *j->prompt_lens);
+    j->echo = calloc(n_prompts, sizeof *j->echo);
+    if (j->efd < 0 || !j->prompt_ids || !j->prompt_lens || !j->echo) {
+        job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+int completion_job(Server *s, const char *body, size_t len, Job **out, int *stream, char **msg,
+                   char *param) {
+    *out = NULL;
+    *stream = 0;
+    *param = '\0';
+    int status = 400;
+    cJSON *o = parse_body(body, len, &status, msg, param);
+    if (!o) return status;
+    const GPT2Config *cfg = &s->session.model.config;
+    size_t vocab = (size_t)cfg->vocab_size;
+    GenParams gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}, .max_new = 16};
+    const char *stops[MAX_STOPS];
+    cJSON *stop_json = NULL;
+    GenFields g = {.params = &gp, .stops = stops, .stop_json = &stop_json, .max_tokens_limit = s->limits.max_tokens};
+    const cJSON *prompt = NULL;
+    long n = 1;
+    int echo = 0;
+    Job *j = NULL;
+    char why[512];
+    GptError err = {{0}};
+    status = 0;
+    size_t member = 0;
+    for (const cJSON *f = o->child; f && !status; f = f->next, member++) {
+        const char *k = f->string;
+        if (cJSON_IsNull(f)) continue;  // null: as if absent (clients send it for what they leave unset)
+        int known = gen_field_from_json(&g, f, body, len, member, why, sizeof why);
+        if (known < 0) status = fail(400, msg, param, k, "%s", why);
+        // fields the command takes and the server does not yet: refused, never dropped
+        if (known > 0 && (!strcmp(k, "logprobs") || !strcmp(k, "context_shift") || !strcmp(k, "keep")) &&
+            !(cJSON_IsNull(f) || cJSON_IsFalse(f)))
+            status = fail(400, msg, param, k, "%s is not supported by gpt serve yet (the command has it: gpt --%s)",
+                          k, !strcmp(k, "context_shift") ? "context-shift" : k);
+        if (known) continue;
+        if (!strcmp(k, "prompt")) {
+            prompt = f;
+        } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
+            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
+        } else if (!strcmp(k, "n")) {
+            if (json_int(f, 1, MAX_N, &n) != 0) status = fail(400, msg, param, k, "n must be an integer in [1, %d]", MAX_N);
+        } else if (!strcmp(k, "echo") || !strcmp(k, "stream") || !strcmp(k, "ignore_eos")) {
+            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
+            int v = cJSON_IsTrue(f);
+            if (!strcmp(k, "echo")) echo = v;
+            else if (!strcmp(k, "stream")) *stream = v;
+            else gp.ignore_eos = v;
+        } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
+            if (!cJSON_IsNumber(f) || f->valuedouble != 0)
+                status = fail(400, msg, param, k, "%s is not supported (only 0, its default; gpt has repeat_penalty)", k);
+        } else {
+            status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
+        }
+    }
+    if (status) goto done;
+    if (!prompt) {
+        status = fail(400, msg, param, "prompt", "no \"prompt\" field");
+        goto done;
+    }
+    if (sampler_params_validate(&gp.sampling, &err) != 0) {
+        status = fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
+        goto done;
+    }
+    // the prompts: a string, strings, token ids, or arrays of token ids
+    const cJSON *first = cJSON_IsArray(prompt) ? prompt->child : NULL;
+    int one_string = cJSON_IsString(prompt), one_ids = first && cJSON_IsNumber(first);
+    size_t n_prompts = one_string || one_ids ? 1 : (size_t)cJSON_GetArraySize(prompt);
+    if (!one_string && !cJSON_IsArray(prompt)) {
+        status = fail(400, msg, param, "prompt", "prompt must be a string, an array of strings, an array of token ids "
+                                                 "or an array of arrays of token ids");
+        goto done;
+    }
+    if (n_prompts == 0) {
+        status = fail(400, msg, param, "prompt", "prompt is an empty array");
+        goto done;
+    }
+    if (n_prompts * (size_t)n > MAX_CHOICES) {
+        status = fail(400, msg, param, "n", "%zu prompts x n %ld is more than %d choices", n_prompts, n, MAX_CHOICES);
+        goto done;
+    }
+    j = job_new(n_prompts);
+    if (!j) {
+        status = fail(500, msg, param, NULL, "out of memory");
+        goto done;
+    }
+    const cJSON *it = one_string || one_ids ? prompt : first;
+    for (size_t p = 0; p < n_prompts; p++, it = it->next) {
+        int32_t **ids = &j->prompt_ids[p];
+        size_t *n_ids = &j->prompt_lens[p];
+        if (cJSON_IsString(it) && (one_string || cJSON_IsString(first))) {
+            const char *text = it->valuestring;
+            if (encode_locked(s, text, strlen(text), 1, ids, n_ids, &err) != 0) {
+                status = fail(500, msg, param, NULL, "%s", err.msg);
+                goto done;
+            }
+            // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
+            if (echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL))) {
+                status = fail(500, msg, param, NULL, "out of memory");
+                goto done;
+            }
+        } else if (cJSON_IsArray(it) && (one_ids || (cJSON_IsArray(first) && cJSON_IsArray(it)))) {
+            if ((status = json_ids(it, vocab, ids, n_ids, msg, param, "prompt"))) goto done;
+            if (*n_ids == 0) {
+                status = fail(400, msg, param, "prompt", "prompt has an empty array of token ids");
+                goto done;
+            }
+            if (echo) {
+                char *bytes;
+                size_t n_bytes;
+                if (tokenizer_decode(s->session.tok, *ids, *n_ids, &bytes, &n_bytes, &err) != 0) {
+                    status = fail(400, msg, param, "prompt", "%s", err.msg);
+                    goto done;
+                }
+                j->echo[p] = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
+                free(bytes);
+            }
+        } else {
+            status = fail(400, msg, param, "prompt", "prompt %zu: an array of prompts holds strings alone, or "
+                                                     "arrays of token ids alone", p);
+            goto done;
+        }
+        if (check_prompt_length(cfg, *n_ids, &err) != 0) {
+            status = fail(400, msg, param, "prompt", "%s", err.msg);
+            goto done;
+        }
+        // one that alone needs more than the pool could never run
+        size_t blocks = (sequence_positions(cfg, *n_ids, gp.max_new) + KV_BLOCK - 1) / KV_BLOCK;
+        if (blocks > s->kv_blocks) {
+            status = fail(400, msg, param, "max_tokens", "the prompt and max_tokens need %zu KV blocks; the server's "
+                                                         "--kv-budget holds %zu", blocks, s->kv_blocks);
+            goto done;
+        }
+    }
+    // the stop strings, copied: the choices' params point at them
+    if (gp.n_stops) {
+        j->stop_strings = calloc(gp.n_stops, sizeof *j->stop_strings);
+        for (size_t i = 0; j->stop_strings && i < gp.n_stops; i++, j->n_stops++)
+            if (!(j->stop_strings[i] = strdup(stops[i]))) break;
+        if (j->n_stops != gp.n_stops) {
+            status = fail(500, msg, param, NULL, "out of memory");
+            goto done;
+        }
+        gp.stops = (const char *const *)j->stop_strings;
+    }
+    j->seed = g.seed_given ? gp.sampling.seed : draw_seed();
+    j->n_choices = n_prompts * (size_t)n;
+    j->choices = calloc(j->n_choices, sizeof *j->choices);
+    if (!j->choices) {
+        status = fail(500, msg, param, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < j->n_choices; k++) {
+        Choice *c = &j->choices[k];
+        c->prompt = k / (size_t)n;
+        c->ids = j->prompt_ids[c->prompt];
+        c->n_ids = j->prompt_lens[c->prompt];
+        c->params = gp;
+        c->params.sampling.seed = j->seed + k;
+    }
+    *out = j;
+    j = NULL;
+done:
+    job_free(j);
+    cJSON_Delete(stop_json);
+    cJSON_Delete(o);
+    return status;
+}
+
+int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, char *param) {
+    *out = NULL;
+    *param = '\0';
+    int status = 400;
+    cJSON *o = parse_body(body, len, &status, msg, param);
+    if (!o) return status;
+    const GPT2Config *cfg = &s->session.model.config;
+    const cJSON *prompt = NULL;
+    long stride = 0;
+    GptError err = {{0}};
+    Job *j = NULL;
+    status = 0;
+    for (const cJSON *f = o->child; f && !status; f = f->next) {
+        const char *k = f->string;
+        if (cJSON_IsNull(f)) continue;
+        if (!strcmp(k, "prompt")) prompt = f;
+        else if (!strcmp(k, "model")) {
+            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "model must be a string");
+        } else if (!strcmp(k, "stride")) {
+            if (json_int(f, 1, cfg->n_ctx, &stride) != 0)
+                status = fail(400, msg, param, k, "stride must be an integer in [1, %d] (the context)", cfg->n_ctx);
+        } else status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
+    }
+    if (status) goto done;
+    if (!cJSON_IsString(prompt) && !cJSON_IsArray(prompt)) {
+        status = fail(400, msg, param, "prompt", "prompt must be a string or an array of token ids");
+        goto done;
+    }
+    if (!(j = job_new(1))) {
+        status = fail(500, msg, param, NULL, "out of memory");
+        goto done;
+    }
+    j->kind = JOB_SCORE;
+    j->stride = (size_t)stride;
+    if (cJSON_IsString(prompt)) {
+        if (encode_locked(s, prompt->valuestring, strlen(prompt->valuestring), 0, &j->prompt_ids[0],
+                          &j->prompt_lens[0], &err) != 0) {
+            status = fail(500, msg, param, NULL, "%s", err.msg);
+            goto done;
+        }
+    } else if ((status = json_ids(prompt, (size_t)cfg->vocab_size, &j->prompt_ids[0], &j->prompt_lens[0], msg, param,
+                                  "prompt"))) {
+        goto done;
+    }
+    size_t n = j->prompt_lens[0];
+    if (n == 0) {
+        status = fail(400, msg, param, "prompt", "the text is empty");
+        goto done;
+    }
+    if (n > (size_t)cfg->n_ctx && !stride) {
+        status = fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
+                                                 "scores longer texts in windows)", n, cfg->n_ctx);
+        goto done;
+    }
+    *out = j;
+    j = NULL;
+done:
+    job_free(j);
+    cJSON_Delete(o);
+    return status;
+}
+
+// ----------------------------------------------------------------------------
+// responses
+
+static char *print(cJSON *root) {
+    char *s = root ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+static cJSON *ids_array(const int32_t *ids, size_t n) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    return a;
+}
+
+// A 64-bit integer as a JSON number: digits, exact (cJSON would round it).
+static cJSON *u64_number(uint64_t v) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+    return cJSON_CreateRaw(digits);
+}
+
+static cJSON *response_head(Server *s, const Job *j, const char *id, long created) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "id", id);
+    cJSON_AddStringToObject(r, "object", "text_completion");
+    cJSON_AddNumberToObject(r, "created", (double)created);
+    cJSON_AddStringToObject(r, "model", s->model_name);
+    cJSON_AddItemToObject(r, "seed", u64_number(j->seed));
+    return r;
+}
+
+static cJSON *choice_json(const Job *j, size_t k, const char *text, const int32_t *tokens, size_t n_tokens,
+                          const char *finish) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "text", text);
+    cJSON_AddNumberToObject(c, "index", (double)k);
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToObject(c, "seed", u64_number(j->seed + k));
+    cJSON_AddItemToObject(c, "tokens", ids_array(tokens, n_tokens));
+    return c;
+}
+
+char *completion_response(Server *s, const Job *j, const char *id, long created) {
+    cJSON *r = response_head(s, j, id, created);
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    size_t prompt_tokens = 0, completion_tokens = 0;
+    for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
+    for (size_t k = 0; k < j->n_choices; k++) {
+        const Choice *c = &j->choices[k];
+        const char *echo = j->echo[c->prompt];
+        size_t echo_len = echo ? strlen(echo) : 0;
+        char *text = malloc(echo_len + c->text_len + 1);
+        if (!text) {
+            cJSON_Delete(r);
+            return NULL;
+        }
+        if (echo_len) memcpy(text, echo, echo_len);
+        if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
+        text[echo_len + c->text_len] = '\0';
+        cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens, c->n_tokens, c->finish));
+        free(text);
+        completion_tokens += c->n_tokens;
+    }
+    cJSON *u = cJSON_AddObjectToObject(r, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
+    return print(r);
+}
+
+char *completion_chunk(Server *s, Job *j, size_t k, const char *id, long created, int *finished) {
+    Choice *c = &j->choices[k];
+    *finished = c->sent_finish;
+    if (c->sent_finish) return NULL;
+    const char *echo = c->sent_text == 0 && c->sent_tokens == 0 ? j->echo[c->prompt] : NULL;
+    size_t new_text = c->text_len - c->sent_text, echo_len = echo ? strlen(echo) : 0;
+    // a piece of text (whole UTF-8 characters: the engine's stream holds a
+    // partial one back), and the tokens since the last piece; or the end
+    if (!new_text && !echo_len && !c->finish) return NULL;
+    char *text = malloc(echo_len + new_text + 1);
+    if (!text) return NULL;
+    if (echo_len) memcpy(text, echo, echo_len);
+    memcpy(text + echo_len, c->text + c->sent_text, new_text);
+    text[echo_len + new_text] = '\0';
+    cJSON *r = response_head(s, j, id, created);
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens + c->sent_tokens, c->n_tokens - c->sent_tokens,
+                                              c->finish));
+    free(text);
+    c->sent_text = c->text_len;
+    c->sent_tokens = c->n_tokens;
+    if (c->finish) c->sent_finish = *finished = 1;
+    return print(r);
+}
+
+char *score_response(Server *s, const Job *j) {
+    size_t n = j->prompt_lens[0];
+    double sum = 0.0;
+    for (size_t i = 0; i + 1 < n; i++) sum += j->logprobs[i];  // as gpt --score adds them
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "object", "score");
+    cJSON_AddStringToObject(r, "model", s->model_name);
+    cJSON_AddItemToObject(r, "tokens", ids_array(j->prompt_ids[0], n));
+    cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");
+    for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(j->logprobs[i]));
+    cJSON_AddItemToObject(r, "sum", exact_json(sum));
+    if (n > 1 && isfinite(sum)) cJSON_AddItemToObject(r, "perplexity", exact_json(exp(-sum / (double)(n - 1))));
+    else cJSON_AddNullToObject(r, "perplexity");
+    cJSON_AddNumberToObject(r, "windows", (double)j->windows);
+    return print(r);
+}
+
+char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
+    *param = '\0';
+    *status = 400;
+    cJSON *o = parse_body(body, len, status, msg, param);
+    if (!o) return NULL;
+    const cJSON *content = NULL;
+    int special = 0;
+    *status = 0;
+    for (const cJSON *f = o->child; f && !*status; f = f->next) {
+        if (!strcmp(f->string, "content")) content = f;
+        else if (!strcmp(f->string, "special") && cJSON_IsBool(f)) special = cJSON_IsTrue(f);
+        else *status = fail(400, msg, param, f->string, "%s", strcmp(f->string, "special") ? "unknown field"
+                                                                  : "special must be true or false");
+    }
+    if (!*status && !cJSON_IsString(content))
+        *status = fail(400, msg, param, "content", "content must be a string (the text to tokenize)");
+    char *out = NULL;
+    if (!*status) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        GptError err = {{0}};
+        pthread_mutex_lock(&s->tok_lock);
+        int rc = tokenizer_encode(s->session.tok, content->valuestring, strlen(content->valuestring), special, &ids,
+                                  &n, &err);
+        pthread_mutex_unlock(&s->tok_lock);
+        if (rc != 0) *status = fail(500, msg, param, NULL, "%s", err.msg);
+        else {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddItemToObject(r, "tokens", ids_array(ids, n));
+            out = print(r);
+            *status = 200;
+        }
+        free(ids);
+    }
+    cJSON_Delete(o);
+    return out;
+}
+
+char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
+                          char *param) {
+    *param = '\0';
+    *status = 400;
+    cJSON *o = parse_body(body, len, status, msg, param);
+    if (!o) return NULL;
+    const cJSON *tokens = NULL;
+    *status = 0;
+    for (const cJSON *f = o->child; f && !*status; f = f->next) {
+        if (!strcmp(f->string, "tokens")) tokens = f;
+        else *status = fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
+    }
+    if (!*status && !cJSON_IsArray(tokens))
+        *status = fail(400, msg, param, "tokens", "tokens must be an array of token ids");
+    char *out = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!*status && !(*status = json_ids(tokens, tokenizer_vocab_size(s->session.tok), &ids, &n, msg, param,
+                                         "tokens"))) {
+        char *bytes = NULL;
+        size_t n_bytes;
+        GptError err = {{0}};
+        if (tokenizer_decode(s->session.tok, ids, n, &bytes, &n_bytes, &err) != 0) {
+            *status = fail(400, msg, param, "tokens", "%s", err.msg);
+        } else {
+            // a JSON string is UTF-8: bytes that are not show as U+FFFD
+            char *text = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "content", text ? text : "");
+            out = print(r);
+            free(text);
+            *status = 200;
+        }
+        free(bytes);
+    }
+    free(ids);
+    cJSON_Delete(o);
+    return out;
+}
+
+char *models_response(Server *s) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "object", "list");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)s->started);
+    cJSON_AddStringToObject(m, "owned_by", "gpt");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), m);
+    return print(r);
+}
+
+char *error_json(int status, const char *msg, const char *param) {
+    const char *type = status == 401 ? "authentication_error" : status >= 500 ? "server_error"
+                                                                              : "invalid_request_error";
+    const char *code = status == 401   ? "invalid_api_key"
+                       : status == 404 ? "not_found"
+                       : status == 405 ? "method_not_allowed"
+                       : status == 413 ? "request_too_large"
+                       : status == 503 ? "overloaded"
+                                       : NULL;
+    cJSON *r = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(r, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    if (param && *param) cJSON_AddStringToObject(e, "param", param);
+    else cJSON_AddNullToObject(e, "param");
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    return print(r);
+}
+
+char *metrics_text(Server *s) {
+    size_t cap = 4096, len = 0;
+    char *t = malloc(cap);
+    if (!t) return NULL;
+#define PUT(...) (len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    pthread_mutex_lock(&s->lock);
+    const Metrics *m = &s->metrics;
+    PUT("# HELP gpt_requests_total HTTP requests answered, by status.\n# TYPE gpt_requests_total counter\n");
+    for (int i = 0; i < N_STATUS && m->status[i]; i++)
+        PUT("gpt_requests_total{status=\"%d\"} %llu\n", m->status[i], (unsigned long long)m->requests[i]);
+    PUT("# HELP gpt_prompt_tokens_total Prompt tokens of the requests accepted.\n"
+        "# TYPE gpt_prompt_tokens_total counter\ngpt_prompt_tokens_total %llu\n",
+        (unsigned long long)m->prompt_tokens);
+    PUT("# HELP gpt_generated_tokens_total Tokens generated.\n# TYPE gpt_generated_tokens_total counter\n"
+        "gpt_generated_tokens_total %llu\n", (unsigned long long)m->generated_tokens);
+    PUT("# HELP gpt_generated_tokens_per_second Tokens generated per second of the engine's steps.\n"
+        "# TYPE gpt_generated_tokens_per_second gauge\ngpt_generated_tokens_per_second %.1f\n",
+        m->busy_seconds > 0 ? (double)m->generated_tokens / m->busy_seconds : 0.0);
+    PUT("# HELP gpt_prefix_tokens_reused_total Prompt tokens shared from earlier prompts' KV blocks.\n"
+        "# TYPE gpt_prefix_tokens_reused_total counter\ngpt_prefix_tokens_reused_total %llu\n",
+        (unsigned long long)m->prefix_reused);
+    PUT("# HELP gpt_requests_cancelled_total Requests whose client went away before the end.\n"
+        "# TYPE gpt_requests_cancelled_total counter\ngpt_requests_cancelled_total %llu\n",
+        (unsigned long long)m->cancelled);
+    PUT("# HELP gpt_sequences_running Sequences in the engine's steps.\n# TYPE gpt_sequences_running gauge\n"
+        "gpt_sequences_running %zu\n", m->running);
+    PUT("# HELP gpt_sequences_queued Sequences waiting for a place or for KV blocks.\n"
+        "# TYPE gpt_sequences_queued gauge\ngpt_sequences_queued %zu\n", m->queued);
+    PUT("# HELP gpt_kv_blocks_used KV-cache blocks held by sequences.\n# TYPE gpt_kv_blocks_used gauge\n"
+        "gpt_kv_blocks_used %zu\n", m->kv_blocks_used);
+    PUT("# HELP gpt_kv_blocks KV-cache blocks of the budget (--kv-budget).\n# TYPE gpt_kv_blocks gauge\n"
+        "gpt_kv_blocks %zu\n", s->kv_blocks);
+    pthread_mutex_unlock(&s->lock);
+#undef PUT
+    if (len >= cap) {  // cannot happen with 10 statuses; never a cut line
+        free(t);
+        return NULL;
+    }
+    return t;
+}

@@ -1,0 +1,481 @@
+/*
+ * http.c - gpt serve's HTTP side, on libmicrohttpd (one thread per
+ * connection; libmicrohttpd parses every request, we never read HTTP
+ * ourselves). For each request:
+ *
+ *   1. the body is gathered up to --max-body (a longer one, by its
+ *      Content-Length or as it comes, is a 413);
+ *   2. the API key, when there is one, is checked in constant time (every
+ *      route but /health, which load balancers ask);
+ *   3. the route answers: GET /health, /metrics, /v1/models at once; POST
+ *      /tokenize and /detokenize at once (tokenizing under the tokenizer's
+ *      lock); POST /v1/completions and /v1/score become a Job for the
+ *      scheduler, and this thread waits on the Job's eventfd and on the
+ *      client's socket (a client that goes away cancels its Job) until it
+ *      can answer: the whole JSON, or server-sent events as the text comes;
+ *   4. one JSON line on stderr says what was asked and answered.
+ *
+ * Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400
+ * for a bad body (the command's rules and messages), 401, 404, 405, 413, and
+ * 503 with Retry-After when the queue is full or the server is shutting down.
+ */
+#define _GNU_SOURCE  // POLLRDHUP
+#include <cJSON.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "grow.h"
+#include "serve.h"
+
+// One request on a connection (libmicrohttpd's con_cls).
+typedef struct {
+    double t0;
+    char method[16], path[128];
+    char *body;
+    size_t len, cap;
+    int too_large;
+    int status;         // what was answered
+    Job *job;           // a completion or score job, held until the request ends
+    int stream;
+} Conn;
+
+// A streamed answer: the reader libmicrohttpd calls for more of it.
+typedef struct {
+    Server *s;
+    Job *job;           // one reference of its own
+    int sock;           // the client's, to see it go away
+    char id[40];
+    long created;
+    char *buf;          // events not yet handed over
+    size_t len, pos, cap;
+    int ended;          // "data: [DONE]" is in buf
+} Stream;
+
+// ----------------------------------------------------------------------------
+// answers
+
+static void count_status(Server *s, int status) {
+    Metrics *m = &s->metrics;
+    for (int i = 0; i < N_STATUS; i++) {
+        if (m->status[i] == 0) m->status[i] = status;
+        if (m->status[i] == status) {
+            m->requests[i]++;
+            return;
+        }
+    }
+}
+
+// Queues body (malloc'd; NULL: out of memory) with the status. Frees body.
+static enum MHD_Result answer(struct MHD_Connection *c, Conn *k, int status, char *body, const char *type) {
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                              "\"code\":null}}";
+    struct MHD_Response *r;
+    if (body) {
+        r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    } else {
+        status = 500;
+        type = "application/json";
+        r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    }
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, !strcmp(k->path, "/health") || !strcmp(k->path, "/metrics") ||
+                                                              !strcmp(k->path, "/v1/models") ? "GET" : "POST");
+    k->status = status;
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result answer_json(struct MHD_Connection *c, Conn *k, int status, char *json) {
+    return answer(c, k, status, json, "application/json");
+}
+
+static enum MHD_Result answer_error(struct MHD_Connection *c, Conn *k, int status, const char *msg,
+                                    const char *param) {
+    return answer_json(c, k, status, error_json(status, msg, param));
+}
+
+// ----------------------------------------------------------------------------
+// waiting for the scheduler
+
+// Waits until the scheduler has news for j (its eventfd) or the client
+// goes away (its socket is closed: POLLRDHUP). 0 news or a second passed,
+// -1 the client is gone.
+static int wait_news(Job *j, int sock) {
+    struct pollfd p[2] = {{.fd = j->efd, .events = POLLIN}, {.fd = sock, .events = POLLRDHUP}};
+    int n = poll(p, sock >= 0 ? 2 : 1, 1000);
+    if (n > 0 && (p[0].revents & POLLIN)) {
+        uint64_t news;
+        if (read(j->efd, &news, sizeof news) < 0) {
+            // another reader took it: nothing lost, the state is under the lock
+        }
+    }
+    if (n > 0 && sock >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) return -1;
+    return 0;
+}
+
+static int client_socket(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+// Until j is done; -1 if the client went away first (j is cancelled).
+static int wait_done(Server *s, Job *j, int sock) {
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        int done = j->done;
+        pthread_mutex_unlock(&s->lock);
+        if (done) return 0;
+        if (wait_news(j, sock) < 0) {
+            job_cancel(s, j);
+            return -1;
+        }
+    }
+}
+
+static void completion_id(Server *s, char *id, size_t cap) {
+    pthread_mutex_lock(&s->lock);
+    uint64_t n = s->next_id++;
+    pthread_mutex_unlock(&s->lock);
+    snprintf(id, cap, "cmpl-%016llx", (unsigned long long)n);
+}
+
+// ----------------------------------------------------------------------------
+// streaming
+
+static int stream_put(Stream *st, const char *a, const char *b, const char *c) {
+    size_t n = strlen(a) + strlen(b) + strlen(c);
+    if (grow_array(&st->buf, &st->cap, st->len + n + 1, 1) != 0) return -1;
+    st->len += (size_t)sprintf(st->buf + st->len, "%s%s%s", a, b, c);
+    return 0;
+}
+
+// libmicrohttpd asks for more of the stream: the events ready, else waits
+// for the scheduler's next news.
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    Stream *st = cls;
+    Server *s = st->s;
+    Job *j = st->job;
+    (void)pos;
+    for (;;) {
+        if (st->pos < st->len) {
+            size_t n = st->len - st->pos < max ? st->len - st->pos : max;
+            memcpy(out, st->buf + st->pos, n);
+            st->pos += n;
+            return (ssize_t)n;
+        }
+        if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->len = st->pos = 0;
+        int all = 1, bad = 0;
+        pthread_mutex_lock(&s->lock);
+        for (size_t k = 0; k < j->n_choices && !bad; k++) {
+            int finished;
+            char *chunk = completion_chunk(s, j, k, st->id, st->created, &finished);
+            if (chunk) bad = stream_put(st, "data: ", chunk, "\n\n");
+            free(chunk);
+            all &= finished;
+        }
+        char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", NULL) : NULL;
+        pthread_mutex_unlock(&s->lock);
+        if (error) bad |= stream_put(st, "data: ", error, "\n\n");
+        free(error);
+        if (bad) {
+            job_cancel(s, j);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (all) {
+            if (stream_put(st, "data: [DONE]\n\n", "", "") != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            st->ended = 1;
+            continue;
+        }
+        if (st->len) continue;
+        if (wait_news(j, st->sock) < 0) {
+            job_cancel(s, j);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls) {
+    Stream *st = cls;
+    job_unref(st->s, st->job);
+    free(st->buf);
+    free(st);
+}
+
+static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *k, Job *j) {
+    Stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        job_cancel(s, j);
+        return answer_error(c, k, 500, "out of memory", NULL);
+    }
+    st->s = s;
+    st->job = j;
+    st->sock = client_socket(c);
+    st->created = (long)time(NULL);
+    completion_id(s, st->id, sizeof st->id);
+    pthread_mutex_lock(&s->lock);
+    j->refs++;  // the stream's own
+    pthread_mutex_unlock(&s->lock);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        job_cancel(s, j);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    k->status = 200;
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// the routes
+
+// The request k answers job j: counted until its answer is all sent, so
+// that a shutdown closes no connection in the middle of one.
+static void hold(Server *s, Conn *k, Job *j) {
+    k->job = j;
+    pthread_mutex_lock(&s->lock);
+    s->answering++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
+    Job *j;
+    char *msg = NULL;
+    char param[PARAM_CAP];
+    int stream;
+    int status = completion_job(s, k->body ? k->body : "", k->len, &j, &stream, &msg, param);
+    if (status) {
+        enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
+        free(msg);
+        return rc;
+    }
+    if (scheduler_submit(s, j) != 0) {
+        job_free(j);
+        return answer_error(c, k, 503, s->draining ? "the server is shutting down"
+                                                   : "too many requests waiting: try again shortly", NULL);
+    }
+    hold(s, k, j);
+    k->stream = stream;
+    if (stream) return answer_stream(s, c, k, j);
+    if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;  // the client is gone: nobody to answer
+    char id[40];
+    completion_id(s, id, sizeof id);
+    pthread_mutex_lock(&s->lock);
+    char *body = j->status == 200 ? completion_response(s, j, id, (long)time(NULL)) : NULL;
+    int failed = j->status;
+    char *why = failed != 200 && j->error ? strdup(j->error) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (failed != 200) {
+        enum MHD_Result rc = answer_error(c, k, failed, why ? why : "failed", NULL);
+        free(why);
+        return rc;
+    }
+    return answer_json(c, k, 200, body);
+}
+
+static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) {
+    Job *j;
+    char *msg = NULL;
+    char param[PARAM_CAP];
+    int status = score_job(s, k->body ? k->body : "", k->len, &j, &msg, param);
+    if (status) {
+        enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
+        free(msg);
+        return rc;
+    }
+    if (scheduler_submit(s, j) != 0) {
+        job_free(j);
+        return answer_error(c, k, 503, s->draining ? "the server is shutting down"
+                                                   : "too many requests waiting: try again shortly", NULL);
+    }
+    hold(s, k, j);
+    if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;
+    pthread_mutex_lock(&s->lock);
+    int failed = j->status;
+    char *why = failed != 200 && j->error ? strdup(j->error) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (failed != 200) {
+        enum MHD_Result rc = answer_error(c, k, failed, why ? why : "failed", NULL);
+        free(why);
+        return rc;
+    }
+    return answer_json(c, k, 200, score_response(s, j));  // the job is done: the scheduler wrote its last
+}
+
+// The key, compared in constant time: every byte of the key is looked at
+// whatever the guess, so the time says nothing of how much of it was right.
+static int key_matches(const char *given, const char *key) {
+    size_t a = strlen(given), b = strlen(key);
+    unsigned char d = a != b;
+    for (size_t i = 0; i < b; i++) d |= (unsigned char)(key[i] ^ (i < a ? given[i] : 0));
+    return d == 0;
+}
+
+static int authorized(Server *s, struct MHD_Connection *c) {
+    if (!s->limits.api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    return key_matches(h + 7, s->limits.api_key);
+}
+
+static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
+    const char *p = k->path;
+    int get = !strcmp(k->method, "GET"), post = !strcmp(k->method, "POST");
+    static const char *const gets[] = {"/health", "/metrics", "/v1/models"};
+    static const char *const posts[] = {"/v1/completions", "/v1/score", "/tokenize", "/detokenize"};
+    int known_get = 0, known_post = 0;
+    for (size_t i = 0; i < sizeof gets / sizeof *gets; i++) known_get |= !strcmp(p, gets[i]);
+    for (size_t i = 0; i < sizeof posts / sizeof *posts; i++) known_post |= !strcmp(p, posts[i]);
+    if (!known_get && !known_post) return answer_error(c, k, 404, "no such endpoint", NULL);
+    if ((known_get && !get) || (known_post && !post)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s takes %s, not %s", p, known_get ? "GET" : "POST", k->method);
+        return answer_error(c, k, 405, msg, NULL);
+    }
+    pthread_mutex_lock(&s->lock);
+    int ready = s->ready, draining = s->draining;
+    pthread_mutex_unlock(&s->lock);
+    if (!strcmp(p, "/health")) {
+        if (!ready) return answer_json(c, k, 503, strdup("{\"status\":\"loading\"}"));
+        return draining ? answer_json(c, k, 503, strdup("{\"status\":\"draining\"}"))
+                        : answer_json(c, k, 200, strdup("{\"status\":\"ok\"}"));
+    }
+    if (!authorized(s, c))
+        return answer_error(c, k, 401, "a missing or wrong API key (send Authorization: Bearer KEY)", NULL);
+    if (k->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the body is larger than the server's --max-body (%zu bytes)", s->limits.max_body);
+        return answer_error(c, k, 413, msg, NULL);
+    }
+    if (!ready) return answer_error(c, k, 503, "the model is loading", NULL);
+    if (get) {
+        if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
+        return answer_json(c, k, 200, models_response(s));
+    }
+    if (draining) return answer_error(c, k, 503, "the server is shutting down", NULL);
+    if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k);
+    if (!strcmp(p, "/v1/score")) return post_score(s, c, k);
+    int status;
+    char *msg = NULL, *body;
+    char param[PARAM_CAP];
+    if (!strcmp(p, "/tokenize")) body = tokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
+    else body = detokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
+    if (body) return answer_json(c, k, 200, body);
+    enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
+    free(msg);
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    Server *s = cls;
+    Conn *k = *con_cls;
+    (void)version;
+    if (!k) {  // the headers are here; the body comes in the next calls
+        if (!(k = calloc(1, sizeof *k))) return MHD_NO;
+        k->t0 = now_seconds();
+        snprintf(k->method, sizeof k->method, "%s", method);
+        snprintf(k->path, sizeof k->path, "%s", url);
+        *con_cls = k;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        size_t declared;
+        if (cl && parse_size(cl, &declared) == 0 && declared > s->limits.max_body) k->too_large = 1;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!k->too_large && k->len + *upload_size > s->limits.max_body) {
+            k->too_large = 1;  // read to its end, kept nowhere
+            free(k->body);
+            k->body = NULL;
+            k->len = k->cap = 0;
+        }
+        if (!k->too_large) {
+            if (grow_array(&k->body, &k->cap, k->len + *upload_size + 1, 1) != 0) return MHD_NO;
+            memcpy(k->body + k->len, upload, *upload_size);
+            k->len += *upload_size;
+            k->body[k->len] = '\0';
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return route(s, c, k);
+}
+
+// A request ends: its log line, its status counted, its job let go (a
+// job not done yet lost its client: cancelled).
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    Server *s = cls;
+    Conn *k = *con_cls;
+    (void)c;
+    if (!k) return;
+    *con_cls = NULL;
+    size_t prompt_tokens = 0, completion_tokens = 0;
+    int done = 1;
+    pthread_mutex_lock(&s->lock);
+    if (k->job) {
+        Job *j = k->job;
+        for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
+        for (size_t i = 0; i < j->n_choices; i++) completion_tokens += j->choices[i].n_tokens;
+        done = j->done;
+    }
+    int status = k->status ? k->status : 499;  // 499: the client went away before an answer (nginx's)
+    count_status(s, status);
+    if (k->job && !--s->answering) pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+    if (k->job) {
+        if (!done) job_cancel(s, k->job);
+        job_unref(s, k->job);
+    }
+    cJSON *l = cJSON_CreateObject();
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    cJSON_AddStringToObject(l, "time", when);
+    cJSON_AddStringToObject(l, "method", k->method);
+    cJSON_AddStringToObject(l, "path", k->path);
+    cJSON_AddNumberToObject(l, "status", status);
+    cJSON_AddNumberToObject(l, "seconds", now_seconds() - k->t0);
+    if (k->job) {
+        cJSON_AddNumberToObject(l, "prompt_tokens", (double)prompt_tokens);
+        cJSON_AddNumberToObject(l, "completion_tokens", (double)completion_tokens);
+        cJSON_AddBoolToObject(l, "stream", k->stream);
+    }
+    cJSON_AddBoolToObject(l, "completed", toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    char *line = cJSON_PrintUnformatted(l);
+    if (line) fprintf(stderr, "%s\n", line);  // one write of one line: lines of two threads do not mix
+    free(line);
+    cJSON_Delete(l);
+    free(k->body);
+    free(k);
+}
+
+struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
+    if (ipv6) flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->limits.max_connections,
+                         MHD_OPTION_CONNECTION_TIMEOUT, s->limits.timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                         s, MHD_OPTION_END);
+    if (!d) fprintf(stderr, "gpt serve: libmicrohttpd could not start\n");
+    return d;
+}

@@ -1,0 +1,171 @@
+/*
+ * serve.h - what the files of `gpt serve` share.
+ *
+ *   serve.c       run_serve: the options, the model, the listening socket,
+ *                 the threads, and the shutdown on SIGINT/SIGTERM
+ *   scheduler.c   the one thread that owns the Engine: it takes the jobs
+ *                 the HTTP threads enqueue, admits their sequences under the
+ *                 KV budget and steps every admitted one together
+ *   http.c        libmicrohttpd's side: the routes, the request bodies, the
+ *                 responses (JSON, server-sent events), the log line
+ *   api.c         the endpoints' JSON: a completion request read into a Job,
+ *                 a finished Job written as OpenAI's response
+ *
+ * Threads. One scheduler thread owns the Engine, its KV pool and the thread
+ * pool: nothing else touches them. libmicrohttpd runs one thread per
+ * connection: it parses and checks a request, tokenizes it (under
+ * Server.tok_lock: a Tokenizer encodes on one thread at a time), enqueues a
+ * Job and waits for it on the Job's eventfd (and on its socket, to see a
+ * client that goes away), then writes the answer. Everything the two sides
+ * share (the inbox, each Job's text and state, the counters) is guarded by
+ * Server.lock; the scheduler sleeps on Server.wake when it has nothing to
+ * do. No thread spins.
+ */
+#ifndef GPT_SERVE_H
+#define GPT_SERVE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "front/front.h"
+#include "generate.h"
+
+typedef struct cJSON cJSON;
+
+typedef enum { JOB_COMPLETION, JOB_SCORE } JobKind;
+
+// One sequence of a completion request: choice `index` of its response.
+typedef struct {
+    // set before the job is enqueued, then read-only
+    const int32_t *ids;      // its prompt (the Job's)
+    size_t n_ids;
+    size_t prompt;           // which of the request's prompts
+    GenParams params;        // seed: the request's seed + index
+    // the scheduler's alone
+    Sequence seq;
+    int has_seq, running;
+    // shared, under Server.lock
+    char *text;              // the completion so far: whole UTF-8 characters
+    size_t text_len, text_cap;
+    int32_t *tokens;         // the generated ids so far
+    size_t n_tokens, tokens_cap;
+    const char *finish;      // "stop", "length", "interrupted", "error"; NULL while running
+    // the HTTP thread's alone: what a stream has sent
+    size_t sent_text, sent_tokens;
+    int sent_finish;
+} Choice;
+
+typedef struct Job {
+    JobKind kind;
+    // set before the job is enqueued, then read-only
+    Choice *choices;
+    size_t n_choices;
+    int32_t **prompt_ids;    // (n_prompts) each prompt's tokens
+    size_t *prompt_lens;
+    char **echo;             // (n_prompts) each prompt's text for "echo", or NULL
+    size_t n_prompts;
+    char **stop_strings;     // the request's stop strings (copies), shared by its choices
+    size_t n_stops;
+    uint64_t seed;           // the first choice's
+    size_t stride;           // JOB_SCORE: as --stride (0: the text must fit the context)
+    int efd;                 // eventfd: the scheduler's "there is news" to the HTTP thread
+    // shared, under Server.lock
+    int refs;                // the HTTP side and the scheduler: the last one frees
+    int cancelled;           // the client went away: dropped at the next step
+    size_t finished;         // choices with a finish reason
+    int done;                // every choice finished (or the score is ready)
+    int status;              // 200, or the HTTP status of a failure found by the scheduler
+    char *error;             // its message
+    double *logprobs;        // JOB_SCORE: (n_ids - 1)
+    size_t windows;
+    struct Job *next;        // the inbox
+    size_t live;             // the scheduler's: choices it still holds
+} Job;
+
+// Limits and settings, from the options.
+typedef struct {
+    size_t parallel;         // sequences decoded together
+    size_t queue;            // jobs waiting beyond those running
+    size_t max_body;         // bytes of a request body
+    size_t max_tokens;       // the most max_tokens a request may ask for
+    size_t max_connections;
+    unsigned timeout;        // seconds a connection may idle
+    unsigned grace;          // seconds running requests may finish after SIGINT/SIGTERM
+    const char *api_key;     // NULL: none
+    DType kv_dtype;
+} ServeLimits;
+
+// Prometheus counters, under Server.lock.
+enum { N_STATUS = 10 };
+typedef struct {
+    int status[N_STATUS];                // the statuses seen ...
+    uint64_t requests[N_STATUS];         // ... and how many of each
+    uint64_t prompt_tokens, generated_tokens, cancelled, prefix_reused;
+    double busy_seconds;                 // the scheduler's time in engine steps
+    size_t running, queued;              // sequences now
+    size_t kv_blocks_used, kv_blocks;    // of the pool
+} Metrics;
+
+typedef struct Server {
+    Session session;
+    const char *model_name;  // as the responses name it: the file's name
+    ServeLimits limits;
+    size_t kv_blocks;        // the pool's blocks
+    Engine engine;           // the scheduler's alone
+    int engine_up;
+    pthread_mutex_t tok_lock;  // tokenizer_encode: one thread at a time
+    pthread_mutex_t lock;      // everything below, and the Jobs' shared fields
+    pthread_cond_t wake;       // the scheduler: a job came, or it must stop
+    pthread_cond_t idle;       // the main thread: in_flight or answering went down
+    Job *inbox, *inbox_tail;
+    size_t in_flight;          // jobs accepted and not yet finished
+    size_t answering;          // requests with a job whose answer is not all sent
+    int ready;                 // the model and the engine are up (till then: 503 "loading")
+    int draining;              // SIGINT/SIGTERM: new requests get 503
+    int hard_stop;             // the grace ran out: finish everything now
+    int stopping;              // the scheduler exits when it has nothing
+    uint64_t next_id;          // of the responses' "id": cmpl-HEX, from a random start
+    long started;              // when the model was loaded (time(NULL))
+    Metrics metrics;
+} Server;
+
+// scheduler.c
+void *scheduler_main(void *server);
+// Enqueues j (its refs include the scheduler's). 0, or -1 when the queue is
+// full or the server is draining (then nothing was enqueued).
+int scheduler_submit(Server *s, Job *j);
+// The client of j went away: the scheduler drops it at its next step.
+void job_cancel(Server *s, Job *j);
+// Drops one reference; the last frees the job. Takes Server.lock.
+void job_unref(Server *s, Job *j);
+void job_free(Job *j);
+
+// api.c: the endpoints' JSON. Each parser returns 0, or the HTTP status of
+// the error with *msg (malloc'd) and param (PARAM_CAP bytes: the field at
+// fault, or "") set.
+enum { PARAM_CAP = 64 };
+int completion_job(Server *s, const char *body, size_t len, Job **out, int *stream, char **msg,
+                   char *param);
+int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, char *param);
+// The response of a finished completion job (or, with choice != SIZE_MAX,
+// one stream chunk: the choice's new text and tokens, and its finish
+// reason once it has one); a malloc'd JSON text. Under Server.lock.
+char *completion_response(Server *s, const Job *j, const char *id, long created);
+char *completion_chunk(Server *s, Job *j, size_t choice, const char *id, long created, int *finished);
+char *score_response(Server *s, const Job *j);
+char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
+char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
+                          char *param);
+char *models_response(Server *s);
+char *metrics_text(Server *s);  // Prometheus' text format
+// {"error": {"message", "type", "param", "code"}}
+char *error_json(int status, const char *msg, const char *param);  // param NULL or "": null
+
+// http.c
+struct MHD_Daemon;
+// Starts serving on the listening socket fd (libmicrohttpd's threads).
+// NULL after reporting on failure.
+struct MHD_Daemon *http_start(Server *s, int fd, int ipv6);
+
+#endif

@@ -1,0 +1,391 @@
+#!/bin/sh
+# cli_serve.sh - gpt serve from the outside, with curl, on free loopback
+# ports (--port 0; nothing here reaches beyond 127.0.0.1):
+#   - every endpoint, and every error status (400 with the command's
+#     messages, 401, 404, 405, 413, 503 with Retry-After), the port in use,
+#     the warning of a non-loopback address without a key;
+#   - the promise: for prompts and settings with a seed, the tokens and text
+#     of a completion equal `gpt -p PROMPT -s SEED --json` with the same
+#     options, bit for bit: one request at a time, streamed and not (the
+#     stream read back into the same text), and 32 requests in flight at
+#     once, mixed, with shared prefixes; several prompts and n > 1 (choice k
+#     is seed + k); token-id prompts; /v1/score equals gpt --score --json;
+#   - a client that goes away mid-stream (its sequence dropped, its blocks
+#     back, /metrics counts it), SIGTERM under load (every answer whole,
+#     exit 0), and past the grace (finish_reason "interrupted", exit 0).
+# The last two need the 124M-shaped test checkpoint (slow enough to cut a
+# request in the middle); without $CKPT_DIR they are skipped, saying so.
+# Prints "cli_serve: N passed, M failed" like the test binaries.
+# Environment: GPT (default build/gpt), CKPT_DIR (default build/ckpt).
+GPT=${GPT:-build/gpt}
+CKPT_DIR=${CKPT_DIR:-build/ckpt}
+MODEL=models/demo.bin
+CHECK_NAME=cli_serve
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
+pids=""
+trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+
+for tool in curl jq; do
+    if ! command -v "$tool" > /dev/null 2>&1; then
+        echo "cli_serve: $tool is not installed: skipped"
+        summary
+        exit 0
+    fi
+done
+
+# start LOG ARGS...: gpt serve --port 0 ARGS in the background, stderr into
+# LOG; waits for its ready line. Sets $pid and $port; 1 if it never came.
+start() {
+    log=$1
+    shift
+    : > "$log"
+    "$GPT" serve --port 0 "$@" 2> "$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=
+    i=0
+    while [ $i -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
+        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$log")
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "gpt serve $* did not start: $(cat "$log")"
+    return 1
+}
+
+# ok WHAT CONDITION-EXIT-STATUS: pass or fail
+check() {
+    what=$1
+    shift
+    if "$@"; then pass; else fail "$what"; fi
+}
+
+# post PATH BODY OUT: POST with the key, the body to OUT; prints the status
+post() {
+    curl -s -o "$3" -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+        --data-binary "$2" "http://127.0.0.1:$port$1"
+}
+get() {
+    curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $KEY" "http://127.0.0.1:$port$1"
+}
+
+# The cases: PROMPT|gpt's options|the request's fields. Same settings, same
+# seed: the same tokens. The last two share a prefix of 40-odd tokens.
+PREFIX="And it came to pass, when the men of the city saw that the king was come, that they said one to another, Go to, let us"
+cat > "$tmp/cases" << EOF
+Hello|-n 20 -s 1|{"max_tokens":20,"seed":1}
+The LORD said unto Moses|-n 30 --temp 0.8 --top-k 40 -s 7|{"max_tokens":30,"temperature":0.8,"top_k":40,"seed":7}
+Call me Ishmael.|-n 25 --top-p 0.9 --min-p 0.05 -s 123|{"max_tokens":25,"top_p":0.9,"min_p":0.05,"seed":123}
+And it came to pass|-n 40 --repeat-penalty 1.3 -s 2 --stop \n|{"max_tokens":40,"repeat_penalty":1.3,"seed":2,"stop":"\n"}
+|-n 10 -s 5|{"max_tokens":10,"seed":5}
+In the beginning|--temp 0 -n 30 -s 0|{"max_tokens":30,"temperature":0,"seed":0}
+The end.|--ignore-eos -n 50 -s 9|{"max_tokens":50,"ignore_eos":true,"seed":9}
+Mr. Speaker, Mr. Vice President|-n 12 -s 18446744073709551615|{"max_tokens":12,"seed":"18446744073709551615"}
+$PREFIX build a tower|-n 24 -s 11 --temp 0.9|{"max_tokens":24,"seed":11,"temperature":0.9}
+$PREFIX make brick|-n 24 -s 12 --top-k 5|{"max_tokens":24,"seed":12,"top_k":5}
+EOF
+n_cases=$(wc -l < "$tmp/cases")
+
+# case_line N: the Nth case (from 0); sets $prompt $opts $fields
+case_line() {
+    line=$(sed -n "$(($1 + 1))p" "$tmp/cases")
+    prompt=${line%%|*}
+    rest=${line#*|}
+    opts=${rest%%|*}
+    fields=${rest#*|}
+}
+
+# expected N OFF: gpt's own --json for case N with its seed (OFF 0) or the
+# seed N * 1000 + OFF, in $tmp/exp_N_OFF; the request body in $tmp/req_N_OFF
+expected() {
+    case_line "$1"
+    seed=$(printf '%s\n' "$fields" | jq -r '.seed')
+    [ "$2" = 0 ] || seed=$(($1 * 1000 + $2))  # another seed of the same case
+    # shellcheck disable=SC2086 # opts are words
+    "$GPT" -m "$MODEL" -p "$prompt" $opts -s "$seed" --json > "$tmp/exp_$1_$2" 2> /dev/null ||
+        fail "gpt -p '$prompt' $opts -s $seed failed"
+    jq -cn --arg p "$prompt" --argjson f "$fields" --arg s "$seed" '$f + {prompt: $p, seed: $s}' > "$tmp/req_$1_$2"
+}
+
+# same_as_cli WHAT RESPONSE EXPECTED [CHOICE]: the choice's tokens, text and
+# finish_reason are gpt's
+same_as_cli() {
+    k=${4:-0}
+    got=$(jq -c "[.choices[$k].tokens, .choices[$k].text, .choices[$k].finish_reason]" "$2" 2> /dev/null)
+    want=$(jq -c '[.tokens, .text, (if .stop_reason == "eos" or .stop_reason == "stop" then "stop" else "length" end)]' "$3")
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then pass
+    else fail "$1: the server gave $(head -c 600 "$2"), gpt gave $want"
+    fi
+}
+
+# stream_as_one SSE: the events of a stream read back as one response (the
+# texts and tokens of choice 0 joined, the last finish_reason)
+stream_as_one() {
+    sed -n 's/^data: //p' "$1" | grep -v '^\[DONE\]$' |
+        jq -cs '{choices: [{tokens: [.[].choices[0].tokens[]], text: (map(.choices[0].text) | join("")),
+                 finish_reason: (map(.choices[0].finish_reason | select(. != null)) | last)}]}'
+}
+
+# ----------------------------------------------------------------------------
+# server A: the demo model, with a key from the environment, a small body limit
+KEY=sekret-key-1
+GPT_API_KEY=$KEY start "$tmp/a.log" -m "$MODEL" --max-body 64K --parallel 16 -t 2 || { summary; exit 1; }
+A_PID=$pid
+A_PORT=$port
+grep -q '^gpt: serving demo.bin on http://127.0.0.1:' "$tmp/a.log" && pass || fail "no ready line: $(cat "$tmp/a.log")"
+
+# the endpoints
+check "/health" [ "$(get /health "$tmp/o")" = 200 ]
+check "/health says ok" [ "$(jq -r .status "$tmp/o")" = ok ]
+check "/v1/models" [ "$(get /v1/models "$tmp/o")" = 200 ]
+check "/v1/models names demo.bin" [ "$(jq -r '.data[0].id' "$tmp/o")" = demo.bin ]
+check "/tokenize" [ "$(post /tokenize '{"content":"Hello world"}' "$tmp/o")" = 200 ]
+check "/tokenize = gpt --tokenize" [ "$(jq -c .tokens "$tmp/o")" = "$("$GPT" --tokenize -p 'Hello world' --json)" ]
+check "/detokenize" [ "$(post /detokenize '{"tokens":[15496,995]}' "$tmp/o")" = 200 ]
+check "/detokenize's text" [ "$(jq -r .content "$tmp/o")" = "Hello world" ]
+check "/v1/score" [ "$(post /v1/score '{"prompt":"The cat sat on the mat."}' "$tmp/o")" = 200 ]
+"$GPT" -m "$MODEL" --score -p "The cat sat on the mat." --json 2> /dev/null > "$tmp/score_cli"
+check "/v1/score = gpt --score --json" [ "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/o")" = \
+    "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/score_cli")" ]
+
+# the promise, one request at a time: plain, streamed, and the stream read back
+i=0
+while [ $i -lt "$n_cases" ]; do
+    expected $i 0
+    check "case $i: 200" [ "$(post /v1/completions "$(cat "$tmp/req_${i}_0")" "$tmp/r")" = 200 ]
+    same_as_cli "case $i alone" "$tmp/r" "$tmp/exp_${i}_0"
+    body=$(jq -c '. + {stream: true}' "$tmp/req_${i}_0")
+    check "case $i streamed: 200" [ "$(post /v1/completions "$body" "$tmp/s")" = 200 ]
+    check "case $i streamed ends with [DONE]" [ "$(tail -n 2 "$tmp/s" | head -n 1)" = "data: [DONE]" ]
+    stream_as_one "$tmp/s" > "$tmp/s1"
+    same_as_cli "case $i streamed" "$tmp/s1" "$tmp/exp_${i}_0"
+    i=$((i + 1))
+done
+check "a response's usage" [ "$(jq -c '[.object, .usage.completion_tokens == (.choices[0].tokens | length), .choices[0].logprobs]' "$tmp/r")" = '["text_completion",true,null]' ]
+
+# several prompts, n > 1: choice k of prompt p is seed + k
+post /v1/completions '{"prompt":["Hello","Call me Ishmael."],"n":2,"max_tokens":15,"seed":40}' "$tmp/r" > /dev/null
+"$GPT" -m "$MODEL" -p "Call me Ishmael." -n 15 -s 43 --json > "$tmp/e" 2> /dev/null
+same_as_cli "prompt 1, n 2: choice 3 is seed 43" "$tmp/r" "$tmp/e" 3
+"$GPT" -m "$MODEL" -p "Hello" -n 15 -s 41 --json > "$tmp/e" 2> /dev/null
+same_as_cli "prompt 0, n 2: choice 1 is seed 41" "$tmp/r" "$tmp/e" 1
+# token ids, echo
+post /v1/completions '{"prompt":[15496],"max_tokens":20,"seed":1}' "$tmp/r" > /dev/null
+same_as_cli "a prompt of token ids" "$tmp/r" "$tmp/exp_0_0"
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"echo":true}' "$tmp/r" > /dev/null
+check "echo" [ "$(jq -c '.choices[0].text' "$tmp/r")" = "$(jq -c '"Hello" + .text' "$tmp/exp_0_0")" ]
+# no seed: one is drawn below 2^53 and returned; it repeats the answer
+post /v1/completions '{"prompt":"Hello","max_tokens":8}' "$tmp/r" > /dev/null
+seed=$(jq -r .seed "$tmp/r")
+check "a drawn seed is below 2^53 ($seed)" jq -e '.seed < 9007199254740992' "$tmp/r" > /dev/null
+"$GPT" -m "$MODEL" -p Hello -n 8 -s "$seed" --json > "$tmp/e" 2> /dev/null
+same_as_cli "the drawn seed repeats the answer" "$tmp/r" "$tmp/e"
+
+# 32 requests in flight at once: mixed streaming, shared prefixes, other seeds
+clients=
+i=0
+while [ $i -lt 32 ]; do
+    c=$((i % n_cases))
+    off=$((i / n_cases * 100))
+    [ -f "$tmp/exp_${c}_$off" ] || expected $c $off
+    body=$(cat "$tmp/req_${c}_$off")
+    [ $((i % 2)) = 1 ] && body=$(printf '%s\n' "$body" | jq -c '. + {stream: true}')
+    post /v1/completions "$body" "$tmp/c$i" > "$tmp/c$i.status" &
+    clients="$clients $!"
+    i=$((i + 1))
+done
+wait $clients
+i=0
+while [ $i -lt 32 ]; do
+    c=$((i % n_cases))
+    off=$((i / n_cases * 100))
+    check "request $i of 32: 200" [ "$(cat "$tmp/c$i.status")" = 200 ]
+    if [ $((i % 2)) = 1 ]; then stream_as_one "$tmp/c$i" > "$tmp/c$i.one"; else cp "$tmp/c$i" "$tmp/c$i.one"; fi
+    same_as_cli "request $i of 32 (case $c, seed offset $off)" "$tmp/c$i.one" "$tmp/exp_${c}_$off"
+    i=$((i + 1))
+done
+get /metrics "$tmp/m" > /dev/null
+check "/metrics counts the answers" grep -q '^gpt_requests_total{status="200"} [0-9]' "$tmp/m"
+check "/metrics: prefixes were shared" grep -q '^gpt_prefix_tokens_reused_total [1-9]' "$tmp/m"
+check "/metrics: nothing running" grep -q '^gpt_sequences_running 0$' "$tmp/m"
+
+# errors: status, OpenAI's shape, the command's messages
+# err STATUS WHAT METHOD PATH BODY [PATTERN]: the answer's status, and
+# its error.message matches PATTERN
+err() {
+    want=$1 what=$2 method=$3 path=$4 body=$5 pattern=$6
+    got=$(curl -s -o "$tmp/e" -w '%{http_code}' -X "$method" -H "Authorization: Bearer $KEY" \
+        ${body:+--data-binary "$body"} "http://127.0.0.1:$port$path")
+    if [ "$got" = "$want" ] && jq -e '.error | has("message") and has("type") and has("param") and has("code")' \
+        "$tmp/e" > /dev/null 2>&1 && { [ -z "$pattern" ] || jq -r .error.message "$tmp/e" | grep -qF -- "$pattern"; }
+    then pass
+    else fail "$what: want $want${pattern:+ with '$pattern'}, got $got $(head -c 300 "$tmp/e")"
+    fi
+}
+err 400 "bad JSON" POST /v1/completions '{"prompt": "x",' "invalid JSON at byte"
+err 400 "not an object" POST /v1/completions '[1,2]' "must be a JSON object"
+err 400 "a wrong type" POST /v1/completions '{"prompt":"x","max_tokens":"5"}' "max_tokens must be an integer >= 0"
+err 400 "top_p out of range" POST /v1/completions '{"prompt":"x","top_p":1.5}' "top_p 1.5: must be in (0, 1]"
+err 400 "temperature out of range" POST /v1/completions '{"prompt":"x","temperature":-1}' "must be >= 0"
+err 400 "a fractional seed" POST /v1/completions '{"prompt":"x","seed":1.5}' "seed must be an integer below 2^53"
+err 400 "a huge number" POST /v1/completions '{"prompt":"x","max_tokens":1e300}' "max_tokens must be at most"
+err 400 "logprobs" POST /v1/completions '{"prompt":"x","logprobs":2}' "logprobs is not supported by gpt serve yet"
+err 400 "an unknown field" POST /v1/completions '{"prompt":"x","temprature":1}' 'unknown field "temprature"'
+err 400 "no prompt" POST /v1/completions '{"max_tokens":1}' 'no "prompt" field'
+err 400 "a NUL" POST /v1/completions '{"prompt":"a\u0000b"}' "a NUL byte"
+err 400 "a bad token id" POST /v1/completions '{"prompt":[50257]}' "not a token id"
+err 400 "n out of range" POST /v1/completions '{"prompt":"x","n":0}' "n must be an integer in [1, 16]"
+err 400 "an empty stop" POST /v1/completions '{"prompt":"x","stop":[""]}' "non-empty strings"
+err 400 "a prompt beyond the context" POST /v1/completions "{\"prompt\":\"$(printf 'word %.0s' $(seq 1 300))\"}" "the model's context holds 256"
+err 400 "an invalid UTF-8 escape" POST /v1/completions '{"prompt":"\ud800"}' "invalid JSON string"
+err 400 "/tokenize without content" POST /tokenize '{"text":"x"}' "unknown field"
+err 400 "/v1/score of nothing" POST /v1/score '{"prompt":""}' "the text is empty"
+err 404 "no such endpoint" GET /v2/nothing ""
+err 405 "GET /v1/completions" GET /v1/completions "" "takes POST"
+err 405 "POST /health" POST /health '{}' "takes GET"
+err 413 "a body over --max-body" POST /v1/completions "{\"prompt\":\"$(head -c 70000 /dev/zero | tr '\0' a)\"}" "--max-body"
+KEY=wrong err 401 "a wrong key" GET /v1/models ""
+KEY= err 401 "no key" POST /v1/completions '{"prompt":"x"}'
+check "/health needs no key" [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ]
+check "still serving after the bad requests" [ "$(post /v1/completions "$(cat "$tmp/req_0_0")" "$tmp/r")" = 200 ]
+same_as_cli "after the bad requests" "$tmp/r" "$tmp/exp_0_0"
+get /metrics "$tmp/m" > /dev/null
+answered=$(sed -n 's/^gpt_requests_total{status="[0-9]*"} \([0-9]*\)$/\1/p' "$tmp/m" | awk '{ n += $1 } END { print n }')
+logged=$(grep -c '^{"time":' "$tmp/a.log")
+check "one JSON log line per request ($logged lines, $answered answered before /metrics)" test "$logged" -ge "$answered" -a "$answered" -ge 80
+grep '^{' "$tmp/a.log" > "$tmp/a.json"
+check "the log lines are JSON" jq -s -e 'all(has("status") and has("path") and has("seconds"))' "$tmp/a.json" > /dev/null
+
+# the port in use: one line, exit 1, before the model loads
+"$GPT" serve --port "$A_PORT" -m "$MODEL" > /dev/null 2> "$tmp/inuse"
+rc=$?
+check "port in use: exit 1 (got $rc)" [ $rc = 1 ]
+check "port in use: one line ($(cat "$tmp/inuse"))" [ "$(wc -l < "$tmp/inuse")" = 1 ]
+check "port in use: says so" grep -q "Address already in use" "$tmp/inuse"
+
+# SIGTERM under load: every answer whole, exit 0
+clients=
+i=0
+while [ $i -lt 16 ]; do
+    body=$(cat "$tmp/req_$((i % n_cases))_0")
+    [ $((i % 2)) = 1 ] && body=$(printf '%s\n' "$body" | jq -c '. + {stream: true}')
+    post /v1/completions "$body" "$tmp/t$i" > "$tmp/t$i.status" &
+    clients="$clients $!"
+    i=$((i + 1))
+done
+sleep 0.2
+kill -TERM "$A_PID"
+wait "$A_PID"
+rc=$?
+wait $clients
+check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
+i=0
+while [ $i -lt 16 ]; do
+    st=$(cat "$tmp/t$i.status")
+    if [ "$st" = 503 ]; then pass  # it came after the signal: refused, whole
+    else
+        if [ $((i % 2)) = 1 ]; then stream_as_one "$tmp/t$i" > "$tmp/t$i.one"; else cp "$tmp/t$i" "$tmp/t$i.one"; fi
+        same_as_cli "request $i under SIGTERM (status $st)" "$tmp/t$i.one" "$tmp/exp_$((i % n_cases))_0"
+    fi
+    i=$((i + 1))
+done
+
+# ----------------------------------------------------------------------------
+# server B: one place, no queue: the rest get 503 with Retry-After
+KEY=
+start "$tmp/b.log" -m "$MODEL" --parallel 1 --queue 0 -t 1 || { summary; exit 1; }
+B_PID=$pid
+expected 6 0
+clients=
+i=0
+while [ $i -lt 10 ]; do
+    curl -s -D "$tmp/h$i" -o "$tmp/q$i" -w '%{http_code}' --data-binary "$(cat "$tmp/req_6_0")" \
+        "http://127.0.0.1:$port/v1/completions" > "$tmp/q$i.status" &
+    clients="$clients $!"
+    i=$((i + 1))
+done
+wait $clients
+n200=0
+n503=0
+i=0
+while [ $i -lt 10 ]; do
+    case $(cat "$tmp/q$i.status") in
+        200) n200=$((n200 + 1)); same_as_cli "queue full: answered $i" "$tmp/q$i" "$tmp/exp_6_0" ;;
+        503) n503=$((n503 + 1))
+             check "503 has Retry-After" grep -qi '^Retry-After: 1' "$tmp/h$i"
+             check "503 says why" grep -q 'too many requests waiting' "$tmp/q$i" ;;
+        *) fail "queue full: request $i got $(cat "$tmp/q$i.status")" ;;
+    esac
+    i=$((i + 1))
+done
+check "queue full: some answered ($n200), some refused ($n503)" test $n200 -ge 1 -a $n503 -ge 1
+kill -TERM "$B_PID"
+wait "$B_PID"
+check "server B: exit 0" [ $? = 0 ]
+
+# a non-loopback address without a key: a warning (killed once it is said)
+: > "$tmp/w.log"
+"$GPT" serve --host 0.0.0.0 --port 0 -m "$MODEL" 2> "$tmp/w.log" &
+pid=$!
+pids="$pids $pid"
+i=0
+while [ $i -lt 100 ] && ! grep -q warning "$tmp/w.log"; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$pid" 2> /dev/null
+wait "$pid" 2> /dev/null
+check "warning without a key on 0.0.0.0" grep -q "gpt serve: warning: listening on 0.0.0.0 without --api-key" "$tmp/w.log"
+
+# a model that does not load: one line, exit 1 (libmicrohttpd, already
+# serving "loading", is stopped; a sanitizer build finds no leak)
+"$GPT" serve --port 0 -m /nonexistent/model.bin 2> "$tmp/nomodel"
+rc=$?
+check "no model: exit 1 (got $rc: $(cat "$tmp/nomodel"))" [ $rc = 1 ]
+check "no model: one line" [ "$(wc -l < "$tmp/nomodel")" = 1 ]
+
+# usage errors: exit 2, naming the flag
+"$GPT" serve --port 70000 2> "$tmp/u"
+check "--port 70000: exit 2" [ $? = 2 ]
+check "--port 70000: named" grep -q -- "--port 70000" "$tmp/u"
+
+# ----------------------------------------------------------------------------
+# server C: a slow model, to cut requests in the middle
+CKPT=$CKPT_DIR/gpt2-124M-shaped
+if [ ! -d "$CKPT" ]; then
+    echo "cli_serve: $CKPT is not there (make checkpoints): the disconnect and grace tests are skipped"
+    summary
+    exit $?
+fi
+start "$tmp/c.log" -m "$CKPT" --parallel 4 --grace 1 -t 2 || { summary; exit 1; }
+C_PID=$pid
+# a client that goes away mid-stream: its sequence is dropped, its blocks come back
+curl -sN --max-time 1 --data-binary '{"prompt":"Hello","max_tokens":200,"ignore_eos":true,"stream":true}' \
+    "http://127.0.0.1:$port/v1/completions" > "$tmp/d" 2> /dev/null
+check "the stream had begun" grep -q '^data: {' "$tmp/d"
+i=0
+while [ $i -lt 100 ]; do
+    get /metrics "$tmp/m" > /dev/null
+    grep -q '^gpt_requests_cancelled_total 1$' "$tmp/m" && grep -q '^gpt_kv_blocks_used 0$' "$tmp/m" &&
+        grep -q '^gpt_sequences_running 0$' "$tmp/m" && break
+    sleep 0.1
+    i=$((i + 1))
+done
+check "a client gone: cancelled, its blocks back ($(grep -E '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $i -lt 100 ]
+# past the grace: the running requests end with what they have
+post /v1/completions '{"prompt":"Hello","max_tokens":200,"ignore_eos":true}' "$tmp/g0" > "$tmp/g0.status" &
+clients=$!
+post /v1/completions '{"prompt":"Once","max_tokens":200,"ignore_eos":true,"stream":true}' "$tmp/g1" > "$tmp/g1.status" &
+clients="$clients $!"
+sleep 1
+kill -TERM "$C_PID"
+wait "$C_PID"
+rc=$?
+wait $clients
+check "past the grace: exit 0 (got $rc)" [ $rc = 0 ]
+check "past the grace: answered" [ "$(cat "$tmp/g0.status")" = 200 ]
+check "past the grace: interrupted" [ "$(jq -r '.choices[0].finish_reason' "$tmp/g0")" = interrupted ]
+stream_as_one "$tmp/g1" > "$tmp/g1.one"
+check "past the grace, streamed: interrupted" [ "$(jq -r '.choices[0].finish_reason' "$tmp/g1.one")" = interrupted ]
+check "past the grace, streamed: [DONE]" grep -q '^data: \[DONE\]' "$tmp/g1"
+summary
