@@ -76,16 +76,16 @@ get() {
 # seed: the same tokens. The last two share a prefix of 40-odd tokens.
 PREFIX="And it came to pass, when the men of the city saw that the king was come, that they said one to another, Go to, let us"
 cat > "$tmp/cases" << EOF
-Hello|-n 20 -s 1|{"max_tokens":20,"seed":1}
-The LORD said unto Moses|-n 30 --temp 0.8 --top-k 40 -s 7|{"max_tokens":30,"temperature":0.8,"top_k":40,"seed":7}
-Call me Ishmael.|-n 25 --top-p 0.9 --min-p 0.05 -s 123|{"max_tokens":25,"top_p":0.9,"min_p":0.05,"seed":123}
-And it came to pass|-n 40 --repeat-penalty 1.3 -s 2 --stop \n|{"max_tokens":40,"repeat_penalty":1.3,"seed":2,"stop":"\n"}
-|-n 10 -s 5|{"max_tokens":10,"seed":5}
-In the beginning|--temp 0 -n 30 -s 0|{"max_tokens":30,"temperature":0,"seed":0}
-The end.|--ignore-eos -n 50 -s 9|{"max_tokens":50,"ignore_eos":true,"seed":9}
-Mr. Speaker, Mr. Vice President|-n 12 -s 18446744073709551615|{"max_tokens":12,"seed":"18446744073709551615"}
-$PREFIX build a tower|-n 24 -s 11 --temp 0.9|{"max_tokens":24,"seed":11,"temperature":0.9}
-$PREFIX make brick|-n 24 -s 12 --top-k 5|{"max_tokens":24,"seed":12,"top_k":5}
+Hello|-n 20|{"max_tokens":20,"seed":1}
+The LORD said unto Moses|-n 30 --temp 0.8 --top-k 40|{"max_tokens":30,"temperature":0.8,"top_k":40,"seed":7}
+Call me Ishmael.|-n 25 --top-p 0.9 --min-p 0.05|{"max_tokens":25,"top_p":0.9,"min_p":0.05,"seed":123}
+And it came to pass|-n 40 --repeat-penalty 1.3 --stop \n|{"max_tokens":40,"repeat_penalty":1.3,"seed":2,"stop":"\n"}
+|-n 10|{"max_tokens":10,"seed":5}
+In the beginning|--temp 0 -n 30|{"max_tokens":30,"temperature":0,"seed":0}
+The end.|--ignore-eos -n 50|{"max_tokens":50,"ignore_eos":true,"seed":9}
+Mr. Speaker, Mr. Vice President|-n 12|{"max_tokens":12,"seed":"18446744073709551615"}
+$PREFIX build a tower|-n 24 --temp 0.9|{"max_tokens":24,"seed":11,"temperature":0.9}
+$PREFIX make brick|-n 24 --top-k 5|{"max_tokens":24,"seed":12,"top_k":5}
 EOF
 n_cases=$(wc -l < "$tmp/cases")
 
