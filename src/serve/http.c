@@ -256,6 +256,19 @@ static void hold(Server *s, Conn *k, Job *j) {
     pthread_mutex_unlock(&s->lock);
 }
 
+// Queues j for the scheduler and holds it for k; when the queue is full or
+// the server drains, frees it and answers 503 (*refused). 0 queued, or -1.
+static int submit(Server *s, struct MHD_Connection *c, Conn *k, Job *j, enum MHD_Result *refused) {
+    if (scheduler_submit(s, j) != 0) {
+        job_free(j);
+        *refused = answer_error(c, k, 503, s->draining ? "the server is shutting down"
+                                                       : "too many requests waiting: try again shortly", NULL);
+        return -1;
+    }
+    hold(s, k, j);
+    return 0;
+}
+
 static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
     Job *j;
     char *msg = NULL;
@@ -267,12 +280,8 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
         free(msg);
         return rc;
     }
-    if (scheduler_submit(s, j) != 0) {
-        job_free(j);
-        return answer_error(c, k, 503, s->draining ? "the server is shutting down"
-                                                   : "too many requests waiting: try again shortly", NULL);
-    }
-    hold(s, k, j);
+    enum MHD_Result refused;
+    if (submit(s, c, k, j, &refused) != 0) return refused;
     k->stream = stream;
     if (stream) return answer_stream(s, c, k, j);
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;  // the client is gone: nobody to answer
@@ -301,12 +310,8 @@ static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) 
         free(msg);
         return rc;
     }
-    if (scheduler_submit(s, j) != 0) {
-        job_free(j);
-        return answer_error(c, k, 503, s->draining ? "the server is shutting down"
-                                                   : "too many requests waiting: try again shortly", NULL);
-    }
-    hold(s, k, j);
+    enum MHD_Result refused;
+    if (submit(s, c, k, j, &refused) != 0) return refused;
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;
     pthread_mutex_lock(&s->lock);
     int failed = j->status;
