@@ -256,9 +256,17 @@ static void hold(Server *s, Conn *k, Job *j) {
     pthread_mutex_unlock(&s->lock);
 }
 
-// Queues j for the scheduler and holds it for k; when the queue is full or
-// the server drains, frees it and answers 503 (*refused). 0 queued, or -1.
-static int submit(Server *s, struct MHD_Connection *c, Conn *k, Job *j, enum MHD_Result *refused) {
+// A parsed request: when parsing failed (status, msg, param), answers
+// that; else queues j for the scheduler and holds it for k, or, when the
+// queue is full or the server drains, frees it and answers 503. 0 queued,
+// or -1 with the answer in *refused. Frees msg.
+static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char *msg, const char *param, Job *j,
+                  enum MHD_Result *refused) {
+    if (status) {
+        *refused = answer_error(c, k, status, msg ? msg : "out of memory", param);
+        free(msg);
+        return -1;
+    }
     if (scheduler_submit(s, j) != 0) {
         job_free(j);
         *refused = answer_error(c, k, 503, s->draining ? "the server is shutting down"
@@ -275,13 +283,8 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
     char param[PARAM_CAP];
     int stream;
     int status = completion_job(s, k->body ? k->body : "", k->len, &j, &stream, &msg, param);
-    if (status) {
-        enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
-        free(msg);
-        return rc;
-    }
     enum MHD_Result refused;
-    if (submit(s, c, k, j, &refused) != 0) return refused;
+    if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     k->stream = stream;
     if (stream) return answer_stream(s, c, k, j);
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;  // the client is gone: nobody to answer
@@ -305,13 +308,8 @@ static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) 
     char *msg = NULL;
     char param[PARAM_CAP];
     int status = score_job(s, k->body ? k->body : "", k->len, &j, &msg, param);
-    if (status) {
-        enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);
-        free(msg);
-        return rc;
-    }
     enum MHD_Result refused;
-    if (submit(s, c, k, j, &refused) != 0) return refused;
+    if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;
     pthread_mutex_lock(&s->lock);
     int failed = j->status;
