@@ -61,9 +61,11 @@ static int sh(const char *cmd, char **err) {
 // Runs gpt with args (NULL-terminated) as a terminal runs a foreground
 // job, SIGINT and SIGTERM at their defaults (a shell's `cmd &` would ignore
 // SIGINT, which gpt keeps), stdin from the file `in` (NULL: empty), stdout
-// into tmp/out and stderr into *err; sends it sig after `delay` seconds.
+// into tmp/out and stderr into *err; sends it sig once stdout holds
+// `after_lines` lines (waiting at most 300 s) and `delay` seconds more.
 // Returns the exit status, or 128 + the signal that ended it.
-static int run_signalled(const char *const *args, const char *in, const char *out, double delay, int sig, char **err) {
+static int run_signalled(const char *const *args, const char *in, const char *out, size_t after_lines, double delay,
+                         int sig, char **err) {
     const char *argv[32];
     int n = 0;
     argv[n++] = gpt_binary();
@@ -79,6 +81,18 @@ static int run_signalled(const char *const *args, const char *in, const char *ou
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         exec_with_files(argv, in ? in : "/dev/null", out_path, err_path);
+    }
+    // a line count, not a time: under AddressSanitizer on a busy machine a
+    // step of the 124M model took over a second, and a signal sent at a
+    // fixed time found no line running
+    for (int polls = 0; after_lines && polls < 15000; polls++) {
+        char *text = NULL;
+        size_t len = 0, lines = 0;
+        file_read_all(out_path, &text, &len, NULL);
+        for (size_t i = 0; text && i < len; i++) lines += text[i] == '\n';
+        free(text);
+        if (lines >= after_lines) break;
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
     }
     struct timespec t = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
     nanosleep(&t, NULL);
@@ -139,8 +153,8 @@ static void test_convert(void) {
     sh("mkdir -p $T/int", NULL);
     char out_bin[2048];
     snprintf(out_bin, sizeof out_bin, "%s", tmp("int/out.bin"));
-    rc = run_signalled((const char *const[]){"convert", ckpt("gpt2-124M-shaped"), out_bin, NULL}, NULL, "convert.out", 0.4,
-                       SIGINT, &err);
+    rc = run_signalled((const char *const[]){"convert", ckpt("gpt2-124M-shaped"), out_bin, NULL}, NULL, "convert.out", 0,
+                       0.4, SIGINT, &err);
     char *left = NULL;
     sh("ls -A $T/int > $T/left", NULL);
     left = slurp(tmp("left"));
@@ -195,7 +209,7 @@ static void test_interrupt(void) {
     snprintf(m124_bin, sizeof m124_bin, "%s", tmp("124m.bin"));
     int rc = run_signalled((const char *const[]){"-m", m124_bin, "-p", "Hello", "-n", "100000", "--ignore-eos", "--json",
                                                  "--stats", "-t", "1", NULL},
-                           NULL, "gen.json", 2.5, SIGINT, &err);
+                           NULL, "gen.json", 0, 2.5, SIGINT, &err);
     char *out = slurp(tmp("gen.json"));
     cJSON *j = cJSON_Parse(out);
     const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason"), *tokens = cJSON_GetObjectItem(j, "tokens");
@@ -208,7 +222,7 @@ static void test_interrupt(void) {
     // SIGTERM while the model loads (converted to Q8, over a second): exit
     // 130 at once, nothing written; it was killed, 143
     rc = run_signalled((const char *const[]){"-m", m124, "--dtype", "q8", "-p", "Hello", "-n", "100000", "--json", NULL},
-                       NULL, "load.json", 0.2, SIGTERM, &err);
+                       NULL, "load.json", 0, 0.2, SIGTERM, &err);
     out = slurp(tmp("load.json"));
     CHECK(rc == 130 && !out[0] && !err[0], "SIGTERM during the load: rc %d, stdout '%.200s', stderr '%.300s'", rc, out,
           err);
@@ -226,7 +240,7 @@ static void test_interrupt(void) {
     snprintf(in40, sizeof in40, "%s", tmp("40.jsonl"));
     rc = run_signalled((const char *const[]){"-m", m124_bin, "--batch", "--jsonl", "--parallel", "4", "--ignore-eos",
                                              "--stats-json", "--stats", "-t", "1", NULL},
-                       in40, "batch.jsonl", 2.5, SIGINT, &err);
+                       in40, "batch.jsonl", 10, 0.3, SIGINT, &err);
     out = slurp(tmp("batch.jsonl"));
     size_t lines = 0, stopped = 0;
     for (const char *p = out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
