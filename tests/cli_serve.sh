@@ -130,9 +130,11 @@ stream_as_one() {
 }
 
 # ----------------------------------------------------------------------------
-# server A: the demo model, with a key from the environment, a small body limit
+# server A: the demo model, with a key from the environment, a small body
+# limit, and a grace long enough for the SIGTERM test's requests to end whole
+# (under ASan on a busy machine the default 10 s was not)
 KEY=sekret-key-1
-GPT_API_KEY=$KEY start "$tmp/a.log" -m "$MODEL" --max-body 64K --parallel 16 -t 2 || { summary; exit 1; }
+GPT_API_KEY=$KEY start "$tmp/a.log" -m "$MODEL" --max-body 64K --parallel 16 -t 2 --grace 300 || { summary; exit 1; }
 A_PID=$pid
 A_PORT=$port
 grep -q '^gpt: serving demo.bin on http://127.0.0.1:' "$tmp/a.log" && pass || fail "no ready line: $(cat "$tmp/a.log")"

@@ -260,6 +260,15 @@ static void test_lines(void) {
         char *x = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "tokens")), *y = cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "tokens"));
         CHECK(x && y && !strcmp(x, y), "line %zu: %s, alone with -s %s: %s", i, x, seed, y);
         free(x), free(y);
+        // one vocabulary: prompt_ids the ids, prompt_tokens their count, in both
+        x = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "prompt_ids"));
+        y = cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "prompt_ids"));
+        const cJSON *cx = cJSON_GetObjectItem(j, "prompt_tokens"), *cy = cJSON_GetObjectItem(ja, "prompt_tokens");
+        CHECK(x && y && !strcmp(x, y) && cJSON_IsNumber(cx) && cJSON_IsNumber(cy) && cx->valueint == cy->valueint &&
+                  cx->valueint == cJSON_GetArraySize(cJSON_GetObjectItem(ja, "prompt_ids")),
+              "line %zu: prompt_ids %s and %s, prompt_tokens %d and %d", i, x, y, cx ? cx->valueint : -1,
+              cy ? cy->valueint : -1);
+        free(x), free(y);
         cJSON_Delete(ja);
         result_free(&a);
         cJSON_Delete(j);

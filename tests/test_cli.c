@@ -268,8 +268,10 @@ static void test_greedy_reference(const cJSON *refs, const char *name, int n_pro
         cJSON *j = parse_json_output(&r);
         CHECK(r.rc == 0, "%s prompt %d: rc %d, %s", name, i, r.rc, r.err);
         if (j) {
-            CHECK(ids_equal(cJSON_GetObjectItem(j, "prompt_tokens"), cJSON_GetObjectItem(c, "ids")),
-                  "%s prompt %d: prompt tokens differ", name, i);
+            const cJSON *ids = cJSON_GetObjectItem(j, "prompt_ids"), *count = cJSON_GetObjectItem(j, "prompt_tokens");
+            CHECK(ids_equal(ids, cJSON_GetObjectItem(c, "ids")) && cJSON_IsNumber(count) &&
+                      count->valueint == cJSON_GetArraySize(ids),
+                  "%s prompt %d: prompt ids differ, or prompt_tokens is not their count", name, i);
             CHECK(ids_equal(cJSON_GetObjectItem(j, "tokens"), cJSON_GetObjectItem(c, "greedy_ids")),
                   "%s prompt %d: greedy tokens differ from transformers'", name, i);
             const cJSON *stop = cJSON_GetObjectItem(j, "stop_reason");
@@ -328,9 +330,9 @@ static void test_generation(void) {
     Result z = RUN("-m", tiny, "-p", "", "-n", "3", "--json", "--temp", "0");
     cJSON *j = parse_json_output(&z);
     if (j) {
-        cJSON *p = cJSON_GetObjectItem(j, "prompt_tokens");
+        cJSON *p = cJSON_GetObjectItem(j, "prompt_ids");
         CHECK(cJSON_GetArraySize(p) == 1 && cJSON_GetArrayItem(p, 0)->valueint == 50256,
-              "empty prompt: prompt_tokens should be [50256]");
+              "empty prompt: prompt_ids should be [50256]");
     }
     cJSON_Delete(j);
     result_free(&z);
@@ -501,7 +503,7 @@ static void test_context_limits(void) {
     r = RUN("-m", tiny, "-p", prompt, "-n", "50", "--json", "--ignore-eos", "--temp", "0");
     cJSON *j = parse_json_output(&r);
     if (j) {
-        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "prompt_tokens")) == 120, "120 prompt tokens");
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "prompt_ids")) == 120, "120 prompt tokens");
         CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")) == 8, "%d tokens generated, want 8",
               cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")));
         CHECK(!strcmp(cJSON_GetObjectItem(j, "stop_reason")->valuestring, "context"), "stop_reason");

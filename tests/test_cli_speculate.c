@@ -39,7 +39,7 @@ static int same_output(const Result *a, const Result *b) {
     if (a->out_len == 0 || a->out[0] != '{') return a->out_len == b->out_len && !memcmp(a->out, b->out, a->out_len);
     cJSON *x = cJSON_Parse(a->out), *y = cJSON_Parse(b->out);
     int same = x && y;
-    for (const char *const *k = (const char *const[]){"tokens", "text", "stop_reason", "prompt_tokens", NULL};
+    for (const char *const *k = (const char *const[]){"tokens", "text", "stop_reason", "prompt_ids", "prompt_tokens", NULL};
          same && *k; k++) {
         char *u = cJSON_PrintUnformatted(cJSON_GetObjectItem(x, *k)), *v = cJSON_PrintUnformatted(cJSON_GetObjectItem(y, *k));
         same = u && v && !strcmp(u, v);

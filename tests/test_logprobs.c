@@ -313,7 +313,7 @@ static void test_echo(void) {
     for (size_t i = 0; i < 3; i++) {
         cJSON *e = JSON("-m", DEMO, "-p", texts[i], "-n", "3", "--temp", "0", "--echo", "--logprobs", "2");
         const cJSON *lp = cJSON_GetObjectItem(e, "logprobs");
-        const cJSON *prompt_ids = cJSON_GetObjectItem(e, "prompt_tokens");
+        const cJSON *prompt_ids = cJSON_GetObjectItem(e, "prompt_ids");
         int n = cJSON_GetArraySize(prompt_ids);
         const cJSON *all = cJSON_GetObjectItem(lp, "token_logprobs");
         CHECK(e && n > 1 && cJSON_IsNull(cJSON_GetArrayItem(all, 0)) &&

@@ -342,9 +342,9 @@ static void test_input(void) {
        "--keep-newline > $T/b; printf '' | $GPT -m $TINY -n 1 --temp 0 --json > $T/c",
        NULL);
     char *a = slurp(tmp("a")), *b = slurp(tmp("b")), *c = slurp(tmp("c"));
-    CHECK(strstr(a, "\"prompt_tokens\":[15496]"), "echo Hello | gpt: %s", a);
-    CHECK(strstr(b, "\"prompt_tokens\":[15496,198]"), "--keep-newline: %s", b);
-    CHECK(strstr(c, "\"prompt_tokens\":[50256]"), "empty stdin starts from <|endoftext|>: %s", c);
+    CHECK(strstr(a, "\"prompt_ids\":[15496]"), "echo Hello | gpt: %s", a);
+    CHECK(strstr(b, "\"prompt_ids\":[15496,198]"), "--keep-newline: %s", b);
+    CHECK(strstr(c, "\"prompt_ids\":[50256]"), "empty stdin starts from <|endoftext|>: %s", c);
     free(a), free(b), free(c);
     // --tokenize -p, --tokenize --json, and --detokenize of that JSON
     sh("$GPT --tokenize -p 'Hello world' > $T/a; $GPT --tokenize --json -p 'Hello world' > $T/b; "

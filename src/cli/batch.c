@@ -446,6 +446,7 @@ static int write_job(Batch *b, Job *j) {
         if (j->text) j->text[j->text_len] = '\0';
         cJSON_AddStringToObject(r, "text", j->text ? j->text : "");
         cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
+        cJSON_AddItemToObject(r, "prompt_ids", ids_json(s->tokens, s->n_prompt));
         cJSON_AddNumberToObject(r, "prompt_tokens", (double)s->n_prompt);
         cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);
         cJSON_AddItemToObject(r, "seed", u64_json(j->params.sampling.seed));

@@ -411,7 +411,9 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     const char *stop_reason = stopped_by_user ? "interrupted" : stop_reason_name(seq.stop);
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
-        cJSON_AddItemToObject(root, "prompt_tokens", ids_json(ids, n_prompt));
+        // one vocabulary in every output: *_tokens is a count, the ids are prompt_ids and tokens
+        cJSON_AddItemToObject(root, "prompt_ids", ids_json(ids, n_prompt));
+        cJSON_AddNumberToObject(root, "prompt_tokens", (double)n_prompt);
         cJSON_AddItemToObject(root, "tokens", ids_json(seq.tokens + n_prompt, r.generated));
         if (text) text[text_len] = '\0';
         cJSON_AddStringToObject(root, "text", text ? text : "");
@@ -540,7 +542,8 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
         }
     }
     cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray();
-    cJSON_AddItemToObject(root, "prompt_tokens", ids_json(ids, n_prompt));
+    cJSON_AddItemToObject(root, "prompt_ids", ids_json(ids, n_prompt));
+    cJSON_AddNumberToObject(root, "prompt_tokens", (double)n_prompt);
     for (size_t i = 0; i < n; i++) {
         const Sequence *s = &seqs[i];
         cJSON *c = cJSON_CreateObject();
