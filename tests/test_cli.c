@@ -198,6 +198,25 @@ static void test_model_errors(void) {
     r = RUN("-m", "/nonexistent/model.bin", "-p", "x");
     CHECK(r.rc == 1 && !strstr(r.err, "GPT_MODEL"), "-m over GPT_MODEL: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
+    // one rule in every mode: --tokenize and --detokenize too (they ignored it)
+    const char *const tokenizing[][2] = {{"--tokenize", "x"}, {"--detokenize", "15496"}};
+    for (int i = 0; i < 2; i++) {
+        r = RUN(tokenizing[i][0], "-p", tokenizing[i][1]);
+        CHECK(r.rc == 1 && r.out_len == 0 && strstr(r.err, "/nonexistent/env.bin: No such file or directory") &&
+                  strstr(r.err, "$GPT_MODEL") && one_line(r.err),
+              "stale GPT_MODEL, %s: rc %d, '%s'", tokenizing[i][0], r.rc, r.err);
+        result_free(&r);
+        r = RUN(tokenizing[i][0], "-m", "/nonexistent/model.bin", "--tokenizer", "models", "-p", tokenizing[i][1]);
+        CHECK(r.rc == 1 && r.out_len == 0 && strstr(r.err, "/nonexistent/model.bin") && !strstr(r.err, "GPT_MODEL") &&
+                  one_line(r.err),
+              "missing -m with --tokenizer, %s: rc %d, '%s'", tokenizing[i][0], r.rc, r.err);
+        result_free(&r);
+    }
+    setenv("GPT_MODEL", "models/demo.bin", 1);
+    r = RUN("--tokenize", "-p", "Hello world");
+    CHECK(r.rc == 0 && !strcmp(r.out, "15496 995\n"), "GPT_MODEL=models/demo.bin --tokenize: rc %d, '%s' '%s'", r.rc,
+          r.out, r.err);
+    result_free(&r);
     unsetenv("GPT_MODEL");
 
     // A truncated copy of the tiny checkpoint.

@@ -84,11 +84,23 @@ static int parse_ids(const char *input, size_t len, size_t vocab, int32_t **ids,
 
 int run_tokenize(const Options *o) {
     Model m = {0};
-    const char *model_path = o->model_path;
+    // The model named as every mode names it, by -m or else $GPT_MODEL, must
+    // be there (a stale $GPT_MODEL was ignored here once, and an error in
+    // generation); without either, GPT-2's tokenizer, which every model the
+    // search finds (GPT-2 or the demo model) uses.
+    const char *env = getenv("GPT_MODEL");
+    const char *model_path = o->model_path ? o->model_path : env && *env ? env : NULL;
+    const char *named_by = o->model_path ? "" : " (the model named by $GPT_MODEL)";
     GptError err = {{0}};
+    if (model_path && !path_exists(model_path)) {
+        fprintf(stderr, "gpt: %s: No such file or directory%s\n", model_path, named_by);
+        return EXIT_RUNTIME;
+    }
     // A model file may carry its own tokenizer; a directory is looked into.
-    if (model_path && !o->tokenizer_path && !path_is_dir(model_path)) {
-        if (model_load(&m, model_path, &err) != 0) return report_error(&err);
+    if (model_path && !o->tokenizer_path && !path_is_dir(model_path) && model_load(&m, model_path, &err) != 0) {
+        if (!*named_by) return report_error(&err);
+        fprintf(stderr, "gpt: %s%s\n", err.msg, named_by);
+        return EXIT_RUNTIME;
     }
     int owned = 0, rc = EXIT_RUNTIME;
     char *input = NULL, *text = NULL;
