@@ -70,7 +70,7 @@ _gpt_options='
 --choice            c      text
 --context-shift     gb     -
 --keep              gb     text
---completions       g      text
+--completions       gb     text
 -q                  gbstdc -
 --quiet             gbstdc -
 '

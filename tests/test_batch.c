@@ -558,9 +558,118 @@ static void test_gnu_parallel(void) {
     result_free(&one);
 }
 
+// Several completions of a line (--completions N, or its "n"): a list, each
+// completion the line's single run with the seed + k, bit for bit (text,
+// ids, stop_reason, log-probabilities), the prompt computed once.
+static char *json_text(const cJSON *item) {
+    char *t = item ? cJSON_PrintUnformatted(item) : NULL;
+    return t ? t : strdup("(none)");
+}
+
+static void test_completions(void) {
+    const char *tiny = ckpt("tiny");
+    const char *in = "{\"prompt\": \"The cat sat on the mat and then\", \"n\": 3, \"seed\": 5, \"temperature\": 0.9, "
+                     "\"logprobs\": 2}\n"
+                     "{\"prompt\": \"Hello\", \"max_tokens\": 4}\n"
+                     "{\"prompt\": \"And it came to pass\", \"n\": 2, \"seed\": \"77\", \"stop\": \"e\"}\n";
+    // --parallel 2: three completions of one line wait for places too
+    Result r = RUN_IN(in, "-m", tiny, "--batch", "--jsonl", "-n", "8", "--parallel", "2", "-s", "1");
+    char *lines[8];
+    size_t n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 0 && n == 3, "n: rc %d, %zu lines, %s", r.rc, n, r.err);
+    const char *prompts[] = {"The cat sat on the mat and then", "Hello", "And it came to pass"};
+    const int counts[] = {3, 1, 2};
+    const unsigned seeds[] = {5, 2, 77};  // line 1's: -s + its index
+    for (size_t i = 0; i < n && i < 3; i++) {
+        cJSON *j = cJSON_Parse(lines[i]);
+        const cJSON *list = cJSON_GetObjectItem(j, "completions");
+        CHECK(counts[i] == 1 ? !list && cJSON_GetObjectItem(j, "text") : cJSON_GetArraySize(list) == counts[i],
+              "line %zu: %d completions expected: %s", i, counts[i], lines[i]);
+        for (int k = 0; k < counts[i]; k++) {
+            const cJSON *c = counts[i] == 1 ? j : cJSON_GetArrayItem(list, k);
+            char seed[32];
+            snprintf(seed, sizeof seed, "%u", seeds[i] + (unsigned)k);
+            Result a = i == 0 ? RUN_IN("", "-m", tiny, "-p", prompts[i], "-n", "8", "-s", seed, "--temp", "0.9",
+                                       "--logprobs", "2", "--json")
+                     : i == 1 ? RUN_IN("", "-m", tiny, "-p", prompts[i], "-n", "4", "-s", seed, "--json")
+                              : RUN_IN("", "-m", tiny, "-p", prompts[i], "-n", "8", "-s", seed, "--stop", "e", "--json");
+            cJSON *ja = cJSON_Parse(a.out);
+            int same = ja != NULL;
+            for (const char *const *key = (const char *const[]){"text", "tokens", "stop_reason", "logprobs", NULL};
+                 same && *key; key++) {
+                char *x = json_text(cJSON_GetObjectItem(c, *key)), *y = json_text(cJSON_GetObjectItem(ja, *key));
+                same = !strcmp(x, y);
+                if (!same) fprintf(stderr, "line %zu completion %d %s: %s, alone: %s\n", i, k, *key, x, y);
+                free(x), free(y);
+            }
+            const cJSON *seed_json = cJSON_GetObjectItem(c, "seed");
+            CHECK(same && cJSON_IsNumber(seed_json) && seed_json->valuedouble == seeds[i] + k,
+                  "line %zu, completion %d (seed %s): not the single run's", i, k, seed);
+            // the prompt once: the completions after the first share its blocks
+            const cJSON *reused = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "stats"), "prefix_tokens_reused");
+            if (i == 0)
+                CHECK(reused && (k == 0 ? reused->valueint == 0 : reused->valueint > 0),
+                      "line 0, completion %d: %d prompt tokens reused", k, reused ? reused->valueint : -1);
+            if (k == 0) {
+                char *x = json_text(cJSON_GetObjectItem(j, "prompt_ids")), *y = json_text(cJSON_GetObjectItem(ja, "prompt_ids"));
+                CHECK(!strcmp(x, y) && cJSON_GetObjectItem(j, "prompt_tokens"), "line %zu: prompt_ids %s, alone %s", i, x, y);
+                free(x), free(y);
+            }
+            cJSON_Delete(ja);
+            result_free(&a);
+        }
+        cJSON_Delete(j);
+    }
+    result_free(&r);
+
+    // --completions N: every line's; seeds -s + index, + 1, ...
+    r = RUN_IN("A\nB\n", "-m", tiny, "--batch", "-n", "3", "-s", "10", "--completions", "2");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 0 && n == 2, "--completions 2 --batch: rc %d, %zu lines, %s", r.rc, n, r.err);
+    for (size_t i = 0; i < n && i < 2; i++) {
+        cJSON *j = cJSON_Parse(lines[i]);
+        const cJSON *list = cJSON_GetObjectItem(j, "completions");
+        for (int k = 0; k < 2; k++) {
+            char seed[32];
+            snprintf(seed, sizeof seed, "%zu", 10 + i + (size_t)k);
+            Result a = RUN_IN("", "-m", tiny, "-p", i ? "B" : "A", "-n", "3", "-s", seed, "--json");
+            cJSON *ja = cJSON_Parse(a.out);
+            char *x = json_text(cJSON_GetObjectItem(cJSON_GetArrayItem(list, k), "tokens"));
+            char *y = json_text(cJSON_GetObjectItem(ja, "tokens"));
+            CHECK(cJSON_GetArraySize(list) == 2 && !strcmp(x, y), "--completions 2, line %zu, #%d: %s, alone %s", i, k,
+                  x, y);
+            free(x), free(y);
+            cJSON_Delete(ja);
+            result_free(&a);
+        }
+        cJSON_Delete(j);
+    }
+    result_free(&r);
+
+    // refused: a bad "n", "n" on a multiple-choice line, several with --text
+    const char *bad = "{\"prompt\": \"x\", \"n\": 0}\n{\"prompt\": \"x\", \"n\": 65}\n{\"prompt\": \"x\", \"n\": 1.5}\n"
+                      "{\"prompt\": \"x\", \"n\": \"2\"}\n{\"prompt\": \"x\", \"choices\": [\" a\"], \"n\": 2}\n";
+    r = RUN_IN(bad, "-m", tiny, "--batch", "--jsonl", "-n", "2");
+    n = split_lines(r.out, lines, 8);
+    CHECK(r.rc == 1 && n == 5, "bad n: rc %d, %zu lines", r.rc, n);
+    for (size_t i = 0; i < n && i < 5; i++)
+        CHECK(strstr(lines[i], i < 4 ? "\"error\":\"n must be a whole number from 1 to 64\""
+                                     : "\"error\":\"n does not apply to a line with \\\"choices\\\""),
+              "bad n, line %zu: %s", i, lines[i]);
+    result_free(&r);
+    r = RUN_IN("{\"prompt\": \"x\", \"n\": 2}\n", "-m", tiny, "--batch", "--jsonl", "-n", "2", "--text");
+    CHECK(r.rc == 1 && !strcmp(r.out, "\n") && strstr(r.err, "gpt: line 1: n 2: --text writes one text per line"),
+          "n 2 with --text: rc %d, '%s', '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", tiny, "--batch", "--completions", "2", "--text");
+    CHECK(r.rc == 2 && strstr(r.err, "--completions 2 and --text exclude each other"), "rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+}
+
 int main(void) {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "batch") != 0) return 1;
     test_lines();
+    test_completions();
     test_gnu_parallel();
     test_equals_alone("tiny", ckpt("tiny"));
     // every matrix in Q4, wte (the output layer) too: Q4's integer products

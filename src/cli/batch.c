@@ -107,6 +107,14 @@ static int next_line(LineReader *r, int wait, char **line, size_t *n) {
 // ----------------------------------------------------------------------------
 // jobs: one per input line
 
+// One continuation of a line's prompt (a line asks for one, or "n").
+typedef struct {
+    char *text;             // its text so far
+    size_t len, cap;
+    double last_token_at;   // when its last token came out, 0 before the first
+    const char *stop_reason;  // why it ended; NULL while it runs
+} Completion;
+
 typedef struct {
     uint64_t index;
     cJSON *id;              // the line's "id", echoed back
@@ -123,12 +131,11 @@ typedef struct {
     cJSON *choices_json;    // the line's "choices" (their strings)
     ChoiceResult *choices;
     size_t n_choices;
-    Sequence *seqs;         // its sequences: one, or one per choice
+    Sequence *seqs;         // its sequences: one per completion, or one per choice
     size_t n_seqs;          // initialized (sequence_free-able) ones
     int running;
-    char *text;             // the completion so far
-    size_t text_len, text_cap;
-    double last_token_at;   // when its last token came out, 0 before the first
+    Completion *outs;       // its completions (seeds seed, seed + 1, ...), or NULL for choices
+    size_t n_completions;   // --completions or the line's "n" (1: the line's result is the completion's)
     size_t input_bytes;     // its line's bytes in the input, the newline too
     int done;
     const char *stop_reason;
@@ -142,7 +149,8 @@ static void job_free(Job *j, Engine *e) {
     free(j->prompt_hex);
     free(j->error);
     free(j->ids);
-    free(j->text);
+    for (size_t i = 0; j->outs && i < j->n_completions; i++) free(j->outs[i].text);
+    free(j->outs);
     for (size_t i = 0; i < j->n_seqs; i++) sequence_free(&j->seqs[i], e);
     free(j->seqs);
     for (size_t i = 0; j->choices && i < j->n_choices; i++) free(j->choices[i].ids);
@@ -228,6 +236,13 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
             *prompt_len = strlen(f->valuestring);
         } else if (!strcmp(k, "id")) {
             j->id = cJSON_Duplicate(f, 1);
+        } else if (!strcmp(k, "n")) {
+            double n = cJSON_IsNumber(f) ? f->valuedouble : 0;
+            if (!(n >= 1 && n <= MAX_CHOICES && n == (double)(long)n)) {
+                job_fail(j, "n must be a whole number from 1 to %d", MAX_CHOICES);
+                goto done;
+            }
+            j->n_completions = (size_t)n;
         } else if (!strcmp(k, "echo")) {
             if (!cJSON_IsBool(f)) {
                 job_fail(j, "echo must be true or false");
@@ -304,6 +319,7 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
                             .logprobs = o->logprobs >= 0, .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0,
                             .context_shift = o->context_shift, .keep = (size_t)o->keep};
     j->echo = o->echo;
+    j->n_completions = (size_t)o->completions;
     j->params.sampling.seed = seed_base + index;
     const char *prompt = line;
     size_t prompt_len = len;
@@ -321,7 +337,9 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     }
     GptError err = {{0}};
     if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
-    if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
+    if (j->n_completions > 1 && o->text_output)
+        job_fail(j, "n %zu: --text writes one text per line (JSON output lists the completions)", j->n_completions);
+    else if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
     else if (j->n_choices) choices_from_line(j, tok, m, o->special, prompt, prompt_len);
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
     else if (prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0 ||
@@ -397,6 +415,35 @@ static int queue_push(Batch *b, Job *j) {
 
 static Job *queue_at(const Batch *b, size_t i) { return b->queue[(b->q_head + i) % b->q_cap]; }
 
+// Completion k of a finished job into c: text, ids, why it stopped, its
+// seed, log-probabilities and KV cache (with one completion, c is the line).
+static void add_completion_json(const Batch *b, Job *j, size_t k, cJSON *c) {
+    const Sequence *s = &j->seqs[k];
+    Completion *out = &j->outs[k];
+    size_t per_token = kvcache_bytes_per_token(&b->m->config, b->o->kv_dtype);
+    if (out->text) out->text[out->len] = '\0';
+    cJSON_AddStringToObject(c, "text", out->text ? out->text : "");
+    cJSON_AddItemToObject(c, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
+    if (j->n_completions == 1) {
+        cJSON_AddItemToObject(c, "prompt_ids", ids_json(s->tokens, s->n_prompt));
+        cJSON_AddNumberToObject(c, "prompt_tokens", (double)s->n_prompt);
+    }
+    cJSON_AddStringToObject(c, "stop_reason", out->stop_reason ? out->stop_reason : j->stop_reason);
+    cJSON_AddItemToObject(c, "seed", u64_json(j->params.sampling.seed + k));
+    if (s->logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
+        cJSON_AddItemToObject(c, "logprobs",
+                              j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from)
+                                      : logprobs_json(b->tok, s->tokens + s->n_prompt, s->n_generated, s->lp, 0));
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
+    cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));
+    cJSON_AddNumberToObject(st, "prefix_tokens_reused", (double)s->prefix_reused);
+    cJSON_AddNumberToObject(st, "prefill_tokens", (double)s->prefill_tokens);
+    cJSON_AddNumberToObject(st, "decode_tokens", (double)s->decode_tokens);
+    if (s->context_shift) cJSON_AddNumberToObject(st, "context_shifts", (double)s->shifts);
+    cJSON_AddItemToObject(c, "stats", st);
+}
+
 // The result line of a finished job.
 static int write_job(Batch *b, Job *j) {
     const Options *o = b->o;
@@ -411,8 +458,8 @@ static int write_job(Batch *b, Job *j) {
     }
     if (o->text_output) {
         // a multiple-choice line's text is its most likely choice
-        const char *t = j->text;
-        size_t n = j->text_len;
+        const char *t = j->outs ? j->outs[0].text : NULL;
+        size_t n = j->outs ? j->outs[0].len : 0;
         if (j->n_choices && !strcmp(j->stop_reason, "choice")) {
             t = j->choices[choice_best(j->choices, j->n_choices, 0)].text;
             n = strlen(t);
@@ -439,29 +486,22 @@ static int write_job(Batch *b, Job *j) {
         cJSON_AddNumberToObject(st, "prefill_tokens", (double)prefilled);
         cJSON_AddItemToObject(r, "stats", st);
     } else {
-        const Sequence *s = &j->seqs[0];
-        size_t per_token = kvcache_bytes_per_token(&b->m->config, o->kv_dtype);
+        // one completion: its fields in the line; several: a list of them
+        const Sequence *s0 = &j->seqs[0];
         cJSON_AddStringToObject(r, "prompt", j->prompt);
         if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
-        if (j->text) j->text[j->text_len] = '\0';
-        cJSON_AddStringToObject(r, "text", j->text ? j->text : "");
-        cJSON_AddItemToObject(r, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
-        cJSON_AddItemToObject(r, "prompt_ids", ids_json(s->tokens, s->n_prompt));
-        cJSON_AddNumberToObject(r, "prompt_tokens", (double)s->n_prompt);
-        cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);
-        cJSON_AddItemToObject(r, "seed", u64_json(j->params.sampling.seed));
-        if (s->logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
-            cJSON_AddItemToObject(r, "logprobs",
-                                  j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from)
-                                          : logprobs_json(b->tok, s->tokens + s->n_prompt, s->n_generated, s->lp, 0));
-        cJSON *st = cJSON_CreateObject();
-        cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
-        cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));
-        cJSON_AddNumberToObject(st, "prefix_tokens_reused", (double)s->prefix_reused);
-        cJSON_AddNumberToObject(st, "prefill_tokens", (double)s->prefill_tokens);
-        cJSON_AddNumberToObject(st, "decode_tokens", (double)s->decode_tokens);
-        if (s->context_shift) cJSON_AddNumberToObject(st, "context_shifts", (double)s->shifts);
-        cJSON_AddItemToObject(r, "stats", st);
+        cJSON *list = j->n_completions > 1 ? cJSON_CreateArray() : NULL;
+        for (size_t k = 0; k < j->n_completions; k++) {
+            cJSON *c = list ? cJSON_CreateObject() : r;
+            if (list) cJSON_AddNumberToObject(c, "index", (double)k);
+            add_completion_json(b, j, k, c);
+            if (list) cJSON_AddItemToArray(list, c);
+        }
+        if (list) {
+            cJSON_AddItemToObject(r, "prompt_ids", ids_json(s0->tokens, s0->n_prompt));
+            cJSON_AddNumberToObject(r, "prompt_tokens", (double)s0->n_prompt);
+            cJSON_AddItemToObject(r, "completions", list);
+        }
     }
     int rc = out_json_line(r) || out_flush() ? -1 : 0;
     cJSON_Delete(r);
@@ -489,18 +529,20 @@ static int write_done(Batch *b) {
     return b->write_failed ? -1 : 0;
 }
 
-// A job stops: its text is complete.
+// A job stops: its texts are complete (a completion still running ends
+// for the same reason: interrupted).
 static void finish(Job *j, const char *reason) {
     j->done = 1;
     j->running = 0;
     j->stop_reason = reason;
+    for (size_t k = 0; j->outs && k < j->n_completions; k++)
+        if (!j->outs[k].stop_reason) j->outs[k].stop_reason = reason;
 }
 
-static int append_text(Job *j, const char *p, size_t n) {
-    if (n > SIZE_MAX - 1 - j->text_len || grow_array(&j->text, &j->text_cap, j->text_len + n + 1, 1) != 0)
-        return -1;
-    memcpy(j->text + j->text_len, p, n);
-    j->text_len += n;
+static int append_text(Completion *c, const char *p, size_t n) {
+    if (n > SIZE_MAX - 1 - c->len || grow_array(&c->text, &c->cap, c->len + n + 1, 1) != 0) return -1;
+    memcpy(c->text + c->len, p, n);
+    c->len += n;
     return 0;
 }
 
@@ -597,23 +639,27 @@ static size_t stdin_file_bytes(void) {
     return at >= 0 && at < st.st_size ? (size_t)(st.st_size - at) : 0;
 }
 
-// A job's sequences: its prompt's, or one per choice that reports the
-// log-probabilities of the choice's tokens and generates nothing. 0, or -1
-// with err set.
+// A job's sequences: one per completion (seeds seed, seed + 1, ...: the
+// first computes the prompt, the others share its blocks, engine_admit),
+// or one per choice that reports the log-probabilities of the choice's
+// tokens and generates nothing. 0, or -1 with err set.
 static int job_sequences(Job *j, Engine *e, GptError *err) {
-    size_t n = j->n_choices ? j->n_choices : 1;
+    size_t n = j->n_choices ? j->n_choices : j->n_completions;
     if (!(j->seqs = calloc(n, sizeof *j->seqs))) return gpt_error(err, "out of memory");
+    if (!j->n_choices && !(j->outs = calloc(n, sizeof *j->outs))) return gpt_error(err, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const int32_t *ids = j->n_choices ? j->choices[i].ids : j->ids;
         size_t n_ids = j->n_choices ? j->choices[i].n : j->n_ids;
+        GenParams own = j->params;
+        own.sampling.seed += i;
         GenParams choice = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
                             .logprobs = 1, .logprobs_from = j->n_choices ? j->choices[i].first : 0};
         j->n_seqs = i + 1;
-        if (sequence_init(&j->seqs[i], e, ids, n_ids, j->n_choices ? &choice : &j->params, err) != 0) return -1;
+        if (sequence_init(&j->seqs[i], e, ids, n_ids, j->n_choices ? &choice : &own, err) != 0) return -1;
+        // echo: the text starts with the prompt (as UTF-8, as "prompt" shows it)
+        if (j->echo && !j->n_choices && append_text(&j->outs[i], j->prompt, strlen(j->prompt)) != 0)
+            return gpt_error(err, "out of memory");
     }
-    // echo: the text starts with the prompt (as UTF-8, as "prompt" shows it)
-    if (j->echo && !j->n_choices && append_text(j, j->prompt, strlen(j->prompt)) != 0)
-        return gpt_error(err, "out of memory");
     return 0;
 }
 
@@ -760,15 +806,32 @@ int run_batch(const Options *o) {
                     choices_step_done(j, b.tok);
                     continue;
                 }
-                Sequence *s = &j->seqs[0];
-                if (s->out_len && append_text(j, s->out, s->out_len) != 0) job_fail(j, "out of memory");
-                if (s->last_token >= 0) {
-                    b.generated++;
-                    if (j->last_token_at > 0) gap_add(&b.gaps, now - j->last_token_at);
-                    j->last_token_at = now;
+                // each completion that ran in the step; the job ends with the last
+                size_t running = 0;
+                for (size_t k = 0; k < j->n_seqs && !j->done; k++) {
+                    Sequence *s = &j->seqs[k];
+                    Completion *c = &j->outs[k];
+                    if (c->stop_reason || !s->admitted) {
+                        running += !c->stop_reason;
+                        continue;
+                    }
+                    if (s->out_len && append_text(c, s->out, s->out_len) != 0) job_fail(j, "out of memory");
+                    if (s->last_token >= 0) {
+                        b.generated++;
+                        if (c->last_token_at > 0) gap_add(&b.gaps, now - c->last_token_at);
+                        c->last_token_at = now;
+                    }
+                    if (s->stop == STOP_ERROR) {
+                        if (j->n_seqs > 1) job_fail(j, "completion %zu: %s", k, s->error.msg);
+                        else job_fail(j, "%s", s->error.msg);
+                    } else if (s->stop) {
+                        c->stop_reason = stop_reason_name(s->stop);
+                        sequence_release(s, &b.engine);  // its blocks to the next at once
+                    } else {
+                        running++;
+                    }
                 }
-                if (s->stop == STOP_ERROR) job_fail(j, "%s", s->error.msg);
-                else if (s->stop) finish(j, stop_reason_name(s->stop));
+                if (!j->done && running == 0) finish(j, j->outs[0].stop_reason);
             }
         }
         // the jobs that are done leave their places

@@ -68,7 +68,8 @@ static const char *usage_text =
     "                          the context; more than the prompt: the prompt)\n"
     "      --completions N     N continuations of the prompt (1 to 64, default 1), seeds -s,\n"
     "                          -s + 1, ...: each the run with its seed; the prompt computed\n"
-    "                          once; with --json, a list \"completions\"\n"
+    "                          once; with --json, a list \"completions\"; in --batch every\n"
+    "                          line's (a --jsonl line's \"n\"), listed when more than one\n"
     "      --echo              print the prompt before the continuation (--json: the text\n"
     "                          starts with it; with --logprobs, its tokens get theirs too)\n"
     "      --logprobs N        each generated token's log-probability and the N most likely\n"
@@ -91,8 +92,8 @@ static const char *usage_text =
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
     "      --jsonl             each line is a JSON object {\"prompt\": ..., \"id\", \"max_tokens\",\n"
     "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
-    "                          \"seed\", \"stop\", \"logprobs\", \"echo\", \"choices\"}; the options are\n"
-    "                          the defaults\n"
+    "                          \"seed\", \"stop\", \"logprobs\", \"echo\", \"n\", \"choices\"}; the options\n"
+    "                          are the defaults\n"
     "      --parallel N        sequences decoded together (default 16)\n"
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes (default 1G)\n"
     "      --unordered         write each result when it is done, not in input order\n"
@@ -260,7 +261,8 @@ static int modes_of(int code) {
     case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
-    case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: case O_COMPLETIONS: return GEN;
+    case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
+    case O_COMPLETIONS: return GEN | BATCH;
     case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
@@ -533,8 +535,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
-    if (o->completions > 1 && !o->json)
+    if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
+    if (o->completions > 1 && o->mode == MODE_BATCH && o->text_output)
+        return FAIL("--completions %ld and --text exclude each other (--text writes one text per line)",
+                    o->completions);
     if (o->completions > 1 && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
         return FAIL("--completions and speculative decoding exclude each other (a draft guesses for one sequence)");
     // options that --json would silently drop

@@ -144,7 +144,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (strs[i] && !in_words(strs[i], words, argc)) fuzz_fail("option string %d points outside argv", i);
         if (o.logprobs < -1 || o.logprobs > 20) fuzz_fail("logprobs %ld", o.logprobs);
         if (o.completions < 1 || o.completions > MAX_CHOICES) fuzz_fail("completions %ld", o.completions);
-        if (o.completions > 1 && !o.json) fuzz_fail("--completions without --json");
+        if (o.completions > 1 && (o.mode == MODE_BATCH ? o.text_output : !o.json))
+            fuzz_fail("--completions without --json (or, in --batch, with --text)");
         if (o.keep < 0 || (o.keep && !o.context_shift)) fuzz_fail("keep %ld without --context-shift", o.keep);
         if (o.n_choices > MAX_CHOICES || (o.n_choices > 0) != (o.mode == MODE_CHOICE))
             fuzz_fail("%zu choices in mode %d", o.n_choices, (int)o.mode);
