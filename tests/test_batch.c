@@ -317,7 +317,7 @@ static void test_lines(void) {
     n = split_lines(r.out, lines, 8);
     CHECK(r.rc == 1 && n == 4 && strstr(lines[0], "seed must be an integer below 2^53") &&
               strstr(lines[1], "seed must be an integer below 2^53") && strstr(lines[2], "\"seed\":9007199254740991,") &&
-              strstr(lines[3], "\"seed\":9007199254740993,"),
+              strstr(lines[3], "\"seed\":\"9007199254740993\","),
           "seeds at 2^53: rc %d, %s", r.rc, r.out);
     result_free(&r);
 

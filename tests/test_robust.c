@@ -328,11 +328,27 @@ static void test_options(void) {
         free(out);
     }
     CHECK(!big, "a random seed reached 2^53");
-    // explicit seeds keep the full 64 bits
-    sh("$GPT -m $TINY -p x -n 1 --json -s 18446744073709551615 > $T/s", NULL);
-    out = slurp(tmp("s"));
-    CHECK(strstr(out, "\"seed\":18446744073709551615") != NULL, "-s 2^64-1: %s", out);
-    free(out);
+    // explicit seeds keep the full 64 bits; from 2^53 on they are written as
+    // strings (a JSON reader holds numbers in doubles: jq read 2^53 + 1 as
+    // 2^53, and 2^64 - 1 as 2^64, which -s refuses), and read back as such
+    const char *seeds[][2] = {{"9007199254740991", "\"seed\":9007199254740991}"},
+                              {"9007199254740992", "\"seed\":\"9007199254740992\"}"},
+                              {"18446744073709551615", "\"seed\":\"18446744073709551615\"}"}};
+    for (int i = 0; i < 3; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "$GPT -m $TINY -p x -n 3 --json -s %s > $T/s", seeds[i][0]);
+        sh(cmd, NULL);
+        out = slurp(tmp("s"));
+        CHECK(strstr(out, seeds[i][1]) != NULL, "-s %s: %s", seeds[i][0], out);
+        free(out);
+        // the seed as a batch line writes it, given back in a --jsonl line: the same run
+        snprintf(cmd, sizeof cmd,
+                 "$GPT -m $TINY -p x -n 3 --json -s %s | jq -c '.tokens' > $T/a; "
+                 "$GPT -m $TINY -p x -n 3 --json -s %s | jq -c '{prompt: \"x\", seed: .stats.seed, max_tokens: 3}' | "
+                 "$GPT -m $TINY --batch --jsonl | jq -c '.tokens' > $T/b; cmp -s $T/a $T/b",
+                 seeds[i][0], seeds[i][0]);
+        CHECK(sh(cmd, NULL) == 0, "-s %s: the seed read back from the JSON is not the same run", seeds[i][0]);
+    }
 }
 
 static void test_input(void) {

@@ -429,7 +429,7 @@ static void add_completion_json(const Batch *b, Job *j, size_t k, cJSON *c) {
         cJSON_AddNumberToObject(c, "prompt_tokens", (double)s->n_prompt);
     }
     cJSON_AddStringToObject(c, "stop_reason", out->stop_reason ? out->stop_reason : j->stop_reason);
-    cJSON_AddItemToObject(c, "seed", u64_json(j->params.sampling.seed + k));
+    cJSON_AddItemToObject(c, "seed", seed_json(j->params.sampling.seed + k));
     if (s->logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
         cJSON_AddItemToObject(c, "logprobs",
                               j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from)

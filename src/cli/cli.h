@@ -123,7 +123,7 @@ void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
 cJSON *ids_json(const int32_t *ids, size_t n);
-cJSON *u64_json(uint64_t v);  // exact digits (a seed, an index)
+cJSON *u64_json(uint64_t v);  // exact digits (an index)
 size_t peak_rss_bytes(void);
 // A session (front.h) for the options' -m, --tokenizer, --dtype and -t;
 // EXIT_OK, or the exit code after reporting.

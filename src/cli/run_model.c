@@ -82,7 +82,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "decode_tok_s", rate(r->decode_tokens, r->decode_seconds));
     cJSON_AddNumberToObject(s, "peak_rss_bytes", (double)peak_rss_bytes());
     cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
-    if (r->have_seed) cJSON_AddItemToObject(s, "seed", u64_json(r->seed));
+    if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
     if (r->blas) cJSON_AddStringToObject(s, "blas", r->blas);
     if (r->context_shift) {
@@ -548,7 +548,7 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
         const Sequence *s = &seqs[i];
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", (double)i);
-        cJSON_AddItemToObject(c, "seed", u64_json(gp.sampling.seed + i));
+        cJSON_AddItemToObject(c, "seed", seed_json(gp.sampling.seed + i));
         cJSON_AddItemToObject(c, "tokens", ids_json(s->tokens + n_prompt, s->n_generated));
         if (texts[i]) texts[i][lens[i]] = '\0';
         cJSON_AddStringToObject(c, "text", texts[i] ? texts[i] : "");

@@ -143,6 +143,10 @@ void json_parse_error(const char *text, size_t len, const char *end, char *msg, 
 // 17 digits that does; cJSON's own printing may drop the last bit); null
 // for NaN and infinities.
 cJSON *exact_json(double v);
+// A seed as JSON: a number below 2^53, which every JSON reader (jq,
+// JavaScript) holds exactly; at or past it a string of its digits, as the
+// input accepts it (a number there would read back as another seed).
+cJSON *seed_json(uint64_t seed);
 // Where text[0..len) holds a NUL byte: the raw byte, or (json) a \u0000 in
 // a JSON string; -1 if it does not. cJSON's strings end at a NUL, and no
 // -p can hold one, so a prompt with one is refused, never cut.

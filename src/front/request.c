@@ -232,6 +232,12 @@ int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t l
     return 1;
 }
 
+cJSON *seed_json(uint64_t seed) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)seed);
+    return seed < (1ull << 53) ? cJSON_CreateRaw(digits) : cJSON_CreateString(digits);
+}
+
 cJSON *exact_json(double v) {
     if (!isfinite(v)) return cJSON_CreateNull();
     char buf[32];

@@ -375,19 +375,13 @@ static cJSON *ids_array(const int32_t *ids, size_t n) {
 }
 
 // A 64-bit integer as a JSON number: digits, exact (cJSON would round it).
-static cJSON *u64_number(uint64_t v) {
-    char digits[32];
-    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
-    return cJSON_CreateRaw(digits);
-}
-
 static cJSON *response_head(Server *s, const Job *j, const char *id, long created) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
     cJSON_AddStringToObject(r, "object", "text_completion");
     cJSON_AddNumberToObject(r, "created", (double)created);
     cJSON_AddStringToObject(r, "model", s->model_name);
-    cJSON_AddItemToObject(r, "seed", u64_number(j->seed));
+    cJSON_AddItemToObject(r, "seed", seed_json(j->seed));
     return r;
 }
 
@@ -399,7 +393,7 @@ static cJSON *choice_json(const Job *j, size_t k, const char *text, const int32_
     cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
-    cJSON_AddItemToObject(c, "seed", u64_number(j->seed + k));
+    cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
     cJSON_AddItemToObject(c, "tokens", ids_array(tokens, n_tokens));
     return c;
 }
