@@ -21,7 +21,7 @@ _gpt_options='
 --model             gbstdc file
 -p                  gstdc  text
 --prompt            gstdc  text
---keep-newline      gc     -
+--keep-newline      gstc   -
 --tokenizer         gbstdc file
 --dtype             gbsc   dtype
 --kv-type           gbsc   kvtype

@@ -730,13 +730,57 @@ static void test_score(const cJSON *refs) {
     result_free(&r);
 }
 
+// One rule for the final newline of stdin in every mode that reads a text:
+// dropped (it ends the input's last line), kept with --keep-newline.
+// --tokenize kept it, the manual said it dropped it.
+static void test_final_newline(void) {
+    const char *tiny = ckpt("tiny");
+    struct {
+        const char *in, *want, *want_kept;
+    } cases[] = {{"Hello world\n", "15496 995\n", "15496 995 198\n"},
+                 {"Hello world\r\n", "15496 995\n", "15496 995 201 198\n"},
+                 {"Hello world", "15496 995\n", "15496 995\n"},
+                 {"Hello world\n\n", "15496 995 198\n", "15496 995 628\n"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        Result r = RUN_IN(cases[i].in, "--tokenize"), k = RUN_IN(cases[i].in, "--tokenize", "--keep-newline");
+        CHECK(r.rc == 0 && !strcmp(r.out, cases[i].want) && k.rc == 0 && !strcmp(k.out, cases[i].want_kept),
+              "--tokenize of stdin case %zu: '%s' and, --keep-newline, '%s'", i, r.out, k.out);
+        result_free(&r);
+        result_free(&k);
+    }
+    // --score and --choice read stdin by the same rule: as -p without the newline, or with it
+    // (--choice: its --json "choices", the sums of each choice's tokens)
+    const char *const modes[][6] = {{"--score", NULL}, {"--choice", " a", "--choice", " b", "--json", NULL}};
+    for (int m = 0; m < 2; m++) {
+        const char *const *x = modes[m];
+        Result r[4] = {RUN_IN("The cat sat\n", "-m", tiny, x[0], x[1], x[2], x[3], x[4]),
+                       RUN_IN("", "-m", tiny, "-p", "The cat sat", x[0], x[1], x[2], x[3], x[4]),
+                       RUN_IN("The cat sat\n", "-m", tiny, "--keep-newline", x[0], x[1], x[2], x[3], x[4]),
+                       RUN_IN("", "-m", tiny, "-p", "The cat sat\n", x[0], x[1], x[2], x[3], x[4])};
+        char *out[4];
+        for (int k = 0; k < 4; k++) {
+            cJSON *j = m ? cJSON_Parse(r[k].out) : NULL;
+            out[k] = m ? cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "choices")) : strdup(r[k].out);
+            if (!out[k]) out[k] = strdup("?");
+            cJSON_Delete(j);
+        }
+        CHECK(r[0].rc == 0 && r[1].rc == 0 && r[2].rc == 0 && !strcmp(out[0], out[1]) && !strcmp(out[2], out[3]) &&
+                  strcmp(out[0], out[2]) != 0,
+              "%s from stdin: '%s' against -p '%s'; --keep-newline '%s' against '%s' (%s)", x[0], out[0], out[1],
+              out[2], out[3], r[0].err);
+        for (int k = 0; k < 4; k++) free(out[k]), result_free(&r[k]);
+    }
+}
+
 static void test_tokenize_cli(const cJSON *refs) {
     const cJSON *c;
     int i = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "tokenizer")) {
         const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
         for (int special = 0; special < 2; special++) {
-            Result r = special ? RUN_IN(text, "--tokenize", "--special") : RUN_IN(text, "--tokenize");
+            // the text exactly: --keep-newline keeps a final newline (case 28 ends with one)
+            Result r = special ? RUN_IN(text, "--tokenize", "--special", "--keep-newline")
+                               : RUN_IN(text, "--tokenize", "--keep-newline");
             const cJSON *ids = cJSON_GetObjectItem(c, special ? "ids_special" : "ids_text");
             char want[8192] = "";
             size_t len = 0;
@@ -866,6 +910,7 @@ int main(void) {
     test_model_errors();
     if (refs) {
         test_tokenize_cli(refs);
+        test_final_newline();
         test_greedy_reference(refs, "tiny", 10);
         test_greedy_reference(refs, "gpt2-124M-shaped", 2);
         test_score(refs);

@@ -92,10 +92,11 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         note("reading %s from stdin; end it with Ctrl-D (or pass -p)",
              o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
     if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
-    // `echo Hello | gpt` means the prompt "Hello": one final newline (or
-    // CR LF) is the end of the line, not part of the prompt. (--score and
-    // --tokenize take the text exactly as it is.)
-    if (o->mode == MODE_GENERATE && !o->keep_newline && *len && (*text)[*len - 1] == '\n') {
+    // `echo Hello | gpt` means the text "Hello": one final newline (or CR
+    // LF) is the end of the input's last line, not part of the text. One
+    // rule for every mode that reads a text (generation, --choice, --score,
+    // --tokenize); --keep-newline keeps it. (--detokenize reads ids.)
+    if (o->mode != MODE_DETOKENIZE && !o->keep_newline && *len && (*text)[*len - 1] == '\n') {
         (*text)[--*len] = '\0';
         if (*len && (*text)[*len - 1] == '\r') (*text)[--*len] = '\0';
     }

@@ -38,10 +38,10 @@ static const char *usage_text =
     "                          ./models/gpt2.bin, ./models/gpt2/, ~/.local/share/gpt/gpt2.bin\n"
     "                          ($XDG_DATA_HOME), share/gpt/gpt2.bin; with no GPT-2, the demo\n"
     "                          model demo.bin shipped with gpt)\n"
-    "  -p, --prompt TEXT       the prompt (or text); without it, all of stdin, less one final\n"
-    "                          newline when it is a prompt; an empty prompt (an empty stdin\n"
-    "                          too) starts from <|endoftext|>\n"
-    "      --keep-newline      keep the final newline of a prompt read from stdin\n"
+    "  -p, --prompt TEXT       the prompt (or text); without it, all of stdin less one final\n"
+    "                          newline (or CR LF), in every mode; an empty prompt (an empty\n"
+    "                          stdin too) starts from <|endoftext|>\n"
+    "      --keep-newline      keep the final newline of a text read from stdin\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
     "                          q4 (q4 keeps wte, also the output layer, layer 0 and every\n"
@@ -256,7 +256,7 @@ static int modes_of(int code) {
     switch (code) {
     case 'm': case O_TOKENIZER: return ALL;
     case 'p': return GEN | SCORE | TOK | DETOK | CHOICE;
-    case O_KEEP_NEWLINE: return GEN | CHOICE;
+    case O_KEEP_NEWLINE: return GEN | SCORE | TOK | CHOICE;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
     case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
