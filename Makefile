@@ -3,6 +3,7 @@
 #   make            build ./gpt
 #   make test       build, generate the test checkpoints, run every test
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make test-scale two gpt serve behind haproxy (tests/scale/haproxy.sh)
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
@@ -77,7 +78,7 @@ TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test asan bench install clean checkpoints test-bins
+.PHONY: all test test-scale asan bench install clean checkpoints test-bins
 
 ifeq ($(BUILD),build)
 all: gpt
@@ -146,6 +147,10 @@ test: test-bins checkpoints
 
 asan:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O1" test
+
+# two gpt serve behind haproxy, one killed midway (tests/scale/; README, Serving)
+test-scale: $(BUILD)/gpt
+	GPT=$(BUILD)/gpt sh tests/scale/haproxy.sh
 
 bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/bench/run.sh

@@ -46,6 +46,7 @@ check() {
 }
 
 KEY=page-key-1
+: > "$tmp/log"
 GPT_API_KEY=$KEY "$GPT" serve --port 0 -m "$MODEL" -t 1 2> "$tmp/log" &
 pid=$!
 port=
