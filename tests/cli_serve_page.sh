@@ -108,7 +108,7 @@ run() { jq -r ".runs[$1].$2" "$tmp/runs"; }
 expected "$tmp/e0" -p "$P1" -n 30 --temp 0.8 --top-p 0.95 --top-k 40 -s 7
 api "$tmp/a0" "$(jq -cn --arg p "$P1" '{prompt: $p, max_tokens: 30, temperature: 0.8, top_p: 0.95, top_k: 40,
                                          seed: 7}')"
-check "run 0 ended (state $(run 0 state), error '$(run 0 error)')" [ "$(run 0 state)" = done ]
+check "run 0 ended (state $(run 0 state), error '$(run 0 error)')" [ "$(run 0 state)" = "done" ]
 check "run 0's text is the API's" [ "$(jq -c '.runs[0].text' "$tmp/runs")" = "$(jq -c '.choices[0].text' "$tmp/a0")" ]
 check "run 0's text is gpt's: $(jq -c '.runs[0].text' "$tmp/runs") vs $(jq -c .text "$tmp/e0")" \
     [ "$(jq -c '.runs[0].text' "$tmp/runs")" = "$(jq -c .text "$tmp/e0")" ]
@@ -126,14 +126,14 @@ check "run 0's KV bytes: $kv" [ "${kv:-0}" = $((positions * per)) ]
 
 # 1: no seed: the one drawn, shown, repeats the text with the command
 seed=$(run 1 stats | sed -n 's/.*; seed \([0-9]*\);.*/\1/p')
-check "run 1 ended ($(run 1 error))" [ "$(run 1 state)" = done ]
+check "run 1 ended ($(run 1 error))" [ "$(run 1 state)" = "done" ]
 check "run 1 shows the seed drawn ($(run 1 stats))" [ -n "$seed" ]
 expected "$tmp/e1" -p "$P2" -n 40 --temp 1 --top-p 1 --top-k 0 -s "${seed:-0}"
 check "run 1's text is gpt -s $seed's" [ "$(jq -c '.runs[1].text' "$tmp/runs")" = "$(jq -c .text "$tmp/e1")" ]
 
 # 2: the empty prompt, greedy
 expected "$tmp/e2" -p "" -n 12 --temp 0 -s 3
-check "run 2 (an empty prompt) ended" [ "$(run 2 state)" = done ]
+check "run 2 (an empty prompt) ended" [ "$(run 2 state)" = "done" ]
 check "run 2's text is gpt's" [ "$(jq -c '.runs[2].text' "$tmp/runs")" = "$(jq -c .text "$tmp/e2")" ]
 
 # 3: a bad value: the API's message, no text
