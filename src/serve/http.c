@@ -6,8 +6,9 @@
  *   1. the body is gathered up to --max-body (a longer one, by its
  *      Content-Length or as it comes, is a 413);
  *   2. the API key, when there is one, is checked in constant time (every
- *      route but /health, which load balancers ask);
- *   3. the route answers: GET /health, /metrics, /v1/models at once; POST
+ *      route but /health, which load balancers ask, and the page at /,
+ *      which asks for the key itself);
+ *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
  *      /tokenize and /detokenize at once (tokenizing under the tokenizer's
  *      lock); POST /v1/completions and /v1/score become a Job for the
  *      scheduler, and this thread waits on the Job's eventfd and on the
