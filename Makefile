@@ -3,6 +3,7 @@
 #   make            build ./gpt
 #   make test       build, generate the test checkpoints, run every test
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make test-scale two gpt serve behind haproxy (tests/scale/haproxy.sh)
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
@@ -70,13 +71,14 @@ LIB        := $(BUILD)/libgpt.a
 # the front-ends: the command line, the server, and what they share (src/front/)
 CLI_SRCS   := $(wildcard src/cli/*.c src/front/*.c src/serve/*.c)
 CLI_OBJS   := $(CLI_SRCS:src/%.c=$(BUILD)/src/%.o)
+PAGE_OBJ   := $(BUILD)/src/serve/page_html.o
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test asan bench install clean checkpoints test-bins
+.PHONY: all test test-scale asan bench install clean checkpoints test-bins
 
 ifeq ($(BUILD),build)
 all: gpt
@@ -90,8 +92,22 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/gpt: $(CLI_OBJS) $(LIB)
+$(BUILD)/gpt: $(CLI_OBJS) $(PAGE_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# gpt serve's page at / (src/serve/page.html) as a C array in the binary,
+# written with od and sed (xxd is not everywhere).
+$(BUILD)/src/serve/page_html.c: src/serve/page.html
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from src/serve/page.html by the Makefile: do not edit */'; \
+	  echo '#include "serve/serve.h"'; \
+	  echo 'const unsigned char serve_page_html[] = {'; \
+	  od -An -v -tx1 $< | sed 's/ *\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '};'; \
+	  echo 'const size_t serve_page_html_len = sizeof serve_page_html;'; } > $@.tmp && mv $@.tmp $@
+
+$(PAGE_OBJ): $(BUILD)/src/serve/page_html.c
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
@@ -131,6 +147,10 @@ test: test-bins checkpoints
 
 asan:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O1" test
+
+# two gpt serve behind haproxy, one killed midway (tests/scale/; README, Serving)
+test-scale: $(BUILD)/gpt
+	GPT=$(BUILD)/gpt sh tests/scale/haproxy.sh
 
 bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/bench/run.sh

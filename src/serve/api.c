@@ -610,6 +610,9 @@ char *metrics_text(Server *s) {
         "gpt_kv_blocks_used %zu\n", m->kv_blocks_used);
     PUT("# HELP gpt_kv_blocks KV-cache blocks of the budget (--kv-budget).\n# TYPE gpt_kv_blocks gauge\n"
         "gpt_kv_blocks %zu\n", s->kv_blocks);
+    PUT("# HELP gpt_kv_bytes_per_token Bytes of KV cache one position takes (--kv-type).\n"
+        "# TYPE gpt_kv_bytes_per_token gauge\ngpt_kv_bytes_per_token %zu\n",
+        kvcache_bytes_per_token(&s->session.model.config, s->limits.kv_dtype));
     pthread_mutex_unlock(&s->lock);
 #undef PUT
     if (len >= cap) {  // cannot happen with 10 statuses; never a cut line

@@ -6,8 +6,9 @@
  *   1. the body is gathered up to --max-body (a longer one, by its
  *      Content-Length or as it comes, is a 413);
  *   2. the API key, when there is one, is checked in constant time (every
- *      route but /health, which load balancers ask);
- *   3. the route answers: GET /health, /metrics, /v1/models at once; POST
+ *      route but /health, which load balancers ask, and the page at /,
+ *      which asks for the key itself);
+ *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
  *      /tokenize and /detokenize at once (tokenizing under the tokenizer's
  *      lock); POST /v1/completions and /v1/score become a Job for the
  *      scheduler, and this thread waits on the Job's eventfd and on the
@@ -92,7 +93,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, Conn *k, int status, cha
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, !strcmp(k->path, "/health") || !strcmp(k->path, "/metrics") ||
-                                                              !strcmp(k->path, "/v1/models") ? "GET" : "POST");
+                                                              !strcmp(k->path, "/v1/models") || !strcmp(k->path, "/")
+                                                              ? "GET" : "POST");
     k->status = status;
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -106,6 +108,27 @@ static enum MHD_Result answer_json(struct MHD_Connection *c, Conn *k, int status
 static enum MHD_Result answer_error(struct MHD_Connection *c, Conn *k, int status, const char *msg,
                                     const char *param) {
     return answer_json(c, k, status, error_json(status, msg, param));
+}
+
+// The page at / (page.html, in the binary). Its policy lets it run its own
+// inline script and style and talk to this server, and load nothing from
+// anywhere else.
+static enum MHD_Result answer_page(struct MHD_Connection *c, Conn *k) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(serve_page_html_len, (void *)serve_page_html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                            "frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    k->status = 200;
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
 // ----------------------------------------------------------------------------
@@ -342,7 +365,7 @@ static int authorized(Server *s, struct MHD_Connection *c) {
 static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     const char *p = k->path;
     int get = !strcmp(k->method, "GET"), post = !strcmp(k->method, "POST");
-    static const char *const gets[] = {"/health", "/metrics", "/v1/models"};
+    static const char *const gets[] = {"/", "/health", "/metrics", "/v1/models"};
     static const char *const posts[] = {"/v1/completions", "/v1/score", "/tokenize", "/detokenize"};
     int known_get = 0, known_post = 0;
     for (size_t i = 0; i < sizeof gets / sizeof *gets; i++) known_get |= !strcmp(p, gets[i]);
@@ -356,6 +379,7 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     pthread_mutex_lock(&s->lock);
     int ready = s->ready, draining = s->draining;
     pthread_mutex_unlock(&s->lock);
+    if (!strcmp(p, "/")) return answer_page(c, k);  // no key: the page asks for it, and holds no secret
     if (!strcmp(p, "/health")) {
         if (!ready) return answer_json(c, k, 503, strdup("{\"status\":\"loading\"}"));
         return draining ? answer_json(c, k, 503, strdup("{\"status\":\"draining\"}"))

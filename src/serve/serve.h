@@ -162,6 +162,10 @@ char *metrics_text(Server *s);  // Prometheus' text format
 // {"error": {"message", "type", "param", "code"}}
 char *error_json(int status, const char *msg, const char *param);  // param NULL or "": null
 
+// page.html, the page at /, as the Makefile writes it into page_html.c
+extern const unsigned char serve_page_html[];
+extern const size_t serve_page_html_len;
+
 // http.c
 struct MHD_Daemon;
 // Starts serving on the listening socket fd (libmicrohttpd's threads).

@@ -272,3 +272,7 @@ BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/logprobs.sh
 echo
 echo "== past the context: -n 2048 --context-shift against a run within the context (tests/bench/shift.sh)"
 BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/shift.sh
+
+echo
+echo "== gpt serve against gpt --batch on the same prompts, 1 to 64 clients (tests/bench/serve.sh)"
+BUILD=$BUILD DEMO=$DEMO sh tests/bench/serve.sh

@@ -1,0 +1,164 @@
+#!/bin/sh
+# make bench, the server: gpt serve against gpt --batch on the same prompts,
+# in the same run, with the load generator of tests/bench/serve_load.c on
+# loopback. Asserts nothing; prints beside each number the issue's target:
+#   - generated tokens/s and p50/p99 latency at 1, 4, 16 and 64 concurrent
+#     clients (max(16, 2 x clients) requests of 10-60-token prompts, 64
+#     tokens each, ignore_eos), against gpt --batch --parallel CLIENTS on
+#     the same lines (its tokens over its wall_seconds: the model's load is
+#     left out of both); target at 16: >= 0.9x;
+#   - time to the first token with one client (streamed, ~100-token prompts
+#     that share nothing) against the command's prefill of the same prompts
+#     (gpt --batch --parallel 1 -n 1: its prefill_seconds per line, an
+#     engine as warm as the server's); target <= 1.1x;
+#   - the server's overhead per request: the mean latency of requests of a
+#     1-token prompt with max_tokens 1, one client, less the engine's time
+#     on them (from /metrics): parse, queue, respond, loopback; target < 1 ms.
+# Best of ROUNDS rounds (the machines are shared), server and command
+# interleaved. Environment: BUILD (default build), DEMO (the model, default
+# models/demo.bin), THREADS (-t, default 2), ROUNDS (default 2).
+BUILD=${BUILD:-build}
+DEMO=${DEMO:-models/demo.bin}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-2}
+GPT=$BUILD/gpt
+LOAD=$BUILD/bench/serve_load
+for f in "$GPT" "$LOAD" "$DEMO"; do
+    [ -e "$f" ] || { echo "  (no $f: skipped; make bench builds it)"; exit 0; }
+done
+TMP=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$TMP"' EXIT
+
+"$GPT" serve --port 0 -m "$DEMO" -t "$THREADS" --parallel 64 --queue 256 2> "$TMP/serve.log" &
+pid=$!
+port=
+i=0
+while [ $i -lt 300 ] && [ -z "$port" ]; do
+    port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$TMP/serve.log")
+    kill -0 "$pid" 2> /dev/null || break
+    [ -n "$port" ] || sleep 0.1
+    i=$((i + 1))
+done
+[ -n "$port" ] || { echo "  gpt serve did not start: $(cat "$TMP/serve.log")"; exit 1; }
+
+# words NAME K N: a prompt of its own, NAME K then N words (prompts that
+# differ from their first token share no KV blocks); about 2 N tokens
+words() {
+    echo "$1 $2 $3" | awk '{ s = $1 $2 ":"; for (j = 0; j < $3; j++) s = s " w" (($2 * 131 + j * 17) % 997); print s }'
+}
+# lines TAG N: N --batch --jsonl lines in $TMP/lines, and the server's
+# requests (the same, with ignore_eos) in $TMP/req. TAG starts every prompt:
+# each round's prompts share no KV blocks with an earlier round's, which
+# the server would still hold.
+lines() {
+    i=0
+    while [ $i -lt "$2" ]; do
+        printf '{"prompt":"%s %s","max_tokens":64,"seed":%d}\n' "$1" "$(words Prompt $i $((5 + (i * 37) % 28)))" \
+            $((i + 1))
+        i=$((i + 1))
+    done > "$TMP/lines"
+    sed 's/}$/,"ignore_eos":true}/' "$TMP/lines" > "$TMP/req"
+}
+
+val() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$2"; }                   # KEY FILE: serve_load's numbers
+stat() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }           # KEY FILE: --json / --stats-json
+best() { echo "$1 $2" | awk '{ print ($2 > $1) ? $2 : $1 }'; }      # the larger
+least() { echo "$1 $2" | awk '{ print ($2 < $1) ? $2 : $1 }'; }    # the smaller
+
+lines Warm 16
+"$LOAD" "$port" 4 "$TMP/req" > /dev/null  # warm up
+
+echo "  the demo model ($DEMO), -t $THREADS; gpt serve --parallel 64; 64 tokens a request, ignore_eos; best of $ROUNDS:"
+for c in 1 4 16 64; do
+    n=$((2 * c))
+    [ $n -ge 16 ] || n=16
+    served=0 batch=0
+    round=0
+    while [ $round -lt "$ROUNDS" ]; do
+        lines "C${c}R$round" $n
+        "$LOAD" "$port" $c "$TMP/req" > "$TMP/load"
+        r=$(val tok_s "$TMP/load")
+        if [ "$(best "$served" "$r")" = "$r" ]; then served=$r; cp "$TMP/load" "$TMP/best"; fi
+        "$GPT" -m "$DEMO" --batch --jsonl --ignore-eos --parallel $c -t "$THREADS" --stats-json \
+            < "$TMP/lines" > /dev/null 2> "$TMP/batch"
+        r=$(echo "$n $(stat wall_seconds "$TMP/batch")" | awk '{ printf "%.1f", $1 * 64 / $2 }')
+        batch=$(best "$batch" "$r")
+        round=$((round + 1))
+    done
+    echo "$c $n $served $batch $(val p50 "$TMP/best") $(val p99 "$TMP/best") $(val ok "$TMP/best") \
+          $(val distinct_ids "$TMP/best")" | awk '{
+        printf "  %2d clients: %6.0f tok/s, latency p50 %.3f s, p99 %.3f s | gpt --batch --parallel %-2d %6.0f tok/s | %.2fx",
+            $1, $3, $5, $6, $1, $4, $3 / $4
+        printf " (%d requests: %d answered, %d distinct ids)%s\n", $2, $7, $8, $1 == 16 ? "; target >= 0.90x" : "" }'
+done
+
+# time to the first token: 20 streamed ~100-token prompts, one client, new
+# ones each round, against the command's prefill of the same prompts, warm:
+# gpt --batch --parallel 1 -n 1, its prefill_seconds per line
+# first_prompts ROUND: in $TMP/first (requests) and $TMP/first_lines
+first_prompts() {
+    i=0
+    while [ $i -lt 20 ]; do
+        printf '{"prompt":"%s","max_tokens":1,"seed":%d}\n' "$(words "First$1x" $i 49)" $i
+        i=$((i + 1))
+    done > "$TMP/first_lines"
+    sed 's/}$/,"max_tokens":8,"stream":true}/; s/"max_tokens":1,//' "$TMP/first_lines" > "$TMP/first"
+}
+# prefill_per_line FILE: seconds
+prefill_per_line() {
+    "$GPT" -m "$DEMO" --batch --jsonl --parallel 1 -t "$THREADS" --stats-json < "$1" > /dev/null 2> "$TMP/batch"
+    echo "$(stat prefill_seconds "$TMP/batch") $(stat lines "$TMP/batch")" | awk '{ printf "%.6f", $1 / $2 }'
+}
+ttft=1e9 prefill=1e9
+round=0
+while [ $round -lt "$ROUNDS" ]; do
+    first_prompts $round
+    "$LOAD" "$port" 1 "$TMP/first" > "$TMP/load"
+    ttft=$(least "$ttft" "$(val ttft_p50 "$TMP/load")")
+    prefill=$(least "$prefill" "$(prefill_per_line "$TMP/first_lines")")
+    round=$((round + 1))
+done
+ptokens=$("$GPT" -m "$DEMO" -p "$(words First0x 0 49)" --tokenize | wc -w)
+echo "$ttft $prefill $ptokens" | awk '{
+    printf "  time to the first token, 1 client, %d-token prompts: p50 %.2f ms against the command'"'"'s prefill %.2f ms: %.2fx (target <= 1.10x)\n",
+        $3, 1000 * $1, 1000 * $2, $1 / $2 }'
+
+# the overhead: 200 requests of a 1-token prompt and max_tokens 1 one after
+# the other, one client: their mean latency less the engine's time on them
+# (the difference of /metrics' gpt_generated_tokens_total over
+# gpt_generated_tokens_per_second, the scheduler's seconds in engine steps,
+# before and after)
+i=0
+while [ $i -lt 200 ]; do
+    printf '{"prompt":"Hello","max_tokens":1,"seed":%d}\n' $i
+    i=$((i + 1))
+done > "$TMP/tiny.jsonl"
+busy() {
+    curl -s "http://127.0.0.1:$port/metrics" |
+        awk '$1 == "gpt_generated_tokens_total" { n = $2 } $1 == "gpt_generated_tokens_per_second" { r = $2 }
+             END { printf "%.6f", (r > 0 ? n / r : 0) }'
+}
+over=1e9
+round=0
+while [ $round -lt "$ROUNDS" ]; do
+    b0=$(busy)
+    "$LOAD" "$port" 1 "$TMP/tiny.jsonl" > "$TMP/load"
+    b1=$(busy)
+    r=$(echo "$(val wall "$TMP/load") $b0 $b1" | awk '{ printf "%.6f", ($1 - ($3 - $2)) / 200 }')
+    if [ "$(least "$over" "$r")" = "$r" ]; then over=$r; cp "$TMP/load" "$TMP/best"; engine=$(echo "$b0 $b1" |
+        awk '{ printf "%.6f", ($2 - $1) / 200 }'); fi
+    round=$((round + 1))
+done
+command -v curl > /dev/null 2>&1 || over=
+if [ -n "$over" ]; then
+    echo "$(val wall "$TMP/best") $engine $over $(val p50 "$TMP/best")" | awk '{
+        printf "  overhead per request (a 1-token prompt, max_tokens 1, 200 one after the other): %.3f ms a request (p50 %.3f ms)", 1000 * $1 / 200, 1000 * $4
+        printf " - the engine'"'"'s %.3f ms = %.3f ms (parse, queue, respond, loopback; target < 1 ms)\n", 1000 * $2, 1000 * $3 }'
+else
+    echo "  overhead per request: (no curl to read /metrics: skipped)"
+fi
+
+kill "$pid"
+wait "$pid" 2> /dev/null
+pid=

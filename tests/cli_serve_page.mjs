@@ -1,0 +1,152 @@
+// cli_serve_page.mjs - drives gpt serve's page in headless Chromium over
+// the DevTools protocol (through --remote-debugging-pipe: Node 20's own
+// modules, nothing from npm), for tests/cli_serve_page.sh.
+//
+//   node tests/cli_serve_page.mjs URL CASES_JSON SCREENSHOT_DIR
+//
+// CASES_JSON is an array of {field id: value} (prompt, max_tokens,
+// temperature, top_p, top_k, seed, key): for each, the fields are typed into
+// the page at URL, Generate is clicked, and the page is watched until its
+// stream has ended (body[data-state] "done" or "error"); then its text (the
+// completion, without the prompt shown before it), the stats line and the
+// error line are read and a screenshot is written to SCREENSHOT_DIR/N.png.
+// Last, the page's Content-Security-Policy is tried: a fetch and a script
+// from another origin (127.0.0.2, nothing listens there) must be refused.
+// Prints {"runs": [{state, text, stats, error}], "violations": [...],
+// "errors": [...]} (errors: what the page logged or threw) on stdout.
+// Environment: CHROMIUM (default chromium).
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [url, casesJson, shots] = process.argv.slice(2);
+if (!url || !casesJson || !shots) {
+    console.error("usage: node tests/cli_serve_page.mjs URL CASES_JSON SCREENSHOT_DIR");
+    process.exit(2);
+}
+const cases = JSON.parse(casesJson);
+const profile = mkdtempSync(join(tmpdir(), "gpt-page-"));
+const chrome = spawn(process.env.CHROMIUM || "chromium",
+    ["--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu", "--no-first-run",
+     "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+     "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1000,800",
+     `--user-data-dir=${profile}`, "about:blank"],
+    { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+let chromeErr = "";
+chrome.stderr.on("data", (d) => { chromeErr = (chromeErr + d).slice(-2000); });
+
+// Ends Chromium, then, once it has gone (it writes its profile till then),
+// removes the profile and exits. The first call decides the exit status.
+let quitting = false;
+function quit(code, why) {
+    if (quitting) return;
+    quitting = true;
+    if (why) console.error(`cli_serve_page.mjs: ${why}${chromeErr ? `\nchromium said: ${chromeErr}` : ""}`);
+    const done = () => {
+        rmSync(profile, { recursive: true, force: true });
+        process.exit(code);
+    };
+    if (chrome.exitCode !== null || chrome.signalCode !== null) done();
+    chrome.on("exit", done);
+    chrome.kill("SIGKILL");
+}
+chrome.on("error", (e) => quit(1, `cannot run chromium: ${e.message}`));
+const deadline = setTimeout(() => quit(1, "timed out after 60 s"), 60000);
+
+// The protocol: JSON messages ended by a NUL byte, ours on fd 3, Chromium's on fd 4.
+let nextId = 1, inbox = "";
+const waiting = new Map();
+const listeners = [];
+chrome.stdio[4].on("data", (d) => {
+    inbox += d.toString("utf8");
+    let at;
+    while ((at = inbox.indexOf("\0")) >= 0) {
+        const msg = JSON.parse(inbox.slice(0, at));
+        inbox = inbox.slice(at + 1);
+        if (msg.id && waiting.has(msg.id)) {
+            const { resolve, reject } = waiting.get(msg.id);
+            waiting.delete(msg.id);
+            if (msg.error) reject(new Error(`${msg.error.message} (${JSON.stringify(msg.error.data || "")})`));
+            else resolve(msg.result);
+        } else if (msg.method) {
+            for (const l of listeners) l(msg);
+        }
+    }
+});
+chrome.stdio[4].on("end", () => quit(1, "chromium closed its pipe"));
+
+function send(method, params = {}, sessionId = undefined) {
+    const id = nextId++;
+    chrome.stdio[3].write(JSON.stringify({ id, method, params, sessionId }) + "\0");
+    return new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function main() {
+    const { targetId } = await send("Target.createTarget", { url: "about:blank" });
+    const { sessionId } = await send("Target.attachToTarget", { targetId, flatten: true });
+    const page = (method, params) => send(method, params, sessionId);
+    const errors = [];
+    let loaded = null;
+    listeners.push((m) => {
+        if (m.sessionId !== sessionId) return;
+        if (m.method === "Page.loadEventFired" && loaded) loaded();
+        if (m.method === "Runtime.exceptionThrown") errors.push(m.params.exceptionDetails.text);
+        if (m.method === "Log.entryAdded" && m.params.entry.level === "error") errors.push(m.params.entry.text);
+    });
+    await Promise.all([page("Page.enable"), page("Runtime.enable"), page("Log.enable")]);
+    const load = new Promise((r) => { loaded = r; });
+    await page("Page.navigate", { url });
+    await load;
+
+    const evaluate = async (expression) => {
+        const r = await page("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
+        if (r.exceptionDetails) throw new Error(`${expression}: ${r.exceptionDetails.text}`);
+        return r.result.value;
+    };
+    const runs = [];
+    for (const [n, fields] of cases.entries()) {
+        for (const [id, value] of Object.entries(fields)) {
+            // clear the field and put the caret in it, then type as a user would
+            await evaluate(`(() => { const e = document.getElementById(${JSON.stringify(id)});
+                                     e.value = ""; e.focus(); return true; })()`);
+            if (value !== "") await page("Input.insertText", { text: String(value) });
+        }
+        const box = await evaluate(`(() => { const r = document.getElementById("go").getBoundingClientRect();
+                                             return [r.x + r.width / 2, r.y + r.height / 2]; })()`);
+        for (const type of ["mousePressed", "mouseReleased"])
+            await page("Input.dispatchMouseEvent", { type, x: box[0], y: box[1], button: "left", clickCount: 1 });
+        let state = "";
+        for (let i = 0; i < 300 && state !== "done" && state !== "error"; i++) {
+            await sleep(100);
+            state = await evaluate("document.body.dataset.state");
+        }
+        const shown = await evaluate(`(() => {
+            const out = document.getElementById("out");
+            const text = [...out.childNodes].filter((c) => c.nodeType === Node.TEXT_NODE).map((c) => c.data).join("");
+            return { text, stats: document.getElementById("stats").textContent,
+                     error: document.getElementById("error").textContent };
+        })()`);
+        runs.push({ state, ...shown });
+        const shot = await page("Page.captureScreenshot", { format: "png" });
+        writeFileSync(join(shots, `${n}.png`), Buffer.from(shot.data, "base64"));
+    }
+    const logged = errors.slice();
+    // what the policy refuses (each refusal is an event, and a logged error)
+    const violations = await evaluate(`new Promise((resolve) => {
+        const seen = [];
+        document.addEventListener("securitypolicyviolation", (e) => seen.push(e.violatedDirective));
+        fetch("http://127.0.0.2:9/x").catch(() => {});
+        const s = document.createElement("script");
+        s.src = "http://127.0.0.2:9/x.js";
+        document.head.append(s);
+        setTimeout(() => resolve(seen.sort()), 1500);
+    })`);
+    console.log(JSON.stringify({ runs, violations, errors: logged }));
+    clearTimeout(deadline);
+    quit(0);
+}
+
+main().catch((e) => quit(1, e.message));
