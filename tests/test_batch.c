@@ -646,6 +646,16 @@ static void test_completions(void) {
     }
     result_free(&r);
 
+    // a budget that is not whole blocks says what it holds (it was rounded silently)
+    r = RUN_IN("x\n", "-m", "models/demo.bin", "--batch", "-n", "2", "--kv-budget", "200K");
+    CHECK(r.rc == 0 && strstr(r.err, "gpt: --kv-budget 200K (204800 bytes) holds 1 whole block of 16 positions: "
+                                     "131072 bytes\n"),
+          "--kv-budget 200K: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN_IN("x\n", "-m", "models/demo.bin", "--batch", "-n", "2", "--kv-budget", "256K");
+    CHECK(r.rc == 0 && !strstr(r.err, "kv-budget"), "--kv-budget 256K: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+
     // refused: a bad "n", "n" on a multiple-choice line, several with --text
     const char *bad = "{\"prompt\": \"x\", \"n\": 0}\n{\"prompt\": \"x\", \"n\": 65}\n{\"prompt\": \"x\", \"n\": 1.5}\n"
                       "{\"prompt\": \"x\", \"n\": \"2\"}\n{\"prompt\": \"x\", \"choices\": [\" a\"], \"n\": 2}\n";

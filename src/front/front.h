@@ -45,6 +45,9 @@ int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 // of the context): "gpt: MESSAGE" on stderr, unless set_quiet(1) (-q).
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void set_quiet(int on);
+// The note that --kv-budget ARG (asked bytes) holds `blocks` whole blocks of
+// block_bytes, when that is less than asked (nothing when it is exact).
+void note_kv_budget(const char *arg, size_t asked, size_t blocks, size_t block_bytes);
 
 // ----------------------------------------------------------------------------
 // locate.c

@@ -42,3 +42,9 @@ void note(const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "\n");
 }
+
+void note_kv_budget(const char *arg, size_t asked, size_t blocks, size_t block_bytes) {
+    if (!arg || asked == blocks * block_bytes) return;
+    note("--kv-budget %s (%zu bytes) holds %zu whole block%s of %d positions: %zu bytes", arg, asked, blocks,
+         blocks == 1 ? "" : "s", KV_BLOCK, blocks * block_bytes);
+}

@@ -48,7 +48,9 @@ static const char *serve_usage =
     "      --port N            the port (default 8080; 0 picks a free one, which the ready\n"
     "                          line names)\n"
     "      --parallel N        sequences decoded together (default 16)\n"
-    "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes (default 1G)\n"
+    "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
+    "                          (default 1G, or twice what --parallel full contexts take if\n"
+    "                          that is less)\n"
     "      --api-key KEY       requests must send Authorization: Bearer KEY (default:\n"
     "                          $GPT_API_KEY; without either, no key)\n"
     "      --max-body SIZE     the largest request body (default 1M)\n"
@@ -295,6 +297,7 @@ int run_serve(int argc, char **argv) {
                          kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
         goto done;
     }
+    note_kv_budget(kv_budget_arg, kv_budget, s->kv_blocks, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
     EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + 128, .kv_dtype = lim.kv_dtype,
                        .kv_blocks = s->kv_blocks, .share_prefixes = 1, .pool = s->session.pool};
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) {
