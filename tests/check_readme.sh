@@ -38,12 +38,13 @@ eval "\"$GPT\" -m models/demo.bin $cmd" > "$tmp/got" 2> "$tmp/err"
 [ -s "$tmp/want" ] || echo "check_readme: no sample output after the first example" > "$tmp/want"
 check "./gpt $cmd" "$tmp/want" "$tmp/got"
 
-# The --stats sample: its KV-cache lines (the rest depends on the machine).
-line=$(grep -n -m1 '^    \$ \./gpt -p "Hello" -n 24 -s 1 --stats' README.md | cut -d: -f1)
+# The --stats sample: its stop, KV-cache and token-count lines (the times,
+# the path and the rest depend on the machine).
+line=$(grep -n -m1 '^    \$ \./gpt -q -p "Hello" -n 24 -s 1 --stats' README.md | cut -d: -f1)
 if [ -n "$line" ]; then
-    sed -n "$((line + 1)),\$p" README.md | awk '/^    / { sub(/^    /, ""); print; next } { exit }' |
-        grep '^kv ' > "$tmp/want"
-    "$GPT" -m models/demo.bin -p Hello -n 24 -s 1 --stats 2>&1 > /dev/null | grep '^kv ' > "$tmp/got"
+    keep() { grep -E '^(kv |stop:|prefill:|decode:)' | sed 's/ in [0-9.]* s = .*//'; }
+    sed -n "$((line + 1)),\$p" README.md | awk '/^    / { sub(/^    /, ""); print; next } { exit }' | keep > "$tmp/want"
+    "$GPT" -m models/demo.bin -q -p Hello -n 24 -s 1 --stats 2>&1 > /dev/null | keep > "$tmp/got"
     check "--stats" "$tmp/want" "$tmp/got"
 else
     echo "README: no --stats sample"

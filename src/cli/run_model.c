@@ -117,6 +117,9 @@ static void print_stats_json(const Model *m, const RunStats *r) {
     cJSON_Delete(st);
 }
 
+// "s" unless n is 1: "1 token", "2 tokens"
+static const char *plural(size_t n) { return n == 1 ? "" : "s"; }
+
 static void print_stats(const Model *m, const RunStats *r, long threads) {
     const GPT2Config *c = &m->config;
     size_t HS = (size_t)(c->n_embd / c->n_head);
@@ -130,14 +133,14 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     fprintf(e, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token (%.2f KiB)\n",
             c->n_layer, c->n_head, HS, kv_elem_size(r->kv_dtype), dtype_name(r->kv_dtype), per_token,
             (double)per_token / 1024.0);
-    fprintf(e, "kv held:    %zu tokens x %zu B = %zu B (%.2f MiB)\n", r->seq_tokens, per_token,
+    fprintf(e, "kv held:    %zu token%s x %zu B = %zu B (%.2f MiB)\n", r->seq_tokens, plural(r->seq_tokens), per_token,
             per_token * r->seq_tokens, mib(per_token * r->seq_tokens));
     fprintf(e, "kv full:    %d tokens x %zu B = %zu B (%.2f MiB)\n", c->n_ctx, per_token,
             per_token * (size_t)c->n_ctx, mib(per_token * (size_t)c->n_ctx));
     fprintf(e, "kv alloc:   %zu B (%.2f MiB)\n", r->kv_allocated, mib(r->kv_allocated));
-    fprintf(e, "prefill:    %zu tokens in %.3f s = %.1f tok/s\n", r->prefill_tokens,
+    fprintf(e, "prefill:    %zu token%s in %.3f s = %.1f tok/s\n", r->prefill_tokens, plural(r->prefill_tokens),
             r->prefill_seconds, rate(r->prefill_tokens, r->prefill_seconds));
-    fprintf(e, "decode:     %zu tokens in %.3f s = %.1f tok/s\n", r->decode_tokens,
+    fprintf(e, "decode:     %zu token%s in %.3f s = %.1f tok/s\n", r->decode_tokens, plural(r->decode_tokens),
             r->decode_seconds, rate(r->decode_tokens, r->decode_seconds));
     if (r->context_shift)
         fprintf(e, "shifts:     %zu past the context, %zu positions computed again (in the prefill above)\n",
@@ -432,7 +435,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     if (out_flush() != 0) goto done;
     rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
     if (o->stats) {
-        fprintf(stderr, "stop:       %s after %zu new tokens\n", stop_reason, r.generated);
+        fprintf(stderr, "stop:       %s after %zu new token%s\n", stop_reason, r.generated, plural(r.generated));
         print_stats(m, &r, o->threads);
     }
     if (o->stats_json) print_stats_json(m, &r);
