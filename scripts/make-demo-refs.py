@@ -64,7 +64,7 @@ PROMPTS = [
     ("newlines", "CHAPTER 1. Loomings.\n\n"),
     ("long-heldout", None),
 ]
-LONG_PROMPT_FROM = ("moby-dick-134-epilogue", 3000)  # (held-out file, token offset)
+LONG_PROMPT_FROM = ("moby-dick-134-135", 3000)  # (held-out file, token offset)
 
 # Held-out windows: (file in tests/fixtures/heldout/ without .txt, token
 # offset into that file's tokenization). Each window is the n_ctx tokens
@@ -72,8 +72,8 @@ LONG_PROMPT_FROM = ("moby-dick-134-epilogue", 3000)  # (held-out file, token off
 WINDOWS = [
     ("revelation", 0),
     ("revelation", 6000),
-    ("moby-dick-134-epilogue", 0),
-    ("moby-dick-134-epilogue", 5000),
+    ("moby-dick-134-135", 0),
+    ("moby-dick-134-135", 5000),
     ("sotu-2021", 0),
     ("sotu-2021", 7000),
 ]

@@ -12,7 +12,7 @@ output layer. Only the sizes differ (--d-model, --layers, --ctx). The corpus is
 tokenized by gpt itself (`gpt --tokenize`, identical to tiktoken).
 
 Held out, never trained on: from the corpus of data/corpus, the Book of
-Revelation, Moby-Dick's chapters 134-135 with the epilogue, and the 2021 State
+Revelation, Moby-Dick's chapters 134-135 (the corpus has no epilogue), and the 2021 State
 of the Union address; from any other file, its last 2% (at a line break).
 They are written to OUT/heldout/ and scored every --eval-every steps.
 
@@ -53,7 +53,7 @@ def split_heldout(path, text):
         return text[:i], text[i:], "revelation"
     if base == "moby-dick.txt":
         i = text.index("CHAPTER 134.")
-        return text[:i], text[i:], "moby-dick-134-epilogue"
+        return text[:i], text[i:], "moby-dick-134-135"
     if base == "state-of-the-union.txt":
         # one address per line, oldest first: the last line is 2021's
         body = text.rstrip("\n")

@@ -356,7 +356,7 @@ int main(int argc, char **argv) {
     const char *path = demo ? "models/demo.bin" : ckpt("gpt2-124M-shaped");
     const char *texts_124m[] = {"tests/fixtures/GPL-3.txt", NULL};
     const char *texts_demo[] = {"tests/fixtures/heldout/sotu-2021.txt", "tests/fixtures/heldout/revelation.txt",
-                                "tests/fixtures/heldout/moby-dick-134-epilogue.txt", NULL};
+                                "tests/fixtures/heldout/moby-dick-134-135.txt", NULL};
     const char **texts = demo ? texts_demo : texts_124m;
     GptError err = {{0}};
     pool = threadpool_create(2, &err);

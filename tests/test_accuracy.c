@@ -147,7 +147,7 @@ static const Subject CHECKPOINT_124M = {
 static const Subject DEMO = {
     "demo model", "models/demo.bin",
     {"tests/fixtures/heldout/sotu-2021.txt", "tests/fixtures/heldout/revelation.txt",
-     "tests/fixtures/heldout/moby-dick-134-epilogue.txt"},
+     "tests/fixtures/heldout/moby-dick-134-135.txt"},
     0, 3, 0,  // windows of the model's context
     "tests/fixtures/demo_refs.json", 1,
     {
