@@ -35,6 +35,9 @@
 #include "kvcache.h"
 #include "serve.h"
 
+// The prompt tokens one step reads beside the decodes.
+enum { PREFILL_CHUNK = 128 };
+
 static const char *serve_usage =
     "usage: gpt serve [options]      the model behind an OpenAI-compatible HTTP API\n"
     "  -m, --model PATH        the model, as gpt's -m (default: $GPT_MODEL, else gpt's search;\n"
@@ -295,8 +298,12 @@ int run_serve(int argc, char **argv) {
                          kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
         goto done;
     }
-    EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + 128, .kv_dtype = lim.kv_dtype,
-                       .kv_blocks = s->kv_blocks, .share_prefixes = 1, .pool = s->session.pool};
+    // prompts in chunks of 128 tokens beside the decodes, as --batch's
+    // default --prefill-chunk; as many rows with logits for the prompts'
+    // log-probabilities ("echo" with "logprobs")
+    EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + PREFILL_CHUNK,
+                       .kv_dtype = lim.kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1,
+                       .pool = s->session.pool, .prompt_logit_rows = PREFILL_CHUNK};
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;

@@ -50,10 +50,13 @@ typedef struct {
     size_t text_len, text_cap;
     int32_t *tokens;         // the generated ids so far
     size_t n_tokens, tokens_cap;
+    TokenLogprob *lp;        // with "logprobs": lp[i] is the log-probability of token lp_from + i of the
+    size_t n_lp, lp_cap;     // prompt and generated ids together (lp_from: 1 with "echo", else the
+    size_t lp_from;          // prompt's length; the Sequence's)
     const char *finish;      // "stop", "length", "interrupted", "error"; NULL while running
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
-    int sent_finish;
+    int sent_echo, sent_finish;
 } Choice;
 
 typedef struct Job {
