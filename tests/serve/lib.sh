@@ -1,0 +1,73 @@
+# lib.sh - what the tests/cli_serve*.sh scripts share, sourced with
+# CHECK_NAME and GPT set: checklib.sh's counters and $tmp, the servers they
+# start (killed on exit), and requests with curl. $KEY, when set, is sent
+# as the API key; $port is the last server's.
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
+pids=""
+trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+
+# start LOG ARGS...: gpt serve --port 0 ARGS in the background, stderr into
+# LOG; waits for its ready line. Sets $pid and $port; 1 if it never came.
+start() {
+    log=$1
+    shift
+    : > "$log"
+    "$GPT" serve --port 0 "$@" 2> "$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=
+    i=0
+    while [ $i -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
+        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$log")
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "gpt serve $* did not start: $(cat "$log")"
+    return 1
+}
+
+# check WHAT COMMAND...: pass if the command succeeds, else fail WHAT
+check() {
+    what=$1
+    shift
+    if "$@"; then pass; else fail "$what"; fi
+}
+
+# post PATH BODY OUT: POST with the key, the body to OUT; prints the status
+post() {
+    curl -s -o "$3" -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+        --data-binary "$2" "http://127.0.0.1:$port$1"
+}
+get() {
+    curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $KEY" "http://127.0.0.1:$port$1"
+}
+
+# same_as_cli WHAT RESPONSE EXPECTED [CHOICE]: the choice's tokens, text,
+# finish_reason and logprobs (null without --logprobs) are gpt's; jq reads
+# the numbers as doubles, so they are compared bit for bit
+same_as_cli() {
+    k=${4:-0}
+    got=$(jq -c "[.choices[$k].tokens, .choices[$k].text, .choices[$k].finish_reason, .choices[$k].logprobs]" "$2" \
+        2> /dev/null)
+    want=$(jq -c '[.tokens, .text, (if .stop_reason == "eos" or .stop_reason == "stop" then "stop" else "length" end),
+                   .logprobs]' "$3")
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then pass
+    else fail "$1: the server gave $(head -c 600 "$2"), gpt gave $want"
+    fi
+}
+
+# stream_as_one SSE: the events of a stream read back as one response (the
+# texts, tokens and logprobs of choice 0 joined, the last finish_reason)
+stream_as_one() {
+    sed -n 's/^data: //p' "$1" | grep -v '^\[DONE\]$' |
+        jq -cs '{choices: [{tokens: [.[].choices[0].tokens[]], text: (map(.choices[0].text) | join("")),
+                 finish_reason: (map(.choices[0].finish_reason | select(. != null)) | last),
+                 logprobs: (map(.choices[0].logprobs | select(. != null)) |
+                            if length == 0 then null
+                            else {tokens: map(.tokens[]), token_logprobs: map(.token_logprobs[]),
+                                  top_logprobs: map(.top_logprobs[]), text_offset: map(.text_offset[]),
+                                  token_ids: map(.token_ids[]), top_ids: map(.top_ids[])} end)}]}'
+}
