@@ -588,6 +588,12 @@ char *models_response(Server *s) {
     return print(r);
 }
 
+// A copy of text in valid UTF-8 (a field's name may not be: a message
+// that names it must still be JSON any reader takes); NULL: "".
+static char *valid_utf8(const char *text) {
+    return text ? utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL) : NULL;
+}
+
 char *error_json(int status, const char *msg, const char *param) {
     const char *type = status == 401 ? "authentication_error" : status >= 500 ? "server_error"
                                                                               : "invalid_request_error";
@@ -597,12 +603,15 @@ char *error_json(int status, const char *msg, const char *param) {
                        : status == 413 ? "request_too_large"
                        : status == 503 ? "overloaded"
                                        : NULL;
+    char *message = valid_utf8(msg), *field = param && *param ? valid_utf8(param) : NULL;
     cJSON *r = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(r, "error");
-    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "message", message ? message : "");
     cJSON_AddStringToObject(e, "type", type);
-    if (param && *param) cJSON_AddStringToObject(e, "param", param);
+    if (field) cJSON_AddStringToObject(e, "param", field);
     else cJSON_AddNullToObject(e, "param");
+    free(message);
+    free(field);
     if (code) cJSON_AddStringToObject(e, "code", code);
     else cJSON_AddNullToObject(e, "code");
     return print(r);

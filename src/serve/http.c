@@ -33,6 +33,7 @@
 #include "clock.h"
 #include "grow.h"
 #include "serve.h"
+#include "utf8.h"
 
 // One request on a connection (libmicrohttpd's con_cls).
 typedef struct {
@@ -453,8 +454,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     struct tm tm;
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
     cJSON_AddStringToObject(l, "time", when);
+    char *path = utf8_replace_invalid((const unsigned char *)k->path, strlen(k->path), NULL);  // as the client sent it
     cJSON_AddStringToObject(l, "method", k->method);
-    cJSON_AddStringToObject(l, "path", k->path);
+    cJSON_AddStringToObject(l, "path", path ? path : "");
+    free(path);
     cJSON_AddNumberToObject(l, "status", status);
     cJSON_AddNumberToObject(l, "seconds", now_seconds() - k->t0);
     if (k->job) {
