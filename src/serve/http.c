@@ -15,6 +15,11 @@
  *      can answer: the whole JSON, or server-sent events as the text comes;
  *   4. one JSON line on stderr says what was asked and answered.
  *
+ * A request must arrive whole (headers and body) within --timeout seconds
+ * of its connection's start or of the end of the request before it on the
+ * connection: libmicrohttpd's timeout counts idle time alone, which a
+ * client sending a byte a second never reaches (http_deadlines).
+ *
  * Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400
  * for a bad body (the command's rules and messages), 401, 404, 405, 413, and
  * 503 with Retry-After when the queue is full or the server is shutting down.
@@ -24,6 +29,7 @@
 #include <microhttpd.h>
 #include <poll.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +64,19 @@ typedef struct {
     size_t len, pos, cap;
     int ended;          // "data: [DONE]" is in buf
 } Stream;
+
+// A connection (libmicrohttpd's socket context), listed in Server.arrivals
+// while it is open, under Server.lock. While a request is arriving it has
+// --timeout seconds from `since` to arrive whole.
+// The send buffer of a connection, in bytes (the kernel doubles it).
+enum { SEND_BUFFER = 64 * 1024 };
+
+typedef struct Arrival {
+    int fd;
+    double since;       // when the connection opened, or its last request ended
+    int arriving;       // a request is on its way (or the next one may come)
+    struct Arrival *prev, *next;
+} Arrival;
 
 // ----------------------------------------------------------------------------
 // answers
@@ -388,6 +407,61 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     return rc;
 }
 
+// ----------------------------------------------------------------------------
+// connections and requests
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    Server *s = cls;
+    Arrival *a = *socket_context;
+    pthread_mutex_lock(&s->lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && !a && (a = calloc(1, sizeof *a))) {
+        a->fd = client_socket(c);
+        // a bounded send buffer: a client that stops reading fills it soon,
+        // and --timeout finds it (the kernel's would grow to megabytes)
+        int bytes = SEND_BUFFER;
+        if (a->fd >= 0) setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+        a->since = now_seconds();
+        a->arriving = 1;
+        a->next = s->arrivals;
+        if (s->arrivals) s->arrivals->prev = a;
+        s->arrivals = a;
+        *socket_context = a;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && a) {
+        // before libmicrohttpd closes the socket: its fd is never shut once reused
+        if (a->prev) a->prev->next = a->next;
+        else s->arrivals = a->next;
+        if (a->next) a->next->prev = a->prev;
+        free(a);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+// The request on c has arrived whole (arrived 1), or ended (0: the next
+// may come, in --timeout seconds from now).
+static void arrived(Server *s, struct MHD_Connection *c, int whole) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    Arrival *a = ci ? ci->socket_context : NULL;
+    if (!a) return;
+    pthread_mutex_lock(&s->lock);
+    a->arriving = !whole;
+    a->since = now_seconds();
+    pthread_mutex_unlock(&s->lock);
+}
+
+void http_deadlines(Server *s) {
+    double now = now_seconds();
+    pthread_mutex_lock(&s->lock);
+    for (Arrival *a = s->arrivals; a; a = a->next) {
+        if (!a->arriving || now - a->since < (double)s->limits.timeout || a->fd < 0) continue;
+        // libmicrohttpd reads the end of the stream and closes the connection
+        shutdown(a->fd, SHUT_RDWR);
+        a->arriving = 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     Server *s = cls;
@@ -420,6 +494,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    arrived(s, c, 1);
     return route(s, c, k);
 }
 
@@ -428,7 +503,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     Server *s = cls;
     Conn *k = *con_cls;
-    (void)c;
+    arrived(s, c, 0);
     if (!k) return;
     *con_cls = NULL;
     size_t prompt_tokens = 0, completion_tokens = 0;
@@ -481,7 +556,7 @@ struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
         MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->limits.max_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, s->limits.timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         s, MHD_OPTION_END);
+                         s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!d) fprintf(stderr, "gpt serve: libmicrohttpd could not start\n");
     return d;
 }

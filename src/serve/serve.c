@@ -58,7 +58,8 @@ static const char *serve_usage =
     "      --max-tokens N      the most max_tokens a request may ask for (default 4096)\n"
     "      --max-connections N connections at once (default 256)\n"
     "      --queue N           requests waiting beyond the running ones (default 64)\n"
-    "      --timeout SECONDS   a connection idle this long is closed (default 30)\n"
+    "      --timeout SECONDS   a connection idle this long, or a request not whole after\n"
+    "                          this long, is closed (default 30)\n"
     "      --grace SECONDS     on SIGINT or SIGTERM, how long running requests may finish\n"
     "                          (default 10)\n"
     "  -h, --help              this help\n"
@@ -323,7 +324,7 @@ int run_serve(int argc, char **argv) {
     fprintf(stderr, "gpt: serving %s on http://%s%s%s:%d\n", s->model_name, ipv6 ? "[" : "", host, ipv6 ? "]" : "",
             bound_port);
 
-    wait_signal(&signals, -1);
+    while (!wait_signal(&signals, 0.5)) http_deadlines(s);
     // 1. no new connections, no new requests
     pthread_mutex_lock(&s->lock);
     s->draining = 1;
@@ -342,6 +343,7 @@ int run_serve(int argc, char **argv) {
         if (!left || now >= deadline) break;
         // a tenth of a second at a time: the main thread has nothing else to do
         if (wait_signal(&signals, deadline - now < 0.1 ? deadline - now : 0.1)) break;
+        http_deadlines(s);
     }
     // 3. what is left ends now, with the text it has
     pthread_mutex_lock(&s->lock);

@@ -131,6 +131,7 @@ typedef struct Server {
     uint64_t next_id;          // of the responses' "id": cmpl-HEX, from a random start
     long started;              // when the model was loaded (time(NULL))
     Metrics metrics;
+    struct Arrival *arrivals;  // http.c's: the open connections, for their requests' deadline
 } Server;
 
 // scheduler.c
@@ -170,5 +171,10 @@ struct MHD_Daemon;
 // Starts serving on the listening socket fd (libmicrohttpd's threads).
 // NULL after reporting on failure.
 struct MHD_Daemon *http_start(Server *s, int fd, int ipv6);
+// Closes each connection whose request has taken longer than --timeout
+// seconds to arrive whole (headers and body): libmicrohttpd's own timeout
+// counts idle time only, which a client sending a byte a second never
+// reaches. The main thread calls it every half second.
+void http_deadlines(Server *s);
 
 #endif
