@@ -25,13 +25,7 @@ CHECK_NAME=cli_serve
 # shellcheck source=tests/serve/lib.sh
 . tests/serve/lib.sh
 
-for tool in curl jq; do
-    if ! command -v "$tool" > /dev/null 2>&1; then
-        echo "cli_serve: $tool is not installed: skipped"
-        summary
-        exit 0
-    fi
-done
+need curl jq
 
 # The cases: PROMPT|gpt's options|the request's fields. Same settings, same
 # seed: the same tokens (and log-probabilities). One goes past the demo
@@ -235,31 +229,13 @@ check "port in use: one line ($(cat "$tmp/inuse"))" [ "$(wc -l < "$tmp/inuse")" 
 check "port in use: says so" grep -q "Address already in use" "$tmp/inuse"
 
 # SIGTERM under load: every answer whole, exit 0
-clients=
-i=0
-while [ $i -lt 16 ]; do
-    body=$(cat "$tmp/req_$((i % n_cases))_0")
-    [ $((i % 2)) = 1 ] && body=$(printf '%s\n' "$body" | jq -c '. + {stream: true}')
-    post /v1/completions "$body" "$tmp/t$i" > "$tmp/t$i.status" &
-    clients="$clients $!"
-    i=$((i + 1))
-done
+case_body() { cat "$tmp/req_$(($1 % n_cases))_0"; }
+case_expected() { echo "$tmp/exp_$(($1 % n_cases))_0"; }
+load 16 "$tmp/t" case_body
 sleep 0.2
-kill -TERM "$A_PID"
-wait "$A_PID"
-rc=$?
-wait $clients
+sigterm "$A_PID"
 check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
-i=0
-while [ $i -lt 16 ]; do
-    st=$(cat "$tmp/t$i.status")
-    if [ "$st" = 503 ]; then pass  # it came after the signal: refused, whole
-    else
-        if [ $((i % 2)) = 1 ]; then stream_as_one "$tmp/t$i" > "$tmp/t$i.one"; else cp "$tmp/t$i" "$tmp/t$i.one"; fi
-        same_as_cli "request $i under SIGTERM (status $st)" "$tmp/t$i.one" "$tmp/exp_$((i % n_cases))_0"
-    fi
-    i=$((i + 1))
-done
+all_whole "SIGTERM under load" 16 "$tmp/t" case_expected
 
 # ----------------------------------------------------------------------------
 # server B: one place, no queue: the rest get 503 with Retry-After

@@ -17,20 +17,7 @@ CHECK_NAME=cli_serve_openai
 # shellcheck source=tests/serve/lib.sh
 . tests/serve/lib.sh
 
-# skip WHY: skipped, or failed when every test must run
-skip() {
-    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
-        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
-        summary
-        exit 1
-    fi
-    echo "cli_serve_openai: SKIPPED ($1)"
-    summary
-    exit 0
-}
-for tool in node curl jq; do
-    command -v "$tool" > /dev/null 2>&1 || skip "$tool is not installed"
-done
+need node curl jq
 [ -f "$NODE_DIR/node_modules/openai/package.json" ] ||
     skip "no openai package in $NODE_DIR: npm install --prefix $NODE_DIR openai"
 

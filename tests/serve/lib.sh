@@ -7,6 +7,26 @@
 pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
+# skip WHY: "NAME: SKIPPED (WHY)" and the summary, exit 0; or, with
+# GPT_TEST_REQUIRE_ALL=1 (.ci/run), a failure: every test must run there
+skip() {
+    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
+        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
+        summary
+        exit 1
+    fi
+    echo "$CHECK_NAME: SKIPPED ($1)"
+    summary
+    exit 0
+}
+
+# need TOOL...: skip unless each is installed
+need() {
+    for tool in "$@"; do
+        command -v "$tool" > /dev/null 2>&1 || skip "$tool is not installed"
+    done
+}
+
 # start LOG ARGS...: gpt serve --port 0 ARGS in the background, stderr into
 # LOG; waits for its ready line. Sets $pid and $port; 1 if it never came.
 start() {
@@ -70,4 +90,44 @@ stream_as_one() {
                             else {tokens: map(.tokens[]), token_logprobs: map(.token_logprobs[]),
                                   top_logprobs: map(.top_logprobs[]), text_offset: map(.text_offset[]),
                                   token_ids: map(.token_ids[]), top_ids: map(.top_ids[])} end)}]}'
+}
+
+# load N OUT BODY: N completion requests at once in the background, request
+# i's body printed by the command `BODY i`, the odd ones streamed; answer i
+# in OUTi, its status in OUTi.status; $clients their pids
+load() {
+    clients=
+    i=0
+    while [ $i -lt "$1" ]; do
+        body=$($3 $i)
+        [ $((i % 2)) = 1 ] && body=$(printf '%s\n' "$body" | jq -c '. + {stream: true}')
+        post /v1/completions "$body" "$2$i" > "$2$i.status" &
+        clients="$clients $!"
+        i=$((i + 1))
+    done
+}
+
+# all_whole WHAT N OUT EXPECTED: each answer of load is a 503 (it came when
+# the server no longer took requests) or, streamed or not, gpt's own output
+# in the file `EXPECTED i` names
+all_whole() {
+    i=0
+    while [ $i -lt "$2" ]; do
+        st=$(cat "$3$i.status")
+        if [ "$st" = 503 ]; then pass
+        else
+            if [ $((i % 2)) = 1 ]; then stream_as_one "$3$i" > "$3$i.one"; else cp "$3$i" "$3$i.one"; fi
+            same_as_cli "$1: request $i (status $st)" "$3$i.one" "$($4 $i)"
+        fi
+        i=$((i + 1))
+    done
+}
+
+# sigterm PID: SIGTERM to the server PID; waits for it (its exit status in
+# $rc), then for the $clients of load
+sigterm() {
+    kill -TERM "$1"
+    wait "$1"
+    rc=$?
+    wait $clients
 }
