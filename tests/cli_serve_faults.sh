@@ -140,6 +140,19 @@ bad 413 "a 10 MB body" "$tmp/big"
 got=$(curl -s -o "$tmp/e" -w '%{http_code}' -H 'Transfer-Encoding: chunked' --data-binary "@$tmp/big" \
     "http://127.0.0.1:$port/v1/completions")
 check "a 10 MB body, chunked: 413 ($got)" [ "$got" = 413 ]
+# a body declared as 10 GB with Expect: 100-continue: 413 at once, before
+# any of it is sent (no 100 Continue, nothing read)
+python3 - "$port" << 'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Expect: 100-continue\r\nContent-Length: 10737418240\r\n\r\n")
+s.settimeout(1.5)
+line = s.recv(4096).split(b"\r\n")[0]
+print("a body declared as 10 GB:", line.decode(errors="replace"))
+sys.exit(0 if line.startswith(b"HTTP/1.1 413") else 1)
+EOF
+check "a body declared as 10 GB: 413 before it is sent" [ $? = 0 ]
 still_serving "a 10 MB body"
 
 # a body shorter than its Content-Length, then the client goes; and a

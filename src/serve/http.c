@@ -3,8 +3,9 @@
  * connection; libmicrohttpd parses every request, we never read HTTP
  * ourselves). For each request:
  *
- *   1. the body is gathered up to --max-body (a longer one, by its
- *      Content-Length or as it comes, is a 413);
+ *   1. the body is gathered up to --max-body (a longer one is a 413: at
+ *      once when its Content-Length says so, the body never read; else
+ *      once it has come, kept nowhere);
  *   2. the API key, when there is one, is checked in constant time (every
  *      route but /health, which load balancers ask);
  *   3. the route answers: GET /health, /metrics, /v1/models at once; POST
@@ -475,12 +476,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         size_t declared;
-        if (cl && parse_size(cl, &declared) == 0 && declared > s->limits.max_body) k->too_large = 1;
+        if (cl && parse_size(cl, &declared) == 0 && declared > s->limits.max_body) {
+            k->too_large = 1;
+            return route(s, c, k);  // at once: no 100 Continue, the body is never read
+        }
         return MHD_YES;
     }
     if (*upload_size) {
+        // a body of no declared length that grows too large is read to its
+        // end (within --timeout) and kept nowhere: libmicrohttpd takes an
+        // answer only before the body or after it
         if (!k->too_large && k->len + *upload_size > s->limits.max_body) {
-            k->too_large = 1;  // read to its end, kept nowhere
+            k->too_large = 1;
             free(k->body);
             k->body = NULL;
             k->len = k->cap = 0;
