@@ -466,7 +466,7 @@ char *completion_chunk(Server *s, Job *j, size_t k, const char *id, long created
     char *text = malloc(echo_len + new_text + 1);
     if (!text) return NULL;
     if (echo_len) memcpy(text, echo, echo_len);
-    memcpy(text + echo_len, c->text + c->sent_text, new_text);
+    if (new_text) memcpy(text + echo_len, c->text + c->sent_text, new_text);  // no text yet: c->text is NULL
     text[echo_len + new_text] = '\0';
     cJSON *r = response_head(s, j, id, created);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
