@@ -71,9 +71,10 @@ expected() {
 }
 
 # ----------------------------------------------------------------------------
-# server A: the demo model, with a key from the environment, a small body limit
+# server A: the demo model, with a key from the environment, a small body limit,
+# a grace long enough for every request of the SIGTERM test (under ASan too)
 KEY=sekret-key-1
-GPT_API_KEY=$KEY start "$tmp/a.log" -m "$MODEL" --max-body 64K --parallel 16 -t 2 || { summary; exit 1; }
+GPT_API_KEY=$KEY start "$tmp/a.log" -m "$MODEL" --max-body 64K --parallel 16 --grace 60 -t 2 || { summary; exit 1; }
 A_PID=$pid
 A_PORT=$port
 grep -q '^gpt: serving demo.bin on http://127.0.0.1:' "$tmp/a.log" && pass || fail "no ready line: $(cat "$tmp/a.log")"
