@@ -400,8 +400,9 @@ static cJSON *choice_logprobs(Server *s, const Job *j, const Choice *c, size_t f
     int32_t *ids = malloc((to - start + 1) * sizeof *ids);
     if (!ids) return NULL;
     for (size_t t = start; t < to; t++) ids[t - start] = t < c->n_ids ? c->ids[t] : c->tokens[t - c->n_ids];
+    // ids[from - start] has lp[i - first] from i = first on
     size_t first = from < c->lp_from ? c->lp_from - from : 0;
-    const TokenLogprob *lp = c->lp + (from > c->lp_from ? from - c->lp_from : 0);
+    const TokenLogprob *lp = to > from && from > c->lp_from ? c->lp + (from - c->lp_from) : c->lp;
     cJSON *o = logprobs_json(s->session.tok, ids + (from - start), to - from, lp, first,
                              tokens_bytes(s->session.tok, ids, from - start));
     free(ids);
