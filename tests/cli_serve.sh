@@ -135,6 +135,10 @@ same_as_cli "echo and logprobs of a prompt of token ids" "$tmp/r" "$tmp/e"
 post /v1/completions '{"prompt":"Hello","n":3,"max_tokens":10,"seed":50,"logprobs":1}' "$tmp/r" > /dev/null
 "$GPT" -m "$MODEL" -p Hello -n 10 -s 52 --logprobs 1 --json > "$tmp/e" 2> /dev/null
 same_as_cli "n 3 with logprobs: choice 2 is seed 52" "$tmp/r" "$tmp/e" 2
+# max_tokens 0 with echo and logprobs: the prompt scored, as -n 0 --echo
+post /v1/completions '{"prompt":"Hello big world","max_tokens":0,"seed":1,"logprobs":1,"echo":true}' "$tmp/r" > /dev/null
+"$GPT" -m "$MODEL" -p "Hello big world" -n 0 -s 1 --logprobs 1 --echo --json > "$tmp/e" 2> /dev/null
+same_as_cli "max_tokens 0, echo and logprobs: the prompt scored" "$tmp/r" "$tmp/e"
 # no seed: one is drawn below 2^53 and returned; it repeats the answer
 post /v1/completions '{"prompt":"Hello","max_tokens":8}' "$tmp/r" > /dev/null
 seed=$(jq -r .seed "$tmp/r")
