@@ -30,10 +30,10 @@
 #include <microhttpd.h>
 #include <poll.h>
 #include <stdint.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,12 +66,12 @@ typedef struct {
     int ended;          // "data: [DONE]" is in buf
 } Stream;
 
-// A connection (libmicrohttpd's socket context), listed in Server.arrivals
-// while it is open, under Server.lock. While a request is arriving it has
-// --timeout seconds from `since` to arrive whole.
 // The send buffer of a connection, in bytes (the kernel doubles it).
 enum { SEND_BUFFER = 64 * 1024 };
 
+// A connection (libmicrohttpd's socket context), listed in Server.arrivals
+// while it is open, under Server.lock. While a request is arriving it has
+// --timeout seconds from `since` to arrive whole.
 typedef struct Arrival {
     int fd;
     double since;       // when the connection opened, or its last request ended
@@ -480,6 +480,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             k->too_large = 1;
             return route(s, c, k);  // at once: no 100 Continue, the body is never read
         }
+        return MHD_YES;
+    }
+    if (k->status) {  // answered already (a declared body too large): nothing more
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
