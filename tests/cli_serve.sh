@@ -8,7 +8,8 @@
 #     of a completion equal `gpt -p PROMPT -s SEED --json` with the same
 #     options, bit for bit: one request at a time, streamed and not (the
 #     stream read back into the same text), and 32 requests in flight at
-#     once, mixed, with shared prefixes; several prompts and n > 1 (choice k
+#     once, mixed, with shared prefixes; log-probabilities (with echo, past
+#     the context with context_shift); several prompts and n > 1 (choice k
 #     is seed + k); token-id prompts; /v1/score equals gpt --score --json;
 #   - a client that goes away mid-stream (its sequence dropped, its blocks
 #     back, /metrics counts it), SIGTERM under load (every answer whole,
@@ -21,59 +22,15 @@ GPT=${GPT:-build/gpt}
 CKPT_DIR=${CKPT_DIR:-build/ckpt}
 MODEL=models/demo.bin
 CHECK_NAME=cli_serve
-# shellcheck source=tests/checklib.sh
-. tests/checklib.sh
-pids=""
-trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+# shellcheck source=tests/serve/lib.sh
+. tests/serve/lib.sh
 
-for tool in curl jq; do
-    if ! command -v "$tool" > /dev/null 2>&1; then
-        echo "cli_serve: $tool is not installed: skipped"
-        summary
-        exit 0
-    fi
-done
-
-# start LOG ARGS...: gpt serve --port 0 ARGS in the background, stderr into
-# LOG; waits for its ready line. Sets $pid and $port; 1 if it never came.
-start() {
-    log=$1
-    shift
-    : > "$log"
-    "$GPT" serve --port 0 "$@" 2> "$log" &
-    pid=$!
-    pids="$pids $pid"
-    port=
-    i=0
-    while [ $i -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
-        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$log")
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2> /dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    fail "gpt serve $* did not start: $(cat "$log")"
-    return 1
-}
-
-# ok WHAT CONDITION-EXIT-STATUS: pass or fail
-check() {
-    what=$1
-    shift
-    if "$@"; then pass; else fail "$what"; fi
-}
-
-# post PATH BODY OUT: POST with the key, the body to OUT; prints the status
-post() {
-    curl -s -o "$3" -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
-        --data-binary "$2" "http://127.0.0.1:$port$1"
-}
-get() {
-    curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $KEY" "http://127.0.0.1:$port$1"
-}
+need curl jq
 
 # The cases: PROMPT|gpt's options|the request's fields. Same settings, same
-# seed: the same tokens. The last two share a prefix of 40-odd tokens.
+# seed: the same tokens (and log-probabilities). One goes past the demo
+# model's context of 256 with context_shift. The last two share a prefix of
+# 40-odd tokens.
 PREFIX="And it came to pass, when the men of the city saw that the king was come, that they said one to another, Go to, let us"
 cat > "$tmp/cases" << EOF
 Hello|-n 20|{"max_tokens":20,"seed":1}
@@ -84,6 +41,9 @@ And it came to pass|-n 40 --repeat-penalty 1.3 --stop \n|{"max_tokens":40,"repea
 In the beginning|--temp 0 -n 30|{"max_tokens":30,"temperature":0,"seed":0}
 The end.|--ignore-eos -n 50|{"max_tokens":50,"ignore_eos":true,"seed":9}
 Mr. Speaker, Mr. Vice President|-n 12|{"max_tokens":12,"seed":"18446744073709551615"}
+Hello|-n 20 --logprobs 3|{"max_tokens":20,"seed":3,"logprobs":3}
+The LORD said|-n 12 --temp 0.7 --logprobs 2 --echo|{"max_tokens":12,"temperature":0.7,"seed":4,"logprobs":2,"echo":true}
+In the beginning God created|-n 260 --context-shift --keep 3 --ignore-eos --logprobs 1|{"max_tokens":260,"context_shift":true,"keep":3,"ignore_eos":true,"seed":8,"logprobs":1}
 $PREFIX build a tower|-n 24 --temp 0.9|{"max_tokens":24,"seed":11,"temperature":0.9}
 $PREFIX make brick|-n 24 --top-k 5|{"max_tokens":24,"seed":12,"top_k":5}
 EOF
@@ -108,25 +68,6 @@ expected() {
     "$GPT" -m "$MODEL" -p "$prompt" $opts -s "$seed" --json > "$tmp/exp_$1_$2" 2> /dev/null ||
         fail "gpt -p '$prompt' $opts -s $seed failed"
     jq -cn --arg p "$prompt" --argjson f "$fields" --arg s "$seed" '$f + {prompt: $p, seed: $s}' > "$tmp/req_$1_$2"
-}
-
-# same_as_cli WHAT RESPONSE EXPECTED [CHOICE]: the choice's tokens, text and
-# finish_reason are gpt's
-same_as_cli() {
-    k=${4:-0}
-    got=$(jq -c "[.choices[$k].tokens, .choices[$k].text, .choices[$k].finish_reason]" "$2" 2> /dev/null)
-    want=$(jq -c '[.tokens, .text, (if .stop_reason == "eos" or .stop_reason == "stop" then "stop" else "length" end)]' "$3")
-    if [ -n "$got" ] && [ "$got" = "$want" ]; then pass
-    else fail "$1: the server gave $(head -c 600 "$2"), gpt gave $want"
-    fi
-}
-
-# stream_as_one SSE: the events of a stream read back as one response (the
-# texts and tokens of choice 0 joined, the last finish_reason)
-stream_as_one() {
-    sed -n 's/^data: //p' "$1" | grep -v '^\[DONE\]$' |
-        jq -cs '{choices: [{tokens: [.[].choices[0].tokens[]], text: (map(.choices[0].text) | join("")),
-                 finish_reason: (map(.choices[0].finish_reason | select(. != null)) | last)}]}'
 }
 
 # ----------------------------------------------------------------------------
@@ -179,6 +120,26 @@ post /v1/completions '{"prompt":[15496],"max_tokens":20,"seed":1}' "$tmp/r" > /d
 same_as_cli "a prompt of token ids" "$tmp/r" "$tmp/exp_0_0"
 post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"echo":true}' "$tmp/r" > /dev/null
 check "echo" [ "$(jq -c '.choices[0].text' "$tmp/r")" = "$(jq -c '"Hello" + .text' "$tmp/exp_0_0")" ]
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"echo":true,"stream":true}' "$tmp/s" > /dev/null
+stream_as_one "$tmp/s" > "$tmp/s1"
+check "echo, streamed: the prompt once ($(jq -c '.choices[0].text' "$tmp/s1"))" \
+    [ "$(jq -c '.choices[0].text' "$tmp/s1")" = "$(jq -c '"Hello" + .text' "$tmp/exp_0_0")" ]
+# past the context: the case with context_shift did shift
+shift_case=$(grep -n '"context_shift":true' "$tmp/cases" | head -n 1 | cut -d: -f1)
+check "context_shift: gpt shifted" jq -e '.stats.context_shifts >= 1 and (.tokens | length) == 260' \
+    "$tmp/exp_$((shift_case - 1))_0" > /dev/null
+# echo with logprobs, the prompt given as token ids (the CLI's prompt "Hello")
+post /v1/completions '{"prompt":[15496],"max_tokens":20,"seed":3,"logprobs":3,"echo":true}' "$tmp/r" > /dev/null
+"$GPT" -m "$MODEL" -p Hello -n 20 -s 3 --logprobs 3 --echo --json > "$tmp/e" 2> /dev/null
+same_as_cli "echo and logprobs of a prompt of token ids" "$tmp/r" "$tmp/e"
+# n > 1 with logprobs: each choice's are its own seed's
+post /v1/completions '{"prompt":"Hello","n":3,"max_tokens":10,"seed":50,"logprobs":1}' "$tmp/r" > /dev/null
+"$GPT" -m "$MODEL" -p Hello -n 10 -s 52 --logprobs 1 --json > "$tmp/e" 2> /dev/null
+same_as_cli "n 3 with logprobs: choice 2 is seed 52" "$tmp/r" "$tmp/e" 2
+# max_tokens 0 with echo and logprobs: the prompt scored, as -n 0 --echo
+post /v1/completions '{"prompt":"Hello big world","max_tokens":0,"seed":1,"logprobs":1,"echo":true}' "$tmp/r" > /dev/null
+"$GPT" -m "$MODEL" -p "Hello big world" -n 0 -s 1 --logprobs 1 --echo --json > "$tmp/e" 2> /dev/null
+same_as_cli "max_tokens 0, echo and logprobs: the prompt scored" "$tmp/r" "$tmp/e"
 # no seed: one is drawn below 2^53 and returned; it repeats the answer
 post /v1/completions '{"prompt":"Hello","max_tokens":8}' "$tmp/r" > /dev/null
 seed=$(jq -r .seed "$tmp/r")
@@ -234,7 +195,12 @@ err 400 "top_p out of range" POST /v1/completions '{"prompt":"x","top_p":1.5}' "
 err 400 "temperature out of range" POST /v1/completions '{"prompt":"x","temperature":-1}' "must be >= 0"
 err 400 "a fractional seed" POST /v1/completions '{"prompt":"x","seed":1.5}' "seed must be an integer below 2^53"
 err 400 "a huge number" POST /v1/completions '{"prompt":"x","max_tokens":1e300}' "max_tokens must be at most"
-err 400 "logprobs" POST /v1/completions '{"prompt":"x","logprobs":2}' "logprobs is not supported by gpt serve yet"
+err 400 "logprobs out of range" POST /v1/completions '{"prompt":"x","logprobs":21}' "logprobs must be an integer in [0, 20]"
+err 400 "keep without context_shift" POST /v1/completions '{"prompt":"x","keep":2}' "keep needs context_shift"
+err 400 "keep over half the context" POST /v1/completions '{"prompt":"x","context_shift":true,"keep":129}' \
+    "keep 129: more than half the model's context (128)"
+err 400 "context_shift not a boolean" POST /v1/completions '{"prompt":"x","context_shift":1}' \
+    "context_shift must be true or false"
 err 400 "an unknown field" POST /v1/completions '{"prompt":"x","temprature":1}' 'unknown field "temprature"'
 err 400 "no prompt" POST /v1/completions '{"max_tokens":1}' 'no "prompt" field'
 err 400 "a NUL" POST /v1/completions '{"prompt":"a\u0000b"}' "a NUL byte"
@@ -269,31 +235,13 @@ check "port in use: one line ($(cat "$tmp/inuse"))" [ "$(wc -l < "$tmp/inuse")" 
 check "port in use: says so" grep -q "Address already in use" "$tmp/inuse"
 
 # SIGTERM under load: every answer whole, exit 0
-clients=
-i=0
-while [ $i -lt 16 ]; do
-    body=$(cat "$tmp/req_$((i % n_cases))_0")
-    [ $((i % 2)) = 1 ] && body=$(printf '%s\n' "$body" | jq -c '. + {stream: true}')
-    post /v1/completions "$body" "$tmp/t$i" > "$tmp/t$i.status" &
-    clients="$clients $!"
-    i=$((i + 1))
-done
+case_body() { cat "$tmp/req_$(($1 % n_cases))_0"; }
+case_expected() { echo "$tmp/exp_$(($1 % n_cases))_0"; }
+load 16 "$tmp/t" case_body
 sleep 0.2
-kill -TERM "$A_PID"
-wait "$A_PID"
-rc=$?
-wait $clients
+sigterm "$A_PID"
 check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
-i=0
-while [ $i -lt 16 ]; do
-    st=$(cat "$tmp/t$i.status")
-    if [ "$st" = 503 ]; then pass  # it came after the signal: refused, whole
-    else
-        if [ $((i % 2)) = 1 ]; then stream_as_one "$tmp/t$i" > "$tmp/t$i.one"; else cp "$tmp/t$i" "$tmp/t$i.one"; fi
-        same_as_cli "request $i under SIGTERM (status $st)" "$tmp/t$i.one" "$tmp/exp_$((i % n_cases))_0"
-    fi
-    i=$((i + 1))
-done
+all_whole "SIGTERM under load" 16 "$tmp/t" case_expected
 
 # ----------------------------------------------------------------------------
 # server B: one place, no queue: the rest get 503 with Retry-After

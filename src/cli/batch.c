@@ -432,8 +432,8 @@ static void add_completion_json(const Batch *b, Job *j, size_t k, cJSON *c) {
     cJSON_AddItemToObject(c, "seed", seed_json(j->params.sampling.seed + k));
     if (s->logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
         cJSON_AddItemToObject(c, "logprobs",
-                              j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from)
-                                      : logprobs_json(b->tok, s->tokens + s->n_prompt, s->n_generated, s->lp, 0));
+                              j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from, 0)
+                                      : logprobs_json(b->tok, s->tokens + s->n_prompt, s->n_generated, s->lp, 0, 0));
     cJSON *st = cJSON_CreateObject();
     cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
     cJSON_AddNumberToObject(st, "kv_bytes_sequence", (double)(s->positions * per_token));

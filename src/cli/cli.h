@@ -122,8 +122,6 @@ void catch_interrupts(void);
 void defer_interrupts(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
-cJSON *ids_json(const int32_t *ids, size_t n);
-cJSON *u64_json(uint64_t v);  // exact digits (an index)
 size_t peak_rss_bytes(void);
 // A session (front.h) for the options' -m, --tokenizer, --dtype and -t;
 // EXIT_OK, or the exit code after reporting.
@@ -133,13 +131,6 @@ int session_open(Session *s, const Options *o);
 int run_model(const Options *o);
 
 // probs.c
-// A run's log-probabilities in OpenAI's legacy completions shape:
-// {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text:
-// logprob}], "text_offset": [bytes], "token_ids": [...], "top_ids":
-// [[...]]}, for ids[0..n), where ids[i] has lp[i - first] (i >= first) and
-// the tokens before first have null (the first token of an echoed prompt).
-// A token's text is its bytes when they are UTF-8, else "bytes:\xHH...".
-cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first);
 // One line of --per-token: the token's text escaped (print_escaped), TAB,
 // its log-probability ("-" when t is NULL), then TAB text TAB log-probability
 // of each of t's most likely tokens. 0, or -1 after reporting.

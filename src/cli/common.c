@@ -1,7 +1,7 @@
 /*
  * common.c - what every mode of the command line shares: the note (-q
  * silences it), Ctrl-C and SIGTERM, the prompt and the seed of a run, the
- * JSON helpers, and the set-up of a run with a model from the options
+ * peak memory, and the set-up of a run with a model from the options
  * (src/front/session.c does the work), so that each mode is only its own
  * work. Reporting a failure is src/front/report.c's, which the server shares.
  */
@@ -110,27 +110,12 @@ uint64_t run_seed(const Options *o) {
 }
 
 // ----------------------------------------------------------------------------
-// JSON and memory
+// memory
 
 size_t peak_rss_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (size_t)ru.ru_maxrss * 1024;  // Linux reports KiB
-}
-
-// A 64-bit integer as a JSON number: digits, exact (cJSON would round it to
-// a double). Seeds gpt draws and --batch indices are below 2^53, which every
-// JSON reader keeps.
-cJSON *u64_json(uint64_t v) {
-    char digits[32];
-    snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
-    return cJSON_CreateRaw(digits);
-}
-
-cJSON *ids_json(const int32_t *ids, size_t n) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
-    return a;
 }
 
 // ----------------------------------------------------------------------------

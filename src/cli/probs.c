@@ -1,7 +1,8 @@
 /*
- * probs.c - log-probabilities as the command writes them: OpenAI's legacy
- * `logprobs` object in JSON, --per-token's lines, and the results of
- * multiple choice (--choice, a --jsonl line's "choices").
+ * probs.c - log-probabilities as the command writes them: --per-token's
+ * lines and the results of multiple choice (--choice, a --jsonl line's
+ * "choices"). OpenAI's legacy `logprobs` object, which gpt serve writes
+ * too, is src/front/json.c's.
  *
  * The numbers come from the engine (generate.h, logprobs.h): each token's
  * log-probability under the model's own distribution at its position, the
@@ -14,59 +15,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "utf8.h"
-
-// A token's text for JSON: its bytes when they are UTF-8, else
-// "bytes:\xHH..." (as OpenAI writes a token that holds part of a
-// character), so that every key is valid JSON and tells its bytes. buf
-// holds at least 6 + 4 x the token's length + 1.
-static const char *token_text(const Tokenizer *tok, int32_t id, char *buf, size_t cap) {
-    size_t len;
-    const unsigned char *b = tokenizer_token_bytes(tok, id, &len);
-    if (!b) len = 0;
-    if (len < cap && (!b || utf8_valid(b, len))) {
-        if (len) memcpy(buf, b, len);
-        buf[len] = '\0';
-        return buf;
-    }
-    size_t at = (size_t)snprintf(buf, cap, "bytes:");
-    for (size_t i = 0; i < len && at + 5 <= cap; i++) at += (size_t)snprintf(buf + at, cap - at, "\\x%02x", b[i]);
-    return buf;
-}
-
-enum { TOKEN_TEXT_CAP = 1024 };  // GPT-2's longest token is 128 bytes
-
-cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first) {
-    cJSON *root = cJSON_CreateObject(), *texts = cJSON_CreateArray(), *lps = cJSON_CreateArray(),
-          *tops = cJSON_CreateArray(), *offsets = cJSON_CreateArray(), *top_ids = cJSON_CreateArray();
-    char buf[TOKEN_TEXT_CAP];
-    size_t offset = 0;
-    for (size_t i = 0; i < n; i++) {
-        const TokenLogprob *t = i >= first ? &lp[i - first] : NULL;
-        cJSON_AddItemToArray(texts, cJSON_CreateString(token_text(tok, ids[i], buf, sizeof buf)));
-        cJSON_AddItemToArray(lps, t ? exact_json(t->logprob) : cJSON_CreateNull());
-        cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)offset));
-        size_t len;
-        if (tokenizer_token_bytes(tok, ids[i], &len)) offset += len;
-        if (!t) {
-            cJSON_AddItemToArray(tops, cJSON_CreateNull());
-            cJSON_AddItemToArray(top_ids, cJSON_CreateNull());
-            continue;
-        }
-        cJSON *top = cJSON_CreateObject();
-        for (size_t k = 0; k < t->n_top; k++)
-            cJSON_AddItemToObject(top, token_text(tok, t->top_ids[k], buf, sizeof buf), exact_json(t->top_logprobs[k]));
-        cJSON_AddItemToArray(tops, top);
-        cJSON_AddItemToArray(top_ids, ids_json(t->top_ids, t->n_top));
-    }
-    cJSON_AddItemToObject(root, "tokens", texts);
-    cJSON_AddItemToObject(root, "token_logprobs", lps);
-    cJSON_AddItemToObject(root, "top_logprobs", tops);
-    cJSON_AddItemToObject(root, "text_offset", offsets);
-    cJSON_AddItemToObject(root, "token_ids", ids_json(ids, n));
-    cJSON_AddItemToObject(root, "top_ids", top_ids);
-    return root;
-}
 
 // A token's bytes, escaped as --per-token writes them.
 static int print_token(const Tokenizer *tok, int32_t id) {

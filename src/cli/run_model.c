@@ -423,8 +423,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
         cJSON_AddStringToObject(root, "stop_reason", stop_reason);
         if (gp.logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
             cJSON_AddItemToObject(root, "logprobs",
-                                  o->echo ? logprobs_json(tok, seq.tokens, seq.n_tokens, seq.lp, seq.lp_from)
-                                          : logprobs_json(tok, seq.tokens + n_prompt, r.generated, seq.lp, 0));
+                                  o->echo ? logprobs_json(tok, seq.tokens, seq.n_tokens, seq.lp, seq.lp_from, 0)
+                                          : logprobs_json(tok, seq.tokens + n_prompt, r.generated, seq.lp, 0, 0));
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
         int bad = out_json_line(root);
         cJSON_Delete(root);
@@ -557,8 +557,9 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
         cJSON_AddStringToObject(c, "text", texts[i] ? texts[i] : "");
         cJSON_AddStringToObject(c, "stop_reason", stopped_by_user && !s->stop ? "interrupted" : stop_reason_name(s->stop));
         if (gp.logprobs)
-            cJSON_AddItemToObject(c, "logprobs", o->echo ? logprobs_json(tok, s->tokens, s->n_tokens, s->lp, s->lp_from)
-                                                         : logprobs_json(tok, s->tokens + n_prompt, s->n_generated, s->lp, 0));
+            cJSON_AddItemToObject(c, "logprobs",
+                                  o->echo ? logprobs_json(tok, s->tokens, s->n_tokens, s->lp, s->lp_from, 0)
+                                          : logprobs_json(tok, s->tokens + n_prompt, s->n_generated, s->lp, 0, 0));
         cJSON_AddItemToArray(list, c);
         r.generated += s->n_generated;
         r.prefill_tokens += s->prefill_tokens;

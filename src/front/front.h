@@ -11,6 +11,8 @@
  *   numbers.c    the rules of numbers typed as option values
  *   request.c    the rules of a generation request's JSON fields
  *                (--batch --jsonl lines, gpt serve's request bodies)
+ *   json.c       the JSON of tokens both write: ids, exact integers, and
+ *                log-probabilities in OpenAI's legacy shape
  *
  * Dependencies point one way: report.c depends on nothing here, locate.c and
  * session.c report through it, and no file of the library (src/ itself)
@@ -154,5 +156,24 @@ cJSON *seed_json(uint64_t seed);
 // a JSON string; -1 if it does not. cJSON's strings end at a NUL, and no
 // -p can hold one, so a prompt with one is refused, never cut.
 long nul_at(const char *text, size_t len, int json);
+
+// ----------------------------------------------------------------------------
+// json.c: tokens as JSON.
+
+cJSON *ids_json(const int32_t *ids, size_t n);
+cJSON *u64_json(uint64_t v);  // exact digits (an index), which cJSON would round to a double
+// The bytes of the tokens ids[0..n) together: where the text of the next
+// one starts.
+size_t tokens_bytes(const Tokenizer *tok, const int32_t *ids, size_t n);
+// Log-probabilities in OpenAI's legacy completions shape: {"tokens":
+// [text], "token_logprobs": [...], "top_logprobs": [{text: logprob}],
+// "text_offset": [bytes], "token_ids": [...], "top_ids": [[...]]}, for
+// ids[0..n), where ids[i] has lp[i - first] (i >= first) and the tokens
+// before first have null (the first token of an echoed prompt). A token's
+// text is its bytes when they are UTF-8, else "bytes:\xHH...". The first
+// token's text_offset is `offset` (0 for a whole text; a stream's piece
+// starts where the pieces before it ended).
+cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first,
+                     size_t offset);
 
 #endif

@@ -147,7 +147,7 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
     GenFields g = {.params = &gp, .stops = stops, .stop_json = &stop_json, .max_tokens_limit = s->limits.max_tokens};
     const cJSON *prompt = NULL;
     long n = 1;
-    int echo = 0;
+    int echo = 0, keep_given = 0;
     Job *j = NULL;
     char why[512];
     GptError err = {{0}};
@@ -158,11 +158,7 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
         if (cJSON_IsNull(f)) continue;  // null: as if absent (clients send it for what they leave unset)
         int known = gen_field_from_json(&g, f, body, len, member, why, sizeof why);
         if (known < 0) status = fail(400, msg, param, k, "%s", why);
-        // fields the command takes and the server does not yet: refused, never dropped
-        if (known > 0 && (!strcmp(k, "logprobs") || !strcmp(k, "context_shift") || !strcmp(k, "keep")) &&
-            !(cJSON_IsNull(f) || cJSON_IsFalse(f)))
-            status = fail(400, msg, param, k, "%s is not supported by gpt serve yet (the command has it: gpt --%s)",
-                          k, !strcmp(k, "context_shift") ? "context-shift" : k);
+        if (known > 0 && !strcmp(k, "keep")) keep_given = 1;
         if (known) continue;
         if (!strcmp(k, "prompt")) {
             prompt = f;
@@ -188,6 +184,19 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
         status = fail(400, msg, param, "prompt", "no \"prompt\" field");
         goto done;
     }
+    // --keep's rules: it says what a shift keeps, at most half the context
+    if (keep_given && !gp.context_shift) {
+        status = fail(400, msg, param, "keep", "keep needs context_shift (it says what a shift keeps)");
+        goto done;
+    }
+    if (gp.context_shift && gp.keep > (size_t)cfg->n_ctx / 2) {
+        status = fail(400, msg, param, "keep", "keep %zu: more than half the model's context (%d): a shift keeps half",
+                      gp.keep, cfg->n_ctx / 2);
+        goto done;
+    }
+    // echo: the prompt's tokens get their log-probabilities too, from its
+    // second (the first has none)
+    if (echo && gp.logprobs) gp.logprobs_from = 1;
     if (sampler_params_validate(&gp.sampling, &err) != 0) {
         status = fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
         goto done;
@@ -368,13 +377,6 @@ static char *print(cJSON *root) {
     return s;
 }
 
-static cJSON *ids_array(const int32_t *ids, size_t n) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
-    return a;
-}
-
-// A 64-bit integer as a JSON number: digits, exact (cJSON would round it).
 static cJSON *response_head(Server *s, const Job *j, const char *id, long created) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
@@ -385,16 +387,40 @@ static cJSON *response_head(Server *s, const Job *j, const char *id, long create
     return r;
 }
 
+// The log-probabilities of choice c's tokens from..to (positions in its
+// prompt and generated ids together), as `gpt --json --logprobs N` writes
+// them (with --echo from 0, else from the prompt's end); NULL without
+// "logprobs". Tokens whose log-probability has not come yet are left out.
+// Under Server.lock.
+static cJSON *choice_logprobs(Server *s, const Job *j, const Choice *c, size_t from, size_t to) {
+    if (!c->params.logprobs) return NULL;
+    size_t start = j->echo[c->prompt] ? 0 : c->n_ids;  // text_offset counts from here
+    if (to > c->lp_from + c->n_lp) to = c->lp_from + c->n_lp;
+    if (to < from) to = from;
+    int32_t *ids = malloc((to - start + 1) * sizeof *ids);
+    if (!ids) return NULL;
+    for (size_t t = start; t < to; t++) ids[t - start] = t < c->n_ids ? c->ids[t] : c->tokens[t - c->n_ids];
+    // ids[from - start] has lp[i - first] from i = first on
+    size_t first = from < c->lp_from ? c->lp_from - from : 0;
+    const TokenLogprob *lp = to > from && from > c->lp_from ? c->lp + (from - c->lp_from) : c->lp;
+    cJSON *o = logprobs_json(s->session.tok, ids + (from - start), to - from, lp, first,
+                             tokens_bytes(s->session.tok, ids, from - start));
+    free(ids);
+    return o;
+}
+
+// One choice; logprobs NULL: null.
 static cJSON *choice_json(const Job *j, size_t k, const char *text, const int32_t *tokens, size_t n_tokens,
-                          const char *finish) {
+                          cJSON *logprobs, const char *finish) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
     cJSON_AddNumberToObject(c, "index", (double)k);
-    cJSON_AddNullToObject(c, "logprobs");
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
-    cJSON_AddItemToObject(c, "tokens", ids_array(tokens, n_tokens));
+    cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
     return c;
 }
 
@@ -415,7 +441,8 @@ char *completion_response(Server *s, const Job *j, const char *id, long created)
         if (echo_len) memcpy(text, echo, echo_len);
         if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
         text[echo_len + c->text_len] = '\0';
-        cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens, c->n_tokens, c->finish));
+        cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
+        cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens, c->n_tokens, lp, c->finish));
         free(text);
         completion_tokens += c->n_tokens;
     }
@@ -430,21 +457,25 @@ char *completion_chunk(Server *s, Job *j, size_t k, const char *id, long created
     Choice *c = &j->choices[k];
     *finished = c->sent_finish;
     if (c->sent_finish) return NULL;
-    const char *echo = c->sent_text == 0 && c->sent_tokens == 0 ? j->echo[c->prompt] : NULL;
+    const char *echo = c->sent_echo ? NULL : j->echo[c->prompt];
     size_t new_text = c->text_len - c->sent_text, echo_len = echo ? strlen(echo) : 0;
     // a piece of text (whole UTF-8 characters: the engine's stream holds a
-    // partial one back), and the tokens since the last piece; or the end
+    // partial one back), and the tokens since the last piece; or the end.
+    // The echoed prompt's log-probabilities come with its first token.
     if (!new_text && !echo_len && !c->finish) return NULL;
+    if (echo && c->params.logprobs && !c->n_tokens && !c->finish) return NULL;
     char *text = malloc(echo_len + new_text + 1);
     if (!text) return NULL;
     if (echo_len) memcpy(text, echo, echo_len);
-    memcpy(text + echo_len, c->text + c->sent_text, new_text);
+    if (new_text) memcpy(text + echo_len, c->text + c->sent_text, new_text);  // no text yet: c->text is NULL
     text[echo_len + new_text] = '\0';
     cJSON *r = response_head(s, j, id, created);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
     cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens + c->sent_tokens, c->n_tokens - c->sent_tokens,
-                                              c->finish));
+                                              lp, c->finish));
     free(text);
+    c->sent_echo = 1;
     c->sent_text = c->text_len;
     c->sent_tokens = c->n_tokens;
     if (c->finish) c->sent_finish = *finished = 1;
@@ -458,7 +489,7 @@ char *score_response(Server *s, const Job *j) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "object", "score");
     cJSON_AddStringToObject(r, "model", s->model_name);
-    cJSON_AddItemToObject(r, "tokens", ids_array(j->prompt_ids[0], n));
+    cJSON_AddItemToObject(r, "tokens", ids_json(j->prompt_ids[0], n));
     cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");
     for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(j->logprobs[i]));
     cJSON_AddItemToObject(r, "sum", exact_json(sum));
@@ -496,7 +527,7 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
         if (rc != 0) *status = fail(500, msg, param, NULL, "%s", err.msg);
         else {
             cJSON *r = cJSON_CreateObject();
-            cJSON_AddItemToObject(r, "tokens", ids_array(ids, n));
+            cJSON_AddItemToObject(r, "tokens", ids_json(ids, n));
             out = print(r);
             *status = 200;
         }
@@ -558,6 +589,12 @@ char *models_response(Server *s) {
     return print(r);
 }
 
+// A copy of text in valid UTF-8 (a field's name may not be: a message
+// that names it must still be JSON any reader takes); NULL: "".
+static char *valid_utf8(const char *text) {
+    return text ? utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL) : NULL;
+}
+
 char *error_json(int status, const char *msg, const char *param) {
     const char *type = status == 401 ? "authentication_error" : status >= 500 ? "server_error"
                                                                               : "invalid_request_error";
@@ -567,12 +604,15 @@ char *error_json(int status, const char *msg, const char *param) {
                        : status == 413 ? "request_too_large"
                        : status == 503 ? "overloaded"
                                        : NULL;
+    char *message = valid_utf8(msg), *field = param && *param ? valid_utf8(param) : NULL;
     cJSON *r = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(r, "error");
-    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "message", message ? message : "");
     cJSON_AddStringToObject(e, "type", type);
-    if (param && *param) cJSON_AddStringToObject(e, "param", param);
+    if (field) cJSON_AddStringToObject(e, "param", field);
     else cJSON_AddNullToObject(e, "param");
+    free(message);
+    free(field);
     if (code) cJSON_AddStringToObject(e, "code", code);
     else cJSON_AddNullToObject(e, "code");
     return print(r);

@@ -3,8 +3,9 @@
  * connection; libmicrohttpd parses every request, we never read HTTP
  * ourselves). For each request:
  *
- *   1. the body is gathered up to --max-body (a longer one, by its
- *      Content-Length or as it comes, is a 413);
+ *   1. the body is gathered up to --max-body (a longer one is a 413: at
+ *      once when its Content-Length says so, the body never read; else
+ *      once it has come, kept nowhere);
  *   2. the API key, when there is one, is checked in constant time (every
  *      route but /health, which load balancers ask, and the page at /,
  *      which asks for the key itself);
@@ -15,6 +16,11 @@
  *      client's socket (a client that goes away cancels its Job) until it
  *      can answer: the whole JSON, or server-sent events as the text comes;
  *   4. one JSON line on stderr says what was asked and answered.
+ *
+ * A request must arrive whole (headers and body) within --timeout seconds
+ * of its connection's start or of the end of the request before it on the
+ * connection: libmicrohttpd's timeout counts idle time alone, which a
+ * client sending a byte a second never reaches (http_deadlines).
  *
  * Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400
  * for a bad body (the command's rules and messages), 401, 404, 405, 413, and
@@ -28,12 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "grow.h"
 #include "serve.h"
+#include "utf8.h"
 
 // One request on a connection (libmicrohttpd's con_cls).
 typedef struct {
@@ -58,6 +66,19 @@ typedef struct {
     size_t len, pos, cap;
     int ended;          // "data: [DONE]" is in buf
 } Stream;
+
+// The send buffer of a connection, in bytes (the kernel doubles it).
+enum { SEND_BUFFER = 64 * 1024 };
+
+// A connection (libmicrohttpd's socket context), listed in Server.arrivals
+// while it is open, under Server.lock. While a request is arriving it has
+// --timeout seconds from `since` to arrive whole.
+typedef struct Arrival {
+    int fd;
+    double since;       // when the connection opened, or its last request ended
+    int arriving;       // a request is on its way (or the next one may come)
+    struct Arrival *prev, *next;
+} Arrival;
 
 // ----------------------------------------------------------------------------
 // answers
@@ -411,6 +432,61 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     return rc;
 }
 
+// ----------------------------------------------------------------------------
+// connections and requests
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    Server *s = cls;
+    Arrival *a = *socket_context;
+    pthread_mutex_lock(&s->lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && !a && (a = calloc(1, sizeof *a))) {
+        a->fd = client_socket(c);
+        // a bounded send buffer: a client that stops reading fills it soon,
+        // and --timeout finds it (the kernel's would grow to megabytes)
+        int bytes = SEND_BUFFER;
+        if (a->fd >= 0) setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+        a->since = now_seconds();
+        a->arriving = 1;
+        a->next = s->arrivals;
+        if (s->arrivals) s->arrivals->prev = a;
+        s->arrivals = a;
+        *socket_context = a;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && a) {
+        // before libmicrohttpd closes the socket: its fd is never shut once reused
+        if (a->prev) a->prev->next = a->next;
+        else s->arrivals = a->next;
+        if (a->next) a->next->prev = a->prev;
+        free(a);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+// The request on c has arrived whole (arrived 1), or ended (0: the next
+// may come, in --timeout seconds from now).
+static void arrived(Server *s, struct MHD_Connection *c, int whole) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    Arrival *a = ci ? ci->socket_context : NULL;
+    if (!a) return;
+    pthread_mutex_lock(&s->lock);
+    a->arriving = !whole;
+    a->since = now_seconds();
+    pthread_mutex_unlock(&s->lock);
+}
+
+void http_deadlines(Server *s) {
+    double now = now_seconds();
+    pthread_mutex_lock(&s->lock);
+    for (Arrival *a = s->arrivals; a; a = a->next) {
+        if (!a->arriving || now - a->since < (double)s->limits.timeout || a->fd < 0) continue;
+        // libmicrohttpd reads the end of the stream and closes the connection
+        shutdown(a->fd, SHUT_RDWR);
+        a->arriving = 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     Server *s = cls;
@@ -424,12 +500,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         size_t declared;
-        if (cl && parse_size(cl, &declared) == 0 && declared > s->limits.max_body) k->too_large = 1;
+        if (cl && parse_size(cl, &declared) == 0 && declared > s->limits.max_body) {
+            k->too_large = 1;
+            return route(s, c, k);  // at once: no 100 Continue, the body is never read
+        }
+        return MHD_YES;
+    }
+    if (k->status) {  // answered already (a declared body too large): nothing more
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
+        // a body of no declared length that grows too large is read to its
+        // end (within --timeout) and kept nowhere: libmicrohttpd takes an
+        // answer only before the body or after it
         if (!k->too_large && k->len + *upload_size > s->limits.max_body) {
-            k->too_large = 1;  // read to its end, kept nowhere
+            k->too_large = 1;
             free(k->body);
             k->body = NULL;
             k->len = k->cap = 0;
@@ -443,6 +529,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    arrived(s, c, 1);
     return route(s, c, k);
 }
 
@@ -451,7 +538,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     Server *s = cls;
     Conn *k = *con_cls;
-    (void)c;
+    arrived(s, c, 0);
     if (!k) return;
     *con_cls = NULL;
     size_t prompt_tokens = 0, completion_tokens = 0;
@@ -477,8 +564,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     struct tm tm;
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
     cJSON_AddStringToObject(l, "time", when);
+    char *path = utf8_replace_invalid((const unsigned char *)k->path, strlen(k->path), NULL);  // as the client sent it
     cJSON_AddStringToObject(l, "method", k->method);
-    cJSON_AddStringToObject(l, "path", k->path);
+    cJSON_AddStringToObject(l, "path", path ? path : "");
+    free(path);
     cJSON_AddNumberToObject(l, "status", status);
     cJSON_AddNumberToObject(l, "seconds", now_seconds() - k->t0);
     if (k->job) {
@@ -502,7 +591,7 @@ struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
         MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->limits.max_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, s->limits.timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         s, MHD_OPTION_END);
+                         s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!d) fprintf(stderr, "gpt serve: libmicrohttpd could not start\n");
     return d;
 }

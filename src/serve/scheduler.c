@@ -11,9 +11,9 @@
  *      prompt that starts like an earlier one shares its blocks); the first
  *      that must wait holds back the ones after it, so none starves;
  *   4. one engine_step over every admitted sequence, then, under the lock,
- *      each one's new text and tokens into its Choice, the finished ones
- *      released (their places and blocks go to the next at once), and each
- *      job that has news woken through its eventfd.
+ *      each one's new text, tokens and log-probabilities into its Choice,
+ *      the finished ones released (their places and blocks go to the next
+ *      at once), and each job that has news woken through its eventfd.
  *
  * A sequence's tokens do not depend on what else is in the step (forward.h),
  * so every choice gets exactly what `gpt -p PROMPT -s SEED` gives.
@@ -35,6 +35,7 @@ void job_free(Job *j) {
     for (size_t i = 0; i < j->n_choices; i++) {
         free(j->choices[i].text);
         free(j->choices[i].tokens);
+        free(j->choices[i].lp);
     }
     free(j->choices);
     for (size_t i = 0; i < j->n_prompts; i++) {
@@ -125,6 +126,16 @@ static int add_tokens(Choice *c, const int32_t *ids, size_t n) {
     if (n && grow_array(&c->tokens, &c->tokens_cap, c->n_tokens + n, sizeof *c->tokens) != 0) return -1;
     if (n) memcpy(c->tokens + c->n_tokens, ids, n * sizeof *ids);
     c->n_tokens += n;
+    return 0;
+}
+
+// The log-probabilities q has that c has not yet.
+static int add_logprobs(Choice *c, const Sequence *q) {
+    size_t n = q->n_lp - c->n_lp;
+    c->lp_from = q->lp_from;
+    if (n && grow_array(&c->lp, &c->lp_cap, c->n_lp + n, sizeof *c->lp) != 0) return -1;
+    if (n) memcpy(c->lp + c->n_lp, q->lp + c->n_lp, n * sizeof *c->lp);
+    c->n_lp += n;
     return 0;
 }
 
@@ -312,7 +323,8 @@ void *scheduler_main(void *arg) {
             }
             size_t before = c->n_tokens;
             if ((q->out_len && add_text(c, q->out, q->out_len) != 0) ||
-                add_tokens(c, q->tokens + q->n_prompt + c->n_tokens, q->n_generated - c->n_tokens) != 0) {
+                add_tokens(c, q->tokens + q->n_prompt + c->n_tokens, q->n_generated - c->n_tokens) != 0 ||
+                add_logprobs(c, q) != 0) {
                 job_fail(j, 500, "out of memory");
                 q->stop = STOP_ERROR;
             }

@@ -35,6 +35,9 @@
 #include "kvcache.h"
 #include "serve.h"
 
+// The prompt tokens one step reads beside the decodes.
+enum { PREFILL_CHUNK = 128 };
+
 static const char *serve_usage =
     "usage: gpt serve [options]      the model behind an OpenAI-compatible HTTP API\n"
     "  -m, --model PATH        the model, as gpt's -m (default: $GPT_MODEL, else gpt's search;\n"
@@ -57,7 +60,8 @@ static const char *serve_usage =
     "      --max-tokens N      the most max_tokens a request may ask for (default 4096)\n"
     "      --max-connections N connections at once (default 256)\n"
     "      --queue N           requests waiting beyond the running ones (default 64)\n"
-    "      --timeout SECONDS   a connection idle this long is closed (default 30)\n"
+    "      --timeout SECONDS   a connection idle this long, or a request not whole after\n"
+    "                          this long, is closed (default 30)\n"
     "      --grace SECONDS     on SIGINT or SIGTERM, how long running requests may finish\n"
     "                          (default 10)\n"
     "  -h, --help              this help\n"
@@ -298,8 +302,12 @@ int run_serve(int argc, char **argv) {
         goto done;
     }
     note_kv_budget(kv_budget_arg, kv_budget, s->kv_blocks, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
-    EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + 128, .kv_dtype = lim.kv_dtype,
-                       .kv_blocks = s->kv_blocks, .share_prefixes = 1, .pool = s->session.pool};
+    // prompts in chunks of 128 tokens beside the decodes, as --batch's
+    // default --prefill-chunk; as many rows with logits for the prompts'
+    // log-probabilities ("echo" with "logprobs")
+    EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + PREFILL_CHUNK,
+                       .kv_dtype = lim.kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1,
+                       .pool = s->session.pool, .prompt_logit_rows = PREFILL_CHUNK};
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;
@@ -319,7 +327,7 @@ int run_serve(int argc, char **argv) {
     fprintf(stderr, "gpt: serving %s on http://%s%s%s:%d\n", s->model_name, ipv6 ? "[" : "", host, ipv6 ? "]" : "",
             bound_port);
 
-    wait_signal(&signals, -1);
+    while (!wait_signal(&signals, 0.5)) http_deadlines(s);
     // 1. no new connections, no new requests
     pthread_mutex_lock(&s->lock);
     s->draining = 1;
@@ -338,6 +346,7 @@ int run_serve(int argc, char **argv) {
         if (!left || now >= deadline) break;
         // a tenth of a second at a time: the main thread has nothing else to do
         if (wait_signal(&signals, deadline - now < 0.1 ? deadline - now : 0.1)) break;
+        http_deadlines(s);
     }
     // 3. what is left ends now, with the text it has
     pthread_mutex_lock(&s->lock);

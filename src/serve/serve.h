@@ -50,10 +50,13 @@ typedef struct {
     size_t text_len, text_cap;
     int32_t *tokens;         // the generated ids so far
     size_t n_tokens, tokens_cap;
+    TokenLogprob *lp;        // with "logprobs": lp[i] is the log-probability of token lp_from + i of the
+    size_t n_lp, lp_cap;     // prompt and generated ids together (lp_from: 1 with "echo", else the
+    size_t lp_from;          // prompt's length; the Sequence's)
     const char *finish;      // "stop", "length", "interrupted", "error"; NULL while running
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
-    int sent_finish;
+    int sent_echo, sent_finish;
 } Choice;
 
 typedef struct Job {
@@ -128,6 +131,7 @@ typedef struct Server {
     uint64_t next_id;          // of the responses' "id": cmpl-HEX, from a random start
     long started;              // when the model was loaded (time(NULL))
     Metrics metrics;
+    struct Arrival *arrivals;  // http.c's: the open connections, for their requests' deadline
 } Server;
 
 // scheduler.c
@@ -171,5 +175,10 @@ struct MHD_Daemon;
 // Starts serving on the listening socket fd (libmicrohttpd's threads).
 // NULL after reporting on failure.
 struct MHD_Daemon *http_start(Server *s, int fd, int ipv6);
+// Closes each connection whose request has taken longer than --timeout
+// seconds to arrive whole (headers and body): libmicrohttpd's own timeout
+// counts idle time only, which a client sending a byte a second never
+// reaches. The main thread calls it every half second.
+void http_deadlines(Server *s);
 
 #endif

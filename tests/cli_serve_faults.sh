@@ -1,0 +1,288 @@
+#!/bin/sh
+# cli_serve_faults.sh - gpt serve against bad and hostile clients, on a free
+# loopback port: malformed and truncated JSON, wrong types, NUL bytes and
+# invalid UTF-8, huge numbers, JSON nested 10000 deep, a 10 MB body (413),
+# a body cut short, a slowloris client (a header byte a second: closed
+# after --timeout, others served meanwhile), 200 connections at once (each
+# answered or refused whole), a client that stops reading mid-stream (its
+# sequence dropped, its blocks back), and SIGTERM under load (exit 0). After
+# each, a well-formed request with a seed still gets exactly the command's
+# answer, and every error is OpenAI's JSON in valid UTF-8. Under a sanitizer
+# build (GPT=build-asan/gpt) nothing may be reported, leaks included.
+# Uses curl and jq, and python3's standard library where curl cannot do it.
+# Prints "cli_serve_faults: N passed, M failed" like the test binaries.
+# Environment: GPT (default build/gpt).
+GPT=${GPT:-build/gpt}
+MODEL=models/demo.bin
+CHECK_NAME=cli_serve_faults
+# shellcheck source=tests/serve/lib.sh
+. tests/serve/lib.sh
+
+need curl jq python3 iconv
+
+# The well-formed request sent between the faults, and the command's answer.
+GOOD='{"prompt":"The LORD said unto Moses","max_tokens":16,"seed":5,"temperature":0.8}'
+"$GPT" -m "$MODEL" -p "The LORD said unto Moses" -n 16 -s 5 --temp 0.8 --json > "$tmp/good" 2> /dev/null
+
+# still_serving AFTER: the well-formed request gets the command's answer
+still_serving() {
+    st=$(post /v1/completions "$GOOD" "$tmp/r")
+    if [ "$st" = 200 ]; then same_as_cli "after $1" "$tmp/r" "$tmp/good"
+    else fail "after $1: status $st $(head -c 300 "$tmp/r")"
+    fi
+}
+
+# bad STATUS WHAT BODY-FILE: POSTing the file's bytes gets STATUS and an
+# error in OpenAI's shape, valid UTF-8 JSON
+bad() {
+    got=$(curl -s -o "$tmp/e" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "@$3" \
+        "http://127.0.0.1:$port/v1/completions")
+    if [ "$got" = "$1" ] && iconv -f UTF-8 -t UTF-8 "$tmp/e" > /dev/null 2>&1 &&
+        jq -e '.error | (.message | length > 0) and has("type") and has("param") and has("code")' "$tmp/e" > /dev/null 2>&1
+    then pass
+    else fail "$2: want $1, got $got $(head -c 300 "$tmp/e")"
+    fi
+}
+
+# bad_json STATUS WHAT TEXT: bad with the text as the body
+bad_json() {
+    printf '%s' "$3" > "$tmp/body"
+    bad "$1" "$2" "$tmp/body"
+}
+
+# metric NAME: its value in /metrics
+metric() {
+    get /metrics "$tmp/m" > /dev/null
+    sed -n "s/^$1 //p" "$tmp/m"
+}
+
+start "$tmp/s.log" -m "$MODEL" --timeout 2 --max-tokens 100000 --parallel 8 --queue 32 -t 2 ||
+    { summary; exit 1; }
+SERVER=$pid
+still_serving "the start"
+
+# malformed and truncated JSON
+bad_json 400 "an empty body" ''
+bad_json 400 "a truncated object" '{"prompt": "x",'
+bad_json 400 "a truncated string" '{"prompt":"Hel'
+bad_json 400 "a truncated escape" '{"prompt":"a\u00'
+bad_json 400 "keys without quotes" '{prompt: "x"}'
+bad_json 400 "a trailing comma" '{"prompt":"x",}'
+bad_json 400 "two objects" '{"prompt":"x"}{"prompt":"y"}'
+bad_json 400 "a bare string" '"prompt"'
+bad_json 400 "null" 'null'
+bad_json 400 "a lone bracket" '['
+still_serving "malformed JSON"
+
+# wrong types
+for body in '{"prompt":5}' '{"prompt":{"a":1}}' '{"prompt":true}' '{"prompt":[1,"a"]}' '{"prompt":[[1],"a"]}' \
+    '{"prompt":[[]]}' '{"prompt":[]}' '{"prompt":[-1]}' '{"prompt":[1.5]}' '{"prompt":"x","max_tokens":"5"}' \
+    '{"prompt":"x","stop":5}' '{"prompt":"x","stop":[1]}' '{"prompt":"x","n":"2"}' '{"prompt":"x","seed":[]}' \
+    '{"prompt":"x","seed":-1}' '{"prompt":"x","echo":"yes"}' '{"prompt":"x","stream":1}' \
+    '{"prompt":"x","logprobs":true}' '{"prompt":"x","temperature":"hot"}' '{"prompt":"x","top_k":-1}' \
+    '{"prompt":"x","keep":"all","context_shift":true}' '{"prompt":"x","context_shift":"yes"}' \
+    '{"prompt":"x","model":5}' '{"prompt":"x","user":[]}' '{"prompt":"x","ignore_eos":0}'; do
+    bad_json 400 "wrong type: $body" "$body"
+done
+still_serving "wrong types"
+
+# NUL bytes and invalid UTF-8
+printf '{"prompt":"a\000b"}' > "$tmp/body"
+bad 400 "a raw NUL in a string" "$tmp/body"
+printf '{"prompt":"x"}\000' > "$tmp/body"
+bad 400 "a NUL after the object" "$tmp/body"
+bad_json 400 "an escaped NUL" '{"prompt":"a\u0000b"}'
+bad_json 400 "an escaped NUL in a key" '{"a\u0000b":1,"prompt":"x"}'
+bad_json 400 "a lone surrogate" '{"prompt":"\udc00"}'
+printf '{"prompt":"x","\377\376":1}' > "$tmp/body"
+bad 400 "an unknown field named in invalid UTF-8" "$tmp/body"
+printf '{"prompt":"x","stop":"\377","max_tokens":2}' > "$tmp/body"
+check "a stop string of invalid UTF-8: 200" [ "$(post /v1/completions "@$tmp/body" "$tmp/r")" = 200 ]
+printf '{"prompt":"x","model":"\300\200","max_tokens":2}' > "$tmp/body"
+check "invalid UTF-8 in an unused string: 200" [ "$(curl -s -o "$tmp/r" -w '%{http_code}' \
+    --data-binary "@$tmp/body" "http://127.0.0.1:$port/v1/completions")" = 200 ]
+# a prompt of invalid UTF-8 is bytes, as -p takes them: the command's answer
+printf '{"prompt":"\377\376Hello \342\202","max_tokens":12,"seed":3,"echo":true}' > "$tmp/body"
+st=$(curl -s -o "$tmp/r" -w '%{http_code}' --data-binary "@$tmp/body" "http://127.0.0.1:$port/v1/completions")
+check "a prompt of invalid UTF-8: 200 ($st)" [ "$st" = 200 ]
+check "its answer is valid UTF-8 JSON" python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode())' \
+    "$tmp/r"
+"$GPT" -m "$MODEL" -p "$(printf '\377\376Hello \342\202')" -n 12 -s 3 --echo --json > "$tmp/e" 2> /dev/null
+same_as_cli "a prompt of invalid UTF-8" "$tmp/r" "$tmp/e"
+still_serving "NUL and invalid UTF-8"
+
+# huge numbers
+for body in '{"prompt":"x","max_tokens":1e400}' '{"prompt":"x","max_tokens":-1e400}' '{"prompt":"x","seed":1e30}' \
+    '{"prompt":"x","seed":99999999999999999999999}' '{"prompt":"x","seed":"99999999999999999999999"}' \
+    '{"prompt":"x","n":1e20}' '{"prompt":"x","top_k":1e300}' '{"prompt":"x","temperature":1e39}' \
+    '{"prompt":"x","keep":1e300,"context_shift":true}' '{"prompt":"x","logprobs":1e300}' '{"prompt":[1e300]}' \
+    '{"prompt":[9007199254740993]}' '{"prompt":"x","max_tokens":100001}'; do
+    bad_json 400 "huge: $body" "$body"
+done
+printf '{"prompt":"x","max_tokens":%s}' "$(head -c 10000 /dev/zero | tr '\0' 9)" > "$tmp/body"
+bad 400 "a number of 10000 digits" "$tmp/body"
+still_serving "huge numbers"
+
+# deeply nested JSON: 10000 levels
+python3 -c 'print("[" * 10000 + "]" * 10000, end="")' > "$tmp/body"
+bad 400 "arrays 10000 deep" "$tmp/body"
+python3 -c 'print("{\"prompt\":" + "[" * 10000 + "1" + "]" * 10000 + "}", end="")' > "$tmp/body"
+bad 400 "a prompt 10000 deep" "$tmp/body"
+python3 -c 'print("{\"a\":" * 10000 + "1" + "}" * 10000, end="")' > "$tmp/body"
+bad 400 "objects 10000 deep" "$tmp/body"
+python3 -c 'print("[" * 10000, end="")' > "$tmp/body"
+bad 400 "10000 opened, none closed" "$tmp/body"
+still_serving "deep JSON"
+
+# a 10 MB body: 413, declared or chunked
+python3 -c 'print("{\"prompt\":\"" + "a" * (10 << 20) + "\"}", end="")' > "$tmp/big"
+bad 413 "a 10 MB body" "$tmp/big"
+got=$(curl -s -o "$tmp/e" -w '%{http_code}' -H 'Transfer-Encoding: chunked' --data-binary "@$tmp/big" \
+    "http://127.0.0.1:$port/v1/completions")
+check "a 10 MB body, chunked: 413 ($got)" [ "$got" = 413 ]
+# a body declared as 10 GB with Expect: 100-continue: 413 at once, before
+# any of it is sent (no 100 Continue, nothing read)
+python3 - "$port" << 'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Expect: 100-continue\r\nContent-Length: 10737418240\r\n\r\n")
+s.settimeout(1.5)
+line = s.recv(4096).split(b"\r\n")[0]
+print("a body declared as 10 GB:", line.decode(errors="replace"))
+sys.exit(0 if line.startswith(b"HTTP/1.1 413") else 1)
+EOF
+check "a body declared as 10 GB: 413 before it is sent" [ $? = 0 ]
+still_serving "a 10 MB body"
+
+# a body shorter than its Content-Length, then the client goes; and a
+# request line with nothing after it
+python3 - "$port" << 'EOF'
+import socket, sys
+for data in (b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prompt":"Hel',
+             b'POST /v1/completions HTTP/1.1\r\n', b'GARBAGE\r\n\r\n', b'\x00\xff\r\n\r\n'):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(10)
+    while s.recv(4096):
+        pass
+    s.close()
+EOF
+check "cut bodies and garbage: the client was answered or closed" [ $? = 0 ]
+still_serving "cut bodies"
+
+# slowloris: a header byte a second. Closed within --timeout (2 s) and a
+# little; a request sent meanwhile is answered at once.
+python3 - "$port" > "$tmp/slow" << 'EOF' &
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+t0 = time.time()
+for b in b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 30:
+    try:
+        s.send(bytes([b]))
+        s.settimeout(1)
+        if s.recv(100) == b"":
+            break
+    except socket.timeout:
+        continue
+    except OSError:
+        break
+print("%.1f" % (time.time() - t0))
+EOF
+slow=$!
+sleep 1
+t0=$(date +%s)
+still_serving "a slowloris client started"
+check "others are served meanwhile" [ $(($(date +%s) - t0)) -le 2 ]
+wait $slow
+secs=$(cat "$tmp/slow")
+check "slowloris: closed after $secs s (--timeout 2)" python3 -c "import sys; sys.exit(not 1.5 <= $secs <= 6)"
+
+# 200 connections at once, each a request: answered (200, the command's
+# text) or refused whole (503 with Retry-After), none cut or hung
+SHORT='{"prompt":"Hello","max_tokens":2,"seed":1}'
+"$GPT" -m "$MODEL" -p Hello -n 2 -s 1 --json > "$tmp/short" 2> /dev/null
+python3 - "$port" "$SHORT" "$(jq -c .text "$tmp/short")" << 'EOF'
+import http.client, json, sys, threading
+port, body, text = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+results = [None] * 200
+def one(i):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = json.loads(r.read().decode("utf-8"))
+        if r.status == 200:
+            results[i] = "ok" if data["choices"][0]["text"] == text else "wrong text"
+        elif r.status == 503:
+            results[i] = "refused" if r.getheader("Retry-After") and "error" in data else "bad 503"
+        else:
+            results[i] = "status %d" % r.status
+    except Exception as e:  # a connection refused or reset: refused cleanly
+        results[i] = "closed" if isinstance(e, (ConnectionError, http.client.RemoteDisconnected)) else repr(e)
+threads = [threading.Thread(target=one, args=(i,)) for i in range(200)]
+for t in threads: t.start()
+for t in threads: t.join()
+bad = [r for r in results if r not in ("ok", "refused", "closed")]
+print("200 connections:", {r: results.count(r) for r in set(results)})
+sys.exit(1 if bad or "ok" not in results else 0)
+EOF
+check "200 connections at once: each answered or refused whole" [ $? = 0 ]
+still_serving "200 connections"
+
+# a client that stops reading mid-stream: the socket fills, --timeout
+# closes it, its sequence is dropped and its blocks come back
+cancelled=$(metric gpt_requests_cancelled_total)
+python3 - "$port" << 'EOF' &
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+body = b'{"prompt":"Hello","max_tokens":100000,"ignore_eos":true,"context_shift":true,"logprobs":20,"n":4,"stream":true}'
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+          % len(body) + body)
+s.recv(1024)
+time.sleep(60)  # reads no more, and holds the socket open till killed
+EOF
+reader=$!
+t0=$(date +%s)
+while [ $(($(date +%s) - t0)) -lt 20 ]; do
+    sleep 0.2
+    [ "$(metric gpt_requests_cancelled_total)" -gt "$cancelled" ] && [ "$(metric gpt_sequences_running)" = 0 ] &&
+        [ "$(metric gpt_kv_blocks_used)" = 0 ] && break
+done
+check "a client that stopped reading: dropped within $(($(date +%s) - t0)) s, blocks back ($(grep -E \
+    '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" \
+    [ $(($(date +%s) - t0)) -lt 20 ]
+kill "$reader" 2> /dev/null
+wait "$reader" 2> /dev/null
+still_serving "a client that stopped reading"
+
+# SIGTERM under load: a slowloris client, one that stopped reading, and
+# well-formed requests streamed and not; every answer whole, exit 0
+python3 - "$port" << 'EOF' &
+import socket, sys, time
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+except OSError:  # the server stopped listening first
+    sys.exit(0)
+for b in b"GET /health HTTP/1.1\r\nHost: x\r\n":
+    try:
+        s.send(bytes([b]))
+    except OSError:
+        break
+    time.sleep(1)
+EOF
+loris=$!
+good_body() { printf '%s\n' "$GOOD"; }
+good_expected() { echo "$tmp/good"; }
+load 8 "$tmp/t" good_body
+sleep 0.3
+sigterm "$SERVER"
+kill "$loris" 2> /dev/null
+wait "$loris" 2> /dev/null
+check "SIGTERM under load: exit 0 (got $rc)" [ $rc = 0 ]
+all_whole "SIGTERM under load" 8 "$tmp/t" good_expected
+check "no sanitizer report: $(grep -m 3 -E 'Sanitizer|runtime error' "$tmp/s.log")" \
+    sh -c "! grep -qE 'Sanitizer|runtime error' '$tmp/s.log'"
+summary

@@ -1,0 +1,52 @@
+#!/bin/sh
+# cli_serve_openai.sh - gpt serve through the official `openai` npm client
+# (tests/serve/openai_client.mjs), on a free loopback port: completions
+# with and without streaming, and with logprobs, each equal to `gpt -p
+# PROMPT -s SEED --json` with the same settings; and the client's own error
+# classes for a wrong key (AuthenticationError, 401) and a value out of
+# range (BadRequestError, 400).
+# Needs node and the package in tests/serve/node (npm install --prefix
+# tests/serve/node openai; .ci/run does it). Without them it says
+# "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
+# Prints "cli_serve_openai: N passed, M failed" like the test binaries.
+# Environment: GPT (default build/gpt), NODE_DIR (default tests/serve/node).
+GPT=${GPT:-build/gpt}
+MODEL=models/demo.bin
+NODE_DIR=${NODE_DIR:-tests/serve/node}
+CHECK_NAME=cli_serve_openai
+# shellcheck source=tests/serve/lib.sh
+. tests/serve/lib.sh
+
+need node curl jq
+[ -f "$NODE_DIR/node_modules/openai/package.json" ] ||
+    skip "no openai package in $NODE_DIR: npm install --prefix $NODE_DIR openai"
+
+KEY=sekret-openai
+PROMPT="The LORD said unto Moses"
+start "$tmp/s.log" -m "$MODEL" --api-key "$KEY" -t 2 || { summary; exit 1; }
+node tests/serve/openai_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
+    > "$tmp/out" 2> "$tmp/err"
+rc=$?
+check "the client ran: $(head -c 600 "$tmp/err")" [ $rc = 0 ]
+"$GPT" -m "$MODEL" -p "$PROMPT" -n 24 -s 7 --json > "$tmp/cli" 2> /dev/null
+"$GPT" -m "$MODEL" -p "$PROMPT" -n 24 -s 7 --logprobs 2 --json > "$tmp/cli_lp" 2> /dev/null
+
+# call NAME: its line of the client's output
+call() { jq -c --arg c "$1" 'select(.call == $c)' "$tmp/out"; }
+want_text=$(jq -c .text "$tmp/cli")
+check "plain: gpt's text ($(call plain))" [ "$(call plain | jq -c .text)" = "$want_text" ]
+check "plain: the seed back" [ "$(call plain | jq -c .seed)" = 7 ]
+check "logprobs: gpt's, bit for bit" [ "$(call logprobs | jq -c '[.text, .logprobs]')" = \
+    "$(jq -c '[.text, .logprobs]' "$tmp/cli_lp")" ]
+check "stream: gpt's text ($(call stream))" [ "$(call stream | jq -c .text)" = "$want_text" ]
+check "stream: in pieces" [ "$(call stream | jq .chunks)" -gt 1 ]
+check "stream: a finish_reason" [ "$(call stream | jq -r .finish_reason)" = length ]
+check "bad key: AuthenticationError, 401 ($(call 'bad key'))" \
+    [ "$(call 'bad key' | jq -c '[.error, .status, .auth, .type]')" = '["AuthenticationError",401,true,"authentication_error"]' ]
+check "bad value: BadRequestError, 400 ($(call 'bad value'))" \
+    [ "$(call 'bad value' | jq -c '[.error, .status, .bad_request, .param]')" = '["BadRequestError",400,true,"temperature"]' ]
+check "bad value: the command's message" sh -c "jq -r 'select(.call == \"bad value\") | .message' '$tmp/out' | grep -q 'must be >= 0'"
+kill -TERM "$pid"
+wait "$pid"
+check "the server: exit 0" [ $? = 0 ]
+summary

@@ -1,0 +1,133 @@
+# lib.sh - what the tests/cli_serve*.sh scripts share, sourced with
+# CHECK_NAME and GPT set: checklib.sh's counters and $tmp, the servers they
+# start (killed on exit), and requests with curl. $KEY, when set, is sent
+# as the API key; $port is the last server's.
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
+pids=""
+trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+
+# skip WHY: "NAME: SKIPPED (WHY)" and the summary, exit 0; or, with
+# GPT_TEST_REQUIRE_ALL=1 (.ci/run), a failure: every test must run there
+skip() {
+    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
+        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
+        summary
+        exit 1
+    fi
+    echo "$CHECK_NAME: SKIPPED ($1)"
+    summary
+    exit 0
+}
+
+# need TOOL...: skip unless each is installed
+need() {
+    for tool in "$@"; do
+        command -v "$tool" > /dev/null 2>&1 || skip "$tool is not installed"
+    done
+}
+
+# start LOG ARGS...: gpt serve --port 0 ARGS in the background, stderr into
+# LOG; waits for its ready line. Sets $pid and $port; 1 if it never came.
+start() {
+    log=$1
+    shift
+    : > "$log"
+    "$GPT" serve --port 0 "$@" 2> "$log" &
+    pid=$!
+    pids="$pids $pid"
+    port=
+    i=0
+    while [ $i -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
+        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$log")
+        [ -n "$port" ] && return 0
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "gpt serve $* did not start: $(cat "$log")"
+    return 1
+}
+
+# check WHAT COMMAND...: pass if the command succeeds, else fail WHAT
+check() {
+    what=$1
+    shift
+    if "$@"; then pass; else fail "$what"; fi
+}
+
+# post PATH BODY OUT: POST with the key, the body to OUT; prints the status
+post() {
+    curl -s -o "$3" -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+        --data-binary "$2" "http://127.0.0.1:$port$1"
+}
+get() {
+    curl -s -o "$2" -w '%{http_code}' -H "Authorization: Bearer $KEY" "http://127.0.0.1:$port$1"
+}
+
+# same_as_cli WHAT RESPONSE EXPECTED [CHOICE]: the choice's tokens, text,
+# finish_reason and logprobs (null without --logprobs) are gpt's; jq reads
+# the numbers as doubles, so they are compared bit for bit
+same_as_cli() {
+    k=${4:-0}
+    got=$(jq -c "[.choices[$k].tokens, .choices[$k].text, .choices[$k].finish_reason, .choices[$k].logprobs]" "$2" \
+        2> /dev/null)
+    want=$(jq -c '[.tokens, .text, (if .stop_reason == "eos" or .stop_reason == "stop" then "stop" else "length" end),
+                   .logprobs]' "$3")
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then pass
+    else fail "$1: the server gave $(head -c 600 "$2"), gpt gave $want"
+    fi
+}
+
+# stream_as_one SSE: the events of a stream read back as one response (the
+# texts, tokens and logprobs of choice 0 joined, the last finish_reason)
+stream_as_one() {
+    sed -n 's/^data: //p' "$1" | grep -v '^\[DONE\]$' |
+        jq -cs '{choices: [{tokens: [.[].choices[0].tokens[]], text: (map(.choices[0].text) | join("")),
+                 finish_reason: (map(.choices[0].finish_reason | select(. != null)) | last),
+                 logprobs: (map(.choices[0].logprobs | select(. != null)) |
+                            if length == 0 then null
+                            else {tokens: map(.tokens[]), token_logprobs: map(.token_logprobs[]),
+                                  top_logprobs: map(.top_logprobs[]), text_offset: map(.text_offset[]),
+                                  token_ids: map(.token_ids[]), top_ids: map(.top_ids[])} end)}]}'
+}
+
+# load N OUT BODY: N completion requests at once in the background, request
+# i's body printed by the command `BODY i`, the odd ones streamed; answer i
+# in OUTi, its status in OUTi.status; $clients their pids
+load() {
+    clients=
+    i=0
+    while [ $i -lt "$1" ]; do
+        body=$($3 $i)
+        [ $((i % 2)) = 1 ] && body=$(printf '%s\n' "$body" | jq -c '. + {stream: true}')
+        post /v1/completions "$body" "$2$i" > "$2$i.status" &
+        clients="$clients $!"
+        i=$((i + 1))
+    done
+}
+
+# all_whole WHAT N OUT EXPECTED: each answer of load is a 503 (it came when
+# the server no longer took requests) or, streamed or not, gpt's own output
+# in the file `EXPECTED i` names
+all_whole() {
+    i=0
+    while [ $i -lt "$2" ]; do
+        st=$(cat "$3$i.status")
+        if [ "$st" = 503 ]; then pass
+        else
+            if [ $((i % 2)) = 1 ]; then stream_as_one "$3$i" > "$3$i.one"; else cp "$3$i" "$3$i.one"; fi
+            same_as_cli "$1: request $i (status $st)" "$3$i.one" "$($4 $i)"
+        fi
+        i=$((i + 1))
+    done
+}
+
+# sigterm PID: SIGTERM to the server PID; waits for it (its exit status in
+# $rc), then for the $clients of load
+sigterm() {
+    kill -TERM "$1"
+    wait "$1"
+    rc=$?
+    wait $clients
+}
