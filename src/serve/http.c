@@ -321,6 +321,18 @@ static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char
     return 0;
 }
 
+// A finished job that failed: its error answered, 1; or 0 when it did not.
+static int answer_failed_job(Server *s, struct MHD_Connection *c, Conn *k, const Job *j, enum MHD_Result *rc) {
+    pthread_mutex_lock(&s->lock);
+    int status = j->status;
+    char *why = status != 200 && j->error ? strdup(j->error) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (status == 200) return 0;
+    *rc = answer_error(c, k, status, why ? why : "failed", NULL);
+    free(why);
+    return 1;
+}
+
 static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
     Job *j;
     char *msg = NULL;
@@ -332,18 +344,13 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
     k->stream = stream;
     if (stream) return answer_stream(s, c, k, j);
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;  // the client is gone: nobody to answer
+    enum MHD_Result rc;
+    if (answer_failed_job(s, c, k, j, &rc)) return rc;
     char id[40];
     completion_id(s, id, sizeof id);
     pthread_mutex_lock(&s->lock);
-    char *body = j->status == 200 ? completion_response(s, j, id, (long)time(NULL)) : NULL;
-    int failed = j->status;
-    char *why = failed != 200 && j->error ? strdup(j->error) : NULL;
+    char *body = completion_response(s, j, id, (long)time(NULL));
     pthread_mutex_unlock(&s->lock);
-    if (failed != 200) {
-        enum MHD_Result rc = answer_error(c, k, failed, why ? why : "failed", NULL);
-        free(why);
-        return rc;
-    }
     return answer_json(c, k, 200, body);
 }
 
@@ -355,15 +362,8 @@ static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) 
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;
-    pthread_mutex_lock(&s->lock);
-    int failed = j->status;
-    char *why = failed != 200 && j->error ? strdup(j->error) : NULL;
-    pthread_mutex_unlock(&s->lock);
-    if (failed != 200) {
-        enum MHD_Result rc = answer_error(c, k, failed, why ? why : "failed", NULL);
-        free(why);
-        return rc;
-    }
+    enum MHD_Result rc;
+    if (answer_failed_job(s, c, k, j, &rc)) return rc;
     return answer_json(c, k, 200, score_response(s, j));  // the job is done: the scheduler wrote its last
 }
 
