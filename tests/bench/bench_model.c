@@ -109,7 +109,7 @@ static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, double
     float *scratch = aligned_alloc(64, n_threads * per_thread * sizeof(float));
     float *x = aligned_alloc(64, T * 4 * C * sizeof(float)), *y = aligned_alloc(64, T * 4 * C * sizeof(float));
     for (size_t i = 0; i < T * 4 * C; i++) x[i] = 0.001f * (float)(i % 97);
-    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa()};
+    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa(), NULL};
     for (int s = 0; s < 4; s++) {
         size_t K = w[s]->n_in, N = w[s]->n_out;
         double flops = 2.0 * (double)T * (double)K * (double)N;
