@@ -181,7 +181,8 @@ void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, cons
 // accumulators (R far-apart weight rows: R linear streams); the first is
 // the default. Scalar and AVX-512 have one variant each.
 #define MATMUL_AVX2_VARIANTS(X) X(2, 3) X(1, 6) X(3, 2) X(2, 2) X(4, 1)
-enum { MATMUL_AVX2_VARIANT_COUNT = 5, MATMUL_VARIANTS_MAX = 5 };
+enum { MATMUL_AVX2_VARIANT_COUNT = 5 };
+_Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
 
 // matmul_rows with the AVX-512 route named (vnni: 1 for the VNNI kernel,

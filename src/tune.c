@@ -1,0 +1,283 @@
+/*
+ * tune.c - see tune.h: the variants timed on a model's products, and the
+ * wisdom file that keeps the choice.
+ *
+ * The wisdom file is text:
+ *
+ *   gpt-wisdom 1
+ *   key <the key, as tune_model makes it>
+ *   <dtype> <K> <N> <variant name>      one line per product
+ *
+ * Anything else (another first line, another key, a line that does not
+ * parse, a variant this build does not have) and the file is ignored as a
+ * whole. It is written to a temporary file beside it and renamed, so a
+ * reader never sees half of one.
+ */
+#include "tune.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+// The measuring stops after this many rounds, or after the first round
+// that ends past TUNE_BUDGET_S.
+enum { TUNE_ROUNDS = 3 };
+#define TUNE_BUDGET_S 1.0
+// Outputs of a product timed at most: the output layer's 50257 rows would
+// take most of the budget and tell nothing the first 2304 (qkv's) do not.
+enum { TUNE_MAX_N = 2304 };
+
+int tune_mode_parse(const char *s, TuneMode *mode) {
+    static const char *const names[] = {"off", "on", "force"};
+    for (int i = 0; i < 3; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *mode = (TuneMode)i;
+            return 0;
+        }
+    return -1;
+}
+
+TuneMode tune_mode_from_env(TuneMode dflt) {
+    TuneMode m;
+    return tune_mode_parse(getenv("GPT_TUNE"), &m) == 0 ? m : dflt;
+}
+
+// Measured on Zen 3 (32 KiB L1d, 512 KiB L2): 2x3 or within a few percent
+// of the best for every dtype; nothing measured yet says another CPU wants
+// another, so the CPU only decides whether there is a choice at all.
+int tune_default_variant(const CpuInfo *c, CpuIsa isa) {
+    (void)c;
+    (void)isa;
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// the products
+
+static void list_products(const Model *m, const Weight *w[TUNE_PRODUCTS], TuneProduct p[TUNE_PRODUCTS]) {
+    const GPT2Layer *l = &m->weights.layers[0];
+    const Weight *ws[TUNE_PRODUCTS] = {&l->qkv_w, &l->attn_proj_w, &l->fc_w, &l->fc_proj_w, &m->weights.wte};
+    static const char *const names[TUNE_PRODUCTS] = {"qkv", "attn_proj", "fc", "fc_proj", "logits"};
+    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+        w[i] = ws[i];
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].name = names[i];
+        p[i].dtype = ws[i]->dtype;
+        p[i].K = ws[i]->n_in;
+        p[i].N = ws[i]->n_out;
+    }
+}
+
+static void plan_from(MatmulPlan *plan, CpuIsa isa, int fallback, const TuneProduct p[TUNE_PRODUCTS]) {
+    memset(plan, 0, sizeof *plan);
+    plan->isa = isa;
+    plan->fallback = fallback;
+    for (int i = 0; i < TUNE_PRODUCTS; i++)
+        plan->choice[plan->n++] = (MatmulChoice){p[i].dtype, p[i].K, p[i].N, p[i].variant};
+}
+
+// Times every variant on every product (TUNE_ROWS rows of made-up
+// activations, the product's first TUNE_MAX_N outputs), interleaved, best
+// of the rounds; sets each product's variant to its fastest. 0, or -1 (out
+// of memory: nothing set).
+static int measure(const Weight *const w[TUNE_PRODUCTS], TuneProduct p[TUNE_PRODUCTS], ThreadPool *pool,
+                   CpuIsa isa, int n_variants, double *seconds) {
+    size_t Kmax = 0, Nmax = 0;
+    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+        if (p[i].K > Kmax) Kmax = p[i].K;
+        size_t n = p[i].N < TUNE_MAX_N ? p[i].N : TUNE_MAX_N;
+        if (n > Nmax) Nmax = n;
+    }
+    const int threads = threadpool_size(pool);
+    const size_t per_thread = matmul_scratch_floats(MATMUL_GROUP, Kmax);
+    float *inp = malloc(TUNE_ROWS * Kmax * sizeof *inp), *out = malloc(TUNE_ROWS * Nmax * sizeof *out);
+    float *scratch = aligned_alloc(64, (size_t)threads * per_thread * sizeof(float));
+    if (!inp || !out || !scratch) {
+        free(inp), free(out), free(scratch);
+        return -1;
+    }
+    uint32_t r = 12345;  // a fixed spread of activations in [-2, 2)
+    for (size_t i = 0; i < TUNE_ROWS * Kmax; i++) {
+        r = r * 1664525u + 1013904223u;
+        inp[i] = (float)(r >> 8) * 0x1p-22f - 2.0f;
+    }
+    double best[TUNE_PRODUCTS][MATMUL_VARIANTS_MAX];
+    for (int i = 0; i < TUNE_PRODUCTS; i++)
+        for (int v = 0; v < n_variants; v++) best[i][v] = 1e30;
+    const double t0 = now_seconds();
+    for (int round = 0; round < TUNE_ROUNDS && (round == 0 || now_seconds() - t0 < TUNE_BUDGET_S); round++)
+        for (int i = 0; i < TUNE_PRODUCTS; i++) {
+            Weight view = *w[i];  // its first rows: the same layout, fewer of them
+            if (view.n_out > TUNE_MAX_N) view.n_out = TUNE_MAX_N;
+            for (int v = 0; v < n_variants; v++) {
+                MatmulPlan forced = {isa, v, 0, {{0}}};
+                MatmulContext ctx = {pool, scratch, per_thread, isa, &forced};
+                double s = now_seconds();
+                // out(TUNE_ROWS, N') = inp(TUNE_ROWS, K) @ W'(N', K)^T
+                matmul(out, inp, &view, NULL, TUNE_ROWS, 0, &ctx);
+                s = now_seconds() - s;
+                if (s < best[i][v]) best[i][v] = s;
+            }
+        }
+    *seconds = now_seconds() - t0;
+    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+        const double flops = 2.0 * TUNE_ROWS * (double)p[i].K * (double)(p[i].N < TUNE_MAX_N ? p[i].N : TUNE_MAX_N);
+        p[i].variant = 0;
+        for (int v = 0; v < n_variants; v++) {
+            p[i].gflops[v] = best[i][v] > 0 ? flops / best[i][v] * 1e-9 : 0.0;
+            if (best[i][v] < best[i][p[i].variant]) p[i].variant = v;
+        }
+    }
+    free(inp), free(out), free(scratch);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// wisdom
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+// The cache directory (…/gpt) into dir; 0, or -1 when neither
+// $XDG_CACHE_HOME nor $HOME says where.
+static int cache_dir(char *dir, size_t cap) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (xdg && xdg[0] == '/') n = snprintf(dir, cap, "%s/gpt", xdg);
+    else if (home && home[0]) n = snprintf(dir, cap, "%s/.cache/gpt", home);
+    else return -1;
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+// Reads the choices of rep's products from rep->path: 1 if the file holds
+// every one under rep->key, else 0 (missing, corrupt, stale, incomplete).
+static int wisdom_read(TuneReport *rep) {
+    FILE *f = fopen(rep->path, "r");
+    if (!f) return 0;
+    char line[512];
+    int ok = fgets(line, sizeof line, f) && strcmp(line, "gpt-wisdom 1\n") == 0;
+    ok = ok && fgets(line, sizeof line, f) && strncmp(line, "key ", 4) == 0 &&
+         strncmp(line + 4, rep->key, strlen(rep->key)) == 0 && strcmp(line + 4 + strlen(rep->key), "\n") == 0;
+    int found[TUNE_PRODUCTS] = {0}, chosen[TUNE_PRODUCTS] = {0};
+    while (ok && fgets(line, sizeof line, f)) {
+        char dt[16], name[16], end;
+        size_t K, N;
+        int dtype, v;
+        if (sscanf(line, "%15s %zu %zu %15s%c", dt, &K, &N, name, &end) != 5 || end != '\n' ||
+            (dtype = dtype_from_name(dt)) < 0 || (v = matmul_variant_find(rep->isa, name)) < 0) {
+            ok = 0;
+            break;
+        }
+        for (int i = 0; i < TUNE_PRODUCTS; i++)
+            if (rep->product[i].dtype == (DType)dtype && rep->product[i].K == K && rep->product[i].N == N)
+                found[i] = 1, chosen[i] = v;
+    }
+    fclose(f);
+    for (int i = 0; i < TUNE_PRODUCTS; i++) ok = ok && found[i];
+    if (ok)
+        for (int i = 0; i < TUNE_PRODUCTS; i++) rep->product[i].variant = chosen[i];
+    return ok;
+}
+
+static int make_dir(const char *path) { return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1; }
+
+// Writes rep's choices to rep->path (its directory made if need be): 0, or
+// -1 with rep->note saying why not.
+static int wisdom_write(TuneReport *rep, const char *dir) {
+    char parent[4000], tmp[4200];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) *slash = 0;
+    if ((slash && make_dir(parent) != 0) || make_dir(dir) != 0) {
+        snprintf(rep->note, sizeof rep->note, "wisdom not saved: %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", rep->path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(rep->note, sizeof rep->note, "wisdom not saved: %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "gpt-wisdom 1\nkey %s\n", rep->key);
+    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+        const TuneProduct *p = &rep->product[i];
+        fprintf(f, "%s %zu %zu %s\n", dtype_name(p->dtype), p->K, p->N, matmul_variant_name(rep->isa, p->variant));
+    }
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, rep->path) != 0) {
+        snprintf(rep->note, sizeof rep->note, "wisdom not saved: %s: %s", rep->path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// tune_model
+
+void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *version, MatmulPlan *plan,
+                TuneReport *rep) {
+    memset(rep, 0, sizeof *rep);
+    CpuInfo cpu;
+    cpu_info(&cpu);
+    rep->isa = cpu_best_isa();
+    rep->n_variants = matmul_variant_count(rep->isa);
+    const int dflt = tune_default_variant(&cpu, rep->isa);
+    const Weight *w[TUNE_PRODUCTS];
+    list_products(m, w, rep->product);
+    for (int i = 0; i < TUNE_PRODUCTS; i++) rep->product[i].variant = dflt;
+    snprintf(rep->source, sizeof rep->source, "default");
+    char desc[256], dts[32], dir[4000];
+    cpu_describe(&cpu, desc, sizeof desc);
+    snprintf(rep->key, sizeof rep->key, "%s; threads %d; dtype %s; gpt %s", desc, threadpool_size(pool),
+             model_matrix_dtypes(m, dts, sizeof dts), version);
+    if (mode == TUNE_OFF || rep->n_variants < 2) {
+        snprintf(rep->note, sizeof rep->note, "%s", mode == TUNE_OFF ? "tuning off" : "one variant on this CPU");
+        plan_from(plan, rep->isa, dflt, rep->product);
+        return;
+    }
+    int have_dir = cache_dir(dir, sizeof dir) == 0;
+    if (have_dir)
+        snprintf(rep->path, sizeof rep->path, "%s/wisdom-%016llx", dir, (unsigned long long)fnv1a(rep->key));
+    if (have_dir && mode == TUNE_ON && wisdom_read(rep)) {
+        snprintf(rep->source, sizeof rep->source, "wisdom");
+        plan_from(plan, rep->isa, dflt, rep->product);
+        return;
+    }
+    if (measure(w, rep->product, pool, rep->isa, rep->n_variants, &rep->seconds) != 0) {
+        snprintf(rep->note, sizeof rep->note, "out of memory to measure the variants");
+        plan_from(plan, rep->isa, dflt, rep->product);
+        return;
+    }
+    snprintf(rep->source, sizeof rep->source, "measured");
+    if (!have_dir) snprintf(rep->note, sizeof rep->note, "wisdom not saved: neither XDG_CACHE_HOME nor HOME is set");
+    else wisdom_write(rep, dir);
+    plan_from(plan, rep->isa, dflt, rep->product);
+}
+
+void tune_print(const TuneReport *rep, FILE *f) {
+    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+        const TuneProduct *p = &rep->product[i];
+        fprintf(f, "  %-9s (%s %zux%zu): %s", p->name, dtype_name(p->dtype), p->K, p->N,
+                matmul_variant_name(rep->isa, p->variant));
+        if (p->gflops[p->variant] > 0) {
+            fprintf(f, " %.1f GFLOP/s  [", p->gflops[p->variant]);
+            for (int v = 0, first = 1; v < rep->n_variants; v++)
+                if (v != p->variant) {
+                    fprintf(f, "%s%s %.1f", first ? "" : ", ", matmul_variant_name(rep->isa, v), p->gflops[v]);
+                    first = 0;
+                }
+            fprintf(f, "]");
+        }
+        fprintf(f, "\n");
+    }
+}
