@@ -64,6 +64,7 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
         engine_free(e);
         return -1;
     }
+    if (cfg->plan) e->fs.plan = *cfg->plan;
     return 0;
 }
 

@@ -154,6 +154,7 @@ typedef struct {
                               // prompts' log-probabilities (GenParams.logprobs_from);
                               // 0: no sequence may ask for them
     ThreadPool *pool;         // threads for the model (NULL: one); must outlive the engine
+    const MatmulPlan *plan;   // the matmul variants (tune.h), copied; NULL: the default
 } EngineConfig;
 
 typedef struct {

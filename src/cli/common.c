@@ -138,6 +138,6 @@ cJSON *ids_json(const int32_t *ids, size_t n) {
 int session_open(Session *s, const Options *o) {
     ModelOptions mo = {.model_path = o->model_path, .tokenizer_path = o->tokenizer_path,
                        .weights = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure},
-                       .threads = o->threads};
+                       .threads = o->threads, .tune = (int)o->tune, .version = GPT_VERSION};
     return session_open_model(s, &mo);
 }
