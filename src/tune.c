@@ -26,7 +26,7 @@
 
 // The measuring stops after this many rounds, or after the first round
 // that ends past TUNE_BUDGET_S.
-enum { TUNE_ROUNDS = 3 };
+enum { TUNE_ROUNDS = 5 };
 #define TUNE_BUDGET_S 1.0
 // Outputs of a product timed at most: the output layer's 50257 rows would
 // take most of the budget and tell nothing the first 2304 (qkv's) do not.
@@ -157,34 +157,74 @@ static int cache_dir(char *dir, size_t cap) {
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
+// The wisdom file at rep->path, open and past its first two lines, if they
+// are the format's and rep->key's; else NULL (missing, corrupt, stale).
+static FILE *wisdom_open(const TuneReport *rep) {
+    FILE *f = fopen(rep->path, "r");
+    if (!f) return NULL;
+    char line[512];
+    size_t n = strlen(rep->key);
+    if (fgets(line, sizeof line, f) && strcmp(line, "gpt-wisdom 1\n") == 0 && fgets(line, sizeof line, f) &&
+        strncmp(line, "key ", 4) == 0 && strncmp(line + 4, rep->key, n) == 0 && strcmp(line + 4 + n, "\n") == 0)
+        return f;
+    fclose(f);
+    return NULL;
+}
+
+// One product's line: "<dtype> <K> <N> <variant>\n"; 0, or -1 if it is not one.
+static int wisdom_line(const char *line, CpuIsa isa, DType *dt, size_t *K, size_t *N, int *variant) {
+    char dts[16], name[16], end;
+    int d;
+    if (sscanf(line, "%15s %zu %zu %15s%c", dts, K, N, name, &end) != 5 || end != '\n' ||
+        (d = dtype_from_name(dts)) < 0 || (*variant = matmul_variant_find(isa, name)) < 0)
+        return -1;
+    *dt = (DType)d;
+    return 0;
+}
+
+// The product of rep's that (dt, K, N) is, or -1.
+static int product_of(const TuneReport *rep, DType dt, size_t K, size_t N) {
+    for (int i = 0; i < TUNE_PRODUCTS; i++)
+        if (rep->product[i].dtype == dt && rep->product[i].K == K && rep->product[i].N == N) return i;
+    return -1;
+}
+
 // Reads the choices of rep's products from rep->path: 1 if the file holds
 // every one under rep->key, else 0 (missing, corrupt, stale, incomplete).
 static int wisdom_read(TuneReport *rep) {
-    FILE *f = fopen(rep->path, "r");
+    FILE *f = wisdom_open(rep);
     if (!f) return 0;
     char line[512];
-    int ok = fgets(line, sizeof line, f) && strcmp(line, "gpt-wisdom 1\n") == 0;
-    ok = ok && fgets(line, sizeof line, f) && strncmp(line, "key ", 4) == 0 &&
-         strncmp(line + 4, rep->key, strlen(rep->key)) == 0 && strcmp(line + 4 + strlen(rep->key), "\n") == 0;
-    int found[TUNE_PRODUCTS] = {0}, chosen[TUNE_PRODUCTS] = {0};
+    int ok = 1, found[TUNE_PRODUCTS] = {0}, chosen[TUNE_PRODUCTS] = {0};
     while (ok && fgets(line, sizeof line, f)) {
-        char dt[16], name[16], end;
+        DType dt;
         size_t K, N;
-        int dtype, v;
-        if (sscanf(line, "%15s %zu %zu %15s%c", dt, &K, &N, name, &end) != 5 || end != '\n' ||
-            (dtype = dtype_from_name(dt)) < 0 || (v = matmul_variant_find(rep->isa, name)) < 0) {
-            ok = 0;
-            break;
-        }
-        for (int i = 0; i < TUNE_PRODUCTS; i++)
-            if (rep->product[i].dtype == (DType)dtype && rep->product[i].K == K && rep->product[i].N == N)
-                found[i] = 1, chosen[i] = v;
+        int v, i;
+        ok = wisdom_line(line, rep->isa, &dt, &K, &N, &v) == 0;
+        if (ok && (i = product_of(rep, dt, K, N)) >= 0) found[i] = 1, chosen[i] = v;
     }
     fclose(f);
     for (int i = 0; i < TUNE_PRODUCTS; i++) ok = ok && found[i];
     if (ok)
         for (int i = 0; i < TUNE_PRODUCTS; i++) rep->product[i].variant = chosen[i];
     return ok;
+}
+
+// The lines of the wisdom file already there (under the same key) for
+// products other than rep's (another model's shapes) into f, so that models
+// of one dtype share a file without undoing each other's choices.
+static void wisdom_copy_others(const TuneReport *rep, FILE *f) {
+    FILE *old = wisdom_open(rep);
+    if (!old) return;
+    char line[512];
+    for (int kept = 0; kept < 64 && fgets(line, sizeof line, old);) {
+        DType dt;
+        size_t K, N;
+        int v;
+        if (wisdom_line(line, rep->isa, &dt, &K, &N, &v) != 0) break;
+        if (product_of(rep, dt, K, N) < 0) fputs(line, f), kept++;
+    }
+    fclose(old);
 }
 
 static int make_dir(const char *path) { return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1; }
@@ -207,6 +247,7 @@ static int wisdom_write(TuneReport *rep, const char *dir) {
         return -1;
     }
     fprintf(f, "gpt-wisdom 1\nkey %s\n", rep->key);
+    wisdom_copy_others(rep, f);
     for (int i = 0; i < TUNE_PRODUCTS; i++) {
         const TuneProduct *p = &rep->product[i];
         fprintf(f, "%s %zu %zu %s\n", dtype_name(p->dtype), p->K, p->N, matmul_variant_name(rep->isa, p->variant));

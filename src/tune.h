@@ -39,7 +39,7 @@ typedef enum {
 
 // Rows of the activations the variants are timed on: a prefill chunk's
 // worth of matmul groups.
-enum { TUNE_ROWS = 4 * MATMUL_GROUP };
+enum { TUNE_ROWS = 2 * MATMUL_GROUP };
 
 // "off", "on", "force" -> *mode: 0, or -1 for another string.
 int tune_mode_parse(const char *s, TuneMode *mode);

@@ -133,9 +133,18 @@ static void test_wisdom(const Model *m, ThreadPool *pool) {
     CHECK(strcmp(rep.source, "measured") == 0 && strcmp(rep.path, first.path) != 0,
           "1 thread instead of 2: its own wisdom, measured, expected; got %s at %s", rep.source, rep.path);
 
-    // force: measured though the wisdom holds
+    // force: measured though the wisdom holds; another model's line (same
+    // key, other shapes) kept, and the file still read as whole
+    read_file(first.path, text, sizeof text);
+    char shared[4200];
+    snprintf(shared, sizeof shared, "%sF32 999 4242 %s\n", text, matmul_variant_name(first.isa, 0));
+    write_file(first.path, shared);
     tune_in(dir, m, pool, TUNE_FORCE, "1.0", &plan, &rep);
     CHECK(strcmp(rep.source, "measured") == 0, "force: measured expected, got %s", rep.source);
+    read_file(first.path, text, sizeof text);
+    CHECK(strstr(text, "F32 999 4242 ") != NULL, "another model's product expected kept in the wisdom:\n%s", text);
+    tune_in(dir, m, pool, TUNE_ON, "1.0", &plan, &rep);
+    CHECK(strcmp(rep.source, "wisdom") == 0, "a wisdom file shared by two models expected read, got %s", rep.source);
 
     // off: the default, nothing read or written
     char offdir[512];
