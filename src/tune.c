@@ -59,25 +59,36 @@ int tune_default_variant(const CpuInfo *c, CpuIsa isa) {
 // ----------------------------------------------------------------------------
 // the products
 
-static void list_products(const Model *m, const Weight *w[TUNE_PRODUCTS], TuneProduct p[TUNE_PRODUCTS]) {
-    const GPT2Layer *l = &m->weights.layers[0];
-    const Weight *ws[TUNE_PRODUCTS] = {&l->qkv_w, &l->attn_proj_w, &l->fc_w, &l->fc_proj_w, &m->weights.wte};
-    static const char *const names[TUNE_PRODUCTS] = {"qkv", "attn_proj", "fc", "fc_proj", "logits"};
-    for (int i = 0; i < TUNE_PRODUCTS; i++) {
-        w[i] = ws[i];
-        memset(&p[i], 0, sizeof p[i]);
-        p[i].name = names[i];
-        p[i].dtype = ws[i]->dtype;
-        p[i].K = ws[i]->n_in;
-        p[i].N = ws[i]->n_out;
+// The products of m: each role's distinct (dtype, K, N) over the layers,
+// in the order of the first layer they appear in; their count.
+static int list_products(const Model *m, const Weight *w[TUNE_PRODUCTS_MAX], TuneProduct p[TUNE_PRODUCTS_MAX]) {
+    static const char *const names[5] = {"qkv", "attn_proj", "fc", "fc_proj", "logits"};
+    int n = 0;
+    for (int l = 0; l < m->config.n_layer; l++) {
+        const GPT2Layer *ly = &m->weights.layers[l];
+        const Weight *ws[5] = {&ly->qkv_w, &ly->attn_proj_w, &ly->fc_w, &ly->fc_proj_w, &m->weights.wte};
+        for (int r = 0; r < 5; r++) {
+            int seen = 0;
+            for (int i = 0; i < n; i++)
+                seen |= p[i].dtype == ws[r]->dtype && p[i].K == ws[r]->n_in && p[i].N == ws[r]->n_out;
+            if (seen || n == TUNE_PRODUCTS_MAX) continue;
+            w[n] = ws[r];
+            memset(&p[n], 0, sizeof p[n]);
+            p[n].name = names[r];
+            p[n].dtype = ws[r]->dtype;
+            p[n].K = ws[r]->n_in;
+            p[n].N = ws[r]->n_out;
+            n++;
+        }
     }
+    return n;
 }
 
-static void plan_from(MatmulPlan *plan, CpuIsa isa, int fallback, const TuneProduct p[TUNE_PRODUCTS]) {
+static void plan_from(MatmulPlan *plan, CpuIsa isa, int fallback, const TuneProduct *p, int n) {
     memset(plan, 0, sizeof *plan);
     plan->isa = isa;
     plan->fallback = fallback;
-    for (int i = 0; i < TUNE_PRODUCTS; i++)
+    for (int i = 0; i < n && i < MATMUL_PLAN_MAX; i++)
         plan->choice[plan->n++] = (MatmulChoice){p[i].dtype, p[i].K, p[i].N, p[i].variant};
 }
 
@@ -85,10 +96,10 @@ static void plan_from(MatmulPlan *plan, CpuIsa isa, int fallback, const TuneProd
 // activations, the product's first TUNE_MAX_N outputs), interleaved, best
 // of the rounds; sets each product's variant to its fastest. 0, or -1 (out
 // of memory: nothing set).
-static int measure(const Weight *const w[TUNE_PRODUCTS], TuneProduct p[TUNE_PRODUCTS], ThreadPool *pool,
-                   CpuIsa isa, int n_variants, double *seconds) {
+static int measure(const Weight *const *w, TuneProduct *p, int n_products, ThreadPool *pool, CpuIsa isa,
+                   int n_variants, double *seconds) {
     size_t Kmax = 0, Nmax = 0;
-    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+    for (int i = 0; i < n_products; i++) {
         if (p[i].K > Kmax) Kmax = p[i].K;
         size_t n = p[i].N < TUNE_MAX_N ? p[i].N : TUNE_MAX_N;
         if (n > Nmax) Nmax = n;
@@ -106,12 +117,12 @@ static int measure(const Weight *const w[TUNE_PRODUCTS], TuneProduct p[TUNE_PROD
         r = r * 1664525u + 1013904223u;
         inp[i] = (float)(r >> 8) * 0x1p-22f - 2.0f;
     }
-    double best[TUNE_PRODUCTS][MATMUL_VARIANTS_MAX];
-    for (int i = 0; i < TUNE_PRODUCTS; i++)
+    double best[TUNE_PRODUCTS_MAX][MATMUL_VARIANTS_MAX];
+    for (int i = 0; i < n_products; i++)
         for (int v = 0; v < n_variants; v++) best[i][v] = 1e30;
     const double t0 = now_seconds();
     for (int round = 0; round < TUNE_ROUNDS && (round == 0 || now_seconds() - t0 < TUNE_BUDGET_S); round++)
-        for (int i = 0; i < TUNE_PRODUCTS; i++) {
+        for (int i = 0; i < n_products; i++) {
             Weight view = *w[i];  // its first rows: the same layout, fewer of them
             if (view.n_out > TUNE_MAX_N) view.n_out = TUNE_MAX_N;
             for (int v = 0; v < n_variants; v++) {
@@ -125,7 +136,7 @@ static int measure(const Weight *const w[TUNE_PRODUCTS], TuneProduct p[TUNE_PROD
             }
         }
     *seconds = now_seconds() - t0;
-    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+    for (int i = 0; i < n_products; i++) {
         const double flops = 2.0 * TUNE_ROWS * (double)p[i].K * (double)(p[i].N < TUNE_MAX_N ? p[i].N : TUNE_MAX_N);
         p[i].variant = 0;
         for (int v = 0; v < n_variants; v++) {
@@ -184,7 +195,7 @@ static int wisdom_line(const char *line, CpuIsa isa, DType *dt, size_t *K, size_
 
 // The product of rep's that (dt, K, N) is, or -1.
 static int product_of(const TuneReport *rep, DType dt, size_t K, size_t N) {
-    for (int i = 0; i < TUNE_PRODUCTS; i++)
+    for (int i = 0; i < rep->n_products; i++)
         if (rep->product[i].dtype == dt && rep->product[i].K == K && rep->product[i].N == N) return i;
     return -1;
 }
@@ -195,7 +206,7 @@ static int wisdom_read(TuneReport *rep) {
     FILE *f = wisdom_open(rep);
     if (!f) return 0;
     char line[512];
-    int ok = 1, found[TUNE_PRODUCTS] = {0}, chosen[TUNE_PRODUCTS] = {0};
+    int ok = 1, found[TUNE_PRODUCTS_MAX] = {0}, chosen[TUNE_PRODUCTS_MAX] = {0};
     while (ok && fgets(line, sizeof line, f)) {
         DType dt;
         size_t K, N;
@@ -204,9 +215,9 @@ static int wisdom_read(TuneReport *rep) {
         if (ok && (i = product_of(rep, dt, K, N)) >= 0) found[i] = 1, chosen[i] = v;
     }
     fclose(f);
-    for (int i = 0; i < TUNE_PRODUCTS; i++) ok = ok && found[i];
+    for (int i = 0; i < rep->n_products; i++) ok = ok && found[i];
     if (ok)
-        for (int i = 0; i < TUNE_PRODUCTS; i++) rep->product[i].variant = chosen[i];
+        for (int i = 0; i < rep->n_products; i++) rep->product[i].variant = chosen[i];
     return ok;
 }
 
@@ -248,7 +259,7 @@ static int wisdom_write(TuneReport *rep, const char *dir) {
     }
     fprintf(f, "gpt-wisdom 1\nkey %s\n", rep->key);
     wisdom_copy_others(rep, f);
-    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+    for (int i = 0; i < rep->n_products; i++) {
         const TuneProduct *p = &rep->product[i];
         fprintf(f, "%s %zu %zu %s\n", dtype_name(p->dtype), p->K, p->N, matmul_variant_name(rep->isa, p->variant));
     }
@@ -273,9 +284,9 @@ void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *ver
     rep->isa = cpu_best_isa();
     rep->n_variants = matmul_variant_count(rep->isa);
     const int dflt = tune_default_variant(&cpu, rep->isa);
-    const Weight *w[TUNE_PRODUCTS];
-    list_products(m, w, rep->product);
-    for (int i = 0; i < TUNE_PRODUCTS; i++) rep->product[i].variant = dflt;
+    const Weight *w[TUNE_PRODUCTS_MAX];
+    rep->n_products = list_products(m, w, rep->product);
+    for (int i = 0; i < rep->n_products; i++) rep->product[i].variant = dflt;
     snprintf(rep->source, sizeof rep->source, "default");
     char desc[256], dts[32], dir[4000];
     cpu_describe(&cpu, desc, sizeof desc);
@@ -283,7 +294,7 @@ void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *ver
              model_matrix_dtypes(m, dts, sizeof dts), version);
     if (mode == TUNE_OFF || rep->n_variants < 2) {
         snprintf(rep->note, sizeof rep->note, "%s", mode == TUNE_OFF ? "tuning off" : "one variant on this CPU");
-        plan_from(plan, rep->isa, dflt, rep->product);
+        plan_from(plan, rep->isa, dflt, rep->product, rep->n_products);
         return;
     }
     int have_dir = cache_dir(dir, sizeof dir) == 0;
@@ -291,22 +302,22 @@ void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *ver
         snprintf(rep->path, sizeof rep->path, "%s/wisdom-%016llx", dir, (unsigned long long)fnv1a(rep->key));
     if (have_dir && mode == TUNE_ON && wisdom_read(rep)) {
         snprintf(rep->source, sizeof rep->source, "wisdom");
-        plan_from(plan, rep->isa, dflt, rep->product);
+        plan_from(plan, rep->isa, dflt, rep->product, rep->n_products);
         return;
     }
-    if (measure(w, rep->product, pool, rep->isa, rep->n_variants, &rep->seconds) != 0) {
+    if (measure(w, rep->product, rep->n_products, pool, rep->isa, rep->n_variants, &rep->seconds) != 0) {
         snprintf(rep->note, sizeof rep->note, "out of memory to measure the variants");
-        plan_from(plan, rep->isa, dflt, rep->product);
+        plan_from(plan, rep->isa, dflt, rep->product, rep->n_products);
         return;
     }
     snprintf(rep->source, sizeof rep->source, "measured");
     if (!have_dir) snprintf(rep->note, sizeof rep->note, "wisdom not saved: neither XDG_CACHE_HOME nor HOME is set");
     else wisdom_write(rep, dir);
-    plan_from(plan, rep->isa, dflt, rep->product);
+    plan_from(plan, rep->isa, dflt, rep->product, rep->n_products);
 }
 
 void tune_print(const TuneReport *rep, FILE *f) {
-    for (int i = 0; i < TUNE_PRODUCTS; i++) {
+    for (int i = 0; i < rep->n_products; i++) {
         const TuneProduct *p = &rep->product[i];
         fprintf(f, "  %-9s (%s %zux%zu): %s", p->name, dtype_name(p->dtype), p->K, p->N,
                 matmul_variant_name(rep->isa, p->variant));

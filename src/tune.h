@@ -50,7 +50,10 @@ TuneMode tune_mode_from_env(TuneMode dflt);
 int tune_default_variant(const CpuInfo *c, CpuIsa isa);
 
 // What tune_model did, for --stats and the bench.
-enum { TUNE_PRODUCTS = 5 };
+// A product per role (a layer's four matrices, the output layer) and dtype
+// that the model has: a mixed model (--dtype q4 keeps some matrices Q6) has
+// more than five.
+enum { TUNE_PRODUCTS_MAX = 12 };
 typedef struct {
     const char *name;    // "qkv", "attn_proj", "fc", "fc_proj", "logits"
     DType dtype;
@@ -66,7 +69,8 @@ typedef struct {
     char path[4096];     // the wisdom file ("" with TUNE_OFF or no cache directory)
     char key[320];
     double seconds;      // spent measuring
-    TuneProduct product[TUNE_PRODUCTS];
+    int n_products;
+    TuneProduct product[TUNE_PRODUCTS_MAX];
 } TuneReport;
 
 // Chooses a variant for each of m's products under mode, on pool's
@@ -77,7 +81,7 @@ typedef struct {
 void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *version, MatmulPlan *plan,
                 TuneReport *rep);
 
-// One line per product: "qkv (f32 768x2304): 2x3 41.2 GFLOP/s  [1x6 39.0, 3x2 40.1 ...]".
+// One line per product: "qkv (F32 768x2304): 2x3 41.2 GFLOP/s  [1x6 39.0, 3x2 40.1 ...]".
 void tune_print(const TuneReport *rep, FILE *f);
 
 #endif

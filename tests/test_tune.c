@@ -54,7 +54,7 @@ static void read_file(const char *path, char *buf, size_t cap) {
 }
 
 static int same_variants(const TuneReport *a, const TuneReport *b) {
-    for (int i = 0; i < TUNE_PRODUCTS; i++)
+    for (int i = 0; i < a->n_products; i++)
         if (a->product[i].variant != b->product[i].variant) return 0;
     return 1;
 }
@@ -85,8 +85,9 @@ static void test_wisdom(const Model *m, ThreadPool *pool) {
     CHECK(strncmp(first.path, dir, strlen(dir)) == 0, "the wisdom under $XDG_CACHE_HOME (%s) expected: %s", dir,
           first.path);
     CHECK(first.note[0] == 0, "no note expected after saving, got: %s", first.note);
-    CHECK(plan.n == TUNE_PRODUCTS, "a plan of %d products expected, got %d", TUNE_PRODUCTS, plan.n);
-    for (int i = 0; i < TUNE_PRODUCTS; i++)
+    CHECK(plan.n == first.n_products && first.n_products == 5, "a plan of the tiny model's 5 products expected, "
+          "got %d of %d", plan.n, first.n_products);
+    for (int i = 0; i < first.n_products; i++)
         CHECK(first.product[i].gflops[first.product[i].variant] > 0, "%s: a measured speed expected",
               first.product[i].name);
     printf("tiny model tuned in %.3f s:\n", first.seconds);
@@ -167,7 +168,7 @@ static void test_wisdom(const Model *m, ThreadPool *pool) {
     tune_in(inside, m, pool, TUNE_ON, "1.0", &plan, &rep);
     CHECK(strcmp(rep.source, "measured") == 0 && strstr(rep.note, "not saved") != NULL,
           "a cache directory that cannot be made: measured, not saved, expected; got %s (%s)", rep.source, rep.note);
-    CHECK(plan.n == TUNE_PRODUCTS, "unsaved: the measured plan still expected");
+    CHECK(plan.n == rep.n_products, "unsaved: the measured plan still expected");
     snprintf(ro, sizeof ro, "%s/readonly", tmpdir);
     mkdir(ro, 0500);
     tune_in(ro, m, pool, TUNE_ON, "1.0", &plan, &rep);
@@ -241,6 +242,15 @@ static void test_outputs(const char *dtype, ThreadPool *pool) {
         CHECK(0, "load tiny as %s: %s", dtype, err.msg);
         return;
     }
+    if (strcmp(dtype, "q4") == 0) {  // Q6 and Q4 matrices: a product of each dtype
+        MatmulPlan plan;
+        TuneReport rep;
+        tune_model(&m, pool, TUNE_OFF, "1.0", &plan, &rep);
+        int q4 = 0, q6 = 0;
+        for (int i = 0; i < rep.n_products; i++) q4 += rep.product[i].dtype == DTYPE_Q4, q6 += rep.product[i].dtype == DTYPE_Q6;
+        CHECK(q4 > 0 && q6 > 0 && plan.n == rep.n_products, "tiny q4: Q4 and Q6 products expected in the plan, "
+              "got %d and %d of %d", q4, q6, plan.n);
+    }
     const size_t n = (PROMPT + DECODE) * (size_t)m.config.vocab_size;
     float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
     const CpuIsa isa = cpu_best_isa();
@@ -279,7 +289,7 @@ int main(void) {
         test_wisdom(&m, pool);
         model_free(&m);
     }
-    static const char *const dtypes[] = {"f32", "q8", "q4-pure", "q6"};
+    static const char *const dtypes[] = {"f32", "q8", "q4", "q4-pure", "q6"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) test_outputs(dtypes[i], pool);
     threadpool_free(pool);
     char cmd[600];

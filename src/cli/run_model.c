@@ -61,8 +61,11 @@ static cJSON *tune_json(const TuneReport *t) {
     cJSON_AddNumberToObject(j, "seconds", t->seconds);
     if (t->path[0]) cJSON_AddStringToObject(j, "wisdom", t->path);
     if (t->note[0]) cJSON_AddStringToObject(j, "note", t->note);
-    for (int i = 0; i < TUNE_PRODUCTS; i++)
-        cJSON_AddStringToObject(v, t->product[i].name, matmul_variant_name(t->isa, t->product[i].variant));
+    for (int i = 0; i < t->n_products; i++) {  // "qkv f32": "2x3"
+        char key[64];
+        snprintf(key, sizeof key, "%s %s", t->product[i].name, dtype_name(t->product[i].dtype));
+        cJSON_AddStringToObject(v, key, matmul_variant_name(t->isa, t->product[i].variant));
+    }
     cJSON_AddItemToObject(j, "variants", v);
     return j;
 }
