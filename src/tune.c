@@ -47,13 +47,17 @@ TuneMode tune_mode_from_env(TuneMode dflt) {
     return tune_mode_parse(getenv("GPT_TUNE"), &m) == 0 ? m : dflt;
 }
 
-// Measured on Zen 3 (32 KiB L1d, 512 KiB L2): 2x3 or within a few percent
-// of the best for every dtype; nothing measured yet says another CPU wants
-// another, so the CPU only decides whether there is a choice at all.
-int tune_default_variant(const CpuInfo *c, CpuIsa isa) {
-    (void)c;
-    (void)isa;
-    return 0;
+// What CPUID can say before anything is measured: the ISA and its FMA width
+// (how many accumulators fit the registers). With AVX2 (16 ymm), measured on
+// Zen 3 (GPT-2 124M's products, 64 rows, 1 thread, GFLOP/s of 2x3 / the
+// shape below): float weights 3x2 (12 accumulators and 3 weight vectors;
+// 24-53 / 26-60), the quantized ones 1x6 (one weight row unpacked per 6
+// rows of activations; Q8 29-57 / 58-60, Q6 24-47 / 29-61). The cache
+// sizes did not decide between them on the products of GPT-2 124M.
+int tune_default_variant(const CpuInfo *c, CpuIsa isa, DType dt) {
+    if (isa != CPU_AVX2 || c->fma_bits < 256) return 0;
+    int v = matmul_variant_find(isa, dtype_is_blocked(dt) ? "1x6" : "3x2");
+    return v < 0 ? 0 : v;
 }
 
 // ----------------------------------------------------------------------------
@@ -283,10 +287,11 @@ void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *ver
     cpu_info(&cpu);
     rep->isa = cpu_best_isa();
     rep->n_variants = matmul_variant_count(rep->isa);
-    const int dflt = tune_default_variant(&cpu, rep->isa);
+    const int dflt = tune_default_variant(&cpu, rep->isa, DTYPE_F32);  // of a product not in the plan
     const Weight *w[TUNE_PRODUCTS_MAX];
     rep->n_products = list_products(m, w, rep->product);
-    for (int i = 0; i < rep->n_products; i++) rep->product[i].variant = dflt;
+    for (int i = 0; i < rep->n_products; i++)
+        rep->product[i].variant = tune_default_variant(&cpu, rep->isa, rep->product[i].dtype);
     snprintf(rep->source, sizeof rep->source, "default");
     char desc[256], dts[32], dir[4000];
     cpu_describe(&cpu, desc, sizeof desc);

@@ -18,7 +18,8 @@
  * rewritten; one that cannot be written is not an error (the choice holds
  * for this run). With TUNE_OFF (GPT_TUNE=off, --tune off) nothing is timed,
  * read or written: every product runs the default variant, chosen from the
- * CPU alone (tune_default_variant).
+ * CPU alone (tune_default_variant), or the first variant when the CPU is
+ * not one whose defaults were measured.
  */
 #ifndef GPT_TUNE_H
 #define GPT_TUNE_H
@@ -46,8 +47,9 @@ int tune_mode_parse(const char *s, TuneMode *mode);
 // The mode $GPT_TUNE asks for ("off", "on", "force"), else dflt.
 TuneMode tune_mode_from_env(TuneMode dflt);
 
-// The variant a CPU's kernels run when nothing was measured.
-int tune_default_variant(const CpuInfo *c, CpuIsa isa);
+// The variant a CPU's kernels run for weights of dtype dt when nothing was
+// measured (tuning off, or nothing to measure).
+int tune_default_variant(const CpuInfo *c, CpuIsa isa, DType dt);
 
 // What tune_model did, for --stats and the bench.
 // A product per role (a layer's four matrices, the output layer) and dtype
