@@ -404,8 +404,8 @@ AI void rows_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, float 
     }
 }
 
-AI void run_q4(DType dt, int R, int C, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
-               size_t n1, int accumulate, float *scratch) {
+AI void run_q4(DType dt, int R, int C, const WD *W, float *out, const float *inp, const float *bias, size_t B,
+               size_t n0, size_t n1, int accumulate, float *scratch) {
     Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
     quantize_x_q4(xg, inp, B, W->K, q4_offset(dt));
     const size_t part = (n1 - n0) / (size_t)R;

@@ -188,8 +188,8 @@ MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
 // matmul_rows with the AVX-512 route named (vnni: 1 for the VNNI kernel,
 // which the CPU must then support), so that tests run both, and the variant
 // (0 .. matmul_variant_count(isa) - 1; another runs the default, 0).
-void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const float *inp, const Weight *W, const float *bias,
-                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const float *inp, const Weight *W,
+                       const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // Q8's activations: quantizes the m <= Q8_BLOCK inputs at x into q[0 ..
 // Q8_BLOCK) (zeros past m) and returns the block's scale dx, exactly as the

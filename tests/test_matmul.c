@@ -672,7 +672,8 @@ static void test_parts_and_then(void) {
                 matmul(got, x, &m.W, bias, T, 0, &ctx);
                 size_t at = first_difference(got, want, T * N);
                 CHECK(at == T * N, "%s T %zu, %d threads, variant %s: matmul() must give the scalar bits; at %zu %.9g, "
-                      "want %.9g", dtype_name(dts[d]), T, threads, matmul_variant_name(ctx.isa, plan.fallback), at, at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
+                      "want %.9g", dtype_name(dts[d]), T, threads, matmul_variant_name(ctx.isa, plan.fallback), at,
+                      at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
                 gelu_forward(want, T * N);
                 memset(got, 0xff, T * N * sizeof *got);
                 matmul_then(got, x, &m.W, bias, T, 0, &ctx, gelu_forward);

@@ -247,7 +247,8 @@ static void test_outputs(const char *dtype, ThreadPool *pool) {
         TuneReport rep;
         tune_model(&m, pool, TUNE_OFF, "1.0", &plan, &rep);
         int q4 = 0, q6 = 0;
-        for (int i = 0; i < rep.n_products; i++) q4 += rep.product[i].dtype == DTYPE_Q4, q6 += rep.product[i].dtype == DTYPE_Q6;
+        for (int i = 0; i < rep.n_products; i++)
+            q4 += rep.product[i].dtype == DTYPE_Q4, q6 += rep.product[i].dtype == DTYPE_Q6;
         CHECK(q4 > 0 && q6 > 0 && plan.n == rep.n_products, "tiny q4: Q4 and Q6 products expected in the plan, "
               "got %d and %d of %d", q4, q6, plan.n);
     }

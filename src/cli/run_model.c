@@ -503,8 +503,9 @@ static long step_several(Engine *e, Sequence *seqs, size_t n, Sequence **live) {
 // one engine; the first computes the prompt, the others share its blocks,
 // and they decode together. Each is the single run with its seed, bit for
 // bit (a row's result never depends on the others in the step). --json only.
-static int run_completions(const Options *o, const Session *ss, const Model *m, const char *model_file, ThreadPool *pool,
-                           Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids, size_t n_prompt) {
+static int run_completions(const Options *o, const Session *ss, const Model *m, const char *model_file,
+                           ThreadPool *pool, Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
+                           size_t n_prompt) {
     GptError err = {{0}};
     size_t n = (size_t)o->completions, half = (size_t)m->config.n_ctx / 2;
     Engine engine;
@@ -513,7 +514,8 @@ static int run_completions(const Options *o, const Session *ss, const Model *m, 
     Sequence **live = calloc(n, sizeof *live);
     char **texts = calloc(n, sizeof *texts);
     size_t *lens = calloc(n, sizeof *lens), *caps = calloc(n, sizeof *caps);
-    RunStats r = {.model_file = model_file, .kv_dtype = o->kv_dtype, .tune = &ss->tune, .have_seed = 1, .prompt_tokens = n_prompt,
+    RunStats r = {.model_file = model_file, .kv_dtype = o->kv_dtype, .tune = &ss->tune, .have_seed = 1,
+                  .prompt_tokens = n_prompt,
                   .context_shift = o->context_shift};
     if (!seqs || !live || !texts || !lens || !caps) {
         fprintf(stderr, "gpt: out of memory\n");
@@ -528,7 +530,8 @@ static int run_completions(const Options *o, const Session *ss, const Model *m, 
     size_t step_tokens = n_prompt + n, rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
     if (o->context_shift && half + n > step_tokens) step_tokens = half + n;
     EngineConfig ec = {.max_seqs = n, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = pool, .plan = &ss->plan,
+                       .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = pool,
+                       .plan = &ss->plan,
                        .prompt_logit_rows = rows};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) {
         report_error(&err);
@@ -660,7 +663,8 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     // every choice's rows with logits in one step (up to a bound on the logits' memory)
     size_t logit_rows = scored_rows < 512 ? scored_rows : 512;
     EngineConfig ec = {.max_seqs = nc, .max_step_tokens = longest > logit_rows ? longest : logit_rows,
-                       .kv_dtype = o->kv_dtype, .kv_blocks = blocks, .share_prefixes = 1, .pool = ss->pool, .plan = &ss->plan,
+                       .kv_dtype = o->kv_dtype, .kv_blocks = blocks, .share_prefixes = 1, .pool = ss->pool,
+                       .plan = &ss->plan,
                        .prompt_logit_rows = logit_rows};
     if (engine_init(&engine, m, ss->tok, &ec, &err) != 0) {
         report_error(&err);
@@ -831,7 +835,8 @@ int run_model(const Options *o) {
     }
     rc = scoring                ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
          : o->completions > 1 ? run_completions(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n)
-                              : run_generate(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
+                              : run_generate(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n,
+                                             &dm);
 done:
     free(ids);
     free(prompt);
