@@ -304,5 +304,9 @@ typedef struct {
 } ScoreProgress;
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
                  int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err);
+// The same with the matmul variants of plan (tune.h; NULL: the default): the same bits.
+int score_tokens_plan(const Model *m, const MatmulPlan *plan, const int32_t *ids, size_t n, size_t stride,
+                      DType kv_dtype, ThreadPool *pool, int use_blas, double *logprobs, ScoreStats *stats,
+                      const ScoreProgress *progress, GptError *err);
 
 #endif

@@ -51,7 +51,7 @@ typedef struct {
     const char *blas;         // --blas: OpenBLAS's description, else NULL
     int context_shift;        // --context-shift
     size_t shifts, shift_tokens;  // the shifts, and the positions they recomputed
-    const TuneReport *tune;   // the matmul variants the engine ran (NULL: --score's own, the default)
+    const TuneReport *tune;   // the matmul variants the run's products ran (tune.h)
 } RunStats;
 
 // How the matmul variants were chosen and which each product ran.
@@ -204,10 +204,10 @@ static void show_score_progress(void *ctx, size_t scored, size_t total, size_t w
                     progress_eta(p, total ? (double)scored / (double)total : 0, eta, sizeof eta));
 }
 
-static int run_score(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
+static int run_score(const Options *o, const Session *ss, const Model *m, const char *model_file, ThreadPool *pool,
                      const Tokenizer *tok, const int32_t *ids, size_t n) {
     GptError err = {{0}};
-    RunStats r = {.model_file = model_file};
+    RunStats r = {.model_file = model_file, .tune = &ss->tune};
     char blas_name[256];
     if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
     r.kv_dtype = o->kv_dtype;
@@ -221,7 +221,8 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
     Progress progress;
     progress_init(&progress, o->progress);
     ScoreProgress shown = {show_score_progress, &progress};
-    int scored = score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, o->blas, logprobs, &st, &shown, &err);
+    int scored = score_tokens_plan(m, &ss->plan, ids, n, (size_t)o->stride, o->kv_dtype, pool, o->blas, logprobs, &st,
+                                   &shown, &err);
     progress_clear(&progress);
     if (scored != 0) {
         free(logprobs);
@@ -833,7 +834,7 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    rc = scoring                ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
+    rc = scoring                ? run_score(o, &ss, m, ss.model_path, ss.pool, ss.tok, ids, n)
          : o->completions > 1 ? run_completions(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n)
                               : run_generate(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n,
                                              &dm);
