@@ -80,7 +80,14 @@ static void test_wisdom(const Model *m, ThreadPool *pool) {
     tune_in(dir, m, pool, TUNE_ON, "1.0", &plan, &first);
     CHECK(strcmp(first.source, "measured") == 0, "no wisdom: the variants measured expected, got %s (%s)",
           first.source, first.note);
-    CHECK(first.seconds < 1.0, "tuning the tiny model: under 1 s expected (target 0.3 s), took %.3f s", first.seconds);
+    // the target is 0.3 s (0.04-0.16 s measured); this allows for a busy machine, and a sanitizer's slowness
+#if defined(__SANITIZE_ADDRESS__)
+    const double limit = 10.0;
+#else
+    const double limit = 2.0;
+#endif
+    CHECK(first.seconds < limit, "tuning the tiny model: under %.0f s expected (target 0.3 s), took %.3f s", limit,
+          first.seconds);
     CHECK(file_exists(first.path), "the wisdom expected at %s", first.path);
     CHECK(strncmp(first.path, dir, strlen(dir)) == 0, "the wisdom under $XDG_CACHE_HOME (%s) expected: %s", dir,
           first.path);
