@@ -31,6 +31,9 @@ enum { TUNE_ROUNDS = 5 };
 // Outputs of a product timed at most: the output layer's 50257 rows would
 // take most of the budget and tell nothing the first 2304 (qkv's) do not.
 enum { TUNE_MAX_N = 2304 };
+// Another variant replaces the default only when it takes less than this
+// share of the default's time: within it, the difference is noise.
+#define TUNE_MARGIN 0.97
 
 int tune_mode_parse(const char *s, TuneMode *mode) {
     static const char *const names[] = {"off", "on", "force"};
@@ -98,8 +101,9 @@ static void plan_from(MatmulPlan *plan, CpuIsa isa, int fallback, const TuneProd
 
 // Times every variant on every product (TUNE_ROWS rows of made-up
 // activations, the product's first TUNE_MAX_N outputs), interleaved, best
-// of the rounds; sets each product's variant to its fastest. 0, or -1 (out
-// of memory: nothing set).
+// of the rounds; sets each product's variant (its default on entry) to the
+// fastest, if that beats the default by TUNE_MARGIN. 0, or -1 (out of
+// memory: nothing set).
 static int measure(const Weight *const *w, TuneProduct *p, int n_products, ThreadPool *pool, CpuIsa isa,
                    int n_variants, double *seconds) {
     size_t Kmax = 0, Nmax = 0;
@@ -142,10 +146,10 @@ static int measure(const Weight *const *w, TuneProduct *p, int n_products, Threa
     *seconds = now_seconds() - t0;
     for (int i = 0; i < n_products; i++) {
         const double flops = 2.0 * TUNE_ROWS * (double)p[i].K * (double)(p[i].N < TUNE_MAX_N ? p[i].N : TUNE_MAX_N);
-        p[i].variant = 0;
+        const int dflt = p[i].variant;  // the default, kept unless another is clearly faster (timing noise)
         for (int v = 0; v < n_variants; v++) {
             p[i].gflops[v] = best[i][v] > 0 ? flops / best[i][v] * 1e-9 : 0.0;
-            if (best[i][v] < best[i][p[i].variant]) p[i].variant = v;
+            if (best[i][v] < best[i][p[i].variant] && best[i][v] < TUNE_MARGIN * best[i][dflt]) p[i].variant = v;
         }
     }
     free(inp), free(out), free(scratch);
