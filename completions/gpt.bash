@@ -66,6 +66,7 @@ _gpt_options='
 --detokenize        d      -
 --progress          bs     -
 --blas              gs     -
+--tune              gbsc   text
 --logprobs          gb     text
 --choice            c      text
 --context-shift     gb     -

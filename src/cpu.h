@@ -50,6 +50,21 @@ CpuIsa cpu_best_isa(void);
 // "scalar", "avx2", "avx512"; NULL for an unknown code.
 const char *cpu_isa_name(CpuIsa isa);
 
+// What the CPU is, from CPUID, for tune.h's wisdom key and the bench's CPU
+// line: the vendor string, family and model (with their extended bits, as
+// the vendors document), the widest FMA the kernels use (bits: 512 AVX-512,
+// 256 AVX2, 0 none) and the data cache sizes in bytes (0 where CPUID does
+// not say: another vendor, off x86-64).
+typedef struct {
+    char vendor[13];
+    int family, model;
+    int fma_bits;
+    long l1d, l2, l3;
+} CpuInfo;
+void cpu_info(CpuInfo *c);
+// "AuthenticAMD family 25 model 1, avx2 (FMA 256-bit), L1d 32 KiB, L2 512 KiB, L3 32768 KiB" into buf.
+void cpu_describe(const CpuInfo *c, char *buf, unsigned long cap);
+
 // What a function of each ISA is compiled for: exactly the features
 // cpu_isa_supported() checks, so a function so marked runs wherever that
 // says yes.

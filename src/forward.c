@@ -302,7 +302,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     const GPT2Config *cfg = &m->config;
     const GPT2Weights *w = &m->weights;
     size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
-    const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats, s->isa};
+    const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats, s->isa, &s->plan};
 
     // x(T,C) = wte[token] + wpe[position]
     size_t T = 0;

@@ -23,6 +23,7 @@
 #include "cpu.h"
 #include "error.h"
 #include "kvcache.h"
+#include "matmul.h"
 #include "model.h"
 #include "threads.h"
 
@@ -44,6 +45,7 @@ typedef struct {
     size_t max_logit_rows;  // logit rows one call may ask for
     ThreadPool *pool;       // the threads the work is split over (not owned; NULL: one)
     CpuIsa isa;             // the kernels matmul and attention run: cpu_best_isa() at init
+    MatmulPlan plan;        // the variant of each product (tune.h); all zero at init: the default
     float *x;        // (Tmax, C)    the residual stream
     float *ln;       // (Tmax, C)    layernorm output
     float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens

@@ -64,6 +64,7 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
         engine_free(e);
         return -1;
     }
+    if (cfg->plan) e->fs.plan = *cfg->plan;
     return 0;
 }
 
@@ -621,6 +622,12 @@ int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, G
 
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
                  int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err) {
+    return score_tokens_plan(m, NULL, ids, n, stride, kv_dtype, pool, use_blas, logprobs, stats, progress, err);
+}
+
+int score_tokens_plan(const Model *m, const MatmulPlan *plan, const int32_t *ids, size_t n, size_t stride,
+                      DType kv_dtype, ThreadPool *pool, int use_blas, double *logprobs, ScoreStats *stats,
+                      const ScoreProgress *progress, GptError *err) {
     const GPT2Config *c = &m->config;
     size_t V = (size_t)c->vocab_size, ctx = (size_t)c->n_ctx;
     if (n < 1) return gpt_error(err, "the text is empty");
@@ -637,6 +644,7 @@ int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DT
         forward_state_init(&fs, c, window < SCORE_CHUNK ? window : SCORE_CHUNK, window, SCORE_CHUNK, pool, err) != 0 ||
         (use_blas && forward_state_use_blas(&fs, c, err) != 0))
         goto done;
+    if (plan) fs.plan = *plan;
     CpuIsa isa = cpu_best_isa();
     double t0 = now_seconds();
     size_t scored_to = 1;  // targets [1, scored_to) are done

@@ -154,6 +154,7 @@ typedef struct {
                               // prompts' log-probabilities (GenParams.logprobs_from);
                               // 0: no sequence may ask for them
     ThreadPool *pool;         // threads for the model (NULL: one); must outlive the engine
+    const MatmulPlan *plan;   // the matmul variants (tune.h), copied; NULL: the default
 } EngineConfig;
 
 typedef struct {
@@ -303,5 +304,9 @@ typedef struct {
 } ScoreProgress;
 int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
                  int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err);
+// The same with the matmul variants of plan (tune.h; NULL: the default): the same bits.
+int score_tokens_plan(const Model *m, const MatmulPlan *plan, const int32_t *ids, size_t n, size_t stride,
+                      DType kv_dtype, ThreadPool *pool, int use_blas, double *logprobs, ScoreStats *stats,
+                      const ScoreProgress *progress, GptError *err);
 
 #endif

@@ -35,6 +35,7 @@
 #include "matmul.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "matmul_kernels.h"
 
@@ -53,32 +54,70 @@ size_t matmul_scratch_floats(size_t B, size_t K) {
     return B * (q8 > q4 ? q8 : q4);
 }
 
-void matmul_rows_route(CpuIsa isa, int vnni, float *out, const float *inp, const Weight *W, const float *bias,
-                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+// AVX2's kernels and names, one per variant (matmul_kernels.h)
+typedef void (*RowsFn)(float *, const float *, const Weight *, const float *, size_t, size_t, size_t, int, float *);
+#if defined(__x86_64__)
+#define AVX2_FN(R, C) matmul_rows_avx2_##R##x##C,
+static const RowsFn avx2_variants[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARIANTS(AVX2_FN)};
+#endif
+#define AVX2_NAME(R, C) #R "x" #C,
+static const char *const avx2_names[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARIANTS(AVX2_NAME)};
+
+int matmul_variant_count(CpuIsa isa) { return isa == CPU_AVX2 ? MATMUL_AVX2_VARIANT_COUNT : 1; }
+
+const char *matmul_variant_name(CpuIsa isa, int v) {
+    if (v < 0 || v >= matmul_variant_count(isa)) return NULL;
+    return isa == CPU_AVX2 ? avx2_names[v] : "one";
+}
+
+int matmul_variant_find(CpuIsa isa, const char *name) {
+    for (int v = 0; v < matmul_variant_count(isa); v++)
+        if (strcmp(matmul_variant_name(isa, v), name) == 0) return v;
+    return -1;
+}
+
+int matmul_plan_variant(const MatmulPlan *plan, CpuIsa isa, const Weight *W) {
+    if (!plan || plan->isa != isa) return 0;
+    for (int i = 0; i < plan->n && i < MATMUL_PLAN_MAX; i++) {
+        const MatmulChoice *c = &plan->choice[i];
+        if (c->dtype == W->dtype && c->K == W->n_in && c->N == W->n_out) return c->variant;
+    }
+    return plan->fallback;
+}
+
+void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const float *inp, const Weight *W,
+                       const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     // Q8's and Q4's vector kernels quantize the activations into scratch;
     // without it, only the scalar kernel can (block by block, again for
     // every output).
     if (dtype_is_blocked(W->dtype) && !scratch) isa = CPU_SCALAR;
+    if (variant < 0 || variant >= matmul_variant_count(isa)) variant = 0;
 #if defined(__x86_64__)
     switch (isa) {
     case CPU_AVX512:
         (vnni ? matmul_rows_avx512_vnni : matmul_rows_avx512)(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     case CPU_AVX2:
-        matmul_rows_avx2(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        avx2_variants[variant](out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     case CPU_SCALAR: break;
     }
 #endif
-    (void)isa, (void)vnni;  // off x86-64, only the scalar kernel
+    (void)isa, (void)vnni, (void)variant;  // off x86-64, only the scalar kernel
     matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+}
+
+// The default variant (0) unless told (matmul() passes its plan's).
+static void rows_variant(CpuIsa isa, int variant, float *out, const float *inp, const Weight *W, const float *bias,
+                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    // VNNI serves Q4 and Q6 only; asking costs a few loads (cpu.h)
+    const int vnni = isa == CPU_AVX512 && dtype_is_grouped(W->dtype) && cpu_has_avx512_vnni();
+    matmul_rows_route(isa, vnni, variant, out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
 void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, const float *bias,
                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    // VNNI serves Q4 and Q6 only; asking costs a few loads (cpu.h)
-    const int vnni = isa == CPU_AVX512 && dtype_is_grouped(W->dtype) && cpu_has_avx512_vnni();
-    matmul_rows_route(isa, vnni, out, inp, W, bias, B, n0, n1, accumulate, scratch);
+    rows_variant(isa, 0, out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 
 // ----------------------------------------------------------------------------
@@ -87,6 +126,7 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
 typedef struct {
     Product p;
     CpuIsa isa;
+    int variant;           // of isa's kernels, for groups of MATMUL_PLAN_MIN_ROWS rows or more
     float *scratch;        // NULL, or thread i's at scratch + i * scratch_stride
     size_t scratch_stride;
     size_t n_slices;       // each group of rows of inp cut into this many slices of W's rows
@@ -108,7 +148,8 @@ static void matmul_part(void *arg, int part, int n_parts, int thread) {
     if (n0 >= n1) return;
     size_t B = p->T - t0 < MATMUL_GROUP ? p->T - t0 : MATMUL_GROUP;
     float *scratch = j->scratch ? j->scratch + (size_t)thread * j->scratch_stride : NULL;
-    matmul_rows(j->isa, p->out + t0 * N, p->inp + t0 * K, p->W, p->bias, B, n0, n1, p->accumulate, scratch);
+    const int variant = B >= MATMUL_PLAN_MIN_ROWS ? j->variant : 0;
+    rows_variant(j->isa, variant, p->out + t0 * N, p->inp + t0 * K, p->W, p->bias, B, n0, n1, p->accumulate, scratch);
     if (j->then)  // while the part's outputs are in cache
         for (size_t b = 0; b < B; b++) j->then(p->out + (t0 + b) * N + n0, n1 - n0);
 }
@@ -137,8 +178,9 @@ void matmul_then(float *out, const float *inp, const Weight *W, const float *bia
     if (T == 0 || W->n_out == 0) return;
     ThreadPool *pool = ctx ? ctx->pool : NULL;
     size_t n_groups = (T + MATMUL_GROUP - 1) / MATMUL_GROUP;
-    MatmulJob job = {{out, inp, W, bias, T, accumulate}, ctx ? ctx->isa : cpu_best_isa(), NULL, 0,
-                     slices_per_group(n_groups, threadpool_size(pool)), then};
+    const CpuIsa isa = ctx ? ctx->isa : cpu_best_isa();
+    MatmulJob job = {{out, inp, W, bias, T, accumulate}, isa, matmul_plan_variant(ctx ? ctx->plan : NULL, isa, W),
+                     NULL, 0, slices_per_group(n_groups, threadpool_size(pool)), then};
     // Scratch only if every thread's slice is big enough and 64-byte aligned.
     size_t need = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, W->n_in);
     if (ctx && ctx->scratch && ctx->scratch_floats_per_thread >= need &&

@@ -35,12 +35,46 @@ enum { MATMUL_GROUP = 32 };
 // cpu_best_isa() found once by whoever makes the context. A
 // NULL context: the caller's thread alone, no scratch, the best kernels
 // found at this call.
+// plan: the variant (matmul_kernels.h) of each product, which tune.h chooses
+// by measurement; NULL, or a product it does not name: the default. Every
+// variant gives the same bits.
+typedef struct MatmulPlan MatmulPlan;
 typedef struct {
     ThreadPool *pool;   // NULL: one thread
     float *scratch;     // NULL: none
     size_t scratch_floats_per_thread;
     CpuIsa isa;         // one the CPU supports
+    const MatmulPlan *plan;  // NULL: the default variant everywhere
 } MatmulContext;
+
+// The variants of a product (W's dtype, K and N) on prefill groups of
+// MATMUL_PLAN_MIN_ROWS rows or more, where the arrangement of the work
+// decides the speed; calls of fewer rows (decode) run the default variant.
+enum { MATMUL_PLAN_MAX = 16, MATMUL_PLAN_MIN_ROWS = 8 };
+typedef struct {
+    DType dtype;
+    size_t K, N;
+    int variant;
+} MatmulChoice;
+struct MatmulPlan {
+    CpuIsa isa;          // the ISA whose variants these are (another's plan is ignored)
+    int fallback;        // the variant of a product not in choice[]
+    int n;
+    MatmulChoice choice[MATMUL_PLAN_MAX];
+};
+
+// The variant plan gives W's product (its fallback if none; 0 for a NULL
+// plan or one of another isa).
+int matmul_plan_variant(const MatmulPlan *plan, CpuIsa isa, const Weight *W);
+
+// How many variants isa's kernels have (at least 1), and the name of
+// variant v ("2x3": AVX2's tile of 2 weight rows x 3 batch rows; "one":
+// the only one), NULL outside [0, count).
+enum { MATMUL_VARIANTS_MAX = 8 };  // the most any ISA has
+int matmul_variant_count(CpuIsa isa);
+const char *matmul_variant_name(CpuIsa isa, int v);
+// The variant called name, or -1.
+int matmul_variant_find(CpuIsa isa, const char *name);
 
 // One product's arguments, out(T, N) = inp(T, K) @ W^T + bias (+ out with
 // accumulate), as matmul() and blas_product() hand them to their threads.

@@ -37,7 +37,9 @@
 
 #define AI INLINE_AVX2
 
-enum { A2_R = 2, A2_C = 3 };  // tile: weight rows x batch rows
+// Tile shapes (weight rows R x batch rows C, 2 R C ymm accumulators) go up
+// to these; each variant (matmul_kernels.h's MATMUL_AVX2_VARIANTS) is one.
+enum { A2_R = 4, A2_C = 6 };
 
 // 8 weights at element k of a row as exact float32 (F32, F16, BF16).
 AI __m256 load_w8(DType dt, const char *row, size_t k) {
@@ -87,9 +89,9 @@ AI float hsum(__m256 lo, __m256 hi) {
 // rows b0 ..): the canonical tree, + bias, + the old value.
 AI void finish_tile(int R, int C, __m256 acc[A2_R][A2_C][2], size_t n, size_t rs, size_t b0, size_t N, float *out,
                     const float *bias, int accumulate) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < C; c++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             float s = hsum(acc[r][c][0], acc[r][c][1]);
             if (bias) s = s + bias[n + (size_t)r * rs];
@@ -106,13 +108,13 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
     const float *xr[A2_C];
     __m256 acc[A2_R][A2_C][2];
 
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
 
     size_t k = 0;
@@ -121,30 +123,30 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
         for (int h = 0; h < 2; h++) {  // canonical lanes 8h .. 8h+7
             const size_t kh = k + 8 * (size_t)h;
             __m256 wv[A2_R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) wv[r] = load_w8(dt, wr[r], kh);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const __m256 xv = _mm256_loadu_ps(xr[c] + kh);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int r = 0; r < R; r++) acc[r][c][h] = _mm256_fmadd_ps(wv[r], xv, acc[r][c][h]);
             }
         }
     }
     if (k < K) {  // K tail: one more full step on zero-padded copies
         float wt[A2_R][16], xt[A2_C][16];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++)
             for (size_t l = 0; l < 16; l++) wt[r][l] = k + l < K ? w_scalar(dt, wr[r], k + l) : 0.0f;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             for (size_t l = 0; l < 16; l++) xt[c][l] = k + l < K ? xr[c][k + l] : 0.0f;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const __m256 xv = _mm256_loadu_ps(xt[c] + 8 * h);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int r = 0; r < R; r++)
                     acc[r][c][h] = _mm256_fmadd_ps(_mm256_loadu_ps(wt[r] + 8 * h), xv, acc[r][c][h]);
             }
@@ -166,7 +168,7 @@ AI float load_x_block(const float *x, size_t m, __m256 v[4], int *bad) {
     const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
     __m256 amax = _mm256_setzero_ps();
     *bad = 0;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         v[i] = _mm256_loadu_ps(buf + 8 * i);
         const __m256 a = _mm256_andnot_ps(sign, v[i]);
@@ -203,14 +205,14 @@ AI float quantize_x_block(int16_t *dst, const float *x, size_t m) {
 AI void start_quant_tile(int R, int C, const WD *W, size_t n, size_t rs, const uint8_t *wr[A2_R],
                          const uint16_t *dr[A2_R], __m256 acc[A2_R][A2_C][2]) {
     const size_t nb = W->ldd;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         wr[r] = (const uint8_t *)W->w + (n + (size_t)r * rs) * W->ldw;
         dr[r] = W->d + (n + (size_t)r * rs) * nb;
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c][0] = acc[r][c][1] = _mm256_setzero_ps();
 }
 
@@ -234,18 +236,18 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
     for (size_t j = 0; j < nb; j++) {
         __m256i wv[A2_R][2];
         float dw[A2_R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             dw[r] = _cvtsh_ss(dr[r][j]);
             load_block(wr[r], j, wv[r]);
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const int16_t *x = xq + (b0 + (size_t)c) * Kq + j * Q8_BLOCK;
             const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)x);
             const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + 16));
             const float d = dx[(b0 + (size_t)c) * nb + j];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 const __m256 s = _mm256_set1_ps(dw[r] * d);
                 acc[r][c][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(wv[r][0], x0)), s, acc[r][c][0]);
@@ -286,7 +288,7 @@ AI void quantize_q4_block(Q4XGroup *g, int i, const float *x, size_t m, int32_t 
     float dx = bad ? NAN : 0.0f;
     if (!bad && am >= Q8_X_TINY) {
         const __m256 inv = _mm256_set1_ps(127.0f / am);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < 4; t++)
             _mm256_storeu_si256((__m256i *)(void *)(q + 8 * t), _mm256_cvtps_epi32(_mm256_mul_ps(v[t], inv)));
         dx = am / 127.0f;
@@ -339,7 +341,7 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
         const size_t in = nb - 4 * g < 4 ? nb - 4 * g : 4;  // blocks of the group in the row
         uint8_t wt[A2_R][64];
         __m128 dw4[A2_R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             uint16_t d16[8] = {0};
             memcpy(d16, dr[r] + 4 * g, in * sizeof *d16);
@@ -353,7 +355,7 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
         for (int h = 0; h < 2; h++) {  // canonical lanes 8h .. 8h+7
             __m256i wlo[A2_R], whi[A2_R];
             __m256 dw[A2_R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 if (dt == DTYPE_Q6) {
                     const uint8_t *src = wr[r] + gb * g;
@@ -367,14 +369,14 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
                 }
                 dw[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dw4[r]), quarter[h]);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const Q4XGroup *x = xg + (b0 + (size_t)c) * G + g;
                 const __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(x->lo + 32 * h));
                 const __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(x->hi + 32 * h));
                 const __m256i corr = _mm256_load_si256((const __m256i *)(const void *)(x->corr + 8 * h));
                 const __m256 dx = _mm256_load_ps(x->dx + 8 * h);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int r = 0; r < R; r++) {
                     // |u x| <= 15 * 127 (Q6: 63 * 127): the pairs, and the sum of two, fit int16 exactly
                     const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(wlo[r], xlo), _mm256_maddubs_epi16(whi[r], xhi));
@@ -387,26 +389,29 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
-// R Q4 weight rows (rs apart) for all B batch rows, in chunks of A2_C.
-AI void rows_q4(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg,
+// R Q4 weight rows (rs apart) for all B batch rows, in chunks of C.
+AI void rows_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, float *out, const Q4XGroup *xg,
                 const float *bias, size_t B, int accumulate) {
     size_t b = 0;
-    for (; b + A2_C <= B; b += A2_C) tile_q4(dt, R, A2_C, W, n, rs, b, out, xg, bias, accumulate);
-    switch (B - b) {
-    case 2: tile_q4(dt, R, 2, W, n, rs, b, out, xg, bias, accumulate); break;
-    case 1: tile_q4(dt, R, 1, W, n, rs, b, out, xg, bias, accumulate); break;
+    for (; b + (size_t)C <= B; b += (size_t)C) tile_q4(dt, R, C, W, n, rs, b, out, xg, bias, accumulate);
+    switch (B - b) {  // a tail of fewer than C rows (the cases C cannot have fold away)
+    case 5: if (C > 5) tile_q4(dt, R, 5, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 4: if (C > 4) tile_q4(dt, R, 4, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 3: if (C > 3) tile_q4(dt, R, 3, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 2: if (C > 2) tile_q4(dt, R, 2, W, n, rs, b, out, xg, bias, accumulate); break;
+    case 1: if (C > 1) tile_q4(dt, R, 1, W, n, rs, b, out, xg, bias, accumulate); break;
     default: break;
     }
 }
 
-AI void run_q4(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
-               size_t n1, int accumulate, float *scratch) {
+AI void run_q4(DType dt, int R, int C, const WD *W, float *out, const float *inp, const float *bias, size_t B,
+               size_t n0, size_t n1, int accumulate, float *scratch) {
     Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
     quantize_x_q4(xg, inp, B, W->K, q4_offset(dt));
-    const size_t part = (n1 - n0) / A2_R;
+    const size_t part = (n1 - n0) / (size_t)R;
     size_t n = n0;
-    for (; n < n0 + part; n++) rows_q4(dt, A2_R, W, n, part, out, xg, bias, B, accumulate);
-    for (n = n0 + part * A2_R; n < n1; n++) rows_q4(dt, 1, W, n, 1, out, xg, bias, B, accumulate);
+    for (; n < n0 + part; n++) rows_q4(dt, R, C, W, n, part, out, xg, bias, B, accumulate);
+    for (n = n0 + part * (size_t)R; n < n1; n++) rows_q4(dt, 1, C, W, n, 1, out, xg, bias, B, accumulate);
 }
 
 // ---- drivers ---------------------------------------------------------------
@@ -418,23 +423,27 @@ AI void tile_at(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
     else tile(dt, R, C, W, n, rs, b0, out, inp, bias, accumulate);
 }
 
-// R weight rows (rs apart) for all B batch rows, in chunks of A2_C.
-AI void rows(DType dt, int R, const WD *W, size_t n, size_t rs, float *out, const float *inp,
+// R weight rows (rs apart) for all B batch rows, in chunks of C.
+AI void rows(DType dt, int R, int C, const WD *W, size_t n, size_t rs, float *out, const float *inp,
              const int16_t *xq, const float *dx, const float *bias, size_t B, int accumulate) {
     size_t b = 0;
-    for (; b + A2_C <= B; b += A2_C) tile_at(dt, R, A2_C, W, n, rs, b, out, inp, xq, dx, bias, accumulate);
-    switch (B - b) {  // batch tail: the same arithmetic per element, a smaller tile
-    case 2: tile_at(dt, R, 2, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
-    case 1: tile_at(dt, R, 1, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    for (; b + (size_t)C <= B; b += (size_t)C) tile_at(dt, R, C, W, n, rs, b, out, inp, xq, dx, bias, accumulate);
+    switch (B - b) {  // batch tail: the same arithmetic per element, a smaller tile (cases C cannot have fold away)
+    case 5: if (C > 5) tile_at(dt, R, 5, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 4: if (C > 4) tile_at(dt, R, 4, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 3: if (C > 3) tile_at(dt, R, 3, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 2: if (C > 2) tile_at(dt, R, 2, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 1: if (C > 1) tile_at(dt, R, 1, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
     default: break;
     }
 }
 
 // Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others read inp.
-AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,
+// R x C: the variant's tile.
+AI void run(DType dt, int R, int C, const WD *W, float *out, const float *inp, const float *bias, size_t B,
             size_t n0, size_t n1, int accumulate, float *scratch) {
     if (dtype_is_grouped(dt)) {  // their own tiles (the Q4 section)
-        run_q4(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        run_q4(dt, R, C, W, out, inp, bias, B, n0, n1, accumulate, scratch);
         return;
     }
     const int16_t *xq = NULL;
@@ -444,13 +453,20 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
         xq = (const int16_t *)(const void *)scratch;
         dx = (const float *)(const void *)((const char *)scratch + q8_x_scales_offset(B, W->K));
     }
-    const size_t part = (n1 - n0) / A2_R;
+    const size_t part = (n1 - n0) / (size_t)R;
     size_t n = n0;
-    for (; n < n0 + part; n++) rows(dt, A2_R, W, n, part, out, inp, xq, dx, bias, B, accumulate);
-    for (n = n0 + part * A2_R; n < n1; n++) rows(dt, 1, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
+    for (; n < n0 + part; n++) rows(dt, R, C, W, n, part, out, inp, xq, dx, bias, B, accumulate);
+    for (n = n0 + part * (size_t)R; n < n1; n++) rows(dt, 1, C, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
 }
 
-// matmul_rows_avx2: run for W's dtype, one instance each (matmul_kernels.h)
-MATMUL_ROWS_PER_DTYPE(matmul_rows_avx2, TARGET_AVX2)
+// matmul_rows_avx2_RxC, one per variant: run with its tile for W's dtype,
+// one instance each (matmul_kernels.h)
+#define A2_VARIANT(R, C)                                                                                     \
+    AI void run_##R##x##C(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,  \
+                          size_t n0, size_t n1, int accumulate, float *scratch) {                            \
+        run(dt, R, C, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                    \
+    }                                                                                                        \
+    MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx2_##R##x##C, TARGET_AVX2, run_##R##x##C)
+MATMUL_AVX2_VARIANTS(A2_VARIANT)
 
 #endif

@@ -161,18 +161,35 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
 // only with scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
-void matmul_rows_avx2(float *out, const float *inp, const Weight *W, const float *bias,
-                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+// AVX2 has a kernel per variant (below), matmul_rows_avx2_RxC.
+#define MATMUL_AVX2_DECLARE(R, C)                                                                            \
+    void matmul_rows_avx2_##R##x##C(float *out, const float *inp, const Weight *W, const float *bias, size_t B, \
+                                    size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 // The same with AVX512-VNNI for Q4's and Q6's products (vpdpbusd; the same bits):
 // what matmul_rows runs for CPU_AVX512 where cpu_has_avx512_vnni().
 void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
                              size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+// VARIANTS. A variant is a way to arrange a kernel's work: which (b, n)
+// accumulators a register tile holds, so how often each weight and each
+// activation is loaded. Every variant of an ISA obeys the arithmetic above,
+// so all give the same bits (test_matmul checks each against the scalar
+// kernel); only the speed differs, and which is fastest depends on the CPU
+// (registers, load ports, cache sizes), so tune.h measures them. AVX2's are
+// tile shapes, X(R, C): R weight rows x C batch rows, 2 R C of its 16 ymm
+// accumulators (R far-apart weight rows: R linear streams); the first is
+// the default. Scalar and AVX-512 have one variant each.
+#define MATMUL_AVX2_VARIANTS(X) X(2, 3) X(1, 6) X(3, 2) X(2, 2) X(4, 1)
+enum { MATMUL_AVX2_VARIANT_COUNT = 5 };
+_Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
+MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
+
 // matmul_rows with the AVX-512 route named (vnni: 1 for the VNNI kernel,
-// which the CPU must then support), so that tests run both.
-void matmul_rows_route(CpuIsa isa, int vnni, float *out, const float *inp, const Weight *W, const float *bias,
-                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+// which the CPU must then support), so that tests run both, and the variant
+// (0 .. matmul_variant_count(isa) - 1; another runs the default, 0).
+void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const float *inp, const Weight *W,
+                       const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 
 // Q8's activations: quantizes the m <= Q8_BLOCK inputs at x into q[0 ..
 // Q8_BLOCK) (zeros past m) and returns the block's scale dx, exactly as the
@@ -244,18 +261,21 @@ static inline size_t esize(DType dt) { return dt == DTYPE_F32 ? 4 : dtype_is_blo
 // every switch on dt inside folds away, and `name` (matmul_rows_avx2, ...),
 // with matmul_rows' contract, which picks the instance for W's dtype.
 // target: the file's cpu.h target attribute.
-#define MATMUL_RUN_INSTANCE(fn, dt, target)                                                             \
+// MATMUL_ROWS_PER_DTYPE_RUN: the same with another function than run (a
+// file with several variants defines one per variant).
+#define MATMUL_ROWS_PER_DTYPE(name, target) MATMUL_ROWS_PER_DTYPE_RUN(name, target, run)
+#define MATMUL_RUN_INSTANCE(fn, dt, target, run)                                                        \
     target static void fn(const WD *W, float *out, const float *inp, const float *bias, size_t B,      \
                           size_t n0, size_t n1, int accumulate, float *scratch) {                      \
         run(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                    \
     }
-#define MATMUL_ROWS_PER_DTYPE(name, target)                                                             \
-    MATMUL_RUN_INSTANCE(name##_f32, DTYPE_F32, target)                                                  \
-    MATMUL_RUN_INSTANCE(name##_f16, DTYPE_F16, target)                                                  \
-    MATMUL_RUN_INSTANCE(name##_bf16, DTYPE_BF16, target)                                                \
-    MATMUL_RUN_INSTANCE(name##_q8, DTYPE_Q8, target)                                                    \
-    MATMUL_RUN_INSTANCE(name##_q4, DTYPE_Q4, target)                                                    \
-    MATMUL_RUN_INSTANCE(name##_q6, DTYPE_Q6, target)                                                    \
+#define MATMUL_ROWS_PER_DTYPE_RUN(name, target, run)                                                    \
+    MATMUL_RUN_INSTANCE(name##_f32, DTYPE_F32, target, run)                                             \
+    MATMUL_RUN_INSTANCE(name##_f16, DTYPE_F16, target, run)                                             \
+    MATMUL_RUN_INSTANCE(name##_bf16, DTYPE_BF16, target, run)                                           \
+    MATMUL_RUN_INSTANCE(name##_q8, DTYPE_Q8, target, run)                                               \
+    MATMUL_RUN_INSTANCE(name##_q4, DTYPE_Q4, target, run)                                               \
+    MATMUL_RUN_INSTANCE(name##_q6, DTYPE_Q6, target, run)                                               \
     target void name(float *out, const float *inp, const Weight *W, const float *bias, size_t B,       \
                      size_t n0, size_t n1, int accumulate, float *scratch) {                           \
         if (n0 >= n1 || B == 0) return;                                                                \

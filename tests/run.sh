@@ -8,10 +8,16 @@ BUILD=${BUILD:-build}
 CKPT_DIR=${CKPT_DIR:-build/ckpt}
 GPT=${GPT:-$BUILD/gpt}
 export BUILD CKPT_DIR GPT
+# Tuning (tune.h) is tested by test_tune; elsewhere it would only cost time,
+# and no test writes wisdom to the real cache.
+GPT_TUNE=${GPT_TUNE:-off}
+cache=$(mktemp -d)
+XDG_CACHE_HOME=$cache
+export GPT_TUNE XDG_CACHE_HOME
 passed=0
 failed=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log"; rm -rf "$cache"' EXIT
 for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
     case "$t" in *.o|*.d) continue ;; esac
     [ -e "$t" ] || continue

@@ -889,10 +889,13 @@ static void test_stats_json(void) {
         for (int k = 0; modes[i][k]; k++) args[n++] = modes[i][k];
         args[n] = NULL;
         Result r = run_gpt(tmpdir, NULL, 0, args);
-        const char *last = strrchr(r.err, '{');
+        // the report: the last line, an object with objects inside ("tuning")
+        const char *last = strstr(r.err, "\n{") ? NULL : r.err[0] == '{' ? r.err : NULL;
+        for (const char *at = strstr(r.err, "\n{"); at; at = strstr(at + 1, "\n{")) last = at + 1;
         cJSON *j = last ? cJSON_Parse(last) : NULL;
-        CHECK(r.rc == 0 && j && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "kv_type")), "F16") &&
-                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "kv_dtype")), "F16"),
+        const char *kv_type = j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "kv_type")) : NULL;
+        const char *kv_dtype = j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "kv_dtype")) : NULL;
+        CHECK(r.rc == 0 && kv_type && !strcmp(kv_type, "F16") && kv_dtype && !strcmp(kv_dtype, "F16"),
               "--stats-json, mode %d: rc %d, stderr %s", i, r.rc, r.err);
         cJSON_Delete(j);
         result_free(&r);

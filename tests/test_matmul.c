@@ -393,10 +393,16 @@ static int route_vnni(int route) {
 static int route_supported(int route) {
     return cpu_isa_supported(route_isa(route)) && (!route_vnni(route) || cpu_has_avx512_vnni());
 }
+// Variant v of a route's kernels (matmul_kernels.h: every one the same bits).
+static void rows_variant_on(int route, int v, float *out, const float *inp, const Weight *W, const float *bias,
+                            size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    matmul_rows_route(route_isa(route), route_vnni(route), v, out, inp, W, bias, B, n0, n1, accumulate, scratch);
+}
 static void rows_on(int route, float *out, const float *inp, const Weight *W, const float *bias, size_t B,
                     size_t n0, size_t n1, int accumulate, float *scratch) {
-    matmul_rows_route(route_isa(route), route_vnni(route), out, inp, W, bias, B, n0, n1, accumulate, scratch);
+    rows_variant_on(route, 0, out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
+static int route_variants(int route) { return matmul_variant_count(route_isa(route)); }
 static const char *isa_label(int route) {
     if (route_isa(route) == CPU_AVX512) return route_vnni(route) ? "avx512 (vnni)" : "avx512 (no vnni)";
     return cpu_isa_name((CpuIsa)route);
@@ -444,17 +450,19 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     CHECK(worst <= 1.0, "%s K %zu N %zu B %zu: error within the canonical bound expected, got %.3g > %.3g at %zu",
           dtype_name(m->dt), K, N, B, worst_err, worst_tol, worst_at);
 
-    // (b) every ISA, with and without scratch, the scalar bits
+    // (b) every ISA and every variant of it, with and without scratch, the scalar bits
     for (int isa = CPU_AVX2; isa < N_ROUTES; isa++) {
         if (!route_supported(isa)) continue;
-        for (int s = 0; s < 2; s++) {
-            memcpy(u->y, u->old, B * N * sizeof(float));
-            rows_on(isa, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
-            size_t d = first_difference(u->y, u->scalar, B * N);
-            CHECK(d == B * N, "%s K %zu N %zu B %zu: %s%s must give the scalar bits; at %zu %.9g, scalar %.9g",
-                  dtype_name(m->dt), K, N, B, isa_label(isa), s ? " with scratch" : "", d,
-                  d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
-        }
+        for (int v = 0; v < route_variants(isa); v++)
+            for (int s = 0; s < 2; s++) {
+                memcpy(u->y, u->old, B * N * sizeof(float));
+                rows_variant_on(isa, v, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
+                size_t d = first_difference(u->y, u->scalar, B * N);
+                CHECK(d == B * N, "%s K %zu N %zu B %zu: %s variant %s%s must give the scalar bits; at %zu %.9g, "
+                      "scalar %.9g", dtype_name(m->dt), K, N, B, isa_label(isa),
+                      matmul_variant_name(route_isa(isa), v), s ? " with scratch" : "", d,
+                      d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
+            }
     }
     // the F32 kernel on the dequantized weights (Q8 quantizes the activations too)
     if (m->dt == DTYPE_F16 || m->dt == DTYPE_BF16) {
@@ -466,7 +474,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
               d < B * N ? u->scalar[d] : 0.0);
     }
     // matmul() on 2 threads with scratch
-    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa()};
+    MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa(), NULL};
     memcpy(u->y, u->old, B * N * sizeof(float));
     matmul(u->y, u->x, &m->W, bias, B, acc, &ctx);
     size_t d = first_difference(u->y, u->scalar, B * N);
@@ -527,18 +535,20 @@ static void check_invariance(const Mat *m, int isa, Bufs *u) {
         if (B == 17) {
             how = isa == (int)cpu_best_isa() ? "matmul() T 100, 2 threads" : NULL;
             if (!how) break;
-            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa()};
+            MatmulContext ctx = {u->pool, u->scratch, matmul_scratch_floats(MATMUL_GROUP, K), cpu_best_isa(), NULL};
             matmul(u->y, u->x, &m->W, u->bias, T, 0, &ctx);
         } else if (B % 2) {
             how = B % 4 == 1 ? "whole, scratch" : "whole, no scratch";
-            rows_on(isa, u->y, u->x, &m->W, u->bias, B, 0, N, 0, B % 4 == 1 ? u->scratch : NULL);
+            rows_variant_on(isa, (int)B % route_variants(isa), u->y, u->x, &m->W, u->bias, B, 0, N, 0,
+                            B % 4 == 1 ? u->scratch : NULL);
         } else {
             how = B % 4 == 0 ? "in pieces, scratch" : "in pieces, no scratch";
             int untouched = 1;
             for (size_t n0 = 0, n1; n0 < N; n0 = n1) {
                 size_t len = 1 + (below(3) == 0 ? below(5) : below(N - n0 < 300 ? N - n0 : 300));
                 n1 = n0 + len < N ? n0 + len : N;
-                rows_on(isa, u->y, u->x, &m->W, u->bias, B, n0, n1, 0, B % 4 == 0 ? u->scratch : NULL);
+                rows_variant_on(isa, (int)(B / 2) % route_variants(isa), u->y, u->x, &m->W, u->bias, B, n0, n1, 0,
+                                B % 4 == 0 ? u->scratch : NULL);
                 for (size_t b = 0; b < B; b++)  // columns past the piece still hold the sentinel
                     for (size_t n = n1; n < N; n++) {
                         uint32_t v;
@@ -560,7 +570,7 @@ static void check_invariance(const Mat *m, int isa, Bufs *u) {
         size_t T = MAX_B;
         for (size_t b = 0; b < T; b++) idx[b] = below(POOL);
         for (size_t b = 0; b < T; b++) memcpy(u->x + b * K, rows + idx[b] * K, K * sizeof(float));
-        MatmulContext small = {u->pool, u->scratch, 16, cpu_best_isa()};
+        MatmulContext small = {u->pool, u->scratch, 16, cpu_best_isa(), NULL};
         for (int c = 0; c < 2; c++) {
             matmul(u->y, u->x, &m->W, u->bias, T, 0, c ? &small : NULL);
             size_t col;
@@ -648,18 +658,22 @@ static void test_parts_and_then(void) {
         ThreadPool *pool = threadpool_create(threads, &err);
         CHECK(pool != NULL, "a pool of %d threads expected: %s", threads, err.msg);
         if (!pool) continue;
-        MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa()};
+        MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa(), NULL};
         for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
             Mat m;
             mat_make(&m, dts[d], N, K);
             for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
                 size_t T = Ts[i];
+                // a plan naming each variant in turn (matmul.h): the same bits
+                MatmulPlan plan = {ctx.isa, (int)(i + d) % matmul_variant_count(ctx.isa), 0, {{0}}};
+                ctx.plan = &plan;
                 matmul_rows(CPU_SCALAR, want, x, &m.W, bias, T, 0, N, 0, NULL);
                 memset(got, 0xff, T * N * sizeof *got);
                 matmul(got, x, &m.W, bias, T, 0, &ctx);
                 size_t at = first_difference(got, want, T * N);
-                CHECK(at == T * N, "%s T %zu, %d threads: matmul() must give the scalar bits; at %zu %.9g, want %.9g",
-                      dtype_name(dts[d]), T, threads, at, at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
+                CHECK(at == T * N, "%s T %zu, %d threads, variant %s: matmul() must give the scalar bits; at %zu %.9g, "
+                      "want %.9g", dtype_name(dts[d]), T, threads, matmul_variant_name(ctx.isa, plan.fallback), at,
+                      at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
                 gelu_forward(want, T * N);
                 memset(got, 0xff, T * N * sizeof *got);
                 matmul_then(got, x, &m.W, bias, T, 0, &ctx, gelu_forward);

@@ -718,7 +718,7 @@ int run_batch(const Options *o) {
     }
     EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
                        .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
-                       .pool = ss.pool, .prompt_logit_rows = (size_t)o->prefill_chunk};
+                       .pool = ss.pool, .plan = &ss.plan, .prompt_logit_rows = (size_t)o->prefill_chunk};
     if (engine_init(&b.engine, mp, b.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;

@@ -75,6 +75,7 @@ typedef struct {
     long draft_tokens;       // --draft-tokens: guesses per step; 0: chosen by the draft's cost
     long lookup_n;           // --lookup N: prompt lookup of N-grams; 0 off
     int blas;                // --blas: long prefill chunks through OpenBLAS
+    int tune;                // --tune (a TuneMode; default $GPT_TUNE, else on)
     // --batch
     int jsonl, unordered, text_output, share_prefixes, stats_json;
     long parallel, prefill_chunk;

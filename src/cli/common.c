@@ -124,6 +124,6 @@ size_t peak_rss_bytes(void) {
 int session_open(Session *s, const Options *o) {
     ModelOptions mo = {.model_path = o->model_path, .tokenizer_path = o->tokenizer_path,
                        .weights = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure},
-                       .threads = o->threads};
+                       .threads = o->threads, .tune = (int)o->tune, .version = GPT_VERSION};
     return session_open_model(s, &mo);
 }

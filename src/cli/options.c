@@ -123,6 +123,9 @@ static const char *usage_text =
     "      --blas              prompts of 64 tokens or more through OpenBLAS's sgemm (float32\n"
     "                          matrices): not bitwise our kernels' result (see README)\n"
     "  -t, --threads N         threads (default: the number of cores)\n"
+    "      --tune MODE         the matmul kernels' variants: on (default: measured once per\n"
+    "                          CPU, model and threads, kept in ~/.cache/gpt), off, force\n"
+    "                          (measure again); $GPT_TUNE the same; outputs never change\n"
     "  -h, --help              this help\n"
     "      --version           print the version\n"
     "\n"
@@ -196,6 +199,7 @@ enum {
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
+    O_TUNE,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS,
     O_COUNT  // one past the last
 };
@@ -245,6 +249,7 @@ static const struct option LONG_OPTIONS[] = {
     {"progress", no_argument, 0, O_PROGRESS},
     {"quiet", no_argument, 0, 'q'},
     {"blas", no_argument, 0, O_BLAS},
+    {"tune", required_argument, 0, O_TUNE},
     {"logprobs", required_argument, 0, O_LOGPROBS},
     {"choice", required_argument, 0, O_CHOICE},
     {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
@@ -260,7 +265,7 @@ static int modes_of(int code) {
     case 'p': return GEN | SCORE | TOK | DETOK | CHOICE;
     case O_KEEP_NEWLINE: return GEN | SCORE | TOK | CHOICE;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
-    case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: return MODEL_MODES;
+    case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: case O_TUNE: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
@@ -314,6 +319,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     o->completions = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = cores > 0 ? cores : 1;
+    o->tune = tune_mode_from_env(TUNE_ON);
 
     // Which options were given (by code), as typed, for the mode check.
     const char *given[O_COUNT] = {0};
@@ -480,6 +486,12 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         case O_PROGRESS: o->progress = 1; break;
         case 'q': o->quiet = 1; break;
         case O_BLAS: o->blas = 1; break;
+        case O_TUNE: {
+            TuneMode t;
+            if (tune_mode_parse(v, &t) != 0) return FAIL("%s %s: must be on, off or force", flag, v);
+            o->tune = t;
+            break;
+        }
         case O_PARALLEL:
             if (counted(v, 256, &o->parallel) != 0)
                 return FAIL("%s %s: must be an integer in [1, 256]", flag, v);

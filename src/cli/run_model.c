@@ -51,7 +51,24 @@ typedef struct {
     const char *blas;         // --blas: OpenBLAS's description, else NULL
     int context_shift;        // --context-shift
     size_t shifts, shift_tokens;  // the shifts, and the positions they recomputed
+    const TuneReport *tune;   // the matmul variants the run's products ran (tune.h)
 } RunStats;
+
+// How the matmul variants were chosen and which each product ran.
+static cJSON *tune_json(const TuneReport *t) {
+    cJSON *j = cJSON_CreateObject(), *v = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "source", t->source);  // "measured", "wisdom", "default"
+    cJSON_AddNumberToObject(j, "seconds", t->seconds);
+    if (t->path[0]) cJSON_AddStringToObject(j, "wisdom", t->path);
+    if (t->note[0]) cJSON_AddStringToObject(j, "note", t->note);
+    for (int i = 0; i < t->n_products; i++) {  // "qkv f32": "2x3"
+        char key[64];
+        snprintf(key, sizeof key, "%s %s", t->product[i].name, dtype_name(t->product[i].dtype));
+        cJSON_AddStringToObject(v, key, matmul_variant_name(t->isa, t->product[i].variant));
+    }
+    cJSON_AddItemToObject(j, "variants", v);
+    return j;
+}
 
 static cJSON *stats_json(const Model *m, const RunStats *r) {
     const GPT2Config *c = &m->config;
@@ -85,6 +102,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
     if (r->blas) cJSON_AddStringToObject(s, "blas", r->blas);
+    if (r->tune) cJSON_AddItemToObject(s, "tuning", tune_json(r->tune));
     if (r->context_shift) {
         cJSON_AddNumberToObject(s, "context_shifts", (double)r->shifts);
         cJSON_AddNumberToObject(s, "context_shift_tokens", (double)r->shift_tokens);
@@ -160,6 +178,17 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     }
     fprintf(e, "threads:    %ld (kernels %s)\n", threads, matmul_isa_in_use());
     if (r->blas) fprintf(e, "blas:       prompts of %d tokens or more through %s\n", BLAS_MIN_ROWS, r->blas);
+    if (r->tune) {
+        const TuneReport *t = r->tune;
+        if (strcmp(t->source, "wisdom") == 0) fprintf(e, "tuning:     from wisdom %s", t->path);
+        else if (strcmp(t->source, "measured") == 0)
+            fprintf(e, "tuning:     measured in %.3f s%s%s", t->seconds, t->note[0] ? "" : ", saved to ",
+                    t->note[0] ? "" : t->path);
+        else fprintf(e, "tuning:     default variants");
+        if (t->note[0]) fprintf(e, " (%s)", t->note);
+        fprintf(e, "\n");
+        tune_print(t, e);
+    }
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
         fprintf(e, "seed:       %llu\n", (unsigned long long)r->seed);
@@ -178,10 +207,10 @@ static void show_score_progress(void *ctx, size_t scored, size_t total, size_t w
                     progress_eta(p, total ? (double)scored / (double)total : 0, eta, sizeof eta));
 }
 
-static int run_score(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
+static int run_score(const Options *o, const Session *ss, const Model *m, const char *model_file, ThreadPool *pool,
                      const Tokenizer *tok, const int32_t *ids, size_t n) {
     GptError err = {{0}};
-    RunStats r = {.model_file = model_file};
+    RunStats r = {.model_file = model_file, .tune = &ss->tune};
     char blas_name[256];
     if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
     r.kv_dtype = o->kv_dtype;
@@ -195,7 +224,8 @@ static int run_score(const Options *o, const Model *m, const char *model_file, T
     Progress progress;
     progress_init(&progress, o->progress);
     ScoreProgress shown = {show_score_progress, &progress};
-    int scored = score_tokens(m, ids, n, (size_t)o->stride, o->kv_dtype, pool, o->blas, logprobs, &st, &shown, &err);
+    int scored = score_tokens_plan(m, &ss->plan, ids, n, (size_t)o->stride, o->kv_dtype, pool, o->blas, logprobs, &st,
+                                   &shown, &err);
     progress_clear(&progress);
     if (scored != 0) {
         free(logprobs);
@@ -284,7 +314,7 @@ static size_t default_guesses(const Options *o, const Model *m, const Model *dra
     return 4;
 }
 
-static int run_generate(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
+static int run_generate(const Options *o, const Session *ss, const Model *m, const char *model_file, ThreadPool *pool,
                         Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
                         size_t n_prompt, const DraftModel *dm) {
     GptError err = {{0}};
@@ -295,7 +325,7 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     char *text = NULL;  // the generated text, for --json
     size_t text_len = 0, text_cap = 0;
     int rc = EXIT_RUNTIME;
-    RunStats r = {.model_file = model_file};
+    RunStats r = {.model_file = model_file, .tune = &ss->tune};
     char blas_name[256];
     if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
 
@@ -323,7 +353,8 @@ static int run_generate(const Options *o, const Model *m, const char *model_file
     }
     r.context_shift = o->context_shift;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .max_verify = guesses,
+                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .plan = &ss->plan,
+                       .max_verify = guesses,
                        .use_blas = o->blas, .prompt_logit_rows = prompt_logit_rows};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
     if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0 || engine_admit(&engine, &seq, &err) != 1) {
@@ -478,8 +509,9 @@ static long step_several(Engine *e, Sequence *seqs, size_t n, Sequence **live) {
 // one engine; the first computes the prompt, the others share its blocks,
 // and they decode together. Each is the single run with its seed, bit for
 // bit (a row's result never depends on the others in the step). --json only.
-static int run_completions(const Options *o, const Model *m, const char *model_file, ThreadPool *pool,
-                           Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids, size_t n_prompt) {
+static int run_completions(const Options *o, const Session *ss, const Model *m, const char *model_file,
+                           ThreadPool *pool, Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
+                           size_t n_prompt) {
     GptError err = {{0}};
     size_t n = (size_t)o->completions, half = (size_t)m->config.n_ctx / 2;
     Engine engine;
@@ -488,7 +520,8 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
     Sequence **live = calloc(n, sizeof *live);
     char **texts = calloc(n, sizeof *texts);
     size_t *lens = calloc(n, sizeof *lens), *caps = calloc(n, sizeof *caps);
-    RunStats r = {.model_file = model_file, .kv_dtype = o->kv_dtype, .have_seed = 1, .prompt_tokens = n_prompt,
+    RunStats r = {.model_file = model_file, .kv_dtype = o->kv_dtype, .tune = &ss->tune, .have_seed = 1,
+                  .prompt_tokens = n_prompt,
                   .context_shift = o->context_shift};
     if (!seqs || !live || !texts || !lens || !caps) {
         fprintf(stderr, "gpt: out of memory\n");
@@ -504,6 +537,7 @@ static int run_completions(const Options *o, const Model *m, const char *model_f
     if (o->context_shift && half + n > step_tokens) step_tokens = half + n;
     EngineConfig ec = {.max_seqs = n, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
                        .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = pool,
+                       .plan = &ss->plan,
                        .prompt_logit_rows = rows};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) {
         report_error(&err);
@@ -617,7 +651,7 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     Sequence **live = calloc(nc, sizeof *live);
     Engine engine;
     int engine_up = 0, rc = EXIT_RUNTIME;
-    RunStats r = {.model_file = ss->model_path, .kv_dtype = o->kv_dtype};
+    RunStats r = {.model_file = ss->model_path, .kv_dtype = o->kv_dtype, .tune = &ss->tune};
     if (!c || !seqs || !live) {
         fprintf(stderr, "gpt: out of memory\n");
         goto done;
@@ -638,6 +672,7 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     size_t logit_rows = scored_rows < 512 ? scored_rows : 512;
     EngineConfig ec = {.max_seqs = nc, .max_step_tokens = longest > logit_rows ? longest : logit_rows,
                        .kv_dtype = o->kv_dtype, .kv_blocks = blocks, .share_prefixes = 1, .pool = ss->pool,
+                       .plan = &ss->plan,
                        .prompt_logit_rows = logit_rows};
     if (engine_init(&engine, m, ss->tok, &ec, &err) != 0) {
         report_error(&err);
@@ -806,9 +841,10 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    rc = scoring                ? run_score(o, m, ss.model_path, ss.pool, ss.tok, ids, n)
-         : o->completions > 1 ? run_completions(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n)
-                              : run_generate(o, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n, &dm);
+    rc = scoring                ? run_score(o, &ss, m, ss.model_path, ss.pool, ss.tok, ids, n)
+         : o->completions > 1 ? run_completions(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n)
+                              : run_generate(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n,
+                                             &dm);
 done:
     free(ids);
     free(prompt);

@@ -28,6 +28,7 @@
 #include "generate.h"
 #include "model.h"
 #include "threads.h"
+#include "tune.h"
 #include "tokenizer.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
@@ -79,6 +80,8 @@ typedef struct {
     const char *tokenizer_path;  // --tokenizer, or NULL
     WeightOptions weights;       // --dtype
     long threads;                // -t
+    int tune;                    // --tune: a TuneMode (0: off)
+    const char *version;         // gpt's, for the tuning's wisdom key
 } ModelOptions;
 
 // The model (-m, $GPT_MODEL or the search), its tokenizer (checked against
@@ -89,6 +92,8 @@ typedef struct {
     Tokenizer *tok;
     int tok_owned;
     ThreadPool *pool;
+    MatmulPlan plan;        // the matmul variants of the model's products (tune.h)
+    TuneReport tune;        // how they were chosen, for --stats
 } Session;
 // Opens all three; EXIT_OK, or the exit code after reporting (then *s is
 // closed).

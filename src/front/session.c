@@ -32,6 +32,8 @@ int session_open_model(Session *s, const ModelOptions *mo) {
         session_close(s);
         return report_error(&err);
     }
+    // the matmul variants for this model on these threads (never fails)
+    tune_model(&s->model, s->pool, (TuneMode)mo->tune, mo->version ? mo->version : "", &s->plan, &s->tune);
     return EXIT_OK;
 }
 

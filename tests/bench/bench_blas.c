@@ -67,7 +67,7 @@ int main(void) {
         }
         size_t per = matmul_scratch_floats(MATMUL_GROUP, 3072);
         float *scratch = aligned_alloc(64, (size_t)t * per * sizeof(float));
-        MatmulContext mm = {pool, scratch, per, cpu_best_isa()};
+        MatmulContext mm = {pool, scratch, per, cpu_best_isa(), NULL};
         printf("threads %d: GFLOP/s of the four layer products (768x2304, 768x768, 768x3072, 3072x768), best of %d\n", t,
                ROUNDS);
         printf("  %5s %8s %8s %7s\n", "rows", "ours", "OpenBLAS", "ratio");

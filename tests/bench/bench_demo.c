@@ -78,7 +78,7 @@ static double ours_gflops(const Model *m, ThreadPool *pool, size_t rows) {
     ForwardState fs;
     if (forward_state_init(&fs, &m->config, rows, 1, rows, pool, &err) != 0) die(&err);
     for (size_t i = 0; i < rows * C; i++) fs.ln[i] = 0.01f * (float)(i % 89) - 0.4f;
-    const MatmulContext mm = {pool, fs.matmul_scratch, fs.matmul_scratch_floats, fs.isa};
+    const MatmulContext mm = {pool, fs.matmul_scratch, fs.matmul_scratch_floats, fs.isa, &fs.plan};
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_seconds();

@@ -45,6 +45,7 @@
 #include "matmul.h"
 #include "model.h"
 #include "threads.h"
+#include "tune.h"
 
 #include "bench_util.h"
 
@@ -109,7 +110,7 @@ static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, double
     float *scratch = aligned_alloc(64, n_threads * per_thread * sizeof(float));
     float *x = aligned_alloc(64, T * 4 * C * sizeof(float)), *y = aligned_alloc(64, T * 4 * C * sizeof(float));
     for (size_t i = 0; i < T * 4 * C; i++) x[i] = 0.001f * (float)(i % 97);
-    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa()};
+    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa(), NULL};
     for (int s = 0; s < 4; s++) {
         size_t K = w[s]->n_in, N = w[s]->n_out;
         double flops = 2.0 * (double)T * (double)K * (double)N;
@@ -225,6 +226,47 @@ static int dtype_selected(const char *name) {
     return 0;
 }
 
+// The matmul variants (tune.h) of each dtype's products, on 1 and 2
+// threads: the CPU as CPUID tells it, each product's chosen variant with
+// its GFLOP/s and the others' beside it (measured now, as `gpt --tune
+// force` does), and a prefill of PREFILL_TUNED tokens with the default
+// variants and with the chosen ones (interleaved, best of 3 rounds).
+enum { PREFILL_TUNED = 128 };
+static void bench_variants(Model *models, const int *on, int n_dt, const char *const *names) {
+    CpuInfo ci;
+    char line[256];
+    cpu_info(&ci);
+    cpu_describe(&ci, line, sizeof line);
+    printf("cpuid: %s\n", line);
+    for (int t = 1; t <= 2; t++) {
+        GptError err = {{0}};
+        ThreadPool *pool = threadpool_create(t, &err);
+        if (!pool) die(&err);
+        for (int d = 0; d < n_dt; d++) {
+            if (!on[d]) continue;
+            MatmulPlan plan;
+            TuneReport rep;
+            tune_model(&models[d], pool, TUNE_FORCE, "bench", &plan, &rep);
+            PrefillRun dflt, tuned;
+            prefill_init(&dflt, &models[d], pool, PREFILL_TUNED);
+            prefill_init(&tuned, &models[d], pool, PREFILL_TUNED);
+            tuned.fs.plan = plan;
+            double a = 0, b = 0;
+            for (int round = 0; round < 3; round++) {
+                double x = prefill_tok_s(&dflt), y = prefill_tok_s(&tuned);
+                if (x > a) a = x;
+                if (y > b) b = y;
+            }
+            prefill_free(&dflt);
+            prefill_free(&tuned);
+            printf("variants %s, %d thread%s: chosen in %.2f s; prefill %d tokens %.0f tok/s default, %.0f tuned "
+                   "(%.2fx)\n", names[d], t, t == 1 ? "" : "s", rep.seconds, PREFILL_TUNED, a, b, a > 0 ? b / a : 0);
+            tune_print(&rep, stdout);
+        }
+        threadpool_free(pool);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_model MODEL_DIR\n");
@@ -255,6 +297,7 @@ int main(int argc, char **argv) {
     printf("cpu: %s\n", cpu);
     printf("model: %s, %zu params; kernels %s; OpenBLAS core %s (the sgemm bound)\n", argv[1], models[0].n_params,
            matmul_isa_in_use(), openblas_get_corename());
+    bench_variants(models, on, N_DT, DTYPES);
     for (int t = 1; t <= 2; t++) {
         GptError perr = {{0}};
         ThreadPool *pool = threadpool_create(t, &perr);

@@ -14,6 +14,9 @@ DEMO=${DEMO:-models/demo.bin}
 set -e
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# the variants' wisdom (tune.h) of the runs below: not the user's cache
+XDG_CACHE_HOME=$TMP/cache
+export XDG_CACHE_HOME
 
 echo "== tokenizer (one core)"
 "$BUILD"/bench/bench_tokenizer
