@@ -38,8 +38,6 @@
 #include "threads.h"
 #include "tokenizer.h"
 
-#define GPT_VERSION "0.1.0"
-
 typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE } Mode;
 
 enum { MAX_CHOICES = 64 };

@@ -31,6 +31,8 @@
 #include "tune.h"
 #include "tokenizer.h"
 
+#define GPT_VERSION "0.1.0"  // gpt --version; part of the tuning wisdom's key
+
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
 // The most stop strings a run or a request takes.

@@ -176,8 +176,8 @@ static void run_score(Server *s, Job *j) {
     size_t n = j->prompt_lens[0];
     double *lp = calloc(n, sizeof *lp);
     ScoreStats st = {0};
-    int rc = lp ? score_tokens(&s->session.model, j->prompt_ids[0], n, j->stride, s->limits.kv_dtype,
-                               s->session.pool, 0, lp, &st, NULL, &err)
+    int rc = lp ? score_tokens_plan(&s->session.model, &s->session.plan, j->prompt_ids[0], n, j->stride,
+                                    s->limits.kv_dtype, s->session.pool, 0, lp, &st, NULL, &err)
                 : gpt_error(&err, "out of memory");
     pthread_mutex_lock(&s->lock);
     if (rc != 0) {

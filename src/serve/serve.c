@@ -173,7 +173,9 @@ int run_serve(int argc, char **argv) {
                                           {"grace", required_argument, 0, O_GRACE},
                                           {0, 0, 0, 0}};
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ModelOptions mo = {.weights = {.matrix_dtype = -1}, .threads = cores > 0 ? cores : 1};
+    // the matmul variants measured once per machine, as the command's default ($GPT_TUNE as there)
+    ModelOptions mo = {.weights = {.matrix_dtype = -1}, .threads = cores > 0 ? cores : 1,
+                       .tune = (int)tune_mode_from_env(TUNE_ON), .version = GPT_VERSION};
     ServeLimits lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
                        .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32};
     const char *host = "127.0.0.1", *kv_budget_arg = NULL;
@@ -307,7 +309,7 @@ int run_serve(int argc, char **argv) {
     // log-probabilities ("echo" with "logprobs")
     EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + PREFILL_CHUNK,
                        .kv_dtype = lim.kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1,
-                       .pool = s->session.pool, .prompt_logit_rows = PREFILL_CHUNK};
+                       .pool = s->session.pool, .plan = &s->session.plan, .prompt_logit_rows = PREFILL_CHUNK};
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) {
         report_error(&err);
         goto done;
