@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 // Spins before a worker sleeps (each a pause instruction, ~10-40 ns).
 enum { SPIN_ITERATIONS = 20000 };
@@ -48,6 +49,7 @@ struct ThreadPool {
     pthread_mutex_t lock;    // guards sleepers and the condition variable
     pthread_cond_t wake;
     int sleepers;
+    ThreadPoolStats stats;   // the caller's own counts (threadpool_stats)
 };
 
 static inline void cpu_relax(void) {
@@ -59,16 +61,17 @@ static inline void cpu_relax(void) {
 static inline unsigned generation_of(uint64_t w) { return (unsigned)(w >> 32); }
 
 // Claims and runs, on thread `thread`, the parts of generation gen that are
-// left; returns when none is.
-static void run_parts(ThreadPool *p, unsigned gen, int thread) {
+// left; returns when none is, with how many it ran.
+static int run_parts(ThreadPool *p, unsigned gen, int thread) {
+    int ran = 0;
     uint64_t w = atomic_load_explicit(&p->work, memory_order_acquire);
     for (;;) {
-        if (generation_of(w) != gen) return;
+        if (generation_of(w) != gen) return ran;
         // This run's entry: while the word still says run gen, run gen + 1
         // has not begun, so the entry holds run gen's task (only gen + 2
         // rewrites it); the claim below succeeds only if the word still does.
         const int n_parts = atomic_load_explicit(&p->runs[gen % 2].n_parts, memory_order_relaxed);
-        if ((int)(uint32_t)w >= n_parts) return;
+        if ((int)(uint32_t)w >= n_parts) return ran;
         if (!atomic_compare_exchange_weak_explicit(&p->work, &w, w + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;  // w now holds the word as it is
@@ -78,6 +81,7 @@ static void run_parts(ThreadPool *p, unsigned gen, int thread) {
         if (p->runs[gen % 2].part_task) p->runs[gen % 2].part_task(p->runs[gen % 2].arg, part, n_parts, thread);
         else p->runs[gen % 2].task(p->runs[gen % 2].arg, part, p->n_threads);
         atomic_fetch_add_explicit(&p->finished, 1, memory_order_release);
+        ran++;
         w = atomic_load_explicit(&p->work, memory_order_acquire);
     }
 }
@@ -173,11 +177,22 @@ static void run(ThreadPool *p, ThreadTask task, PartTask part_task, void *arg, i
     atomic_store_explicit(&p->work, (uint64_t)gen << 32, memory_order_release);
     if (p->sleepers) pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    run_parts(p, gen, 0);
+    p->stats.runs++;
+    p->stats.parts += (size_t)n_parts;
+    p->stats.caller_parts += (size_t)run_parts(p, gen, 0);
+    if (atomic_load_explicit(&p->finished, memory_order_acquire) == n_parts) return;
+    // the join: the parts others claimed are still running
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; atomic_load_explicit(&p->finished, memory_order_acquire) < n_parts; i++)
         if (i < SPIN_ITERATIONS) cpu_relax();
         else sched_yield();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    p->stats.late_runs++;
+    p->stats.wait_seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
+
+ThreadPoolStats threadpool_stats(const ThreadPool *p) { return p ? p->stats : (ThreadPoolStats){0}; }
 
 void threadpool_run(ThreadPool *p, ThreadTask task, void *arg) {
     if (!p || p->n_threads == 1) {

@@ -46,6 +46,19 @@ void threadpool_run(ThreadPool *p, ThreadTask task, void *arg);
 typedef void (*PartTask)(void *arg, int part, int n_parts, int thread);
 void threadpool_run_parts(ThreadPool *p, PartTask task, void *arg, int n_parts);
 
+// What the pool's runs cost their caller, counted by the caller (no
+// atomics): runs (fork-joins: a decode step of GPT-2 has about 60), the
+// parts in them and those the caller ran itself, and the runs at whose end
+// the caller, out of parts to claim, waited for a part another thread was
+// still running, with the time it waited. A NULL pool or one of one thread
+// counts nothing (its runs are plain calls).
+typedef struct {
+    size_t runs, parts, caller_parts;
+    size_t late_runs;
+    double wait_seconds;
+} ThreadPoolStats;
+ThreadPoolStats threadpool_stats(const ThreadPool *p);
+
 // The range [*begin, *end) of n items that thread `thread` of n_threads
 // takes, in chunks that are multiples of `grain` (but the last): an even
 // split that depends only on n, grain and n_threads.

@@ -128,6 +128,19 @@ static void check_parts(int n_threads, const char *what) {
     }
     CHECK(wrong == 0 && atomic_load(&j.bad) == 0, "%s: %d parts ran other than once, %d bad indices or overlaps",
           what, wrong, atomic_load(&j.bad));
+    // the caller's counts: every run and part of the rounds above (a pool
+    // of one thread counts nothing: its runs are plain calls)
+    ThreadPoolStats st = threadpool_stats(p);
+    size_t runs = 0, parts = 0;
+    for (int r = 0; r < N_COUNTS; r++) runs += counts[r] > 0, parts += (size_t)counts[r];
+    runs = (runs + 1) * (RUNS / 16);
+    parts = (parts + (size_t)n_threads) * (RUNS / 16);
+    CHECK(n_threads == 1 ? st.runs == 0 && st.parts == 0
+                         : st.runs == runs && st.parts == parts && st.caller_parts <= st.parts &&
+                               st.late_runs <= st.runs && st.wait_seconds >= 0,
+          "%s: stats %zu runs (want %zu), %zu parts (want %zu), %zu by the caller, %zu late, %g s", what, st.runs,
+          n_threads == 1 ? (size_t)0 : runs, st.parts, n_threads == 1 ? (size_t)0 : parts, st.caller_parts,
+          st.late_runs, st.wait_seconds);
     threadpool_free(p);
 }
 

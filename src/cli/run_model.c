@@ -52,6 +52,7 @@ typedef struct {
     int context_shift;        // --context-shift
     size_t shifts, shift_tokens;  // the shifts, and the positions they recomputed
     const TuneReport *tune;   // the matmul variants the run's products ran (tune.h)
+    ThreadPoolStats decode_joins;  // the thread pool's runs in the decode steps (threads.h), with 2+ threads
 } RunStats;
 
 // How the matmul variants were chosen and which each product ran.
@@ -99,6 +100,16 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
     cJSON_AddNumberToObject(s, "decode_tok_s", rate(r->decode_tokens, r->decode_seconds));
     cJSON_AddNumberToObject(s, "peak_rss_bytes", (double)peak_rss_bytes());
     cJSON_AddStringToObject(s, "kernels", matmul_isa_in_use());
+    if (r->decode_joins.runs) {  // --stats' "joins:" line
+        const ThreadPoolStats *j = &r->decode_joins;
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddNumberToObject(d, "runs", (double)j->runs);
+        cJSON_AddNumberToObject(d, "late_runs", (double)j->late_runs);
+        cJSON_AddNumberToObject(d, "wait_seconds", j->wait_seconds);
+        cJSON_AddNumberToObject(d, "parts", (double)j->parts);
+        cJSON_AddNumberToObject(d, "worker_parts", (double)(j->parts - j->caller_parts));
+        cJSON_AddItemToObject(s, "decode_joins", d);
+    }
     if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
     else cJSON_AddNullToObject(s, "seed");
     if (r->blas) cJSON_AddStringToObject(s, "blas", r->blas);
@@ -177,6 +188,14 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
                 r->decode_seconds > 0 ? 100.0 * r->draft_seconds / r->decode_seconds : 0.0);
     }
     fprintf(e, "threads:    %ld (kernels %s)\n", threads, matmul_isa_in_use());
+    const ThreadPoolStats *j = &r->decode_joins;
+    if (j->runs && r->decode_tokens)  // where a second thread's time goes
+        fprintf(e, "joins:      %.1f a decode token, %.1f%% of them waiting for another thread, %.3f ms a token "
+                   "waiting (%.1f%% of decode); %.0f%% of the parts ran on the workers\n",
+                (double)j->runs / (double)r->decode_tokens, 100.0 * (double)j->late_runs / (double)j->runs,
+                1e3 * j->wait_seconds / (double)r->decode_tokens,
+                r->decode_seconds > 0 ? 100.0 * j->wait_seconds / r->decode_seconds : 0.0,
+                j->parts ? 100.0 * (double)(j->parts - j->caller_parts) / (double)j->parts : 0.0);
     if (r->blas) fprintf(e, "blas:       prompts of %d tokens or more through %s\n", BLAS_MIN_ROWS, r->blas);
     if (r->tune) {
         const TuneReport *t = r->tune;
@@ -392,10 +411,20 @@ static int run_generate(const Options *o, const Session *ss, const Model *m, con
             stopped_by_user = 1;
             break;
         }
+        ThreadPoolStats before = threadpool_stats(pool);
+        size_t prefilled = seq.prefill_tokens;
         if ((speculating ? speculate_step(&engine, &seq, &draft, guesses, &err)
                          : engine_step(&engine, batch, 1, &err)) != 0) {
             report_error(&err);
             goto done;
+        }
+        if (seq.prefill_tokens == prefilled) {  // a decode step: its joins
+            ThreadPoolStats after = threadpool_stats(pool);
+            r.decode_joins.runs += after.runs - before.runs;
+            r.decode_joins.parts += after.parts - before.parts;
+            r.decode_joins.caller_parts += after.caller_parts - before.caller_parts;
+            r.decode_joins.late_runs += after.late_runs - before.late_runs;
+            r.decode_joins.wait_seconds += after.wait_seconds - before.wait_seconds;
         }
         if (seq.stop == STOP_ERROR) {
             report_error(&seq.error);

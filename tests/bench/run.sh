@@ -148,6 +148,48 @@ else
 fi
 
 echo
+echo "== two threads: decode at 2 threads / 1 thread beside the read bandwidth's ratio (bench_model above), and"
+echo "   where the second thread's time goes (--stats' joins line of the best run); 64-token prompt, 128 tokens, best of 3"
+bw1=$(sed -n 's/^threads 1: read bandwidth \([0-9.]*\) GB\/s.*/\1/p' "$TMP/model.txt")
+bw2=$(sed -n 's/^threads 2: read bandwidth \([0-9.]*\) GB\/s.*/\1/p' "$TMP/model.txt")
+decode_and_joins() {  # MODEL [OPTION...] -> "tok/s|joins line"
+    model=$1
+    shift
+    out=$("$GPT" -q -m "$model" -p "$prompt" -n 128 --ignore-eos --temp 0 "$@" --stats 2>&1 >/dev/null)
+    printf '%s|%s\n' "$(echo "$out" | sed -n 's/^decode: .*= \([0-9.]*\) tok\/s/\1/p')" \
+        "$(echo "$out" | sed -n 's/^joins: *//p')"
+}
+best_line() {  # keeps the line of the higher rate: OLD NEW
+    echo "$1|$2" | awk -F'|' '{ if ($3 + 0 > $1 + 0) print $3 "|" $4; else print $1 "|" $2 }'
+}
+for dt in f32 q8 q4; do
+    one="0|" two="0|"
+    for round in 1 2 3; do
+        one=$(best_line "$one" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 1)")
+        two=$(best_line "$two" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 2)")
+    done
+    echo "${one%%|*} ${two%%|*} $bw1 $bw2" | awk -v dt="$dt" '{
+        printf "  %-4s 1 thread %5.1f tok/s, 2 threads %5.1f: %.2fx; read bandwidth %.2fx (%s / %s GB/s); target: 2 threads >= 0.9 x the bandwidth ratio x 1 thread\n",
+            dt, $1, $2, ($1 > 0 ? $2 / $1 : 0), ($3 > 0 ? $4 / $3 : 0), $3, $4 }'
+    echo "       joins at 2 threads: ${two#*|}"
+done
+echo "  with another process keeping one core busy (a shell loop): the default thread count against -t 1"
+sh -c 'while :; do :; done' &
+busy=$!
+for dt in f32 q8 q4; do
+    dflt="0|" one="0|"
+    for round in 1 2 3; do
+        dflt=$(best_line "$dflt" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin")")
+        one=$(best_line "$one" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 1)")
+    done
+    echo "${dflt%%|*} ${one%%|*}" | awk -v dt="$dt" '{
+        printf "  %-4s default %5.1f tok/s, -t 1 %5.1f: %.2fx (target >= 0.9)\n", dt, $1, $2, ($2 > 0 ? $1 / $2 : 0) }'
+    echo "       joins by default: ${dflt#*|}"
+done
+kill "$busy" 2>/dev/null
+wait "$busy" 2>/dev/null
+
+echo
 echo "== time to the first token from model.bin (load, 1-token prompt, 1 token; wall, best of 5)"
 for dt in f32 f16 bf16 q8 q6 q4 q4-pure; do
     t=$(best_of 5 "$GPT" -m "$CKPT_DIR/124M-$dt.bin" -p Hello -n 1 --temp 0)
