@@ -70,6 +70,7 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
 
 void engine_free(Engine *e) {
     if (!e) return;
+    threadpool_set_solo(e->cfg.pool, 0);  // the pool outlives the engine: as it came
     forward_state_free(&e->fs);
     sampler_scratch_free(&e->scratch);
     kvpool_free(e->kv);
@@ -262,6 +263,49 @@ static int shift_window(Engine *e, Sequence *s) {
     s->shifts++;
     s->shift_tokens += half;
     return 0;
+}
+
+// After a decode step of `rows` rows that took `seconds`: the thread choice
+// (ThreadChoice, generate.h). The mode's last steps are timed; every
+// `period` steps, PROBE steps run in the other mode; if those were faster
+// by 3% or more (the noise of one step's timing) the other mode stays and
+// probes come every FIRST_PERIOD steps again, else it goes back and the
+// period doubles, up to MAX_PERIOD (a probe of the slower mode then costs
+// under 1%).
+enum { PROBE = 4, FIRST_PERIOD = 32, MAX_PERIOD = 512 };
+
+static void choose_threads(Engine *e, size_t rows, double seconds) {
+    ThreadChoice *c = &e->threads;
+    ThreadPool *pool = e->cfg.pool;
+    if (threadpool_size(pool) < 2) return;
+    if (threadpool_is_solo(pool)) c->solo_steps++;
+    if (c->period == 0) c->period = c->left = FIRST_PERIOD;
+    if (rows != c->rows) {  // other work: measure again from here, in the mode of now
+        if (c->probing) threadpool_set_solo(pool, !threadpool_is_solo(pool));
+        *c = (ThreadChoice){.left = c->period, .period = c->period, .rows = rows, .solo_steps = c->solo_steps};
+        return;
+    }
+    int k = c->probing;
+    // the mode's time: its last PROBE steps before a probe
+    if (k || c->left <= PROBE) c->seconds[k] += seconds, c->steps[k]++;
+    if (--c->left > 0) return;
+    if (!c->probing) {  // try the other mode
+        c->probing = 1;
+        c->left = PROBE;
+        threadpool_set_solo(pool, !threadpool_is_solo(pool));
+        return;
+    }
+    double mode = c->seconds[0] / (c->steps[0] ? c->steps[0] : 1), probe = c->seconds[1] / (c->steps[1] ? c->steps[1] : 1);
+    if (probe < 0.97 * mode) {
+        c->period = FIRST_PERIOD;  // the probe's mode stays
+    } else {
+        threadpool_set_solo(pool, !threadpool_is_solo(pool));
+        c->period = c->period * 2 < MAX_PERIOD ? c->period * 2 : MAX_PERIOD;
+    }
+    c->probing = 0;
+    c->left = c->period;
+    c->seconds[0] = c->seconds[1] = 0;
+    c->steps[0] = c->steps[1] = 0;
 }
 
 int engine_admit(Engine *e, Sequence *s, GptError *err) {
@@ -501,9 +545,12 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             budget -= take;
         }
     }
+    int decoding_only = n_in > 0;  // a step of one row a sequence: the steps the thread choice times
+    for (size_t j = 0; j < n_in; j++) decoding_only &= e->inputs[j].n_tokens == 1 && !prefilling[which[j]];
     double t0 = now_seconds();
     int rc = gpt2_forward(e->model, &e->fs, e->inputs, n_in, err);
     double t1 = now_seconds();
+    if (rc == 0 && decoding_only) choose_threads(e, n_in, t1 - t0);
     if (rc == 0) {
         e->steps++;
         e->forward_seconds += t1 - t0;

@@ -157,6 +157,23 @@ typedef struct {
     const MatmulPlan *plan;   // the matmul variants (tune.h), copied; NULL: the default
 } EngineConfig;
 
+// One thread or all of them, chosen while decoding by measurement: on a
+// machine where another process keeps a core busy, a worker descheduled in
+// the middle of its part holds every one of a token's ~60 runs up, and the
+// pool's threads then decode slower than the caller alone (0.68x measured
+// on a 2-core VM). Now and then a few decode steps try the other mode
+// (threadpool_set_solo); the faster stays. Only who runs the parts changes,
+// never the bits.
+typedef struct {
+    int probing;              // these steps try the other mode
+    unsigned left;            // steps before the next probe, or before the probe's verdict
+    unsigned period;          // steps between probes (doubles while the mode holds)
+    double seconds[2];        // time of the steps measured: [0] the mode's, [1] the probe's
+    unsigned steps[2];
+    size_t rows;              // the rows of the steps measured (another count starts again)
+    size_t solo_steps;        // decode steps run solo, for --stats
+} ThreadChoice;
+
 typedef struct {
     const Model *model;
     const Tokenizer *tok;
@@ -170,6 +187,7 @@ typedef struct {
     SeqInput *inputs;         // (max_seqs) one step's batch
     size_t *which;            // (max_seqs) the sequence of each input
     unsigned char *prefilling;  // (max_seqs) per sequence: still reading its prompt
+    ThreadChoice threads;     // one thread or all, while decoding
     // totals over the engine's life
     size_t prefill_tokens, decode_tokens, prefix_tokens_reused, steps;
     double forward_seconds;

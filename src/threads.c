@@ -50,6 +50,7 @@ struct ThreadPool {
     pthread_cond_t wake;
     int sleepers;
     ThreadPoolStats stats;   // the caller's own counts (threadpool_stats)
+    int solo;                // every part on the caller (threadpool_set_solo)
 };
 
 static inline void cpu_relax(void) {
@@ -166,6 +167,16 @@ int threadpool_size(const ThreadPool *p) { return p ? p->n_threads : 1; }
 // One run of n_parts parts: the workers woken, the caller claiming parts
 // with them, then waiting until every part is done.
 static void run(ThreadPool *p, ThreadTask task, PartTask part_task, void *arg, int n_parts) {
+    if (p->solo) {  // the workers are not woken: the caller runs the parts in order
+        for (int i = 0; i < n_parts; i++)
+            if (part_task) part_task(arg, i, n_parts, 0);
+            else task(arg, i, p->n_threads);
+        p->stats.runs++;
+        p->stats.solo_runs++;
+        p->stats.parts += (size_t)n_parts;
+        p->stats.caller_parts += (size_t)n_parts;
+        return;
+    }
     // the new generation, nothing claimed yet
     unsigned gen = generation_of(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1;
     p->runs[gen % 2].task = task;
@@ -193,6 +204,12 @@ static void run(ThreadPool *p, ThreadTask task, PartTask part_task, void *arg, i
 }
 
 ThreadPoolStats threadpool_stats(const ThreadPool *p) { return p ? p->stats : (ThreadPoolStats){0}; }
+
+void threadpool_set_solo(ThreadPool *p, int solo) {
+    if (p && p->n_threads > 1) p->solo = solo != 0;
+}
+
+int threadpool_is_solo(const ThreadPool *p) { return p && p->solo; }
 
 void threadpool_run(ThreadPool *p, ThreadTask task, void *arg) {
     if (!p || p->n_threads == 1) {

@@ -46,6 +46,14 @@ void threadpool_run(ThreadPool *p, ThreadTask task, void *arg);
 typedef void (*PartTask)(void *arg, int part, int n_parts, int thread);
 void threadpool_run_parts(ThreadPool *p, PartTask task, void *arg, int n_parts);
 
+// Solo: the caller runs every part itself and leaves the workers asleep,
+// for a machine too busy to give them a core in time (a worker descheduled
+// in the middle of its part holds the whole run up for a time slice). The
+// parts and their bits are the same; only who runs them changes. Off at
+// creation; the engine turns it on and off by measurement (generate.c).
+void threadpool_set_solo(ThreadPool *p, int solo);  // NULL-safe
+int threadpool_is_solo(const ThreadPool *p);
+
 // What the pool's runs cost their caller, counted by the caller (no
 // atomics): runs (fork-joins: a decode step of GPT-2 has about 60), the
 // parts in them and those the caller ran itself, and the runs at whose end
@@ -56,6 +64,7 @@ typedef struct {
     size_t runs, parts, caller_parts;
     size_t late_runs;
     double wait_seconds;
+    size_t solo_runs;  // runs in solo mode (their parts all the caller's)
 } ThreadPoolStats;
 ThreadPoolStats threadpool_stats(const ThreadPool *p);
 

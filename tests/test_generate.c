@@ -356,6 +356,45 @@ static void test_score(const cJSON *refs) {
     CHECK(same && checked == N - 1, "windowed scores differ from each window alone (%zu checked)", checked);
 }
 
+// The engine's thread choice (ThreadChoice) probes one thread after 32
+// decode steps and may switch any time after: a sampled run of 120 tokens
+// on 2 threads goes through solo steps and is the plain loop's, token for
+// token.
+static void test_thread_choice(void) {
+    GptError err = {{0}};
+    ThreadPool *pool = threadpool_create(2, &err);
+    int32_t *ids;
+    size_t n = encode("It was the best of times", &ids);
+    GenParams p = {.sampling = {.temperature = 0.8f, .top_p = 0.95f, .repeat_penalty = 1, .seed = 77}, .max_new = 120,
+                   .ignore_eos = 1};
+    int32_t want[120];
+    StopReason why;
+    size_t n_want = plain_loop(ids, n, &p, -1, want, &why);
+    Engine e;
+    Sequence s;
+    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = n, .kv_dtype = DTYPE_F32, .pool = pool};
+    if (!pool || engine_init(&e, &model, tok, &ec, &err) != 0 || sequence_init(&s, &e, ids, n, &p, &err) != 0 ||
+        engine_admit(&e, &s, &err) != 1) {
+        CHECK(0, "thread choice: %s", err.msg);
+        threadpool_free(pool);
+        free(ids);
+        return;
+    }
+    Sequence *batch[1] = {&s};
+    run_engine(&e, batch, 1);
+    ThreadPoolStats st = threadpool_stats(pool);
+    CHECK(s.n_generated == n_want && !memcmp(s.tokens + n, want, n_want * sizeof *want) && st.solo_runs > 0 &&
+              e.threads.solo_steps >= 4,
+          "thread choice: %zu tokens (want %zu), equal %d; %zu solo runs, %zu solo steps", s.n_generated, n_want,
+          s.n_generated == n_want && !memcmp(s.tokens + n, want, n_want * sizeof *want), st.solo_runs,
+          e.threads.solo_steps);
+    sequence_free(&s, &e);
+    engine_free(&e);
+    CHECK(!threadpool_is_solo(pool), "the engine leaves its pool as it came");
+    threadpool_free(pool);
+    free(ids);
+}
+
 int main(void) {
     const char *dir = getenv("CKPT_DIR");
     char path[1024];
@@ -366,6 +405,7 @@ int main(void) {
         return check_exit("test_generate");
     }
     test_one_sequence();
+    test_thread_choice();
     test_batch();
     char *text;
     size_t len;

@@ -159,8 +159,47 @@ static void test_thread_range(void) {
         }
 }
 
+// Solo mode: the caller runs every part, each once, and counts them so;
+// a pool of one thread has no mode to change.
+static void check_solo(void) {
+    GptError err = {{0}};
+    ThreadPool *p = threadpool_create(2, &err), *one = threadpool_create(1, &err);
+    CHECK(p && one, "pools: %s", err.msg);
+    if (!p || !one) {
+        threadpool_free(p);
+        threadpool_free(one);
+        return;
+    }
+    static ManyJob j;
+    memset(&j, 0, sizeof j);
+    j.n_threads = 2;
+    threadpool_set_solo(one, 1);
+    CHECK(!threadpool_is_solo(one) && !threadpool_is_solo(p), "a new pool, or one of one thread, is not solo");
+    int wrong = 0;
+    for (int round = 0; round < 100; round++) {
+        threadpool_set_solo(p, round % 3 != 0);  // in and out of it, as the engine does
+        for (int i = 0; i < MAX_MANY; i++) atomic_store(&j.ran[i], 0);
+        j.run = round;
+        threadpool_run_parts(p, many_part, &j, 37);
+        for (int i = 0; i < 37; i++) wrong += atomic_load(&j.ran[i]) != 1;
+        Job k;
+        memset(&k, 0, sizeof k);
+        threadpool_run(p, part, &k);
+        for (int i = 0; i < 2; i++) wrong += atomic_load(&k.ran[i]) != 1;
+    }
+    ThreadPoolStats st = threadpool_stats(p);
+    // 66 rounds solo, 2 runs each, every part the caller's
+    CHECK(wrong == 0 && atomic_load(&j.bad) == 0 && st.runs == 200 && st.solo_runs == 132 && st.parts == 100 * 39,
+          "solo: %d parts ran other than once, %d bad; %zu runs, %zu solo, %zu parts", wrong, atomic_load(&j.bad),
+          st.runs, st.solo_runs, st.parts);
+    threadpool_set_solo(NULL, 1);  // NULL-safe
+    threadpool_free(p);
+    threadpool_free(one);
+}
+
 int main(void) {
     test_thread_range();
+    check_solo();
     check_pool(1, "1 thread");
     check_pool(2, "2 threads");
     check_pool(7, "7 threads (more than cores)");

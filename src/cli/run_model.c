@@ -108,6 +108,7 @@ static cJSON *stats_json(const Model *m, const RunStats *r) {
         cJSON_AddNumberToObject(d, "wait_seconds", j->wait_seconds);
         cJSON_AddNumberToObject(d, "parts", (double)j->parts);
         cJSON_AddNumberToObject(d, "worker_parts", (double)(j->parts - j->caller_parts));
+        cJSON_AddNumberToObject(d, "solo_runs", (double)j->solo_runs);
         cJSON_AddItemToObject(s, "decode_joins", d);
     }
     if (r->have_seed) cJSON_AddItemToObject(s, "seed", seed_json(r->seed));
@@ -191,11 +192,13 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     const ThreadPoolStats *j = &r->decode_joins;
     if (j->runs && r->decode_tokens)  // where a second thread's time goes
         fprintf(e, "joins:      %.1f a decode token, %.1f%% of them waiting for another thread, %.3f ms a token "
-                   "waiting (%.1f%% of decode); %.0f%% of the parts ran on the workers\n",
+                   "waiting (%.1f%% of decode); %.0f%% of the parts ran on the workers; %.0f%% of the runs solo "
+                   "(a probe, or one thread measured faster)\n",
                 (double)j->runs / (double)r->decode_tokens, 100.0 * (double)j->late_runs / (double)j->runs,
                 1e3 * j->wait_seconds / (double)r->decode_tokens,
                 r->decode_seconds > 0 ? 100.0 * j->wait_seconds / r->decode_seconds : 0.0,
-                j->parts ? 100.0 * (double)(j->parts - j->caller_parts) / (double)j->parts : 0.0);
+                j->parts ? 100.0 * (double)(j->parts - j->caller_parts) / (double)j->parts : 0.0,
+                100.0 * (double)j->solo_runs / (double)j->runs);
     if (r->blas) fprintf(e, "blas:       prompts of %d tokens or more through %s\n", BLAS_MIN_ROWS, r->blas);
     if (r->tune) {
         const TuneReport *t = r->tune;
@@ -425,6 +428,7 @@ static int run_generate(const Options *o, const Session *ss, const Model *m, con
             r.decode_joins.caller_parts += after.caller_parts - before.caller_parts;
             r.decode_joins.late_runs += after.late_runs - before.late_runs;
             r.decode_joins.wait_seconds += after.wait_seconds - before.wait_seconds;
+            r.decode_joins.solo_runs += after.solo_runs - before.solo_runs;
         }
         if (seq.stop == STOP_ERROR) {
             report_error(&seq.error);
