@@ -156,7 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int gen = o.mode == MODE_GENERATE;
         if (!gen && o.mode != MODE_BATCH && (o.echo || o.logprobs >= 0 || o.context_shift))
             fuzz_fail("--echo/--logprobs/--context-shift outside generation and --batch");
-        if (!gen && o.mode != MODE_CHOICE && o.keep_newline) fuzz_fail("--keep-newline outside generation and --choice");
+        if ((o.mode == MODE_BATCH || o.mode == MODE_DETOKENIZE) && o.keep_newline)
+            fuzz_fail("--keep-newline in --batch or --detokenize (no text read whole from stdin)");
         if (!gen && o.mode != MODE_SCORE && o.per_token) fuzz_fail("--per-token outside generation and --score");
         if (o.mode != MODE_SCORE && o.stride) fuzz_fail("--stride outside --score");
         if (gen && o.logprobs >= 0 && !o.json && !o.per_token) fuzz_fail("--logprobs with nowhere to go");
