@@ -51,9 +51,7 @@ AI __m256 load_w8(DType dt, const char *row, size_t k) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + k))),
             16));
-    case DTYPE_Q8:
-    case DTYPE_Q4:
-    case DTYPE_Q6: break;  // tile_blocked, tile_q4
+    default: break;  // Q8, Q4, Q6: tile_blocked, tile_q4
     }
     return _mm256_setzero_ps();
 }
