@@ -698,7 +698,7 @@ int run_batch(const Options *o) {
         session_close(&ss);
         return rc;
     }
-    note_kv_budget(o->kv_budget_arg, o->kv_budget, kv_blocks, kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK);
+    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK);
     if (o->context_shift && (size_t)o->keep > (size_t)mp->config.n_ctx / 2) {
         rc = usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
                          mp->config.n_ctx / 2);

@@ -32,7 +32,7 @@ void note_greedy_ignores(const Options *o) {
             size_t at = strlen(names);
             snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "", ignored[i]);
         }
-    if (*names) note("%s: no effect with --temp 0 (greedy decoding takes the most likely token)", names);
+    if (*names) note(o->quiet, "%s: no effect with --temp 0 (greedy decoding takes the most likely token)", names);
 }
 
 // ----------------------------------------------------------------------------
@@ -89,7 +89,7 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         return 0;
     }
     if (isatty(STDIN_FILENO))
-        note("reading %s from stdin; end it with Ctrl-D (or pass -p)",
+        note(o->quiet, "reading %s from stdin; end it with Ctrl-D (or pass -p)",
              o->mode == MODE_DETOKENIZE ? "token ids" : "the text");
     if (file_read_stream(stdin, "stdin", text, len, &err) != 0) return report_error(&err), -1;
     // `echo Hello | gpt` means the text "Hello": one final newline (or CR
@@ -124,6 +124,7 @@ size_t peak_rss_bytes(void) {
 int session_open(Session *s, const Options *o) {
     ModelOptions mo = {.model_path = o->model_path, .tokenizer_path = o->tokenizer_path,
                        .weights = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure},
-                       .threads = o->threads, .tune = (int)o->tune, .version = GPT_VERSION};
+                       .threads = o->threads, .tune = (int)o->tune, .version = GPT_VERSION,
+                       .quiet = o->quiet};
     return session_open_model(s, &mo);
 }

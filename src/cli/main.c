@@ -21,7 +21,6 @@ int main(int argc, char **argv) {
     int done = 0;
     int rc = parse_options(argc, argv, &o, &done);
     if (done) return rc;
-    set_quiet(o.quiet);
     note_greedy_ignores(&o);
     switch (o.mode) {
     case MODE_TOKENIZE:

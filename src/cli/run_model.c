@@ -299,7 +299,7 @@ static int run_score(const Options *o, const Session *ss, const Model *m, const 
         }
         // n tokens: n - 1 of them predicted (the first has no context); the
         // fields separated by single spaces, for cut -d' ' and awk alike
-        if (n == 1) note("--score: one token has nothing to predict it: no perplexity");
+        if (n == 1) note(o->quiet, "--score: one token has nothing to predict it: no perplexity");
         if (n > 1 ? out_printf("tokens %zu scored %zu logprob_sum %.6f perplexity %.4f\n", n, n - 1, sum, ppl)
                   : out_printf("tokens 1 scored 0 logprob_sum 0 perplexity n/a\n"))
             goto done;
@@ -453,7 +453,7 @@ static int run_generate(const Options *o, const Session *ss, const Model *m, con
             goto done;  // stdout is gone: stop generating
         }
         if (seq.stop == STOP_CONTEXT)
-            note("stopped at the end of the context (%d positions; --context-shift goes on)", m->config.n_ctx);
+            note(o->quiet, "stopped at the end of the context (%d positions; --context-shift goes on)", m->config.n_ctx);
     }
     r.generated = seq.n_generated;
     r.prefill_tokens = seq.prefill_tokens;

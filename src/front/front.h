@@ -47,12 +47,11 @@ int report_error(const GptError *err);
 // NULL for the main command, or "convert", "inspect", "serve".
 int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // A note, not a failure (the demo model runs, generation stopped at the end
-// of the context): "gpt: MESSAGE" on stderr, unless set_quiet(1) (-q).
-void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void set_quiet(int on);
+// of the context): "gpt: MESSAGE" on stderr, unless quiet (-q).
+void note(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The note that --kv-budget ARG (asked bytes) holds `blocks` whole blocks of
 // block_bytes, when that is less than asked (nothing when it is exact).
-void note_kv_budget(const char *arg, size_t asked, size_t blocks, size_t block_bytes);
+void note_kv_budget(int quiet, const char *arg, size_t asked, size_t blocks, size_t block_bytes);
 
 // ----------------------------------------------------------------------------
 // locate.c
@@ -67,7 +66,7 @@ const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, in
 // says (--dtype; matrix_dtype -1: as stored); on failure prints why and
 // returns EXIT_RUNTIME (EXIT_OK on success). path_out (cap bytes) gets the
 // path. Running the demo model, it says so in one line on stderr.
-int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap);
+int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap, int quiet);
 // Picks the tokenizer: tokenizer_path (--tokenizer), else the one stored in
 // the model m (may be NULL), else the files beside model_path, else the
 // shipped GPT-2 files. *owned says whether the caller must free the result.
@@ -84,6 +83,7 @@ typedef struct {
     long threads;                // -t
     int tune;                    // --tune: a TuneMode (0: off)
     const char *version;         // gpt's, for the tuning's wisdom key
+    int quiet;                   // -q: no notes (the demo model's banner)
 } ModelOptions;
 
 // The model (-m, $GPT_MODEL or the search), its tokenizer (checked against

@@ -188,7 +188,7 @@ static void gpt2_fetcher(const char *demo_path, char out[DIR_CAP]) {
     free(script);
 }
 
-int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap) {
+int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *path_out, size_t cap, int quiet) {
     char found[DIR_CAP];
     int is_demo;
     const char *path = resolve_model_path(model_flag, found, sizeof found, &is_demo);
@@ -209,7 +209,7 @@ int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *
     if (is_demo) {
         char fetcher[DIR_CAP];
         gpt2_fetcher(path, fetcher);
-        note("no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain text); %s "
+        note(quiet, "no GPT-2 installed; running the demo model %s (%.1fM parameters, trained on public-domain text); %s "
              "fetches GPT-2 124M",
              path, (double)m->n_params / 1e6, fetcher);
     }

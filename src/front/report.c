@@ -28,13 +28,8 @@ int usage_error(const char *cmd, const char *fmt, ...) {
     return EXIT_USAGE;
 }
 
-// -q: notes off (errors are never silenced)
-static int quiet;
-
-void set_quiet(int on) { quiet = on; }
-
-void note(const char *fmt, ...) {
-    if (quiet) return;
+void note(int quiet, const char *fmt, ...) {
+    if (quiet) return;  // -q: notes off (errors are never silenced)
     fprintf(stderr, "gpt: ");
     va_list ap;
     va_start(ap, fmt);
@@ -43,8 +38,8 @@ void note(const char *fmt, ...) {
     fprintf(stderr, "\n");
 }
 
-void note_kv_budget(const char *arg, size_t asked, size_t blocks, size_t block_bytes) {
+void note_kv_budget(int quiet, const char *arg, size_t asked, size_t blocks, size_t block_bytes) {
     if (!arg || asked == blocks * block_bytes) return;
-    note("--kv-budget %s (%zu bytes) holds %zu whole block%s of %d positions: %zu bytes", arg, asked, blocks,
+    note(quiet, "--kv-budget %s (%zu bytes) holds %zu whole block%s of %d positions: %zu bytes", arg, asked, blocks,
          blocks == 1 ? "" : "s", KV_BLOCK, blocks * block_bytes);
 }

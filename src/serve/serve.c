@@ -303,7 +303,7 @@ int run_serve(int argc, char **argv) {
                          kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
         goto done;
     }
-    note_kv_budget(kv_budget_arg, kv_budget, s->kv_blocks, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
+    note_kv_budget(0, kv_budget_arg, kv_budget, s->kv_blocks, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
     // prompts in chunks of 128 tokens beside the decodes, as --batch's
     // default --prefill-chunk; as many rows with logits for the prompts'
     // log-probabilities ("echo" with "logprobs")
