@@ -162,12 +162,18 @@ decode_and_joins() {  # MODEL [OPTION...] -> "tok/s|joins line"
 best_line() {  # keeps the line of the higher rate: OLD NEW
     echo "$1|$2" | awk -F'|' '{ if ($3 + 0 > $1 + 0) print $3 "|" $4; else print $1 "|" $2 }'
 }
-for dt in f32 q8 q4; do
-    one="0|" two="0|"
+best_pair() {  # MODEL "OPTIONS A" "OPTIONS B" -> $a and $b: the best of 3 rounds, interleaved
+    a="0|" b="0|"
     for round in 1 2 3; do
-        one=$(best_line "$one" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 1)")
-        two=$(best_line "$two" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 2)")
+        # shellcheck disable=SC2086  # the options are words
+        a=$(best_line "$a" "$(decode_and_joins "$1" $2)")
+        # shellcheck disable=SC2086
+        b=$(best_line "$b" "$(decode_and_joins "$1" $3)")
     done
+}
+for dt in f32 q8 q4; do
+    best_pair "$CKPT_DIR/124M-$dt.bin" "-t 1" "-t 2"
+    one=$a two=$b
     echo "${one%%|*} ${two%%|*} $bw1 $bw2" | awk -v dt="$dt" '{
         printf "  %-4s 1 thread %5.1f tok/s, 2 threads %5.1f: %.2fx; read bandwidth %.2fx (%s / %s GB/s); target: 2 threads >= 0.9 x the bandwidth ratio x 1 thread\n",
             dt, $1, $2, ($1 > 0 ? $2 / $1 : 0), ($3 > 0 ? $4 / $3 : 0), $3, $4 }'
@@ -177,11 +183,8 @@ echo "  with another process keeping one core busy (a shell loop): the default t
 sh -c 'while :; do :; done' &
 busy=$!
 for dt in f32 q8 q4; do
-    dflt="0|" one="0|"
-    for round in 1 2 3; do
-        dflt=$(best_line "$dflt" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin")")
-        one=$(best_line "$one" "$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 1)")
-    done
+    best_pair "$CKPT_DIR/124M-$dt.bin" "" "-t 1"
+    dflt=$a one=$b
     echo "${dflt%%|*} ${one%%|*}" | awk -v dt="$dt" '{
         printf "  %-4s default %5.1f tok/s, -t 1 %5.1f: %.2fx (target >= 0.9)\n", dt, $1, $2, ($2 > 0 ? $1 / $2 : 0) }'
     echo "       joins by default: ${dflt#*|}"
