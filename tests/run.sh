@@ -22,12 +22,15 @@ for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
     case "$t" in *.o|*.d) continue ;; esac
     [ -e "$t" ] || continue
     echo "== $t"
+    start=$(date +%s)
     case "$t" in
         *.sh) sh "$t" >"$log" 2>&1 ;;
         *) "$t" >"$log" 2>&1 ;;
     esac
     rc=$?
     cat "$log"
+    # seconds per program, so that a slow CI run shows where its time went
+    echo "-- $t: $(( $(date +%s) - start )) s"
     line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
     p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
