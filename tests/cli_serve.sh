@@ -11,8 +11,9 @@
 #     once, mixed, with shared prefixes; log-probabilities (with echo, past
 #     the context with context_shift); several prompts and n > 1 (choice k
 #     is seed + k); token-id prompts; /v1/score equals gpt --score --json;
-#   - a client that goes away mid-stream (its sequence dropped, its blocks
-#     back, /metrics counts it), SIGTERM under load (every answer whole,
+#   - a client that goes away mid-stream, or before its whole answer (its
+#     sequence dropped, its blocks back, /metrics counts it), SIGTERM under
+#     load (every answer whole,
 #     exit 0), and past the grace (finish_reason "interrupted", exit 0).
 # The last two need the 124M-shaped test checkpoint (slow enough to cut a
 # request in the middle); without $CKPT_DIR they are skipped, saying so.
@@ -322,6 +323,20 @@ while [ $i -lt 100 ]; do
     i=$((i + 1))
 done
 check "a client gone: cancelled, its blocks back ($(grep -E '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $i -lt 100 ]
+# and one that goes away while its answer (not streamed) is being written:
+# its connection is parked, and the server's half-second look finds it
+curl -s --max-time 1 --data-binary '{"prompt":"Hello","max_tokens":200,"ignore_eos":true}' \
+    "http://127.0.0.1:$port/v1/completions" > /dev/null 2>&1
+i=0
+while [ $i -lt 100 ]; do
+    get /metrics "$tmp/m" > /dev/null
+    grep -q '^gpt_requests_cancelled_total 2$' "$tmp/m" && grep -q '^gpt_kv_blocks_used 0$' "$tmp/m" &&
+        grep -q '^gpt_sequences_running 0$' "$tmp/m" && break
+    sleep 0.1
+    i=$((i + 1))
+done
+check "a client gone before its whole answer: cancelled, its blocks back ($(grep -E \
+    '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $i -lt 100 ]
 # past the grace: the running requests end with what they have
 post /v1/completions '{"prompt":"Hello","max_tokens":200,"ignore_eos":true}' "$tmp/g0" > "$tmp/g0.status" &
 clients=$!

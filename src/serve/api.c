@@ -10,14 +10,12 @@
  * request's "seed" (or one drawn below 2^53, as the command draws it) plus
  * its index, so that choice k is exactly `gpt -p PROMPT -s SEED+k`.
  */
-#define _GNU_SOURCE  // eventfd
 #include <cJSON.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 
 #include "kvcache.h"
@@ -117,14 +115,13 @@ static const char *sampling_param(const char *m) {
 static Job *job_new(size_t n_prompts) {
     Job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
-    j->efd = eventfd(0, EFD_CLOEXEC);
     j->refs = 2;  // the HTTP side and the scheduler
     j->status = 200;
     j->n_prompts = n_prompts;
     j->prompt_ids = calloc(n_prompts, sizeof *j->prompt_ids);
     j->prompt_lens = calloc(n_prompts, sizeof *j->prompt_lens);
     j->echo = calloc(n_prompts, sizeof *j->echo);
-    if (j->efd < 0 || !j->prompt_ids || !j->prompt_lens || !j->echo) {
+    if (!j->prompt_ids || !j->prompt_lens || !j->echo) {
         job_free(j);
         return NULL;
     }

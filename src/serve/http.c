@@ -1,7 +1,7 @@
 /*
- * http.c - gpt serve's HTTP side, on libmicrohttpd (one thread per
- * connection; libmicrohttpd parses every request, we never read HTTP
- * ourselves). For each request:
+ * http.c - gpt serve's HTTP side, on libmicrohttpd (HTTP_THREADS threads,
+ * each polling its share of the connections; libmicrohttpd parses every
+ * request, we never read HTTP ourselves). For each request:
  *
  *   1. the body is gathered up to --max-body (a longer one is a 413: at
  *      once when its Content-Length says so, the body never read; else
@@ -12,9 +12,12 @@
  *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
  *      /tokenize and /detokenize at once (tokenizing under the tokenizer's
  *      lock); POST /v1/completions and /v1/score become a Job for the
- *      scheduler, and this thread waits on the Job's eventfd and on the
- *      client's socket (a client that goes away cancels its Job) until it
- *      can answer: the whole JSON, or server-sent events as the text comes;
+ *      scheduler, and the connection is parked (suspended: its thread goes
+ *      on with the others) until the scheduler has news (http_resume);
+ *      then it answers: the whole JSON once the job is done, or the
+ *      server-sent events of the new text, and parks again till the next.
+ *      A client that goes away while parked cancels its Job
+ *      (http_deadlines);
  *   4. one JSON line on stderr says what was asked and answered.
  *
  * A request must arrive whole (headers and body) within --timeout seconds
@@ -55,11 +58,16 @@ typedef struct {
     int stream;
 } Conn;
 
+// The threads of libmicrohttpd: parsing, tokenizing and answering are
+// short next to a step; a second thread keeps a long body's parse from
+// holding up every other answer.
+enum { HTTP_THREADS = 2 };
+
 // A streamed answer: the reader libmicrohttpd calls for more of it.
 typedef struct {
     Server *s;
     Job *job;           // one reference of its own
-    int sock;           // the client's, to see it go away
+    struct MHD_Connection *conn;  // parked on the job between events
     char id[40];
     long created;
     char *buf;          // events not yet handed over
@@ -77,6 +85,7 @@ typedef struct Arrival {
     int fd;
     double since;       // when the connection opened, or its last request ended
     int arriving;       // a request is on its way (or the next one may come)
+    Job *job;           // its request's job, while held (its connection may be parked on it)
     struct Arrival *prev, *next;
 } Arrival;
 
@@ -155,39 +164,28 @@ static enum MHD_Result answer_page(struct MHD_Connection *c, Conn *k) {
 // ----------------------------------------------------------------------------
 // waiting for the scheduler
 
-// Waits until the scheduler has news for j (its eventfd) or the client
-// goes away (its socket is closed: POLLRDHUP). 0 news or a second passed,
-// -1 the client is gone.
-static int wait_news(Job *j, int sock) {
-    struct pollfd p[2] = {{.fd = j->efd, .events = POLLIN}, {.fd = sock, .events = POLLRDHUP}};
-    int n = poll(p, sock >= 0 ? 2 : 1, 1000);
-    if (n > 0 && (p[0].revents & POLLIN)) {
-        uint64_t news;
-        if (read(j->efd, &news, sizeof news) < 0) {
-            // another reader took it: nothing lost, the state is under the lock
-        }
-    }
-    if (n > 0 && sock >= 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) return -1;
-    return 0;
-}
-
 static int client_socket(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci ? ci->connect_fd : -1;
 }
 
-// Until j is done; -1 if the client went away first (j is cancelled).
-static int wait_done(Server *s, Job *j, int sock) {
-    for (;;) {
-        pthread_mutex_lock(&s->lock);
-        int done = j->done;
-        pthread_mutex_unlock(&s->lock);
-        if (done) return 0;
-        if (wait_news(j, sock) < 0) {
-            job_cancel(s, j);
-            return -1;
-        }
-    }
+static Arrival *arrival_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+// Parks c on j until the scheduler has news for it: libmicrohttpd stops
+// serving c (and goes on with the others) until http_resume. Under the
+// lock, so that the news cannot come between the look at j and the park.
+static void park(Job *j, struct MHD_Connection *c) {
+    j->parked = c;
+    MHD_suspend_connection(c);
+}
+
+void http_resume(Job *j) {
+    if (!j->parked) return;
+    MHD_resume_connection(j->parked);
+    j->parked = NULL;
 }
 
 static void completion_id(Server *s, char *id, size_t cap) {
@@ -207,8 +205,8 @@ static int stream_put(Stream *st, const char *a, const char *b, const char *c) {
     return 0;
 }
 
-// libmicrohttpd asks for more of the stream: the events ready, else waits
-// for the scheduler's next news.
+// libmicrohttpd asks for more of the stream: the events ready, else
+// nothing (0) with the connection parked till the scheduler's next news.
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     Stream *st = cls;
     Server *s = st->s;
@@ -225,6 +223,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         st->len = st->pos = 0;
         int all = 1, bad = 0;
         pthread_mutex_lock(&s->lock);
+        if (j->cancelled) {  // the client went away (http_deadlines)
+            pthread_mutex_unlock(&s->lock);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         for (size_t k = 0; k < j->n_choices && !bad; k++) {
             int finished;
             char *chunk = completion_chunk(s, j, k, st->id, st->created, &finished);
@@ -233,6 +235,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             all &= finished;
         }
         char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", NULL) : NULL;
+        if (!all && !bad && !st->len) {  // nothing new yet
+            park(j, st->conn);
+            pthread_mutex_unlock(&s->lock);
+            return 0;
+        }
         pthread_mutex_unlock(&s->lock);
         if (error) bad |= stream_put(st, "data: ", error, "\n\n");
         free(error);
@@ -244,11 +251,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             if (stream_put(st, "data: [DONE]\n\n", "", "") != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
             st->ended = 1;
             continue;
-        }
-        if (st->len) continue;
-        if (wait_news(j, st->sock) < 0) {
-            job_cancel(s, j);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
 }
@@ -268,7 +270,7 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
     }
     st->s = s;
     st->job = j;
-    st->sock = client_socket(c);
+    st->conn = c;
     st->created = (long)time(NULL);
     completion_id(s, st->id, sizeof st->id);
     pthread_mutex_lock(&s->lock);
@@ -291,12 +293,14 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
 // ----------------------------------------------------------------------------
 // the routes
 
-// The request k answers job j: counted until its answer is all sent, so
-// that a shutdown closes no connection in the middle of one.
-static void hold(Server *s, Conn *k, Job *j) {
+// The request k on c answers job j: counted until its answer is all sent,
+// so that a shutdown closes no connection in the middle of one.
+static void hold(Server *s, struct MHD_Connection *c, Conn *k, Job *j) {
     k->job = j;
+    Arrival *a = arrival_of(c);
     pthread_mutex_lock(&s->lock);
     s->answering++;
+    if (a) a->job = j;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -317,7 +321,7 @@ static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char
                                                        : "too many requests waiting: try again shortly", NULL);
         return -1;
     }
-    hold(s, k, j);
+    hold(s, c, k, j);
     return 0;
 }
 
@@ -333,6 +337,28 @@ static int answer_failed_job(Server *s, struct MHD_Connection *c, Conn *k, const
     return 1;
 }
 
+// The answer of k's job (a completion that does not stream, or a score)
+// once it is done; till then c is parked on it, and libmicrohttpd calls
+// on_request again when the scheduler resumes it.
+static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Conn *k) {
+    Job *j = k->job;
+    pthread_mutex_lock(&s->lock);
+    int done = j->done, gone = j->cancelled;
+    if (!done && !gone) park(j, c);
+    pthread_mutex_unlock(&s->lock);
+    if (gone) return MHD_NO;  // the client went away: nobody to answer
+    if (!done) return MHD_YES;
+    enum MHD_Result rc;
+    if (answer_failed_job(s, c, k, j, &rc)) return rc;
+    if (j->kind == JOB_SCORE) return answer_json(c, k, 200, score_response(s, j));  // the scheduler wrote its last
+    char id[40];
+    completion_id(s, id, sizeof id);
+    pthread_mutex_lock(&s->lock);
+    char *body = completion_response(s, j, id, (long)time(NULL));
+    pthread_mutex_unlock(&s->lock);
+    return answer_json(c, k, 200, body);
+}
+
 static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
     Job *j;
     char *msg = NULL;
@@ -343,15 +369,7 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
     if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     k->stream = stream;
     if (stream) return answer_stream(s, c, k, j);
-    if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;  // the client is gone: nobody to answer
-    enum MHD_Result rc;
-    if (answer_failed_job(s, c, k, j, &rc)) return rc;
-    char id[40];
-    completion_id(s, id, sizeof id);
-    pthread_mutex_lock(&s->lock);
-    char *body = completion_response(s, j, id, (long)time(NULL));
-    pthread_mutex_unlock(&s->lock);
-    return answer_json(c, k, 200, body);
+    return answer_when_done(s, c, k);
 }
 
 static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) {
@@ -361,10 +379,7 @@ static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) 
     int status = score_job(s, k->body ? k->body : "", k->len, &j, &msg, param);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
-    if (wait_done(s, j, client_socket(c)) != 0) return MHD_NO;
-    enum MHD_Result rc;
-    if (answer_failed_job(s, c, k, j, &rc)) return rc;
-    return answer_json(c, k, 200, score_response(s, j));  // the job is done: the scheduler wrote its last
+    return answer_when_done(s, c, k);
 }
 
 // The key, compared in constant time: every byte of the key is looked at
@@ -466,8 +481,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 // The request on c has arrived whole (arrived 1), or ended (0: the next
 // may come, in --timeout seconds from now).
 static void arrived(Server *s, struct MHD_Connection *c, int whole) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    Arrival *a = ci ? ci->socket_context : NULL;
+    Arrival *a = arrival_of(c);
     if (!a) return;
     pthread_mutex_lock(&s->lock);
     a->arriving = !whole;
@@ -479,6 +493,12 @@ void http_deadlines(Server *s) {
     double now = now_seconds();
     pthread_mutex_lock(&s->lock);
     for (Arrival *a = s->arrivals; a; a = a->next) {
+        // a parked connection whose client went away (libmicrohttpd does
+        // not watch it): its job is dropped at the next step
+        if (a->job && a->job->parked && a->fd >= 0) {
+            struct pollfd p = {.fd = a->fd, .events = POLLRDHUP};
+            if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) job_cancel_locked(s, a->job);
+        }
         if (!a->arriving || now - a->since < (double)s->limits.timeout || a->fd < 0) continue;
         // libmicrohttpd reads the end of the stream and closes the connection
         shutdown(a->fd, SHUT_RDWR);
@@ -510,6 +530,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (k->job) return answer_when_done(s, c, k);  // resumed: the scheduler has news
     if (*upload_size) {
         // a body of no declared length that grows too large is read to its
         // end (within --timeout) and kept nowhere: libmicrohttpd takes an
@@ -553,6 +574,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     int status = k->status ? k->status : 499;  // 499: the client went away before an answer (nginx's)
     count_status(s, status);
     if (k->job && !--s->answering) pthread_cond_broadcast(&s->idle);
+    Arrival *a = arrival_of(c);
+    if (a) a->job = NULL;
     pthread_mutex_unlock(&s->lock);
     if (k->job) {
         if (!done) job_cancel(s, k->job);
@@ -585,10 +608,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 }
 
 struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME;
     if (ipv6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d =
         MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->limits.max_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, s->limits.timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                          s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);

@@ -13,17 +13,15 @@
  *   4. one engine_step over every admitted sequence, then, under the lock,
  *      each one's new text, tokens and log-probabilities into its Choice,
  *      the finished ones released (their places and blocks go to the next
- *      at once), and each job that has news woken through its eventfd.
+ *      at once), and the request of each job that has news woken
+ *      (http_resume).
  *
  * A sequence's tokens do not depend on what else is in the step (forward.h),
  * so every choice gets exactly what `gpt -p PROMPT -s SEED` gives.
  */
-#define _GNU_SOURCE  // eventfd
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "grow.h"
@@ -49,7 +47,6 @@ void job_free(Job *j) {
     free(j->stop_strings);
     free(j->error);
     free(j->logprobs);
-    if (j->efd >= 0) close(j->efd);
     free(j);
 }
 
@@ -60,12 +57,9 @@ void job_unref(Server *s, Job *j) {
     if (last) job_free(j);
 }
 
-// Tells the HTTP thread of j that there is news. Under the lock.
+// Tells the HTTP side of j that there is news. Under the lock.
 static void notify(Job *j) {
-    uint64_t one = 1;
-    if (write(j->efd, &one, sizeof one) < 0) {
-        // the counter is full (2^64 - 2 unread news): the reader wakes anyway
-    }
+    http_resume(j);
 }
 
 int scheduler_submit(Server *s, Job *j) {
@@ -87,13 +81,17 @@ int scheduler_submit(Server *s, Job *j) {
     return 0;
 }
 
-void job_cancel(Server *s, Job *j) {
-    pthread_mutex_lock(&s->lock);
+void job_cancel_locked(Server *s, Job *j) {
     if (!j->done && !j->cancelled) {
         j->cancelled = 1;
         s->metrics.cancelled++;
         pthread_cond_signal(&s->wake);
     }
+}
+
+void job_cancel(Server *s, Job *j) {
+    pthread_mutex_lock(&s->lock);
+    job_cancel_locked(s, j);
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -12,14 +12,18 @@
  *                 a finished Job written as OpenAI's response
  *
  * Threads. One scheduler thread owns the Engine, its KV pool and the thread
- * pool: nothing else touches them. libmicrohttpd runs one thread per
- * connection: it parses and checks a request, tokenizes it (under
- * Server.tok_lock: a Tokenizer encodes on one thread at a time), enqueues a
- * Job and waits for it on the Job's eventfd (and on its socket, to see a
- * client that goes away), then writes the answer. Everything the two sides
- * share (the inbox, each Job's text and state, the counters) is guarded by
- * Server.lock; the scheduler sleeps on Server.wake when it has nothing to
- * do. No thread spins.
+ * pool: nothing else touches them. libmicrohttpd runs a few threads
+ * (HTTP_THREADS), each polling its share of the connections: it parses and
+ * checks a request, tokenizes it (under Server.tok_lock: a Tokenizer
+ * encodes on one thread at a time), enqueues a Job and parks the connection
+ * (suspends it, and goes on with the others) until the scheduler has news
+ * for the Job and resumes it (http_resume); then it writes the answer, or
+ * the stream's new events. No thread is started or woken for a request but
+ * these two. While a connection is parked, libmicrohttpd does not watch its
+ * socket: the main thread looks every half second for a client that went
+ * away (http_deadlines). Everything the sides share (the inbox, each Job's
+ * text and state, the counters) is guarded by Server.lock; the scheduler
+ * sleeps on Server.wake when it has nothing to do. No thread spins.
  */
 #ifndef GPT_SERVE_H
 #define GPT_SERVE_H
@@ -72,8 +76,8 @@ typedef struct Job {
     size_t n_stops;
     uint64_t seed;           // the first choice's
     size_t stride;           // JOB_SCORE: as --stride (0: the text must fit the context)
-    int efd;                 // eventfd: the scheduler's "there is news" to the HTTP thread
     // shared, under Server.lock
+    struct MHD_Connection *parked;  // the request's connection, suspended until there is news; or NULL
     int refs;                // the HTTP side and the scheduler: the last one frees
     int cancelled;           // the client went away: dropped at the next step
     size_t finished;         // choices with a finish reason
@@ -141,6 +145,7 @@ void *scheduler_main(void *server);
 int scheduler_submit(Server *s, Job *j);
 // The client of j went away: the scheduler drops it at its next step.
 void job_cancel(Server *s, Job *j);
+void job_cancel_locked(Server *s, Job *j);  // the same, under Server.lock
 // Drops one reference; the last frees the job. Takes Server.lock.
 void job_unref(Server *s, Job *j);
 void job_free(Job *j);
@@ -172,13 +177,19 @@ extern const size_t serve_page_html_len;
 
 // http.c
 struct MHD_Daemon;
+struct MHD_Connection;
 // Starts serving on the listening socket fd (libmicrohttpd's threads).
 // NULL after reporting on failure.
 struct MHD_Daemon *http_start(Server *s, int fd, int ipv6);
+// The scheduler has news for j: the connection parked on it, if any, goes
+// on (libmicrohttpd asks for its answer, or the stream's next events).
+// Under Server.lock.
+void http_resume(Job *j);
 // Closes each connection whose request has taken longer than --timeout
 // seconds to arrive whole (headers and body): libmicrohttpd's own timeout
 // counts idle time only, which a client sending a byte a second never
-// reaches. The main thread calls it every half second.
+// reaches. And cancels the job of each parked connection whose client went
+// away. The main thread calls it every half second.
 void http_deadlines(Server *s);
 
 #endif
