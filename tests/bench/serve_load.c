@@ -1,12 +1,15 @@
 /*
  * serve_load.c - a load generator for gpt serve (tests/bench/serve.sh).
  *
- *   serve_load PORT CLIENTS FILE
+ *   serve_load PORT CLIENTS FILE [keep-alive]
  *
  * FILE holds one request body (JSON) a line. CLIENTS threads each take the
  * next line not yet taken, POST it to 127.0.0.1:PORT/v1/completions on a
  * connection of its own (HTTP/1.0: the answer ends when the server closes
  * it), read the whole answer, and take the next, until every line is sent.
+ * With keep-alive, each client keeps one connection for all its requests
+ * (HTTP/1.1; an answer ends at its Content-Length, so streamed requests
+ * are not for this mode): the time of a request without the connection's.
  * For each answer it keeps the time from connecting to the last byte, the
  * time to the first event of a streamed answer ("data: ", the first token's
  * text), the tokens generated (usage.completion_tokens, or the events'
@@ -43,6 +46,7 @@ typedef struct {
 
 typedef struct {
     int port;
+    int keep_alive;
     char **bodies;
     size_t n;
     size_t next;  // the next line to send, under lock
@@ -53,10 +57,7 @@ typedef struct {
 // The whole answer of one request on a new connection into *out (malloc'd,
 // NUL-terminated); *first_event: when the first "data: " arrived (0: none).
 // 0, or -1 when the connection or the exchange failed.
-static int exchange(int port, const char *body, char **out, size_t *len, double *first_event) {
-    *out = NULL;
-    *len = 0;
-    *first_event = 0;
+static int connect_to(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     int one = 1;
@@ -67,11 +68,33 @@ static int exchange(int port, const char *body, char **out, size_t *len, double 
         close(fd);
         return -1;
     }
+    return fd;
+}
+
+// The whole answer (headers and body) ends here: with keep-alive at its
+// Content-Length, else when the server closes the connection.
+static int answer_complete(const char *buf, size_t got, int keep_alive) {
+    if (!keep_alive) return 0;
+    const char *end = strstr(buf, "\r\n\r\n");
+    const char *cl = strstr(buf, "Content-Length: ");
+    if (!end || !cl || cl > end) return 0;
+    return got >= (size_t)(end + 4 - buf) + strtoul(cl + 16, NULL, 10);
+}
+
+// One request on *fd (with keep-alive: the connection of earlier ones,
+// opened when *fd < 0, closed on failure), its whole answer into *out.
+static int exchange(int port, int *fd_io, int keep_alive, const char *body, char **out, size_t *len,
+                    double *first_event) {
+    *out = NULL;
+    *len = 0;
+    *first_event = 0;
+    int fd = keep_alive && *fd_io >= 0 ? *fd_io : connect_to(port);
+    if (fd < 0) return -1;
     size_t n = strlen(body);
     char head[256];
     int h = snprintf(head, sizeof head,
-                     "POST /v1/completions HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n\r\n", n);
+                     "POST /v1/completions HTTP/1.%d\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n", keep_alive, n);
     size_t cap = 4096, got = 0;
     char *buf = malloc(cap);
     int rc = buf && send(fd, head, (size_t)h, MSG_NOSIGNAL) == h &&
@@ -93,8 +116,15 @@ static int exchange(int port, const char *body, char **out, size_t *len, double 
         got += (size_t)r;
         buf[got] = '\0';
         if (!*first_event && strstr(buf, "\ndata: ")) *first_event = now_seconds();
+        if (answer_complete(buf, got, keep_alive)) break;
     }
-    close(fd);
+    if (keep_alive && rc == 0 && answer_complete(buf, got, 1)) {
+        *fd_io = fd;
+    } else {
+        close(fd);
+        *fd_io = -1;
+        if (keep_alive) rc = -1;
+    }
     if (rc != 0) {
         free(buf);
         return -1;
@@ -144,16 +174,20 @@ static void read_answer(const char *answer, Result *r) {
 
 static void *client(void *arg) {
     Load *l = arg;
+    int fd = -1;
     for (;;) {
         pthread_mutex_lock(&l->lock);
         size_t i = l->next < l->n ? l->next++ : l->n;
         pthread_mutex_unlock(&l->lock);
-        if (i == l->n) return NULL;
+        if (i == l->n) {
+            if (fd >= 0) close(fd);
+            return NULL;
+        }
         Result *r = &l->results[i];
         char *answer;
         size_t len;
         double first, t0 = now_seconds();
-        int rc = exchange(l->port, l->bodies[i], &answer, &len, &first);
+        int rc = exchange(l->port, &fd, l->keep_alive, l->bodies[i], &answer, &len, &first);
         double t1 = now_seconds();
         r->latency = t1 - t0;
         r->ttft = first ? first - t0 : -1;
@@ -205,8 +239,8 @@ static int read_lines(FILE *f, char ***lines, size_t *n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: serve_load PORT CLIENTS FILE (one request body a line)\n");
+    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "keep-alive"))) {
+        fprintf(stderr, "usage: serve_load PORT CLIENTS FILE [keep-alive] (one request body a line)\n");
         return 1;
     }
     int port = atoi(argv[1]), clients = atoi(argv[2]);
@@ -219,7 +253,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "serve_load: %s: %s\n", argv[3], strerror(errno));
         return 1;
     }
-    Load l = {.port = port};
+    Load l = {.port = port, .keep_alive = argc == 5};
     int rc = read_lines(f, &l.bodies, &l.n);
     fclose(f);
     if (rc != 0 || l.n == 0) {
