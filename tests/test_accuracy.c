@@ -164,6 +164,12 @@ static const Subject DEMO = {
 
 enum { N_VARIANTS = MAX_VARIANTS, CHUNK = 128 };
 
+// Under a sanitizer (check.h) the 124M-shaped checkpoint's greedy part
+// decodes its first SANITIZED_PROMPTS prompts, not all ten (every prompt
+// runs the same code; make test runs them all), and a variant may miss as
+// many of them as it may of all.
+enum { SANITIZED_PROMPTS = 2 };
+
 // softmax of a row in double: p (V)
 static void softmax(double *p, const float *logits, size_t V) {
     double max = -INFINITY, sum = 0;
@@ -282,15 +288,22 @@ static int measure(const Subject *sub, int full, const char *f32_path) {
     cJSON *refs = cJSON_Parse(refs_text ? refs_text : "");
     const cJSON *cases = sub->demo_refs ? cJSON_GetObjectItem(refs, "prompts")
                                         : cJSON_GetObjectItem(cJSON_GetObjectItem(refs, "models"), "gpt2-124M-shaped");
+    int n_all = cJSON_GetArraySize(cases);
+    cJSON *some = NULL;
+    if (CHECK_SANITIZED && !full && !sub->demo_refs && n_all > SANITIZED_PROMPTS && (some = cJSON_CreateArray())) {
+        for (int i = 0; i < SANITIZED_PROMPTS; i++) cJSON_AddItemReferenceToArray(some, cJSON_GetArrayItem(cases, i));
+        cases = some;
+    }
     int n_prompts = cJSON_GetArraySize(cases);
     for (int v = 0; v < N_VARIANTS; v++) {
         res[v].greedy = greedy_matches(&models[v], VARIANTS[v].kv_dtype, pool, cases, &err);
         CHECK(res[v].greedy >= 0, "%s: %s", VARIANTS[v].name, err.msg);
     }
-    CHECK(n_prompts >= 10, "%s: %d greedy prompts in %s", sub->name, n_prompts, sub->refs_file);
+    CHECK(n_all >= 10, "%s: %d greedy prompts in %s", sub->name, n_all, sub->refs_file);
 
-    printf("%s: %zu positions in %zu window(s) of %zu tokens; greedy: 40 tokens of %d prompts%s\n", sub->name,
+    printf("%s: %zu positions in %zu window(s) of %zu tokens; greedy: 40 tokens of %d prompts%s%s\n", sub->name,
            res[1].positions, windows_done, full ? window : quick_window, n_prompts,
+           some ? " (the first ones: a sanitizer build)" : "",
            f32_path ? " (float32 from the training's directory)" : "");
     printf("  %-15s %12s %12s %10s %8s\n", "variant", "mean KL", "max KL", "top-1 same", "greedy");
     for (int v = 0; v < N_VARIANTS; v++) {
@@ -300,8 +313,9 @@ static int measure(const Subject *sub, int full, const char *f32_path) {
         printf("  %-15s %12.3g %12.3g %9.2f%% %5d/%d\n", x->name, mean, res[v].kl_max, 100 * top1, res[v].greedy,
                n_prompts);
         if (full) continue;
-        CHECK(res[v].greedy >= x->min_greedy, "%s, %s: greedy matches the reference on %d prompts, want >= %d",
-              sub->name, x->name, res[v].greedy, x->min_greedy);
+        int min_greedy = x->min_greedy - (n_all - n_prompts);  // as many misses allowed
+        CHECK(res[v].greedy >= min_greedy, "%s, %s: greedy matches the reference on %d of %d prompts, want >= %d",
+              sub->name, x->name, res[v].greedy, n_prompts, min_greedy);
         if (v == 0) continue;
         CHECK(mean <= x->max_mean_kl, "%s, %s: mean KL %.3g > %.3g", sub->name, x->name, mean, x->max_mean_kl);
         CHECK(res[v].kl_max <= x->max_kl, "%s, %s: max KL %.3g > %.3g", sub->name, x->name, res[v].kl_max,
@@ -309,6 +323,7 @@ static int measure(const Subject *sub, int full, const char *f32_path) {
         CHECK(top1 >= x->min_top1, "%s, %s: top-1 agrees on %.4f of positions, want >= %.4f", sub->name, x->name,
               top1, x->min_top1);
     }
+    cJSON_Delete(some);
     cJSON_Delete(refs);
     free(refs_text);
     tokenizer_free(tok);
