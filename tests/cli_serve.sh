@@ -214,7 +214,16 @@ err 400 "/tokenize without content" POST /tokenize '{"text":"x"}' "unknown field
 err 400 "/v1/score of nothing" POST /v1/score '{"prompt":""}' "the text is empty"
 err 404 "no such endpoint" GET /v2/nothing ""
 err 405 "GET /v1/completions" GET /v1/completions "" "takes POST"
-err 405 "POST /health" POST /health '{}' "takes GET"
+err 405 "POST /health" POST /health '{}' "takes GET or HEAD"
+# HEAD: GET's status and headers, no body
+curl -s -I -o "$tmp/head" "http://127.0.0.1:$port/health"
+check "HEAD /health: 200, GET's headers, no body ($(head -n 1 "$tmp/head"))" \
+    sh -c "head -n 1 '$tmp/head' | grep -q '^HTTP/1.1 200' && grep -qi '^content-length: 15' '$tmp/head'"
+curl -s -I -o "$tmp/head" "http://127.0.0.1:$port/v1/completions"
+check "HEAD /v1/completions: 405, Allow: POST" \
+    sh -c "head -n 1 '$tmp/head' | grep -q '^HTTP/1.1 405' && grep -qi '^allow: POST' '$tmp/head'"
+curl -s -X POST -D "$tmp/head" -o /dev/null "http://127.0.0.1:$port/metrics"
+check "POST /metrics: Allow: GET, HEAD" grep -qi '^allow: GET, HEAD' "$tmp/head"
 err 413 "a body over --max-body" POST /v1/completions "{\"prompt\":\"$(head -c 70000 /dev/zero | tr '\0' a)\"}" "--max-body"
 KEY=wrong err 401 "a wrong key" GET /v1/models ""
 KEY= err 401 "no key" POST /v1/completions '{"prompt":"x"}'

@@ -124,7 +124,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, Conn *k, int status, cha
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, !strcmp(k->path, "/health") || !strcmp(k->path, "/metrics") ||
                                                               !strcmp(k->path, "/v1/models") || !strcmp(k->path, "/")
-                                                              ? "GET" : "POST");
+                                                              ? "GET, HEAD" : "POST");
     k->status = status;
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -400,7 +400,8 @@ static int authorized(Server *s, struct MHD_Connection *c) {
 
 static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     const char *p = k->path;
-    int get = !strcmp(k->method, "GET"), post = !strcmp(k->method, "POST");
+    // HEAD is GET without the body (libmicrohttpd leaves it out)
+    int get = !strcmp(k->method, "GET") || !strcmp(k->method, "HEAD"), post = !strcmp(k->method, "POST");
     static const char *const gets[] = {"/", "/health", "/metrics", "/v1/models"};
     static const char *const posts[] = {"/v1/completions", "/v1/score", "/tokenize", "/detokenize"};
     int known_get = 0, known_post = 0;
@@ -409,7 +410,7 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     if (!known_get && !known_post) return answer_error(c, k, 404, "no such endpoint", NULL);
     if ((known_get && !get) || (known_post && !post)) {
         char msg[200];
-        snprintf(msg, sizeof msg, "%s takes %s, not %s", p, known_get ? "GET" : "POST", k->method);
+        snprintf(msg, sizeof msg, "%s takes %s, not %s", p, known_get ? "GET or HEAD" : "POST", k->method);
         return answer_error(c, k, 405, msg, NULL);
     }
     pthread_mutex_lock(&s->lock);
