@@ -93,6 +93,16 @@ for c in 1 4 16 64; do
             $1, $3, $5, $6, $1, $4, $3 / $4
         printf " (%d requests: %d answered, %d distinct ids)%s\n", $2, $7, $8, $1 == 16 ? "; target >= 0.90x" : "" }'
 done
+# the server's peak RSS so far (64 clients the last), against the model
+# file (mapped) and the KV budget (/metrics: blocks of 16 positions)
+hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$pid/status" 2> /dev/null)
+if [ -n "$hwm" ] && command -v curl > /dev/null 2>&1; then
+    kv=$(curl -s "http://127.0.0.1:$port/metrics" |
+        awk '$1 == "gpt_kv_blocks" { b = $2 } $1 == "gpt_kv_bytes_per_token" { t = $2 } END { printf "%.0f", b * 16 * t }')
+    echo "$hwm $(wc -c < "$DEMO") $kv" | awk '{ m = 1048576; rss = $1 * 1024
+        printf "  peak RSS under load %.0f MiB: the model file %.0f MiB + the KV budget %.0f MiB = %.0f MiB (%s; the rest is the tokenizer, activations and stacks)\n",
+            rss / m, $2 / m, $3 / m, ($2 + $3) / m, (rss <= $2 + $3 ? "within" : "over by " int((rss - $2 - $3) / m + 0.5) " MiB") }'
+fi
 
 # time to the first token: 20 streamed ~100-token prompts, one client, new
 # ones each round, against the command's prefill of the same prompts, warm:
