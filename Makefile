@@ -145,8 +145,11 @@ checkpoints: $(BUILD)/tests/gen_checkpoint
 test: test-bins checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/run.sh
 
+# -O2, as gpt itself is built: the sanitizers check the code that ships, and
+# the kernels' small inline helpers are inlined (at -O1 the suite took
+# twice as long: test_forward 433 s against 184 s)
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O1" test
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O2" test
 
 # two gpt serve behind haproxy, one killed midway (tests/scale/; README, Serving)
 test-scale: $(BUILD)/gpt

@@ -25,7 +25,7 @@ static int check_passed, check_failed;
 
 // A sanitizer build (make asan) runs every test program and every code
 // path, with less data where a sweep repeats one path on the 124M-shaped
-// checkpoint, which runs about eight times slower under AddressSanitizer
+// checkpoint, which runs several times slower under AddressSanitizer
 // (each such place says what it leaves to make test).
 #if defined(__SANITIZE_ADDRESS__)
 enum { CHECK_SANITIZED = 1 };
