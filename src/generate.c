@@ -547,9 +547,14 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
     }
     int decoding_only = n_in > 0;  // a step of one row a sequence: the steps the thread choice times
     for (size_t j = 0; j < n_in; j++) decoding_only &= e->inputs[j].n_tokens == 1 && !prefilling[which[j]];
+    // A step with a prompt's rows is compute-bound: every thread, whatever
+    // the choice for decode steps (which may be one thread), then back
+    int was_solo = !decoding_only && threadpool_is_solo(e->cfg.pool);
+    if (was_solo) threadpool_set_solo(e->cfg.pool, 0);
     double t0 = now_seconds();
     int rc = gpt2_forward(e->model, &e->fs, e->inputs, n_in, err);
     double t1 = now_seconds();
+    if (was_solo) threadpool_set_solo(e->cfg.pool, 1);
     if (rc == 0 && decoding_only) choose_threads(e, n_in, t1 - t0);
     if (rc == 0) {
         e->steps++;

@@ -389,6 +389,24 @@ static void test_thread_choice(void) {
           s.n_generated == n_want && !memcmp(s.tokens + n, want, n_want * sizeof *want), st.solo_runs,
           e.threads.solo_steps);
     sequence_free(&s, &e);
+    // a step with a prompt runs on every thread even while decode steps
+    // run on one: its runs are none of them solo, and the choice stays
+    threadpool_set_solo(pool, 1);
+    Sequence s2;
+    ThreadPoolStats before = threadpool_stats(pool);
+    if (sequence_init(&s2, &e, ids, n, &p, &err) == 0 && engine_admit(&e, &s2, &err) == 1) {
+        Sequence *one[1] = {&s2};
+        CHECK(engine_step(&e, one, 1, &err) == 0, "a prompt's step: %s", err.msg);
+        ThreadPoolStats after = threadpool_stats(pool);
+        CHECK(after.runs > before.runs && after.solo_runs == before.solo_runs && threadpool_is_solo(pool) &&
+                  s2.n_generated == 1 && s2.tokens[n] == want[0],
+              "a prompt's step while decode runs solo: %zu runs, %zu of them solo; solo after: %d; first token %d, "
+              "want %d", after.runs - before.runs, after.solo_runs - before.solo_runs, threadpool_is_solo(pool),
+              s2.n_generated ? s2.tokens[n] : -1, want[0]);
+        sequence_free(&s2, &e);
+    } else {
+        CHECK(0, "thread choice, a second sequence: %s", err.msg);
+    }
     engine_free(&e);
     CHECK(!threadpool_is_solo(pool), "the engine leaves its pool as it came");
     threadpool_free(pool);
