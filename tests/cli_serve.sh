@@ -323,29 +323,30 @@ C_PID=$pid
 curl -sN --max-time 1 --data-binary '{"prompt":"Hello","max_tokens":200,"ignore_eos":true,"stream":true}' \
     "http://127.0.0.1:$port/v1/completions" > "$tmp/d" 2> /dev/null
 check "the stream had begun" grep -q '^data: {' "$tmp/d"
-i=0
-while [ $i -lt 100 ]; do
-    get /metrics "$tmp/m" > /dev/null
-    grep -q '^gpt_requests_cancelled_total 1$' "$tmp/m" && grep -q '^gpt_kv_blocks_used 0$' "$tmp/m" &&
-        grep -q '^gpt_sequences_running 0$' "$tmp/m" && break
-    sleep 0.1
-    i=$((i + 1))
-done
-check "a client gone: cancelled, its blocks back ($(grep -E '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $i -lt 100 ]
+# cancelled_within N: up to 10 s for /metrics to count N cancelled requests,
+# with no sequence running and every block back; 0 when it did
+cancelled_within() {
+    i=0
+    while [ $i -lt 100 ]; do
+        get /metrics "$tmp/m" > /dev/null
+        grep -q "^gpt_requests_cancelled_total $1\$" "$tmp/m" && grep -q '^gpt_kv_blocks_used 0$' "$tmp/m" &&
+            grep -q '^gpt_sequences_running 0$' "$tmp/m" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+cancelled_within 1
+gone=$?
+check "a client gone: cancelled, its blocks back ($(grep -E '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $gone = 0 ]
 # and one that goes away while its answer (not streamed) is being written:
 # its connection is parked, and the server's half-second look finds it
 curl -s --max-time 1 --data-binary '{"prompt":"Hello","max_tokens":200,"ignore_eos":true}' \
     "http://127.0.0.1:$port/v1/completions" > /dev/null 2>&1
-i=0
-while [ $i -lt 100 ]; do
-    get /metrics "$tmp/m" > /dev/null
-    grep -q '^gpt_requests_cancelled_total 2$' "$tmp/m" && grep -q '^gpt_kv_blocks_used 0$' "$tmp/m" &&
-        grep -q '^gpt_sequences_running 0$' "$tmp/m" && break
-    sleep 0.1
-    i=$((i + 1))
-done
+cancelled_within 2
+gone=$?
 check "a client gone before its whole answer: cancelled, its blocks back ($(grep -E \
-    '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $i -lt 100 ]
+    '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $gone = 0 ]
 # past the grace: the running requests end with what they have
 post /v1/completions '{"prompt":"Hello","max_tokens":200,"ignore_eos":true}' "$tmp/g0" > "$tmp/g0.status" &
 clients=$!
