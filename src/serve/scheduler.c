@@ -57,11 +57,6 @@ void job_unref(Server *s, Job *j) {
     if (last) job_free(j);
 }
 
-// Tells the HTTP side of j that there is news. Under the lock.
-static void notify(Job *j) {
-    http_resume(j);
-}
-
 int scheduler_submit(Server *s, Job *j) {
     pthread_mutex_lock(&s->lock);
     if (s->draining || s->in_flight >= s->limits.parallel + s->limits.queue) {
@@ -156,7 +151,7 @@ static void choice_done(Server *s, Job *j, Choice *c, const char *finish) {
     j->done = 1;
     s->in_flight--;
     pthread_cond_broadcast(&s->idle);
-    notify(j);
+    http_resume(j);  // the HTTP side has news
     if (--j->refs == 0) job_free(j);  // the HTTP side has gone already
 }
 
@@ -328,7 +323,7 @@ void *scheduler_main(void *arg) {
             }
             s->metrics.generated_tokens += c->n_tokens - before;
             if (q->stop == STOP_ERROR && j->status == 200) job_fail(j, 500, q->error.msg);
-            if (q->out_len || q->stop) notify(j);
+            if (q->out_len || q->stop) http_resume(j);  // the HTTP side has news
             if (!q->stop) {
                 running.items[k++] = running.items[i];
                 continue;
