@@ -341,9 +341,13 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
         __m128 dw4[A2_R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            uint16_t d16[8] = {0};
-            memcpy(d16, dr[r] + 4 * g, in * sizeof *d16);
-            dw4[r] = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d16));
+            if (in == 4) {  // the four scales straight from the row (a copy through the stack stalls decode)
+                dw4[r] = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)(dr[r] + 4 * g)));
+            } else {
+                uint16_t d16[8] = {0};
+                memcpy(d16, dr[r] + 4 * g, in * sizeof *d16);
+                dw4[r] = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d16));
+            }
             if (in < 4 && dt == DTYPE_Q4) {  // zeros past the row, not read (Q6 is stored in whole groups)
                 memset(wt[r], 0, sizeof wt[r]);
                 memcpy(wt[r], wr[r] + 64 * g, 16 * in);

@@ -335,7 +335,7 @@ static void step_init(Step *b, const Model *m, ThreadPool *pool) {
     if (kvcache_init(&b->cache, &m->config, DTYPE_F32, CTX + 1, &err) != 0 ||
         forward_state_init(&b->fs, &m->config, CTX, CTX + 1, 1, pool, &err) != 0)
         die(&err);
-    b->mm = (MatmulContext){pool, b->fs.matmul_scratch, b->fs.matmul_scratch_floats, b->fs.isa};
+    b->mm = (MatmulContext){pool, b->fs.matmul_scratch, b->fs.matmul_scratch_floats, b->fs.isa, NULL};  // the default variants
     for (size_t i = 0; i < CTX; i++) b->hist[i] = token_at(i);
     SeqInput p = {.tokens = b->hist, .n_tokens = CTX, .cache = &b->cache, .want = LOGITS_LAST};
     if (gpt2_forward(m, &b->fs, &p, 1, &err) != 0) die(&err);
