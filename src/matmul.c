@@ -57,10 +57,10 @@ size_t matmul_scratch_floats(size_t B, size_t K) {
 // AVX2's kernels and names, one per variant (matmul_kernels.h)
 typedef void (*RowsFn)(float *, const float *, const Weight *, const float *, size_t, size_t, size_t, int, float *);
 #if defined(__x86_64__)
-#define AVX2_FN(R, C) matmul_rows_avx2_##R##x##C,
+#define AVX2_FN(R, C, H) MATMUL_AVX2_FN(R, C, H),
 static const RowsFn avx2_variants[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARIANTS(AVX2_FN)};
 #endif
-#define AVX2_NAME(R, C) #R "x" #C,
+#define AVX2_NAME(R, C, H) #R "x" #C #H,
 static const char *const avx2_names[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARIANTS(AVX2_NAME)};
 
 int matmul_variant_count(CpuIsa isa) { return isa == CPU_AVX2 ? MATMUL_AVX2_VARIANT_COUNT : 1; }
@@ -74,6 +74,11 @@ int matmul_variant_find(CpuIsa isa, const char *name) {
     for (int v = 0; v < matmul_variant_count(isa); v++)
         if (strcmp(matmul_variant_name(isa, v), name) == 0) return v;
     return -1;
+}
+
+int matmul_variant_applies(CpuIsa isa, int v, DType dt) {
+    const char *name = matmul_variant_name(isa, v);
+    return name && (v == 0 || !dtype_is_blocked(dt) || name[strlen(name) - 1] != 'h');
 }
 
 int matmul_plan_variant(const MatmulPlan *plan, CpuIsa isa, const Weight *W) {

@@ -75,6 +75,10 @@ int matmul_variant_count(CpuIsa isa);
 const char *matmul_variant_name(CpuIsa isa, int v);
 // The variant called name, or -1.
 int matmul_variant_find(CpuIsa isa, const char *name);
+// Whether variant v arranges dt's products differently from the default
+// (AVX2's h tiles are for float weights: the quantized ones run the
+// default under them); tuning times only these.
+int matmul_variant_applies(CpuIsa isa, int v, DType dt);
 
 // One product's arguments, out(T, N) = inp(T, K) @ W^T + bias (+ out with
 // accumulate), as matmul() and blas_product() hand them to their threads.

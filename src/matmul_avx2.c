@@ -83,19 +83,25 @@ AI float hsum(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(s1);
 }
 
+// The end of output (b, j) from its two halves: the canonical tree, + bias,
+// + the old value.
+AI void finish_output(__m256 lo, __m256 hi, size_t b, size_t j, size_t N, float *out, const float *bias,
+                      int accumulate) {
+    float s = hsum(lo, hi);
+    if (bias) s = s + bias[j];
+    float *o = out + b * N + j;
+    *o = accumulate ? *o + s : s;
+}
+
 // The end of every output of a tile (weight rows n, n + rs, ... x batch
-// rows b0 ..): the canonical tree, + bias, + the old value.
+// rows b0 ..).
 AI void finish_tile(int R, int C, __m256 acc[A2_R][A2_C][2], size_t n, size_t rs, size_t b0, size_t N, float *out,
                     const float *bias, int accumulate) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++)
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            float s = hsum(acc[r][c][0], acc[r][c][1]);
-            if (bias) s = s + bias[n + (size_t)r * rs];
-            float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
-            *o = accumulate ? *o + s : s;
-        }
+        for (int r = 0; r < R; r++)
+            finish_output(acc[r][c][0], acc[r][c][1], b0 + (size_t)c, n + (size_t)r * rs, N, out, bias, accumulate);
 }
 
 // Weight rows n, n + rs, ... (R of them) x batch rows [b0, b0 + C).
@@ -151,6 +157,93 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
     }
 
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+}
+
+// The same outputs, one half of the canonical lanes at a time: lanes 0..7
+// (k0+0..7) and 8..15 (k0+8..15) are independent sums until the tree, so a
+// tile can run all its lo accumulators over a block of K, then all its hi
+// ones over the same block (now in L1), with R C accumulators live instead
+// of 2 R C: tiles of 12 outputs, 7 loads per 12 FMAs (3x4), where
+// tile() fits at most 6. The weights are held (R vectors) when R <= C, else
+// the activations (C vectors): R C + min(R, C) + 1 <= 16 registers. The
+// accumulators go to memory between blocks of A2_KB inputs (both halves'
+// rows of the tile fit in L1: (R + C) A2_KB floats, 14 KiB at 3x4).
+enum { A2_HR = 6, A2_HC = 6, A2_KB = 512 };
+AI void tile_halves(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+                    const float *inp, const float *bias, int accumulate) {
+    const size_t K = W->K, N = W->N, K16 = K / 16 * 16;
+    const char *wr[A2_HR];
+    const float *xr[A2_HC];
+    __m256 saved[2][A2_HR][A2_HC];  // each half's accumulators between blocks
+
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) saved[0][r][c] = saved[1][r][c] = _mm256_setzero_ps();
+
+    for (size_t kb = 0; kb < K16; kb += A2_KB) {
+        const size_t ke = K16 - kb > A2_KB ? kb + A2_KB : K16;
+        for (int h = 0; h < 2; h++) {  // canonical lanes 8h .. 8h+7
+            __m256 acc[A2_HR][A2_HC];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++) acc[r][c] = saved[h][r][c];
+            for (size_t k = kb + 8 * (size_t)h; k < ke; k += 16) {
+                if (R <= C) {  // hold the weights
+                    __m256 wv[A2_HR];
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) wv[r] = load_w8(dt, wr[r], k);
+#pragma GCC unroll 8
+                    for (int c = 0; c < C; c++) {
+                        const __m256 xv = _mm256_loadu_ps(xr[c] + k);
+#pragma GCC unroll 8
+                        for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+                    }
+                } else {  // hold the activations
+                    __m256 xv[A2_HC];
+#pragma GCC unroll 8
+                    for (int c = 0; c < C; c++) xv[c] = _mm256_loadu_ps(xr[c] + k);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        const __m256 wv = load_w8(dt, wr[r], k);
+#pragma GCC unroll 8
+                        for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++) saved[h][r][c] = acc[r][c];
+        }
+    }
+    if (K16 < K) {  // K tail: one more full step on zero-padded copies
+        float wt[16], xt[A2_HC][16];
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            for (size_t l = 0; l < 16; l++) xt[c][l] = K16 + l < K ? xr[c][K16 + l] : 0.0f;
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            for (size_t l = 0; l < 16; l++) wt[l] = K16 + l < K ? w_scalar(dt, wr[r], K16 + l) : 0.0f;
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 8
+                for (int c = 0; c < C; c++)
+                    saved[h][r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + 8 * h), _mm256_loadu_ps(xt[c] + 8 * h),
+                                                     saved[h][r][c]);
+        }
+    }
+
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            finish_output(saved[0][r][c], saved[1][r][c], b0 + (size_t)c, n + (size_t)r * rs, N, out, bias, accumulate);
 }
 
 // ---- Q8 ----------------------------------------------------------------------
@@ -418,31 +511,33 @@ AI void run_q4(DType dt, int R, int C, const WD *W, float *out, const float *inp
 
 // ---- drivers ---------------------------------------------------------------
 
-// The tile at batch row b0 (xq, dx: Q8's and Q4's quantized activations, else unused).
-AI void tile_at(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+// The tile at batch row b0 (xq, dx: Q8's and Q4's quantized activations,
+// else unused); H: a half of the lanes at a time (tile_halves).
+AI void tile_at(DType dt, int R, int C, int H, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const float *inp, const int16_t *xq, const float *dx, const float *bias, int accumulate) {
     if (dtype_is_blocked(dt)) tile_blocked(dt, R, C, W, n, rs, b0, out, xq, dx, bias, accumulate);
+    else if (H) tile_halves(dt, R, C, W, n, rs, b0, out, inp, bias, accumulate);
     else tile(dt, R, C, W, n, rs, b0, out, inp, bias, accumulate);
 }
 
 // R weight rows (rs apart) for all B batch rows, in chunks of C.
-AI void rows(DType dt, int R, int C, const WD *W, size_t n, size_t rs, float *out, const float *inp,
+AI void rows(DType dt, int R, int C, int H, const WD *W, size_t n, size_t rs, float *out, const float *inp,
              const int16_t *xq, const float *dx, const float *bias, size_t B, int accumulate) {
     size_t b = 0;
-    for (; b + (size_t)C <= B; b += (size_t)C) tile_at(dt, R, C, W, n, rs, b, out, inp, xq, dx, bias, accumulate);
+    for (; b + (size_t)C <= B; b += (size_t)C) tile_at(dt, R, C, H, W, n, rs, b, out, inp, xq, dx, bias, accumulate);
     switch (B - b) {  // batch tail: the same arithmetic per element, a smaller tile (cases C cannot have fold away)
-    case 5: if (C > 5) tile_at(dt, R, 5, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
-    case 4: if (C > 4) tile_at(dt, R, 4, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
-    case 3: if (C > 3) tile_at(dt, R, 3, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
-    case 2: if (C > 2) tile_at(dt, R, 2, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
-    case 1: if (C > 1) tile_at(dt, R, 1, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 5: if (C > 5) tile_at(dt, R, 5, H, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 4: if (C > 4) tile_at(dt, R, 4, H, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 3: if (C > 3) tile_at(dt, R, 3, H, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 2: if (C > 2) tile_at(dt, R, 2, H, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
+    case 1: if (C > 1) tile_at(dt, R, 1, H, W, n, rs, b, out, inp, xq, dx, bias, accumulate); break;
     default: break;
     }
 }
 
 // Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others read inp.
-// R x C: the variant's tile.
-AI void run(DType dt, int R, int C, const WD *W, float *out, const float *inp, const float *bias, size_t B,
+// R x C (H): the variant's tile.
+AI void run(DType dt, int R, int C, int H, const WD *W, float *out, const float *inp, const float *bias, size_t B,
             size_t n0, size_t n1, int accumulate, float *scratch) {
     if (dtype_is_grouped(dt)) {  // their own tiles (the Q4 section)
         run_q4(dt, R, C, W, out, inp, bias, B, n0, n1, accumulate, scratch);
@@ -457,18 +552,21 @@ AI void run(DType dt, int R, int C, const WD *W, float *out, const float *inp, c
     }
     const size_t part = (n1 - n0) / (size_t)R;
     size_t n = n0;
-    for (; n < n0 + part; n++) rows(dt, R, C, W, n, part, out, inp, xq, dx, bias, B, accumulate);
-    for (n = n0 + part * (size_t)R; n < n1; n++) rows(dt, 1, C, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
+    for (; n < n0 + part; n++) rows(dt, R, C, H, W, n, part, out, inp, xq, dx, bias, B, accumulate);
+    for (n = n0 + part * (size_t)R; n < n1; n++) rows(dt, 1, C, H, W, n, 1, out, inp, xq, dx, bias, B, accumulate);
 }
 
-// matmul_rows_avx2_RxC, one per variant: run with its tile for W's dtype,
-// one instance each (matmul_kernels.h)
-#define A2_VARIANT(R, C)                                                                                     \
-    AI void run_##R##x##C(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,  \
-                          size_t n0, size_t n1, int accumulate, float *scratch) {                            \
-        run(dt, R, C, W, out, inp, bias, B, n0, n1, accumulate, scratch);                                    \
-    }                                                                                                        \
-    MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx2_##R##x##C, TARGET_AVX2, run_##R##x##C)
+// matmul_rows_avx2_RxC[h], one per variant: run with its tile for
+// W's dtype, one instance each (matmul_kernels.h). The quantized dtypes
+// have their own tiles: under a halves variant they run the default, 2x3.
+#define A2_VARIANT(R, C, H)                                                                                 \
+    AI void run_##R##x##C##H(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, \
+                             size_t n0, size_t n1, int accumulate, float *scratch) {                       \
+        const int halves = MATMUL_AVX2_HALVES(H);                                                           \
+        if (halves && dtype_is_blocked(dt)) run(dt, 2, 3, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch); \
+        else run(dt, R, C, halves, W, out, inp, bias, B, n0, n1, accumulate, scratch);                     \
+    }                                                                                                       \
+    MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx2_##R##x##C##H, TARGET_AVX2, run_##R##x##C##H)
 MATMUL_AVX2_VARIANTS(A2_VARIANT)
 
 #endif

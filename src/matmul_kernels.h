@@ -161,10 +161,11 @@ void matmul_rows(CpuIsa isa, float *out, const float *inp, const Weight *W, cons
 // only with scratch).
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
-// AVX2 has a kernel per variant (below), matmul_rows_avx2_RxC.
-#define MATMUL_AVX2_DECLARE(R, C)                                                                            \
-    void matmul_rows_avx2_##R##x##C(float *out, const float *inp, const Weight *W, const float *bias, size_t B, \
-                                    size_t n0, size_t n1, int accumulate, float *scratch);
+// AVX2 has a kernel per variant (below), matmul_rows_avx2_RxC[h].
+#define MATMUL_AVX2_FN(R, C, H) matmul_rows_avx2_##R##x##C##H
+#define MATMUL_AVX2_DECLARE(R, C, H)                                                                         \
+    void MATMUL_AVX2_FN(R, C, H)(float *out, const float *inp, const Weight *W, const float *bias, size_t B,  \
+                                 size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 // The same with AVX512-VNNI for Q4's and Q6's products (vpdpbusd; the same bits):
@@ -177,11 +178,16 @@ void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, cons
 // so all give the same bits (test_matmul checks each against the scalar
 // kernel); only the speed differs, and which is fastest depends on the CPU
 // (registers, load ports, cache sizes), so tune.h measures them. AVX2's are
-// tile shapes, X(R, C): R weight rows x C batch rows, 2 R C of its 16 ymm
-// accumulators (R far-apart weight rows: R linear streams); the first is
-// the default. Scalar and AVX-512 have one variant each.
-#define MATMUL_AVX2_VARIANTS(X) X(2, 3) X(1, 6) X(3, 2) X(2, 2) X(4, 1)
-enum { MATMUL_AVX2_VARIANT_COUNT = 5 };
+// tile shapes, X(R, C, H): R weight rows x C batch rows (R far-apart
+// weight rows: R linear streams), and H empty for 2 R C of its 16 ymm
+// accumulators (both halves of each output's 16 lanes at once) or h for R C
+// (one half at a time, over blocks of K that stay in L1; float weights
+// only: the quantized ones run the default under it). The variant's name
+// is R "x" C H, e.g. 3x2, 3x4h; the first is the default. Scalar and
+// AVX-512 have one variant each.
+#define MATMUL_AVX2_VARIANTS(X) X(2, 3, ) X(1, 6, ) X(3, 2, ) X(2, 2, ) X(4, 1, ) X(3, 4, h) X(4, 3, h) X(2, 6, h)
+#define MATMUL_AVX2_HALVES(H) (sizeof #H > 1)  // 1 for the h variants
+enum { MATMUL_AVX2_VARIANT_COUNT = 8 };
 _Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
 

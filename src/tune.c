@@ -53,13 +53,15 @@ TuneMode tune_mode_from_env(TuneMode dflt) {
 // What CPUID can say before anything is measured: the ISA and its FMA width
 // (how many accumulators fit the registers). With AVX2 (16 ymm), measured on
 // Zen 3 (GPT-2 124M's products, 64 rows, 1 thread, GFLOP/s of 2x3 / the
-// shape below): float weights 3x2 (12 accumulators and 3 weight vectors;
-// 24-53 / 26-60), the quantized ones 1x6 (one weight row unpacked per 6
-// rows of activations; Q8 29-57 / 58-60, Q6 24-47 / 29-61). The cache
-// sizes did not decide between them on the products of GPT-2 124M.
+// shape below): float weights 4x3h (12 accumulators of one half of the
+// lanes, 7 loads per 12 FMAs: 43-44 / 53-67, against 3x2's 51-55 and
+// 4x1's 37-64, which loses at K = 3072), the quantized ones 1x6 (one
+// weight row unpacked per 6 rows of activations; Q8 29-57 / 58-60, Q6
+// 24-47 / 29-61). The cache sizes did not decide between them on the
+// products of GPT-2 124M.
 int tune_default_variant(const CpuInfo *c, CpuIsa isa, DType dt) {
     if (isa != CPU_AVX2 || c->fma_bits < 256) return 0;
-    int v = matmul_variant_find(isa, dtype_is_blocked(dt) ? "1x6" : "3x2");
+    int v = matmul_variant_find(isa, dtype_is_blocked(dt) ? "1x6" : "4x3h");
     return v < 0 ? 0 : v;
 }
 
@@ -134,6 +136,7 @@ static int measure(const Weight *const *w, TuneProduct *p, int n_products, Threa
             Weight view = *w[i];  // its first rows: the same layout, fewer of them
             if (view.n_out > TUNE_MAX_N) view.n_out = TUNE_MAX_N;
             for (int v = 0; v < n_variants; v++) {
+                if (!matmul_variant_applies(isa, v, p[i].dtype)) continue;
                 MatmulPlan forced = {isa, v, 0, {{0}}};
                 MatmulContext ctx = {pool, scratch, per_thread, isa, &forced};
                 double s = now_seconds();
@@ -148,7 +151,7 @@ static int measure(const Weight *const *w, TuneProduct *p, int n_products, Threa
         const double flops = 2.0 * TUNE_ROWS * (double)p[i].K * (double)(p[i].N < TUNE_MAX_N ? p[i].N : TUNE_MAX_N);
         const int dflt = p[i].variant;  // the default, kept unless another is clearly faster (timing noise)
         for (int v = 0; v < n_variants; v++) {
-            p[i].gflops[v] = best[i][v] > 0 ? flops / best[i][v] * 1e-9 : 0.0;
+            p[i].gflops[v] = best[i][v] > 0 && best[i][v] < 1e30 ? flops / best[i][v] * 1e-9 : 0.0;
             if (best[i][v] < best[i][p[i].variant] && best[i][v] < TUNE_MARGIN * best[i][dflt]) p[i].variant = v;
         }
     }
@@ -299,8 +302,9 @@ void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *ver
     snprintf(rep->source, sizeof rep->source, "default");
     char desc[256], dts[32], dir[4000];
     cpu_describe(&cpu, desc, sizeof desc);
-    snprintf(rep->key, sizeof rep->key, "%s; threads %d; dtype %s; gpt %s", desc, threadpool_size(pool),
-             model_matrix_dtypes(m, dts, sizeof dts), version);
+    // the variant count: wisdom chosen among fewer variants is stale
+    snprintf(rep->key, sizeof rep->key, "%s; threads %d; dtype %s; variants %d; gpt %s", desc,
+             threadpool_size(pool), model_matrix_dtypes(m, dts, sizeof dts), rep->n_variants, version);
     if (mode == TUNE_OFF || rep->n_variants < 2) {
         snprintf(rep->note, sizeof rep->note, "%s", mode == TUNE_OFF ? "tuning off" : "one variant on this CPU");
         plan_from(plan, rep->isa, dflt, rep->product, rep->n_products);
@@ -333,7 +337,7 @@ void tune_print(const TuneReport *rep, FILE *f) {
         if (p->gflops[p->variant] > 0) {
             fprintf(f, " %.1f GFLOP/s  [", p->gflops[p->variant]);
             for (int v = 0, first = 1; v < rep->n_variants; v++)
-                if (v != p->variant) {
+                if (v != p->variant && p->gflops[v] > 0) {  // 0: not measured (matmul_variant_applies)
                     fprintf(f, "%s%s %.1f", first ? "" : ", ", matmul_variant_name(rep->isa, v), p->gflops[v]);
                     first = 0;
                 }
