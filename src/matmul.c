@@ -51,7 +51,9 @@ const char *matmul_isa_in_use(void) { return cpu_isa_name(cpu_best_isa()); }
 // and at least a group of 64 floats per row.
 size_t matmul_scratch_floats(size_t B, size_t K) {
     size_t q8 = q8_row_quants(K), q4 = q4_groups(K) * (sizeof(Q4XGroup) / sizeof(float));
-    return B * (q8 > q4 ? q8 : q4);
+    size_t packed = matmul_avx2_packed_floats(B, K);  // AVX2's packed variant
+    size_t most = B * (q8 > q4 ? q8 : q4);
+    return (packed > most ? packed : most + 15) / 16 * 16;
 }
 
 // AVX2's kernels and names, one per variant (matmul_kernels.h)
@@ -78,7 +80,8 @@ int matmul_variant_find(CpuIsa isa, const char *name) {
 
 int matmul_variant_applies(CpuIsa isa, int v, DType dt) {
     const char *name = matmul_variant_name(isa, v);
-    return name && (v == 0 || !dtype_is_blocked(dt) || name[strlen(name) - 1] != 'h');
+    char kind = name ? name[strlen(name) - 1] : 0;
+    return name && (v == 0 || !dtype_is_blocked(dt) || (kind != 'h' && kind != 'p'));
 }
 
 int matmul_plan_variant(const MatmulPlan *plan, CpuIsa isa, const Weight *W) {

@@ -70,7 +70,7 @@ int matmul_plan_variant(const MatmulPlan *plan, CpuIsa isa, const Weight *W);
 // How many variants isa's kernels have (at least 1), and the name of
 // variant v ("2x3": AVX2's tile of 2 weight rows x 3 batch rows; "one":
 // the only one), NULL outside [0, count).
-enum { MATMUL_VARIANTS_MAX = 8 };  // the most any ISA has
+enum { MATMUL_VARIANTS_MAX = 9 };  // the most any ISA has
 int matmul_variant_count(CpuIsa isa);
 const char *matmul_variant_name(CpuIsa isa, int v);
 // The variant called name, or -1.

@@ -246,6 +246,138 @@ AI void tile_halves(DType dt, int R, int C, const WD *W, size_t n, size_t rs, si
             finish_output(saved[0][r][c], saved[1][r][c], b0 + (size_t)c, n + (size_t)r * rs, N, out, bias, accumulate);
 }
 
+// ---- packed: one lane at a time ------------------------------------------
+// Each of an output's 16 canonical lanes is a sum of its own, over k = l,
+// l + 16, l + 32, ... in order, until the tree. Taken one lane at a time,
+// a product is 16 small matrix products with the batch rows along the
+// vector: 6 weight rows x 16 batch rows of lane l in 12 accumulators, per
+// step 2 loads of activations and 6 broadcast weights for 12 FMAs, as an
+// sgemm kernel does. The activations are packed once per call, lane by lane
+// (x_t below), and reused by every weight row; each tile's 6 weight rows
+// are widened to float once per block of A2_PKB inputs (w_t) and reused by
+// every batch row. The lanes' sums wait in scratch (lanes_t) for the tree.
+enum { A2_PR = 6, A2_PB = 16, A2_PKB = 512 };
+
+// Where the packed kernel keeps things in scratch, in floats.
+typedef struct {
+    size_t Kc, Bp;     // steps of 16 inputs; batch rows rounded up to A2_PB
+    size_t x_t;        // [b tile][lane][step][A2_PB]: x(b, 16 step + lane), 0 past B and K
+    size_t w_t;        // [A2_PR][A2_PKB]: a tile's weight rows over one block, 0 past K and N
+    size_t lanes_t;    // [b tile][lane][A2_PR][A2_PB]: the lanes' running sums
+    size_t total;
+} PackedLayout;
+
+static inline PackedLayout packed_layout(size_t B, size_t K) {
+    PackedLayout l;
+    l.Kc = (K + 15) / 16;
+    l.Bp = (B + A2_PB - 1) / A2_PB * A2_PB;
+    l.x_t = 0;
+    l.w_t = l.Bp * l.Kc * 16;
+    l.lanes_t = l.w_t + (size_t)A2_PR * A2_PKB;
+    l.total = l.lanes_t + l.Bp * 16 * A2_PR;
+    return l;
+}
+
+size_t matmul_avx2_packed_floats(size_t B, size_t K) { return packed_layout(B, K).total; }
+
+// The 12 accumulators of lane l, weight rows 0..5 x batch rows bt*16 ..
+// +15, over the steps [s0, s1) of a block (ws: the block's first step).
+AI void packed_lane(const float *xl, const float *wt, size_t s0, size_t s1, int l, float *lanes, int first) {
+    __m256 acc[A2_PR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < A2_PR; r++)
+        for (int h = 0; h < 2; h++)
+            acc[r][h] = first ? _mm256_setzero_ps() : _mm256_load_ps(lanes + r * A2_PB + 8 * h);
+    for (size_t s = s0; s < s1; s++) {
+        const __m256 x0 = _mm256_load_ps(xl + s * A2_PB), x1 = _mm256_load_ps(xl + s * A2_PB + 8);
+        const float *w = wt + (s - s0) * 16 + l;
+#pragma GCC unroll 8
+        for (int r = 0; r < A2_PR; r++) {
+            const __m256 wv = _mm256_broadcast_ss(w + r * A2_PKB);
+            acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < A2_PR; r++)
+        for (int h = 0; h < 2; h++) _mm256_store_ps(lanes + r * A2_PB + 8 * h, acc[r][h]);
+}
+
+// Outputs [n0, n1) of the B rows of inp, packed; scratch as packed_layout
+// says (64-byte aligned).
+AI void run_packed(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+                   size_t n1, int accumulate, float *scratch) {
+    const size_t K = W->K, N = W->N;
+    const PackedLayout L = packed_layout(B, K);
+    float *xt = scratch + L.x_t, *wt = scratch + L.w_t, *lanes = scratch + L.lanes_t;
+    const size_t n_bt = L.Bp / A2_PB;
+    // the activations, lane by lane: x_t[bt][l][s][j] = x(16 bt + j, 16 s + l)
+    for (size_t bt = 0; bt < n_bt; bt++)
+        for (size_t j = 0; j < A2_PB; j++) {
+            const size_t b = bt * A2_PB + j;
+            for (size_t st = 0; st < L.Kc; st++)
+                for (size_t l = 0, k = 16 * st; l < 16; l++, k++)
+                    xt[((bt * 16 + l) * L.Kc + st) * A2_PB + j] = b < B && k < K ? inp[b * K + k] : 0.0f;
+        }
+    for (size_t n = n0; n < n1; n += A2_PR) {
+        const int rows = n1 - n < A2_PR ? (int)(n1 - n) : A2_PR;
+        for (size_t s0 = 0; s0 < L.Kc; s0 += A2_PKB / 16) {
+            const size_t s1 = L.Kc - s0 < A2_PKB / 16 ? L.Kc : s0 + A2_PKB / 16, k0 = 16 * s0, kn = 16 * (s1 - s0);
+            // this block of the tile's weight rows as floats, 0 past K and past n1
+            for (int r = 0; r < A2_PR; r++) {
+                float *dst = wt + r * A2_PKB;
+                const char *row = r < rows ? W->w + (n + (size_t)r) * W->ldw * esize(dt) : NULL;
+                size_t k = 0;
+                if (row)
+                    for (; k + 8 <= kn && k0 + k + 8 <= K; k += 8) _mm256_store_ps(dst + k, load_w8(dt, row, k0 + k));
+                for (; k < kn; k++) dst[k] = row && k0 + k < K ? w_scalar(dt, row, k0 + k) : 0.0f;
+            }
+            // the next block's weights (this tile's, or the next tile's first),
+            // fetched a share at a time while this one is worked on: a block
+            // is too short a stream for the hardware prefetcher
+            size_t pn = n, pk = k0 + kn;
+            if (pk >= K) pn = n + A2_PR, pk = 0;
+            const size_t p_rows = pn < n1 ? (n1 - pn < A2_PR ? n1 - pn : A2_PR) : 0;
+            const size_t p_bytes = (K - pk < A2_PKB ? K - pk : A2_PKB) * esize(dt);
+            const size_t row_lines = (p_bytes + 63) / 64, p_lines = p_rows * row_lines;
+            const size_t per = (p_lines + n_bt * 16 - 1) / (n_bt * 16);
+            size_t pr = 0, pc = 0;  // the next line to fetch: row pr, line pc of it
+            for (size_t bt = 0; bt < n_bt; bt++)
+                for (int l = 0; l < 16; l++) {
+                    for (size_t e = 0; e < per && pr < p_rows; e++) {
+                        _mm_prefetch(W->w + ((pn + pr) * W->ldw + pk) * esize(dt) + 64 * pc, _MM_HINT_T0);
+                        if (++pc == row_lines) pc = 0, pr++;
+                    }
+                    packed_lane(xt + (bt * 16 + (size_t)l) * L.Kc * A2_PB, wt, s0, s1, l,
+                                lanes + (bt * 16 + (size_t)l) * A2_PR * A2_PB, s0 == 0);
+                }
+        }
+        // the canonical tree, 16 batch rows at a time: lane i + lane i+8, ...
+        for (size_t bt = 0; bt < n_bt; bt++)
+            for (int r = 0; r < rows; r++)
+                for (int h = 0; h < 2; h++) {
+                    __m256 t[16];
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++)
+                        t[i] = _mm256_load_ps(lanes + ((bt * 16 + (size_t)i) * A2_PR + (size_t)r) * A2_PB + 8 * h);
+#pragma GCC unroll 4
+                    for (int w = 8; w >= 1; w /= 2)
+#pragma GCC unroll 8
+                        for (int i = 0; i < w; i++) t[i] = _mm256_add_ps(t[i], t[i + w]);
+                    float s8[8];
+                    _mm256_storeu_ps(s8, t[0]);
+                    for (int j = 0; j < 8; j++) {
+                        const size_t b = bt * A2_PB + 8 * (size_t)h + (size_t)j;
+                        if (b >= B) break;
+                        float v = s8[j];
+                        if (bias) v = v + bias[n + (size_t)r];
+                        float *o = out + b * N + n + (size_t)r;
+                        *o = accumulate ? *o + v : v;
+                    }
+                }
+    }
+}
+
 // ---- Q8 ----------------------------------------------------------------------
 // A block's 16 canonical lanes as (lo, hi): vpmaddwd on inputs 0..15 gives
 // lanes 0..7, on inputs 16..31 lanes 8..15.
@@ -562,11 +694,15 @@ AI void run(DType dt, int R, int C, int H, const WD *W, float *out, const float 
 #define A2_VARIANT(R, C, H)                                                                                 \
     AI void run_##R##x##C##H(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, \
                              size_t n0, size_t n1, int accumulate, float *scratch) {                       \
-        const int halves = MATMUL_AVX2_HALVES(H);                                                           \
-        if (halves && dtype_is_blocked(dt)) run(dt, 2, 3, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch); \
-        else run(dt, R, C, halves, W, out, inp, bias, B, n0, n1, accumulate, scratch);                     \
+        const char kind = #H[0];                                                                            \
+        if (kind && dtype_is_blocked(dt)) run(dt, 2, 3, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch); \
+        else if (kind == 'p' && scratch) run_packed(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);  \
+        else if (kind == 'p') run(dt, 4, 3, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);         \
+        else run(dt, R, C, kind == 'h', W, out, inp, bias, B, n0, n1, accumulate, scratch);                \
     }                                                                                                       \
     MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx2_##R##x##C##H, TARGET_AVX2, run_##R##x##C##H)
 MATMUL_AVX2_VARIANTS(A2_VARIANT)
 
+#else
+size_t matmul_avx2_packed_floats(size_t B, size_t K) { (void)B, (void)K; return 0; }  // no AVX2 kernels here
 #endif

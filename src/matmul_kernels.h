@@ -185,9 +185,12 @@ void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, cons
 // only: the quantized ones run the default under it). The variant's name
 // is R "x" C H, e.g. 3x2, 3x4h; the first is the default. Scalar and
 // AVX-512 have one variant each.
-#define MATMUL_AVX2_VARIANTS(X) X(2, 3, ) X(1, 6, ) X(3, 2, ) X(2, 2, ) X(4, 1, ) X(3, 4, h) X(4, 3, h) X(2, 6, h)
-#define MATMUL_AVX2_HALVES(H) (sizeof #H > 1)  // 1 for the h variants
-enum { MATMUL_AVX2_VARIANT_COUNT = 8 };
+#define MATMUL_AVX2_VARIANTS(X) X(2, 3, ) X(1, 6, ) X(3, 2, ) X(2, 2, ) X(4, 1, ) X(3, 4, h) X(4, 3, h) X(2, 6, h) X(6, 16, p)
+// 6x16p: one lane of the 16 at a time, 6 weight rows x 16 batch rows, the
+// activations packed lane by lane in scratch (matmul_avx2.c, "packed");
+// float weights only, and with scratch (else 4x3h). Its scratch in floats:
+size_t matmul_avx2_packed_floats(size_t B, size_t K);
+enum { MATMUL_AVX2_VARIANT_COUNT = 9 };
 _Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
 
