@@ -303,6 +303,25 @@ AI void packed_lane(const float *xl, const float *wt, size_t s0, size_t s1, int 
         for (int h = 0; h < 2; h++) _mm256_store_ps(lanes + r * A2_PB + 8 * h, acc[r][h]);
 }
 
+// v[j][l] -> v[l][j] (data moves only).
+AI void transpose8(__m256 v[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
 // Outputs [n0, n1) of the B rows of inp, packed; scratch as packed_layout
 // says (64-byte aligned).
 AI void run_packed(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
@@ -311,14 +330,25 @@ AI void run_packed(DType dt, const WD *W, float *out, const float *inp, const fl
     const PackedLayout L = packed_layout(B, K);
     float *xt = scratch + L.x_t, *wt = scratch + L.w_t, *lanes = scratch + L.lanes_t;
     const size_t n_bt = L.Bp / A2_PB;
-    // the activations, lane by lane: x_t[bt][l][s][j] = x(16 bt + j, 16 s + l)
+    // the activations, lane by lane: x_t[bt][l][s][j] = x(16 bt + j, 16 s + l),
+    // in 8 x 8 blocks (8 rows' 8 inputs -> 8 lanes' 8 rows), 0 past B and K
     for (size_t bt = 0; bt < n_bt; bt++)
-        for (size_t j = 0; j < A2_PB; j++) {
-            const size_t b = bt * A2_PB + j;
-            for (size_t st = 0; st < L.Kc; st++)
-                for (size_t l = 0, k = 16 * st; l < 16; l++, k++)
-                    xt[((bt * 16 + l) * L.Kc + st) * A2_PB + j] = b < B && k < K ? inp[b * K + k] : 0.0f;
-        }
+        for (size_t st = 0; st < L.Kc; st++)
+            for (size_t j0 = 0; j0 < A2_PB; j0 += 8)
+                for (size_t l0 = 0; l0 < 16; l0 += 8) {
+                    const size_t b0 = bt * A2_PB + j0, k0 = 16 * st + l0;
+                    float *dst = xt + ((bt * 16 + l0) * L.Kc + st) * A2_PB + j0;  // lane l0, row j0
+                    if (b0 + 8 <= B && k0 + 8 <= K) {
+                        __m256 v[8];
+                        for (int j = 0; j < 8; j++) v[j] = _mm256_loadu_ps(inp + (b0 + (size_t)j) * K + k0);
+                        transpose8(v);
+                        for (int l = 0; l < 8; l++) _mm256_store_ps(dst + (size_t)l * L.Kc * A2_PB, v[l]);
+                    } else {
+                        for (size_t l = 0; l < 8; l++)
+                            for (size_t j = 0; j < 8; j++)
+                                dst[l * L.Kc * A2_PB + j] = b0 + j < B && k0 + l < K ? inp[(b0 + j) * K + k0 + l] : 0.0f;
+                    }
+                }
     for (size_t n = n0; n < n1; n += A2_PR) {
         const int rows = n1 - n < A2_PR ? (int)(n1 - n) : A2_PR;
         for (size_t s0 = 0; s0 < L.Kc; s0 += A2_PKB / 16) {
