@@ -182,8 +182,9 @@ void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, cons
 // weight rows: R linear streams), and H empty for 2 R C of its 16 ymm
 // accumulators (both halves of each output's 16 lanes at once) or h for R C
 // (one half at a time, over blocks of K that stay in L1; float weights
-// only: the quantized ones run the default under it). The variant's name
-// is R "x" C H, e.g. 3x2, 3x4h; the first is the default. Scalar and
+// only: the quantized ones run the default under it), or p (below). The
+// variant's name is R "x" C H, e.g. 3x2, 3x4h; the first is the default
+// (calls of fewer than MATMUL_PLAN_MIN_ROWS rows run it). Scalar and
 // AVX-512 have one variant each.
 #define MATMUL_AVX2_VARIANTS(X) X(2, 3, ) X(1, 6, ) X(3, 2, ) X(2, 2, ) X(4, 1, ) X(3, 4, h) X(4, 3, h) X(2, 6, h) X(6, 16, p)
 // 6x16p: one lane of the 16 at a time, 6 weight rows x 16 batch rows, the
