@@ -222,19 +222,20 @@ while IFS= read -r p; do "$GPT" -m "$BIN" -p "$p" -n 64 --ignore-eos -t 2 >/dev/
 t1=$(date +%s.%N)
 single=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
 echo "  one process per prompt:          $single s wall, $(echo "$single" | awk '{ printf "%.1f", 64 * 64 / $1 }') tok/s generated"
-# batch_run INPUT FLAGS...: runs gpt --batch on INPUT; sets $wall (seconds)
-# and leaves the --stats-json object in $TMP/stats.json, read by stat_of NAME.
+# batch_run N INPUT FLAGS...: runs gpt --batch -n N on INPUT; sets $wall
+# (seconds) and leaves the --stats-json object in $TMP/stats.json, read by
+# stat_of NAME. (An option given twice is an error: -n only here.)
 batch_run() {
-    input=$1
-    shift
+    n=$1 input=$2
+    shift 2
     t0=$(date +%s.%N)
-    "$GPT" -m "$BIN" --batch -n 64 --ignore-eos -t 2 --stats-json "$@" <"$input" >/dev/null 2>"$TMP/stats.json"
+    "$GPT" -m "$BIN" --batch -n "$n" --ignore-eos -t 2 --stats-json "$@" <"$input" >/dev/null 2>"$TMP/stats.json"
     t1=$(date +%s.%N)
     wall=$(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')
 }
 stat_of() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$TMP/stats.json"; }
 for par in 1 4 16; do
-    batch_run "$TMP/mixed.txt" --parallel $par
+    batch_run 64 "$TMP/mixed.txt" --parallel $par
     pre=$(stat_of prefill_tokens)
     gap=$(stat_of token_gap_max_seconds)
     med=$(stat_of token_gap_median_seconds)
@@ -243,13 +244,13 @@ done
 wall16=$wall
 # The prefill alone (-n 1: each prompt's prefill and one token): the same
 # work however it is batched, so it bounds what batching can gain.
-batch_run "$TMP/mixed.txt" --parallel 16 -n 1
+batch_run 1 "$TMP/mixed.txt" --parallel 16
 echo "  prefill alone (--parallel 16 -n 1): $wall s, $(echo "$wall $wall16 $single" | awk '{ printf "%.0f%% of the --parallel 16 wall, %.0f%% of one process per prompt", 100 * $1 / $2, 100 * $1 / $3 }')"
 for mode in shared unshared; do
     flag=""
     [ $mode = unshared ] && flag=--no-prefix-sharing
     # shellcheck disable=SC2086  # $flag is empty or one word
-    batch_run "$TMP/shared.txt" --parallel 16 $flag
+    batch_run 64 "$TMP/shared.txt" --parallel 16 $flag
     pre=$(stat_of prefill_tokens)
     saved=$(stat_of prefill_tokens_saved)
     rss=$(stat_of peak_rss_bytes)
