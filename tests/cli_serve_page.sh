@@ -98,7 +98,8 @@ cases=$(jq -cn --arg p1 "$P1" --arg p2 "$P2" --arg key "$KEY" '[
     {prompt: $p1, temperature: "-1"}]')
 mkdir "$tmp/shots"
 if ! node tests/cli_serve_page.mjs "$url/" "$cases" "$tmp/shots" > "$tmp/runs" 2> "$tmp/driver"; then
-    fail "the browser run failed: $(grep "^cli_serve_page.mjs:" "$tmp/driver")"
+    # the driver's own message, else the end of what node or chromium said
+    fail "the browser run failed: $(grep "^cli_serve_page.mjs:" "$tmp/driver" || tail -n 3 "$tmp/driver" | tr '\n' ' ')"
     summary
     exit 1
 fi
