@@ -104,6 +104,16 @@ AI void finish_tile(int R, int C, __m256 acc[A2_R][A2_C][2], size_t n, size_t rs
             finish_output(acc[r][c][0], acc[r][c][1], b0 + (size_t)c, n + (size_t)r * rs, N, out, bias, accumulate);
 }
 
+// The rows of a float tile: weight rows n, n + rs, ... (R) and batch rows
+// b0 .. b0 + C - 1 of inp.
+AI void tile_rows(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, const float *inp,
+                  const char **wr, const float **xr) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * W->K;
+}
+
 // Weight rows n, n + rs, ... (R of them) x batch rows [b0, b0 + C).
 AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
              const float *inp, const float *bias, int accumulate) {
@@ -112,10 +122,7 @@ AI void tile(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0
     const float *xr[A2_C];
     __m256 acc[A2_R][A2_C][2];
 
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
+    tile_rows(dt, R, C, W, n, rs, b0, inp, wr, xr);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
@@ -176,10 +183,7 @@ AI void tile_halves(DType dt, int R, int C, const WD *W, size_t n, size_t rs, si
     const float *xr[A2_HC];
     __m256 saved[2][A2_HR][A2_HC];  // each half's accumulators between blocks
 
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * esize(dt);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
+    tile_rows(dt, R, C, W, n, rs, b0, inp, wr, xr);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
