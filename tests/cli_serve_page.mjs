@@ -36,20 +36,35 @@ const chrome = spawn(process.env.CHROMIUM || "chromium",
 let chromeErr = "";
 chrome.stderr.on("data", (d) => { chromeErr = (chromeErr + d).slice(-2000); });
 
-// Ends Chromium, then, once it has gone (it writes its profile till then),
-// removes the profile and exits. The first call decides the exit status.
+// Ends Chromium (asked over the protocol, so that it ends its own child
+// processes; killed if it has not gone within 5 s), then removes the profile
+// and exits. The first call decides the exit status. Chromium's children may
+// still write to the profile for a moment after it has gone, so removing it
+// is retried, and a profile that cannot be removed is a note on stderr, not
+// a failure (tests/cli_serve_page.sh points TMPDIR into its scratch
+// directory, which it removes after).
 let quitting = false;
 function quit(code, why) {
     if (quitting) return;
     quitting = true;
     if (why) console.error(`cli_serve_page.mjs: ${why}${chromeErr ? `\nchromium said: ${chromeErr}` : ""}`);
     const done = () => {
-        rmSync(profile, { recursive: true, force: true });
+        try {
+            rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+        } catch (e) {
+            console.error(`cli_serve_page.mjs: note: could not remove the profile ${profile}: ${e.message}`);
+        }
         process.exit(code);
     };
-    if (chrome.exitCode !== null || chrome.signalCode !== null) done();
+    if (chrome.exitCode !== null || chrome.signalCode !== null) return done();
     chrome.on("exit", done);
-    chrome.kill("SIGKILL");
+    const kill = setTimeout(() => chrome.kill("SIGKILL"), 5000);
+    kill.unref();
+    try {
+        chrome.stdio[3].write(JSON.stringify({ id: nextId++, method: "Browser.close" }) + "\0");
+    } catch {
+        chrome.kill("SIGKILL");
+    }
 }
 chrome.on("error", (e) => quit(1, `cannot run chromium: ${e.message}`));
 const deadline = setTimeout(() => quit(1, "timed out after 60 s"), 60000);
@@ -75,6 +90,7 @@ chrome.stdio[4].on("data", (d) => {
     }
 });
 chrome.stdio[4].on("end", () => quit(1, "chromium closed its pipe"));
+for (const fd of [3, 4]) chrome.stdio[fd].on("error", (e) => quit(1, `chromium's pipe: ${e.message}`));
 
 function send(method, params = {}, sessionId = undefined) {
     const id = nextId++;

@@ -11,7 +11,8 @@
 #     same options; its stats line has the tokens, tokens/s, the seed and
 #     the KV bytes; with no seed, the seed it shows repeats its text with
 #     the command; a value out of range shows the API's 400 message;
-#   - a screenshot of each run (in a scratch directory, removed after).
+#   - a screenshot of each run (in a scratch directory, removed after, as
+#     is the browser profile: the driver makes it under TMPDIR=that directory).
 # Without chromium or node it prints "cli_serve_page: SKIPPED (reason)" and
 # passes, unless GPT_TEST_REQUIRE_ALL=1.
 # Prints "cli_serve_page: N passed, M failed" like the test binaries.
@@ -97,7 +98,7 @@ cases=$(jq -cn --arg p1 "$P1" --arg p2 "$P2" --arg key "$KEY" '[
     {prompt: "", max_tokens: "12", temperature: "0", top_k: "0", seed: "3"},
     {prompt: $p1, temperature: "-1"}]')
 mkdir "$tmp/shots"
-if ! node tests/cli_serve_page.mjs "$url/" "$cases" "$tmp/shots" > "$tmp/runs" 2> "$tmp/driver"; then
+if ! TMPDIR=$tmp node tests/cli_serve_page.mjs "$url/" "$cases" "$tmp/shots" > "$tmp/runs" 2> "$tmp/driver"; then
     # the driver's own message, else the end of what node or chromium said
     fail "the browser run failed: $(grep "^cli_serve_page.mjs:" "$tmp/driver" || tail -n 3 "$tmp/driver" | tr '\n' ' ')"
     summary
