@@ -64,12 +64,20 @@ static const RowsFn avx2_variants[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARI
 #endif
 #define AVX2_NAME(R, C, H) #R "x" #C #H,
 static const char *const avx2_names[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARIANTS(AVX2_NAME)};
+#if defined(__x86_64__)
+#define AVX512_FN(R, C) MATMUL_AVX512_FN(R, C),
+static const RowsFn avx512_variants[MATMUL_AVX512_VARIANT_COUNT] = {MATMUL_AVX512_VARIANTS(AVX512_FN)};
+#endif
+#define AVX512_NAME(R, C) #R "x" #C,
+static const char *const avx512_names[MATMUL_AVX512_VARIANT_COUNT] = {MATMUL_AVX512_VARIANTS(AVX512_NAME)};
 
-int matmul_variant_count(CpuIsa isa) { return isa == CPU_AVX2 ? MATMUL_AVX2_VARIANT_COUNT : 1; }
+int matmul_variant_count(CpuIsa isa) {
+    return isa == CPU_AVX2 ? MATMUL_AVX2_VARIANT_COUNT : isa == CPU_AVX512 ? MATMUL_AVX512_VARIANT_COUNT : 1;
+}
 
 const char *matmul_variant_name(CpuIsa isa, int v) {
     if (v < 0 || v >= matmul_variant_count(isa)) return NULL;
-    return isa == CPU_AVX2 ? avx2_names[v] : "one";
+    return isa == CPU_AVX2 ? avx2_names[v] : isa == CPU_AVX512 ? avx512_names[v] : "one";
 }
 
 int matmul_variant_find(CpuIsa isa, const char *name) {
@@ -81,7 +89,9 @@ int matmul_variant_find(CpuIsa isa, const char *name) {
 int matmul_variant_applies(CpuIsa isa, int v, DType dt) {
     const char *name = matmul_variant_name(isa, v);
     char kind = name ? name[strlen(name) - 1] : 0;
-    return name && (v == 0 || !dtype_is_blocked(dt) || (kind != 'h' && kind != 'p'));
+    if (!name) return 0;
+    if (isa == CPU_AVX512) return v == 0 || !dtype_is_grouped(dt);
+    return v == 0 || !dtype_is_blocked(dt) || (kind != 'h' && kind != 'p');
 }
 
 int matmul_plan_variant(const MatmulPlan *plan, CpuIsa isa, const Weight *W) {
@@ -103,7 +113,8 @@ void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const floa
 #if defined(__x86_64__)
     switch (isa) {
     case CPU_AVX512:
-        (vnni ? matmul_rows_avx512_vnni : matmul_rows_avx512)(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        if (vnni) matmul_rows_avx512_vnni(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        else avx512_variants[variant](out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     case CPU_AVX2:
         avx2_variants[variant](out, inp, W, bias, B, n0, n1, accumulate, scratch);

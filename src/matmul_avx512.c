@@ -71,9 +71,12 @@ enum {
     R_M = 4, C_M = 3,         // 2 <= B < 4: 4 split rows x 3
     R_4F = 3, C_4F = 4,       // F32, 4 <= B < 8: 3 split rows x 4, per-row prefetch
     PFS_4F = 4096,            //   that many bytes ahead
-    R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound)
+    R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound; the
+                              //   variants, matmul_kernels.h, take other shapes here)
     PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
-    RMAX = 4, CMAX = 4,
+    RMAX = 6, CMAX = 6,       // the largest R and C of any tile
+    ACC_MAX = 25,             // the most accumulators of any tile (of 32 zmm; 7 x 3 and
+                              //   3 x 8 measured half and 3/4 of 4 x 4's rate on Zen 4)
 };
 #define PF_HINT _MM_HINT_T1   // into L2: measured clearly better than T0
 
@@ -191,9 +194,11 @@ AI void finish_tile_4x4(__m512 acc[RMAX][CMAX], size_t n, size_t b0, size_t N, f
 // when k0 = 0, else from saved, and go back to saved unless k1 = K, when the
 // tile finishes. Storing an accumulator and loading it again changes no bit:
 // each output is the same chain of FMAs in the same order.
-AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
-             const float *inp, const float *xp, const float *bias, int accumulate, size_t k0, size_t k1,
-             __m512 *saved) {
+// PACKED (a constant): xp is not NULL (tile() below decides), so that the
+// loop keeps no pointers to the rows of inp in the general registers.
+AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD *W, size_t n, size_t rs, size_t b0,
+                           float *out, const float *inp, const float *xp, const float *bias, int accumulate, size_t k0,
+                           size_t k1, __m512 *saved) {
     const size_t K = W->K, N = W->N, es = esize(dt);
     const char *wr[RMAX];
     const float *xr[CMAX];
@@ -202,14 +207,14 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) wr[r] = W->w + (n + (size_t)r * rs) * W->ldw * es;
 #pragma GCC unroll 8
-    for (int c = 0; c < C; c++) xr[c] = inp + (b0 + (size_t)c) * K;
+    for (int c = 0; c < C; c++) xr[c] = PACKED ? NULL : inp + (b0 + (size_t)c) * K;
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = saved && k0 > 0 ? saved[r * C + c] : _mm512_setzero_ps();
 
 // x vector of batch row c at element k (a full vector)
-#define XV(c, k) (xp ? _mm512_load_ps(xp + (k) * (size_t)C + 16 * (size_t)(c)) : _mm512_loadu_ps(xr[c] + (k)))
+#define XV(c, k) (PACKED ? _mm512_load_ps(xp + (k) * (size_t)C + 16 * (size_t)(c)) : _mm512_loadu_ps(xr[c] + (k)))
 
     size_t k = k0;
     for (; k + 16 <= k1; k += 16) {
@@ -227,14 +232,26 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
                 for (size_t off = 0; off < 16 * es; off += 64)
                     _mm_prefetch((const char *)((uintptr_t)wr[r] + k * es + off + (size_t)PFS), PF_HINT);
         }
-        __m512 wv[RMAX];
+        if (R > C) {  // C activation vectors held, each weight vector used as it is loaded
+            __m512 xv[CMAX];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) wv[r] = load_w(dt, wr[r], k);
+            for (int c = 0; c < C; c++) xv[c] = XV(c, k);
 #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-            const __m512 xv = XV(c, k);
+            for (int r = 0; r < R; r++) {
+                const __m512 wv = load_w(dt, wr[r], k);
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+                for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
+            }
+        } else {  // R weight vectors held
+            __m512 wv[RMAX];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) wv[r] = load_w(dt, wr[r], k);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                const __m512 xv = XV(c, k);
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+            }
         }
     }
     // K tail (< 16 left): one more step in which lanes k >= K see w = x = +0.
@@ -245,7 +262,7 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
         for (int r = 0; r < R; r++) wv[r] = load_w_tail(dt, wr[r], k, m);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const __m512 xv = xp ? XV(c, k) : _mm512_maskz_loadu_ps(m, xr[c] + k);
+            const __m512 xv = PACKED ? XV(c, k) : _mm512_maskz_loadu_ps(m, xr[c] + k);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
         }
@@ -261,6 +278,13 @@ AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, 
     }
     if (R == 4 && C == 4 && rs == 1) finish_tile_4x4(acc, n, b0, N, out, bias, accumulate);
     else finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+}
+
+AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+             const float *inp, const float *xp, const float *bias, int accumulate, size_t k0, size_t k1,
+             __m512 *saved) {
+    if (xp) tile_packed_or_not(dt, R, C, PFS, 1, W, n, rs, b0, out, inp, xp, bias, accumulate, k0, k1, saved);
+    else tile_packed_or_not(dt, R, C, PFS, 0, W, n, rs, b0, out, inp, xp, bias, accumulate, k0, k1, saved);
 }
 
 // ---- activation packing ----------------------------------------------------
@@ -391,17 +415,33 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
             for (size_t off = 0; off < (size_t)R * 64; off += 64)
                 _mm_prefetch((const char *)(next + off), PF_HINT);
         }
-        __m512i wv[RMAX];
+#define XQ(c) _mm512_load_si512((const void *)(xq + (j * (size_t)C + (size_t)(c)) * Q8_BLOCK))
+#define STEP(r, c, wv, xv)                                                                                       \
+    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(wv, xv)), _mm512_set1_ps(sc[r][c][j & 15]), \
+                                acc[r][c])
+        if (R > C) {  // as in tile(): the C activation blocks held
+            __m512i xv[CMAX];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) wv[r] = load_block(wr[r], j);
+            for (int c = 0; c < C; c++) xv[c] = XQ(c);
 #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-            const __m512i xv = _mm512_load_si512((const void *)(xq + (j * (size_t)C + (size_t)c) * Q8_BLOCK));
+            for (int r = 0; r < R; r++) {
+                const __m512i wv = load_block(wr[r], j);
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(wv[r], xv)),
-                                            _mm512_set1_ps(sc[r][c][j & 15]), acc[r][c]);
+                for (int c = 0; c < C; c++) STEP(r, c, wv, xv[c]);
+            }
+        } else {
+            __m512i wv[RMAX];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) wv[r] = load_block(wr[r], j);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                const __m512i xv = XQ(c);
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) STEP(r, c, wv[r], xv);
+            }
         }
+#undef STEP
+#undef XQ
     }
 
     finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
@@ -660,22 +700,32 @@ enum { KB_BYTES = 12288, KB_CHUNKS = 8 };
 
 AI size_t kblock(int R, DType dt) { return KB_BYTES / ((size_t)R * esize(dt)) / 16 * 16; }
 
-AI void rows_kblocked(DType dt, int R, int CM, int PFS, const WD *W, size_t n, float *out, const float *inp,
-                      const float *xp, const float *bias, size_t B, int accumulate) {
-    const size_t K = W->K, KB = kblock(R, dt), Kp = kpad(K);
-    __m512 saved[KB_CHUNKS][RMAX * CMAX];
-    for (size_t s0 = 0; s0 < B; s0 += (size_t)KB_CHUNKS * (size_t)CM) {
-        const size_t s1 = B - s0 < (size_t)KB_CHUNKS * (size_t)CM ? B : s0 + (size_t)KB_CHUNKS * (size_t)CM;
+// rows_kblocked's tile of the C rows at b (C = chunk_rows(), so CM, 4 or
+// fewer than 4: each case a tile of constant shape).
+AI void tile_kblock(DType dt, int R, int CM, size_t C, const WD *W, size_t n, size_t b, float *out, const float *inp,
+                    const float *xp, const float *bias, int accumulate, size_t k0, size_t k1, __m512 *saved) {
+    const float *x = xp + b * kpad(W->K);
+    if (C == (size_t)CM) tile(dt, R, CM, 0, W, n, 1, b, out, inp, x, bias, accumulate, k0, k1, saved);
+    else if (C == 4) tile(dt, R, CM > 4 ? 4 : 1, 0, W, n, 1, b, out, inp, x, bias, accumulate, k0, k1, saved);
+    else if (C == 3) tile(dt, R, CM > 3 ? 3 : 1, 0, W, n, 1, b, out, inp, x, bias, accumulate, k0, k1, saved);
+    else if (C == 2) tile(dt, R, CM > 2 ? 2 : 1, 0, W, n, 1, b, out, inp, x, bias, accumulate, k0, k1, saved);
+    else tile(dt, R, 1, 0, W, n, 1, b, out, inp, x, bias, accumulate, k0, k1, saved);
+}
+
+AI void rows_kblocked(DType dt, int R, int CM, const WD *W, size_t n, float *out, const float *inp, const float *xp,
+                      const float *bias, size_t B, int accumulate) {
+    const size_t K = W->K, KB = kblock(R, dt), span = (size_t)KB_CHUNKS * (size_t)CM;
+    // a pass's chunks: KB_CHUNKS of CM rows, or at B's end up to two more
+    // (chunk_rows: 4, then fewer)
+    __m512 saved[KB_CHUNKS + 2][ACC_MAX];
+    for (size_t s0 = 0; s0 < B; s0 += span) {
+        const size_t s1 = B - s0 < span ? B : s0 + span;
         for (size_t k0 = 0; k0 < K; k0 += KB) {
             const size_t k1 = K - k0 < KB ? K : k0 + KB;
-            size_t b = s0, i = 0;
-            for (; b + (size_t)CM <= s1; b += (size_t)CM, i++)
-                tile(dt, R, CM, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]);
-            switch (s1 - b) {  // batch tail (chunk_rows with CM = 4): one smaller tile
-            case 3: tile(dt, R, 3, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]); break;
-            case 2: tile(dt, R, 2, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]); break;
-            case 1: tile(dt, R, 1, PFS, W, n, 1, b, out, inp, xp + b * Kp, bias, accumulate, k0, k1, saved[i]); break;
-            default: break;
+            size_t i = 0;
+            for (size_t b = s0, C; b < s1; b += C, i++) {
+                C = chunk_rows(s1 - b, (size_t)CM);
+                tile_kblock(dt, R, CM, C, W, n, b, out, inp, xp, bias, accumulate, k0, k1, saved[i]);
             }
         }
     }
@@ -701,15 +751,19 @@ AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float 
         const size_t part = (n1 - n0) / (size_t)R;
         for (; n < n0 + part; n++) rows(dt, R, CM, PFS, W, n, part, out, inp, xp, dx, bias, B, accumulate);
         n = n0 + part * (size_t)R;
-    } else if (!dtype_is_blocked(dt) && xp && CM == 4 && W->K > kblock(R, dt)) {
+    } else if (!dtype_is_blocked(dt) && xp && !SPLIT && W->K > kblock(R, dt)) {
         for (; n + (size_t)R <= n1; n += (size_t)R)
-            rows_kblocked(dt, R, CM, PFS, W, n, out, inp, (const float *)xp, bias, B, accumulate);
+            rows_kblocked(dt, R, CM, W, n, out, inp, (const float *)xp, bias, B, accumulate);
     } else {
         for (; n + (size_t)R <= n1; n += (size_t)R)
             rows(dt, R, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);
     }
     for (; n < n1; n++) rows(dt, 1, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);  // row tail
 }
+
+// The default tiles by B; from B_COMPUTE rows, R_2 x C_2.
+enum { B_COMPUTE = 8 };
+_Static_assert((int)B_COMPUTE == (int)MATMUL_PLAN_MIN_ROWS, "the variants serve the calls of the compute-bound tiles");
 
 AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
             size_t n1, int accumulate, float *scratch) {
@@ -721,7 +775,7 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
         run_cfg(dt, R_1, 1, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < 4)
         run_cfg(dt, R_M, C_M, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
-    else if (B < 8 && dt == DTYPE_F32)  // still memory-bound: split rows + prefetch
+    else if (B < B_COMPUTE && dt == DTYPE_F32)  // still memory-bound: split rows + prefetch
         run_cfg(dt, R_4F, C_4F, 1, PFS_4F, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else
         run_cfg(dt, R_2, C_2, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
@@ -729,6 +783,35 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
 
 // matmul_rows_avx512: run for W's dtype, one instance each (matmul_kernels.h)
 MATMUL_ROWS_PER_DTYPE(matmul_rows_avx512, TARGET_AVX512)
+
+// The variants (matmul_kernels.h's MATMUL_AVX512_VARIANTS), one function
+// each, matmul_rows_avx512_RxC: the compute-bound calls (B_COMPUTE rows or
+// more) of F32, F16, BF16 and Q8 in tiles of R adjacent weight rows x C
+// batch rows; everything else as the default (run above, through its
+// instance for the dtype).
+AI void run_default(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,
+                    size_t n1, int accumulate, float *scratch) {
+    switch (dt) {
+    case DTYPE_F32: matmul_rows_avx512_f32(W, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_F16: matmul_rows_avx512_f16(W, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_BF16: matmul_rows_avx512_bf16(W, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_Q8: matmul_rows_avx512_q8(W, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_Q4: matmul_rows_avx512_q4(W, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    case DTYPE_Q6: matmul_rows_avx512_q6(W, out, inp, bias, B, n0, n1, accumulate, scratch); break;
+    }
+}
+
+#define A5_VARIANT(R, C)                                                                                     \
+    _Static_assert(R <= RMAX && C <= CMAX && R * C <= ACC_MAX, "a tile within the registers");              \
+    AI void run_##R##x##C(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
+                          size_t n0, size_t n1, int accumulate, float *scratch) {                           \
+        if (B >= B_COMPUTE && !dtype_is_grouped(dt))                                                         \
+            run_cfg(dt, R, C, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);                      \
+        else                                                                                                 \
+            run_default(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                              \
+    }                                                                                                        \
+    MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx512_##R##x##C, TARGET_AVX512, run_##R##x##C)
+MATMUL_AVX512_VARIANTS(A5_VARIANT)
 
 TARGET_AVX512 static void matmul_rows_avx512_q4_vnni(const WD *W, float *out, const float *inp, const float *bias,
                                                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {

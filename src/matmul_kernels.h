@@ -184,8 +184,11 @@ void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, cons
 // (one half at a time, over blocks of K that stay in L1; float weights
 // only: the quantized ones run the default under it), or p (below). The
 // variant's name is R "x" C H, e.g. 3x2, 3x4h; the first is the default
-// (calls of fewer than MATMUL_PLAN_MIN_ROWS rows run it). Scalar and
-// AVX-512 have one variant each.
+// (calls of fewer than MATMUL_PLAN_MIN_ROWS rows run it). AVX-512's,
+// X(R, C): the compute-bound tiles (calls of MATMUL_PLAN_MIN_ROWS rows or
+// more) of R adjacent weight rows x C batch rows, R C of its 32 zmm
+// accumulators, for F32, F16, BF16 and Q8 (Q4 and Q6 run the default under
+// each); 4x4, the first, is matmul_rows_avx512's. Scalar has one variant.
 #define MATMUL_AVX2_VARIANTS(X) X(2, 3, ) X(1, 6, ) X(3, 2, ) X(2, 2, ) X(4, 1, ) X(3, 4, h) X(4, 3, h) X(2, 6, h) X(6, 16, p)
 // 6x16p: one lane of the 16 at a time, 6 weight rows x 16 batch rows, the
 // activations packed lane by lane in scratch (matmul_avx2.c, "packed");
@@ -194,6 +197,14 @@ size_t matmul_avx2_packed_floats(size_t B, size_t K);
 enum { MATMUL_AVX2_VARIANT_COUNT = 9 };
 _Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
+#define MATMUL_AVX512_VARIANTS(X) X(4, 4) X(6, 4) X(4, 6) X(5, 5) X(5, 4)
+#define MATMUL_AVX512_FN(R, C) matmul_rows_avx512_##R##x##C
+#define MATMUL_AVX512_DECLARE(R, C)                                                                          \
+    void MATMUL_AVX512_FN(R, C)(float *out, const float *inp, const Weight *W, const float *bias, size_t B,   \
+                                size_t n0, size_t n1, int accumulate, float *scratch);
+enum { MATMUL_AVX512_VARIANT_COUNT = 5 };
+_Static_assert((int)MATMUL_AVX512_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
+MATMUL_AVX512_VARIANTS(MATMUL_AVX512_DECLARE)
 
 // matmul_rows with the AVX-512 route named (vnni: 1 for the VNNI kernel,
 // which the CPU must then support), so that tests run both, and the variant

@@ -58,7 +58,9 @@ TuneMode tune_mode_from_env(TuneMode dflt) {
 // 4x1's 37-64, which loses at K = 3072), the quantized ones 1x6 (one
 // weight row unpacked per 6 rows of activations; Q8 29-57 / 58-60, Q6
 // 24-47 / 29-61). The cache sizes did not decide between them on the
-// products of GPT-2 124M.
+// products of GPT-2 124M. With AVX-512 (32 zmm), its first, 4x4: the
+// fastest on Zen 4 (one 512-bit FMA pipe), and the shape the tiles had
+// before there were variants.
 int tune_default_variant(const CpuInfo *c, CpuIsa isa, DType dt) {
     if (isa != CPU_AVX2 || c->fma_bits < 256) return 0;
     int v = matmul_variant_find(isa, dtype_is_blocked(dt) ? "1x6" : "4x3h");
