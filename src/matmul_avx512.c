@@ -127,18 +127,25 @@ AI float hsum(__m512 a) {
 }
 
 // The end of every output of a tile (weight rows n, n + rs, ... x batch
-// rows b0 ..): the canonical tree, + bias, + the old value.
-AI void finish_tile(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N, float *out,
-                    const float *bias, int accumulate) {
+// rows b0 ..): the canonical tree, + bias, + the old value. SKIP4X4: but
+// for the outputs of the first 4 rows x 4 batch rows (finish_tile_4x4's).
+AI void finish_tile_but(int SKIP4X4, int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N,
+                        float *out, const float *bias, int accumulate) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++)
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
+            if (SKIP4X4 && r < 4 && c < 4) continue;
             float s = hsum(acc[r][c]);
             if (bias) s = s + bias[n + (size_t)r * rs];
             float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
             *o = accumulate ? *o + s : s;
         }
+}
+
+AI void finish_tile(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N, float *out,
+                    const float *bias, int accumulate) {
+    finish_tile_but(0, R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 // The canonical tree for 16 accumulators at once, the same adds: each step
@@ -276,8 +283,12 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
             for (int c = 0; c < C; c++) saved[r * C + c] = acc[r][c];
         return;
     }
-    if (R == 4 && C == 4 && rs == 1) finish_tile_4x4(acc, n, b0, N, out, bias, accumulate);
-    else finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+    if (R >= 4 && C >= 4 && rs == 1) {  // the first 4 x 4 side by side (a variant's tile), the rest one by one
+        finish_tile_4x4(acc, n, b0, N, out, bias, accumulate);
+        finish_tile_but(1, R, C, acc, n, rs, b0, N, out, bias, accumulate);
+    } else {
+        finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
+    }
 }
 
 AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
