@@ -271,15 +271,18 @@ static int shift_window(Engine *e, Sequence *s) {
 // by 3% or more (the noise of one step's timing) the other mode stays and
 // probes come every FIRST_PERIOD steps again, else it goes back and the
 // period doubles, up to MAX_PERIOD (a probe of the slower mode then costs
-// under 1%).
-enum { PROBE = 4, FIRST_PERIOD = 32, MAX_PERIOD = 512 };
+// under 1%). The first probe comes early, after FIRST_PROBE steps: on a
+// machine where another process holds a core, the mode the prefill left
+// (every thread) is the slow one, and 32 steps of it cost a 128-token run
+// 10% or more.
+enum { PROBE = 4, FIRST_PROBE = 2 * PROBE, FIRST_PERIOD = 32, MAX_PERIOD = 512 };
 
 static void choose_threads(Engine *e, size_t rows, double seconds) {
     ThreadChoice *c = &e->threads;
     ThreadPool *pool = e->cfg.pool;
     if (threadpool_size(pool) < 2) return;
     if (threadpool_is_solo(pool)) c->solo_steps++;
-    if (c->period == 0) c->period = c->left = FIRST_PERIOD;
+    if (c->period == 0) c->period = FIRST_PERIOD, c->left = FIRST_PROBE, c->rows = rows;  // the first steps
     if (rows != c->rows) {  // other work: measure again from here, in the mode of now
         if (c->probing) threadpool_set_solo(pool, !threadpool_is_solo(pool));
         *c = (ThreadChoice){.left = c->period, .period = c->period, .rows = rows, .solo_steps = c->solo_steps};

@@ -356,7 +356,7 @@ static void test_score(const cJSON *refs) {
     CHECK(same && checked == N - 1, "windowed scores differ from each window alone (%zu checked)", checked);
 }
 
-// The engine's thread choice (ThreadChoice) probes one thread after 32
+// The engine's thread choice (ThreadChoice) probes one thread after 8
 // decode steps and may switch any time after: a sampled run of 120 tokens
 // on 2 threads goes through solo steps and is the plain loop's, token for
 // token.
