@@ -75,8 +75,9 @@ enum {
                               //   variants, matmul_kernels.h, take other shapes here)
     PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
     RMAX = 6, CMAX = 6,       // the largest R and C of any tile
-    ACC_MAX = 25,             // the most accumulators of any tile (of 32 zmm; 7 x 3 and
-                              //   3 x 8 measured half and 3/4 of 4 x 4's rate on Zen 4)
+    ACC_MAX = 24,             // the most accumulators of any tile (of 32 zmm; 7 x 3 and
+                              //   3 x 8 measured half and 3/4 of 4 x 4's rate on Zen 4,
+                              //   5 x 5 and 5 x 4 never beat both 6 x 4 and 4 x 6)
 };
 #define PF_HINT _MM_HINT_T1   // into L2: measured clearly better than T0
 
@@ -202,7 +203,8 @@ AI void finish_tile_4x4(__m512 acc[RMAX][CMAX], size_t n, size_t b0, size_t N, f
 // tile finishes. Storing an accumulator and loading it again changes no bit:
 // each output is the same chain of FMAs in the same order.
 // PACKED (a constant): xp is not NULL (tile() below decides), so that the
-// loop keeps no pointers to the rows of inp in the general registers.
+// loop keeps no pointers to the rows of inp in the general registers;
+// else xp decides at run time.
 AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD *W, size_t n, size_t rs, size_t b0,
                            float *out, const float *inp, const float *xp, const float *bias, int accumulate, size_t k0,
                            size_t k1, __m512 *saved) {
@@ -221,7 +223,7 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
         for (int c = 0; c < C; c++) acc[r][c] = saved && k0 > 0 ? saved[r * C + c] : _mm512_setzero_ps();
 
 // x vector of batch row c at element k (a full vector)
-#define XV(c, k) (PACKED ? _mm512_load_ps(xp + (k) * (size_t)C + 16 * (size_t)(c)) : _mm512_loadu_ps(xr[c] + (k)))
+#define XV(c, k) (PACKED || xp ? _mm512_load_ps(xp + (k) * (size_t)C + 16 * (size_t)(c)) : _mm512_loadu_ps(xr[c] + (k)))
 
     size_t k = k0;
     for (; k + 16 <= k1; k += 16) {
@@ -269,7 +271,7 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
         for (int r = 0; r < R; r++) wv[r] = load_w_tail(dt, wr[r], k, m);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const __m512 xv = PACKED ? XV(c, k) : _mm512_maskz_loadu_ps(m, xr[c] + k);
+            const __m512 xv = PACKED || xp ? XV(c, k) : _mm512_maskz_loadu_ps(m, xr[c] + k);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
         }
@@ -294,7 +296,8 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
 AI void tile(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
              const float *inp, const float *xp, const float *bias, int accumulate, size_t k0, size_t k1,
              __m512 *saved) {
-    if (xp) tile_packed_or_not(dt, R, C, PFS, 1, W, n, rs, b0, out, inp, xp, bias, accumulate, k0, k1, saved);
+    // the compute-bound tiles (16 accumulators or more) have a packed instance of their own
+    if (xp && R * C >= 16) tile_packed_or_not(dt, R, C, PFS, 1, W, n, rs, b0, out, inp, xp, bias, accumulate, k0, k1, saved);
     else tile_packed_or_not(dt, R, C, PFS, 0, W, n, rs, b0, out, inp, xp, bias, accumulate, k0, k1, saved);
 }
 
@@ -816,7 +819,7 @@ AI void run_default(DType dt, const WD *W, float *out, const float *inp, const f
     _Static_assert(R <= RMAX && C <= CMAX && R * C <= ACC_MAX, "a tile within the registers");              \
     AI void run_##R##x##C(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
                           size_t n0, size_t n1, int accumulate, float *scratch) {                           \
-        if (B >= B_COMPUTE && !dtype_is_grouped(dt))                                                         \
+        if (B >= B_COMPUTE && !dtype_is_grouped(dt) && (R != R_2 || C != C_2)) /* 4x4: the default's */       \
             run_cfg(dt, R, C, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);                      \
         else                                                                                                 \
             run_default(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                              \

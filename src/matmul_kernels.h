@@ -197,12 +197,12 @@ size_t matmul_avx2_packed_floats(size_t B, size_t K);
 enum { MATMUL_AVX2_VARIANT_COUNT = 9 };
 _Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
-#define MATMUL_AVX512_VARIANTS(X) X(4, 4) X(6, 4) X(4, 6) X(5, 5) X(5, 4)
+#define MATMUL_AVX512_VARIANTS(X) X(4, 4) X(6, 4) X(4, 6)
 #define MATMUL_AVX512_FN(R, C) matmul_rows_avx512_##R##x##C
 #define MATMUL_AVX512_DECLARE(R, C)                                                                          \
     void MATMUL_AVX512_FN(R, C)(float *out, const float *inp, const Weight *W, const float *bias, size_t B,   \
                                 size_t n0, size_t n1, int accumulate, float *scratch);
-enum { MATMUL_AVX512_VARIANT_COUNT = 5 };
+enum { MATMUL_AVX512_VARIANT_COUNT = 3 };
 _Static_assert((int)MATMUL_AVX512_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX512_VARIANTS(MATMUL_AVX512_DECLARE)
 
