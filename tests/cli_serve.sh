@@ -347,10 +347,12 @@ cancelled_within 2
 gone=$?
 check "a client gone before its whole answer: cancelled, its blocks back ($(grep -E \
     '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $gone = 0 ]
-# past the grace: the running requests end with what they have
-post /v1/completions '{"prompt":"Hello","max_tokens":200,"ignore_eos":true}' "$tmp/g0" > "$tmp/g0.status" &
+# past the grace: the running requests end with what they have (1000 tokens:
+# far more than 2 s of decoding, the sleep and the grace, on any machine; 200
+# ended in time on a Zen 4 and left nothing to interrupt)
+post /v1/completions '{"prompt":"Hello","max_tokens":1000,"ignore_eos":true}' "$tmp/g0" > "$tmp/g0.status" &
 clients=$!
-post /v1/completions '{"prompt":"Once","max_tokens":200,"ignore_eos":true,"stream":true}' "$tmp/g1" > "$tmp/g1.status" &
+post /v1/completions '{"prompt":"Once","max_tokens":1000,"ignore_eos":true,"stream":true}' "$tmp/g1" > "$tmp/g1.status" &
 clients="$clients $!"
 sleep 1
 kill -TERM "$C_PID"
