@@ -57,6 +57,7 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
         p += round_up(sizes[i], 16);
     }
     s->block = block;
+    s->bytes = total * sizeof(float);
     s->max_tokens = max_tokens;
     s->max_ctx = max_ctx;
     s->max_logit_rows = max_logit_rows;
@@ -68,9 +69,11 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
 
 int forward_state_use_blas(ForwardState *s, const GPT2Config *cfg, GptError *err) {
     size_t HS = (size_t)(cfg->n_embd / cfg->n_head);
-    free(s->blas_scratch);
-    s->blas_scratch = malloc(blas_attention_floats(s->max_tokens, s->max_ctx, HS, threadpool_size(s->pool)) * sizeof(float));
+    if (s->use_blas) return 0;
+    size_t bytes = blas_attention_floats(s->max_tokens, s->max_ctx, HS, threadpool_size(s->pool)) * sizeof(float);
+    s->blas_scratch = malloc(bytes);
     if (!s->blas_scratch) return gpt_error(err, "forward: out of memory for the OpenBLAS attention's scratch");
+    s->bytes += bytes;
     blas_single_threaded();  // OpenBLAS runs inside our pool's parts
     s->use_blas = 1;
     return 0;

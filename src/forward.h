@@ -58,6 +58,7 @@ typedef struct {
     float *block;    // the one allocation the pointers above live in
     int use_blas;    // products of many float32 rows, and long chunks' attention, through OpenBLAS (blas.h)
     float *blas_scratch;  // (blas_attention_floats(max_tokens, max_ctx, HS)) with use_blas
+    size_t bytes;    // of block and blas_scratch: what the state allocated
 } ForwardState;
 
 // pool (may be NULL) is used by every call; it must outlive the state.

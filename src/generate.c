@@ -82,6 +82,12 @@ void engine_free(Engine *e) {
     memset(e, 0, sizeof *e);
 }
 
+size_t engine_buffer_bytes(const Engine *e) {
+    size_t V = (size_t)e->model->config.vocab_size, n = e->cfg.max_seqs;
+    return e->fs.bytes + e->scratch.bytes + V * sizeof *e->raw_logits + n * sizeof *e->inputs +
+           n * sizeof *e->which + n * sizeof *e->prefilling + (e->cfg.max_verify + 1) * sizeof *e->verify_tokens;
+}
+
 int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
                   GptError *err) {
     if (tokenizer_encode(tok, text, len, special, ids, n, err) != 0) return -1;

@@ -196,6 +196,10 @@ typedef struct {
 // Sets up an engine as cfg says. Returns 0, or -1 with err set.
 int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineConfig *cfg, GptError *err);
 void engine_free(Engine *e);  // NULL-safe, idempotent; free the sequences first
+// The memory the engine allocated for its steps (the forward pass's scratch
+// with its logit rows, the sampler's, the batch's records), sized by the
+// config, not by what runs: the KV pool and the model are not in it.
+size_t engine_buffer_bytes(const Engine *e);
 
 // The ids a prompt starts generation from: its tokens, or <|endoftext|>
 // alone for an empty prompt (GPT-2 was trained with it between documents,

@@ -114,7 +114,7 @@ static size_t evictable(const KVPool *p) {
 }
 
 KVPoolStats kvpool_stats(const KVPool *p) {
-    KVPoolStats s = {p->block_bytes, p->n_blocks, p->held, p->peak_held, evictable(p), p->reserved};
+    KVPoolStats s = {p->block_bytes, p->n_blocks, p->held, p->peak_held, evictable(p), p->reserved, p->n_used};
     return s;
 }
 

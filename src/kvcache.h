@@ -98,6 +98,7 @@ typedef struct {
     size_t peak_held;     // the most held at once
     size_t cached;        // blocks no sequence holds that still remember a prompt's tokens
     size_t reserved;      // blocks promised to running sequences (kvpool_reserve)
+    size_t touched;       // blocks ever used: the part of the pool that has taken memory
 } KVPoolStats;
 KVPoolStats kvpool_stats(const KVPool *p);
 

@@ -131,6 +131,7 @@ int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err) {
     s->sorted = malloc(vocab_size * sizeof *s->sorted);
     s->heap = malloc(vocab_size * sizeof *s->heap);
     s->seen = calloc(vocab_size, sizeof *s->seen);
+    s->bytes = vocab_size * (sizeof *s->cand + sizeof *s->sorted + sizeof *s->heap + sizeof *s->seen);
     if (!s->cand || !s->sorted || !s->heap || !s->seen) {
         sampler_scratch_free(s);
         return gpt_error(err, "sampler: out of memory for a vocabulary of %zu",

@@ -74,6 +74,7 @@ typedef struct {
     SamplerCand *sorted;   // (V) top-p scratch: the candidates it partitions
     float *heap;           // (V) top-k scratch: min-heap of the k largest
     uint8_t *seen;         // (V) repetition penalty: ids already penalized
+    size_t bytes;          // of the four
 } SamplerScratch;
 
 // Allocates the scratch for a vocabulary of vocab_size (1 .. INT32_MAX).

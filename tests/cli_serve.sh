@@ -175,6 +175,19 @@ get /metrics "$tmp/m" > /dev/null
 check "/metrics counts the answers" grep -q '^gpt_requests_total{status="200"} [0-9]' "$tmp/m"
 check "/metrics: prefixes were shared" grep -q '^gpt_prefix_tokens_reused_total [1-9]' "$tmp/m"
 check "/metrics: nothing running" grep -q '^gpt_sequences_running 0$' "$tmp/m"
+# memory: the model's bytes as gpt --json counts them; the KV blocks touched
+# (taken memory) at least one and at most the budget; the resident size
+# near the kernel's VmRSS read just after (the requests are over: steady)
+metric() { sed -n "s/^$1 \([0-9][0-9]*\)$/\1/p" "$tmp/m"; }
+check "/metrics: the model's bytes are gpt --json's weight_bytes" \
+    [ "$(metric gpt_model_bytes)" = "$(jq .stats.weight_bytes "$tmp/exp_0_0")" ]
+check "/metrics: KV blocks touched, within the budget ($(metric gpt_kv_blocks_touched) of $(metric gpt_kv_blocks))" \
+    [ "$(metric gpt_kv_blocks_touched)" -ge 1 -a "$(metric gpt_kv_blocks_touched)" -le "$(metric gpt_kv_blocks)" ]
+check "/metrics: the engine's step buffers ($(metric gpt_engine_buffer_bytes) bytes) hold --parallel 16's logit rows" \
+    [ "$(metric gpt_engine_buffer_bytes)" -ge $((16 * 50257 * 4)) ]
+vmrss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$pid/status")
+check "/metrics: resident memory $(metric process_resident_memory_bytes) near VmRSS ${vmrss} kB" \
+    awk -v a="$(metric process_resident_memory_bytes)" -v b="$vmrss" 'BEGIN { b *= 1024; exit !(a > 0.9 * b && a < 1.1 * b) }'
 
 # errors: status, OpenAI's shape, the command's messages
 # err STATUS WHAT METHOD PATH BODY [PATTERN]: the answer's status, and

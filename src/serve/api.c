@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvcache.h"
 #include "serve.h"
@@ -615,8 +616,18 @@ char *error_json(int status, const char *msg, const char *param) {
     return print(r);
 }
 
+// The process's resident memory (/proc/self/statm), 0 where it cannot be read.
+static size_t resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    int ok = f && fscanf(f, "%lu %lu", &size, &resident) == 2;
+    if (f) fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? (size_t)resident * (size_t)page : 0;
+}
+
 char *metrics_text(Server *s) {
-    size_t cap = 4096, len = 0;
+    size_t cap = 8192, len = 0;
     char *t = malloc(cap);
     if (!t) return NULL;
 #define PUT(...) (len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__))
@@ -650,9 +661,19 @@ char *metrics_text(Server *s) {
     PUT("# HELP gpt_kv_bytes_per_token Bytes of KV cache one position takes (--kv-type).\n"
         "# TYPE gpt_kv_bytes_per_token gauge\ngpt_kv_bytes_per_token %zu\n",
         kvcache_bytes_per_token(&s->session.model.config, s->limits.kv_dtype));
+    PUT("# HELP gpt_kv_blocks_touched KV-cache blocks ever used: the part of the budget that has taken memory.\n"
+        "# TYPE gpt_kv_blocks_touched gauge\ngpt_kv_blocks_touched %zu\n", m->kv_blocks_touched);
+    PUT("# HELP gpt_model_bytes Bytes of the model's weights as held in memory (mapped or converted).\n"
+        "# TYPE gpt_model_bytes gauge\ngpt_model_bytes %zu\n", s->session.model.weight_bytes);
+    PUT("# HELP gpt_engine_buffer_bytes Bytes of the engine's step buffers (activations, logit rows, sampler), "
+        "sized by --parallel.\n# TYPE gpt_engine_buffer_bytes gauge\ngpt_engine_buffer_bytes %zu\n", s->engine_bytes);
+    size_t rss = resident_bytes();
+    if (rss)
+        PUT("# HELP process_resident_memory_bytes Resident memory of the server process.\n"
+            "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %zu\n", rss);
     pthread_mutex_unlock(&s->lock);
 #undef PUT
-    if (len >= cap) {  // cannot happen with 10 statuses; never a cut line
+    if (len >= cap) {  // cannot happen with 10 statuses (about 3 KB); never a cut line
         free(t);
         return NULL;
     }

@@ -338,6 +338,7 @@ void *scheduler_main(void *arg) {
         s->metrics.running = running.n;
         s->metrics.kv_blocks_used = ps.held;
         s->metrics.kv_blocks = ps.n_blocks;
+        s->metrics.kv_blocks_touched = ps.touched;
     }
     pthread_mutex_unlock(&s->lock);
     free(waiting.items);

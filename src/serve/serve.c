@@ -315,6 +315,7 @@ int run_serve(int argc, char **argv) {
         goto done;
     }
     s->engine_up = 1;
+    s->engine_bytes = engine_buffer_bytes(&s->engine);
     if (pthread_create(&scheduler, NULL, scheduler_main, s) != 0) {
         fprintf(stderr, "gpt serve: cannot start the scheduler thread\n");
         goto done;

@@ -112,6 +112,7 @@ typedef struct {
     double busy_seconds;                 // the scheduler's time in engine steps
     size_t running, queued;              // sequences now
     size_t kv_blocks_used, kv_blocks;    // of the pool
+    size_t kv_blocks_touched;            // of the pool, ever used: they have taken memory
 } Metrics;
 
 typedef struct Server {
@@ -119,6 +120,7 @@ typedef struct Server {
     const char *model_name;  // as the responses name it: the file's name
     ServeLimits limits;
     size_t kv_blocks;        // the pool's blocks
+    size_t engine_bytes;     // the engine's step buffers (engine_buffer_bytes)
     Engine engine;           // the scheduler's alone
     int engine_up;
     pthread_mutex_t tok_lock;  // tokenizer_encode: one thread at a time
