@@ -288,6 +288,9 @@ static void test_batch(void) {
         CHECK(ps.held == 0 && ps.reserved == 0, "%s: %zu blocks still held, %zu reserved", ways[w].what, ps.held,
               ps.reserved);
         if (ways[w].kv_blocks) CHECK(ps.peak_held <= ways[w].kv_blocks, "%s: peak %zu blocks", ways[w].what, ps.peak_held);
+        // blocks touched: at least the most held at once, at most the pool
+        CHECK(ps.touched >= ps.peak_held && ps.touched <= ps.n_blocks && ps.peak_held > 0,
+              "%s: %zu blocks touched, peak held %zu, pool %zu", ways[w].what, ps.touched, ps.peak_held, ps.n_blocks);
         engine_free(&e);
     }
     // a sequence that alone needs more than the pool is refused, not kept waiting
