@@ -151,7 +151,7 @@ echo
 echo "== two threads: decode at 2 threads / 1 thread beside the read bandwidth's ratio measured in the same round"
 echo "   (bench_bandwidth just before and just after the pair: on a shared VM the 2-thread bandwidth changes from"
 echo "   minute to minute), and where the second thread's time goes (--stats' joins line); 64-token prompt, 128 tokens,"
-echo "   3 rounds, the round nearest its bound shown"
+echo "   3 rounds, the median shown"
 decode_and_joins() {  # MODEL [OPTION...] -> "tok/s|joins line"
     model=$1
     shift
@@ -175,7 +175,13 @@ bandwidth() {  # -> "GB/s on 1 thread, GB/s on 2"
     "$BUILD"/bench/bench_bandwidth | sed -n 's/^read bandwidth 1 thread \([0-9.]*\) GB\/s, 2 threads \([0-9.]*\) GB\/s$/\1 \2/p'
 }
 for dt in f32 q8 q4; do
-    best= rounds=
+    # bytes a decoded token reads: the weights, and the KV cache at the
+    # run's mean context (64 + 64 positions); the 2-thread bandwidth over it
+    # caps the target
+    per_token=$("$GPT" -q -m "$CKPT_DIR/124M-$dt.bin" -p Hello -n 1 --temp 0 --json 2> /dev/null |
+        sed -n 's/.*"decode_bytes_per_token":\([0-9]*\).*"kv_bytes_per_token":\([0-9]*\).*/\1 \2/p' |
+        awk '{ print $1 + 128 * $2 }')
+    rounds=
     for round in 1 2 3; do
         bw0=$(bandwidth)
         one=$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 1)
@@ -183,15 +189,23 @@ for dt in f32 q8 q4; do
         bw1=$(bandwidth)
         # the round: 1-thread and 2-thread tok/s, the bandwidths (means of
         # before and after), and the 2-thread rate over its target
-        r=$(echo "${one%%|*} ${two%%|*} $bw0 $bw1" | awk '{ b1 = ($3 + $5) / 2; b2 = ($4 + $6) / 2
-            printf "%.3f %s %s %.1f %.1f %.1f %.1f", ($1 > 0 && b1 > 0 ? $2 / ($1 * b2 / b1) : 0), $1, $2, b1, b2, $4, $6 }')
-        rounds="$rounds ${r%% *}"
-        if [ -z "$best" ] || [ "$(echo "$r $best" | awk '{ print ($1 > $8) }')" = 1 ]; then best=$r joins=${two#*|}; fi
+        r=$(echo "${one%%|*} ${two%%|*} $bw0 $bw1 $per_token" | awk '{ b1 = ($3 + $5) / 2; b2 = ($4 + $6) / 2
+            target = $1 * b2 / b1; cap = b2 * 1e9 / $7; if (cap < target) target = cap
+            printf "%.3f %s %s %.1f %.1f %.1f %.1f %.1f", (target > 0 ? $2 / target : 0), $1, $2, b1, b2, $4, $6, cap }')
+        # a round whose 2-thread bandwidth moved by more than 15% from before
+        # to after is marked ~: the host changed its mind in the middle
+        rounds="$rounds $(echo "$r" | awk '{ d = $6 - $7; if (d < 0) d = -d; printf "%s%.2f", (d > 0.15 * $5 ? "~" : ""), $1 }')"
+        echo "$r|${two#*|}" >> "$TMP/rounds"
     done
-    echo "$best" | awk -v dt="$dt" -v rounds="$rounds" '{
+    # the median round
+    median=$(sort -n "$TMP/rounds" | sed -n 2p)
+    rm -f "$TMP/rounds"
+    joins=${median#*|}
+    echo "${median%%|*}" | awk -v dt="$dt" -v rounds="$rounds" '{
         printf "  %-4s 1 thread %5.1f tok/s, 2 threads %5.1f: %.2fx; read bandwidth %.1f / %.1f GB/s = %.2fx (2 threads %.1f before, %.1f after):\n",
             dt, $2, $3, ($2 > 0 ? $3 / $2 : 0), $4, $5, ($4 > 0 ? $5 / $4 : 0), $6, $7
-        printf "       %.2f of 1 thread x the bandwidth ratio (target >= 0.9; the rounds:%s)\n", $1, rounds }'
+        printf "       %.2f of 1 thread x the bandwidth ratio, capped by the 2-thread bandwidth bound %.1f tok/s (target >= 0.9; the rounds:%s)\n",
+            $1, $8, rounds }'
     echo "       joins at 2 threads: $joins"
 done
 echo "  with another process keeping one core busy (a shell loop): the default thread count against -t 1"
