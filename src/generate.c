@@ -276,8 +276,12 @@ static int shift_window(Engine *e, Sequence *s) {
 // `period` steps, PROBE steps run in the other mode; if those were faster
 // by 3% or more (the noise of one step's timing) the other mode stays and
 // probes come every FIRST_PERIOD steps again, else it goes back and the
-// period doubles, up to MAX_PERIOD (a probe of the slower mode then costs
-// under 1%). The first probe comes early, after FIRST_PROBE steps: on a
+// period at least doubles, up to MAX_PERIOD: it grows to where the probe
+// just lost costs 1% of the time (PROBE steps x how much slower they ran
+// / the period), so a probe that lost by far is not repeated soon (on a
+// quiet 2-core Zen 4 one thread decodes f32 1.7x slower than two: the
+// second probe of a 128-token run, 3% of its time, is not made). The
+// first probe comes early, after FIRST_PROBE steps: on a
 // machine where another process holds a core, the mode the prefill left
 // (every thread) is the slow one, and 32 steps of it cost a 128-token run
 // 10% or more.
@@ -309,7 +313,10 @@ static void choose_threads(Engine *e, size_t rows, double seconds) {
         c->period = FIRST_PERIOD;  // the probe's mode stays
     } else {
         threadpool_set_solo(pool, !threadpool_is_solo(pool));
-        c->period = c->period * 2 < MAX_PERIOD ? c->period * 2 : MAX_PERIOD;
+        double cost_1pct = mode > 0 ? PROBE * (probe / mode - 1.0) * 100.0 : 0.0;  // the period it costs 1% at
+        unsigned next = c->period * 2;
+        if (cost_1pct > next) next = cost_1pct < MAX_PERIOD ? (unsigned)cost_1pct : MAX_PERIOD;
+        c->period = next < MAX_PERIOD ? next : MAX_PERIOD;
     }
     c->probing = 0;
     c->left = c->period;
