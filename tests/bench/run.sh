@@ -149,7 +149,7 @@ fi
 
 echo
 echo "== two threads: decode at 2 threads / 1 thread beside the read bandwidth's ratio measured in the same round"
-echo "   (bench_bandwidth just before and just after the pair: on a shared VM the 2-thread bandwidth changes from"
+echo "   (bench_bandwidth MODEL just before and just after the pair: on a shared VM the 2-thread bandwidth changes from"
 echo "   minute to minute), and where the second thread's time goes (--stats' joins line); 64-token prompt, 128 tokens,"
 echo "   3 rounds, the median shown"
 decode_and_joins() {  # MODEL [OPTION...] -> "tok/s|joins line"
@@ -171,8 +171,9 @@ best_pair() {  # MODEL "OPTIONS A" "OPTIONS B" -> $a and $b: the best of 3 round
         b=$(best_line "$b" "$(decode_and_joins "$1" $3)")
     done
 }
-bandwidth() {  # -> "GB/s on 1 thread, GB/s on 2"
-    "$BUILD"/bench/bench_bandwidth | sed -n 's/^read bandwidth 1 thread \([0-9.]*\) GB\/s, 2 threads \([0-9.]*\) GB\/s$/\1 \2/p'
+bandwidth() {  # MODEL -> "GB/s on 1 thread, GB/s on 2, the fork-join read's tok/s on 2"
+    "$BUILD"/bench/bench_bandwidth "$1" | tr '\n' ' ' |
+        sed -n 's/^read bandwidth 1 thread \([0-9.]*\) GB\/s, 2 threads \([0-9.]*\) GB\/s .*fork-join read, 2 threads: .* = \([0-9.]*\) tok\/s.*/\1 \2 \3/p'
 }
 for dt in f32 q8 q4; do
     # bytes a decoded token reads: the weights, and the KV cache at the
@@ -183,15 +184,17 @@ for dt in f32 q8 q4; do
         awk '{ print $1 + 128 * $2 }')
     rounds=
     for round in 1 2 3; do
-        bw0=$(bandwidth)
+        bw0=$(bandwidth "$CKPT_DIR/124M-$dt.bin")
         one=$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 1)
         two=$(decode_and_joins "$CKPT_DIR/124M-$dt.bin" -t 2)
-        bw1=$(bandwidth)
+        bw1=$(bandwidth "$CKPT_DIR/124M-$dt.bin")
         # the round: 1-thread and 2-thread tok/s, the bandwidths (means of
-        # before and after), and the 2-thread rate over its target
-        r=$(echo "${one%%|*} ${two%%|*} $bw0 $bw1 $per_token" | awk '{ b1 = ($3 + $5) / 2; b2 = ($4 + $6) / 2
-            target = $1 * b2 / b1; cap = b2 * 1e9 / $7; if (cap < target) target = cap
-            printf "%.3f %s %s %.1f %.1f %.1f %.1f %.1f", (target > 0 ? $2 / target : 0), $1, $2, b1, b2, $4, $6, cap }')
+        # before and after), the 2-thread rate over its target, and the
+        # fork-join read's rate (mean)
+        r=$(echo "${one%%|*} ${two%%|*} $bw0 $bw1 $per_token" | awk '{ b1 = ($3 + $6) / 2; b2 = ($4 + $7) / 2
+            target = $1 * b2 / b1; cap = b2 * 1e9 / $9; if (cap < target) target = cap
+            printf "%.3f %s %s %.1f %.1f %.1f %.1f %.1f %.1f", (target > 0 ? $2 / target : 0), $1, $2, b1, b2, $4, $7, cap,
+                ($5 + $8) / 2 }')
         # a round whose 2-thread bandwidth moved by more than 15% from before
         # to after is marked ~: the host changed its mind in the middle
         rounds="$rounds $(echo "$r" | awk '{ d = $6 - $7; if (d < 0) d = -d; printf "%s%.2f", (d > 0.15 * $5 ? "~" : ""), $1 }')"
@@ -205,7 +208,9 @@ for dt in f32 q8 q4; do
         printf "  %-4s 1 thread %5.1f tok/s, 2 threads %5.1f: %.2fx; read bandwidth %.1f / %.1f GB/s = %.2fx (2 threads %.1f before, %.1f after):\n",
             dt, $2, $3, ($2 > 0 ? $3 / $2 : 0), $4, $5, ($4 > 0 ? $5 / $4 : 0), $6, $7
         printf "       %.2f of 1 thread x the bandwidth ratio, capped by the 2-thread bandwidth bound %.1f tok/s (target >= 0.9; the rounds:%s)\n",
-            $1, $8, rounds }'
+            $1, $8, rounds
+        printf "       the fork-join read of its weights on 2 threads (bench_bandwidth: its products halved and joined as a decode does, nothing computed) %.1f tok/s: the decode %.2f of it\n",
+            $9, ($9 > 0 ? $3 / $9 : 0) }'
     echo "       joins at 2 threads: $joins"
 done
 echo "  with another process keeping one core busy (a shell loop): the default thread count against -t 1"
