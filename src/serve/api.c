@@ -631,6 +631,7 @@ char *metrics_text(Server *s) {
     char *t = malloc(cap);
     if (!t) return NULL;
 #define PUT(...) (len += (size_t)snprintf(t + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    size_t rss = resident_bytes();  // a file read: before the lock
     pthread_mutex_lock(&s->lock);
     const Metrics *m = &s->metrics;
     PUT("# HELP gpt_requests_total HTTP requests answered, by status.\n# TYPE gpt_requests_total counter\n");
@@ -667,7 +668,6 @@ char *metrics_text(Server *s) {
         "# TYPE gpt_model_bytes gauge\ngpt_model_bytes %zu\n", s->session.model.weight_bytes);
     PUT("# HELP gpt_engine_buffer_bytes Bytes of the engine's step buffers (activations, logit rows, sampler), "
         "sized by --parallel.\n# TYPE gpt_engine_buffer_bytes gauge\ngpt_engine_buffer_bytes %zu\n", s->engine_bytes);
-    size_t rss = resident_bytes();
     if (rss)
         PUT("# HELP process_resident_memory_bytes Resident memory of the server process.\n"
             "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %zu\n", rss);
