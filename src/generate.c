@@ -321,10 +321,10 @@ static void choose_threads(Engine *e, size_t rows, double seconds) {
         c->period = FIRST_PERIOD;  // the probe's mode stays
     } else {
         threadpool_set_solo(pool, !threadpool_is_solo(pool));
-        double cost_1pct = mode > 0 ? PROBE * (probe / mode - 1.0) * 100.0 : 0.0;  // the period it costs 1% at
-        unsigned next = c->period * 2;
-        if (cost_1pct > next) next = cost_1pct < MAX_PERIOD ? (unsigned)cost_1pct : MAX_PERIOD;
-        c->period = next < MAX_PERIOD ? next : MAX_PERIOD;
+        // the period at which that probe costs 1% of the time, at least twice this one
+        double want = mode > 0 ? PROBE * (probe / mode - 1.0) * 100.0 : 0.0;
+        if (want < 2.0 * c->period) want = 2.0 * c->period;
+        c->period = want < MAX_PERIOD ? (unsigned)want : MAX_PERIOD;
     }
     c->probing = 0;
     c->left = c->period;
@@ -575,18 +575,19 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
     // the choice for decode steps (which may be one thread), then back
     int was_solo = !decoding_only && threadpool_is_solo(e->cfg.pool);
     if (was_solo) threadpool_set_solo(e->cfg.pool, 0);
-    double waited = threadpool_stats(e->cfg.pool).wait_seconds;
+    // A prompt's step before the first decode step: how long its joins
+    // waited for a worker says which mode the decode starts in
+    int first_prompt = !decoding_only && e->threads.period == 0;
+    double waited = first_prompt ? threadpool_stats(e->cfg.pool).wait_seconds : 0.0;
     double t0 = now_seconds();
     int rc = gpt2_forward(e->model, &e->fs, e->inputs, n_in, err);
     double t1 = now_seconds();
-    waited = threadpool_stats(e->cfg.pool).wait_seconds - waited;
     if (was_solo) threadpool_set_solo(e->cfg.pool, 1);
     if (rc == 0 && decoding_only) choose_threads(e, n_in, t1 - t0);
-    // A prompt's step before the first decode step whose joins waited long
-    // for a worker (another process holds its core): decoding starts on
-    // one thread, and the first probe tries them all
-    if (rc == 0 && !decoding_only && e->threads.period == 0 && t1 - t0 >= BUSY_MIN_SECONDS &&
-        waited >= BUSY_WAIT * (t1 - t0))
+    // long (another process holds a worker's core): decoding starts on one
+    // thread, and the first probe tries them all
+    if (rc == 0 && first_prompt && t1 - t0 >= BUSY_MIN_SECONDS &&
+        threadpool_stats(e->cfg.pool).wait_seconds - waited >= BUSY_WAIT * (t1 - t0))
         threadpool_set_solo(e->cfg.pool, 1);
     if (rc == 0) {
         e->steps++;
