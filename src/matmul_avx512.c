@@ -49,6 +49,15 @@
  *    thread) one row per tile streamed 24 GB/s, 2 split rows 30-32, 4
  *    split rows 31-33; at B >= 4, 3 x 8, 2 x 8 and 4 x 6 tiles were within
  *    2% of 4 x 4.
+ *  - B = 1 (decode), F32 and Q8: 4 split rows, each prefetched 1 KiB ahead
+ *    by hand. Q8 is near its compute limit there (about 40 GB/s of weights
+ *    from L2 on one core: widen, vpmaddwd, convert and FMA per 32 bytes),
+ *    so the loads come in bursts the hardware prefetchers follow late.
+ *    gpt decode, 124M, 128 tokens, medians of 5-6 interleaved runs on
+ *    1 / 2 threads: Q8 2 rows 164 / 240 tok/s, 4 rows 174 / 283, 4 rows
+ *    with the prefetch 175-180 / 246-290 (2048 ahead: 157 / 281); F32 2
+ *    rows 55-56, 4 rows with it 57-59 (1 thread). F16 and BF16 lost 4-7%
+ *    with 4 rows (the prefetch did not help): they keep 2.
  *  - gcc -O2 does not fully unroll small loops over __m512 arrays by itself
  *    (stack spills): each such loop carries #pragma GCC unroll.
  */
@@ -67,7 +76,8 @@
 
 // Tile shapes (R weight rows x up to C batch rows) by batch size:
 enum {
-    R_1 = 2,                  // B == 1: 2 split rows
+    R_1 = 2,                  // B == 1: 2 split rows (F16, BF16)
+    R_1Q = 4, PFS_1Q = 1024,  //   F32 and Q8: 4 split rows, each prefetched this far ahead
     R_M = 4, C_M = 3,         // 2 <= B < 4: 4 split rows x 3
     R_4F = 3, C_4F = 4,       // F32, 4 <= B < 8: 3 split rows x 4, per-row prefetch
     PFS_4F = 4096,            //   that many bytes ahead
@@ -234,7 +244,7 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
             for (size_t off = 0; off < (size_t)R * 16 * es; off += 64)
                 _mm_prefetch((const char *)(next + off), PF_HINT);
         }
-        if (PFS && rs != 1 && C > 1) {  // split tiles: each row is its own stream
+        if (PFS && rs != 1) {  // split tiles: each row is its own stream
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
@@ -397,7 +407,9 @@ AI __m512i load_block(const uint8_t *row, size_t j) {
 
 // One Q8 tile: weight rows n, n + rs, ... (R) x the C batch rows of
 // the chunk at b0 (xq: its quantized activations; dx: the scales of all rows).
-AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
+// PFS: for split rows (rs > 1), each row prefetched that many bytes ahead
+// (0: none).
+AI void tile_blocked(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                      const int16_t *xq, const float *dx, const float *bias, int accumulate) {
     const size_t N = W->N, nb = W->ldd;
     // bytes of one block of a weight row; the prefetch below covers one
@@ -421,6 +433,10 @@ AI void tile_blocked(DType dt, int R, int C, const WD *W, size_t n, size_t rs, s
                 for (int c = 0; c < C; c++)
                     _mm512_store_ps(sc[r][c], _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(m, dx + (b0 + (size_t)c) * nb + j)));
             }
+        }
+        if (PFS && rs != 1 && j % pf_every == 0) {  // split rows: each row its own stream
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) _mm_prefetch((const char *)(wr[r] + j * bpb + (size_t)PFS), PF_HINT);
         }
         if (rs == 1 && (R > 1 || C > 1) && j % pf_every == 0) {  // walk the next tile linearly
             const size_t tb = (size_t)R * W->ldw;
@@ -674,7 +690,7 @@ AI void run_q4(DType dt, int VNNI, const WD *W, float *out, const float *inp, co
 AI void tile_at(DType dt, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const float *inp, const void *xp, const float *dx, const float *bias, int accumulate) {
     if (dtype_is_blocked(dt))
-        tile_blocked(dt, R, C, W, n, rs, b0, out, (const int16_t *)xp + b0 * W->Kq, dx, bias, accumulate);
+        tile_blocked(dt, R, C, PFS, W, n, rs, b0, out, (const int16_t *)xp + b0 * W->Kq, dx, bias, accumulate);
     else
         tile(dt, R, C, PFS, W, n, rs, b0, out, inp, xp ? (const float *)xp + b0 * kpad(W->K) : NULL, bias,
              accumulate, 0, W->K, NULL);
@@ -785,7 +801,9 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
         run_q4(dt, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
         return;
     }
-    if (B == 1)
+    if (B == 1 && (dt == DTYPE_F32 || dt == DTYPE_Q8))
+        run_cfg(dt, R_1Q, 1, 1, PFS_1Q, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else if (B == 1)
         run_cfg(dt, R_1, 1, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < 4)
         run_cfg(dt, R_M, C_M, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
