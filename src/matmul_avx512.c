@@ -58,6 +58,14 @@
  *    with the prefetch 175-180 / 246-290 (2048 ahead: 157 / 281); F32 2
  *    rows 55-56, 4 rows with it 57-59 (1 thread). F16 and BF16 lost 4-7%
  *    with 4 rows (the prefetch did not help): they keep 2.
+ *  - 2 <= B < 4 (a few sequences decoding together, speculation's short
+ *    verify steps): the 4 split rows prefetched by hand too, 1 KiB ahead
+ *    for F32 and Q8, 2 KiB for F16 and BF16. gpt2_forward, B = 2 / 3,
+ *    1 thread, tok/s, 3 rounds each (none -> the prefetch): Q8 263-266 ->
+ *    277-282 / 292-296 -> 307-308; F32 108-109 -> 110-117 / 137-139 ->
+ *    147-151; F16 190-198 -> 198-211 / 239-246 -> 285-291; BF16 192-198
+ *    -> 211-221 / 240-246 -> 274-275. (F32 2 KiB ahead: B = 3 155-164 but
+ *    B = 2 104-109.)
  *  - gcc -O2 does not fully unroll small loops over __m512 arrays by itself
  *    (stack spills): each such loop carries #pragma GCC unroll.
  */
@@ -78,7 +86,8 @@
 enum {
     R_1 = 2,                  // B == 1: 2 split rows (F16, BF16)
     R_1Q = 4, PFS_1Q = 1024,  //   F32 and Q8: 4 split rows, each prefetched this far ahead
-    R_M = 4, C_M = 3,         // 2 <= B < 4: 4 split rows x 3
+    R_M = 4, C_M = 3,         // 2 <= B < 4: 4 split rows x 3, each row prefetched
+    PFS_M = 1024, PFS_MH = 2048,  //   this far ahead (F32, Q8; F16 and BF16)
     R_4F = 3, C_4F = 4,       // F32, 4 <= B < 8: 3 split rows x 4, per-row prefetch
     PFS_4F = 4096,            //   that many bytes ahead
     R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound; the
@@ -805,8 +814,10 @@ AI void run(DType dt, const WD *W, float *out, const float *inp, const float *bi
         run_cfg(dt, R_1Q, 1, 1, PFS_1Q, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B == 1)
         run_cfg(dt, R_1, 1, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+    else if (B < 4 && (dt == DTYPE_F16 || dt == DTYPE_BF16))
+        run_cfg(dt, R_M, C_M, 1, PFS_MH, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < 4)
-        run_cfg(dt, R_M, C_M, 1, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+        run_cfg(dt, R_M, C_M, 1, PFS_M, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else if (B < B_COMPUTE && dt == DTYPE_F32)  // still memory-bound: split rows + prefetch
         run_cfg(dt, R_4F, C_4F, 1, PFS_4F, W, out, inp, bias, B, n0, n1, accumulate, scratch);
     else
