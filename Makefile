@@ -8,16 +8,18 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
 #
-# Layout: src/*.c is the library (libgpt.a: it computes, never prints or
-# exits); src/cli/*.c is the command line, one front-end linking it; tests/
-# and tests/bench/ link it too.
+# Layout (docs/architecture.md): the library (libgpt.a: it computes, never
+# prints or exits) is the pipeline at the top of src/ and the layers under it,
+# src/base/, src/model/ and src/kernels/; the front-ends linking it are
+# src/front/ (what they share), src/cli/ (the command) and src/serve/ (gpt
+# serve). tests/ and tests/bench/ link the library too.
 
 CC       ?= cc
 # A portable baseline: the binary runs on any x86-64 (and builds elsewhere).
 # The fast paths (AVX2, AVX-512) are compiled per function for their ISA and
-# chosen at run time (src/cpu.h).
+# chosen at run time (src/kernels/cpu.h).
 CFLAGS   ?= -O2
-# cJSON and utf8proc for gpt, libmicrohttpd for gpt serve; OpenBLAS for gpt --blas (src/blas.c) and for
+# cJSON and utf8proc for gpt, libmicrohttpd for gpt serve; OpenBLAS for gpt --blas (src/kernels/blas.c) and for
 # `make bench`, whose sgemm is the bound prefill is measured against (the
 # default kernels are gpt's own).
 PKGS     := libcjson libutf8proc openblas libmicrohttpd
@@ -65,7 +67,9 @@ BUILD    ?= build
 CKPT_DIR ?= build/ckpt
 PREFIX   ?= /usr/local
 
-LIB_SRCS   := $(wildcard src/*.c)
+# the library's folders, one pattern each, lowest layer first
+LIB_DIRS   := src/base src/model src/kernels src
+LIB_SRCS   := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS   := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
 LIB        := $(BUILD)/libgpt.a
 # the front-ends: the command line, the server, and what they share (src/front/)

@@ -17,12 +17,12 @@
  */
 #include "forward.h"
 
-#include "attention.h"
-#include "blas.h"
-#include "bytes.h"
-#include "matmul.h"
-#include "memory.h"
-#include "vecmath.h"
+#include "kernels/attention.h"
+#include "kernels/blas.h"
+#include "base/bytes.h"
+#include "kernels/matmul.h"
+#include "base/memory.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 #include <stdlib.h>

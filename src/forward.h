@@ -20,12 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h"
-#include "error.h"
-#include "kvcache.h"
-#include "matmul.h"
-#include "model.h"
-#include "threads.h"
+#include "kernels/cpu.h"
+#include "base/error.h"
+#include "model/kvcache.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
+#include "base/threads.h"
 
 typedef enum { LOGITS_NONE, LOGITS_LAST, LOGITS_ALL } LogitsWanted;
 

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "grow.h"
+#include "base/clock.h"
+#include "base/grow.h"
 
 const char *stop_reason_name(StopReason r) {
     switch (r) {

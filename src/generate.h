@@ -33,13 +33,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "forward.h"
-#include "kvcache.h"
+#include "model/kvcache.h"
 #include "logprobs.h"
-#include "model.h"
+#include "model/model.h"
 #include "sampler.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 typedef enum {
     STOP_NONE = 0,   // still running

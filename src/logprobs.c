@@ -17,7 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "vecmath.h"
+#include "kernels/vecmath.h"
 
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));

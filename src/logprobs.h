@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h"
+#include "kernels/cpu.h"
 
 // The most alternatives a token's report may list (OpenAI's limit, too).
 enum { LOGPROBS_TOP_MAX = 20 };

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sampler_kernels.h"
+#include "kernels/sampler_kernels.h"
 
 // ---------------------------------------------------------------------------
 // RNG

@@ -31,8 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu.h"
-#include "error.h"
+#include "kernels/cpu.h"
+#include "base/error.h"
 
 // The tolerance of the top-p boundary. Probabilities come from float32 logits
 // whose own rounding moves them by ~1e-7 relative, so a mass that is exactly p

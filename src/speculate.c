@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 // Prompt tokens the draft model runs per call while it catches up.
 enum { DRAFT_CHUNK = 64 };

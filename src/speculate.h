@@ -34,11 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "forward.h"
 #include "generate.h"
-#include "kvcache.h"
-#include "model.h"
+#include "model/kvcache.h"
+#include "model/model.h"
 #include "sampler.h"
 
 typedef struct {

@@ -18,7 +18,7 @@
  * last eighth and every third between). FMT:
  *   f32     as loaded
  *   q8      Q8_0: blocks of 32, d = max|w| / 127 (f16), 8.5 bits
- *   q4      Q4_0-like as src/dtype.c quantizes it (whatever it does now)
+ *   q4      Q4_0-like as src/model/dtype.c quantizes it (whatever it does now)
  *   q4m8    Q4_0-like, d = m / -8 (m: the signed weight of largest
  *           magnitude), 4.5 bits (the scale rule before this study)
  *   q4mse   Q4_0-like, d chosen per block from candidates m / (-8 +- 1),
@@ -35,14 +35,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 #include "forward.h"
 #include "greedy.h"
-#include "kvcache.h"
-#include "loader.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
 #include "paths.h"
-#include "threads.h"
-#include "tokenizer.h"
+#include "base/threads.h"
+#include "model/tokenizer.h"
 
 enum { MAXV = 16, CHUNK = 128 };
 
@@ -72,7 +72,7 @@ static void fq_q4m8(float *x, size_t K) {
     }
 }
 
-// The library's own Q4 (src/dtype.c), through weight_encode and weight_row.
+// The library's own Q4 (src/model/dtype.c), through weight_encode and weight_row.
 static void fq_q4lib(float *x, size_t K) {
     size_t bytes = weight_bytes(DTYPE_Q4, 1, K);
     unsigned char *buf = malloc(bytes);

@@ -37,12 +37,12 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "grow.h"
-#include "utf8.h"
-#include "clock.h"
+#include "base/grow.h"
+#include "base/utf8.h"
+#include "base/clock.h"
 #include "generate.h"
-#include "kvcache.h"
-#include "matmul.h"
+#include "model/kvcache.h"
+#include "kernels/matmul.h"
 #include "progress.h"
 
 // ----------------------------------------------------------------------------

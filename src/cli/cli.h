@@ -30,13 +30,13 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "generate.h"
 #include "front/front.h"
-#include "model.h"
+#include "model/model.h"
 #include "sampler.h"
-#include "threads.h"
-#include "tokenizer.h"
+#include "base/threads.h"
+#include "model/tokenizer.h"
 
 typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE } Mode;
 

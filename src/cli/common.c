@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "fileio.h"
+#include "base/fileio.h"
 
 // ----------------------------------------------------------------------------
 // notes

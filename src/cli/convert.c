@@ -13,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
-#include "clock.h"
+#include "base/bytes.h"
+#include "base/clock.h"
 #include "cli.h"
-#include "fileio.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "modelbin.h"
+#include "base/fileio.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "model/modelbin.h"
 #include "progress.h"
 
 static const char *convert_usage =

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "blas.h"
+#include "kernels/blas.h"
 #include "cli.h"
 
 int main(int argc, char **argv) {

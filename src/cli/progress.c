@@ -8,7 +8,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 void progress_init(Progress *p, int forced) {
     memset(p, 0, sizeof *p);

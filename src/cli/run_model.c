@@ -9,17 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blas.h"
+#include "kernels/blas.h"
 #include "cli.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "generate.h"
-#include "grow.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "matmul.h"
+#include "base/grow.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "kernels/matmul.h"
 #include "speculate.h"
 #include "progress.h"
-#include "utf8.h"
+#include "base/utf8.h"
 
 // ----------------------------------------------------------------------------
 // reports

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "fileio.h"
-#include "grow.h"
-#include "loader.h"
+#include "base/fileio.h"
+#include "base/grow.h"
+#include "model/loader.h"
 
 // Appends id to ids, growing it. 0 or -1.
 static int push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id) {

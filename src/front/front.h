@@ -24,12 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "generate.h"
-#include "model.h"
-#include "threads.h"
-#include "tune.h"
-#include "tokenizer.h"
+#include "model/model.h"
+#include "base/threads.h"
+#include "kernels/tune.h"
+#include "model/tokenizer.h"
 
 #define GPT_VERSION "0.1.0"  // gpt --version; part of the tuning wisdom's key
 

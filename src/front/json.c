@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "front.h"
-#include "utf8.h"
+#include "base/utf8.h"
 
 cJSON *u64_json(uint64_t v) {
     char digits[32];

@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "front.h"
-#include "fileio.h"
-#include "loader.h"
+#include "base/fileio.h"
+#include "model/loader.h"
 
 #ifndef GPT_DATADIR
 #define GPT_DATADIR "/usr/local/share/gpt"

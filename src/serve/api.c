@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvcache.h"
+#include "model/kvcache.h"
 #include "serve.h"
-#include "utf8.h"
+#include "base/utf8.h"
 
 // The most choices one request may have (prompts x n).
 enum { MAX_CHOICES = 64, MAX_N = 16 };

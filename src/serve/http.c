@@ -41,10 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "grow.h"
+#include "base/clock.h"
+#include "base/grow.h"
 #include "serve.h"
-#include "utf8.h"
+#include "base/utf8.h"
 
 // One request on a connection (libmicrohttpd's con_cls).
 typedef struct {

@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "grow.h"
-#include "kvcache.h"
+#include "base/clock.h"
+#include "base/grow.h"
+#include "model/kvcache.h"
 #include "serve.h"
 
 void job_free(Job *j) {

@@ -31,8 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "kvcache.h"
+#include "base/clock.h"
+#include "model/kvcache.h"
 #include "serve.h"
 
 // The prompt tokens one step reads beside the decodes.
