@@ -10,8 +10,8 @@
 #include <cJSON.h>
 
 #include "forward.h"
-#include "kvcache.h"
-#include "threads.h"
+#include "model/kvcache.h"
+#include "base/threads.h"
 
 enum { GREEDY_MAX_PROMPT = 216, GREEDY_TOKENS = 40 };
 

@@ -41,12 +41,12 @@
 
 #include "check.h"
 #include "paths.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "forward.h"
 #include "greedy.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "tokenizer.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "model/tokenizer.h"
 
 typedef struct {
     const char *name;

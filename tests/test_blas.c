@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "blas.h"
+#include "kernels/attention.h"
+#include "kernels/blas.h"
 #include "check.h"
 #include "forward.h"
-#include "loader.h"
-#include "matmul.h"
+#include "model/loader.h"
+#include "kernels/matmul.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static float uniform(void) {  // [-1, 1)

@@ -14,7 +14,7 @@
 #include <termios.h>
 
 #include "check.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "run_gpt.h"
 
 static char tmpdir[256];

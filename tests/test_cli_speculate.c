@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "paths.h"
 #include "run_gpt.h"
 

@@ -35,12 +35,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "forward.h"
 #include "generate.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "model.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "model/model.h"
 #include "run_gpt.h"
 
 #define MODEL_PATH "models/demo.bin"

@@ -25,14 +25,14 @@
 
 #include "check.h"
 #include "paths.h"
-#include "fileio.h"
-#include "attention.h"
-#include "cpu.h"
+#include "base/fileio.h"
+#include "kernels/attention.h"
+#include "kernels/cpu.h"
 #include "forward.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "model.h"
-#include "vecmath.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "kernels/vecmath.h"
 
 // ---------------------------------------------------------------------------
 // kernels

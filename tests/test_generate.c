@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "forward.h"
 #include "generate.h"
-#include "loader.h"
+#include "model/loader.h"
 
 static Model model;
 static Tokenizer *tok;

@@ -30,8 +30,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "cpu.h"
-#include "fileio.h"
+#include "kernels/cpu.h"
+#include "base/fileio.h"
 #include "logprobs.h"
 #include "paths.h"
 #include "run_gpt.h"

@@ -37,9 +37,9 @@
 
 #include "check.h"
 #include "forward.h"
-#include "matmul.h"
-#include "matmul_kernels.h"
-#include "threads.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
+#include "base/threads.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t next_random(void) {

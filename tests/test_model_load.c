@@ -23,9 +23,9 @@
 #include "check.h"
 #include "formula.h"
 #include "paths.h"
-#include "matmul.h"
-#include "loader.h"
-#include "model.h"
+#include "kernels/matmul.h"
+#include "model/loader.h"
+#include "model/model.h"
 
 
 // ---------------------------------------------------------------------------

@@ -31,13 +31,13 @@
 
 #include "check.h"
 #include "run_gpt.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "forward.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "model.h"
-#include "modelbin.h"
-#include "tokenizer.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "model/modelbin.h"
+#include "model/tokenizer.h"
 
 static char tmpdir[256];
 

@@ -34,7 +34,7 @@
 #include <utf8proc.h>
 
 #include "check.h"
-#include "fileio.h"
+#include "base/fileio.h"
 #include "run_gpt.h"
 
 static char tmpdir[256];

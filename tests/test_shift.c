@@ -26,7 +26,7 @@
 #include "check.h"
 #include "forward.h"
 #include "generate.h"
-#include "loader.h"
+#include "model/loader.h"
 #include "paths.h"
 #include "run_gpt.h"
 #include "speculate.h"

@@ -21,8 +21,8 @@
 
 #include "check.h"
 #include "generate.h"
-#include "kvcache.h"
-#include "loader.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
 #include "paths.h"
 #include "speculate.h"
 

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "threads.h"
+#include "base/threads.h"
 
 enum { MAX_PARTS = 16, RUNS = 4000 };
 

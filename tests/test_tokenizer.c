@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "fileio.h"
-#include "grow.h"
-#include "tokenizer.h"
-#include "utf8.h"
+#include "base/fileio.h"
+#include "base/grow.h"
+#include "model/tokenizer.h"
+#include "base/utf8.h"
 
 // ---------------------------------------------------------------- helpers
 

@@ -23,10 +23,10 @@
 
 #include "check.h"
 #include "forward.h"
-#include "kvcache.h"
-#include "loader.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
 #include "paths.h"
-#include "tune.h"
+#include "kernels/tune.h"
 
 static char tmpdir[256];
 

@@ -20,9 +20,9 @@
  * each decode it holds against them, not once at the start.
  */
 #include "bench_util.h"
-#include "loader.h"
-#include "model.h"
-#include "threads.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "base/threads.h"
 
 typedef struct {
     const unsigned char *data;

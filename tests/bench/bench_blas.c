@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "blas.h"
-#include "clock.h"
-#include "matmul.h"
-#include "threads.h"
+#include "kernels/blas.h"
+#include "base/clock.h"
+#include "kernels/matmul.h"
+#include "base/threads.h"
 
 #include "bench_util.h"
 

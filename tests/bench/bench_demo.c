@@ -42,18 +42,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "bytes.h"
-#include "clock.h"
+#include "kernels/attention.h"
+#include "base/bytes.h"
+#include "base/clock.h"
 #include "forward.h"
 #include "generate.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "matmul.h"
-#include "model.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
 #include "logprobs.h"
 #include "sampler.h"
-#include "threads.h"
+#include "base/threads.h"
 
 #include "bench_util.h"
 

@@ -38,14 +38,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "forward.h"
-#include "kvcache.h"
-#include "loader.h"
-#include "matmul.h"
-#include "model.h"
-#include "threads.h"
-#include "tune.h"
+#include "model/kvcache.h"
+#include "model/loader.h"
+#include "kernels/matmul.h"
+#include "model/model.h"
+#include "base/threads.h"
+#include "kernels/tune.h"
 
 #include "bench_util.h"
 

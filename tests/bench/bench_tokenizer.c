@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fileio.h"
-#include "tokenizer.h"
+#include "base/fileio.h"
+#include "model/tokenizer.h"
 
 #define TARGET_BYTES (4u << 20)
 

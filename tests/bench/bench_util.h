@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 // "AMD EPYC (family 25, model 17, stepping 1)", from /proc/cpuinfo; "unknown"
 // where there is none.

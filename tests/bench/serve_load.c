@@ -33,7 +33,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 enum { MAX_CLIENTS = 1024 };
 

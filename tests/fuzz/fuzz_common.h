@@ -20,9 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loader.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 
 // libFuzzer's entry points.
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 static Tokenizer *tok;
 

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The modules of src/ and how they depend on each other.
+
+Two rules, each a test:
+  layers   a file includes only headers of its own layer or of the layers
+           under it: base <- model <- kernels <- pipeline (the top of src/)
+           <- front <- cli, serve (cli and serve never include each other).
+  calls    a module calls only modules of its own layer or under it; the
+           one call between cli and serve is the command's main starting
+           `gpt serve` (cli/main -> serve/serve).
+  circles  no circle of calls between modules. A module is a .c file
+           without its _avx2 / _avx512 / _scalar / _kernels suffix; module
+           A calls module B when A's object file refers to a symbol B's
+           defines (nm). A circle A -> B -> ... -> A fails.
+
+Usage: check_modules.py BUILD_DIR. Prints "check_modules: N passed, M failed".
+"""
+import os, re, subprocess, sys
+from collections import defaultdict
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+SRC = os.path.join(ROOT, 'src')
+LAYERS = {'base': 0, 'model': 1, 'kernels': 2, '': 3, 'front': 4, 'cli': 5, 'serve': 5}
+passed = failed = 0
+
+
+def fail(msg):
+    global failed
+    failed += 1
+    print('FAIL: ' + msg)
+
+
+def layer_of(rel):  # rel: a path under src/
+    d = os.path.dirname(rel)
+    return d, LAYERS.get(d)
+
+
+def source_files():
+    for d in LAYERS:
+        for f in sorted(os.listdir(os.path.join(SRC, d))):
+            if f.endswith(('.c', '.h')):
+                yield os.path.join(d, f) if d else f
+
+
+def check_layers():
+    global passed
+    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    for rel in source_files():
+        d, lv = layer_of(rel)
+        text = open(os.path.join(SRC, rel)).read()
+        ok = True
+        for name in inc.findall(text):
+            here = os.path.join(SRC, d, name)
+            target = os.path.relpath(here if os.path.exists(here) else os.path.join(SRC, name), SRC)
+            if target.startswith('..') or not os.path.exists(os.path.join(SRC, target)):
+                continue  # generated or outside src/
+            td, tl = layer_of(target)
+            if tl is None:
+                continue
+            if tl > lv or (tl == lv and td != d):
+                fail('%s (layer %s) includes %s (layer %s): base <- model <- kernels <- pipeline '
+                     '<- front <- cli, serve' % (rel, d or 'pipeline', target, td or 'pipeline'))
+                ok = False
+        if ok:
+            passed += 1
+
+
+def module_of(obj_rel):
+    base = re.sub(r'\.o$', '', obj_rel)
+    return re.sub(r'_(avx2|avx512|scalar|kernels)$', '', base)
+
+
+def check_circles(build):
+    global passed
+    objs = []
+    for d in LAYERS:
+        od = os.path.join(build, 'src', d)
+        if not os.path.isdir(od):
+            continue
+        for f in sorted(os.listdir(od)):
+            if f.endswith('.o') and not f.endswith('_html.o'):
+                objs.append(os.path.join(d, f) if d else f)
+    if not objs:
+        fail('no object files under %s/src: build first' % build)
+        return
+    defined, used = {}, defaultdict(set)
+    for rel in objs:
+        mod = module_of(rel)
+        out = subprocess.run(['nm', '--defined-only', '-g', os.path.join(build, 'src', rel)],
+                             capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                defined[parts[2]] = mod
+        out = subprocess.run(['nm', '-u', os.path.join(build, 'src', rel)],
+                             capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            used[mod].add(line.split()[-1])
+    graph = defaultdict(set)
+    for mod, syms in used.items():
+        for s in syms:
+            t = defined.get(s)
+            if t and t != mod:
+                graph[mod].add(t)
+    allowed = {('cli/main', 'serve/serve')}
+    for a in sorted(graph):
+        da, la = layer_of(a)
+        bad = [b for b in sorted(graph[a]) if (a, b) not in allowed and
+               (layer_of(b)[1] > la or (layer_of(b)[1] == la and layer_of(b)[0] != da))]
+        for b in bad:
+            fail('%s calls %s, a module of a layer above it or beside it' % (a, b))
+        if not bad:
+            passed += 1
+    # Tarjan's strongly connected components: a component of more than one
+    # module is a circle
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            comps.append(comp)
+    mods = sorted(set(module_of(o) for o in objs))
+    for m in mods:
+        if m not in index:
+            visit(m)
+    for comp in comps:
+        if len(comp) > 1:
+            comp = sorted(comp)
+            edges = ['%s -> %s' % (a, b) for a in comp for b in sorted(graph[a]) if b in comp]
+            fail('a circle of calls between modules: ' + ', '.join(edges))
+        else:
+            passed += 1
+
+
+build = sys.argv[1] if len(sys.argv) > 1 else 'build'
+check_layers()
+check_circles(build)
+print('check_modules: %d passed, %d failed' % (passed, failed))
+sys.exit(1 if failed else 0)
