@@ -302,33 +302,4 @@ void sequence_next_uniforms(const Sequence *s, double *u, size_t n);
 // set (as engine_step).
 int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, GptError *err);
 
-// Scoring: logprobs[i] = log p(ids[i + 1] | what comes before it) for
-// i < n - 1, in double. A text that fits the context is one window. A longer
-// one needs stride (1 <= stride <= the context): windows of the context
-// start every stride tokens, and each scores only the tokens the window
-// before it did not (Hugging Face's perplexity recipe, llama-perplexity's
-// too): each token is scored once, with at least context - stride tokens
-// before it once the first window is past. The model runs in chunks of
-// SCORE_CHUNK tokens, the KV cache in kv_dtype, the threads of pool (may be
-// NULL). progress (may be NULL) is told after each chunk how far it is.
-// Returns 0, or -1 with err set.
-enum { SCORE_CHUNK = 128 };
-typedef struct {
-    size_t windows;          // windows run
-    size_t tokens_run;       // positions run through the model (more than n with overlap)
-    double seconds;          // wall time
-    size_t kv_bytes;         // the cache it allocated
-} ScoreStats;
-typedef struct {
-    // scored of the total (n - 1) log-probabilities are done, in windows windows
-    void (*report)(void *ctx, size_t scored, size_t total, size_t windows);
-    void *ctx;
-} ScoreProgress;
-int score_tokens(const Model *m, const int32_t *ids, size_t n, size_t stride, DType kv_dtype, ThreadPool *pool,
-                 int use_blas, double *logprobs, ScoreStats *stats, const ScoreProgress *progress, GptError *err);
-// The same with the matmul variants of plan (tune.h; NULL: the default): the same bits.
-int score_tokens_plan(const Model *m, const MatmulPlan *plan, const int32_t *ids, size_t n, size_t stride,
-                      DType kv_dtype, ThreadPool *pool, int use_blas, double *logprobs, ScoreStats *stats,
-                      const ScoreProgress *progress, GptError *err);
-
 #endif

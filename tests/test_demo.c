@@ -38,6 +38,7 @@
 #include "base/fileio.h"
 #include "forward.h"
 #include "generate.h"
+#include "score.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "model/model.h"
@@ -241,7 +242,7 @@ static void test_heldout(const Model *m, const cJSON *refs, int use_blas) {
         }
         double *lp = malloc(n * sizeof *lp);  // (n - 1) used
         GptError err = {{0}};
-        int ok = score_tokens(m, ids, n, 0, DTYPE_F32, NULL, use_blas, lp, NULL, NULL, &err) == 0;
+        int ok = score_tokens(&(ScoreConfig){.model = m, .stride = 0, .kv_dtype = DTYPE_F32, .use_blas = use_blas}, ids, n, lp, NULL, &err) == 0;
         CHECK(ok, "%s at token %d: %s", file, offset, err.msg);
         if (ok) {
             double d_sum, d = compare_logprobs(w, lp, n, &d_sum);

@@ -17,6 +17,7 @@
 #include "base/fileio.h"
 #include "forward.h"
 #include "generate.h"
+#include "score.h"
 #include "model/loader.h"
 
 static Model model;
@@ -316,7 +317,7 @@ static void test_score(const cJSON *refs) {
         for (size_t i = 0; i < n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(jids, (int)i)->valueint;
         GptError err = {{0}};
         ScoreStats st = {0};
-        CHECK(score_tokens(&model, ids, n, 0, DTYPE_F32, NULL, 0, lp, &st, NULL, &err) == 0, "%s", err.msg);
+        CHECK(score_tokens(&(ScoreConfig){.model = &model, .stride = 0, .kv_dtype = DTYPE_F32, .use_blas = 0}, ids, n, lp, &st, &err) == 0, "%s", err.msg);
         size_t kv = st.kv_bytes;
         double worst = 0;
         for (size_t i = 0; i + 1 < n; i++) {
@@ -332,7 +333,7 @@ static void test_score(const cJSON *refs) {
     GptError err = {{0}};
     int32_t one = 0;
     double lp;
-    CHECK(score_tokens(&model, &one, 0, 0, DTYPE_F32, NULL, 0, &lp, NULL, NULL, &err) != 0, "an empty text must be refused");
+    CHECK(score_tokens(&(ScoreConfig){.model = &model, .stride = 0, .kv_dtype = DTYPE_F32, .use_blas = 0}, &one, 0, &lp, NULL, &err) != 0, "an empty text must be refused");
 
     // A text longer than the context (tiny: 128) in windows every 50 tokens:
     // each token is scored once, in the window that first reaches it,
@@ -342,16 +343,16 @@ static void test_score(const cJSON *refs) {
     double all[N], part[CTX];
     for (int i = 0; i < N; i++) ids[i] = (int32_t)((i * 7919 + 13) % 50257);
     ScoreStats st;
-    CHECK(score_tokens(&model, ids, N, 0, DTYPE_F32, NULL, 0, all, NULL, NULL, &err) != 0 && strstr(err.msg, "context"),
+    CHECK(score_tokens(&(ScoreConfig){.model = &model, .stride = 0, .kv_dtype = DTYPE_F32, .use_blas = 0}, ids, N, all, NULL, &err) != 0 && strstr(err.msg, "context"),
           "too long a text without a stride must be refused: %s", err.msg);
-    CHECK(score_tokens(&model, ids, N, CTX + 1, DTYPE_F32, NULL, 0, all, NULL, NULL, &err) != 0, "a stride past the context");
-    CHECK(score_tokens(&model, ids, N, STRIDE, DTYPE_F32, NULL, 0, all, &st, NULL, &err) == 0, "%s", err.msg);
+    CHECK(score_tokens(&(ScoreConfig){.model = &model, .stride = CTX + 1, .kv_dtype = DTYPE_F32, .use_blas = 0}, ids, N, all, NULL, &err) != 0, "a stride past the context");
+    CHECK(score_tokens(&(ScoreConfig){.model = &model, .stride = STRIDE, .kv_dtype = DTYPE_F32, .use_blas = 0}, ids, N, all, &st, &err) == 0, "%s", err.msg);
     CHECK(st.windows == 5 && st.tokens_run == 128 * 4 + 100, "windows %zu, tokens run %zu", st.windows, st.tokens_run);
     size_t prev_end = 1, checked = 0;
     int same = 1;
     for (size_t b = 0; prev_end < N; b += STRIDE) {
         size_t e = b + CTX < N ? b + CTX : N;
-        score_tokens(&model, ids + b, e - b, 0, DTYPE_F32, NULL, 0, part, NULL, NULL, &err);
+        score_tokens(&(ScoreConfig){.model = &model, .stride = 0, .kv_dtype = DTYPE_F32, .use_blas = 0}, ids + b, e - b, part, NULL, &err);
         for (size_t t = prev_end > b + 1 ? prev_end : b + 1; t < e; t++, checked++)
             same &= memcmp(&all[t - 1], &part[t - b - 1], sizeof(double)) == 0;
         prev_end = e;

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "base/fileio.h"
 #include "generate.h"
+#include "score.h"
 #include "base/grow.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
@@ -246,8 +247,9 @@ static int run_score(const Options *o, const Session *ss, const Model *m, const 
     Progress progress;
     progress_init(&progress, o->progress);
     ScoreProgress shown = {show_score_progress, &progress};
-    int scored = score_tokens_plan(m, &ss->plan, ids, n, (size_t)o->stride, o->kv_dtype, pool, o->blas, logprobs, &st,
-                                   &shown, &err);
+    ScoreConfig how = {.model = m, .stride = (size_t)o->stride, .kv_dtype = o->kv_dtype, .pool = pool,
+                       .use_blas = o->blas, .plan = &ss->plan, .progress = &shown};
+    int scored = score_tokens(&how, ids, n, logprobs, &st, &err);
     progress_clear(&progress);
     if (scored != 0) {
         free(logprobs);

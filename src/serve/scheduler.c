@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "base/grow.h"
 #include "model/kvcache.h"
+#include "score.h"
 #include "serve.h"
 
 void job_free(Job *j) {
@@ -169,9 +170,9 @@ static void run_score(Server *s, Job *j) {
     size_t n = j->prompt_lens[0];
     double *lp = calloc(n, sizeof *lp);
     ScoreStats st = {0};
-    int rc = lp ? score_tokens_plan(&s->session.model, &s->session.plan, j->prompt_ids[0], n, j->stride,
-                                    s->limits.kv_dtype, s->session.pool, 0, lp, &st, NULL, &err)
-                : gpt_error(&err, "out of memory");
+    ScoreConfig how = {.model = &s->session.model, .stride = j->stride, .kv_dtype = s->limits.kv_dtype,
+                       .pool = s->session.pool, .plan = &s->session.plan};
+    int rc = lp ? score_tokens(&how, j->prompt_ids[0], n, lp, &st, &err) : gpt_error(&err, "out of memory");
     pthread_mutex_lock(&s->lock);
     if (rc != 0) {
         job_fail(j, 500, err.msg);
