@@ -23,10 +23,11 @@
  * a speculative check or by --score gives the same number everywhere.
  *
  * Cost, napkin: pass 2 is about 20 vector operations per 8 logits, 6,300
- * vectors for GPT-2's vocabulary: ~0.13 M operations, 15-30 us on one
- * core; pass 1 a compare per 16 logits. A decode step of GPT-2 124M reads
- * 80-500 MB of weights (4-20 ms), so the two passes add under 1%; the demo
- * model's step is ~0.5 ms, where they add a few percent.
+ * vectors for GPT-2's vocabulary: ~0.13 M operations, tens of microseconds
+ * on one core; pass 1 a compare per 16 logits. A decode step of GPT-2 124M
+ * reads 80-500 MB of weights, milliseconds at a core's memory bandwidth,
+ * so the two passes add under 1%; on the demo model, whose weights are a
+ * small fraction of that, they add a few percent.
  */
 #ifndef GPT_LOGPROBS_H
 #define GPT_LOGPROBS_H

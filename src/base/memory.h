@@ -2,9 +2,10 @@
  * memory.h - large buffers (weights, KV cache, activations) backed by huge
  * pages where the kernel offers them.
  *
- * On the virtual machines we run on, the first touch of a fresh 4 KiB page
- * costs about 16 us: 500 MB of weights is 120,000 faults, 1.7 s. Asking for
- * transparent huge pages (MADV_HUGEPAGE) makes that a few hundred 2 MiB faults.
+ * The first touch of a fresh 4 KiB page is a page fault, microseconds each
+ * on a virtual machine: 500 MB of weights is 120,000 faults, seconds before
+ * the first token (docs/performance.md). Asking for transparent huge pages
+ * (MADV_HUGEPAGE) makes that a few hundred 2 MiB faults.
  * Where the kernel says no, this is plain aligned memory; nothing else differs.
  */
 #ifndef GPT_MEMORY_H

@@ -13,10 +13,10 @@
  * tile of queries x 4 vectors of dimensions, so the 4 sums never need
  * registers at once. The few positions only the block's later queries see
  * are added to those alone. Each query's operations are the single query's
- * (the same bits). One layer's attention of a 1000-token prefill, all 12
- * heads, head by head, cache in L2 (Zen 4, 1 thread): one query at a time
- * 25 GFLOP/s, blocks of 4 83 (F32 cache); F16 26 -> 74; at 512 tokens
- * 17 -> 68.
+ * (the same bits). One query at a time is bound by loading its keys and
+ * values (one load per FMA); a block of 4 loads each once for 4 queries,
+ * so a prefill's attention runs near the FMA rate instead (the
+ * measurements: docs/performance.md).
  */
 #include "kernels/attention_kernels.h"
 

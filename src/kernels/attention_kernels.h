@@ -15,8 +15,10 @@
  * (layer, head) lie in 4 KB runs (f32; 2 KB for f16) some 1.15 MB apart,
  * and the hardware prefetchers start cold at every run. The vector versions
  * ask for the next blocks' keys while they multiply these, and for the
- * values two blocks ahead. Decode at 900 positions, all 144 heads, cache
- * not in L3 (Zen 4, 1 thread): f32 16 -> 25 GB/s, f16 15-18 -> 25 GB/s.
+ * values two blocks ahead. Decode reads the sequence's whole cache once per
+ * token, so its bound is the cache's bytes / memory bandwidth (attention.c);
+ * the prefetch is what brings a cache that is not in L3 near it (the
+ * measurements: docs/performance.md).
  */
 #ifndef GPT_ATTENTION_KERNELS_H
 #define GPT_ATTENTION_KERNELS_H

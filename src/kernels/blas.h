@@ -44,10 +44,9 @@ void blas_single_threaded(void);
 // them when the program loads (one per core but one), and they spin for
 // their first tenth of a second or so before they sleep: on a 2-core
 // machine that is a core taken from our threads while the model loads and
-// the prompt runs (gpt -t 2, a 128-token prompt and 8 tokens of q4: 0.22 s
-// wall with them, 0.19 s without, medians of 6 interleaved pairs). gpt calls it first thing. Not thread-safe:
-// call it before any thread of the program uses OpenBLAS. A later call
-// that wants OpenBLAS's threads starts them again.
+// the prompt runs (docs/performance.md). gpt calls it first thing. Not
+// thread-safe: call it before any thread of the program uses OpenBLAS. A
+// later call that wants OpenBLAS's threads starts them again.
 void blas_stop_threads(void);
 // "OpenBLAS <version> (<core>)", for reports; buf of cap bytes.
 const char *blas_describe(char *buf, size_t cap);

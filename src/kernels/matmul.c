@@ -9,21 +9,14 @@
  * is not read from memory too often: matmul() reads it once per group of
  * MATMUL_GROUP rows.
  *
- * MATMUL_GROUP = 32, measured (Zen 4, 1 MiB L2, AVX-512, float32, T = 512,
- * GFLOP/s on 1 / 2 threads):
- *
- *   group   K 768 N 3072   K 1600 N 6400   K 6400 N 1600
- *   16      104 / 207      93 / 190        94 / 180
- *   32      105 / 209      102 / 204       85 / 171
- *   64      107 / 213      104 / 208       79 / 157
- *
- * Past 16 rows the kernels run near the cores' FMA rate (one 16-wide FMA
- * per cycle, 32 flops: 105 GFLOP/s is 3.3 GHz), and a group of 32 reads
- * each weight once per 32 FMAs, which a core's share of memory bandwidth
- * sustains even for matrices far beyond the caches. Larger groups help
- * little, and hurt at large K: a group's packed activations (rows x K x 4
- * bytes, 1.6 MiB at 64 x 6400) then spill out of L2. GPT-2 124M's prefill
- * is the same speed at 16, 32, 48 and 64 (about half of it is matmul).
+ * MATMUL_GROUP = 32: past 16 rows the kernels run near the cores' FMA
+ * rate (16 lanes x FMA pipes x clock), and a group of 32 reads each weight
+ * once per 32 FMAs: at one 16-lane FMA a cycle, 2 bytes of float32
+ * weights a cycle (6 GB/s at 3 GHz), which a core's share of memory
+ * bandwidth sustains even for matrices far beyond the caches. Larger
+ * groups help little, and hurt at large K: a group's packed activations
+ * (rows x K x 4 bytes, 1.6 MiB at 64 x 6400) then spill out of L2 (the
+ * measurements: docs/performance.md).
  *
  * Threads: with several groups, a part is a group (or a slice of one)
  * that whichever thread is free takes (threadpool_run_parts): the work of
@@ -180,11 +173,9 @@ static void matmul_part(void *arg, int part, int n_parts, int thread) {
 // up (a noisy neighbour, an interrupt) hands its share to the others
 // instead of keeping them waiting: whole groups when there are enough of
 // them (each thread packs only its groups' activations, each once), else
-// each group in slices (packed once per slice). Measured (Zen 4, 2
-// threads, a busy loop on the second core): prefill of 512 tokens 668-688
-// tok/s against 519-540 with a fixed half each. Slices of one group (16
-// sequences decoding together) gained 5% there and lost 3-5% on the quiet
-// machine: not taken.
+// each group in slices (packed once per slice). One group stays one slice
+// per thread: finer slices of it help a busy machine about as much as they
+// cost a quiet one (docs/performance.md).
 static size_t slices_per_group(size_t n_groups, int n_threads) {
     if (n_threads <= 1) return 1;
     if (n_groups <= 1) return (size_t)n_threads;

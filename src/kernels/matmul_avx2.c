@@ -259,12 +259,12 @@ AI void tile_halves(DType dt, int R, int C, const WD *W, size_t n, size_t rs, si
 // sgemm kernel does. The activations are packed once per call, lane by lane
 // (x_t below), and reused by every weight row; each tile's 6 weight rows
 // are widened to float once per block of A2_PKB inputs (w_t) and reused by
-// every batch row. F32's rows are read in place instead (K = 768 on Zen 4
-// with AVX2: 93 GFLOP/s against 86), but in a block that runs past K, a
+// every batch row. F32's rows are read in place instead (they need no
+// widening, so a copy only costs), but not in a block that runs past K, a
 // tile past n1, or rows a multiple of 4 KiB apart: those fall into the same
-// sets of L1 (K = 3072: 69 against 82 copied). The lanes' sums wait in
-// scratch (lanes_t) for the tree.
-enum { A2_PR = 6, A2_PB = 16, A2_PKB = 768 };  // 768: measured on Zen 3 against 512, +5-8% (w_t 18 KiB)
+// sets of L1, and are copied. The lanes' sums wait in scratch (lanes_t) for
+// the tree.
+enum { A2_PR = 6, A2_PB = 16, A2_PKB = 768 };  // 768: w_t is 6 x 768 floats, 18 KiB, in L1 beside x_t's stream
 
 // Where the packed kernel keeps things in scratch, in floats.
 typedef struct {

@@ -18,54 +18,47 @@
  * low 4 bits joined by their top 2 bits from its next 32 (unpack_q6), the
  * offset -32 sum xq.
  *
- * Speed (measured on Zen 4; none of this changes a result):
+ * Speed (the rules; the measurements behind them: docs/performance.md;
+ * none of this changes a result). Decode (B = 1) is bound by reading the
+ * weights once: bytes of W / memory bandwidth per token; from B = 8 rows
+ * the FMA pipes are the bound (16 lanes x pipes x clock multiply-adds).
  *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every
  *    weight vector is loaded and widened once per tile and feeds C FMAs.
  *  - The hardware prefetchers lose much bandwidth as soon as the inner loop
  *    walks several address streams at once, even streams that hit L1
- *    (R adjacent W rows at B = 1 lost 30-50%). Hence: (a) for B > 1 the
- *    activations are first repacked into one linear stream
+ *    (R adjacent W rows at B = 1 are such streams). Hence: (a) for B > 1
+ *    the activations are first repacked into one linear stream
  *    (xp[k/16][c][16] per batch chunk, zero-padded, in the caller's
  *    scratch); (b) for small B the R rows of a tile are taken from R
  *    far-apart parts of [n0, n1) ("split" tiles: R independent linear
  *    streams); (c) for B >= 8 (compute-bound) tiles of R adjacent rows, and
- *    a software prefetch walks the *next* tile linearly (prefetcht1, at
- *    least 16 KiB ahead; T0 was clearly worse).
+ *    a software prefetch walks the *next* tile linearly (prefetcht1, into
+ *    L2, not T0; at least 16 KiB ahead).
  *  - For B > C the same R weight rows are re-read for the next C batch
  *    rows; they are then in L1/L2, so memory sees W once per call. Where
  *    R rows exceed 12 KiB (F32 from K = 769) the compute-bound tiles run
  *    in k-blocks (rows_kblocked), so that the rows stay in L1 and only the
  *    activations stream from L2. Napkin: a 4 x 4 tile loads 4 activation
  *    vectors per 16 FMAs, 16 bytes per FMA; at two 512-bit FMAs a cycle
- *    (Zen 5) that is 32 of L2's 64 bytes a cycle, and with the weights from
- *    L2 as well (mlp.c_proj, K = 3072, 48 KiB of rows) all 64. On Zen 4
- *    (one FMA a cycle) it was within noise either way: 1-thread prefill
- *    of 512 tokens, 4 interleaved pairs, 469-495 against 424-499 tok/s.
+ *    that is 32 of L2's 64 bytes a cycle, and with the weights from L2 as
+ *    well (mlp.c_proj, K = 3072, 48 KiB of rows) all 64. At one FMA a
+ *    cycle L2 keeps up either way, and the k-blocks neither help nor hurt.
  *  - Q8: the activations are quantized once per call into scratch, in the
  *    tiles' order; the scale products dw * dx of the next 16 blocks are
  *    made once per tile (one vector multiply per weight row and batch row),
  *    so that each block costs a broadcast load. Q8 takes the tile shapes
- *    of the other dtypes: at B = 1 over the whole 124M model (141 MB, 1
- *    thread) one row per tile streamed 24 GB/s, 2 split rows 30-32, 4
- *    split rows 31-33; at B >= 4, 3 x 8, 2 x 8 and 4 x 6 tiles were within
- *    2% of 4 x 4.
+ *    of the other dtypes: split rows at B = 1 (R streams, as for F32),
+ *    4 x 4 from B = 4 (no other shape tried did better).
  *  - B = 1 (decode), F32 and Q8: 4 split rows, each prefetched 1 KiB ahead
- *    by hand. Q8 is near its compute limit there (about 40 GB/s of weights
- *    from L2 on one core: widen, vpmaddwd, convert and FMA per 32 bytes),
- *    so the loads come in bursts the hardware prefetchers follow late.
- *    gpt decode, 124M, 128 tokens, medians of 5-6 interleaved runs on
- *    1 / 2 threads: Q8 2 rows 164 / 240 tok/s, 4 rows 174 / 283, 4 rows
- *    with the prefetch 175-180 / 246-290 (2048 ahead: 157 / 281); F32 2
- *    rows 55-56, 4 rows with it 57-59 (1 thread). F16 and BF16 lost 4-7%
- *    with 4 rows (the prefetch did not help): they keep 2.
+ *    by hand. Q8 is near its compute limit there (widen, vpmaddwd, convert
+ *    and FMA per 32 bytes of weights, about as fast as one core streams
+ *    them), so the loads come in bursts the hardware prefetchers follow
+ *    late. F16 and BF16 keep 2 split rows without a prefetch (4 rows did
+ *    worse, with the prefetch or without).
  *  - 2 <= B < 4 (a few sequences decoding together, speculation's short
- *    verify steps): the 4 split rows prefetched by hand too, 1 KiB ahead
- *    for F32 and Q8, 2 KiB for F16 and BF16. gpt2_forward, B = 2 / 3,
- *    1 thread, tok/s, 3 rounds each (none -> the prefetch): Q8 263-266 ->
- *    277-282 / 292-296 -> 307-308; F32 108-109 -> 110-117 / 137-139 ->
- *    147-151; F16 190-198 -> 198-211 / 239-246 -> 285-291; BF16 192-198
- *    -> 211-221 / 240-246 -> 274-275. (F32 2 KiB ahead: B = 3 155-164 but
- *    B = 2 104-109.)
+ *    verify steps): still bound by reading W once, so the same 4 split
+ *    rows, prefetched by hand too, 1 KiB ahead for F32 and Q8, 2 KiB for
+ *    F16 and BF16 (F32 at 2 KiB loses at B = 2).
  *  - gcc -O2 does not fully unroll small loops over __m512 arrays by itself
  *    (stack spills): each such loop carries #pragma GCC unroll.
  */
@@ -94,11 +87,10 @@ enum {
                               //   variants, matmul_kernels.h, take other shapes here)
     PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
     RMAX = 6, CMAX = 6,       // the largest R and C of any tile
-    ACC_MAX = 24,             // the most accumulators of any tile (of 32 zmm; 7 x 3 and
-                              //   3 x 8 measured half and 3/4 of 4 x 4's rate on Zen 4,
-                              //   5 x 5 and 5 x 4 never beat both 6 x 4 and 4 x 6)
+    ACC_MAX = 24,             // the most accumulators of any tile (of 32 zmm; the rest
+                              //   hold the vectors a step loads)
 };
-#define PF_HINT _MM_HINT_T1   // into L2: measured clearly better than T0
+#define PF_HINT _MM_HINT_T1   // into L2, not L1 (T0 runs slower)
 
 // 16 weights of one row from element k as exact float32 (F32, F16, BF16).
 AI __m512 load_w(DType dt, const char *row, size_t k) {
@@ -671,15 +663,12 @@ AI void run_q4_cfg(DType dt, int VNNI, int R, int CM, int SPLIT, int PFS, const 
     for (; n < n1; n++) rows_q4(dt, VNNI, 1, CM, PFS, W, n, 1, out, xg, bias, B, accumulate);  // row tail
 }
 
-// Q4's tiles (measured at one thread, Zen 4, over the 48 matrices of GPT-2
-// 124M's layers, 48 MB, against Q8 in the same run; GB/s of weights at B = 1):
-// always R far-apart rows ("split", see the top), each row prefetched
-// Q4_PF_* bytes ahead by hand (prefetcht1): 2 rows 20-22 GB/s, 4 rows 21;
-// with the prefetch 512 / 1024 / 2048 / 4096 bytes ahead, 4 rows 25 / 31 /
-// 29 / 27, 2 rows 26 / 24 / 25, 3 rows 28 (Q8 23-24). At B = 2 the prefetch
-// 2048 ahead gave 1.37x none, 1024 1.19x; from B = 4 (compute-bound, about
-// 2x Q8's rate) 4 split rows x 4 with it were 2-5% faster than 4 adjacent
-// rows, 3 x 4 15% slower.
+// Q4's tiles: always R = 4 far-apart rows ("split", see the top), each row
+// prefetched Q4_PF_* bytes ahead by hand (prefetcht1): 1 KiB at B = 1,
+// where decode is bound by the weights' bytes (4.5 bits a weight) / memory
+// bandwidth; 2 KiB at 2 <= B < 4; 1 KiB from B = 4, where it is
+// compute-bound (unpacking the nibbles) and the split rows x 4 beat
+// adjacent rows.
 enum { Q4_R = 4, Q4_PF_1 = 1024, Q4_PF_M = 2048, Q4_PF_2 = 1024 };
 
 AI void run_q4(DType dt, int VNNI, const WD *W, float *out, const float *inp, const float *bias, size_t B, size_t n0,

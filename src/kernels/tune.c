@@ -51,16 +51,16 @@ TuneMode tune_mode_from_env(TuneMode dflt) {
 }
 
 // What CPUID can say before anything is measured: the ISA and its FMA width
-// (how many accumulators fit the registers). With AVX2 (16 ymm), measured on
-// Zen 3 (GPT-2 124M's products, 64 rows, 1 thread, GFLOP/s of 2x3 / the
-// shape below): float weights 4x3h (12 accumulators of one half of the
-// lanes, 7 loads per 12 FMAs: 43-44 / 53-67, against 3x2's 51-55 and
-// 4x1's 37-64, which loses at K = 3072), the quantized ones 1x6 (one
-// weight row unpacked per 6 rows of activations; Q8 29-57 / 58-60, Q6
-// 24-47 / 29-61). The cache sizes did not decide between them on the
-// products of GPT-2 124M. With AVX-512 (32 zmm), its first, 4x4: the
-// fastest on Zen 4 (one 512-bit FMA pipe), and the shape the tiles had
-// before there were variants.
+// (how many accumulators fit the registers). A tile needs at least FMA pipes
+// x FMA latency independent accumulators (2 x 4 = 8) to keep the pipes
+// busy, and few loads per FMA. With AVX2 (16 ymm): float weights 4x3h (12
+// accumulators of one half of the lanes, 7 loads per 12 FMAs), the
+// quantized ones 1x6 (one weight row unpacked per 6 rows of activations, so
+// the unpacking is shared by 6 FMAs). The cache sizes did not decide
+// between the shapes on the products of GPT-2 124M. With AVX-512 (32 zmm),
+// its first, 4x4 (16 accumulators, 8 loads per 16 FMAs), the shape the
+// tiles had before there were variants. The timings behind both:
+// docs/performance.md.
 int tune_default_variant(const CpuInfo *c, CpuIsa isa, DType dt) {
     if (isa != CPU_AVX2 || c->fma_bits < 256) return 0;
     int v = matmul_variant_find(isa, dtype_is_blocked(dt) ? "1x6" : "4x3h");

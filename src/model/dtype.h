@@ -89,11 +89,9 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
  * error (the first of equals, m / -8 first). m / -8 puts m on -8, the
  * level that has no +8; a c below -8 clamps the largest weights a little
  * to give all the others finer steps. (A symmetric max |w| / 7 on [-7, 7]
- * wastes the 16th level: 5% more RMS error than m / -8.) The search has
- * 17% less squared error than m / -8 on uniform weights, 11% on Gaussian
- * ones, and cuts Q4's mean KL from float32 by 17% on the 124M-shaped test
- * checkpoint and 13% on the demo model (tests/q4_study.c,
- * docs/model-format.md).
+ * wastes the 16th level.) The search has less squared error than m / -8
+ * on uniform and on Gaussian weights, and cuts Q4's mean KL from float32
+ * (tests/q4_study.c; the measurements: docs/model-format.md).
  * A row takes K_pad / 2 bytes of quants and K_pad / 32 scales: 18 bytes per
  * 32 weights, 4.5 bits a weight, 7.1 times fewer than float32.
  */

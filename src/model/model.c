@@ -269,19 +269,12 @@ static int in_place(const TensorRef *t, TensorKind kind, DType dt) {
 // Q4_K_M keep theirs in Q6_K); every matrix of the first layer, whose
 // errors every later layer carries on; and every layer's attention output
 // projection (attn.c_proj, the smallest matrix). Q4: the rest. Which
-// matrices: measured with tests/q4_study.c on the 124M-shaped test
-// checkpoint, those three in Q8 (2 windows; mean KL from float32, MB read
-// per decoded token): Q4 but wte 0.212, 89.3 MB; + layer 0 0.148, 92.8;
-// + every c_proj too 0.113, 96.1; the first two layers instead 0.117,
-// 96.4; the last layer instead of the first 0.212 (the demo model agrees:
-// layer 0 cuts its mean KL by 40%, the last by 9%). Then Q6 for their Q8
-// (test_accuracy --full, mean KL, MB read per token): 124M 0.126 against
-// 0.118 with Q8, 83.0 MB against 96.1; the demo model 2.83e-3 against
-// 1.59e-3. So a token reads 1.59 times fewer bytes than Q8's 131.7 MB
-// (1.53 times with the KV cache of 128 tokens), and pure Q6 (--dtype q6,
-// 101 MB) is the accurate choice between: 0.0176 and 1.64e-3. --dtype
-// q4-pure (WeightOptions.q4_pure) keeps none: every matrix Q4 (0.265 on
-// 124M, 2.46e-2 on the demo model).
+// matrices: the most mean KL from float32 saved per byte read a token,
+// measured with tests/q4_study.c and test_accuracy (the numbers:
+// docs/model-format.md). A token of 124M then reads 83.0 MB, 1.59 times
+// fewer bytes than Q8's 131.7 MB, and pure Q6 (--dtype q6, 101 MB) is the
+// accurate choice between. --dtype q4-pure (WeightOptions.q4_pure) keeps
+// none: every matrix Q4.
 static int q4_keeps_q6(const TensorSpec *s) {
     char attn_proj[64];
     snprintf(attn_proj, sizeof attn_proj, "h.%d.attn.c_proj.weight", s->layer);
