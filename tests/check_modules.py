@@ -78,7 +78,8 @@ def check_circles(build):
         if not os.path.isdir(od):
             continue
         for f in sorted(os.listdir(od)):
-            if f.endswith('.o') and not f.endswith('_html.o'):
+            src = os.path.join(SRC, d, f[:-2] + '.c')
+            if f.endswith('.o') and os.path.exists(src):  # not a generated or stale one
                 objs.append(os.path.join(d, f) if d else f)
     if not objs:
         fail('no object files under %s/src: build first' % build)

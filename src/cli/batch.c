@@ -41,6 +41,7 @@
 #include "base/utf8.h"
 #include "base/clock.h"
 #include "generate.h"
+#include "scheduler.h"
 #include "model/kvcache.h"
 #include "kernels/matmul.h"
 #include "progress.h"
@@ -105,7 +106,7 @@ static int next_line(LineReader *r, int wait, char **line, size_t *n) {
 }
 
 // ----------------------------------------------------------------------------
-// jobs: one per input line
+// requests: one per input line
 
 // One continuation of a line's prompt (a line asks for one, or "n").
 typedef struct {
@@ -128,20 +129,21 @@ typedef struct {
     cJSON *stop_json;
     int echo;               // "text" starts with the prompt (and its log-probabilities, with logprobs)
     // multiple choice ("choices"): one sequence per choice, nothing generated
-    cJSON *choices_json;    // the line's "choices" (their strings)
-    ChoiceResult *choices;
-    size_t n_choices;
-    Sequence *seqs;         // its sequences: one per completion, or one per choice
+    cJSON *candidates_json;    // the line's "choices" (their strings)
+    ChoiceResult *candidates;
+    size_t n_candidates;
+    Sequence *seqs;         // its sequences: one per completion, or one per candidate
     size_t n_seqs;          // initialized (sequence_free-able) ones
-    int running;
+    size_t n_held;          // of them, in the scheduler (the request is freed only at 0)
+    size_t n_ended;         // of them, ended by the scheduler
     Completion *outs;       // its completions (seeds seed, seed + 1, ...), or NULL for choices
     size_t n_completions;   // --completions or the line's "n" (1: the line's result is the completion's)
     size_t input_bytes;     // its line's bytes in the input, the newline too
     int done;
     const char *stop_reason;
-} Job;
+} Request;
 
-static void job_free(Job *j, Engine *e) {
+static void request_free(Request *j, Engine *e) {
     if (!j) return;
     cJSON_Delete(j->id);
     cJSON_Delete(j->stop_json);
@@ -153,14 +155,14 @@ static void job_free(Job *j, Engine *e) {
     free(j->outs);
     for (size_t i = 0; i < j->n_seqs; i++) sequence_free(&j->seqs[i], e);
     free(j->seqs);
-    for (size_t i = 0; j->choices && i < j->n_choices; i++) free(j->choices[i].ids);
-    free(j->choices);
-    cJSON_Delete(j->choices_json);
+    for (size_t i = 0; j->candidates && i < j->n_candidates; i++) free(j->candidates[i].ids);
+    free(j->candidates);
+    cJSON_Delete(j->candidates_json);
     free(j);
 }
 
-static int job_fail(Job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int job_fail(Job *j, const char *fmt, ...) {
+static int request_fail(Request *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int request_fail(Request *j, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -177,7 +179,7 @@ static int job_fail(Job *j, const char *fmt, ...) {
 // them: a JSON string is UTF-8, so a byte that is not part of a valid UTF-8
 // character is U+FFFD there, while the model ran the byte itself:
 // "prompt_hex" then gives what -p must be to run it again. 0 or -1.
-static int echo_prompt(Job *j, const char *p, size_t n) {
+static int echo_prompt(Request *j, const char *p, size_t n) {
     j->prompt = utf8_replace_invalid((const unsigned char *)p, n, NULL);
     if (!j->prompt) return -1;
     if (strlen(j->prompt) == n && !memcmp(j->prompt, p, n)) return 0;
@@ -193,24 +195,24 @@ static int echo_prompt(Job *j, const char *p, size_t n) {
 }
 
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
-static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
+static int parse_jsonl(Request *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     char msg[512];
     if (!o) {
         json_parse_error(line, len, end, msg, sizeof msg);
-        return job_fail(j, "%s", msg);
+        return request_fail(j, "%s", msg);
     }
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return job_fail(j, "not a JSON object");
+        return request_fail(j, "not a JSON object");
     }
     // one object per line: whatever follows it ({"prompt":"y"} too) is an error, never dropped
     while (end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
     if (end < line + len) {
         cJSON_Delete(o);
-        return job_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
+        return request_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
     }
     int rc = -1;
     GenFields g = {.params = &j->params, .stops = j->stops, .stop_json = &j->stop_json};
@@ -220,7 +222,7 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
         const char *k = f->string;
         int known = gen_field_from_json(&g, f, line, len, member, msg, sizeof msg);
         if (known < 0) {
-            job_fail(j, "%s", msg);
+            request_fail(j, "%s", msg);
             goto done;
         }
         if (known) {
@@ -229,7 +231,7 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
         }
         if (!strcmp(k, "prompt")) {
             if (!cJSON_IsString(f)) {
-                job_fail(j, "prompt must be a string");
+                request_fail(j, "prompt must be a string");
                 goto done;
             }
             *prompt = f->valuestring;
@@ -239,13 +241,13 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
         } else if (!strcmp(k, "n")) {
             double n = cJSON_IsNumber(f) ? f->valuedouble : 0;
             if (!(n >= 1 && n <= MAX_CHOICES && n == (double)(long)n)) {
-                job_fail(j, "n must be a whole number from 1 to %d", MAX_CHOICES);
+                request_fail(j, "n must be a whole number from 1 to %d", MAX_CHOICES);
                 goto done;
             }
             j->n_completions = (size_t)n;
         } else if (!strcmp(k, "echo")) {
             if (!cJSON_IsBool(f)) {
-                job_fail(j, "echo must be true or false");
+                request_fail(j, "echo must be true or false");
                 goto done;
             }
             j->echo = cJSON_IsTrue(f);
@@ -255,31 +257,31 @@ static int parse_jsonl(Job *j, const char *line, size_t len, const char **prompt
             for (const cJSON *c = cJSON_IsArray(f) ? f->child : NULL; c && !bad; c = c->next)
                 bad = !cJSON_IsString(c) || !*c->valuestring;
             if (bad || n > MAX_CHOICES) {
-                job_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
+                request_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
                 goto done;
             }
-            j->choices_json = cJSON_Duplicate(f, 1);
-            j->n_choices = n;
+            j->candidates_json = cJSON_Duplicate(f, 1);
+            j->n_candidates = n;
         } else {
-            job_fail(j, "unknown field \"%.40s\"", k);
+            request_fail(j, "unknown field \"%.40s\"", k);
             goto done;
         }
         if (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices")) generation_field = k;
     }
-    if (j->n_choices && generation_field) {
-        job_fail(j, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
+    if (j->n_candidates && generation_field) {
+        request_fail(j, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
                  generation_field);
         goto done;
     }
     *seed_given = g.seed_given;
     if (!*prompt) {
-        job_fail(j, "no \"prompt\" field");
+        request_fail(j, "no \"prompt\" field");
         goto done;
     }
     // the prompt string lives in o: keep it past o's deletion
     char *copy = malloc(*prompt_len + 1);
     if (!copy) {
-        job_fail(j, "out of memory");
+        request_fail(j, "out of memory");
         goto done;
     }
     memcpy(copy, *prompt, *prompt_len + 1);
@@ -291,27 +293,27 @@ done:
 }
 
 // A multiple-choice line's choices, each tokenized with the prompt
-// (choice_tokens) and checked against the context. 0, or -1 (the job failed).
-static int choices_from_line(Job *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
+// (choice_tokens) and checked against the context. 0, or -1 (the request failed).
+static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
                              size_t prompt_len) {
-    if (!(j->choices = calloc(j->n_choices, sizeof *j->choices))) return job_fail(j, "out of memory");
+    if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates))) return request_fail(j, "out of memory");
     GptError err = {{0}};
     size_t i = 0;
-    for (const cJSON *c = j->choices_json->child; c; c = c->next, i++) {
-        ChoiceResult *r = &j->choices[i];
+    for (const cJSON *c = j->candidates_json->child; c; c = c->next, i++) {
+        ChoiceResult *r = &j->candidates[i];
         r->text = c->valuestring;
         if (choice_tokens(tok, prompt, prompt_len, r->text, strlen(r->text), special, &r->ids, &r->n, &r->first,
                           &err) != 0 ||
             check_prompt_length(&m->config, r->n, &err) != 0)
-            return job_fail(j, "choice %zu: %s", i + 1, err.msg);
+            return request_fail(j, "choice %zu: %s", i + 1, err.msg);
     }
     return 0;
 }
 
-// A job for input line `index`: parsed, tokenized and checked, or failed.
-static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
+// A request for input line `index`: parsed, tokenized and checked, or failed.
+static Request *request_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
                           const char *line, size_t len) {
-    Job *j = calloc(1, sizeof *j);
+    Request *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->index = index;
     j->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
@@ -327,7 +329,7 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     char *owned_prompt = NULL;
     long nul = nul_at(line, len, o->jsonl);
     if (nul >= 0) {
-        job_fail(j, "a NUL byte at byte %ld of the line: gpt takes none (-p could not repeat the prompt)", nul);
+        request_fail(j, "a NUL byte at byte %ld of the line: gpt takes none (-p could not repeat the prompt)", nul);
         return j;
     }
     if (o->jsonl) {
@@ -338,13 +340,13 @@ static Job *job_from_line(const Options *o, Tokenizer *tok, const Model *m, uint
     GptError err = {{0}};
     if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
     if (j->n_completions > 1 && o->text_output)
-        job_fail(j, "n %zu: --text writes one text per line (JSON output lists the completions)", j->n_completions);
-    else if (echo_prompt(j, prompt, prompt_len) != 0) job_fail(j, "out of memory");
-    else if (j->n_choices) choices_from_line(j, tok, m, o->special, prompt, prompt_len);
-    else if (sampler_params_validate(&j->params.sampling, &err) != 0) job_fail(j, "%s", err.msg);
+        request_fail(j, "n %zu: --text writes one text per line (JSON output lists the completions)", j->n_completions);
+    else if (echo_prompt(j, prompt, prompt_len) != 0) request_fail(j, "out of memory");
+    else if (j->n_candidates) candidates_from_line(j, tok, m, o->special, prompt, prompt_len);
+    else if (sampler_params_validate(&j->params.sampling, &err) != 0) request_fail(j, "%s", err.msg);
     else if (prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0 ||
              check_prompt_length(&m->config, j->n_ids, &err) != 0)
-        job_fail(j, "%s", err.msg);
+        request_fail(j, "%s", err.msg);
     free(owned_prompt);
     return j;
 }
@@ -380,7 +382,9 @@ typedef struct {
     const char *model_file;  // the model that runs, as found
     Tokenizer *tok;
     Engine engine;
-    Job **queue;            // every job read and not yet written, in input order
+    Scheduler sched;        // the sequences of the requests in flight
+    size_t in_flight;       // requests with sequences in the scheduler
+    Request **queue;            // every request read and not yet written, in input order
     size_t q_head, q_len, q_cap;
     size_t lines, failed, written;
     size_t interrupted;     // lines read and stopped by Ctrl-C (or SIGTERM) before their end
@@ -392,16 +396,14 @@ typedef struct {
     size_t input_done;      // bytes of the lines written
     int stdout_terminal;    // results go to the terminal the progress line is on
     GapHistogram gaps;
-    double prefill_seconds;  // wall time of the steps that prefilled (and decoded beside it)
-    size_t prefill_steps;
     double t0;
     int write_failed;
 } Batch;
 
-static int queue_push(Batch *b, Job *j) {
+static int queue_push(Batch *b, Request *j) {
     if (b->q_len == b->q_cap) {
         size_t cap = b->q_cap ? 2 * b->q_cap : 64;
-        Job **q = malloc(cap * sizeof *q);
+        Request **q = malloc(cap * sizeof *q);
         if (!q) return -1;
         for (size_t i = 0; i < b->q_len; i++) q[i] = b->queue[(b->q_head + i) % b->q_cap];
         free(b->queue);
@@ -413,11 +415,11 @@ static int queue_push(Batch *b, Job *j) {
     return 0;
 }
 
-static Job *queue_at(const Batch *b, size_t i) { return b->queue[(b->q_head + i) % b->q_cap]; }
+static Request *queue_at(const Batch *b, size_t i) { return b->queue[(b->q_head + i) % b->q_cap]; }
 
-// Completion k of a finished job into c: text, ids, why it stopped, its
+// Completion k of a finished request into c: text, ids, why it stopped, its
 // seed, log-probabilities and KV cache (with one completion, c is the line).
-static void add_completion_json(const Batch *b, Job *j, size_t k, cJSON *c) {
+static void add_completion_json(const Batch *b, Request *j, size_t k, cJSON *c) {
     const Sequence *s = &j->seqs[k];
     Completion *out = &j->outs[k];
     size_t per_token = kvcache_bytes_per_token(&b->m->config, b->o->kv_dtype);
@@ -444,8 +446,8 @@ static void add_completion_json(const Batch *b, Job *j, size_t k, cJSON *c) {
     cJSON_AddItemToObject(c, "stats", st);
 }
 
-// The result line of a finished job.
-static int write_job(Batch *b, Job *j) {
+// The result line of a finished request.
+static int write_request(Batch *b, Request *j) {
     const Options *o = b->o;
     if (j->error) {
         b->failed++;
@@ -460,8 +462,8 @@ static int write_job(Batch *b, Job *j) {
         // a multiple-choice line's text is its most likely choice
         const char *t = j->outs ? j->outs[0].text : NULL;
         size_t n = j->outs ? j->outs[0].len : 0;
-        if (j->n_choices && !strcmp(j->stop_reason, "choice")) {
-            t = j->choices[choice_best(j->choices, j->n_choices, 0)].text;
+        if (j->n_candidates && !strcmp(j->stop_reason, "choice")) {
+            t = j->candidates[choice_best(j->candidates, j->n_candidates, 0)].text;
             n = strlen(t);
         }
         return print_escaped((const unsigned char *)t, n) || out_write("\n", 1) || out_flush() ? -1 : 0;
@@ -471,10 +473,10 @@ static int write_job(Batch *b, Job *j) {
     if (j->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(j->id, 1));
     if (j->error) {
         cJSON_AddStringToObject(r, "error", j->error);
-    } else if (j->n_choices) {
+    } else if (j->n_candidates) {
         cJSON_AddStringToObject(r, "prompt", j->prompt);
         if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
-        if (!strcmp(j->stop_reason, "choice")) add_choices_json(r, j->choices, j->n_choices);
+        if (!strcmp(j->stop_reason, "choice")) add_choices_json(r, j->candidates, j->n_candidates);
         else cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);  // interrupted
         size_t reused = 0, prefilled = 0;
         for (size_t i = 0; i < j->n_seqs; i++) {
@@ -508,32 +510,31 @@ static int write_job(Batch *b, Job *j) {
     return rc;
 }
 
-// Writes what is done: in order, the done jobs at the head of the queue; or
-// (--unordered) every done job. Frees them.
+// Writes what is done: in order, the done requests at the head of the queue; or
+// (--unordered) every done request. Frees them.
 static int write_done(Batch *b) {
     size_t keep = 0;
     for (size_t i = 0; i < b->q_len; i++) {
-        Job *j = queue_at(b, i);
-        int ready = j->done && (b->o->unordered || keep == 0);
+        Request *j = queue_at(b, i);
+        int ready = j->done && !j->n_held && (b->o->unordered || keep == 0);
         if (!ready) {
             b->queue[(b->q_head + keep++) % b->q_cap] = j;
             continue;
         }
         if (b->stdout_terminal) progress_clear(&b->progress);
-        if (!b->write_failed && write_job(b, j) != 0) b->write_failed = 1;
+        if (!b->write_failed && write_request(b, j) != 0) b->write_failed = 1;
         b->written++;
         b->input_done += j->input_bytes;
-        job_free(j, &b->engine);
+        request_free(j, &b->engine);
     }
     b->q_len = keep;
     return b->write_failed ? -1 : 0;
 }
 
-// A job stops: its texts are complete (a completion still running ends
+// A request stops: its texts are complete (a completion still running ends
 // for the same reason: interrupted).
-static void finish(Job *j, const char *reason) {
+static void finish(Request *j, const char *reason) {
     j->done = 1;
-    j->running = 0;
     j->stop_reason = reason;
     for (size_t k = 0; j->outs && k < j->n_completions; k++)
         if (!j->outs[k].stop_reason) j->outs[k].stop_reason = reason;
@@ -554,6 +555,7 @@ static void print_batch_stats(const Batch *b, double wall) {
     size_t per_token = kvcache_bytes_per_token(c, o->kv_dtype);
     size_t HS = (size_t)(c->n_embd / c->n_head);
     double median = gap_median(&b->gaps);
+    double prefill_rate = b->sched.prefill_seconds > 0 ? (double)e->prefill_tokens / b->sched.prefill_seconds : 0;
     if (o->stats_json) {
         cJSON *s = cJSON_CreateObject();
         cJSON_AddStringToObject(s, "model", b->model_file);
@@ -579,10 +581,9 @@ static void print_batch_stats(const Batch *b, double wall) {
         cJSON_AddNumberToObject(s, "prefill_tokens", (double)e->prefill_tokens);
         cJSON_AddNumberToObject(s, "decode_tokens", (double)e->decode_tokens);
         cJSON_AddNumberToObject(s, "steps", (double)e->steps);
-        cJSON_AddNumberToObject(s, "prefill_steps", (double)b->prefill_steps);
-        cJSON_AddNumberToObject(s, "prefill_seconds", b->prefill_seconds);
-        cJSON_AddNumberToObject(s, "prefill_tok_s",
-                                b->prefill_seconds > 0 ? (double)e->prefill_tokens / b->prefill_seconds : 0);
+        cJSON_AddNumberToObject(s, "prefill_steps", (double)b->sched.prefill_steps);
+        cJSON_AddNumberToObject(s, "prefill_seconds", b->sched.prefill_seconds);
+        cJSON_AddNumberToObject(s, "prefill_tok_s", prefill_rate);
         cJSON_AddNumberToObject(s, "decode_tok_s", wall > 0 ? (double)e->decode_tokens / wall : 0);
         cJSON_AddNumberToObject(s, "token_gap_max_seconds", b->gaps.max);
         cJSON_AddNumberToObject(s, "token_gap_median_seconds", median);
@@ -605,8 +606,8 @@ static void print_batch_stats(const Batch *b, double wall) {
     fprintf(f, "prefix:     %zu prompt tokens reused, %zu prefill tokens saved\n", e->prefix_tokens_reused,
             e->prefix_tokens_reused);
     fprintf(f, "prefill:    %zu tokens in %zu steps (%.3f s) = %.1f tok/s over the steps that prefilled\n",
-            e->prefill_tokens, b->prefill_steps, b->prefill_seconds,
-            b->prefill_seconds > 0 ? (double)e->prefill_tokens / b->prefill_seconds : 0);
+            e->prefill_tokens, b->sched.prefill_steps, b->sched.prefill_seconds,
+            prefill_rate);
     fprintf(f, "decode:     %zu tokens, %.1f tok/s of wall time, %zu steps\n", e->decode_tokens,
             wall > 0 ? (double)e->decode_tokens / wall : 0, e->steps);
     fprintf(f, "token gap:  median %.4f s, largest %.4f s (between two tokens of one sequence)\n", median,
@@ -639,48 +640,176 @@ static size_t stdin_file_bytes(void) {
     return at >= 0 && at < st.st_size ? (size_t)(st.st_size - at) : 0;
 }
 
-// A job's sequences: one per completion (seeds seed, seed + 1, ...: the
+// A request's sequences: one per completion (seeds seed, seed + 1, ...: the
 // first computes the prompt, the others share its blocks, engine_admit),
 // or one per choice that reports the log-probabilities of the choice's
 // tokens and generates nothing. 0, or -1 with err set.
-static int job_sequences(Job *j, Engine *e, GptError *err) {
-    size_t n = j->n_choices ? j->n_choices : j->n_completions;
+static int request_sequences(Request *j, Engine *e, GptError *err) {
+    size_t n = j->n_candidates ? j->n_candidates : j->n_completions;
     if (!(j->seqs = calloc(n, sizeof *j->seqs))) return gpt_error(err, "out of memory");
-    if (!j->n_choices && !(j->outs = calloc(n, sizeof *j->outs))) return gpt_error(err, "out of memory");
+    if (!j->n_candidates && !(j->outs = calloc(n, sizeof *j->outs))) return gpt_error(err, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        const int32_t *ids = j->n_choices ? j->choices[i].ids : j->ids;
-        size_t n_ids = j->n_choices ? j->choices[i].n : j->n_ids;
+        const int32_t *ids = j->n_candidates ? j->candidates[i].ids : j->ids;
+        size_t n_ids = j->n_candidates ? j->candidates[i].n : j->n_ids;
         GenParams own = j->params;
         own.sampling.seed += i;
         GenParams choice = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
-                            .logprobs = 1, .logprobs_from = j->n_choices ? j->choices[i].first : 0};
+                            .logprobs = 1, .logprobs_from = j->n_candidates ? j->candidates[i].first : 0};
         j->n_seqs = i + 1;
-        if (sequence_init(&j->seqs[i], e, ids, n_ids, j->n_choices ? &choice : &own, err) != 0) return -1;
+        if (sequence_init(&j->seqs[i], e, ids, n_ids, j->n_candidates ? &choice : &own, err) != 0) return -1;
         // echo: the text starts with the prompt (as UTF-8, as "prompt" shows it)
-        if (j->echo && !j->n_choices && append_text(&j->outs[i], j->prompt, strlen(j->prompt)) != 0)
+        if (j->echo && !j->n_candidates && append_text(&j->outs[i], j->prompt, strlen(j->prompt)) != 0)
             return gpt_error(err, "out of memory");
     }
     return 0;
 }
 
-// After a step: a multiple-choice job is done when all its sequences are.
-static void choices_step_done(Job *j, const Tokenizer *tok) {
-    for (size_t i = 0; i < j->n_seqs; i++) {
-        if (j->seqs[i].stop == STOP_ERROR) {
-            job_fail(j, "choice %zu: %s", i + 1, j->seqs[i].error.msg);
-            return;
-        }
-        if (!j->seqs[i].stop) return;
+// ----------------------------------------------------------------------------
+// the scheduler's hooks (scheduler.h): request is the Request, index the
+// completion's or the candidate's
+
+// A request that failed or was interrupted: its other sequences are dropped.
+static int hook_dropped(void *ctx, void *request) {
+    (void)ctx;
+    return ((Request *)request)->done;
+}
+
+// A completion's new text, and the time since its last token.
+static void hook_stepped(void *ctx, void *request, size_t index, Sequence *s) {
+    Batch *b = ctx;
+    Request *j = request;
+    if (j->n_candidates || j->done) return;
+    Completion *c = &j->outs[index];
+    if (s->out_len && append_text(c, s->out, s->out_len) != 0) request_fail(j, "out of memory");
+    if (s->last_token >= 0) {
+        b->generated++;
+        double now = b->sched.last_step_end;
+        if (c->last_token_at > 0) gap_add(&b->gaps, now - c->last_token_at);
+        c->last_token_at = now;
     }
-    for (size_t i = 0; i < j->n_choices; i++) {
-        j->choices[i].lp = j->seqs[i].lp;
-        choice_measure(tok, &j->choices[i]);
-        if (!isfinite(j->choices[i].sum)) {
-            job_fail(j, "choice %zu: the model produced a non-finite log-probability", i + 1);
+}
+
+// A multiple-choice request is done when all its candidates are.
+static void candidates_done(Request *j, const Tokenizer *tok) {
+    for (size_t i = 0; i < j->n_candidates; i++) {
+        j->candidates[i].lp = j->seqs[i].lp;
+        choice_measure(tok, &j->candidates[i]);
+        if (!isfinite(j->candidates[i].sum)) {
+            request_fail(j, "choice %zu: the model produced a non-finite log-probability", i + 1);
             return;
         }
     }
     finish(j, "choice");
+}
+
+static void hook_ended(void *ctx, void *request, size_t index, Sequence *s, SchedEnd why, const GptError *err) {
+    Batch *b = ctx;
+    Request *j = request;
+    j->n_ended++;
+    if (--j->n_held == 0) b->in_flight--;
+    if (j->done) return;  // failed already: nothing more to say
+    switch (why) {
+    case SCHED_DROPPED:
+        finish(j, "interrupted");
+        b->interrupted++;
+        return;
+    case SCHED_REFUSED: case SCHED_FAILED: request_fail(j, "%s", err->msg); return;
+    case SCHED_NO_ROOM: request_fail(j, "the KV pool cannot take this sequence now"); return;
+    case SCHED_STOPPED: break;
+    }
+    if (s->stop == STOP_ERROR) {
+        if (j->n_candidates) request_fail(j, "choice %zu: %s", index + 1, s->error.msg);
+        else if (j->n_seqs > 1) request_fail(j, "completion %zu: %s", index, s->error.msg);
+        else request_fail(j, "%s", s->error.msg);
+        return;
+    }
+    if (!j->n_candidates) j->outs[index].stop_reason = stop_reason_name(s->stop);
+    if (j->n_ended < j->n_seqs) return;
+    if (j->n_candidates) candidates_done(j, b->tok);
+    else finish(j, j->outs[0].stop_reason);
+}
+
+// ----------------------------------------------------------------------------
+// the run
+
+// The engine and its scheduler for the options. 0, or an exit code after
+// reporting.
+static int batch_open(Batch *b, const Session *ss) {
+    const Options *o = b->o;
+    const Model *mp = &ss->model;
+    // A budget that no line can run in is the option's error, before any
+    // line is read (a line that alone needs more is that line's error).
+    size_t block_bytes = kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK;
+    size_t kv_blocks = kv_blocks_for_budget(&mp->config, o->kv_dtype, o->kv_budget, (size_t)o->parallel);
+    if (kv_blocks == 0)
+        return usage_error(NULL,
+                           "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
+                           o->kv_budget_arg, KV_BLOCK, block_bytes);
+    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, block_bytes);
+    if (o->context_shift && (size_t)o->keep > (size_t)mp->config.n_ctx / 2)
+        return usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
+                           mp->config.n_ctx / 2);
+    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
+                       .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
+                       .pool = ss->pool, .plan = &ss->plan, .prompt_logit_rows = (size_t)o->prefill_chunk};
+    SchedulerHooks hooks = {.ctx = b, .dropped = hook_dropped, .stepped = hook_stepped, .ended = hook_ended};
+    GptError err = {{0}};
+    if (engine_init(&b->engine, mp, b->tok, &ec, &err) != 0) return report_error(&err);
+    if (scheduler_init(&b->sched, &b->engine, (size_t)o->parallel, &hooks, &err) != 0) {
+        engine_free(&b->engine);
+        return report_error(&err);
+    }
+    return EXIT_OK;
+}
+
+// Reads new lines while fewer than --parallel requests are in flight and the
+// ordered output's window has room; each becomes a request, queued for output,
+// its sequences handed to the scheduler (a bad line is done at once: its
+// error is its result). 0, or -1 (out of memory, or stdin failed: reported).
+static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t window) {
+    const Options *o = b->o;
+    GptError err = {{0}};
+    while (!in->eof && b->in_flight < (size_t)o->parallel && b->q_len < window) {
+        char *line;
+        size_t len;
+        int idle = scheduler_held(&b->sched) == 0;  // nothing to do but wait for input
+        size_t consumed_before = in->consumed;
+        if (next_line(in, idle, &line, &len) <= 0) break;
+        Request *j = request_from_line(o, b->tok, b->m, seed_base, o->first_index + b->lines, line, len);
+        if (!j || queue_push(b, j) != 0) {
+            request_free(j, &b->engine);
+            fprintf(stderr, "gpt: out of memory\n");
+            return -1;
+        }
+        b->lines++;
+        j->input_bytes = in->consumed - consumed_before;
+        if (j->done) continue;
+        if (request_sequences(j, &b->engine, &err) != 0) {
+            request_fail(j, "%s", err.msg);
+            continue;
+        }
+        for (size_t k = 0; k < j->n_seqs; k++) {
+            if (scheduler_add(&b->sched, j, k, &j->seqs[k], &err) != 0) {
+                request_fail(j, "%s", err.msg);
+                break;
+            }
+            j->n_held++;
+        }
+        if (j->n_held) b->in_flight++;
+    }
+    return in->error ? -1 : 0;
+}
+
+// After Ctrl-C: the lines never read, counted as far as stdin has them now
+// (to its end for a file, or a pipe whose writer is done), never waited for.
+static void count_unread(Batch *b, LineReader *in) {
+    char *line;
+    size_t len;
+    int got;
+    while ((got = next_line(in, 0, &line, &len)) > 0) b->not_read++;
+    b->not_read_exact = got < 0 && !in->error;
+    fprintf(stderr, "gpt: --batch interrupted: %zu lines answered, %zu of them stopped early; %s%zu lines not read\n",
+            b->lines, b->interrupted, b->not_read_exact ? "" : "at least ", b->not_read);
 }
 
 int run_batch(const Options *o) {
@@ -688,47 +817,18 @@ int run_batch(const Options *o) {
     catch_interrupts();
     int rc = session_open(&ss, o);
     if (rc != EXIT_OK) return rc;
-    const Model *mp = &ss.model;
-    // A budget that no line can run in is the option's error, before any
-    // line is read (a line that alone needs more is that line's error).
-    size_t kv_blocks = kv_blocks_for_budget(&mp->config, o->kv_dtype, o->kv_budget, (size_t)o->parallel);
-    if (kv_blocks == 0) {
-        rc = usage_error(NULL, "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
-                         o->kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK);
-        session_close(&ss);
-        return rc;
-    }
-    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, kvcache_bytes_per_token(&mp->config, o->kv_dtype) * KV_BLOCK);
-    if (o->context_shift && (size_t)o->keep > (size_t)mp->config.n_ctx / 2) {
-        rc = usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
-                         mp->config.n_ctx / 2);
+    Batch b = {.o = o, .m = &ss.model, .model_file = ss.model_path, .tok = ss.tok};
+    if ((rc = batch_open(&b, &ss)) != EXIT_OK) {
         session_close(&ss);
         return rc;
     }
     rc = EXIT_RUNTIME;
     GptError err = {{0}};
-    Batch b = {.o = o, .m = mp, .model_file = ss.model_path, .tok = ss.tok};
     LineReader in = {.fd = STDIN_FILENO};
-    Job **slots = calloc((size_t)o->parallel, sizeof *slots);  // the jobs in flight
-    Sequence **seqs = calloc((size_t)o->parallel, sizeof *seqs);
-    int engine_up = 0;
-    if (!slots || !seqs) {
-        fprintf(stderr, "gpt: out of memory\n");
-        goto done;
-    }
-    EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
-                       .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
-                       .pool = ss.pool, .plan = &ss.plan, .prompt_logit_rows = (size_t)o->prefill_chunk};
-    if (engine_init(&b.engine, mp, b.tok, &ec, &err) != 0) {
-        report_error(&err);
-        goto done;
-    }
-    engine_up = 1;
     uint64_t seed_base = run_seed(o);
-    // Ordered output holds done jobs until those before them are done: read
+    // Ordered output holds done requests until those before them are done: read
     // no further than this many lines past the oldest one not yet written.
     size_t window = 4 * (size_t)o->parallel + 64;
-    size_t n_slots = 0;
     int interrupted_run = 0;
     defer_interrupts();  // from here on a signal ends the run after its step
     b.t0 = now_seconds();
@@ -737,141 +837,32 @@ int run_batch(const Options *o) {
     b.stdout_terminal = isatty(STDOUT_FILENO);
     for (;;) {
         if (was_interrupted()) interrupted_run = 1;
-        // 1. new lines, while there is a free place
-        while (!interrupted_run && !in.eof && n_slots < (size_t)o->parallel && b.q_len < window) {
-            char *line;
-            size_t len;
-            int idle = n_slots == 0;  // nothing to do but wait for input
-            size_t consumed_before = in.consumed;
-            int got = next_line(&in, idle, &line, &len);
-            if (got <= 0) break;
-            Job *j = job_from_line(o, b.tok, mp, seed_base, o->first_index + b.lines, line, len);
-            if (!j || queue_push(&b, j) != 0) {
-                fprintf(stderr, "gpt: out of memory\n");
-                goto done;
-            }
-            b.lines++;
-            j->input_bytes = in.consumed - consumed_before;
-            if (j->done) continue;  // a bad line: its error is its result
-            if (job_sequences(j, &b.engine, &err) != 0) {
-                job_fail(j, "%s", err.msg);
-                continue;
-            }
-            slots[n_slots++] = j;
-        }
-        if (in.error) goto done;
-        // 2. admission, in input order: a job that must wait holds back the
-        // ones after it; at most --parallel sequences run at once (a
-        // multiple-choice line has one per choice)
-        size_t live = 0;
-        for (size_t i = 0; i < n_slots; i++)
-            for (size_t k = 0; k < slots[i]->n_seqs; k++)
-                live += slots[i]->seqs[k].admitted && !slots[i]->seqs[k].stop;
-        for (size_t i = 0, wait = 0; i < n_slots && !wait && !interrupted_run; i++) {
-            Job *j = slots[i];
-            for (size_t k = 0; k < j->n_seqs && !wait && !j->done; k++) {
-                if (j->seqs[k].admitted) continue;
-                int a = live < (size_t)o->parallel ? engine_admit(&b.engine, &j->seqs[k], &err) : 0;
-                if (a < 0) job_fail(j, "%s", err.msg);
-                wait = a == 0;
-                if (a > 0) live++, j->running = 1;
-            }
-        }
-        // 3. one step of everything admitted
-        size_t n_seqs = 0;
-        for (size_t i = 0; i < n_slots; i++)
-            for (size_t k = 0; slots[i]->running && k < slots[i]->n_seqs; k++)
-                if (slots[i]->seqs[k].admitted && !slots[i]->seqs[k].stop) seqs[n_seqs++] = &slots[i]->seqs[k];
+        if (!interrupted_run && read_lines(&b, &in, seed_base, window) != 0) goto done;
         if (interrupted_run) {
-            for (size_t i = 0; i < n_slots; i++) finish(slots[i], "interrupted");
-            b.interrupted += n_slots;
-        } else if (n_seqs) {
-            double step_start = now_seconds();
-            size_t prefilled = b.engine.prefill_tokens;
-            if (engine_step(&b.engine, seqs, n_seqs, &err) != 0) {
-                progress_clear(&b.progress);
-                report_error(&err);
-                goto done;
-            }
-            double now = now_seconds();
-            // the prefill rate is over the steps that prefilled, as a single
-            // run's is (over the whole run it fell with every decode step)
-            if (b.engine.prefill_tokens > prefilled) {
-                b.prefill_seconds += now - step_start;
-                b.prefill_steps++;
-            }
-            for (size_t i = 0; i < n_slots; i++) {
-                Job *j = slots[i];
-                if (!j->running) continue;
-                if (j->n_choices) {
-                    choices_step_done(j, b.tok);
-                    continue;
-                }
-                // each completion that ran in the step; the job ends with the last
-                size_t running = 0;
-                for (size_t k = 0; k < j->n_seqs && !j->done; k++) {
-                    Sequence *s = &j->seqs[k];
-                    Completion *c = &j->outs[k];
-                    if (c->stop_reason || !s->admitted) {
-                        running += !c->stop_reason;
-                        continue;
-                    }
-                    if (s->out_len && append_text(c, s->out, s->out_len) != 0) job_fail(j, "out of memory");
-                    if (s->last_token >= 0) {
-                        b.generated++;
-                        if (c->last_token_at > 0) gap_add(&b.gaps, now - c->last_token_at);
-                        c->last_token_at = now;
-                    }
-                    if (s->stop == STOP_ERROR) {
-                        if (j->n_seqs > 1) job_fail(j, "completion %zu: %s", k, s->error.msg);
-                        else job_fail(j, "%s", s->error.msg);
-                    } else if (s->stop) {
-                        c->stop_reason = stop_reason_name(s->stop);
-                        sequence_release(s, &b.engine);  // its blocks to the next at once
-                    } else {
-                        running++;
-                    }
-                }
-                if (!j->done && running == 0) finish(j, j->outs[0].stop_reason);
-            }
+            scheduler_drop_all(&b.sched);
+        } else if (scheduler_step(&b.sched, &err) != 0) {
+            progress_clear(&b.progress);
+            report_error(&err);
+            goto done;
         }
-        // the jobs that are done leave their places
-        size_t k = 0;
-        for (size_t i = 0; i < n_slots; i++) {
-            if (!slots[i]->done) slots[k++] = slots[i];
-            for (size_t q = 0; slots[i]->done && q < slots[i]->n_seqs; q++)
-                sequence_release(&slots[i]->seqs[q], &b.engine);
-        }
-        n_slots = k;
-        // 4. results
         if (write_done(&b) != 0) goto done;
         show_batch_progress(&b);
-        if ((in.eof || interrupted_run) && n_slots == 0 && b.q_len == 0) break;
+        if ((in.eof || interrupted_run) && !scheduler_held(&b.sched) && b.q_len == 0) break;
     }
     double wall = now_seconds() - b.t0;
     progress_clear(&b.progress);
     b.not_read_exact = 1;
-    if (interrupted_run) {
-        // The lines never read: counted as far as stdin has them now (to
-        // its end for a file, or a pipe whose writer is done), never waited for.
-        char *line;
-        size_t len;
-        int got;
-        while ((got = next_line(&in, 0, &line, &len)) > 0) b.not_read++;
-        b.not_read_exact = got < 0 && !in.error;
-        fprintf(stderr, "gpt: --batch interrupted: %zu lines answered, %zu of them stopped early; %s%zu lines not read\n",
-                b.lines, b.interrupted, b.not_read_exact ? "" : "at least ", b.not_read);
-    }
+    if (interrupted_run) count_unread(&b, &in);
     print_batch_stats(&b, wall);
     rc = interrupted_run ? EXIT_INTERRUPTED : b.failed ? EXIT_RUNTIME : EXIT_OK;
 done:
     progress_clear(&b.progress);
-    for (size_t i = 0; i < b.q_len; i++) job_free(queue_at(&b, i), &b.engine);
+    scheduler_drop_all(&b.sched);
+    for (size_t i = 0; i < b.q_len; i++) request_free(queue_at(&b, i), &b.engine);
     free(b.queue);
     free(in.buf);
-    free(slots);
-    free(seqs);
-    if (engine_up) engine_free(&b.engine);
+    scheduler_free(&b.sched);
+    engine_free(&b.engine);
     session_close(&ss);
     return rc;
 }

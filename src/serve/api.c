@@ -1,8 +1,8 @@
 /*
- * api.c - the JSON of gpt serve's endpoints: request bodies read into Jobs
+ * api.c - the JSON of gpt serve's endpoints: request bodies read into Requests
  * with the command's rules (src/front/request.c reads the generation
  * fields with --batch --jsonl's rules and messages; sampler_params_validate
- * checks their ranges as -p does), and finished Jobs written in OpenAI's
+ * checks their ranges as -p does), and finished Requests written in OpenAI's
  * shapes. Nothing here touches the engine or a socket.
  *
  * A request with several prompts, or n > 1, has a choice for each prompt
@@ -23,7 +23,7 @@
 #include "serve.h"
 #include "base/utf8.h"
 
-// The most choices one request may have (prompts x n).
+// The most completions one request may have (prompts x n).
 enum { MAX_CHOICES = 64, MAX_N = 16 };
 
 // A request's error: *msg (malloc'd) and *param; returns the status.
@@ -113,23 +113,7 @@ static const char *sampling_param(const char *m) {
     return NULL;
 }
 
-static Job *job_new(size_t n_prompts) {
-    Job *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    j->refs = 2;  // the HTTP side and the scheduler
-    j->status = 200;
-    j->n_prompts = n_prompts;
-    j->prompt_ids = calloc(n_prompts, sizeof *j->prompt_ids);
-    j->prompt_lens = calloc(n_prompts, sizeof *j->prompt_lens);
-    j->echo = calloc(n_prompts, sizeof *j->echo);
-    if (!j->prompt_ids || !j->prompt_lens || !j->echo) {
-        job_free(j);
-        return NULL;
-    }
-    return j;
-}
-
-int completion_job(Server *s, const char *body, size_t len, Job **out, int *stream, char **msg,
+int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
                    char *param) {
     *out = NULL;
     *stream = 0;
@@ -146,7 +130,7 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
     const cJSON *prompt = NULL;
     long n = 1;
     int echo = 0, keep_given = 0;
-    Job *j = NULL;
+    Request *j = NULL;
     char why[512];
     GptError err = {{0}};
     status = 0;
@@ -216,7 +200,7 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
         status = fail(400, msg, param, "n", "%zu prompts x n %ld is more than %d choices", n_prompts, n, MAX_CHOICES);
         goto done;
     }
-    j = job_new(n_prompts);
+    j = request_new(n_prompts);
     if (!j) {
         status = fail(500, msg, param, NULL, "out of memory");
         goto done;
@@ -269,7 +253,7 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
             goto done;
         }
     }
-    // the stop strings, copied: the choices' params point at them
+    // the stop strings, copied: the completions' params point at them
     if (gp.n_stops) {
         j->stop_strings = calloc(gp.n_stops, sizeof *j->stop_strings);
         for (size_t i = 0; j->stop_strings && i < gp.n_stops; i++, j->n_stops++)
@@ -281,14 +265,14 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
         gp.stops = (const char *const *)j->stop_strings;
     }
     j->seed = g.seed_given ? gp.sampling.seed : draw_seed();
-    j->n_choices = n_prompts * (size_t)n;
-    j->choices = calloc(j->n_choices, sizeof *j->choices);
-    if (!j->choices) {
+    j->n_completions = n_prompts * (size_t)n;
+    j->completions = calloc(j->n_completions, sizeof *j->completions);
+    if (!j->completions) {
         status = fail(500, msg, param, NULL, "out of memory");
         goto done;
     }
-    for (size_t k = 0; k < j->n_choices; k++) {
-        Choice *c = &j->choices[k];
+    for (size_t k = 0; k < j->n_completions; k++) {
+        Completion *c = &j->completions[k];
         c->prompt = k / (size_t)n;
         c->ids = j->prompt_ids[c->prompt];
         c->n_ids = j->prompt_lens[c->prompt];
@@ -298,13 +282,13 @@ int completion_job(Server *s, const char *body, size_t len, Job **out, int *stre
     *out = j;
     j = NULL;
 done:
-    job_free(j);
+    request_free(j);
     cJSON_Delete(stop_json);
     cJSON_Delete(o);
     return status;
 }
 
-int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, char *param) {
+int score_request(Server *s, const char *body, size_t len, Request **out, char **msg, char *param) {
     *out = NULL;
     *param = '\0';
     int status = 400;
@@ -314,7 +298,7 @@ int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, ch
     const cJSON *prompt = NULL;
     long stride = 0;
     GptError err = {{0}};
-    Job *j = NULL;
+    Request *j = NULL;
     status = 0;
     for (const cJSON *f = o->child; f && !status; f = f->next) {
         const char *k = f->string;
@@ -332,11 +316,11 @@ int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, ch
         status = fail(400, msg, param, "prompt", "prompt must be a string or an array of token ids");
         goto done;
     }
-    if (!(j = job_new(1))) {
+    if (!(j = request_new(1))) {
         status = fail(500, msg, param, NULL, "out of memory");
         goto done;
     }
-    j->kind = JOB_SCORE;
+    j->kind = REQUEST_SCORE;
     j->stride = (size_t)stride;
     if (cJSON_IsString(prompt)) {
         if (encode_locked(s, prompt->valuestring, strlen(prompt->valuestring), 0, &j->prompt_ids[0],
@@ -361,7 +345,7 @@ int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, ch
     *out = j;
     j = NULL;
 done:
-    job_free(j);
+    request_free(j);
     cJSON_Delete(o);
     return status;
 }
@@ -375,7 +359,7 @@ static char *print(cJSON *root) {
     return s;
 }
 
-static cJSON *response_head(Server *s, const Job *j, const char *id, long created) {
+static cJSON *response_head(Server *s, const Request *j, const char *id, long created) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
     cJSON_AddStringToObject(r, "object", "text_completion");
@@ -390,7 +374,7 @@ static cJSON *response_head(Server *s, const Job *j, const char *id, long create
 // them (with --echo from 0, else from the prompt's end); NULL without
 // "logprobs". Tokens whose log-probability has not come yet are left out.
 // Under Server.lock.
-static cJSON *choice_logprobs(Server *s, const Job *j, const Choice *c, size_t from, size_t to) {
+static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, size_t from, size_t to) {
     if (!c->params.logprobs) return NULL;
     size_t start = j->echo[c->prompt] ? 0 : c->n_ids;  // text_offset counts from here
     if (to > c->lp_from + c->n_lp) to = c->lp_from + c->n_lp;
@@ -408,7 +392,7 @@ static cJSON *choice_logprobs(Server *s, const Job *j, const Choice *c, size_t f
 }
 
 // One choice; logprobs NULL: null.
-static cJSON *choice_json(const Job *j, size_t k, const char *text, const int32_t *tokens, size_t n_tokens,
+static cJSON *choice_json(const Request *j, size_t k, const char *text, const int32_t *tokens, size_t n_tokens,
                           cJSON *logprobs, const char *finish) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
@@ -422,13 +406,13 @@ static cJSON *choice_json(const Job *j, size_t k, const char *text, const int32_
     return c;
 }
 
-char *completion_response(Server *s, const Job *j, const char *id, long created) {
+char *completion_response(Server *s, const Request *j, const char *id, long created) {
     cJSON *r = response_head(s, j, id, created);
-    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     size_t prompt_tokens = 0, completion_tokens = 0;
     for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
-    for (size_t k = 0; k < j->n_choices; k++) {
-        const Choice *c = &j->choices[k];
+    for (size_t k = 0; k < j->n_completions; k++) {
+        const Completion *c = &j->completions[k];
         const char *echo = j->echo[c->prompt];
         size_t echo_len = echo ? strlen(echo) : 0;
         char *text = malloc(echo_len + c->text_len + 1);
@@ -440,7 +424,7 @@ char *completion_response(Server *s, const Job *j, const char *id, long created)
         if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
         text[echo_len + c->text_len] = '\0';
         cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
-        cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens, c->n_tokens, lp, c->finish));
+        cJSON_AddItemToArray(completions, choice_json(j, k, text, c->tokens, c->n_tokens, lp, c->finish));
         free(text);
         completion_tokens += c->n_tokens;
     }
@@ -451,8 +435,8 @@ char *completion_response(Server *s, const Job *j, const char *id, long created)
     return print(r);
 }
 
-char *completion_chunk(Server *s, Job *j, size_t k, const char *id, long created, int *finished) {
-    Choice *c = &j->choices[k];
+char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long created, int *finished) {
+    Completion *c = &j->completions[k];
     *finished = c->sent_finish;
     if (c->sent_finish) return NULL;
     const char *echo = c->sent_echo ? NULL : j->echo[c->prompt];
@@ -468,9 +452,9 @@ char *completion_chunk(Server *s, Job *j, size_t k, const char *id, long created
     if (new_text) memcpy(text + echo_len, c->text + c->sent_text, new_text);  // no text yet: c->text is NULL
     text[echo_len + new_text] = '\0';
     cJSON *r = response_head(s, j, id, created);
-    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
-    cJSON_AddItemToArray(choices, choice_json(j, k, text, c->tokens + c->sent_tokens, c->n_tokens - c->sent_tokens,
+    cJSON_AddItemToArray(completions, choice_json(j, k, text, c->tokens + c->sent_tokens, c->n_tokens - c->sent_tokens,
                                               lp, c->finish));
     free(text);
     c->sent_echo = 1;
@@ -480,7 +464,7 @@ char *completion_chunk(Server *s, Job *j, size_t k, const char *id, long created
     return print(r);
 }
 
-char *score_response(Server *s, const Job *j) {
+char *score_response(Server *s, const Request *j) {
     size_t n = j->prompt_lens[0];
     double sum = 0.0;
     for (size_t i = 0; i + 1 < n; i++) sum += j->logprobs[i];  // as gpt --score adds them

@@ -11,12 +11,12 @@
  *      which asks for the key itself);
  *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
  *      /tokenize and /detokenize at once (tokenizing under the tokenizer's
- *      lock); POST /v1/completions and /v1/score become a Job for the
+ *      lock); POST /v1/completions and /v1/score become a Request for the
  *      scheduler, and the connection is parked (suspended: its thread goes
- *      on with the others) until the scheduler has news (http_resume);
- *      then it answers: the whole JSON once the job is done, or the
+ *      on with the others) until the engine thread has news (Server.news, http_resume);
+ *      then it answers: the whole JSON once the request is done, or the
  *      server-sent events of the new text, and parks again till the next.
- *      A client that goes away while parked cancels its Job
+ *      A client that goes away while parked cancels its Request
  *      (http_deadlines);
  *   4. one JSON line on stderr says what was asked and answered.
  *
@@ -54,7 +54,7 @@ typedef struct {
     size_t len, cap;
     int too_large;
     int status;         // what was answered
-    Job *job;           // a completion or score job, held until the request ends
+    Request *request;   // a completion or score request, held until the HTTP request ends
     int stream;
 } Conn;
 
@@ -66,8 +66,8 @@ enum { HTTP_THREADS = 2 };
 // A streamed answer: the reader libmicrohttpd calls for more of it.
 typedef struct {
     Server *s;
-    Job *job;           // one reference of its own
-    struct MHD_Connection *conn;  // parked on the job between events
+    Request *request;   // one reference of its own
+    struct MHD_Connection *conn;  // parked on the request between events
     char id[40];
     long created;
     char *buf;          // events not yet handed over
@@ -85,7 +85,7 @@ typedef struct Arrival {
     int fd;
     double since;       // when the connection opened, or its last request ended
     int arriving;       // a request is on its way (or the next one may come)
-    Job *job;           // its request's job, while held (its connection may be parked on it)
+    Request *request;   // what its current request asked, while held (its connection may be parked on it)
     struct Arrival *prev, *next;
 } Arrival;
 
@@ -177,12 +177,12 @@ static Arrival *arrival_of(struct MHD_Connection *c) {
 // Parks c on j until the scheduler has news for it: libmicrohttpd stops
 // serving c (and goes on with the others) until http_resume. Under the
 // lock, so that the news cannot come between the look at j and the park.
-static void park(Job *j, struct MHD_Connection *c) {
+static void park(Request *j, struct MHD_Connection *c) {
     j->parked = c;
     MHD_suspend_connection(c);
 }
 
-void http_resume(Job *j) {
+static void http_resume(Request *j) {
     if (!j->parked) return;
     MHD_resume_connection(j->parked);
     j->parked = NULL;
@@ -210,7 +210,7 @@ static int stream_put(Stream *st, const char *a, const char *b, const char *c) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     Stream *st = cls;
     Server *s = st->s;
-    Job *j = st->job;
+    Request *j = st->request;
     (void)pos;
     for (;;) {
         if (st->pos < st->len) {
@@ -227,7 +227,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             pthread_mutex_unlock(&s->lock);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        for (size_t k = 0; k < j->n_choices && !bad; k++) {
+        for (size_t k = 0; k < j->n_completions && !bad; k++) {
             int finished;
             char *chunk = completion_chunk(s, j, k, st->id, st->created, &finished);
             if (chunk) bad = stream_put(st, "data: ", chunk, "\n\n");
@@ -244,7 +244,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         if (error) bad |= stream_put(st, "data: ", error, "\n\n");
         free(error);
         if (bad) {
-            job_cancel(s, j);
+            request_cancel(s, j);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (all) {
@@ -257,19 +257,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 
 static void stream_free(void *cls) {
     Stream *st = cls;
-    job_unref(st->s, st->job);
+    request_unref(st->s, st->request);
     free(st->buf);
     free(st);
 }
 
-static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *k, Job *j) {
+static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *k, Request *j) {
     Stream *st = calloc(1, sizeof *st);
     if (!st) {
-        job_cancel(s, j);
+        request_cancel(s, j);
         return answer_error(c, k, 500, "out of memory", NULL);
     }
     st->s = s;
-    st->job = j;
+    st->request = j;
     st->conn = c;
     st->created = (long)time(NULL);
     completion_id(s, st->id, sizeof st->id);
@@ -279,7 +279,7 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
     if (!r) {
         stream_free(st);
-        job_cancel(s, j);
+        request_cancel(s, j);
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -293,14 +293,14 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
 // ----------------------------------------------------------------------------
 // the routes
 
-// The request k on c answers job j: counted until its answer is all sent,
+// The request k on c answers request j: counted until its answer is all sent,
 // so that a shutdown closes no connection in the middle of one.
-static void hold(Server *s, struct MHD_Connection *c, Conn *k, Job *j) {
-    k->job = j;
+static void hold(Server *s, struct MHD_Connection *c, Conn *k, Request *j) {
+    k->request = j;
     Arrival *a = arrival_of(c);
     pthread_mutex_lock(&s->lock);
     s->answering++;
-    if (a) a->job = j;
+    if (a) a->request = j;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -308,15 +308,15 @@ static void hold(Server *s, struct MHD_Connection *c, Conn *k, Job *j) {
 // that; else queues j for the scheduler and holds it for k, or, when the
 // queue is full or the server drains, frees it and answers 503. 0 queued,
 // or -1 with the answer in *refused. Frees msg.
-static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char *msg, const char *param, Job *j,
+static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char *msg, const char *param, Request *j,
                   enum MHD_Result *refused) {
     if (status) {
         *refused = answer_error(c, k, status, msg ? msg : "out of memory", param);
         free(msg);
         return -1;
     }
-    if (scheduler_submit(s, j) != 0) {
-        job_free(j);
+    if (request_submit(s, j) != 0) {
+        request_free(j);
         *refused = answer_error(c, k, 503, s->draining ? "the server is shutting down"
                                                        : "too many requests waiting: try again shortly", NULL);
         return -1;
@@ -325,8 +325,8 @@ static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char
     return 0;
 }
 
-// A finished job that failed: its error answered, 1; or 0 when it did not.
-static int answer_failed_job(Server *s, struct MHD_Connection *c, Conn *k, const Job *j, enum MHD_Result *rc) {
+// A finished request that failed: its error answered, 1; or 0 when it did not.
+static int answer_failed_request(Server *s, struct MHD_Connection *c, Conn *k, const Request *j, enum MHD_Result *rc) {
     pthread_mutex_lock(&s->lock);
     int status = j->status;
     char *why = status != 200 && j->error ? strdup(j->error) : NULL;
@@ -337,11 +337,11 @@ static int answer_failed_job(Server *s, struct MHD_Connection *c, Conn *k, const
     return 1;
 }
 
-// The answer of k's job (a completion that does not stream, or a score)
+// The answer of k's request (a completion that does not stream, or a score)
 // once it is done; till then c is parked on it, and libmicrohttpd calls
 // on_request again when the scheduler resumes it.
 static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Conn *k) {
-    Job *j = k->job;
+    Request *j = k->request;
     pthread_mutex_lock(&s->lock);
     int done = j->done, gone = j->cancelled;
     if (!done && !gone) park(j, c);
@@ -349,8 +349,8 @@ static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Con
     if (gone) return MHD_NO;  // the client went away: nobody to answer
     if (!done) return MHD_YES;
     enum MHD_Result rc;
-    if (answer_failed_job(s, c, k, j, &rc)) return rc;
-    if (j->kind == JOB_SCORE) return answer_json(c, k, 200, score_response(s, j));  // the scheduler wrote its last
+    if (answer_failed_request(s, c, k, j, &rc)) return rc;
+    if (j->kind == REQUEST_SCORE) return answer_json(c, k, 200, score_response(s, j));  // the scheduler wrote its last
     char id[40];
     completion_id(s, id, sizeof id);
     pthread_mutex_lock(&s->lock);
@@ -360,11 +360,11 @@ static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Con
 }
 
 static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
-    Job *j;
+    Request *j;
     char *msg = NULL;
     char param[PARAM_CAP];
     int stream;
-    int status = completion_job(s, k->body ? k->body : "", k->len, &j, &stream, &msg, param);
+    int status = completion_request(s, k->body ? k->body : "", k->len, &j, &stream, &msg, param);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     k->stream = stream;
@@ -373,10 +373,10 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
 }
 
 static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) {
-    Job *j;
+    Request *j;
     char *msg = NULL;
     char param[PARAM_CAP];
-    int status = score_job(s, k->body ? k->body : "", k->len, &j, &msg, param);
+    int status = score_request(s, k->body ? k->body : "", k->len, &j, &msg, param);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     return answer_when_done(s, c, k);
@@ -495,10 +495,11 @@ void http_deadlines(Server *s) {
     pthread_mutex_lock(&s->lock);
     for (Arrival *a = s->arrivals; a; a = a->next) {
         // a parked connection whose client went away (libmicrohttpd does
-        // not watch it): its job is dropped at the next step
-        if (a->job && a->job->parked && a->fd >= 0) {
+        // not watch it): its request is dropped at the next step
+        if (a->request && a->request->parked && a->fd >= 0) {
             struct pollfd p = {.fd = a->fd, .events = POLLRDHUP};
-            if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) job_cancel_locked(s, a->job);
+            if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                request_cancel_locked(s, a->request);
         }
         if (!a->arriving || now - a->since < (double)s->limits.timeout || a->fd < 0) continue;
         // libmicrohttpd reads the end of the stream and closes the connection
@@ -531,7 +532,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (k->job) return answer_when_done(s, c, k);  // resumed: the scheduler has news
+    if (k->request) return answer_when_done(s, c, k);  // resumed: the scheduler has news
     if (*upload_size) {
         // a body of no declared length that grows too large is read to its
         // end (within --timeout) and kept nowhere: libmicrohttpd takes an
@@ -555,8 +556,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return route(s, c, k);
 }
 
-// A request ends: its log line, its status counted, its job let go (a
-// job not done yet lost its client: cancelled).
+// A request ends: its log line, its status counted, its request let go (a
+// request not done yet lost its client: cancelled).
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     Server *s = cls;
     Conn *k = *con_cls;
@@ -566,21 +567,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     size_t prompt_tokens = 0, completion_tokens = 0;
     int done = 1;
     pthread_mutex_lock(&s->lock);
-    if (k->job) {
-        Job *j = k->job;
+    if (k->request) {
+        Request *j = k->request;
         for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
-        for (size_t i = 0; i < j->n_choices; i++) completion_tokens += j->choices[i].n_tokens;
+        for (size_t i = 0; i < j->n_completions; i++) completion_tokens += j->completions[i].n_tokens;
         done = j->done;
     }
     int status = k->status ? k->status : 499;  // 499: the client went away before an answer (nginx's)
     count_status(s, status);
-    if (k->job && !--s->answering) pthread_cond_broadcast(&s->idle);
+    if (k->request && !--s->answering) pthread_cond_broadcast(&s->idle);
     Arrival *a = arrival_of(c);
-    if (a) a->job = NULL;
+    if (a) a->request = NULL;
     pthread_mutex_unlock(&s->lock);
-    if (k->job) {
-        if (!done) job_cancel(s, k->job);
-        job_unref(s, k->job);
+    if (k->request) {
+        if (!done) request_cancel(s, k->request);
+        request_unref(s, k->request);
     }
     cJSON *l = cJSON_CreateObject();
     char when[32];
@@ -594,7 +595,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     free(path);
     cJSON_AddNumberToObject(l, "status", status);
     cJSON_AddNumberToObject(l, "seconds", now_seconds() - k->t0);
-    if (k->job) {
+    if (k->request) {
         cJSON_AddNumberToObject(l, "prompt_tokens", (double)prompt_tokens);
         cJSON_AddNumberToObject(l, "completion_tokens", (double)completion_tokens);
         cJSON_AddBoolToObject(l, "stream", k->stream);
@@ -610,6 +611,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME;
+    s->news = http_resume;
     if (ipv6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d =
         MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,

@@ -3,25 +3,26 @@
  *
  *   serve.c       run_serve: the options, the model, the listening socket,
  *                 the threads, and the shutdown on SIGINT/SIGTERM
- *   scheduler.c   the one thread that owns the Engine: it takes the jobs
- *                 the HTTP threads enqueue, admits their sequences under the
- *                 KV budget and steps every admitted one together
+ *   requests.c    a request's life (new, submit, cancel, unref, free) and the
+ *                 one thread that owns the Engine: it takes the requests the
+ *                 HTTP threads enqueue and drives their sequences through
+ *                 the library's scheduler (scheduler.h), as --batch does
  *   http.c        libmicrohttpd's side: the routes, the request bodies, the
  *                 responses (JSON, server-sent events), the log line
- *   api.c         the endpoints' JSON: a completion request read into a Job,
- *                 a finished Job written as OpenAI's response
+ *   api.c         the endpoints' JSON: a completion body read into a Request,
+ *                 a finished Request written as OpenAI's response
  *
  * Threads. One scheduler thread owns the Engine, its KV pool and the thread
  * pool: nothing else touches them. libmicrohttpd runs a few threads
  * (HTTP_THREADS), each polling its share of the connections: it parses and
  * checks a request, tokenizes it (under Server.tok_lock: a Tokenizer
- * encodes on one thread at a time), enqueues a Job and parks the connection
+ * encodes on one thread at a time), enqueues a Request and parks the connection
  * (suspends it, and goes on with the others) until the scheduler has news
- * for the Job and resumes it (http_resume); then it writes the answer, or
+ * for the Request and resumes it (http_resume); then it writes the answer, or
  * the stream's new events. No thread is started or woken for a request but
  * these two. While a connection is parked, libmicrohttpd does not watch its
  * socket: the main thread looks every half second for a client that went
- * away (http_deadlines). Everything the sides share (the inbox, each Job's
+ * away (http_deadlines). Everything the sides share (the inbox, each Request's
  * text and state, the counters) is guarded by Server.lock; the scheduler
  * sleeps on Server.wake when it has nothing to do. No thread spins.
  */
@@ -37,18 +38,18 @@
 
 typedef struct cJSON cJSON;
 
-typedef enum { JOB_COMPLETION, JOB_SCORE } JobKind;
+typedef enum { REQUEST_COMPLETION, REQUEST_SCORE } RequestKind;
 
 // One sequence of a completion request: choice `index` of its response.
 typedef struct {
-    // set before the job is enqueued, then read-only
-    const int32_t *ids;      // its prompt (the Job's)
+    // set before the request is enqueued, then read-only
+    const int32_t *ids;      // its prompt (the Request's)
     size_t n_ids;
     size_t prompt;           // which of the request's prompts
     GenParams params;        // seed: the request's seed + index
     // the scheduler's alone
     Sequence seq;
-    int has_seq, running;
+    int running;             // admitted: it has its blocks
     // shared, under Server.lock
     char *text;              // the completion so far: whole UTF-8 characters
     size_t text_len, text_cap;
@@ -61,39 +62,39 @@ typedef struct {
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
     int sent_echo, sent_finish;
-} Choice;
+} Completion;
 
-typedef struct Job {
-    JobKind kind;
-    // set before the job is enqueued, then read-only
-    Choice *choices;
-    size_t n_choices;
+typedef struct Request {
+    RequestKind kind;
+    // set before the request is enqueued, then read-only
+    Completion *completions;
+    size_t n_completions;
     int32_t **prompt_ids;    // (n_prompts) each prompt's tokens
     size_t *prompt_lens;
     char **echo;             // (n_prompts) each prompt's text for "echo", or NULL
     size_t n_prompts;
-    char **stop_strings;     // the request's stop strings (copies), shared by its choices
+    char **stop_strings;     // the request's stop strings (copies), shared by its completions
     size_t n_stops;
     uint64_t seed;           // the first choice's
-    size_t stride;           // JOB_SCORE: as --stride (0: the text must fit the context)
+    size_t stride;           // REQUEST_SCORE: as --stride (0: the text must fit the context)
     // shared, under Server.lock
     struct MHD_Connection *parked;  // the request's connection, suspended until there is news; or NULL
     int refs;                // the HTTP side and the scheduler: the last one frees
     int cancelled;           // the client went away: dropped at the next step
-    size_t finished;         // choices with a finish reason
+    size_t finished;         // completions with a finish reason
     int done;                // every choice finished (or the score is ready)
     int status;              // 200, or the HTTP status of a failure found by the scheduler
     char *error;             // its message
-    double *logprobs;        // JOB_SCORE: (n_ids - 1)
+    double *logprobs;        // REQUEST_SCORE: (n_ids - 1)
     size_t windows;
-    struct Job *next;        // the inbox
-    size_t live;             // the scheduler's: choices it still holds
-} Job;
+    struct Request *next;    // the inbox
+    size_t live;             // the scheduler's: completions it still holds
+} Request;
 
 // Limits and settings, from the options.
 typedef struct {
     size_t parallel;         // sequences decoded together
-    size_t queue;            // jobs waiting beyond those running
+    size_t queue;            // requests waiting beyond those running
     size_t max_body;         // bytes of a request body
     size_t max_tokens;       // the most max_tokens a request may ask for
     size_t max_connections;
@@ -124,12 +125,12 @@ typedef struct Server {
     Engine engine;           // the scheduler's alone
     int engine_up;
     pthread_mutex_t tok_lock;  // tokenizer_encode: one thread at a time
-    pthread_mutex_t lock;      // everything below, and the Jobs' shared fields
-    pthread_cond_t wake;       // the scheduler: a job came, or it must stop
+    pthread_mutex_t lock;      // everything below, and the Requests' shared fields
+    pthread_cond_t wake;       // the scheduler: a request came, or it must stop
     pthread_cond_t idle;       // the main thread: in_flight or answering went down
-    Job *inbox, *inbox_tail;
-    size_t in_flight;          // jobs accepted and not yet finished
-    size_t answering;          // requests with a job whose answer is not all sent
+    Request *inbox, *inbox_tail;
+    size_t in_flight;          // requests accepted and not yet finished
+    size_t answering;          // HTTP requests whose answer is not all sent
     int ready;                 // the model and the engine are up (till then: 503 "loading")
     int draining;              // SIGINT/SIGTERM: new requests get 503
     int hard_stop;             // the grace ran out: finish everything now
@@ -138,33 +139,40 @@ typedef struct Server {
     long started;              // when the model was loaded (time(NULL))
     Metrics metrics;
     struct Arrival *arrivals;  // http.c's: the open connections, for their requests' deadline
+    // The HTTP side's callback, registered by http_start: the engine thread
+    // has news for j (text, a finish). Under the lock.
+    void (*news)(Request *j);
 } Server;
 
-// scheduler.c
+// requests.c
+// The engine thread's loop (pthread_create's start routine).
 void *scheduler_main(void *server);
-// Enqueues j (its refs include the scheduler's). 0, or -1 when the queue is
+// A request of n_prompts prompts, refs 2 (the HTTP side and the engine thread),
+// status 200, for api.c to fill. NULL when out of memory.
+Request *request_new(size_t n_prompts);
+// Enqueues j (its refs include the engine thread's). 0, or -1 when the queue is
 // full or the server is draining (then nothing was enqueued).
-int scheduler_submit(Server *s, Job *j);
+int request_submit(Server *s, Request *j);
 // The client of j went away: the scheduler drops it at its next step.
-void job_cancel(Server *s, Job *j);
-void job_cancel_locked(Server *s, Job *j);  // the same, under Server.lock
-// Drops one reference; the last frees the job. Takes Server.lock.
-void job_unref(Server *s, Job *j);
-void job_free(Job *j);
+void request_cancel(Server *s, Request *j);
+void request_cancel_locked(Server *s, Request *j);  // the same, under Server.lock
+// Drops one reference; the last frees the request. Takes Server.lock.
+void request_unref(Server *s, Request *j);
+void request_free(Request *j);
 
 // api.c: the endpoints' JSON. Each parser returns 0, or the HTTP status of
 // the error with *msg (malloc'd) and param (PARAM_CAP bytes: the field at
 // fault, or "") set.
 enum { PARAM_CAP = 64 };
-int completion_job(Server *s, const char *body, size_t len, Job **out, int *stream, char **msg,
+int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
                    char *param);
-int score_job(Server *s, const char *body, size_t len, Job **out, char **msg, char *param);
-// The response of a finished completion job (or, with choice != SIZE_MAX,
+int score_request(Server *s, const char *body, size_t len, Request **out, char **msg, char *param);
+// The response of a finished completion request (or, with choice != SIZE_MAX,
 // one stream chunk: the choice's new text and tokens, and its finish
 // reason once it has one); a malloc'd JSON text. Under Server.lock.
-char *completion_response(Server *s, const Job *j, const char *id, long created);
-char *completion_chunk(Server *s, Job *j, size_t choice, const char *id, long created, int *finished);
-char *score_response(Server *s, const Job *j);
+char *completion_response(Server *s, const Request *j, const char *id, long created);
+char *completion_chunk(Server *s, Request *j, size_t choice, const char *id, long created, int *finished);
+char *score_response(Server *s, const Request *j);
 char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
                           char *param);
@@ -180,17 +188,15 @@ extern const size_t serve_page_html_len;
 // http.c
 struct MHD_Daemon;
 struct MHD_Connection;
-// Starts serving on the listening socket fd (libmicrohttpd's threads).
-// NULL after reporting on failure.
+// Starts serving on the listening socket fd (libmicrohttpd's threads), and
+// registers s->news: the connection parked on a request with news goes on
+// (libmicrohttpd asks for its answer, or the stream's next events). NULL
+// after reporting on failure.
 struct MHD_Daemon *http_start(Server *s, int fd, int ipv6);
-// The scheduler has news for j: the connection parked on it, if any, goes
-// on (libmicrohttpd asks for its answer, or the stream's next events).
-// Under Server.lock.
-void http_resume(Job *j);
 // Closes each connection whose request has taken longer than --timeout
 // seconds to arrive whole (headers and body): libmicrohttpd's own timeout
 // counts idle time only, which a client sending a byte a second never
-// reaches. And cancels the job of each parked connection whose client went
+// reaches. And cancels the request of each parked connection whose client went
 // away. The main thread calls it every half second.
 void http_deadlines(Server *s);
 

@@ -1,0 +1,321 @@
+/*
+ * requests.c - the life of gpt serve's requests, and the one thread that owns the
+ * Engine and runs them.
+ *
+ * A request is made by the HTTP side (request_new, filled by api.c), submitted to
+ * the inbox (request_submit), possibly cancelled (request_cancel: the client went
+ * away) and let go by both sides (request_unref: the last frees it). Its
+ * completions are Sequences that the engine thread drives through the
+ * library's scheduler (scheduler.h), which is also what `gpt --batch`
+ * drives. The engine thread sleeps until a request comes, then loops:
+ *
+ *   1. take the requests of the inbox: a scoring request runs at once (score_tokens,
+ *      between two steps, on the engine's threads); a completion job's
+ *      sequences are made and handed to the scheduler, in arrival order;
+ *   2. one scheduler_step: the sequences of cancelled requests dropped (all of
+ *      them once the grace after SIGTERM ran out), waiting ones admitted,
+ *      one engine step, and through the hooks below, under the lock, each
+ *      one's new text, tokens and log-probabilities into its Completion,
+ *      and the finished ones ended;
+ *   3. the HTTP side is told of each request that has news through the callback
+ *      it registered (Server.news): it never is called by name from here.
+ *
+ * A sequence's tokens do not depend on what else is in the step (forward.h),
+ * so every completion gets exactly what `gpt -p PROMPT -s SEED` gives.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/grow.h"
+#include "model/kvcache.h"
+#include "scheduler.h"
+#include "score.h"
+#include "serve.h"
+
+Request *request_new(size_t n_prompts) {
+    Request *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->refs = 2;  // the HTTP side and the engine thread
+    j->status = 200;
+    j->n_prompts = n_prompts;
+    j->prompt_ids = calloc(n_prompts, sizeof *j->prompt_ids);
+    j->prompt_lens = calloc(n_prompts, sizeof *j->prompt_lens);
+    j->echo = calloc(n_prompts, sizeof *j->echo);
+    if (!j->prompt_ids || !j->prompt_lens || !j->echo) {
+        request_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+void request_free(Request *j) {
+    if (!j) return;
+    for (size_t i = 0; i < j->n_completions; i++) {
+        free(j->completions[i].text);
+        free(j->completions[i].tokens);
+        free(j->completions[i].lp);
+    }
+    free(j->completions);
+    for (size_t i = 0; i < j->n_prompts; i++) {
+        free(j->prompt_ids[i]);
+        free(j->echo ? j->echo[i] : NULL);
+    }
+    free(j->prompt_ids);
+    free(j->prompt_lens);
+    free(j->echo);
+    for (size_t i = 0; i < j->n_stops; i++) free(j->stop_strings[i]);
+    free(j->stop_strings);
+    free(j->error);
+    free(j->logprobs);
+    free(j);
+}
+
+void request_unref(Server *s, Request *j) {
+    pthread_mutex_lock(&s->lock);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&s->lock);
+    if (last) request_free(j);
+}
+
+int request_submit(Server *s, Request *j) {
+    pthread_mutex_lock(&s->lock);
+    if (s->draining || s->in_flight >= s->limits.parallel + s->limits.queue) {
+        pthread_mutex_unlock(&s->lock);
+        return -1;
+    }
+    s->in_flight++;
+    j->next = NULL;
+    j->live = j->kind == REQUEST_SCORE ? 1 : j->n_completions;
+    if (s->inbox_tail) s->inbox_tail->next = j;
+    else s->inbox = j;
+    s->inbox_tail = j;
+    s->metrics.queued += j->kind == REQUEST_SCORE ? 0 : j->n_completions;
+    for (size_t i = 0; i < j->n_prompts; i++) s->metrics.prompt_tokens += j->prompt_lens[i];
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+void request_cancel_locked(Server *s, Request *j) {
+    if (!j->done && !j->cancelled) {
+        j->cancelled = 1;
+        s->metrics.cancelled++;
+        pthread_cond_signal(&s->wake);
+    }
+}
+
+void request_cancel(Server *s, Request *j) {
+    pthread_mutex_lock(&s->lock);
+    request_cancel_locked(s, j);
+    pthread_mutex_unlock(&s->lock);
+}
+
+// Appends n bytes to a choice's text, or n ids to its tokens. 0 or -1.
+static int add_text(Completion *c, const char *p, size_t n) {
+    if (grow_array(&c->text, &c->text_cap, c->text_len + n + 1, 1) != 0) return -1;
+    memcpy(c->text + c->text_len, p, n);
+    c->text_len += n;
+    c->text[c->text_len] = '\0';
+    return 0;
+}
+
+static int add_tokens(Completion *c, const int32_t *ids, size_t n) {
+    if (n && grow_array(&c->tokens, &c->tokens_cap, c->n_tokens + n, sizeof *c->tokens) != 0) return -1;
+    if (n) memcpy(c->tokens + c->n_tokens, ids, n * sizeof *ids);
+    c->n_tokens += n;
+    return 0;
+}
+
+// The log-probabilities q has that c has not yet.
+static int add_logprobs(Completion *c, const Sequence *q) {
+    size_t n = q->n_lp - c->n_lp;
+    c->lp_from = q->lp_from;
+    if (n && grow_array(&c->lp, &c->lp_cap, c->n_lp + n, sizeof *c->lp) != 0) return -1;
+    if (n) memcpy(c->lp + c->n_lp, q->lp + c->n_lp, n * sizeof *c->lp);
+    c->n_lp += n;
+    return 0;
+}
+
+// A failure of the request found here: its status and message (the first one
+// wins). Under the lock.
+static void request_fail(Request *j, int status, const char *msg) {
+    if (j->status != 200) return;
+    j->status = status;
+    j->error = strdup(msg);
+}
+
+// The scheduler lets go of one choice of j (finished or dropped); the last
+// one ends the request. Under the lock.
+static void completion_done(Server *s, Request *j, Completion *c, const char *finish) {
+    if (c && !c->finish) {
+        c->finish = finish;
+        j->finished++;
+    }
+    if (--j->live) return;
+    j->done = 1;
+    s->in_flight--;
+    pthread_cond_broadcast(&s->idle);
+    s->news(j);  // the HTTP side has news
+    if (--j->refs == 0) request_free(j);  // the HTTP side has gone already
+}
+
+static const char *finish_reason(StopReason r) {
+    switch (r) {
+    case STOP_EOS: case STOP_STRING: return "stop";
+    case STOP_LENGTH: case STOP_CONTEXT: return "length";
+    default: return "error";
+    }
+}
+
+// --score over HTTP: runs between two steps, on the engine's threads.
+static void run_score(Server *s, Request *j) {
+    GptError err = {{0}};
+    size_t n = j->prompt_lens[0];
+    double *lp = calloc(n, sizeof *lp);
+    ScoreStats st = {0};
+    ScoreConfig how = {.model = &s->session.model, .stride = j->stride, .kv_dtype = s->limits.kv_dtype,
+                       .pool = s->session.pool, .plan = &s->session.plan};
+    int rc = lp ? score_tokens(&how, j->prompt_ids[0], n, lp, &st, &err) : gpt_error(&err, "out of memory");
+    pthread_mutex_lock(&s->lock);
+    if (rc != 0) {
+        request_fail(j, 500, err.msg);
+        free(lp);
+    } else {
+        j->logprobs = lp;
+        j->windows = st.windows;
+    }
+    completion_done(s, j, NULL, NULL);
+    pthread_mutex_unlock(&s->lock);
+}
+
+// The scheduler's hooks (scheduler.h): request is the Request, index the
+// completion's. Each takes the lock for the Job's shared fields.
+
+static int hook_dropped(void *ctx, void *request) {
+    Server *s = ctx;
+    Request *j = request;
+    pthread_mutex_lock(&s->lock);
+    int drop = j->cancelled || s->hard_stop;
+    pthread_mutex_unlock(&s->lock);
+    return drop;
+}
+
+static void hook_admitted(void *ctx, void *request, size_t index, Sequence *q) {
+    Server *s = ctx;
+    Request *j = request;
+    pthread_mutex_lock(&s->lock);
+    s->metrics.queued--;
+    j->completions[index].running = 1;
+    s->metrics.prefix_reused += q->prefix_reused;
+    pthread_mutex_unlock(&s->lock);
+}
+
+// A step's news: the completion's new text, tokens and log-probabilities.
+static void hook_stepped(void *ctx, void *request, size_t index, Sequence *q) {
+    Server *s = ctx;
+    Request *j = request;
+    Completion *c = &j->completions[index];
+    pthread_mutex_lock(&s->lock);
+    size_t before = c->n_tokens;
+    if ((q->out_len && add_text(c, q->out, q->out_len) != 0) ||
+        add_tokens(c, q->tokens + q->n_prompt + c->n_tokens, q->n_generated - c->n_tokens) != 0 ||
+        add_logprobs(c, q) != 0) {
+        request_fail(j, 500, "out of memory");
+        q->stop = STOP_ERROR;
+    }
+    s->metrics.generated_tokens += c->n_tokens - before;
+    if (q->out_len || q->stop) s->news(j);  // the HTTP side has news
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, SchedEnd why, const GptError *err) {
+    Server *s = ctx;
+    Request *j = request;
+    Completion *c = &j->completions[index];
+    Engine *e = &s->engine;
+    StopReason stop = q->stop;
+    GptError seq_error = q->error;
+    sequence_free(q, e);
+    pthread_mutex_lock(&s->lock);
+    if (!c->running) s->metrics.queued--;
+    const char *reason = "error";
+    switch (why) {
+    case SCHED_STOPPED:
+        if (stop == STOP_ERROR) request_fail(j, 500, seq_error.msg);
+        reason = finish_reason(stop);
+        break;
+    case SCHED_DROPPED: reason = "interrupted"; break;
+    case SCHED_REFUSED: request_fail(j, 400, err->msg); break;
+    case SCHED_NO_ROOM: request_fail(j, 503, "the KV pool cannot take this sequence now"); break;
+    case SCHED_FAILED: request_fail(j, 500, err->msg); break;
+    }
+    completion_done(s, j, c, reason);
+    pthread_mutex_unlock(&s->lock);
+}
+
+// A completion request's sequences, to the scheduler in arrival order; a
+// choice whose sequence cannot be made ends the request with a 500.
+static void start_completions(Server *s, Scheduler *sch, Request *j) {
+    GptError err = {{0}};
+    for (size_t i = 0; i < j->n_completions; i++) {
+        Completion *c = &j->completions[i];
+        err.msg[0] = '\0';
+        if (sequence_init(&c->seq, &s->engine, c->ids, c->n_ids, &c->params, &err) == 0 &&
+            scheduler_add(sch, j, i, &c->seq, &err) == 0) {
+            continue;
+        }
+        sequence_free(&c->seq, &s->engine);
+        pthread_mutex_lock(&s->lock);
+        request_fail(j, 500, err.msg[0] ? err.msg : "out of memory");
+        s->metrics.queued--;
+        int last = j->live == 1;  // then the request may be freed
+        completion_done(s, j, c, "error");
+        pthread_mutex_unlock(&s->lock);
+        if (last) break;
+    }
+}
+
+void *scheduler_main(void *arg) {
+    Server *s = arg;
+    Scheduler sch;
+    GptError err = {{0}};
+    SchedulerHooks hooks = {.ctx = s, .dropped = hook_dropped, .admitted = hook_admitted,
+                            .stepped = hook_stepped, .ended = hook_ended};
+    if (scheduler_init(&sch, &s->engine, s->limits.parallel, &hooks, &err) != 0) {
+        // nothing can run: every request fails as it comes
+        pthread_mutex_lock(&s->lock);
+        s->limits.parallel = 0;
+        pthread_mutex_unlock(&s->lock);
+        sch.parallel = 0;
+    }
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->inbox && !scheduler_held(&sch) && !s->stopping) pthread_cond_wait(&s->wake, &s->lock);
+        if (s->stopping && !s->inbox && !scheduler_held(&sch)) break;
+        Request *inbox = s->inbox;
+        s->inbox = s->inbox_tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        // 1. the new requests
+        for (Request *j = inbox, *next; j; j = next) {
+            next = j->next;
+            if (j->kind == REQUEST_SCORE) run_score(s, j);
+            else start_completions(s, &sch, j);
+        }
+        // 2. one turn of the scheduler (a failed step has ended its sequences)
+        scheduler_step(&sch, &err);
+
+        pthread_mutex_lock(&s->lock);
+        s->metrics.busy_seconds = sch.busy_seconds;
+        KVPoolStats ps = kvpool_stats(s->engine.kv);
+        s->metrics.running = sch.n_running;
+        s->metrics.kv_blocks_used = ps.held;
+        s->metrics.kv_blocks = ps.n_blocks;
+        s->metrics.kv_blocks_touched = ps.touched;
+    }
+    pthread_mutex_unlock(&s->lock);
+    scheduler_free(&sch);
+    return NULL;
+}
