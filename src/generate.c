@@ -278,20 +278,17 @@ static int shift_window(Engine *e, Sequence *s) {
 // probes come every FIRST_PERIOD steps again, else it goes back and the
 // period at least doubles, up to MAX_PERIOD: it grows to where the probe
 // just lost costs 1% of the time (PROBE steps x how much slower they ran
-// / the period), so a probe that lost by far is not repeated soon (on a
-// quiet 2-core Zen 4 one thread decodes f32 1.7x slower than two: the
-// second probe of a 128-token run, 3% of its time, is not made). The
-// first probe comes early, after FIRST_PROBE steps: on a
-// machine where another process holds a core, the mode the prefill left
-// (every thread) is the slow one, and 32 steps of it cost a 128-token run
-// 10% or more.
+// / the period), so a probe that lost by far is not repeated soon. The
+// first probe comes early, after FIRST_PROBE steps: on a machine where
+// another process holds a core, the mode the prefill left (every thread)
+// is the slow one, and each step of it costs the run. (The measurements
+// behind these numbers: docs/performance.md, "The thread choice".)
 enum { PROBE = 4, FIRST_PROBE = 2 * PROBE, FIRST_PERIOD = 32, MAX_PERIOD = 512 };
-// The prompt's steps say which mode to start decoding in: on a quiet
-// 2-core Zen 4 a 128-token prefill's joins waited 0.4-4.7% of its time, with
-// a shell loop on one core 7-22%. From 10% (of a step of 5 ms or more), the
-// decode starts solo, and its first probe tries every thread. With the
-// shell loop, default against -t 1, 4 interleaved rounds (medians): f32
-// 0.94 -> 0.97, q4 0.91 -> 1.02, q8 1.02 either way; a quiet run is as before.
+// The prompt's steps say which mode to start decoding in: when their joins
+// waited BUSY_WAIT of the time or more (in steps of BUSY_MIN_SECONDS or
+// more: shorter ones are noise), a worker's core is busy with another
+// process; the decode then starts solo, and its first probe tries every
+// thread. A quiet machine's joins wait far less than BUSY_WAIT.
 #define BUSY_WAIT 0.10
 #define BUSY_MIN_SECONDS 0.005
 

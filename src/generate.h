@@ -160,8 +160,7 @@ typedef struct {
 // One thread or all of them, chosen while decoding by measurement: on a
 // machine where another process keeps a core busy, a worker descheduled in
 // the middle of its part holds every one of a token's ~60 runs up, and the
-// pool's threads then decode slower than the caller alone (0.68x measured
-// on a 2-core VM). Now and then a few decode steps try the other mode
+// pool's threads can decode slower than the caller alone. Now and then a few decode steps try the other mode
 // (threadpool_set_solo); the faster stays. Only who runs the parts changes,
 // never the bits.
 typedef struct {
