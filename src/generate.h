@@ -301,4 +301,20 @@ void sequence_next_uniforms(const Sequence *s, double *u, size_t n);
 // set (as engine_step).
 int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, GptError *err);
 
+// A sequence's own steps, for the engine (engine.c; defined in sequence.c).
+// The model's window: its ids, their count, and how many of them are a
+// prompt to prefill (the prompt, or after a context shift the kept ids).
+const int32_t *sequence_window_ids(const Sequence *s);
+size_t sequence_window_len(const Sequence *s);
+size_t sequence_window_prompt(const Sequence *s);
+// Text on its way out (held back while it may be the start of a stop
+// string): 0, 1 when a stop string was found (the text ends before it), -1
+// out of memory.
+int sequence_emit(Sequence *s, const char *p, size_t n);
+// s stops for why: the token stream's tail flushed through sequence_emit.
+void sequence_stop(Sequence *s, StopReason why);
+// Appends the log-probability of token id under the row summarized by sum
+// (whose raw logits are row). 0, or -1 out of memory.
+int sequence_add_logprob(Sequence *s, const LogitsSummary *sum, const float *row, int32_t id);
+
 #endif

@@ -1,0 +1,282 @@
+/*
+ * sequence.c - one sequence of the generation engine (generate.h): its
+ * prompt's tokens, its own memory, the model's window over its ids, and
+ * what a sampled token becomes: text held back while it may start a stop
+ * string, log-probabilities, the reason it stops. The engine (engine.c)
+ * steps sequences; this file never calls it.
+ */
+#include "generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/grow.h"
+
+const char *stop_reason_name(StopReason r) {
+    switch (r) {
+    case STOP_NONE: return "";
+    case STOP_EOS: return "eos";
+    case STOP_LENGTH: return "length";
+    case STOP_CONTEXT: return "context";
+    case STOP_STRING: return "stop";
+    case STOP_ERROR: return "error";
+    }
+    return "";
+}
+
+int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+                  GptError *err) {
+    if (tokenizer_encode(tok, text, len, special, ids, n, err) != 0) return -1;
+    if (*n > 0) return 0;
+    int32_t eot = tokenizer_eot_id(tok);
+    if (eot < 0) return gpt_error(err, "empty prompt and the tokenizer has no <|endoftext|>");
+    (*ids)[(*n)++] = eot;  // an empty result still has room for one id (tokenizer.h)
+    return 0;
+}
+
+int choice_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
+                  int special, int32_t **ids, size_t *n, size_t *first, GptError *err) {
+    *ids = NULL;
+    if (choice_len == 0) return gpt_error(err, "an empty choice has no tokens to score");
+    char *whole = malloc(prompt_len + choice_len);
+    if (!whole) return gpt_error(err, "out of memory");
+    memcpy(whole, prompt, prompt_len);
+    memcpy(whole + prompt_len, choice, choice_len);
+    int rc = tokenizer_encode(tok, whole, prompt_len + choice_len, special, ids, n, err);
+    free(whole);
+    if (rc != 0) return -1;
+    // the context: the tokens whose bytes all lie in the prompt
+    size_t k = 0, bytes = 0, len;
+    while (k < *n && tokenizer_token_bytes(tok, (*ids)[k], &len) && bytes + len <= prompt_len) {
+        bytes += len;
+        k++;
+    }
+    if (k == 0) {
+        // no token of the prompt's own (an empty prompt, or the first token
+        // runs on into the choice): <|endoftext|> before, as for an empty prompt
+        int32_t eot = tokenizer_eot_id(tok);
+        int32_t *more = eot < 0 ? NULL : realloc(*ids, (*n + 1) * sizeof **ids);
+        if (!more) {
+            free(*ids);
+            *ids = NULL;
+            return gpt_error(err, eot < 0 ? "the choice needs a context and the tokenizer has no <|endoftext|>"
+                                          : "out of memory");
+        }
+        memmove(more + 1, more, *n * sizeof *more);
+        more[0] = eot;
+        *ids = more;
+        (*n)++;
+        k = 1;
+    }
+    *first = k;
+    return 0;
+}
+
+int check_prompt_length(const GPT2Config *c, size_t n, GptError *err) {
+    if (n >= 1 && n <= (size_t)c->n_ctx) return 0;
+    return gpt_error(err, "the prompt is %zu tokens; the model's context holds %d", n, c->n_ctx);
+}
+
+size_t sequence_positions(const GPT2Config *c, size_t n_prompt, size_t max_new) {
+    // The last new token is never fed back, so it needs no position; but
+    // the run may hold it until the end of the context.
+    size_t room = (size_t)c->n_ctx > n_prompt ? (size_t)c->n_ctx - n_prompt : 0;
+    return n_prompt + (max_new < room ? max_new : room);
+}
+
+int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_prompt,
+                  const GenParams *p, GptError *err) {
+    memset(s, 0, sizeof *s);
+    token_stream_init(&s->stream);
+    s->last_token = -1;
+    const GPT2Config *c = &e->model->config;
+    if (check_prompt_length(c, n_prompt, err) != 0) return -1;
+    size_t capacity = sequence_positions(c, n_prompt, p->max_new);
+    if (p->context_shift) {
+        if (p->keep > (size_t)c->n_ctx / 2)
+            return gpt_error(err, "keep %zu: more than half the context (%d)", p->keep, c->n_ctx / 2);
+        s->context_shift = 1;
+        s->keep = p->keep < n_prompt ? p->keep : n_prompt;
+    }
+    // the history grows past the context when the window shifts (sample_next)
+    s->tokens_cap = capacity + 1;
+    s->tokens = malloc(s->tokens_cap * sizeof *s->tokens);
+    if (!s->tokens) return gpt_error(err, "out of memory for %zu tokens", capacity);
+    memcpy(s->tokens, prompt, n_prompt * sizeof *prompt);
+    s->n_tokens = s->n_prompt = n_prompt;
+    s->max_new = p->max_new;
+    s->ignore_eos = p->ignore_eos;
+    s->lp_from = n_prompt;
+    if (p->logprobs) {
+        if (p->top_logprobs > LOGPROBS_TOP_MAX)
+            return gpt_error(err, "top_logprobs %zu: at most %d", p->top_logprobs, LOGPROBS_TOP_MAX);
+        // a prompt's own log-probabilities need its rows' logits
+        if (p->logprobs_from && p->logprobs_from < n_prompt && !e->cfg.prompt_logit_rows)
+            return gpt_error(err, "engine: prompt log-probabilities need EngineConfig.prompt_logit_rows");
+        s->logprobs = 1;
+        s->top_logprobs = p->top_logprobs;
+        s->lp_from = p->logprobs_from && p->logprobs_from < n_prompt ? p->logprobs_from : n_prompt;
+    }
+    if (p->n_stops) {
+        s->stops = calloc(p->n_stops, sizeof *s->stops);
+        if (!s->stops) return gpt_error(err, "out of memory");
+        for (size_t i = 0; i < p->n_stops; i++) {
+            size_t len = strlen(p->stops[i]);
+            if (len == 0) return gpt_error(err, "stop string %zu is empty", i);
+            if (!(s->stops[i] = strdup(p->stops[i]))) return gpt_error(err, "out of memory");
+            s->n_stops = i + 1;
+            if (len > s->max_stop_len) s->max_stop_len = len;
+        }
+        if (!(s->held = malloc(2 * s->max_stop_len + 64))) return gpt_error(err, "out of memory");
+    }
+    if (kvcache_attach(&s->cache, e->kv, capacity, err) != 0 ||
+        sampler_init_shared(&s->sampler, &p->sampling, (SamplerScratch *)&e->scratch, err) != 0)
+        return -1;
+    return 0;
+}
+
+void sequence_release(Sequence *s, Engine *e) {
+    if (!s || !s->cache.pool) return;
+    s->positions = s->cache.n_tokens;
+    if (s->admitted && e && e->kv) {
+        // what is left of its promise: blocks promised and never taken
+        size_t taken = s->cache.n_blocks - s->kv_shared_blocks;
+        kvpool_unreserve(e->kv, s->kv_reserved > taken ? s->kv_reserved - taken : 0);
+    }
+    kvcache_free(&s->cache);
+}
+
+void sequence_free(Sequence *s, Engine *e) {
+    if (!s) return;
+    sequence_release(s, e);
+    free(s->tokens);
+    free(s->out);
+    for (size_t i = 0; i < s->n_stops; i++) free(s->stops[i]);
+    free(s->stops);
+    free(s->held);
+    free(s->lp);
+    free(s->win);
+    sampler_free(&s->sampler);
+    token_stream_free(&s->stream);
+    memset(s, 0, sizeof *s);
+}
+
+// The model's window: its ids, their count, and how many of them are a
+// prompt to prefill (the prompt, or after a shift the kept ids).
+const int32_t *sequence_window_ids(const Sequence *s) { return s->win ? s->win : s->tokens; }
+size_t sequence_window_len(const Sequence *s) { return s->win ? s->win_len : s->n_tokens; }
+size_t sequence_window_prompt(const Sequence *s) { return s->win ? s->win_prompt : s->n_prompt; }
+
+const int32_t *sequence_context(const Sequence *s, size_t *n) {
+    *n = sequence_window_len(s);
+    return sequence_window_ids(s);
+}
+
+// Appends bytes to the step's output.
+static int out_append(Sequence *s, const char *p, size_t n) {
+    if (n == 0) return 0;
+    if (n > SIZE_MAX - s->out_len || grow_array(&s->out, &s->out_cap, s->out_len + n, 1) != 0) return -1;
+    memcpy(s->out + s->out_len, p, n);
+    s->out_len += n;
+    return 0;
+}
+
+// Text on its way out. Without stop strings it goes straight to out. With
+// them, it joins the held-back text, which is searched: a stop string found
+// ends the output just before it (returns 1); otherwise everything goes out
+// but the longest tail that could still become a stop string. Every match
+// starts inside the held text, since all earlier text was let out only
+// when no stop string could start in it. Returns 0, 1, or -1 (out of memory).
+int sequence_emit(Sequence *s, const char *p, size_t n) {
+    if (!s->n_stops) return out_append(s, p, n);
+    while (n) {
+        // in pieces, so that held never exceeds 2 x the longest stop string
+        size_t take = n < s->max_stop_len + 64 ? n : s->max_stop_len + 64;
+        memcpy(s->held + s->held_len, p, take);
+        s->held_len += take;
+        p += take;
+        n -= take;
+        const char *h = s->held;
+        size_t H = s->held_len, first = H;
+        for (size_t i = 0; i < s->n_stops; i++) {
+            size_t len = strlen(s->stops[i]);
+            for (size_t at = 0; at + len <= H && at < first; at++)
+                if (!memcmp(h + at, s->stops[i], len)) {
+                    first = at;
+                    break;
+                }
+        }
+        if (first < H) {
+            s->held_len = 0;
+            return out_append(s, h, first) != 0 ? -1 : 1;
+        }
+        size_t keep = 0;
+        for (size_t i = 0; i < s->n_stops; i++) {
+            size_t len = strlen(s->stops[i]);
+            for (size_t k = len - 1 < H ? len - 1 : H; k > keep; k--)
+                if (!memcmp(h + H - k, s->stops[i], k)) {
+                    keep = k;
+                    break;
+                }
+        }
+        if (out_append(s, h, H - keep) != 0) return -1;
+        memmove(s->held, h + H - keep, keep);
+        s->held_len = keep;
+    }
+    return 0;
+}
+
+void sequence_stop(Sequence *s, StopReason why) {
+    s->stop = why;
+    if (why == STOP_STRING) return;  // what came after the stop string is dropped
+    const char *tail;
+    size_t n;
+    token_stream_flush(&s->stream, &tail, &n);
+    int rc = sequence_emit(s, tail, n);
+    if (rc == 1) {
+        s->stop = STOP_STRING;
+        return;
+    }
+    // the held-back text was no stop string after all
+    if (rc != 0 || out_append(s, s->held, s->held_len) != 0) {
+        if (why != STOP_ERROR) {
+            s->stop = STOP_ERROR;
+            gpt_error(&s->error, "out of memory");
+        }
+    }
+    s->held_len = 0;
+}
+
+// Appends the log-probability of token id under the row summarized by sum
+// (whose raw logits are row) to s's. 0, or -1 out of memory.
+int sequence_add_logprob(Sequence *s, const LogitsSummary *sum, const float *row, int32_t id) {
+    if (grow_array(&s->lp, &s->lp_cap, s->n_lp + 1, sizeof *s->lp) != 0) return -1;
+    TokenLogprob *t = &s->lp[s->n_lp++];
+    t->id = id;
+    t->logprob = logprob_of(sum, row, id);
+    t->n_top = sum->n_top;
+    for (size_t i = 0; i < sum->n_top; i++) {
+        t->top_ids[i] = sum->top[i];
+        t->top_logprobs[i] = logprob_of(sum, row, sum->top[i]);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+// speculative decoding
+
+size_t sequence_verify_room(const Sequence *s, const Engine *e) {
+    size_t n_ctx = (size_t)e->model->config.n_ctx;
+    if (s->stop || !s->admitted || s->shift_due || s->cache.n_tokens < sequence_window_prompt(s) || sequence_window_len(s) >= n_ctx ||
+        s->n_generated >= s->max_new)
+        return 0;
+    // what sample_next lets it emit before a length or context stop
+    size_t left = s->max_new - s->n_generated, room = n_ctx - sequence_window_len(s);
+    if (room < left) left = room;
+    return left - 1 < e->cfg.max_verify ? left - 1 : e->cfg.max_verify;
+}
+
+void sequence_next_uniforms(const Sequence *s, double *u, size_t n) {
+    SamplerRng rng = s->sampler.rng;  // a copy: the sequence's own is not touched
+    for (size_t i = 0; i < n; i++) u[i] = s->sampler.params.temperature > 0.0f ? sampler_rng_uniform(&rng) : 0.0;
+}
