@@ -1,8 +1,9 @@
 # bash completion for gpt(1): its options (those of the mode given so far),
 # the modes and the subcommands, the values of --dtype and --kv-type, and
 # file names for -m/--model, --tokenizer and the files of gpt convert and
-# gpt inspect; gpt serve's options. Abbreviated options (--kv-t f16) and --opt=value work as
-# they do in gpt.
+# gpt inspect; gpt serve's options (the model's options are gpt's own, shared
+# by src/front/model_options.c). Abbreviated options (--kv-t f16) and
+# --opt=value work as they do in gpt.
 #
 # Installed by `make install` as PREFIX/share/bash-completion/completions/gpt
 # (bash-completion loads it the first time gpt is completed); from the source
@@ -96,6 +97,9 @@ _gpt_serve_options='
 --kv-type           c     kvtype
 -t                  c     text
 --threads           c     text
+--tune              c     text
+-q                  c     -
+--quiet             c     -
 --host              c     text
 --port              c     text
 --parallel          c     text

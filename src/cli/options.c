@@ -1,23 +1,22 @@
 /*
- * options.c - gpt's options: the --help text, parsing argv into Options
- * with getopt_long (so -n20, -mFILE, --temp=0.7, unambiguous abbreviations
- * and -- work as in every GNU tool), and the rules every value follows.
+ * options.c - gpt's options: the --help text, parsing argv into Options,
+ * and the rules every value follows. argv is read by src/front/
+ * model_options.c, which applies the options gpt shares with gpt serve (-m,
+ * --tokenizer, --dtype, --kv-type, -t, --tune, -q, --parallel, --kv-budget)
+ * and hands back the others, applied here.
  *
- * Every value is checked here and a bad one is refused: exit 2, one line
- * naming the flag as it was typed; none is silently changed. An option that
- * does not apply to the mode (--echo with --score, -n with --tokenize) is
+ * Every value is checked and a bad one is refused: exit 2, one line naming
+ * the flag as it was typed; none is silently changed. An option that does
+ * not apply to the mode (--echo with --score, -n with --tokenize) is
  * refused the same way, naming the option and the mode, as is an option of
  * one value given twice (-p a -p b: which was meant?).
  */
 #include <ctype.h>
-#include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -145,9 +144,6 @@ static int parse_bounded(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
-// The largest --kv-budget: 128 TiB, a 64-bit process's address space.
-#define KV_BUDGET_MAX ((size_t)1 << 47)
-
 // The C escape at r (a backslash): its length (2, or 4 for \xHH) with its
 // byte in *byte, or 0 if it is none. \x00 is none: it would end the string.
 static int escape_at(const char *r, char *byte) {
@@ -193,26 +189,25 @@ enum {
     MODEL_MODES = GEN | SCORE | BATCH | CHOICE, ALL = GEN | SCORE | TOK | DETOK | BATCH | CHOICE,
 };
 
-// getopt_long codes of the long-only options
+// getopt_long codes of gpt's own long-only options (the shared ones are
+// front.h's OPT_*)
 enum {
-    O_VERSION = 256, O_TOKENIZER, O_DTYPE, O_KV_TYPE, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
+    O_VERSION = 256, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
-    O_BATCH, O_JSONL, O_PARALLEL, O_KV_BUDGET, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
+    O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
-    O_TUNE,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS,
     O_COUNT  // one past the last
 };
+_Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt's option codes run into the shared ones");
 
+// gpt's own options; src/front/model_options.c adds the shared ones. An
+// option whose code is a letter is also -LETTER.
 static const struct option LONG_OPTIONS[] = {
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, O_VERSION},
-    {"model", required_argument, 0, 'm'},
     {"prompt", required_argument, 0, 'p'},
     {"keep-newline", no_argument, 0, O_KEEP_NEWLINE},
-    {"tokenizer", required_argument, 0, O_TOKENIZER},
-    {"dtype", required_argument, 0, O_DTYPE},
-    {"kv-type", required_argument, 0, O_KV_TYPE},
     {"special", no_argument, 0, O_SPECIAL},
     {"max-tokens", required_argument, 0, 'n'},
     {"temp", required_argument, 0, O_TEMP},
@@ -226,14 +221,11 @@ static const struct option LONG_OPTIONS[] = {
     {"echo", no_argument, 0, O_ECHO},
     {"json", no_argument, 0, O_JSON},
     {"stats", no_argument, 0, O_STATS},
-    {"threads", required_argument, 0, 't'},
     {"score", no_argument, 0, O_SCORE},
     {"tokenize", no_argument, 0, O_TOKENIZE},
     {"detokenize", no_argument, 0, O_DETOKENIZE},
     {"batch", no_argument, 0, O_BATCH},
     {"jsonl", no_argument, 0, O_JSONL},
-    {"parallel", required_argument, 0, O_PARALLEL},
-    {"kv-budget", required_argument, 0, O_KV_BUDGET},
     {"unordered", no_argument, 0, O_UNORDERED},
     {"text", no_argument, 0, O_TEXT},
     {"first-index", required_argument, 0, O_FIRST_INDEX},
@@ -247,9 +239,7 @@ static const struct option LONG_OPTIONS[] = {
     {"draft-tokens", required_argument, 0, O_DRAFT_TOKENS},
     {"lookup", required_argument, 0, O_LOOKUP},
     {"progress", no_argument, 0, O_PROGRESS},
-    {"quiet", no_argument, 0, 'q'},
     {"blas", no_argument, 0, O_BLAS},
-    {"tune", required_argument, 0, O_TUNE},
     {"logprobs", required_argument, 0, O_LOGPROBS},
     {"choice", required_argument, 0, O_CHOICE},
     {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
@@ -257,15 +247,16 @@ static const struct option LONG_OPTIONS[] = {
     {"completions", required_argument, 0, O_COMPLETIONS},
     {0, 0, 0, 0},
 };
+_Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + N_SHARED_OPTIONS <= OPTIONS_MAX, "OPTIONS_MAX");
 
 // The modes each option applies to, by its code.
 static int modes_of(int code) {
     switch (code) {
-    case 'm': case O_TOKENIZER: return ALL;
+    case 'm': case OPT_TOKENIZER: return ALL;
     case 'p': return GEN | SCORE | TOK | DETOK | CHOICE;
     case O_KEEP_NEWLINE: return GEN | SCORE | TOK | CHOICE;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
-    case O_DTYPE: case O_KV_TYPE: case 't': case O_STATS: case O_TUNE: return MODEL_MODES;
+    case OPT_DTYPE: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
@@ -273,7 +264,7 @@ static int modes_of(int code) {
     case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
-    case O_JSONL: case O_PARALLEL: case O_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
+    case O_JSONL: case OPT_PARALLEL: case OPT_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
     case O_PREFILL_CHUNK: case O_NO_PREFIX: return BATCH;
     case O_STATS_JSON: return MODEL_MODES;
     case O_PER_TOKEN: return SCORE | GEN;
@@ -297,234 +288,200 @@ static int counted(const char *s, long max, long *out) {
     return 0;
 }
 
-// A usage error ends the parse: *done is set and the exit code returned.
-#define FAIL(...) (*done = 1, usage_error(NULL, __VA_ARGS__))
+// A usage error: reported, and its exit code returned.
+#define FAIL(...) usage_error(NULL, __VA_ARGS__)
 
-int parse_options(int argc, char **argv, Options *o, int *done) {
+// An option handler's answer for an option that is not its own.
+enum { NOT_MINE = -1 };
+
+// ----------------------------------------------------------------------------
+// each option's value
+
+// The defaults of gpt's own options (the shared ones are model_options.c's).
+static void set_defaults(Options *o) {
     memset(o, 0, sizeof *o);
-    *done = 0;
     o->mode = MODE_GENERATE;
     o->max_tokens = 256;
     o->sampling.temperature = 1.0f;
     o->sampling.top_p = 1.0f;
     o->sampling.repeat_penalty = 1.0f;
-    o->weight_dtype = -1;
-    o->kv_dtype = DTYPE_F32;
-    o->parallel = 16;
     o->prefill_chunk = 128;
     o->share_prefixes = 1;
     o->draft_dtype = -1;
     o->draft_tokens = 0;  // 0: chosen by the draft's cost (run_model.c)
     o->logprobs = -1;
     o->completions = 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    o->threads = cores > 0 ? cores : 1;
-    o->tune = tune_mode_from_env(TUNE_ON);
+}
 
-    // Which options were given (by code), as typed, for the mode check.
-    const char *given[O_COUNT] = {0};
-    int n_modes = 0;
-    opterr = 0;  // our messages, not getopt's
-    optind = 0;  // a full reset (GNU)
-    for (;;) {
-        int longindex = -1;
-        int c = getopt_long(argc, argv, ":hqm:p:n:s:t:", LONG_OPTIONS, &longindex);
-        if (c == -1) break;
-        // the flag as the user typed it (its long name, if abbreviated), for messages
-        char flag[64];
-        if (longindex >= 0) snprintf(flag, sizeof flag, "--%s", LONG_OPTIONS[longindex].name);
-        else snprintf(flag, sizeof flag, "-%c", c);
-        if (c == '?' || c == ':') {
-            // The word at fault: argv[optind - 1] for a long option; for a
-            // short one in a cluster not yet finished ("-jx"), optind has not
-            // moved on and that is the word before it. A long option's error
-            // sets optopt to 0 or to its own code.
-            const char *arg = argv[optind - 1];
-            int is_long = !strncmp(arg, "--", 2);
-            if (is_long && optopt) {
-                is_long = 0;
-                size_t n = strcspn(arg + 2, "=");
-                for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
-                    if (lo->val == optopt && !strncmp(lo->name, arg + 2, n)) is_long = 1;
-            }
-            if (!is_long) {
-                if (c == ':') return FAIL("-%c needs a value", optopt);
-                if (optopt > 32 && optopt < 127) return FAIL("unknown option '-%c'", optopt);
-                return FAIL("unknown option (byte 0x%02x)", (unsigned)optopt & 0xFF);
-            }
-            // a long option: which one, and what went wrong
-            const char *eq = strchr(arg, '=');
-            size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-            for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
-                if (strlen(lo->name) >= len - 2 && !strncmp(lo->name, arg + 2, len - 2)) {
-                    if (c == ':') return FAIL("--%s needs a value", lo->name);
-                    if (eq && lo->has_arg == no_argument) return FAIL("--%s takes no value", lo->name);
-                }
-            return FAIL("unknown option '%.*s' (or an ambiguous abbreviation)", (int)len, arg);
-        }
-        // an option of one value, given twice: which was meant? (each --stop and --choice adds one)
-        if (optarg && c != O_STOP && c != O_CHOICE && c < (int)(sizeof given / sizeof *given) && given[c])
-            return FAIL("%s given twice: it takes one value", flag);
-        // the option as typed: its own argv word (the value may be the next one)
-        if (c < (int)(sizeof given / sizeof *given))
-            given[c] = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
-        const char *v = optarg;
-        long k;
-        float f;
-        int rc;
-        WeightOptions wo;
-        switch (c) {
-        case 'h':
-            *done = 1;
-            return out_write(usage_text, strlen(usage_text)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
-        case O_VERSION:
-            *done = 1;
-            return out_printf("gpt " GPT_VERSION "\n") || out_flush() ? EXIT_RUNTIME : EXIT_OK;
-        case 'm': o->model_path = v; break;
-        case 'p': o->prompt = v; break;
-        case O_TOKENIZER: o->tokenizer_path = v; break;
-        case O_KEEP_NEWLINE: o->keep_newline = 1; break;
-        case O_SPECIAL: o->special = 1; break;
-        case O_DTYPE:
-            if (weight_options_from_name(v, &wo) != 0) return FAIL("%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
-            o->weight_dtype = wo.matrix_dtype, o->weight_q4_pure = wo.q4_pure;
-            break;
-        case O_DRAFT: o->draft_path = v; break;
-        case O_DRAFT_DTYPE:
-            if (weight_options_from_name(v, &wo) != 0) return FAIL("%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
-            o->draft_dtype = wo.matrix_dtype, o->draft_q4_pure = wo.q4_pure;
-            break;
-        case O_DRAFT_TOKENS:
-            if (counted(v, 32, &o->draft_tokens) != 0)
-                return FAIL("%s %s: must be an integer in [1, 32]", flag, v);
-            break;
-        case O_LOOKUP:
-            if (counted(v, 16, &o->lookup_n) != 0)
-                return FAIL("%s %s: must be an integer in [1, 16]", flag, v);
-            break;
-        case O_KV_TYPE:
-            k = dtype_from_name(v);
-            if (k != DTYPE_F32 && k != DTYPE_F16) return FAIL("%s %s: must be f32 or f16", flag, v);
-            o->kv_dtype = (DType)k;
-            break;
-        case 'n':
-            rc = parse_bounded(v, 0, LONG_MAX, &o->max_tokens);
-            if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
-            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
-            break;
-        case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT:
-            rc = parse_decimal(v, &f);
-            if (rc == -1) return FAIL("%s %s: not a number", flag, v);
-            if (rc == -2) return FAIL("%s %s: out of range", flag, v);
-            if (c == O_TEMP && !(f >= 0)) return FAIL("%s %s: must be >= 0", flag, v);
-            if (c == O_TOP_P && !(f > 0 && f <= 1)) return FAIL("%s %s: must be in (0, 1]", flag, v);
-            if (c == O_MIN_P && !(f >= 0 && f <= 1)) return FAIL("%s %s: must be in [0, 1]", flag, v);
-            if (c == O_REPEAT && !(f > 0)) return FAIL("%s %s: must be > 0", flag, v);
-            if (c == O_TEMP) o->sampling.temperature = f;
-            if (c == O_TOP_P) o->sampling.top_p = f;
-            if (c == O_MIN_P) o->sampling.min_p = f;
-            if (c == O_REPEAT) o->sampling.repeat_penalty = f;
-            break;
-        case O_TOP_K:
-            rc = parse_bounded(v, 0, INT32_MAX, &k);
-            if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
-            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, (long)INT32_MAX);
-            o->sampling.top_k = (int)k;
-            break;
-        case 's':
-            if (parse_u64(v, &o->sampling.seed)) return FAIL("%s %s: must be an integer in [0, 2^64)", flag, v);
-            o->have_seed = 1;
-            break;
-        case 't':
-            if (counted(v, 1024, &o->threads) != 0)
-                return FAIL("%s %s: must be an integer in [1, 1024]", flag, v);
-            break;
-        case O_STOP: {
-            const char *bad;
-            if (!*v) return FAIL("%s: an empty stop string would stop at once", flag);
-            if (unescape(optarg, &bad) != 0)
-                return FAIL("%s %s: '%.*s' is not an escape (\\n \\t \\r \\\\ \\\" or \\xHH, not \\x00)",
-                            flag, v, bad[1] == 'x' ? 4 : 2, bad);
-            if (o->n_stops == MAX_STOPS) return FAIL("%s: at most %d stop strings", flag, MAX_STOPS);
-            o->stops[o->n_stops++] = v;
-            break;
-        }
-        case O_LOGPROBS:
-            rc = parse_bounded(v, 0, LOGPROBS_TOP_MAX, &o->logprobs);
-            if (rc != 0) return FAIL("%s %s: must be an integer in [0, %d]", flag, v, LOGPROBS_TOP_MAX);
-            break;
-        case O_CONTEXT_SHIFT: o->context_shift = 1; break;
-        case O_COMPLETIONS:
-            if (counted(v, MAX_CHOICES, &o->completions) != 0)
-                return FAIL("%s %s: must be an integer in [1, %d]", flag, v, MAX_CHOICES);
-            break;
-        case O_KEEP:
-            rc = parse_bounded(v, 0, LONG_MAX, &o->keep);
-            if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
-            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
-            break;
-        case O_CHOICE:
-            if (!*v) return FAIL("%s: an empty choice has no tokens to score", flag);
-            if (o->n_choices == MAX_CHOICES) return FAIL("%s: at most %d choices", flag, MAX_CHOICES);
-            o->choices[o->n_choices++] = v;
-            break;
-        case O_IGNORE_EOS: o->ignore_eos = 1; break;
-        case O_ECHO: o->echo = 1; break;
-        case O_JSON: o->json = 1; break;
-        case O_STATS: o->stats = 1; break;
-        case O_SCORE: case O_TOKENIZE: case O_DETOKENIZE: case O_BATCH:
-            n_modes++;
-            o->mode = c == O_SCORE ? MODE_SCORE : c == O_TOKENIZE ? MODE_TOKENIZE : c == O_DETOKENIZE ? MODE_DETOKENIZE
-                                                                                                  : MODE_BATCH;
-            break;
-        case O_JSONL: o->jsonl = 1; break;
-        case O_UNORDERED: o->unordered = 1; break;
-        case O_TEXT: o->text_output = 1; break;
-        case O_NO_PREFIX: o->share_prefixes = 0; break;
-        case O_STATS_JSON: o->stats_json = 1; break;
-        case O_PER_TOKEN: o->per_token = 1; break;
-        case O_PROGRESS: o->progress = 1; break;
-        case 'q': o->quiet = 1; break;
-        case O_BLAS: o->blas = 1; break;
-        case O_TUNE: {
-            TuneMode t;
-            if (tune_mode_parse(v, &t) != 0) return FAIL("%s %s: must be on, off or force", flag, v);
-            o->tune = t;
-            break;
-        }
-        case O_PARALLEL:
-            if (counted(v, 256, &o->parallel) != 0)
-                return FAIL("%s %s: must be an integer in [1, 256]", flag, v);
-            break;
-        case O_PREFILL_CHUNK:
-            if (counted(v, 4096, &o->prefill_chunk) != 0)
-                return FAIL("%s %s: must be an integer in [1, 4096]", flag, v);
-            break;
-        case O_STRIDE:
-            rc = parse_bounded(v, 1, LONG_MAX, &o->stride);
-            if (rc == -1) return FAIL("%s %s: must be an integer >= 1", flag, v);
-            if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
-            break;
-        case O_FIRST_INDEX:
-            // at most 2^52: the 2^52 lines after it that no run reaches keep
-            // every index below 2^53, exact in any JSON reader
-            if (parse_u64(v, &o->first_index) || o->first_index > (1ull << 52))
-                return FAIL("%s %s: must be an integer in [0, 2^52]", flag, v);
-            break;
-        case O_KV_BUDGET:
-            rc = parse_size(v, &o->kv_budget);
-            // a process addresses at most 2^47 bytes (x86-64 and arm64 Linux): no pool is larger
-            if (rc == -2 || (rc == 0 && o->kv_budget > KV_BUDGET_MAX))
-                return FAIL("%s %s: beyond what this machine can address (a process addresses at most 131072G)", flag, v);
-            if (rc != 0 || o->kv_budget == 0) return FAIL("%s %s: must be a size such as 512M or 2G", flag, v);
-            o->kv_budget_arg = v;
-            break;
-        }
+// The options without a value: 0, or NOT_MINE.
+static int flag_option(Options *o, int c) {
+    switch (c) {
+    case O_KEEP_NEWLINE: o->keep_newline = 1; break;
+    case O_SPECIAL: o->special = 1; break;
+    case O_IGNORE_EOS: o->ignore_eos = 1; break;
+    case O_ECHO: o->echo = 1; break;
+    case O_CONTEXT_SHIFT: o->context_shift = 1; break;
+    case O_JSON: o->json = 1; break;
+    case O_STATS: o->stats = 1; break;
+    case O_STATS_JSON: o->stats_json = 1; break;
+    case O_JSONL: o->jsonl = 1; break;
+    case O_UNORDERED: o->unordered = 1; break;
+    case O_TEXT: o->text_output = 1; break;
+    case O_NO_PREFIX: o->share_prefixes = 0; break;
+    case O_PER_TOKEN: o->per_token = 1; break;
+    case O_PROGRESS: o->progress = 1; break;
+    case O_BLAS: o->blas = 1; break;
+    default: return NOT_MINE;
     }
-    if (optind < argc) return FAIL("unexpected argument '%s'", argv[optind]);
-    if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize and --batch exclude each other");
-    // --choice turns generation into multiple choice (or is refused by a mode)
-    if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;
+    return 0;
+}
+
+// --temp, --top-p, --min-p and --repeat-penalty: 0, or the usage error's code.
+static int sampling_decimal(Options *o, int c, const char *flag, const char *v) {
+    float f;
+    int rc = parse_decimal(v, &f);
+    if (rc == -1) return FAIL("%s %s: not a number", flag, v);
+    if (rc == -2) return FAIL("%s %s: out of range", flag, v);
+    if (c == O_TEMP && !(f >= 0)) return FAIL("%s %s: must be >= 0", flag, v);
+    if (c == O_TOP_P && !(f > 0 && f <= 1)) return FAIL("%s %s: must be in (0, 1]", flag, v);
+    if (c == O_MIN_P && !(f >= 0 && f <= 1)) return FAIL("%s %s: must be in [0, 1]", flag, v);
+    if (c == O_REPEAT && !(f > 0)) return FAIL("%s %s: must be > 0", flag, v);
+    if (c == O_TEMP) o->sampling.temperature = f;
+    if (c == O_TOP_P) o->sampling.top_p = f;
+    if (c == O_MIN_P) o->sampling.min_p = f;
+    if (c == O_REPEAT) o->sampling.repeat_penalty = f;
+    return 0;
+}
+
+// -n, the sampler's options, -s and --stop: 0, the usage error's code, or
+// NOT_MINE. v is the argv word itself (--stop's escapes are read in place).
+static int sampling_option(Options *o, int c, const char *flag, char *v) {
+    long k;
+    int rc;
+    const char *bad;
+    switch (c) {
+    case 'n':
+        rc = parse_bounded(v, 0, LONG_MAX, &o->max_tokens);
+        if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
+        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
+        return 0;
+    case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT: return sampling_decimal(o, c, flag, v);
+    case O_TOP_K:
+        rc = parse_bounded(v, 0, INT32_MAX, &k);
+        if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
+        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, (long)INT32_MAX);
+        o->sampling.top_k = (int)k;
+        return 0;
+    case 's':
+        if (parse_u64(v, &o->sampling.seed)) return FAIL("%s %s: must be an integer in [0, 2^64)", flag, v);
+        o->have_seed = 1;
+        return 0;
+    case O_STOP:
+        if (!*v) return FAIL("%s: an empty stop string would stop at once", flag);
+        if (unescape(v, &bad) != 0)
+            return FAIL("%s %s: '%.*s' is not an escape (\\n \\t \\r \\\\ \\\" or \\xHH, not \\x00)", flag, v,
+                        bad[1] == 'x' ? 4 : 2, bad);
+        if (o->n_stops == MAX_STOPS) return FAIL("%s: at most %d stop strings", flag, MAX_STOPS);
+        o->stops[o->n_stops++] = v;
+        return 0;
+    }
+    return NOT_MINE;
+}
+
+// -p, --logprobs, --completions, --keep, --choice and speculative
+// decoding's options: 0, the usage error's code, or NOT_MINE.
+static int generation_option(Options *o, int c, const char *flag, const char *v) {
+    WeightOptions wo;
+    int rc;
+    switch (c) {
+    case 'p': o->prompt = v; return 0;
+    case O_LOGPROBS:
+        rc = parse_bounded(v, 0, LOGPROBS_TOP_MAX, &o->logprobs);
+        if (rc != 0) return FAIL("%s %s: must be an integer in [0, %d]", flag, v, LOGPROBS_TOP_MAX);
+        return 0;
+    case O_COMPLETIONS:
+        if (counted(v, MAX_CHOICES, &o->completions) != 0)
+            return FAIL("%s %s: must be an integer in [1, %d]", flag, v, MAX_CHOICES);
+        return 0;
+    case O_KEEP:
+        rc = parse_bounded(v, 0, LONG_MAX, &o->keep);
+        if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
+        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
+        return 0;
+    case O_CHOICE:
+        if (!*v) return FAIL("%s: an empty choice has no tokens to score", flag);
+        if (o->n_choices == MAX_CHOICES) return FAIL("%s: at most %d choices", flag, MAX_CHOICES);
+        o->choices[o->n_choices++] = v;
+        return 0;
+    case O_DRAFT: o->draft_path = v; return 0;
+    case O_DRAFT_DTYPE:
+        if (weight_options_from_name(v, &wo) != 0) return FAIL("%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
+        o->draft_dtype = wo.matrix_dtype, o->draft_q4_pure = wo.q4_pure;
+        return 0;
+    case O_DRAFT_TOKENS:
+        if (counted(v, 32, &o->draft_tokens) != 0) return FAIL("%s %s: must be an integer in [1, 32]", flag, v);
+        return 0;
+    case O_LOOKUP:
+        if (counted(v, 16, &o->lookup_n) != 0) return FAIL("%s %s: must be an integer in [1, 16]", flag, v);
+        return 0;
+    }
+    return NOT_MINE;
+}
+
+// --batch's and --score's options with a value: 0, the usage error's code,
+// or NOT_MINE.
+static int batch_option(Options *o, int c, const char *flag, const char *v) {
+    int rc;
+    switch (c) {
+    case O_PREFILL_CHUNK:
+        if (counted(v, 4096, &o->prefill_chunk) != 0) return FAIL("%s %s: must be an integer in [1, 4096]", flag, v);
+        return 0;
+    case O_FIRST_INDEX:
+        // at most 2^52: the 2^52 lines after it that no run reaches keep
+        // every index below 2^53, exact in any JSON reader
+        if (parse_u64(v, &o->first_index) || o->first_index > (1ull << 52))
+            return FAIL("%s %s: must be an integer in [0, 2^52]", flag, v);
+        return 0;
+    case O_STRIDE:
+        rc = parse_bounded(v, 1, LONG_MAX, &o->stride);
+        if (rc == -1) return FAIL("%s %s: must be an integer >= 1", flag, v);
+        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
+        return 0;
+    }
+    return NOT_MINE;
+}
+
+// Option c of gpt's own with value v (NULL for a flag): 0, or the usage
+// error's code. The shared options are applied already.
+static int apply_option(Options *o, int c, const char *flag, char *v) {
+    int rc = flag_option(o, c);
+    if (rc == NOT_MINE) rc = sampling_option(o, c, flag, v);
+    if (rc == NOT_MINE) rc = generation_option(o, c, flag, v);
+    if (rc == NOT_MINE) rc = batch_option(o, c, flag, v);
+    return rc == NOT_MINE ? 0 : rc;
+}
+
+// What the shared options said, into the fields the modes read.
+static void take_shared(Options *o, const SharedOptions *so) {
+    o->model_path = so->model.model_path;
+    o->tokenizer_path = so->model.tokenizer_path;
+    o->weight_dtype = so->model.weights.matrix_dtype;
+    o->weight_q4_pure = so->model.weights.q4_pure;
+    o->threads = so->model.threads;
+    o->tune = so->model.tune;
+    o->quiet = so->model.quiet;
+    o->kv_dtype = so->kv_dtype;
+    o->parallel = so->parallel;
+    o->kv_budget = so->kv_budget;
+    o->kv_budget_arg = so->kv_budget_arg;
+}
+
+// ----------------------------------------------------------------------------
+// the options together
+
+// Each option given applies to the mode: 0, or the usage error's code.
+// given: by code, the option as typed.
+static int check_modes(const Options *o, const char *const *given) {
     if (o->mode == MODE_BATCH && given[O_CHOICE])
         return FAIL("--choice does not apply to --batch (give each line its \"choices\" with --jsonl)");
     // Speculation checks one sequence's guesses per step; a --batch step is
@@ -536,7 +493,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     if (o->mode == MODE_BATCH && given[O_BLAS])
         return FAIL("--blas does not apply to --batch (OpenBLAS's bits depend on the rows in a call: a prompt in a "
                     "batch would not give its single run's result)");
-    for (int c = 0; c < (int)(sizeof given / sizeof *given); c++)
+    for (int c = 0; c < OPT_CODES; c++)
         if (given[c] && !(modes_of(c) & (1 << o->mode))) {
             // the flag as typed, without a value glued to it
             const char *g = given[c];
@@ -544,6 +501,11 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
             if (g[0] == '-' && g[1] != '-' && len > 2) len = 2;
             return FAIL("%.*s does not apply to %s", (int)len, g, mode_name(o->mode));
         }
+    return 0;
+}
+
+// The options that need or exclude each other: 0, or the usage error's code.
+static int check_combinations(const Options *o, const char *const *given) {
     if (o->lookup_n && (o->draft_path || o->draft_dtype >= 0))
         return FAIL("--lookup and --draft/--draft-dtype exclude each other (one draft per run)");
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
@@ -559,6 +521,43 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     // options that --json would silently drop
     if (o->per_token && o->json)
         return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");
+    return 0;
+}
+
+// --help and --version: the text on stdout; EXIT_OK, or EXIT_RUNTIME when
+// stdout fails.
+static int print_help_or_version(int c) {
+    if (c == 'h') return out_write(usage_text, strlen(usage_text)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
+    return out_printf("gpt " GPT_VERSION "\n") || out_flush() ? EXIT_RUNTIME : EXIT_OK;
+}
+
+static Mode mode_of_option(int c) {
+    return c == O_SCORE ? MODE_SCORE : c == O_TOKENIZE ? MODE_TOKENIZE : c == O_DETOKENIZE ? MODE_DETOKENIZE
+                                                                                           : MODE_BATCH;
+}
+
+int parse_options(int argc, char **argv, Options *o, int *done) {
+    static const int repeatable[] = {O_STOP, O_CHOICE, 0};  // each --stop and --choice adds one
+    OptionParser p;
+    options_begin(&p, NULL, LONG_OPTIONS, repeatable);
+    set_defaults(o);
+    *done = 1;  // until the options are read whole and agree
+    int n_modes = 0, rc = 0;
+    for (int c; rc == 0 && (c = options_next(&p, argc, argv)) != -1;) {
+        if (c == OPTION_FAILED) return EXIT_USAGE;
+        if (c == 'h' || c == O_VERSION) return print_help_or_version(c);
+        if (c == O_SCORE || c == O_TOKENIZE || c == O_DETOKENIZE || c == O_BATCH) {
+            n_modes++;
+            o->mode = mode_of_option(c);
+        }
+        rc = apply_option(o, c, p.flag, p.value);
+    }
+    if (rc != 0) return rc;
+    take_shared(o, &p.shared);
+    if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize and --batch exclude each other");
+    // --choice turns generation into multiple choice (or is refused by a mode)
+    if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;
+    if ((rc = check_modes(o, p.given)) != 0 || (rc = check_combinations(o, p.given)) != 0) return rc;
     // Generation's log-probabilities go into --json, or else one line per
     // token (--per-token, which --logprobs alone implies): text has no place
     // for them. --per-token alone is --logprobs 0.
@@ -566,5 +565,6 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         o->per_token = 1;
         if (o->logprobs < 0) o->logprobs = 0;
     }
+    *done = 0;
     return 0;
 }

@@ -13,14 +13,19 @@
  *                (--batch --jsonl lines, gpt serve's request bodies)
  *   json.c       the JSON of tokens both write: ids, exact integers, and
  *                log-probabilities in OpenAI's legacy shape
+ *   model_options.c  a front-end's command line: the options of a run with
+ *                a model that both take, in one table, and the reading of
+ *                argv (the front-end's own options beside them)
  *
- * Dependencies point one way: report.c depends on nothing here, locate.c and
- * session.c report through it, and no file of the library (src/ itself)
- * includes this one.
+ * Nothing here reads stdin; argv only as model_options.c reads what a
+ * front-end hands it. Dependencies point one way: report.c depends on
+ * nothing here, the other files report through it, and no file of the
+ * library (src/ itself) includes this one.
  */
 #ifndef GPT_FRONT_H
 #define GPT_FRONT_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -182,5 +187,58 @@ size_t tokens_bytes(const Tokenizer *tok, const int32_t *ids, size_t n);
 // starts where the pieces before it ended).
 cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first,
                      size_t offset);
+
+// ----------------------------------------------------------------------------
+// model_options.c: a front-end's command line, read with getopt_long. The
+// options of a run with a model are shared: -m, --tokenizer, --dtype,
+// --kv-type, -t, --tune, -q, --parallel and --kv-budget mean the same, take
+// the same values and are refused with the same messages in gpt and gpt
+// serve. A front-end gives its own options beside them.
+
+// The codes of the shared options without a letter; a front-end's own
+// codes are below OPT_SHARED.
+enum {
+    OPT_SHARED = 0x180,
+    OPT_TOKENIZER = OPT_SHARED, OPT_DTYPE, OPT_KV_TYPE, OPT_TUNE, OPT_PARALLEL, OPT_KV_BUDGET,
+    OPT_CODES  // one past the last code
+};
+// The shared options (-m, -t and -q by their letters), and the most a
+// front-end's own and the shared ones may be together.
+enum { N_SHARED_OPTIONS = 9, OPTIONS_MAX = 80 };
+// options_next's answer after a usage error.
+enum { OPTION_FAILED = -2 };
+
+// What the shared options say.
+typedef struct {
+    ModelOptions model;         // -m, --tokenizer, --dtype, -t, --tune, -q
+    DType kv_dtype;             // --kv-type: F32 (default) or F16
+    long parallel;              // --parallel: sequences decoded together (default 16)
+    size_t kv_budget;           // --kv-budget in bytes; 0: the default
+    const char *kv_budget_arg;  // --kv-budget as typed, for messages
+} SharedOptions;
+
+// A command line being read.
+typedef struct {
+    const char *cmd;               // for usage_error: NULL (gpt) or "serve"
+    const int *repeatable;         // codes of the options that may be given again (0 ends them), or NULL
+    SharedOptions shared;          // the shared options: the defaults, then what was given
+    const char *given[OPT_CODES];  // by code: the option's argv word ("-n20", "--temp"), or NULL
+    char flag[64];                 // the option just read, "--name" (in full) or "-c", for messages
+    char *value;                   // its value (in argv), or NULL
+    struct option table[OPTIONS_MAX + 1];  // the front-end's options, then the shared ones
+    char shorts[2 * OPTIONS_MAX + 2];      // getopt_long's letters
+} OptionParser;
+
+// Starts reading argv (getopt's state reset): own is the front-end's table,
+// ended by a zero entry; an option whose code is a letter is also -LETTER.
+// The shared options start at their defaults: the weights as stored, an F32
+// cache, a thread per core, --tune from $GPT_TUNE (else on), --parallel 16.
+void options_begin(OptionParser *p, const char *cmd, const struct option *own, const int *repeatable);
+// The next option of argv: its code, with p->flag, p->value and
+// p->given[code] set and a shared option applied to p->shared; -1 when
+// every word is read; OPTION_FAILED after the usage error (one line naming
+// the option as typed: an unknown one, a missing value, a value the
+// option refuses, one value given twice, a word that is no option).
+int options_next(OptionParser *p, int argc, char **argv);
 
 #endif

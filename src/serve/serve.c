@@ -19,7 +19,6 @@
 #define _GNU_SOURCE  // sigtimedwait, getaddrinfo's flags
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -47,6 +46,10 @@ static const char *serve_usage =
     "                          q4 or q4-pure (default: as the file stores them)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
     "  -t, --threads N         threads of the model (default: the number of cores)\n"
+    "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on (default:\n"
+    "                          measured once per CPU, model and threads), off, force\n"
+    "  -q, --quiet             no notes on stderr (the demo model's line, the ready line,\n"
+    "                          the shutdown's); errors, warnings and the request lines still\n"
     "      --host ADDR         the address to listen on (default 127.0.0.1)\n"
     "      --port N            the port (default 8080; 0 picks a free one, which the ready\n"
     "                          line names)\n"
@@ -67,9 +70,9 @@ static const char *serve_usage =
     "  -h, --help              this help\n"
     "Endpoints: POST /v1/completions, /v1/score, /tokenize, /detokenize; GET /v1/models,\n"
     "/health, /metrics. A request with a seed gets exactly what gpt -p PROMPT -s SEED gives.\n"
-    "Prints \"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready, and one JSON\n"
-    "line per request. Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a port in use),\n"
-    "2 usage error.\n";
+    "Prints \"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready (not with -q),\n"
+    "and one JSON line per request. Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a\n"
+    "port in use), 2 usage error.\n";
 
 // A listening socket for host:port. Its fd, or -1 after reporting.
 // *port_out gets the port it has (--port 0 asks the kernel for one).
@@ -130,6 +133,38 @@ static const char *base_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+// ----------------------------------------------------------------------------
+// the options
+
+// What gpt serve's options say.
+typedef struct {
+    SharedOptions shared;  // the model's: -m, --tokenizer, --dtype, --kv-type, -t, --tune, -q, --parallel, --kv-budget
+    ServeLimits lim;       // the server's: --parallel and --kv-type from shared, the rest its own
+    const char *host;
+    long port;
+} ServeOptions;
+
+// getopt_long codes of gpt serve's own long-only options (the shared ones
+// are front.h's OPT_*)
+enum {
+    O_HOST = 256, O_PORT, O_API_KEY, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE,
+    O_COUNT  // one past the last
+};
+_Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt serve's option codes run into the shared ones");
+
+// gpt serve's own options; src/front/model_options.c adds the shared ones.
+static const struct option SERVE_OPTIONS[] = {{"help", no_argument, 0, 'h'},
+                                              {"host", required_argument, 0, O_HOST},
+                                              {"port", required_argument, 0, O_PORT},
+                                              {"api-key", required_argument, 0, O_API_KEY},
+                                              {"max-body", required_argument, 0, O_MAX_BODY},
+                                              {"max-tokens", required_argument, 0, O_MAX_TOKENS},
+                                              {"max-connections", required_argument, 0, O_MAX_CONNECTIONS},
+                                              {"queue", required_argument, 0, O_QUEUE},
+                                              {"timeout", required_argument, 0, O_TIMEOUT},
+                                              {"grace", required_argument, 0, O_GRACE},
+                                              {0, 0, 0, 0}};
+
 // A whole number in [lo, hi] for an option: 0, or -1.
 static int option_count(const char *v, long lo, long hi, long *out) {
     long x;
@@ -137,6 +172,76 @@ static int option_count(const char *v, long lo, long hi, long *out) {
     *out = x;
     return 0;
 }
+
+// gpt serve's own option c with value o: 0, or the usage error's code.
+static int serve_option(ServeOptions *so, int c, const char *o) {
+    ServeLimits *lim = &so->lim;
+    long v;
+    switch (c) {
+    case O_HOST: so->host = o; break;
+    case O_PORT:
+        if (option_count(o, 0, 65535, &so->port)) return usage_error("serve", "--port %s: must be an integer in [0, 65535]", o);
+        break;
+    case O_API_KEY:
+        if (!*o) return usage_error("serve", "--api-key: an empty key would let anyone in");
+        lim->api_key = o;
+        break;
+    case O_MAX_BODY:
+        if (parse_size(o, &lim->max_body) != 0 || lim->max_body == 0 || lim->max_body > (1u << 30))
+            return usage_error("serve", "--max-body %s: must be a size from 1 to 1G", o);
+        break;
+    case O_MAX_TOKENS:
+        if (option_count(o, 1, 1000000000, &v)) return usage_error("serve", "--max-tokens %s: must be an integer in [1, 10^9]", o);
+        lim->max_tokens = (size_t)v;
+        break;
+    case O_MAX_CONNECTIONS:
+        if (option_count(o, 1, 65536, &v)) return usage_error("serve", "--max-connections %s: must be an integer in [1, 65536]", o);
+        lim->max_connections = (size_t)v;
+        break;
+    case O_QUEUE:
+        if (option_count(o, 0, 1000000, &v)) return usage_error("serve", "--queue %s: must be an integer in [0, 10^6]", o);
+        lim->queue = (size_t)v;
+        break;
+    case O_TIMEOUT: case O_GRACE:
+        if (option_count(o, c == O_GRACE ? 0 : 1, 86400, &v))
+            return usage_error("serve", "%s %s: must be a whole number of seconds in [%d, 86400]",
+                               c == O_GRACE ? "--grace" : "--timeout", o, c == O_GRACE ? 0 : 1);
+        if (c == O_GRACE) lim->grace = (unsigned)v;
+        else lim->timeout = (unsigned)v;
+        break;
+    }
+    return 0;
+}
+
+// argv into *so. Returns 0, or the exit code to leave with: EXIT_USAGE
+// after the usage error, EXIT_OK after --help. *done says whether to leave.
+static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *done) {
+    OptionParser p;
+    options_begin(&p, "serve", SERVE_OPTIONS, NULL);
+    *so = (ServeOptions){.lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
+                                 .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32},
+                         .host = "127.0.0.1", .port = 8080};
+    const char *env_key = getenv("GPT_API_KEY");
+    so->lim.api_key = env_key && *env_key ? env_key : NULL;
+    *done = 1;
+    for (int c, rc; (c = options_next(&p, argc, argv)) != -1;) {
+        if (c == OPTION_FAILED) return EXIT_USAGE;
+        if (c == 'h') {
+            if (fputs(serve_usage, stdout) != EOF && fflush(stdout) == 0) return EXIT_OK;
+            fprintf(stderr, "gpt: stdout: %s\n", strerror(errno));
+            return EXIT_RUNTIME;
+        }
+        if ((rc = serve_option(so, c, p.value)) != 0) return rc;
+    }
+    so->shared = p.shared;
+    so->lim.parallel = (size_t)p.shared.parallel;
+    so->lim.kv_dtype = p.shared.kv_dtype;
+    *done = 0;
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// the steps of run_serve
 
 // Waits for SIGINT or SIGTERM for at most `seconds` (< 0: for ever); 1 if
 // one came.
@@ -149,231 +254,139 @@ static int wait_signal(const sigset_t *set, double seconds) {
     return sigtimedwait(set, NULL, &t) > 0;
 }
 
-int run_serve(int argc, char **argv) {
-    enum {
-        O_TOKENIZER = 256, O_DTYPE, O_KV_TYPE, O_HOST, O_PORT, O_PARALLEL, O_KV_BUDGET, O_API_KEY, O_MAX_BODY,
-        O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE,
-    };
-    static const struct option longs[] = {{"help", no_argument, 0, 'h'},
-                                          {"model", required_argument, 0, 'm'},
-                                          {"tokenizer", required_argument, 0, O_TOKENIZER},
-                                          {"dtype", required_argument, 0, O_DTYPE},
-                                          {"kv-type", required_argument, 0, O_KV_TYPE},
-                                          {"threads", required_argument, 0, 't'},
-                                          {"host", required_argument, 0, O_HOST},
-                                          {"port", required_argument, 0, O_PORT},
-                                          {"parallel", required_argument, 0, O_PARALLEL},
-                                          {"kv-budget", required_argument, 0, O_KV_BUDGET},
-                                          {"api-key", required_argument, 0, O_API_KEY},
-                                          {"max-body", required_argument, 0, O_MAX_BODY},
-                                          {"max-tokens", required_argument, 0, O_MAX_TOKENS},
-                                          {"max-connections", required_argument, 0, O_MAX_CONNECTIONS},
-                                          {"queue", required_argument, 0, O_QUEUE},
-                                          {"timeout", required_argument, 0, O_TIMEOUT},
-                                          {"grace", required_argument, 0, O_GRACE},
-                                          {0, 0, 0, 0}};
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    // the matmul variants measured once per machine, as the command's default ($GPT_TUNE as there)
-    ModelOptions mo = {.weights = {.matrix_dtype = -1}, .threads = cores > 0 ? cores : 1,
-                       .tune = (int)tune_mode_from_env(TUNE_ON), .version = GPT_VERSION};
-    ServeLimits lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
-                       .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32};
-    const char *host = "127.0.0.1", *kv_budget_arg = NULL;
-    long port = 8080, v;
-    size_t kv_budget = 0;
-    const char *env_key = getenv("GPT_API_KEY");
-    lim.api_key = env_key && *env_key ? env_key : NULL;
-    opterr = 0;
-    optind = 0;
-    for (int c; (c = getopt_long(argc, argv, ":hm:t:", longs, NULL)) != -1;) {
-        const char *arg = argv[optind - 1], *o = optarg;
-        int k;
-        switch (c) {
-        case 'h':
-            if (fputs(serve_usage, stdout) == EOF || fflush(stdout) != 0) {
-                fprintf(stderr, "gpt: stdout: %s\n", strerror(errno));
-                return EXIT_RUNTIME;
-            }
-            return EXIT_OK;
-        case 'm': mo.model_path = o; break;
-        case O_TOKENIZER: mo.tokenizer_path = o; break;
-        case O_DTYPE:
-            if (weight_options_from_name(o, &mo.weights) != 0)
-                return usage_error("serve", "--dtype %s: must be " WEIGHT_DTYPE_NAMES, o);
-            break;
-        case O_KV_TYPE:
-            k = dtype_from_name(o);
-            if (k != DTYPE_F32 && k != DTYPE_F16) return usage_error("serve", "--kv-type %s: must be f32 or f16", o);
-            lim.kv_dtype = (DType)k;
-            break;
-        case 't':
-            if (option_count(o, 1, 1024, &mo.threads)) return usage_error("serve", "-t %s: must be an integer in [1, 1024]", o);
-            break;
-        case O_HOST: host = o; break;
-        case O_PORT:
-            if (option_count(o, 0, 65535, &port)) return usage_error("serve", "--port %s: must be an integer in [0, 65535]", o);
-            break;
-        case O_PARALLEL:
-            if (option_count(o, 1, 256, &v)) return usage_error("serve", "--parallel %s: must be an integer in [1, 256]", o);
-            lim.parallel = (size_t)v;
-            break;
-        case O_KV_BUDGET:
-            if (parse_size(o, &kv_budget) != 0 || kv_budget == 0)
-                return usage_error("serve", "--kv-budget %s: must be a size such as 512M or 2G", o);
-            kv_budget_arg = o;
-            break;
-        case O_API_KEY:
-            if (!*o) return usage_error("serve", "--api-key: an empty key would let anyone in");
-            lim.api_key = o;
-            break;
-        case O_MAX_BODY:
-            if (parse_size(o, &lim.max_body) != 0 || lim.max_body == 0 || lim.max_body > (1u << 30))
-                return usage_error("serve", "--max-body %s: must be a size from 1 to 1G", o);
-            break;
-        case O_MAX_TOKENS:
-            if (option_count(o, 1, 1000000000, &v)) return usage_error("serve", "--max-tokens %s: must be an integer in [1, 10^9]", o);
-            lim.max_tokens = (size_t)v;
-            break;
-        case O_MAX_CONNECTIONS:
-            if (option_count(o, 1, 65536, &v)) return usage_error("serve", "--max-connections %s: must be an integer in [1, 65536]", o);
-            lim.max_connections = (size_t)v;
-            break;
-        case O_QUEUE:
-            if (option_count(o, 0, 1000000, &v)) return usage_error("serve", "--queue %s: must be an integer in [0, 10^6]", o);
-            lim.queue = (size_t)v;
-            break;
-        case O_TIMEOUT: case O_GRACE:
-            if (option_count(o, c == O_GRACE ? 0 : 1, 86400, &v))
-                return usage_error("serve", "%s %s: must be a whole number of seconds in [%d, 86400]",
-                                   c == O_GRACE ? "--grace" : "--timeout", o, c == O_GRACE ? 0 : 1);
-            if (c == O_GRACE) lim.grace = (unsigned)v;
-            else lim.timeout = (unsigned)v;
-            break;
-        case ':': return usage_error("serve", "%s needs a value", arg);
-        default: return usage_error("serve", "unknown option '%s'", arg);
-        }
-    }
-    if (optind < argc) return usage_error("serve", "unexpected argument '%s'", argv[optind]);
-
-    // Signals: blocked in every thread from here on (the pool's, the
-    // scheduler's, libmicrohttpd's inherit the mask), taken by sigwait
-    // below. One ignored when gpt started stays ignored.
-    sigset_t signals;
-    sigemptyset(&signals);
+// SIGINT and SIGTERM into *signals, blocked in this thread and so in every
+// thread started from here on (the pool's, the scheduler's,
+// libmicrohttpd's inherit the mask), to be taken by sigwait. One ignored
+// when gpt started stays ignored. SIGPIPE is ignored.
+static void block_signals(sigset_t *signals) {
+    sigemptyset(signals);
     for (int sig = SIGINT; sig; sig = sig == SIGINT ? SIGTERM : 0) {
         struct sigaction old;
-        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&signals, sig);
+        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(signals, sig);
     }
-    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    pthread_sigmask(SIG_BLOCK, signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    int bound_port = 0, ipv6 = 0, loopback = 0;
-    int fd = listen_on(host, port, &bound_port, &ipv6, &loopback);
-    if (fd < 0) return EXIT_RUNTIME;
-    if (!loopback && !lim.api_key)
-        fprintf(stderr, "gpt serve: warning: listening on %s without --api-key: anyone who can reach this port can "
-                        "use the model\n", host);
-
+// A server with its locks, nothing running; NULL when out of memory.
+static Server *server_new(const ServeLimits *lim) {
     Server *s = calloc(1, sizeof *s);
-    if (!s) {
-        close(fd);
-        fprintf(stderr, "gpt serve: out of memory\n");
-        return EXIT_RUNTIME;
-    }
-    s->limits = lim;
+    if (!s) return NULL;
+    s->limits = *lim;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->tok_lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->idle, NULL);
-    int rc = EXIT_RUNTIME;
-    pthread_t scheduler;
-    int scheduler_up = 0;
-    GptError err = {{0}};
-    // served from now on: 503 ("loading") until the model is ready
-    struct MHD_Daemon *d = http_start(s, fd, ipv6);
-    if (!d) goto done;
-    fd = -1;  // libmicrohttpd's now
-    rc = session_open_model(&s->session, &mo);
-    if (rc != EXIT_OK) goto done;
-    rc = EXIT_RUNTIME;
+    return s;
+}
+
+// The model, its KV pool and the engine: EXIT_OK, or the exit code after
+// reporting.
+static int start_engine(Server *s, const ServeOptions *so) {
+    const ServeLimits *lim = &so->lim;
+    int rc = session_open_model(&s->session, &so->shared.model);
+    if (rc != EXIT_OK) return rc;
     const GPT2Config *cfg = &s->session.model.config;
-    s->kv_blocks = kv_blocks_for_budget(cfg, lim.kv_dtype, kv_budget, lim.parallel);
-    if (s->kv_blocks == 0) {
-        rc = usage_error("serve", "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
-                         kv_budget_arg, KV_BLOCK, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
-        goto done;
-    }
-    note_kv_budget(0, kv_budget_arg, kv_budget, s->kv_blocks, kvcache_bytes_per_token(cfg, lim.kv_dtype) * KV_BLOCK);
+    size_t block_bytes = kvcache_bytes_per_token(cfg, lim->kv_dtype) * KV_BLOCK;
+    s->kv_blocks = kv_blocks_for_budget(cfg, lim->kv_dtype, so->shared.kv_budget, lim->parallel);
+    if (s->kv_blocks == 0)
+        return usage_error("serve", "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
+                           so->shared.kv_budget_arg, KV_BLOCK, block_bytes);
+    note_kv_budget(so->shared.model.quiet, so->shared.kv_budget_arg, so->shared.kv_budget, s->kv_blocks, block_bytes);
     // prompts in chunks of 128 tokens beside the decodes, as --batch's
     // default --prefill-chunk; as many rows with logits for the prompts'
     // log-probabilities ("echo" with "logprobs")
-    EngineConfig ec = {.max_seqs = lim.parallel, .max_step_tokens = lim.parallel + PREFILL_CHUNK,
-                       .kv_dtype = lim.kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1,
+    EngineConfig ec = {.max_seqs = lim->parallel, .max_step_tokens = lim->parallel + PREFILL_CHUNK,
+                       .kv_dtype = lim->kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1,
                        .pool = s->session.pool, .plan = &s->session.plan, .prompt_logit_rows = PREFILL_CHUNK};
-    if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) {
-        report_error(&err);
-        goto done;
-    }
+    GptError err = {{0}};
+    if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) return report_error(&err);
     s->engine_up = 1;
     s->engine_bytes = engine_buffer_bytes(&s->engine);
-    if (pthread_create(&scheduler, NULL, scheduler_main, s) != 0) {
-        fprintf(stderr, "gpt serve: cannot start the scheduler thread\n");
-        goto done;
-    }
-    scheduler_up = 1;
+    return EXIT_OK;
+}
+
+// Requests are answered from now on (no more 503 "loading"); the ready
+// line (not with -q) names the address.
+static void announce_ready(Server *s, const ServeOptions *so, int ipv6, int port) {
     pthread_mutex_lock(&s->lock);
     s->model_name = base_name(s->session.model_path);
     s->started = (long)time(NULL);
     s->next_id = draw_seed();
     s->ready = 1;
     pthread_mutex_unlock(&s->lock);
-    fprintf(stderr, "gpt: serving %s on http://%s%s%s:%d\n", s->model_name, ipv6 ? "[" : "", host, ipv6 ? "]" : "",
-            bound_port);
+    note(so->shared.model.quiet, "serving %s on http://%s%s%s:%d", s->model_name, ipv6 ? "[" : "", so->host,
+         ipv6 ? "]" : "", port);
+}
 
-    while (!wait_signal(&signals, 0.5)) http_deadlines(s);
-    // 1. no new connections, no new requests
+static size_t in_flight(Server *s) {
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->in_flight;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+// Shutdown 1: no new connections, no new requests.
+static void stop_accepting(Server *s, struct MHD_Daemon *d, int quiet) {
     pthread_mutex_lock(&s->lock);
     s->draining = 1;
     size_t left = s->in_flight;
     pthread_mutex_unlock(&s->lock);
     int listen_fd = MHD_quiesce_daemon(d);
     if (listen_fd >= 0) close(listen_fd);
-    fprintf(stderr, "gpt serve: stopping: %zu requests running or queued, %u s to finish\n", left, lim.grace);
-    // 2. the grace: until nothing runs, the time is up, or a second signal
-    double deadline = now_seconds() + lim.grace;
+    if (!quiet)
+        fprintf(stderr, "gpt serve: stopping: %zu requests running or queued, %u s to finish\n", left, s->limits.grace);
+}
+
+// Shutdown 2, the grace: until nothing runs, the time is up, or a second
+// signal comes.
+static void wait_grace(Server *s, const sigset_t *signals) {
+    double deadline = now_seconds() + s->limits.grace;
     for (;;) {
-        pthread_mutex_lock(&s->lock);
-        left = s->in_flight;
-        pthread_mutex_unlock(&s->lock);
+        size_t left = in_flight(s);
         double now = now_seconds();
         if (!left || now >= deadline) break;
         // a tenth of a second at a time: the main thread has nothing else to do
-        if (wait_signal(&signals, deadline - now < 0.1 ? deadline - now : 0.1)) break;
+        if (wait_signal(signals, deadline - now < 0.1 ? deadline - now : 0.1)) break;
         http_deadlines(s);
     }
-    // 3. what is left ends now, with the text it has
+}
+
+// Shutdown 3: what is left ends now, with the text it has; every answer is
+// written to its end (a client that stopped reading has --timeout
+// seconds), then the connections may close.
+static void finish_now(Server *s, int quiet) {
     pthread_mutex_lock(&s->lock);
-    if (s->in_flight) fprintf(stderr, "gpt serve: the grace is over: %zu requests end now\n", s->in_flight);
+    if (s->in_flight && !quiet) fprintf(stderr, "gpt serve: the grace is over: %zu requests end now\n", s->in_flight);
     s->hard_stop = 1;
     pthread_cond_signal(&s->wake);
     while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
-    // every answer written to its end (a client that stopped reading has
-    // --timeout seconds), then the connections close
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += lim.timeout;
+    until.tv_sec += s->limits.timeout;
     while (s->answering && pthread_cond_timedwait(&s->idle, &s->lock, &until) == 0) {
     }
     pthread_mutex_unlock(&s->lock);
-    rc = EXIT_OK;
-done:
+}
+
+// Serves until SIGINT or SIGTERM, then shuts down in the three steps.
+static void serve_until_signal(Server *s, struct MHD_Daemon *d, const sigset_t *signals, int quiet) {
+    while (!wait_signal(signals, 0.5)) http_deadlines(s);
+    stop_accepting(s, d, quiet);
+    wait_grace(s, signals);
+    finish_now(s, quiet);
+}
+
+// Stops whatever runs (libmicrohttpd's threads, the scheduler when
+// scheduler is not NULL) and frees everything; fd, when >= 0, is closed.
+static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, int fd) {
     if (d) MHD_stop_daemon(d);  // waits for every connection's thread
-    if (scheduler_up) {
+    if (scheduler) {
         pthread_mutex_lock(&s->lock);
         s->stopping = 1;
         pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&s->lock);
-        pthread_join(scheduler, NULL);
+        pthread_join(*scheduler, NULL);
     }
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->tok_lock);
@@ -383,5 +396,43 @@ done:
     if (s->engine_up) engine_free(&s->engine);
     session_close(&s->session);
     free(s);
+}
+
+int run_serve(int argc, char **argv) {
+    ServeOptions so;
+    int done, rc = parse_serve_options(argc, argv, &so, &done);
+    if (done) return rc;
+    int quiet = so.shared.model.quiet;
+    sigset_t signals;
+    block_signals(&signals);
+
+    int bound_port = 0, ipv6 = 0, loopback = 0;
+    int fd = listen_on(so.host, so.port, &bound_port, &ipv6, &loopback);
+    if (fd < 0) return EXIT_RUNTIME;
+    if (!loopback && !so.lim.api_key)
+        fprintf(stderr, "gpt serve: warning: listening on %s without --api-key: anyone who can reach this port can "
+                        "use the model\n", so.host);
+    Server *s = server_new(&so.lim);
+    if (!s) {
+        close(fd);
+        fprintf(stderr, "gpt serve: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    pthread_t scheduler;
+    int scheduler_up = 0;
+    // served from now on: 503 ("loading") until the model is ready
+    struct MHD_Daemon *d = http_start(s, fd, ipv6);
+    if (d) fd = -1;  // libmicrohttpd's now
+    rc = d ? start_engine(s, &so) : EXIT_RUNTIME;
+    if (rc == EXIT_OK && pthread_create(&scheduler, NULL, scheduler_main, s) != 0) {
+        fprintf(stderr, "gpt serve: cannot start the scheduler thread\n");
+        rc = EXIT_RUNTIME;
+    }
+    if (rc == EXIT_OK) {
+        scheduler_up = 1;
+        announce_ready(s, &so, ipv6, bound_port);
+        serve_until_signal(s, d, &signals, quiet);
+    }
+    server_free(s, d, scheduler_up ? &scheduler : NULL, fd);
     return rc;
 }

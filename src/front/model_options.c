@@ -1,0 +1,182 @@
+/*
+ * model_options.c - a front-end's command line: the options of a run with a
+ * model that gpt and gpt serve share, in one table and one function, and
+ * the reading of argv around them with getopt_long (so -n20, -mFILE,
+ * --temp=0.7, unambiguous abbreviations and -- work as in every GNU tool).
+ *
+ * A front-end hands over its own options; options_next reads each word,
+ * applies a shared option itself and hands back the front-end's. Every
+ * value is checked and a bad one refused: exit 2, one line naming the flag
+ * as it was typed; none is silently changed. So is an unknown option, a
+ * missing value, a value given to a flag, an option of one value given
+ * twice (-m a -m b: which was meant?) and a word that is no option.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "front.h"
+
+// The shared options; an option whose code is a letter is also -LETTER.
+static const struct option SHARED_OPTIONS[] = {
+    {"model", required_argument, 0, 'm'},
+    {"tokenizer", required_argument, 0, OPT_TOKENIZER},
+    {"dtype", required_argument, 0, OPT_DTYPE},
+    {"kv-type", required_argument, 0, OPT_KV_TYPE},
+    {"threads", required_argument, 0, 't'},
+    {"tune", required_argument, 0, OPT_TUNE},
+    {"quiet", no_argument, 0, 'q'},
+    {"parallel", required_argument, 0, OPT_PARALLEL},
+    {"kv-budget", required_argument, 0, OPT_KV_BUDGET},
+};
+_Static_assert(sizeof SHARED_OPTIONS / sizeof *SHARED_OPTIONS == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
+
+// The largest --kv-budget: 128 TiB, a 64-bit process's address space.
+#define KV_BUDGET_MAX ((size_t)1 << 47)
+
+// A count from 1 to max: 0, or -1 (not a whole number, or out of range).
+static int counted(const char *s, long max, long *out) {
+    long v;
+    if (parse_long(s, &v) != 0 || v < 1 || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+// The shared option c with value v (NULL for a flag), into *so: 0, or
+// EXIT_USAGE after reporting, naming flag as typed.
+static int shared_option(SharedOptions *so, int c, const char *flag, const char *v, const char *cmd) {
+    ModelOptions *mo = &so->model;
+    WeightOptions wo;
+    TuneMode t;
+    int rc, k;
+    switch (c) {
+    case 'm': mo->model_path = v; break;
+    case OPT_TOKENIZER: mo->tokenizer_path = v; break;
+    case 'q': mo->quiet = 1; break;
+    case OPT_DTYPE:
+        if (weight_options_from_name(v, &wo) != 0) return usage_error(cmd, "%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
+        mo->weights = wo;
+        break;
+    case OPT_KV_TYPE:
+        k = dtype_from_name(v);
+        if (k != DTYPE_F32 && k != DTYPE_F16) return usage_error(cmd, "%s %s: must be f32 or f16", flag, v);
+        so->kv_dtype = (DType)k;
+        break;
+    case 't':
+        if (counted(v, 1024, &mo->threads) != 0)
+            return usage_error(cmd, "%s %s: must be an integer in [1, 1024]", flag, v);
+        break;
+    case OPT_TUNE:
+        if (tune_mode_parse(v, &t) != 0) return usage_error(cmd, "%s %s: must be on, off or force", flag, v);
+        mo->tune = t;
+        break;
+    case OPT_PARALLEL:
+        if (counted(v, 256, &so->parallel) != 0) return usage_error(cmd, "%s %s: must be an integer in [1, 256]", flag, v);
+        break;
+    case OPT_KV_BUDGET:
+        rc = parse_size(v, &so->kv_budget);
+        // a process addresses at most 2^47 bytes (x86-64 and arm64 Linux): no pool is larger
+        if (rc == -2 || (rc == 0 && so->kv_budget > KV_BUDGET_MAX))
+            return usage_error(cmd, "%s %s: beyond what this machine can address (a process addresses at most 131072G)",
+                               flag, v);
+        if (rc != 0 || so->kv_budget == 0) return usage_error(cmd, "%s %s: must be a size such as 512M or 2G", flag, v);
+        so->kv_budget_arg = v;
+        break;
+    }
+    return 0;
+}
+
+void options_begin(OptionParser *p, const char *cmd, const struct option *own, const int *repeatable) {
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd;
+    p->repeatable = repeatable;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    // the matmul variants measured once per machine unless $GPT_TUNE says otherwise
+    p->shared = (SharedOptions){.model = {.weights = {.matrix_dtype = -1}, .threads = cores > 0 ? cores : 1,
+                                          .tune = (int)tune_mode_from_env(TUNE_ON), .version = GPT_VERSION},
+                                .kv_dtype = DTYPE_F32, .parallel = 16};
+    // the table: the front-end's options, then the shared ones; the short
+    // options: every letter code, "x:" when it takes a value
+    size_t n = 0, s = 0;
+    p->shorts[s++] = ':';  // a missing value is ':', not '?'
+    for (const struct option *o = own; o->name && n < OPTIONS_MAX - N_SHARED_OPTIONS; o++) p->table[n++] = *o;
+    for (size_t i = 0; i < N_SHARED_OPTIONS; i++) p->table[n++] = SHARED_OPTIONS[i];
+    for (size_t i = 0; i < n; i++)
+        if (p->table[i].val > ' ' && p->table[i].val < 127) {
+            p->shorts[s++] = (char)p->table[i].val;
+            if (p->table[i].has_arg == required_argument) p->shorts[s++] = ':';
+        }
+    opterr = 0;  // our messages, not getopt's
+    optind = 0;  // a full reset (GNU)
+}
+
+// getopt_long's '?' (an unknown option, or a value given to a flag) or ':'
+// (a missing value) for the word before optind: the usage error.
+static int option_error(const OptionParser *p, char **argv, int c) {
+    // The word at fault: argv[optind - 1] for a long option; for a short
+    // one in a cluster not yet finished ("-jx"), optind has not moved on and
+    // that is the word before it. A long option's error sets optopt to 0 or
+    // to its own code.
+    const char *arg = argv[optind - 1], *cmd = p->cmd;
+    int is_long = !strncmp(arg, "--", 2);
+    if (is_long && optopt) {
+        is_long = 0;
+        size_t n = strcspn(arg + 2, "=");
+        for (const struct option *lo = p->table; lo->name; lo++)
+            if (lo->val == optopt && !strncmp(lo->name, arg + 2, n)) is_long = 1;
+    }
+    if (!is_long) {
+        if (c == ':') return usage_error(cmd, "-%c needs a value", optopt);
+        if (optopt > 32 && optopt < 127) return usage_error(cmd, "unknown option '-%c'", optopt);
+        return usage_error(cmd, "unknown option (byte 0x%02x)", (unsigned)optopt & 0xFF);
+    }
+    // a long option: which one, and what went wrong
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+    for (const struct option *lo = p->table; lo->name; lo++)
+        if (strlen(lo->name) >= len - 2 && !strncmp(lo->name, arg + 2, len - 2)) {
+            if (c == ':') return usage_error(cmd, "--%s needs a value", lo->name);
+            if (eq && lo->has_arg == no_argument) return usage_error(cmd, "--%s takes no value", lo->name);
+        }
+    return usage_error(cmd, "unknown option '%.*s' (or an ambiguous abbreviation)", (int)len, arg);
+}
+
+static int repeatable(const OptionParser *p, int c) {
+    for (const int *r = p->repeatable; r && *r; r++)
+        if (*r == c) return 1;
+    return 0;
+}
+
+static int is_shared(int c) {
+    for (size_t i = 0; i < N_SHARED_OPTIONS; i++)
+        if (SHARED_OPTIONS[i].val == c) return 1;
+    return 0;
+}
+
+int options_next(OptionParser *p, int argc, char **argv) {
+    int longindex = -1;
+    int c = getopt_long(argc, argv, p->shorts, p->table, &longindex);
+    if (c == -1 && optind < argc) {
+        usage_error(p->cmd, "unexpected argument '%s'", argv[optind]);
+        return OPTION_FAILED;
+    }
+    if (c == -1) return -1;
+    if (c == '?' || c == ':') {
+        option_error(p, argv, c);
+        return OPTION_FAILED;
+    }
+    // the flag as the user typed it (its long name, if abbreviated), for messages
+    if (longindex >= 0) snprintf(p->flag, sizeof p->flag, "--%s", p->table[longindex].name);
+    else snprintf(p->flag, sizeof p->flag, "-%c", c);
+    p->value = optarg;
+    // an option of one value, given twice: which was meant?
+    if (optarg && p->given[c] && !repeatable(p, c)) {
+        usage_error(p->cmd, "%s given twice: it takes one value", p->flag);
+        return OPTION_FAILED;
+    }
+    // the option as typed: its own argv word (the value may be the next one)
+    p->given[c] = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
+    if (is_shared(c) && shared_option(&p->shared, c, p->flag, optarg, p->cmd) != 0) return OPTION_FAILED;
+    return c;
+}
