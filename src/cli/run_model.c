@@ -230,10 +230,11 @@ static void show_score_progress(void *ctx, size_t scored, size_t total, size_t w
                     progress_eta(p, total ? (double)scored / (double)total : 0, eta, sizeof eta));
 }
 
-static int run_score(const Options *o, const Session *ss, const Model *m, const char *model_file, ThreadPool *pool,
-                     const Tokenizer *tok, const int32_t *ids, size_t n) {
+static int run_score(const Options *o, const Session *ss, const int32_t *ids, size_t n) {
+    const Model *m = &ss->model;
+    const Tokenizer *tok = ss->tok;
     GptError err = {{0}};
-    RunStats r = {.model_file = model_file, .tune = &ss->tune};
+    RunStats r = {.model_file = ss->model_path, .tune = &ss->tune};
     char blas_name[256];
     if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
     r.kv_dtype = o->kv_dtype;
@@ -247,7 +248,7 @@ static int run_score(const Options *o, const Session *ss, const Model *m, const 
     Progress progress;
     progress_init(&progress, o->progress);
     ScoreProgress shown = {show_score_progress, &progress};
-    ScoreConfig how = {.model = m, .stride = (size_t)o->stride, .kv_dtype = o->kv_dtype, .pool = pool,
+    ScoreConfig how = {.model = m, .stride = (size_t)o->stride, .kv_dtype = o->kv_dtype, .pool = ss->pool,
                        .use_blas = o->blas, .plan = &ss->plan, .progress = &shown};
     int scored = score_tokens(&how, ids, n, logprobs, &st, &err);
     progress_clear(&progress);
@@ -338,178 +339,250 @@ static size_t default_guesses(const Options *o, const Model *m, const Model *dra
     return 4;
 }
 
-static int run_generate(const Options *o, const Session *ss, const Model *m, const char *model_file, ThreadPool *pool,
-                        Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
-                        size_t n_prompt, const DraftModel *dm) {
-    GptError err = {{0}};
+// A run of generation: one sequence of its own engine, checked against the
+// draft's guesses when speculating.
+typedef struct {
+    const Options *o;
+    const Session *ss;
+    const DraftModel *dm;
+    const int32_t *ids;        // the prompt's tokens
+    size_t n_prompt;
+    GenParams gp;
+    size_t positions;          // the most the sequence holds
+    size_t guesses;            // a speculative step's guesses; 0: not speculating
     Engine engine;
+    int engine_up;
     Sequence seq;
-    Draft draft = {0};
-    int speculating = dm->model || o->lookup_n;
-    char *text = NULL;  // the generated text, for --json
-    size_t text_len = 0, text_cap = 0;
-    int rc = EXIT_RUNTIME;
-    RunStats r = {.model_file = model_file, .tune = &ss->tune};
+    Draft draft;
+    char *text;                // the generated text, for --json
+    size_t text_len, text_cap;
+    size_t printed;            // the next token whose --per-token line is due
+    int stopped_by_user;       // SIGINT or SIGTERM ended it
+    RunStats r;
     char blas_name[256];
-    if (o->blas) r.blas = blas_describe(blas_name, sizeof blas_name);
+} Generation;
 
-    GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
-                    .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
-                    .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0,
-                    .context_shift = o->context_shift, .keep = (size_t)o->keep};
-    gp.sampling.seed = run_seed(o);
-    r.seed = gp.sampling.seed;
-    r.have_seed = 1;
-    r.prompt_tokens = n_prompt;
-    r.kv_dtype = o->kv_dtype;
-
-    // One sequence; the whole prompt in one step; a pool of its size.
-    size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
-    size_t guesses = speculating ? default_guesses(o, m, dm->model) : 0;
-    // the echoed prompt's log-probabilities: its rows with logits, SCORE_CHUNK a step
-    size_t prompt_logit_rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
-    // a context shift computes half the context again in one step
-    size_t half = (size_t)m->config.n_ctx / 2, step_tokens = o->context_shift && half > n_prompt ? half : n_prompt;
-    if (o->context_shift && gp.keep > n_prompt) {
-        fprintf(stderr, "gpt: --keep %zu: the prompt is %zu tokens; a shift keeps all %zu\n", gp.keep, n_prompt,
+// The sequence's parameters from the options, and what the report says of
+// them before the run.
+static void generation_params(Generation *g) {
+    const Options *o = g->o;
+    size_t n_prompt = g->n_prompt;
+    g->r = (RunStats){.model_file = g->ss->model_path, .tune = &g->ss->tune};
+    if (o->blas) g->r.blas = blas_describe(g->blas_name, sizeof g->blas_name);
+    g->gp = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
+                        .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
+                        .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0,
+                        .context_shift = o->context_shift, .keep = (size_t)o->keep};
+    g->gp.sampling.seed = run_seed(o);
+    g->r.seed = g->gp.sampling.seed;
+    g->r.have_seed = 1;
+    g->r.prompt_tokens = n_prompt;
+    g->r.kv_dtype = o->kv_dtype;
+    g->positions = sequence_positions(&g->ss->model.config, n_prompt, (size_t)o->max_tokens);
+    g->guesses = g->dm->model || o->lookup_n ? default_guesses(o, &g->ss->model, g->dm->model) : 0;
+    if (o->context_shift && g->gp.keep > n_prompt) {
+        fprintf(stderr, "gpt: --keep %zu: the prompt is %zu tokens; a shift keeps all %zu\n", g->gp.keep, n_prompt,
                 n_prompt);
-        gp.keep = n_prompt;
+        g->gp.keep = n_prompt;
     }
-    r.context_shift = o->context_shift;
-    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK, .pool = pool, .plan = &ss->plan,
-                       .max_verify = guesses,
-                       .use_blas = o->blas, .prompt_logit_rows = prompt_logit_rows};
-    if (engine_init(&engine, m, tok, &ec, &err) != 0) return report_error(&err);
-    if (sequence_init(&seq, &engine, ids, n_prompt, &gp, &err) != 0 || engine_admit(&engine, &seq, &err) != 1) {
-        report_error(&err);
-        goto done;
-    }
-    if (speculating &&
-        (dm->model ? draft_init_model(&draft, dm->model, &gp.sampling, positions, guesses, pool, &err)
-                   : draft_init_lookup(&draft, (size_t)o->lookup_n, positions, guesses, &err)) != 0) {
-        report_error(&err);
-        goto done;
-    }
-    KVPoolStats ps = kvpool_stats(engine.kv);
-    r.kv_allocated = ps.n_blocks * ps.block_bytes;
+    g->r.context_shift = o->context_shift;
+}
 
-    defer_interrupts();  // from here on a signal ends the run after its step
-    if (o->echo && !o->json && !o->per_token && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) goto done;
-    if (o->echo && o->json) {  // the JSON's text starts with the prompt (as UTF-8)
+// The engine, the sequence in it and the draft: 0, or -1 after reporting.
+static int generation_start(Generation *g) {
+    const Options *o = g->o;
+    const Session *ss = g->ss;
+    GptError err = {{0}};
+    size_t n_prompt = g->n_prompt;
+    // One sequence; the whole prompt in one step; a pool of its size. The
+    // echoed prompt's log-probabilities: its rows with logits, SCORE_CHUNK a
+    // step; a context shift computes half the context again in one step.
+    size_t prompt_logit_rows = g->gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
+    size_t half = (size_t)ss->model.config.n_ctx / 2, step_tokens = o->context_shift && half > n_prompt ? half : n_prompt;
+    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
+                       .kv_blocks = (g->positions + KV_BLOCK - 1) / KV_BLOCK, .pool = ss->pool, .plan = &ss->plan,
+                       .max_verify = g->guesses, .use_blas = o->blas, .prompt_logit_rows = prompt_logit_rows};
+    if (engine_init(&g->engine, &ss->model, ss->tok, &ec, &err) != 0) return report_error(&err), -1;
+    g->engine_up = 1;
+    if (sequence_init(&g->seq, &g->engine, g->ids, n_prompt, &g->gp, &err) != 0 ||
+        engine_admit(&g->engine, &g->seq, &err) != 1)
+        return report_error(&err), -1;
+    if (g->guesses && (g->dm->model ? draft_init_model(&g->draft, g->dm->model, &g->gp.sampling, g->positions,
+                                                       g->guesses, ss->pool, &err)
+                                    : draft_init_lookup(&g->draft, (size_t)o->lookup_n, g->positions, g->guesses,
+                                                        &err)) != 0)
+        return report_error(&err), -1;
+    KVPoolStats ps = kvpool_stats(g->engine.kv);
+    g->r.kv_allocated = ps.n_blocks * ps.block_bytes;
+    return 0;
+}
+
+// --echo: the prompt on stdout, or (--json) at the start of the text, as
+// UTF-8. 0, or -1 after reporting.
+static int echo_prompt(Generation *g, const char *prompt, size_t prompt_len) {
+    const Options *o = g->o;
+    if (o->echo && !o->json && !o->per_token && (out_write(prompt, prompt_len) != 0 || out_flush() != 0)) return -1;
+    if (o->echo && o->json) {
         size_t len;
         char *valid = utf8_replace_invalid((const unsigned char *)prompt, prompt_len, &len);
-        if (!valid || grow_array(&text, &text_cap, len + 1, 1) != 0) {
+        if (!valid || grow_array(&g->text, &g->text_cap, len + 1, 1) != 0) {
             free(valid);
             fprintf(stderr, "gpt: out of memory for the --json text\n");
-            goto done;
+            return -1;
         }
-        memcpy(text, valid, len);
-        text_len = len;
+        memcpy(g->text, valid, len);
+        g->text_len = len;
         free(valid);
     }
-    size_t printed = o->echo ? 0 : n_prompt;  // the next token whose --per-token line is due
-    Sequence *batch[1] = {&seq};
-    int stopped_by_user = 0;
-    while (!seq.stop) {
+    return 0;
+}
+
+// One step of the sequence (speculative or plain), the thread pool's joins
+// of a decode step counted. 0, or -1 after reporting.
+static int generation_step(Generation *g) {
+    GptError err = {{0}};
+    Sequence *batch[1] = {&g->seq};
+    ThreadPool *pool = g->ss->pool;
+    ThreadPoolStats before = threadpool_stats(pool);
+    size_t prefilled = g->seq.prefill_tokens;
+    if ((g->guesses ? speculate_step(&g->engine, &g->seq, &g->draft, g->guesses, &err)
+                    : engine_step(&g->engine, batch, 1, &err)) != 0)
+        return report_error(&err), -1;
+    if (g->seq.prefill_tokens == prefilled) {  // a decode step: its joins
+        ThreadPoolStats after = threadpool_stats(pool);
+        ThreadPoolStats *j = &g->r.decode_joins;
+        j->runs += after.runs - before.runs;
+        j->parts += after.parts - before.parts;
+        j->caller_parts += after.caller_parts - before.caller_parts;
+        j->late_runs += after.late_runs - before.late_runs;
+        j->wait_seconds += after.wait_seconds - before.wait_seconds;
+        j->solo_runs += after.solo_runs - before.solo_runs;
+    }
+    if (g->seq.stop == STOP_ERROR) return report_error(&g->seq.error), -1;
+    return 0;
+}
+
+// What the last step added: --per-token's lines, the --json text, or the
+// text on stdout. 0, or -1 after reporting.
+static int show_step(Generation *g) {
+    const Sequence *seq = &g->seq;
+    if (g->o->per_token) {
+        // a line for each token whose log-probability is known (the
+        // echoed prompt's first token has none)
+        for (; g->printed < seq->n_tokens && (g->printed < seq->lp_from || g->printed - seq->lp_from < seq->n_lp);
+             g->printed++)
+            if (print_token_logprob(g->ss->tok, seq->tokens[g->printed],
+                                    g->printed >= seq->lp_from ? &seq->lp[g->printed - seq->lp_from] : NULL) != 0)
+                return -1;
+        return out_flush();
+    }
+    if (g->o->json) {
+        if (grow_array(&g->text, &g->text_cap, g->text_len + seq->out_len + 1, 1) != 0) {
+            fprintf(stderr, "gpt: out of memory for the --json text\n");
+            return -1;
+        }
+        if (seq->out_len) memcpy(g->text + g->text_len, seq->out, seq->out_len);
+        g->text_len += seq->out_len;
+        return 0;
+    }
+    if (seq->out_len && (out_write(seq->out, seq->out_len) != 0 || out_flush() != 0)) return -1;  // stdout is gone
+    return 0;
+}
+
+// The sequence's steps until it stops or a signal ends it. 0, or -1 after
+// reporting.
+static int generation_loop(Generation *g) {
+    while (!g->seq.stop) {
         if (was_interrupted()) {
-            stopped_by_user = 1;
+            g->stopped_by_user = 1;
             break;
         }
-        ThreadPoolStats before = threadpool_stats(pool);
-        size_t prefilled = seq.prefill_tokens;
-        if ((speculating ? speculate_step(&engine, &seq, &draft, guesses, &err)
-                         : engine_step(&engine, batch, 1, &err)) != 0) {
-            report_error(&err);
-            goto done;
-        }
-        if (seq.prefill_tokens == prefilled) {  // a decode step: its joins
-            ThreadPoolStats after = threadpool_stats(pool);
-            r.decode_joins.runs += after.runs - before.runs;
-            r.decode_joins.parts += after.parts - before.parts;
-            r.decode_joins.caller_parts += after.caller_parts - before.caller_parts;
-            r.decode_joins.late_runs += after.late_runs - before.late_runs;
-            r.decode_joins.wait_seconds += after.wait_seconds - before.wait_seconds;
-            r.decode_joins.solo_runs += after.solo_runs - before.solo_runs;
-        }
-        if (seq.stop == STOP_ERROR) {
-            report_error(&seq.error);
-            goto done;
-        }
-        if (o->per_token) {
-            // a line for each token whose log-probability is known (the
-            // echoed prompt's first token has none)
-            for (; printed < seq.n_tokens && (printed < seq.lp_from || printed - seq.lp_from < seq.n_lp); printed++)
-                if (print_token_logprob(tok, seq.tokens[printed],
-                                        printed >= seq.lp_from ? &seq.lp[printed - seq.lp_from] : NULL) != 0)
-                    goto done;
-            if (out_flush() != 0) goto done;
-        } else if (o->json) {
-            if (grow_array(&text, &text_cap, text_len + seq.out_len + 1, 1) != 0) {
-                fprintf(stderr, "gpt: out of memory for the --json text\n");
-                goto done;
-            }
-            if (seq.out_len) memcpy(text + text_len, seq.out, seq.out_len);
-            text_len += seq.out_len;
-        } else if (seq.out_len && (out_write(seq.out, seq.out_len) != 0 || out_flush() != 0)) {
-            goto done;  // stdout is gone: stop generating
-        }
-        if (seq.stop == STOP_CONTEXT)
-            note(o->quiet, "stopped at the end of the context (%d positions; --context-shift goes on)", m->config.n_ctx);
+        if (generation_step(g) != 0 || show_step(g) != 0) return -1;
+        if (g->seq.stop == STOP_CONTEXT)
+            note(g->o->quiet, "stopped at the end of the context (%d positions; --context-shift goes on)",
+                 g->ss->model.config.n_ctx);
     }
-    r.generated = seq.n_generated;
-    r.prefill_tokens = seq.prefill_tokens;
-    r.prefill_seconds = seq.prefill_seconds;
-    r.decode_tokens = seq.decode_tokens;
-    r.decode_seconds = seq.decode_seconds;
-    r.seq_tokens = seq.positions;
-    r.shifts = seq.shifts;
-    r.shift_tokens = seq.shift_tokens;
-    if (speculating) {
-        r.draft = dm->model ? "model" : "lookup";
-        r.draft_file = dm->file;
-        r.draft_dtype = dm->model ? model_matrix_dtypes(dm->model, r.draft_dtype_buf, sizeof r.draft_dtype_buf) : NULL;
-        r.lookup_n = (size_t)o->lookup_n;
-        r.draft_tokens = guesses;
-        r.verify_steps = seq.verify_steps;
-        r.proposed = seq.proposed;
-        r.accepted = seq.accepted;
-        r.draft_seconds = draft.seconds;
-        r.decode_forwards = seq.decode_steps;
-    }
-    const char *stop_reason = stopped_by_user ? "interrupted" : stop_reason_name(seq.stop);
-    if (o->json) {
-        cJSON *root = cJSON_CreateObject();
-        // one vocabulary in every output: *_tokens is a count, the ids are prompt_ids and tokens
-        cJSON_AddItemToObject(root, "prompt_ids", ids_json(ids, n_prompt));
-        cJSON_AddNumberToObject(root, "prompt_tokens", (double)n_prompt);
-        cJSON_AddItemToObject(root, "tokens", ids_json(seq.tokens + n_prompt, r.generated));
-        if (text) text[text_len] = '\0';
-        cJSON_AddStringToObject(root, "text", text ? text : "");
-        cJSON_AddStringToObject(root, "stop_reason", stop_reason);
-        if (gp.logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
-            cJSON_AddItemToObject(root, "logprobs",
-                                  o->echo ? logprobs_json(tok, seq.tokens, seq.n_tokens, seq.lp, seq.lp_from, 0)
-                                          : logprobs_json(tok, seq.tokens + n_prompt, r.generated, seq.lp, 0, 0));
-        cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
-        int bad = out_json_line(root);
-        cJSON_Delete(root);
-        if (bad) goto done;
-    } else if (!o->per_token && out_end_text() != 0) {
-        goto done;
-    }
-    if (out_flush() != 0) goto done;
-    rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
+    return 0;
+}
+
+// The sequence's and the draft's numbers into the report.
+static void generation_stats(Generation *g) {
+    const Sequence *seq = &g->seq;
+    RunStats *r = &g->r;
+    r->generated = seq->n_generated;
+    r->prefill_tokens = seq->prefill_tokens;
+    r->prefill_seconds = seq->prefill_seconds;
+    r->decode_tokens = seq->decode_tokens;
+    r->decode_seconds = seq->decode_seconds;
+    r->seq_tokens = seq->positions;
+    r->shifts = seq->shifts;
+    r->shift_tokens = seq->shift_tokens;
+    if (!g->guesses) return;
+    const DraftModel *dm = g->dm;
+    r->draft = dm->model ? "model" : "lookup";
+    r->draft_file = dm->file;
+    r->draft_dtype = dm->model ? model_matrix_dtypes(dm->model, r->draft_dtype_buf, sizeof r->draft_dtype_buf) : NULL;
+    r->lookup_n = (size_t)g->o->lookup_n;
+    r->draft_tokens = g->guesses;
+    r->verify_steps = seq->verify_steps;
+    r->proposed = seq->proposed;
+    r->accepted = seq->accepted;
+    r->draft_seconds = g->draft.seconds;
+    r->decode_forwards = seq->decode_steps;
+}
+
+// --json's object, or the end of the text's line. 0, or -1 after reporting.
+static int generation_result(Generation *g, const char *stop_reason) {
+    const Options *o = g->o;
+    const Sequence *seq = &g->seq;
+    size_t n_prompt = g->n_prompt;
+    if (!o->json) return !o->per_token && out_end_text() != 0 ? -1 : 0;
+    cJSON *root = cJSON_CreateObject();
+    // one vocabulary in every output: *_tokens is a count, the ids are prompt_ids and tokens
+    cJSON_AddItemToObject(root, "prompt_ids", ids_json(g->ids, n_prompt));
+    cJSON_AddNumberToObject(root, "prompt_tokens", (double)n_prompt);
+    cJSON_AddItemToObject(root, "tokens", ids_json(seq->tokens + n_prompt, g->r.generated));
+    if (g->text) g->text[g->text_len] = '\0';
+    cJSON_AddStringToObject(root, "text", g->text ? g->text : "");
+    cJSON_AddStringToObject(root, "stop_reason", stop_reason);
+    if (g->gp.logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
+        cJSON_AddItemToObject(root, "logprobs",
+                              o->echo ? logprobs_json(g->ss->tok, seq->tokens, seq->n_tokens, seq->lp, seq->lp_from, 0)
+                                      : logprobs_json(g->ss->tok, seq->tokens + n_prompt, g->r.generated, seq->lp, 0, 0));
+    cJSON_AddItemToObject(root, "stats", stats_json(&g->ss->model, &g->r));
+    int bad = out_json_line(root);
+    cJSON_Delete(root);
+    return bad ? -1 : 0;
+}
+
+// One continuation of the prompt ids[0..n_prompt) (its text prompt, for
+// --echo), streamed to stdout or written as --json at the end.
+static int run_generate(const Options *o, const Session *ss, const char *prompt, size_t prompt_len,
+                        const int32_t *ids, size_t n_prompt, const DraftModel *dm) {
+    Generation g = {.o = o, .ss = ss, .dm = dm, .ids = ids, .n_prompt = n_prompt};
+    int rc = EXIT_RUNTIME;
+    generation_params(&g);
+    if (generation_start(&g) != 0) goto done;
+    defer_interrupts();  // from here on a signal ends the run after its step
+    if (echo_prompt(&g, prompt, prompt_len) != 0) goto done;
+    g.printed = o->echo ? 0 : n_prompt;
+    if (generation_loop(&g) != 0) goto done;
+    generation_stats(&g);
+    const char *stop_reason = g.stopped_by_user ? "interrupted" : stop_reason_name(g.seq.stop);
+    if (generation_result(&g, stop_reason) != 0 || out_flush() != 0) goto done;
+    rc = g.stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
     if (o->stats) {
-        fprintf(stderr, "stop:       %s after %zu new token%s\n", stop_reason, r.generated, plural(r.generated));
-        print_stats(m, &r, o->threads);
+        fprintf(stderr, "stop:       %s after %zu new token%s\n", stop_reason, g.r.generated, plural(g.r.generated));
+        print_stats(&ss->model, &g.r, o->threads);
     }
-    if (o->stats_json) print_stats_json(m, &r);
+    if (o->stats_json) print_stats_json(&ss->model, &g.r);
 done:
-    free(text);
-    draft_free(&draft);
-    sequence_free(&seq, &engine);
-    engine_free(&engine);
+    free(g.text);
+    draft_free(&g.draft);
+    if (g.engine_up) {
+        sequence_free(&g.seq, &g.engine);
+        engine_free(&g.engine);
+    }
     return rc;
 }
 
@@ -544,9 +617,10 @@ static long step_several(Engine *e, Sequence *seqs, size_t n, Sequence **live) {
 // one engine; the first computes the prompt, the others share its blocks,
 // and they decode together. Each is the single run with its seed, bit for
 // bit (a row's result never depends on the others in the step). --json only.
-static int run_completions(const Options *o, const Session *ss, const Model *m, const char *model_file,
-                           ThreadPool *pool, Tokenizer *tok, const char *prompt, size_t prompt_len, const int32_t *ids,
-                           size_t n_prompt) {
+static int run_completions(const Options *o, const Session *ss, const char *prompt, size_t prompt_len,
+                           const int32_t *ids, size_t n_prompt) {
+    const Model *m = &ss->model;
+    Tokenizer *tok = ss->tok;
     GptError err = {{0}};
     size_t n = (size_t)o->completions, half = (size_t)m->config.n_ctx / 2;
     Engine engine;
@@ -555,7 +629,7 @@ static int run_completions(const Options *o, const Session *ss, const Model *m, 
     Sequence **live = calloc(n, sizeof *live);
     char **texts = calloc(n, sizeof *texts);
     size_t *lens = calloc(n, sizeof *lens), *caps = calloc(n, sizeof *caps);
-    RunStats r = {.model_file = model_file, .kv_dtype = o->kv_dtype, .tune = &ss->tune, .have_seed = 1,
+    RunStats r = {.model_file = ss->model_path, .kv_dtype = o->kv_dtype, .tune = &ss->tune, .have_seed = 1,
                   .prompt_tokens = n_prompt,
                   .context_shift = o->context_shift};
     if (!seqs || !live || !texts || !lens || !caps) {
@@ -571,7 +645,7 @@ static int run_completions(const Options *o, const Session *ss, const Model *m, 
     size_t step_tokens = n_prompt + n, rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
     if (o->context_shift && half + n > step_tokens) step_tokens = half + n;
     EngineConfig ec = {.max_seqs = n, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = pool,
+                       .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = ss->pool,
                        .plan = &ss->plan,
                        .prompt_logit_rows = rows};
     if (engine_init(&engine, m, tok, &ec, &err) != 0) {
@@ -876,10 +950,9 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    rc = scoring                ? run_score(o, &ss, m, ss.model_path, ss.pool, ss.tok, ids, n)
-         : o->completions > 1 ? run_completions(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n)
-                              : run_generate(o, &ss, m, ss.model_path, ss.pool, ss.tok, prompt, prompt_len, ids, n,
-                                             &dm);
+    rc = scoring                ? run_score(o, &ss, ids, n)
+         : o->completions > 1 ? run_completions(o, &ss, prompt, prompt_len, ids, n)
+                              : run_generate(o, &ss, prompt, prompt_len, ids, n, &dm);
 done:
     free(ids);
     free(prompt);
