@@ -2,7 +2,9 @@
  * cli.h - what the files of the gpt command line share.
  *
  *   main.c         argv -> Options, and the mode that runs them
- *   options.c      the options: --help text, parsing, the rules of each value
+ *   options.c      the options: --help text, the rules of each value, and
+ *                  the modes they apply to (argv is read by
+ *                  src/front/model_options.c, with the options gpt serve shares)
  *   common.c       what the modes share: Ctrl-C, the prompt, JSON helpers,
  *                  and a run's set-up (model, tokenizer, threads) from Options
  *   run_model.c    generation and scoring: output, --stats, --json
