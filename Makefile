@@ -5,6 +5,7 @@
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make test-scale two gpt serve behind haproxy (tests/scale/haproxy.sh)
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
+#   make compile_commands.json   the compile commands, for editors (clangd)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
 #
@@ -82,7 +83,7 @@ TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-scale asan bench install clean checkpoints test-bins
+.PHONY: all test test-scale asan bench install clean checkpoints test-bins compile_commands.json
 
 ifeq ($(BUILD),build)
 all: gpt
@@ -146,12 +147,15 @@ test-bins: all $(TEST_BINS) $(TOOL_BINS)
 checkpoints: $(BUILD)/tests/gen_checkpoint
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/make_checkpoints.sh
 
+# tests/run.sh runs the test programs TEST_JOBS at a time (default: the
+# cores, at most 4; TEST_JOBS=1 one after another).
 test: test-bins checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/run.sh
 
 # -O2, as gpt itself is built: the sanitizers check the code that ships, and
 # the kernels' small inline helpers are inlined (at -O1 the suite took
-# twice as long: test_forward 433 s against 184 s)
+# twice as long: test_forward 433 s against 184 s). `make -j2 asan` builds
+# it 2 files at a time (the sub-make shares the jobserver).
 asan:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O2" test
 
@@ -178,6 +182,24 @@ install: $(BUILD)/gpt
 
 clean:
 	rm -rf build build-asan gpt
+
+# compile_commands.json for editors (clangd and the like): one entry per .c
+# file of src/ and tests/ with the command this Makefile runs for it (its
+# flags, the target-specific ones too), read from `make -n -B` of each
+# object: src/ and tests/ as `make` builds them, tests/bench/ as `make
+# bench`, tests/fuzz/ as `make fuzz` (clang). Nothing is built.
+CC_JSON_OBJS = $(LIB_OBJS) $(CLI_OBJS) $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/*.c)) \
+               $(BENCH_BINS:%=%.o) $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/tests/%.o,$(wildcard tests/fuzz/*.c))
+# a compiler line is one with -c and a .c file last; esc escapes " and backslash
+CC_JSON_AWK = function esc(s,  r, i, c) { for (i = 1; i <= length(s); i++) { c = substr(s, i, 1); \
+                  r = r (c == "\\" || c == "\"" ? "\\" : "") c } return r } \
+              / -c / && $$NF ~ /\.c$$/ { printf "%s\n  {\"directory\": \"%s\", \"file\": \"%s\", \"command\": \"%s\"}", \
+                  n++ ? "," : "[", esc(dir), esc($$NF), esc($$0) } \
+              END { print n ? "\n]" : "[]" }
+compile_commands.json:
+	@$(MAKE) --no-print-directory --no-silent -n -B $(CC_JSON_OBJS) | awk -v dir='$(CURDIR)' '$(CC_JSON_AWK)' > $@.tmp
+	@mv $@.tmp $@
+	@echo "$@: $$(grep -c '"file"' $@) files"
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
@@ -225,7 +247,7 @@ $(FUZZ_DIR)/tests/%.o: tests/fuzz/%.c
 # parse_options (and the stdout writes of --help, the number rules of
 # src/front/numbers.c) without main(): the harness provides usage_error.
 $(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o $(FUZZ_DIR)/src/cli/output.o \
-                      $(FUZZ_DIR)/src/front/numbers.o $(FUZZ_DIR)/libgpt.a
+                      $(FUZZ_DIR)/src/front/numbers.o $(FUZZ_DIR)/src/front/model_options.o $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_DIR)/libgpt.a

@@ -194,6 +194,40 @@ static int echo_prompt(Request *j, const char *p, size_t n) {
     return 0;
 }
 
+// One field of a --jsonl line that is not a generation field: "prompt"
+// (into *prompt, pointing into f), "id", "n", "echo", "choices". 0, or -1
+// (the request failed).
+static int line_field(Request *j, const cJSON *f, const char **prompt, size_t *prompt_len) {
+    const char *k = f->string;
+    if (!strcmp(k, "prompt")) {
+        if (!cJSON_IsString(f)) return request_fail(j, "prompt must be a string");
+        *prompt = f->valuestring;
+        *prompt_len = strlen(f->valuestring);
+    } else if (!strcmp(k, "id")) {
+        j->id = cJSON_Duplicate(f, 1);
+    } else if (!strcmp(k, "n")) {
+        double n = cJSON_IsNumber(f) ? f->valuedouble : 0;
+        if (!(n >= 1 && n <= MAX_CHOICES && n == (double)(long)n))
+            return request_fail(j, "n must be a whole number from 1 to %d", MAX_CHOICES);
+        j->n_completions = (size_t)n;
+    } else if (!strcmp(k, "echo")) {
+        if (!cJSON_IsBool(f)) return request_fail(j, "echo must be true or false");
+        j->echo = cJSON_IsTrue(f);
+    } else if (!strcmp(k, "choices")) {
+        size_t n = cJSON_IsArray(f) ? (size_t)cJSON_GetArraySize(f) : 0;
+        int bad = n == 0;
+        for (const cJSON *c = cJSON_IsArray(f) ? f->child : NULL; c && !bad; c = c->next)
+            bad = !cJSON_IsString(c) || !*c->valuestring;
+        if (bad || n > MAX_CHOICES)
+            return request_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
+        j->candidates_json = cJSON_Duplicate(f, 1);
+        j->n_candidates = n;
+    } else {
+        return request_fail(j, "unknown field \"%.40s\"", k);
+    }
+    return 0;
+}
+
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Request *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
                        int *seed_given) {
@@ -225,52 +259,12 @@ static int parse_jsonl(Request *j, const char *line, size_t len, const char **pr
             request_fail(j, "%s", msg);
             goto done;
         }
-        if (known) {
-            generation_field = k;
-            continue;
-        }
-        if (!strcmp(k, "prompt")) {
-            if (!cJSON_IsString(f)) {
-                request_fail(j, "prompt must be a string");
-                goto done;
-            }
-            *prompt = f->valuestring;
-            *prompt_len = strlen(f->valuestring);
-        } else if (!strcmp(k, "id")) {
-            j->id = cJSON_Duplicate(f, 1);
-        } else if (!strcmp(k, "n")) {
-            double n = cJSON_IsNumber(f) ? f->valuedouble : 0;
-            if (!(n >= 1 && n <= MAX_CHOICES && n == (double)(long)n)) {
-                request_fail(j, "n must be a whole number from 1 to %d", MAX_CHOICES);
-                goto done;
-            }
-            j->n_completions = (size_t)n;
-        } else if (!strcmp(k, "echo")) {
-            if (!cJSON_IsBool(f)) {
-                request_fail(j, "echo must be true or false");
-                goto done;
-            }
-            j->echo = cJSON_IsTrue(f);
-        } else if (!strcmp(k, "choices")) {
-            size_t n = cJSON_IsArray(f) ? (size_t)cJSON_GetArraySize(f) : 0;
-            int bad = n == 0;
-            for (const cJSON *c = cJSON_IsArray(f) ? f->child : NULL; c && !bad; c = c->next)
-                bad = !cJSON_IsString(c) || !*c->valuestring;
-            if (bad || n > MAX_CHOICES) {
-                request_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
-                goto done;
-            }
-            j->candidates_json = cJSON_Duplicate(f, 1);
-            j->n_candidates = n;
-        } else {
-            request_fail(j, "unknown field \"%.40s\"", k);
-            goto done;
-        }
-        if (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices")) generation_field = k;
+        if (!known && line_field(j, f, prompt, prompt_len) != 0) goto done;
+        if (known || (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices"))) generation_field = k;
     }
     if (j->n_candidates && generation_field) {
         request_fail(j, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
-                 generation_field);
+                     generation_field);
         goto done;
     }
     *seed_given = g.seed_given;

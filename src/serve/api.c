@@ -113,177 +113,191 @@ static const char *sampling_param(const char *m) {
     return NULL;
 }
 
+// What a completion body says, as read by read_completion_fields.
+typedef struct {
+    GenParams gp;              // the generation fields over their defaults
+    const char *stops[MAX_STOPS];
+    cJSON *stop_json;          // what stops[] point into
+    GenFields g;
+    const cJSON *prompt;
+    long n;                    // completions per prompt
+    int echo, stream;
+} CompletionBody;
+
+// The fields of body's object o into b, each checked. 0, or the status of
+// the first error with *msg and param set.
+static int read_completion_fields(Server *s, const cJSON *o, const char *body, size_t len, CompletionBody *b,
+                                  char **msg, char *param) {
+    const GPT2Config *cfg = &s->session.model.config;
+    int status = 0, keep_given = 0;
+    char why[512];
+    size_t member = 0;
+    for (const cJSON *f = o->child; f && !status; f = f->next, member++) {
+        const char *k = f->string;
+        if (cJSON_IsNull(f)) continue;  // null: as if absent (clients send it for what they leave unset)
+        int known = gen_field_from_json(&b->g, f, body, len, member, why, sizeof why);
+        if (known < 0) status = fail(400, msg, param, k, "%s", why);
+        if (known > 0 && !strcmp(k, "keep")) keep_given = 1;
+        if (known) continue;
+        if (!strcmp(k, "prompt")) {
+            b->prompt = f;
+        } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
+            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
+        } else if (!strcmp(k, "n")) {
+            if (json_int(f, 1, MAX_N, &b->n) != 0)
+                status = fail(400, msg, param, k, "n must be an integer in [1, %d]", MAX_N);
+        } else if (!strcmp(k, "echo") || !strcmp(k, "stream") || !strcmp(k, "ignore_eos")) {
+            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
+            int v = cJSON_IsTrue(f);
+            if (!strcmp(k, "echo")) b->echo = v;
+            else if (!strcmp(k, "stream")) b->stream = v;
+            else b->gp.ignore_eos = v;
+        } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
+            if (!cJSON_IsNumber(f) || f->valuedouble != 0)
+                status = fail(400, msg, param, k,
+                              "%s is not supported (only 0, its default; gpt has repeat_penalty)", k);
+        } else {
+            status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
+        }
+    }
+    if (status) return status;
+    if (!b->prompt) return fail(400, msg, param, "prompt", "no \"prompt\" field");
+    // --keep's rules: it says what a shift keeps, at most half the context
+    if (keep_given && !b->gp.context_shift)
+        return fail(400, msg, param, "keep", "keep needs context_shift (it says what a shift keeps)");
+    if (b->gp.context_shift && b->gp.keep > (size_t)cfg->n_ctx / 2)
+        return fail(400, msg, param, "keep", "keep %zu: more than half the model's context (%d): a shift keeps half",
+                    b->gp.keep, cfg->n_ctx / 2);
+    // echo: the prompt's tokens get their log-probabilities too, from its
+    // second (the first has none)
+    if (b->echo && b->gp.logprobs) b->gp.logprobs_from = 1;
+    GptError err = {{0}};
+    if (sampler_params_validate(&b->gp.sampling, &err) != 0)
+        return fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
+    return 0;
+}
+
+// Prompt p of j from `it`, a string or an array of token ids: its tokens,
+// its text for echo, and the checks that it fits. 0, or the status.
+static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_string, const CompletionBody *b,
+                       char **msg, char *param) {
+    const GPT2Config *cfg = &s->session.model.config;
+    int32_t **ids = &j->prompt_ids[p];
+    size_t *n_ids = &j->prompt_lens[p];
+    GptError err = {{0}};
+    int status;
+    if (is_string) {
+        const char *text = it->valuestring;
+        if (encode_locked(s, text, strlen(text), 1, ids, n_ids, &err) != 0)
+            return fail(500, msg, param, NULL, "%s", err.msg);
+        // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
+        if (b->echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL)))
+            return fail(500, msg, param, NULL, "out of memory");
+    } else {
+        if ((status = json_ids(it, (size_t)cfg->vocab_size, ids, n_ids, msg, param, "prompt"))) return status;
+        if (*n_ids == 0) return fail(400, msg, param, "prompt", "prompt has an empty array of token ids");
+        if (b->echo) {
+            char *bytes;
+            size_t n_bytes;
+            if (tokenizer_decode(s->session.tok, *ids, *n_ids, &bytes, &n_bytes, &err) != 0)
+                return fail(400, msg, param, "prompt", "%s", err.msg);
+            j->echo[p] = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
+            free(bytes);
+        }
+    }
+    if (check_prompt_length(cfg, *n_ids, &err) != 0) return fail(400, msg, param, "prompt", "%s", err.msg);
+    // one that alone needs more than the pool could never run
+    size_t blocks = (sequence_positions(cfg, *n_ids, b->gp.max_new) + KV_BLOCK - 1) / KV_BLOCK;
+    if (blocks > s->kv_blocks)
+        return fail(400, msg, param, "max_tokens",
+                    "the prompt and max_tokens need %zu KV blocks; the server's --kv-budget holds %zu", blocks,
+                    s->kv_blocks);
+    return 0;
+}
+
+// The request of b's prompts: a string, strings, token ids, or arrays of
+// token ids. 0 with *out, or the status.
+static int read_prompts(Server *s, const CompletionBody *b, Request **out, char **msg, char *param) {
+    const cJSON *prompt = b->prompt;
+    const cJSON *first = cJSON_IsArray(prompt) ? prompt->child : NULL;
+    int one_string = cJSON_IsString(prompt), one_ids = first && cJSON_IsNumber(first);
+    size_t n_prompts = one_string || one_ids ? 1 : (size_t)cJSON_GetArraySize(prompt);
+    if (!one_string && !cJSON_IsArray(prompt))
+        return fail(400, msg, param, "prompt", "prompt must be a string, an array of strings, an array of token ids "
+                                               "or an array of arrays of token ids");
+    if (n_prompts == 0) return fail(400, msg, param, "prompt", "prompt is an empty array");
+    if (n_prompts * (size_t)b->n > MAX_CHOICES)
+        return fail(400, msg, param, "n", "%zu prompts x n %ld is more than %d choices", n_prompts, b->n,
+                    MAX_CHOICES);
+    Request *j = request_new(n_prompts);
+    if (!j) return fail(500, msg, param, NULL, "out of memory");
+    const cJSON *it = one_string || one_ids ? prompt : first;
+    int status = 0;
+    for (size_t p = 0; p < n_prompts && !status; p++, it = it->next) {
+        int is_string = cJSON_IsString(it) && (one_string || cJSON_IsString(first));
+        int is_ids = cJSON_IsArray(it) && (one_ids || cJSON_IsArray(first));
+        if (is_string || is_ids) status = read_prompt(s, j, p, it, is_string, b, msg, param);
+        else
+            status = fail(400, msg, param, "prompt", "prompt %zu: an array of prompts holds strings alone, or "
+                                                     "arrays of token ids alone", p);
+    }
+    if (status) {
+        request_free(j);
+        return status;
+    }
+    *out = j;
+    return 0;
+}
+
+// j's completions: n per prompt, seeds seed, seed + 1, ...; the stop
+// strings copied into j (the completions' params point at them). 0 or -1.
+static int make_completions(Request *j, CompletionBody *b) {
+    if (b->gp.n_stops) {
+        j->stop_strings = calloc(b->gp.n_stops, sizeof *j->stop_strings);
+        for (size_t i = 0; j->stop_strings && i < b->gp.n_stops; i++, j->n_stops++)
+            if (!(j->stop_strings[i] = strdup(b->stops[i]))) break;
+        if (j->n_stops != b->gp.n_stops) return -1;
+        b->gp.stops = (const char *const *)j->stop_strings;
+    }
+    j->seed = b->g.seed_given ? b->gp.sampling.seed : draw_seed();
+    j->n_completions = j->n_prompts * (size_t)b->n;
+    j->completions = calloc(j->n_completions, sizeof *j->completions);
+    if (!j->completions) return -1;
+    for (size_t k = 0; k < j->n_completions; k++) {
+        Completion *c = &j->completions[k];
+        c->prompt = k / (size_t)b->n;
+        c->ids = j->prompt_ids[c->prompt];
+        c->n_ids = j->prompt_lens[c->prompt];
+        c->params = b->gp;
+        c->params.sampling.seed = j->seed + k;
+    }
+    return 0;
+}
+
 int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
-                   char *param) {
+                       char *param) {
     *out = NULL;
     *stream = 0;
     *param = '\0';
     int status = 400;
     cJSON *o = parse_body(body, len, &status, msg, param);
     if (!o) return status;
-    const GPT2Config *cfg = &s->session.model.config;
-    size_t vocab = (size_t)cfg->vocab_size;
-    GenParams gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}, .max_new = 16};
-    const char *stops[MAX_STOPS];
-    cJSON *stop_json = NULL;
-    GenFields g = {.params = &gp, .stops = stops, .stop_json = &stop_json, .max_tokens_limit = s->limits.max_tokens};
-    const cJSON *prompt = NULL;
-    long n = 1;
-    int echo = 0, keep_given = 0;
+    CompletionBody b = {.gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
+                               .max_new = 16},
+                        .n = 1};
+    b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
+                      .max_tokens_limit = s->limits.max_tokens};
     Request *j = NULL;
-    char why[512];
-    GptError err = {{0}};
-    status = 0;
-    size_t member = 0;
-    for (const cJSON *f = o->child; f && !status; f = f->next, member++) {
-        const char *k = f->string;
-        if (cJSON_IsNull(f)) continue;  // null: as if absent (clients send it for what they leave unset)
-        int known = gen_field_from_json(&g, f, body, len, member, why, sizeof why);
-        if (known < 0) status = fail(400, msg, param, k, "%s", why);
-        if (known > 0 && !strcmp(k, "keep")) keep_given = 1;
-        if (known) continue;
-        if (!strcmp(k, "prompt")) {
-            prompt = f;
-        } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
-            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
-        } else if (!strcmp(k, "n")) {
-            if (json_int(f, 1, MAX_N, &n) != 0) status = fail(400, msg, param, k, "n must be an integer in [1, %d]", MAX_N);
-        } else if (!strcmp(k, "echo") || !strcmp(k, "stream") || !strcmp(k, "ignore_eos")) {
-            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
-            int v = cJSON_IsTrue(f);
-            if (!strcmp(k, "echo")) echo = v;
-            else if (!strcmp(k, "stream")) *stream = v;
-            else gp.ignore_eos = v;
-        } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
-            if (!cJSON_IsNumber(f) || f->valuedouble != 0)
-                status = fail(400, msg, param, k, "%s is not supported (only 0, its default; gpt has repeat_penalty)", k);
-        } else {
-            status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
-        }
+    status = read_completion_fields(s, o, body, len, &b, msg, param);
+    if (!status) status = read_prompts(s, &b, &j, msg, param);
+    if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
+    if (!status) {
+        *out = j;
+        *stream = b.stream;
+        j = NULL;
     }
-    if (status) goto done;
-    if (!prompt) {
-        status = fail(400, msg, param, "prompt", "no \"prompt\" field");
-        goto done;
-    }
-    // --keep's rules: it says what a shift keeps, at most half the context
-    if (keep_given && !gp.context_shift) {
-        status = fail(400, msg, param, "keep", "keep needs context_shift (it says what a shift keeps)");
-        goto done;
-    }
-    if (gp.context_shift && gp.keep > (size_t)cfg->n_ctx / 2) {
-        status = fail(400, msg, param, "keep", "keep %zu: more than half the model's context (%d): a shift keeps half",
-                      gp.keep, cfg->n_ctx / 2);
-        goto done;
-    }
-    // echo: the prompt's tokens get their log-probabilities too, from its
-    // second (the first has none)
-    if (echo && gp.logprobs) gp.logprobs_from = 1;
-    if (sampler_params_validate(&gp.sampling, &err) != 0) {
-        status = fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
-        goto done;
-    }
-    // the prompts: a string, strings, token ids, or arrays of token ids
-    const cJSON *first = cJSON_IsArray(prompt) ? prompt->child : NULL;
-    int one_string = cJSON_IsString(prompt), one_ids = first && cJSON_IsNumber(first);
-    size_t n_prompts = one_string || one_ids ? 1 : (size_t)cJSON_GetArraySize(prompt);
-    if (!one_string && !cJSON_IsArray(prompt)) {
-        status = fail(400, msg, param, "prompt", "prompt must be a string, an array of strings, an array of token ids "
-                                                 "or an array of arrays of token ids");
-        goto done;
-    }
-    if (n_prompts == 0) {
-        status = fail(400, msg, param, "prompt", "prompt is an empty array");
-        goto done;
-    }
-    if (n_prompts * (size_t)n > MAX_CHOICES) {
-        status = fail(400, msg, param, "n", "%zu prompts x n %ld is more than %d choices", n_prompts, n, MAX_CHOICES);
-        goto done;
-    }
-    j = request_new(n_prompts);
-    if (!j) {
-        status = fail(500, msg, param, NULL, "out of memory");
-        goto done;
-    }
-    const cJSON *it = one_string || one_ids ? prompt : first;
-    for (size_t p = 0; p < n_prompts; p++, it = it->next) {
-        int32_t **ids = &j->prompt_ids[p];
-        size_t *n_ids = &j->prompt_lens[p];
-        if (cJSON_IsString(it) && (one_string || cJSON_IsString(first))) {
-            const char *text = it->valuestring;
-            if (encode_locked(s, text, strlen(text), 1, ids, n_ids, &err) != 0) {
-                status = fail(500, msg, param, NULL, "%s", err.msg);
-                goto done;
-            }
-            // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
-            if (echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL))) {
-                status = fail(500, msg, param, NULL, "out of memory");
-                goto done;
-            }
-        } else if (cJSON_IsArray(it) && (one_ids || (cJSON_IsArray(first) && cJSON_IsArray(it)))) {
-            if ((status = json_ids(it, vocab, ids, n_ids, msg, param, "prompt"))) goto done;
-            if (*n_ids == 0) {
-                status = fail(400, msg, param, "prompt", "prompt has an empty array of token ids");
-                goto done;
-            }
-            if (echo) {
-                char *bytes;
-                size_t n_bytes;
-                if (tokenizer_decode(s->session.tok, *ids, *n_ids, &bytes, &n_bytes, &err) != 0) {
-                    status = fail(400, msg, param, "prompt", "%s", err.msg);
-                    goto done;
-                }
-                j->echo[p] = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
-                free(bytes);
-            }
-        } else {
-            status = fail(400, msg, param, "prompt", "prompt %zu: an array of prompts holds strings alone, or "
-                                                     "arrays of token ids alone", p);
-            goto done;
-        }
-        if (check_prompt_length(cfg, *n_ids, &err) != 0) {
-            status = fail(400, msg, param, "prompt", "%s", err.msg);
-            goto done;
-        }
-        // one that alone needs more than the pool could never run
-        size_t blocks = (sequence_positions(cfg, *n_ids, gp.max_new) + KV_BLOCK - 1) / KV_BLOCK;
-        if (blocks > s->kv_blocks) {
-            status = fail(400, msg, param, "max_tokens", "the prompt and max_tokens need %zu KV blocks; the server's "
-                                                         "--kv-budget holds %zu", blocks, s->kv_blocks);
-            goto done;
-        }
-    }
-    // the stop strings, copied: the completions' params point at them
-    if (gp.n_stops) {
-        j->stop_strings = calloc(gp.n_stops, sizeof *j->stop_strings);
-        for (size_t i = 0; j->stop_strings && i < gp.n_stops; i++, j->n_stops++)
-            if (!(j->stop_strings[i] = strdup(stops[i]))) break;
-        if (j->n_stops != gp.n_stops) {
-            status = fail(500, msg, param, NULL, "out of memory");
-            goto done;
-        }
-        gp.stops = (const char *const *)j->stop_strings;
-    }
-    j->seed = g.seed_given ? gp.sampling.seed : draw_seed();
-    j->n_completions = n_prompts * (size_t)n;
-    j->completions = calloc(j->n_completions, sizeof *j->completions);
-    if (!j->completions) {
-        status = fail(500, msg, param, NULL, "out of memory");
-        goto done;
-    }
-    for (size_t k = 0; k < j->n_completions; k++) {
-        Completion *c = &j->completions[k];
-        c->prompt = k / (size_t)n;
-        c->ids = j->prompt_ids[c->prompt];
-        c->n_ids = j->prompt_lens[c->prompt];
-        c->params = gp;
-        c->params.sampling.seed = j->seed + k;
-    }
-    *out = j;
-    j = NULL;
-done:
     request_free(j);
-    cJSON_Delete(stop_json);
+    cJSON_Delete(b.stop_json);
     cJSON_Delete(o);
     return status;
 }
