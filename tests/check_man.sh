@@ -3,7 +3,9 @@
 # the option parser accepts: this fails, naming the option, when one has an
 # option another lacks.
 #   - every option the parser accepts (src/cli/options.c's struct option
-#     array and getopt_long string; run_convert's and run_inspect's in
+#     array, and src/serve/serve.c's, each with the options gpt and gpt
+#     serve share, src/front/model_options.c's; run_convert's and
+#     run_inspect's struct option array and getopt_long string in
 #     src/cli/convert.c) is in the help, every option of the help is
 #     accepted, and it takes a value where the help gives it an argument;
 #   - every option of `gpt --help` (its option lines, and the mode options
@@ -125,11 +127,20 @@ compare() {
     done
 }
 
+# The options of a run with a model that gpt and gpt serve share: one
+# table, which each parser that reads argv with options_begin (front.h) has.
+SHARED_OPTIONS=src/front/model_options.c
+
 # parser_options FILE [FUNCTION]: the options the parser in FILE (in
 # FUNCTION's body) accepts, one per line: OPTION <TAB> 1 if it takes a
-# value, else 0; from its struct option array and its getopt_long string.
+# value, else 0; from its struct option array and its getopt_long string,
+# or, where it reads argv with options_begin, from the whole of FILE and
+# $SHARED_OPTIONS, whose tables make an option whose code is a letter
+# also -LETTER.
 parser_options() {
-    if [ -n "$2" ]; then
+    if grep -q 'options_begin(' "$1"; then
+        cat "$1" "$SHARED_OPTIONS"
+    elif [ -n "$2" ]; then
         sed -n "/^int $2(/,/^}/p" "$1"
     else
         cat "$1"
@@ -137,6 +148,11 @@ parser_options() {
     grep -oE '\{"[a-z0-9-]+", *(no|required|optional)_argument' "$tmp/parser_src" |
         sed -E 's/^\{"([a-z0-9-]+)", *(no|required|optional)_argument/--\1 \2/' |
         awk '{ print $1 "\t" ($2 == "no" ? 0 : 1) }'
+    if grep -q 'options_begin(' "$1"; then
+        grep -oE "\\{\"[a-z0-9-]+\", *(no|required|optional)_argument, *0, *'[A-Za-z0-9]'" "$tmp/parser_src" |
+            sed -E "s/^.*(no|required|optional)_argument, *0, *'(.)'/-\\2 \\1/" |
+            awk '{ print $1 "\t" ($2 == "no" ? 0 : 1) }'
+    fi
     grep -oE 'getopt_long\(argc, argv, "[^"]*"' "$tmp/parser_src" | sed 's/.*"\(.*\)"/\1/' |
         awk '{ s = $0; sub(/^:/, "", s)
                for (i = 1; i <= length(s); i++) {
