@@ -111,7 +111,6 @@ int scheduler_step(Scheduler *s, GptError *err) {
     int rc = engine_step(e, s->step_seqs, s->n_running, err);
     s->last_step_end = now_seconds();
     double seconds = s->last_step_end - t0;
-    s->steps++;
     s->busy_seconds += seconds;
     // the prefill rate is over the steps that prefilled, as a single run's is
     if (e->prefill_tokens > prefilled) {

@@ -80,8 +80,8 @@ typedef struct {
     SchedEntry *running;       // (parallel)
     size_t n_running;
     Sequence **step_seqs;      // (parallel) one step's sequences
-    // what the steps cost
-    size_t steps, prefill_steps;
+    // what the steps cost (the engine counts the steps and tokens)
+    size_t prefill_steps;
     double busy_seconds;       // wall time in engine_step
     double prefill_seconds;    // ... of the steps that prefilled (and decoded beside it)
     double last_step_end;      // now_seconds() when the last step ended
