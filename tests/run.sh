@@ -1,47 +1,153 @@
 #!/bin/sh
 # Runs the source checks (tests/check_*.sh), every test binary
-# ($BUILD/tests/test_*) and every CLI test script
-# (tests/cli_*.sh) from the repository root, and stops at the first failure.
-# Each prints "NAME: N passed, M failed" last; this sums them.
-# Environment: BUILD (build dir, default build), CKPT_DIR (generated checkpoints).
+# ($BUILD/tests/test_*) and every CLI test script (tests/cli_*.sh) from the
+# repository root, TEST_JOBS of them at a time, and stops starting new ones
+# at the first failure (those running are waited for; exit 1).
+# Each prints "NAME: N passed, M failed" last; this sums them. A program's
+# output goes to a log of its own and is printed whole when it ends,
+# between "== PROGRAM" and "-- PROGRAM: N s" (its seconds), so the output
+# of programs running side by side never interleaves.
+#
+# The longest programs start first (SLOW below), so that none of them is
+# left to run alone at the end. The programs of ALONE run with nothing
+# beside them, after the others: each asserts on wall-clock time or sends
+# a signal after a fixed delay, or loads every core on purpose:
+#   test_threads      spins a process on every core ("cores busy")
+#   test_tune         tuning the tiny model must take under 2 s (10 s
+#                     under ASan), and it times the kernels it chooses
+#   test_robust       SIGINT/SIGTERM 0.2-2.5 s into a run, EPIPE within 20 s
+#   cli_serve_faults  the slowloris client closed within 1.5-6 s, others
+#                     served within 2 s meanwhile
+# Every other program is independent of the others: its scratch files are
+# in a directory of its own (mkdtemp), its servers listen on a free port
+# (--port 0), and it reads $BUILD and $CKPT_DIR without writing them.
+#
+# Environment: BUILD (build dir, default build), CKPT_DIR (generated
+# checkpoints), TEST_JOBS (programs at a time; default the number of
+# cores, 4 at most; 1 runs them one after another).
 BUILD=${BUILD:-build}
 CKPT_DIR=${CKPT_DIR:-build/ckpt}
 GPT=${GPT:-$BUILD/gpt}
 export BUILD CKPT_DIR GPT
+# One program per core (2 on the CI machine); past 4 the longest program
+# (a few minutes) bounds the time, not the cores.
+if [ -z "${TEST_JOBS:-}" ]; then
+    TEST_JOBS=$(getconf _NPROCESSORS_ONLN 2> /dev/null || echo 1)
+    [ "$TEST_JOBS" -gt 4 ] 2> /dev/null && TEST_JOBS=4
+fi
+case "$TEST_JOBS" in '' | *[!0-9]* | 0) TEST_JOBS=1 ;; esac
 # Tuning (tune.h) is tested by test_tune; elsewhere it would only cost time,
-# and no test writes wisdom to the real cache.
+# and no test writes wisdom to the real cache (each program gets a cache
+# directory of its own under $work).
 GPT_TUNE=${GPT_TUNE:-off}
-cache=$(mktemp -d)
-XDG_CACHE_HOME=$cache
-export GPT_TUNE XDG_CACHE_HOME
+export GPT_TUNE
+
+# by the file's name; SLOW longest first (seconds in make test and make
+# asan on 2 cores: check_readme 241/171, test_matmul 188/129, test_batch
+# 236/103, test_accuracy 89/135, test_cli 117/119, ...)
+SLOW="check_readme.sh test_matmul test_batch test_accuracy test_cli test_forward test_speculate test_logprobs
+      cli_serve.sh test_cli_speculate check_completion.sh"
+ALONE="test_threads test_tune test_robust cli_serve_faults.sh"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# each job writes its number here when it ends; fd 3 holds it open both
+# ways, so a read waits for the next line and never sees an end of file
+mkfifo "$work/done"
+exec 3<> "$work/done"
+
+# the programs, in the order they start: SLOW first, then the others in
+# the order of the glob, then ALONE
+all=""
+for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
+    case "$t" in *.o | *.d) continue ;; esac
+    [ -e "$t" ] || continue
+    all="$all $t"
+done
+# pick LIST...: the programs of $all whose file names are in LIST, in its order
+pick() {
+    for name in "$@"; do
+        for t in $all; do [ "${t##*/}" = "$name" ] && echo "$t"; done
+    done
+}
+# shellcheck disable=SC2086  # word lists; the names have no spaces
+{
+    shared=$(pick $SLOW)
+    named=" $(printf "%s " $SLOW $ALONE)"
+    for t in $all; do
+        case "$named" in *" ${t##*/} "*) ;; *) shared="$shared $t" ;; esac
+    done
+    alone=$(pick $ALONE)
+}
+
 passed=0
 failed=0
-log=$(mktemp)
-trap 'rm -f "$log"; rm -rf "$cache"' EXIT
-for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
-    case "$t" in *.o|*.d) continue ;; esac
-    [ -e "$t" ] || continue
-    echo "== $t"
-    start=$(date +%s)
-    case "$t" in
-        *.sh) sh "$t" >"$log" 2>&1 ;;
-        *) "$t" >"$log" 2>&1 ;;
-    esac
-    rc=$?
-    cat "$log"
+stop=""     # the first program that failed, and how
+running=0
+n=0
+
+# start PROGRAM: runs it in the background, its output in $work/N.log;
+# when it ends, $work/N.rc holds its exit status and seconds, and N goes
+# into the fifo
+start() {
+    n=$((n + 1))
+    echo "$1" > "$work/$n.name"
+    mkdir "$work/$n.cache"
+    (
+        XDG_CACHE_HOME=$work/$n.cache
+        export XDG_CACHE_HOME
+        s=$(date +%s)
+        case "$1" in
+            *.sh) sh "$1" > "$work/$n.log" 2>&1 3>&- ;;
+            *) "$1" > "$work/$n.log" 2>&1 3>&- ;;
+        esac
+        echo "$? $(($(date +%s) - s))" > "$work/$n.rc"
+        echo "$n" >&3
+    ) &
+    running=$((running + 1))
+}
+
+# reap: waits for one program to end, prints its output and sums its counts
+# (sh has no local variables: none of these is t, the variable of the loops)
+reap() {
+    read -r k <&3
+    running=$((running - 1))
+    prog=$(cat "$work/$k.name")
+    read -r rc secs < "$work/$k.rc"
+    echo "== $prog"
+    cat "$work/$k.log"
     # seconds per program, so that a slow CI run shows where its time went
-    echo "-- $t: $(( $(date +%s) - start )) s"
-    line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    echo "-- $prog: $secs s"
+    line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' "$work/$k.log" | tail -n 1)
     p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0}))
-    if [ $rc -ne 0 ]; then
+    if [ "$rc" -ne 0 ]; then
         [ "${f:-0}" -eq 0 ] && failed=$((failed + 1))
-        echo "FAILED: $t (exit $rc)"
-        echo "total: $passed passed, $failed failed"
-        exit 1
+        stop="$stop
+FAILED: $prog (exit $rc)"
     fi
+    rm -rf "$work/$k.log" "$work/$k.cache"
+}
+
+for t in $shared; do
+    [ -n "$stop" ] && break
+    while [ $running -ge "$TEST_JOBS" ]; do reap; done
+    [ -n "$stop" ] && break
+    start "$t"
 done
+while [ $running -gt 0 ]; do reap; done
+for t in $alone; do
+    [ -n "$stop" ] && break
+    start "$t"
+    reap
+done
+wait
+if [ -n "$stop" ]; then
+    echo "${stop#?}"
+    echo "total: $passed passed, $failed failed"
+    exit 1
+fi
 echo "total: $passed passed, $failed failed"
 [ $failed -eq 0 ]
