@@ -327,12 +327,10 @@ typedef struct {
 } DraftModel;
 
 // --draft-tokens, or the default: what the draft costs per guess against a
-// model step. Measured on the 124M-shaped checkpoint (1 thread, greedy,
-// every guess accepted): an f32 model with its q8 draft (a quarter of the
-// bytes) went 1.53x, 2.03x, 2.13x, 2.39x, 2.39x faster than the plain run
-// at 2, 3, 4, 6, 8 guesses; an f16 model with q8 (half the bytes) gained
-// most at 3-4 (1.2-1.3x), where more rows make the check itself
-// compute-bound. Prompt lookup's guesses cost nothing but a row each: 4.
+// model step. A draft of a third of the model's bytes or less is cheap
+// enough for 6 guesses; a heavier one gains most at 3-4, where more rows
+// make the check itself compute-bound. Prompt lookup's guesses cost nothing
+// but a row each: 4. (The measurements: docs/performance.md.)
 static size_t default_guesses(const Options *o, const Model *m, const Model *draft) {
     if (o->draft_tokens) return (size_t)o->draft_tokens;
     if (draft && 3 * draft->decode_bytes <= m->decode_bytes) return 6;
