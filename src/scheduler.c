@@ -95,6 +95,7 @@ static void admit_waiting(Scheduler *s) {
     // With nothing running every block not cached for sharing is free: a
     // sequence that still cannot be admitted never will be.
     if (!s->n_running && taken < s->n_waiting) end(s, &s->waiting[taken++], SCHED_NO_ROOM, NULL);
+    if (!taken) return;  // (waiting may still be NULL)
     memmove(s->waiting, s->waiting + taken, (s->n_waiting - taken) * sizeof *s->waiting);
     s->n_waiting -= taken;
 }
