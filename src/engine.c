@@ -1,5 +1,5 @@
 /*
- * engine.c - the generation engine (generate.h): the sequences' shared
+ * engine.c - the generation engine (engine.h): the sequences' shared
  * memory, admission into the KV pool, and the step.
  *
  * One step, for the sequences given:
@@ -12,7 +12,7 @@
  *      line always had: length, then the end of the context, then
  *      <|endoftext|>.
  */
-#include "generate.h"
+#include "engine.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -115,7 +115,7 @@ static int shift_window(Engine *e, Sequence *s) {
 }
 
 // After a decode step of `rows` rows that took `seconds`: the thread choice
-// (ThreadChoice, generate.h). The mode's last steps are timed; every
+// (ThreadChoice, engine.h). The mode's last steps are timed; every
 // `period` steps, PROBE steps run in the other mode; if those were faster
 // by 3% or more (the noise of one step's timing) the other mode stays and
 // probes come every FIRST_PERIOD steps again, else it goes back and the

@@ -6,7 +6,7 @@
  *   request     one input: a line of --batch, the body of an HTTP request
  *   completion  one of a request's n continuations (seeds seed, seed + 1, ...)
  *   candidate   one answer of a multiple-choice request, scored, never continued
- * A completion and a candidate are each one Sequence (generate.h). The
+ * A completion and a candidate are each one Sequence (engine.h). The
  * front-end makes a request's sequences (sequence_init) and hands them to
  * the scheduler in arrival order; the scheduler runs them and tells the
  * front-end what happened through its hooks; the front-end frees them.
@@ -39,7 +39,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
-#include "generate.h"
+#include "engine.h"
 
 // Why a sequence left the scheduler.
 typedef enum {

@@ -1,11 +1,11 @@
 /*
- * sequence.c - one sequence of the generation engine (generate.h): its
+ * sequence.c - one sequence of the generation engine (engine.h): its
  * prompt's tokens, its own memory, the model's window over its ids, and
  * what a sampled token becomes: text held back while it may start a stop
  * string, log-probabilities, the reason it stops. The engine (engine.c)
  * steps sequences; this file never calls it.
  */
-#include "generate.h"
+#include "engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +34,7 @@ int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int
     return 0;
 }
 
-int choice_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
+int candidate_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
                   int special, int32_t **ids, size_t *n, size_t *first, GptError *err) {
     *ids = NULL;
     if (choice_len == 0) return gpt_error(err, "an empty choice has no tokens to score");

@@ -1,7 +1,7 @@
 /*
  * speculate.h - drafts for speculative decoding: cheap guesses of the next
  * tokens, which the model checks all at once (engine_step_verify,
- * generate.h).
+ * engine.h).
  *
  * Decoding one sequence is bound by memory bandwidth: every token reads
  * every weight once. Checking k guesses costs one step of k + 1 rows, which
@@ -36,7 +36,7 @@
 
 #include "base/error.h"
 #include "forward.h"
-#include "generate.h"
+#include "engine.h"
 #include "model/kvcache.h"
 #include "model/model.h"
 #include "sampler.h"

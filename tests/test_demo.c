@@ -37,7 +37,7 @@
 #include "check.h"
 #include "base/fileio.h"
 #include "forward.h"
-#include "generate.h"
+#include "engine.h"
 #include "score.h"
 #include "model/kvcache.h"
 #include "model/loader.h"

@@ -1,5 +1,5 @@
 /*
- * test_generate.c - the generation engine (generate.h) on the tiny
+ * test_generate.c - the generation engine (engine.h) on the tiny
  * checkpoint:
  *   - one sequence through the engine gives, token for token, what the plain
  *     loop the command line used to run gives (prefill, then sample, append,
@@ -16,7 +16,7 @@
 #include "check.h"
 #include "base/fileio.h"
 #include "forward.h"
-#include "generate.h"
+#include "engine.h"
 #include "score.h"
 #include "model/loader.h"
 

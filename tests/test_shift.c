@@ -25,7 +25,7 @@
 
 #include "check.h"
 #include "forward.h"
-#include "generate.h"
+#include "engine.h"
 #include "model/loader.h"
 #include "paths.h"
 #include "run_gpt.h"

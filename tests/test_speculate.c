@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "generate.h"
+#include "engine.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "paths.h"

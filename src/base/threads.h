@@ -50,7 +50,7 @@ void threadpool_run_parts(ThreadPool *p, PartTask task, void *arg, int n_parts);
 // for a machine too busy to give them a core in time (a worker descheduled
 // in the middle of its part holds the whole run up for a time slice). The
 // parts and their bits are the same; only who runs them changes. Off at
-// creation; the engine turns it on and off by measurement (generate.c).
+// creation; the engine turns it on and off by measurement (engine.c).
 void threadpool_set_solo(ThreadPool *p, int solo);  // NULL-safe
 int threadpool_is_solo(const ThreadPool *p);
 

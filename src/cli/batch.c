@@ -40,7 +40,7 @@
 #include "base/grow.h"
 #include "base/utf8.h"
 #include "base/clock.h"
-#include "generate.h"
+#include "engine.h"
 #include "scheduler.h"
 #include "model/kvcache.h"
 #include "kernels/matmul.h"
@@ -130,7 +130,7 @@ typedef struct {
     int echo;               // "text" starts with the prompt (and its log-probabilities, with logprobs)
     // multiple choice ("choices"): one sequence per choice, nothing generated
     cJSON *candidates_json;    // the line's "choices" (their strings)
-    ChoiceResult *candidates;
+    Candidate *candidates;
     size_t n_candidates;
     Sequence *seqs;         // its sequences: one per completion, or one per candidate
     size_t n_seqs;          // initialized (sequence_free-able) ones
@@ -287,16 +287,16 @@ done:
 }
 
 // A multiple-choice line's choices, each tokenized with the prompt
-// (choice_tokens) and checked against the context. 0, or -1 (the request failed).
+// (candidate_tokens) and checked against the context. 0, or -1 (the request failed).
 static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
                              size_t prompt_len) {
     if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates))) return request_fail(j, "out of memory");
     GptError err = {{0}};
     size_t i = 0;
     for (const cJSON *c = j->candidates_json->child; c; c = c->next, i++) {
-        ChoiceResult *r = &j->candidates[i];
+        Candidate *r = &j->candidates[i];
         r->text = c->valuestring;
-        if (choice_tokens(tok, prompt, prompt_len, r->text, strlen(r->text), special, &r->ids, &r->n, &r->first,
+        if (candidate_tokens(tok, prompt, prompt_len, r->text, strlen(r->text), special, &r->ids, &r->n, &r->first,
                           &err) != 0 ||
             check_prompt_length(&m->config, r->n, &err) != 0)
             return request_fail(j, "choice %zu: %s", i + 1, err.msg);
@@ -457,7 +457,7 @@ static int write_request(Batch *b, Request *j) {
         const char *t = j->outs ? j->outs[0].text : NULL;
         size_t n = j->outs ? j->outs[0].len : 0;
         if (j->n_candidates && !strcmp(j->stop_reason, "choice")) {
-            t = j->candidates[choice_best(j->candidates, j->n_candidates, 0)].text;
+            t = j->candidates[candidate_best(j->candidates, j->n_candidates, 0)].text;
             n = strlen(t);
         }
         return print_escaped((const unsigned char *)t, n) || out_write("\n", 1) || out_flush() ? -1 : 0;
@@ -470,7 +470,7 @@ static int write_request(Batch *b, Request *j) {
     } else if (j->n_candidates) {
         cJSON_AddStringToObject(r, "prompt", j->prompt);
         if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
-        if (!strcmp(j->stop_reason, "choice")) add_choices_json(r, j->candidates, j->n_candidates);
+        if (!strcmp(j->stop_reason, "choice")) add_candidates_json(r, j->candidates, j->n_candidates);
         else cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);  // interrupted
         size_t reused = 0, prefilled = 0;
         for (size_t i = 0; i < j->n_seqs; i++) {
@@ -687,7 +687,7 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *s) {
 static void candidates_done(Request *j, const Tokenizer *tok) {
     for (size_t i = 0; i < j->n_candidates; i++) {
         j->candidates[i].lp = j->seqs[i].lp;
-        choice_measure(tok, &j->candidates[i]);
+        candidate_measure(tok, &j->candidates[i]);
         if (!isfinite(j->candidates[i].sum)) {
             request_fail(j, "choice %zu: the model produced a non-finite log-probability", i + 1);
             return;

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "generate.h"
+#include "engine.h"
 #include "front/front.h"
 #include "model/model.h"
 #include "sampler.h"
@@ -139,21 +139,21 @@ int print_token_logprob(const Tokenizer *tok, int32_t id, const TokenLogprob *t)
 // Multiple choice: one candidate continuation of a prompt, scored.
 typedef struct {
     const char *text;       // the choice, as given
-    int32_t *ids;           // prompt + choice (choice_tokens, generate.h)
+    int32_t *ids;           // prompt + choice (candidate_tokens, engine.h)
     size_t n, first;        // ids[first..n) are the choice's tokens
     const TokenLogprob *lp; // (n - first) their log-probabilities
-    double sum, mean, mean_per_byte;  // choice_measure
+    double sum, mean, mean_per_byte;  // candidate_measure
     size_t bytes;           // the choice's tokens' bytes
-} ChoiceResult;
+} Candidate;
 // sum, mean (per token), bytes and mean_per_byte of a choice whose lp is set.
-void choice_measure(const Tokenizer *tok, ChoiceResult *c);
+void candidate_measure(const Tokenizer *tok, Candidate *c);
 // The most likely of c[0..n) by sum (per_byte: by mean per byte); equal
 // ones by the lower index.
-size_t choice_best(const ChoiceResult *c, size_t n, int per_byte);
+size_t candidate_best(const Candidate *c, size_t n, int per_byte);
 // Adds "choices" (each one's index, text, tokens, logprobs, sum, mean,
 // bytes, mean_per_byte, context_tokens), "ranking" (indices by sum),
 // "best" and "best_per_byte" to root.
-void add_choices_json(cJSON *root, const ChoiceResult *c, size_t n);
+void add_candidates_json(cJSON *root, const Candidate *c, size_t n);
 // batch.c: gpt --batch.
 int run_batch(const Options *o);
 // tokenize.c

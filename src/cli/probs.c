@@ -4,7 +4,7 @@
  * "choices"). OpenAI's legacy `logprobs` object, which gpt serve writes
  * too, is src/front/json.c's.
  *
- * The numbers come from the engine (generate.h, logprobs.h): each token's
+ * The numbers come from the engine (engine.h, logprobs.h): each token's
  * log-probability under the model's own distribution at its position, the
  * log-softmax of the raw logits, and the most likely tokens there.
  */
@@ -37,7 +37,7 @@ int print_token_logprob(const Tokenizer *tok, int32_t id, const TokenLogprob *t)
 // ----------------------------------------------------------------------------
 // multiple choice
 
-void choice_measure(const Tokenizer *tok, ChoiceResult *c) {
+void candidate_measure(const Tokenizer *tok, Candidate *c) {
     c->sum = 0.0;
     c->bytes = 0;
     size_t count = c->n - c->first;
@@ -52,19 +52,19 @@ void choice_measure(const Tokenizer *tok, ChoiceResult *c) {
 
 // Whether choice a ranks before b: the larger sum (key 0) or mean per byte
 // (key 1), equal ones by index.
-static int ranks_before(const ChoiceResult *c, size_t a, size_t b, int per_byte) {
+static int ranks_before(const Candidate *c, size_t a, size_t b, int per_byte) {
     double x = per_byte ? c[a].mean_per_byte : c[a].sum, y = per_byte ? c[b].mean_per_byte : c[b].sum;
     return x > y || (x == y && a < b);
 }
 
-size_t choice_best(const ChoiceResult *c, size_t n, int per_byte) {
+size_t candidate_best(const Candidate *c, size_t n, int per_byte) {
     size_t best = 0;
     for (size_t i = 1; i < n; i++)
         if (ranks_before(c, i, best, per_byte)) best = i;
     return best;
 }
 
-void add_choices_json(cJSON *root, const ChoiceResult *c, size_t n) {
+void add_candidates_json(cJSON *root, const Candidate *c, size_t n) {
     size_t *order = malloc(n * sizeof *order);
     cJSON *list = cJSON_CreateArray(), *ranking = cJSON_CreateArray();
     for (size_t i = 0; order && i < n; i++) {
@@ -93,6 +93,6 @@ void add_choices_json(cJSON *root, const ChoiceResult *c, size_t n) {
     free(order);
     cJSON_AddItemToObject(root, "choices", list);
     cJSON_AddItemToObject(root, "ranking", ranking);
-    cJSON_AddNumberToObject(root, "best", (double)choice_best(c, n, 0));
-    cJSON_AddNumberToObject(root, "best_per_byte", (double)choice_best(c, n, 1));
+    cJSON_AddNumberToObject(root, "best", (double)candidate_best(c, n, 0));
+    cJSON_AddNumberToObject(root, "best_per_byte", (double)candidate_best(c, n, 1));
 }

@@ -12,7 +12,7 @@
 #include "kernels/blas.h"
 #include "cli.h"
 #include "base/fileio.h"
-#include "generate.h"
+#include "engine.h"
 #include "score.h"
 #include "base/grow.h"
 #include "model/kvcache.h"
@@ -743,7 +743,7 @@ done:
 // --choice
 
 // The prompt's continuations o->choices ranked by likelihood. Each choice
-// is a sequence of the engine over prompt + choice (choice_tokens) that
+// is a sequence of the engine over prompt + choice (candidate_tokens) that
 // generates nothing and reports the log-probabilities of its own tokens:
 // the first computes the prompt, the others share its blocks (prefix
 // sharing) and all of them run their tokens in one more step. Bit for
@@ -753,7 +753,7 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     const Model *m = &ss->model;
     GptError err = {{0}};
     size_t nc = o->n_choices, longest = 0, scored_rows = 0, blocks = 0;
-    ChoiceResult *c = calloc(nc, sizeof *c);
+    Candidate *c = calloc(nc, sizeof *c);
     Sequence *seqs = calloc(nc, sizeof *seqs);
     Sequence **live = calloc(nc, sizeof *live);
     Engine engine;
@@ -765,7 +765,7 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     }
     for (size_t i = 0; i < nc; i++) {
         c[i].text = o->choices[i];
-        if (choice_tokens(ss->tok, prompt, prompt_len, c[i].text, strlen(c[i].text), o->special, &c[i].ids, &c[i].n,
+        if (candidate_tokens(ss->tok, prompt, prompt_len, c[i].text, strlen(c[i].text), o->special, &c[i].ids, &c[i].n,
                           &c[i].first, &err) != 0 ||
             check_prompt_length(&m->config, c[i].n, &err) != 0) {
             fprintf(stderr, "gpt: --choice %zu: %s\n", i + 1, err.msg);
@@ -804,7 +804,7 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     }
     for (size_t i = 0; i < nc; i++) {
         c[i].lp = seqs[i].lp;
-        choice_measure(ss->tok, &c[i]);
+        candidate_measure(ss->tok, &c[i]);
         r.prefill_tokens += seqs[i].prefill_tokens;
         r.prefill_seconds += seqs[i].prefill_seconds;
         r.seq_tokens += seqs[i].positions;
@@ -816,10 +816,10 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     r.prompt_tokens = c[0].first;
     KVPoolStats ps = kvpool_stats(engine.kv);
     r.kv_allocated = ps.peak_held * ps.block_bytes;
-    size_t best = choice_best(c, nc, 0);
+    size_t best = candidate_best(c, nc, 0);
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
-        add_choices_json(root, c, nc);
+        add_candidates_json(root, c, nc);
         cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
         int bad = out_json_line(root);

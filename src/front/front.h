@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "generate.h"
+#include "engine.h"
 #include "model/model.h"
 #include "base/threads.h"
 #include "kernels/tune.h"

@@ -3,7 +3,7 @@
  * integers, and log-probabilities in OpenAI's legacy completions shape
  * (the command's --json --logprobs, gpt serve's "logprobs").
  *
- * The numbers come from the engine (generate.h, logprobs.h): each token's
+ * The numbers come from the engine (engine.h, logprobs.h): each token's
  * log-probability under the model's own distribution at its position, the
  * log-softmax of the raw logits, and the most likely tokens there.
  */

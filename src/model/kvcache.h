@@ -19,7 +19,7 @@
  * and write). Memory per position: 2 (K and V) x L x NH x HS x element
  * size; for GPT-2 124M 2 x 12 x 12 x 64 x 4 = 73,728 bytes in float32,
  * 36,864 in float16. This module only stores and counts; forward.c and
- * attention.c write and read, generate.c decides who gets which block.
+ * attention.c write and read, the engine decides who gets which block.
  */
 #ifndef GPT_KVCACHE_H
 #define GPT_KVCACHE_H

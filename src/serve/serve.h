@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "front/front.h"
-#include "generate.h"
+#include "engine.h"
 
 typedef struct cJSON cJSON;
 

@@ -46,7 +46,7 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "forward.h"
-#include "generate.h"
+#include "engine.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "kernels/matmul.h"

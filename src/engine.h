@@ -1,5 +1,5 @@
 /*
- * generate.h - the generation engine: sequences in flight, each advanced one
+ * engine.h - the generation engine: sequences in flight, each advanced one
  * step at a time, and scoring.
  *
  * A Sequence is one prompt being continued: its token ids, its KV cache, its
@@ -27,8 +27,8 @@
  * operations (forward.h), each sequence has its own sampler and RNG, and the
  * sampler's scratch holds nothing from one draw to the next.
  */
-#ifndef GPT_GENERATE_H
-#define GPT_GENERATE_H
+#ifndef GPT_ENGINE_H
+#define GPT_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -219,7 +219,7 @@ int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int
 // Log-probabilities of ids[first..n) are the choice's, each the one
 // --score gives that token of the same ids. *ids is malloc'd; 0, or -1 with
 // err set (an empty choice).
-int choice_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
+int candidate_tokens(Tokenizer *tok, const char *prompt, size_t prompt_len, const char *choice, size_t choice_len,
                   int special, int32_t **ids, size_t *n, size_t *first, GptError *err);
 // Whether a prompt of n tokens fits the model's context: 0, or -1 with err
 // set ("the prompt is N tokens; the model's context holds C").
