@@ -6,6 +6,7 @@
  */
 #include "model/model.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #define MAX_HEADS 1024
 #define MAX_CTX (1 << 20)
 #define MAX_VOCAB (1 << 24)
+#define MAX_INNER (1 << 20)
 
 int gpt2_config_validate(const GPT2Config *c, const char *what, GptError *err) {
     if (c->n_layer <= 0 || c->n_layer > MAX_LAYERS)
@@ -42,7 +44,51 @@ int gpt2_config_validate(const GPT2Config *c, const char *what, GptError *err) {
     // !(x > 0) also rejects NaN
     if (!(c->ln_eps > 0.0f) || !(c->ln_eps < 1.0f))
         return gpt_error(err, "%s: layer_norm_epsilon %g must be in (0, 1)", what, (double)c->ln_eps);
+    if (c->n_inner < 0 || c->n_inner > MAX_INNER)
+        return gpt_error(err, "%s: n_inner %d must be in [1, %d] (or unset: 4 * n_embd)", what, c->n_inner,
+                         MAX_INNER);
+    if ((unsigned)c->activation >= ACTIVATION_COUNT)
+        return gpt_error(err, "%s: activation %d is not one gpt knows", what, (int)c->activation);
+    if ((c->attn_unscaled | c->attn_by_layer | c->untied_output) & ~1)
+        return gpt_error(err, "%s: an attention or output flag is not 0 or 1", what);
     return 0;
+}
+
+size_t gpt2_mlp_width(const GPT2Config *c) {
+    return c->n_inner > 0 ? (size_t)c->n_inner : 4 * (size_t)c->n_embd;
+}
+
+float gpt2_attn_scale(const GPT2Config *c, size_t layer) {
+    float scale = c->attn_unscaled ? 1.0f : 1.0f / sqrtf((float)(c->n_embd / c->n_head));
+    return c->attn_by_layer ? scale / (float)(layer + 1) : scale;
+}
+
+// transformers' names (ACT2FN), and what each computes (model.h)
+static const struct {
+    const char *name;
+    Activation a;
+} ACTIVATION_NAMES[] = {
+    {"gelu_new", ACTIVATION_GELU_TANH},   {"gelu_pytorch_tanh", ACTIVATION_GELU_TANH},
+    {"gelu_fast", ACTIVATION_GELU_TANH},  {"gelu", ACTIVATION_GELU_ERF},
+    {"quick_gelu", ACTIVATION_QUICK_GELU}, {"relu", ACTIVATION_RELU},
+    {"silu", ACTIVATION_SILU},            {"swish", ACTIVATION_SILU},
+};
+
+int activation_from_name(const char *name) {
+    for (size_t i = 0; i < sizeof ACTIVATION_NAMES / sizeof *ACTIVATION_NAMES; i++)
+        if (!strcmp(name, ACTIVATION_NAMES[i].name)) return (int)ACTIVATION_NAMES[i].a;
+    return -1;
+}
+
+const char *activation_name(Activation a) {
+    // the first name of each in the list above
+    for (size_t i = 0; i < sizeof ACTIVATION_NAMES / sizeof *ACTIVATION_NAMES; i++)
+        if (ACTIVATION_NAMES[i].a == a) return ACTIVATION_NAMES[i].name;
+    return "?";
+}
+
+const Weight *gpt2_output_weight(const GPT2Weights *w, const GPT2Config *c) {
+    return c->untied_output ? &w->lm_head : &w->wte;
 }
 
 // ---------------------------------------------------------------------------
@@ -58,15 +104,17 @@ typedef struct {
 #define LAYER_ROW(name, llmc, field, kind, rows, cols) {name, llmc, offsetof(GPT2Layer, field), TENSOR_##kind},
 static const Row HEAD[] = {GPT2_HEAD_TENSORS(HEAD_ROW)};
 static const Row LAYER[] = {GPT2_LAYER_TENSORS(LAYER_ROW)};
-static const Row TAIL[] = {GPT2_TAIL_TENSORS(HEAD_ROW)};
+static const Row TAIL[] = {GPT2_TAIL_TENSORS(HEAD_ROW) GPT2_OUTPUT_TENSORS(HEAD_ROW)};
 #undef HEAD_ROW
 #undef LAYER_ROW
 
-enum { N_HEAD = sizeof HEAD / sizeof *HEAD, N_TAIL = sizeof TAIL / sizeof *TAIL };
+// TAIL's last row is the untied output layer's, in the table only when untied
+enum { N_HEAD = sizeof HEAD / sizeof *HEAD, N_TAIL_ROWS = sizeof TAIL / sizeof *TAIL };
+static size_t n_tail(const GPT2Config *c) { return N_TAIL_ROWS - (c->untied_output ? 0 : 1); }
 _Static_assert(sizeof LAYER / sizeof *LAYER == GPT2_TENSORS_PER_LAYER, "GPT2_TENSORS_PER_LAYER");
 
 // The shape of row k of one part of the table: the table's expressions in
-// C, V and T, evaluated for a configuration.
+// C, V, T and F, evaluated for a configuration.
 #define DIMS(name, llmc, field, kind, rows, cols) \
     if (k == i++) {                               \
         dims[0] = rows;                           \
@@ -77,18 +125,19 @@ static void head_dims(size_t k, size_t C, size_t V, size_t T, size_t dims[2]) {
     GPT2_HEAD_TENSORS(DIMS)
     (void)V, (void)T;
 }
-static void layer_dims(size_t k, size_t C, size_t dims[2]) {
+static void layer_dims(size_t k, size_t C, size_t F, size_t dims[2]) {
     size_t i = 0;
     GPT2_LAYER_TENSORS(DIMS)
 }
-static void tail_dims(size_t k, size_t C, size_t dims[2]) {
+static void tail_dims(size_t k, size_t C, size_t V, size_t dims[2]) {
     size_t i = 0;
     GPT2_TAIL_TENSORS(DIMS)
+    GPT2_OUTPUT_TENSORS(DIMS)
 }
 #undef DIMS
 
 size_t gpt2_n_tensors(const GPT2Config *c) {
-    return N_HEAD + GPT2_TENSORS_PER_LAYER * (size_t)c->n_layer + N_TAIL;
+    return N_HEAD + GPT2_TENSORS_PER_LAYER * (size_t)c->n_layer + n_tail(c);
 }
 
 // Which row of which part tensor i is.
@@ -113,10 +162,10 @@ void gpt2_tensor_spec(const GPT2Config *c, size_t i, TensorSpec *out) {
     int part, layer;
     size_t k;
     const Row *r = locate(c, i, &part, &k, &layer);
-    size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size, T = (size_t)c->n_ctx;
+    size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size, T = (size_t)c->n_ctx, F = gpt2_mlp_width(c);
     if (part == 0) head_dims(k, C, V, T, out->dims);
-    else if (part == 1) layer_dims(k, C, out->dims);
-    else tail_dims(k, C, out->dims);
+    else if (part == 1) layer_dims(k, C, F, out->dims);
+    else tail_dims(k, C, V, out->dims);
     if (layer >= 0) snprintf(out->name, sizeof out->name, "h.%d.%s", layer, r->name);
     else snprintf(out->name, sizeof out->name, "%s", r->name);
     out->llmc_name = r->llmc_name;
@@ -146,7 +195,7 @@ long gpt2_tensor_index(const GPT2Config *c, const char *name, long *layer_out) {
     for (size_t k = 0; k < N_HEAD; k++)
         if (!strcmp(name, HEAD[k].name)) return (long)k;
     size_t tail0 = N_HEAD + GPT2_TENSORS_PER_LAYER * (size_t)c->n_layer;
-    for (size_t k = 0; k < N_TAIL; k++)
+    for (size_t k = 0; k < n_tail(c); k++)
         if (!strcmp(name, TAIL[k].name)) return (long)(tail0 + k);
     // "h." digits "." suffix; no leading zero ("h.01." is no layer's name)
     if (strncmp(name, "h.", 2) != 0 || name[2] < '0' || name[2] > '9') return -1;
@@ -407,8 +456,11 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
         else *(Weight *)f = weight_view(target[i], data, n_out, n_in);
         m->n_params += s.numel;
         m->weight_bytes += bytes;
-        // decode reads every weight once, but only one row of wpe
-        m->decode_bytes += i == 1 ? s.dims[1] * sizeof(float) : bytes;
+        // decode reads every weight once, but only one row of wpe, and
+        // one of wte when it is not also the output layer
+        if (i == 1) m->decode_bytes += s.dims[1] * sizeof(float);
+        else if (i == 0 && c->untied_output) m->decode_bytes += weight_bytes(target[i], 1, n_in);
+        else m->decode_bytes += bytes;
     }
     free(staging);
     free(target);

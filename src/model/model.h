@@ -19,6 +19,26 @@
 #include "base/error.h"
 #include "base/fileio.h"
 
+// The MLP's activation, by transformers' formula for each name of
+// GPT2Config.activation_function (docs/model-format.md, "Configurations").
+typedef enum {
+    ACTIVATION_GELU_TANH = 0,  // gelu_new, gelu_pytorch_tanh, gelu_fast (GPT-2's):
+                               // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    ACTIVATION_GELU_ERF,       // gelu: 0.5 x (1 + erf(x / sqrt(2))), exact
+    ACTIVATION_QUICK_GELU,     // quick_gelu: x sigmoid(1.702 x)
+    ACTIVATION_RELU,           // relu: max(x, 0)
+    ACTIVATION_SILU,           // silu, swish: x sigmoid(x)
+    ACTIVATION_COUNT
+} Activation;
+
+// The Activation a config's activation_function names (transformers' names,
+// case-sensitive), or -1 for any other.
+int activation_from_name(const char *name);
+// The canonical name of a ("gelu_new", "gelu", "quick_gelu", "relu", "silu").
+const char *activation_name(Activation a);
+
+// Every field's zero is GPT-2's own choice, so a config that sets only the
+// first six is GPT-2.
 typedef struct {
     int n_layer;      // L
     int n_head;       // NH
@@ -26,7 +46,22 @@ typedef struct {
     int n_ctx;        // maxT, positions the model knows (n_positions)
     int vocab_size;   // V
     float ln_eps;     // layer_norm_epsilon
+    int n_inner;      // F, the MLP's width (n_inner); 0 means 4 C: use gpt2_mlp_width()
+    Activation activation;  // the MLP's (activation_function)
+    int attn_unscaled;      // 1: scores are not divided by sqrt(HS) (scale_attn_weights false)
+    int attn_by_layer;      // 1: layer l's scores are also divided by l + 1
+                            //    (scale_attn_by_inverse_layer_idx)
+    int untied_output;      // 1: the logits come from lm_head.weight (V, C), not
+                            //    wte (tie_word_embeddings false)
 } GPT2Config;
+
+// F: n_inner, or 4 C when it is 0.
+size_t gpt2_mlp_width(const GPT2Config *c);
+// What layer l multiplies q . k by before the softmax: 1/sqrt(HS) (computed
+// as 1.0f / sqrtf(HS), the bits every attention kernel used before the
+// flags existed), times 1/(l + 1) with attn_by_layer; 1 (or 1/(l + 1))
+// with attn_unscaled.
+float gpt2_attn_scale(const GPT2Config *c, size_t layer);
 
 /*
  * The tensor table: every tensor of GPT-2, once. Names, shapes, the order
@@ -37,7 +72,8 @@ typedef struct {
  *
  * name is Hugging Face's (inside a layer, after "h.N."); rows and cols are
  * the shape in Hugging Face's storage order, in units of C (n_embd), V
- * (vocab_size) and T (n_ctx); cols 0 means a vector. The kinds:
+ * (vocab_size), T (n_ctx) and F (the MLP's width, gpt2_mlp_width); cols 0
+ * means a vector. The kinds:
  *   MATRIX     a Weight read by matmul, stored (in, out): y = x @ W + b
  *   EMBEDDING  wte, a Weight whose rows are tokens (V, C): the embedding
  *              gathers rows, the tied output layer computes x @ wte^T
@@ -45,7 +81,8 @@ typedef struct {
  * Only MATRIX and EMBEDDING may be stored in reduced precision.
  *
  * A file holds, in this order: GPT2_HEAD_TENSORS, then GPT2_LAYER_TENSORS
- * for layer 0, 1, ..., L-1, then GPT2_TAIL_TENSORS.
+ * for layer 0, 1, ..., L-1, then GPT2_TAIL_TENSORS, then (untied output
+ * only) GPT2_OUTPUT_TENSORS.
  */
 #define GPT2_HEAD_TENSORS(X)                                              \
     X("wte.weight", "wte", wte, EMBEDDING, V, C)                          \
@@ -59,13 +96,16 @@ typedef struct {
     X("attn.c_proj.bias", "attprojb", attn_proj_b, VECTOR, C, 0)          \
     X("ln_2.weight", "ln2w", ln2_w, VECTOR, C, 0)                         \
     X("ln_2.bias", "ln2b", ln2_b, VECTOR, C, 0)                           \
-    X("mlp.c_fc.weight", "fcw", fc_w, MATRIX, C, 4 * C)                   \
-    X("mlp.c_fc.bias", "fcb", fc_b, VECTOR, 4 * C, 0)                     \
-    X("mlp.c_proj.weight", "fcprojw", fc_proj_w, MATRIX, 4 * C, C)        \
+    X("mlp.c_fc.weight", "fcw", fc_w, MATRIX, C, F)                       \
+    X("mlp.c_fc.bias", "fcb", fc_b, VECTOR, F, 0)                         \
+    X("mlp.c_proj.weight", "fcprojw", fc_proj_w, MATRIX, F, C)            \
     X("mlp.c_proj.bias", "fcprojb", fc_proj_b, VECTOR, C, 0)
 #define GPT2_TAIL_TENSORS(X)                                              \
     X("ln_f.weight", "lnfw", lnf_w, VECTOR, C, 0)                         \
     X("ln_f.bias", "lnfb", lnf_b, VECTOR, C, 0)
+// Only in a model whose output layer is its own (GPT2Config.untied_output),
+// after the tail: nn.Linear's weight, one row per token like wte.
+#define GPT2_OUTPUT_TENSORS(X) X("lm_head.weight", "lmhead", lm_head, EMBEDDING, V, C)
 
 // One transformer block (the table's GPT2_LAYER_TENSORS).
 typedef struct {
@@ -75,9 +115,9 @@ typedef struct {
     Weight attn_proj_w;                // (C, C)   attn.c_proj
     const float *attn_proj_b;          // (C)
     const float *ln2_w, *ln2_b;        // (C), (C)
-    Weight fc_w;                       // (C, 4C)  mlp.c_fc
-    const float *fc_b;                 // (4C)
-    Weight fc_proj_w;                  // (4C, C)  mlp.c_proj
+    Weight fc_w;                       // (C, F)   mlp.c_fc
+    const float *fc_b;                 // (F)
+    Weight fc_proj_w;                  // (F, C)   mlp.c_proj
     const float *fc_proj_b;            // (C)
 } GPT2Layer;
 
@@ -86,7 +126,11 @@ typedef struct {
     const float *wpe;            // (maxT, C) position embedding
     GPT2Layer *layers;           // (L) array, malloc'd
     const float *lnf_w, *lnf_b;  // (C), (C)
+    Weight lm_head;              // (V, C)    the untied output layer (untied_output), else unset
 } GPT2Weights;
+
+// The output layer: lm_head when untied, else wte. logits = x @ out^T.
+const Weight *gpt2_output_weight(const GPT2Weights *w, const GPT2Config *c);
 
 typedef struct Tokenizer Tokenizer;
 
@@ -113,7 +157,8 @@ int gpt2_config_validate(const GPT2Config *c, const char *what, GptError *err);
 
 // ---------------------------------------------------------------------------
 // The table, by index: tensor i of a model of configuration c (validated),
-// 0 <= i < gpt2_n_tensors(c) = 4 + 12 L, in the order a file holds them.
+// 0 <= i < gpt2_n_tensors(c) = 4 + 12 L (+ 1 untied), in the order a file
+// holds them.
 
 typedef enum { TENSOR_MATRIX, TENSOR_EMBEDDING, TENSOR_VECTOR } TensorKind;
 
