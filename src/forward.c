@@ -4,13 +4,15 @@
  * Shapes, used in every comment below:
  *   T   new tokens in this call (all sequences stacked)    n   new tokens of one sequence
  *   C   channels (n_embd, 768)       NH  heads (12)        HS  head size (C / NH, 64)
- *   L   layers (12)                  V   vocabulary (50257)
+ *   L   layers (12)                  V   vocabulary (50257)  F   MLP width (n_inner, 4C = 3072)
  *   P   positions already in a sequence's cache             Tk  P + n, keys attended over
  *
  * Per block, in Hugging Face GPT-2's order (pre-LayerNorm):
  *   x += attn(ln_1(x)) @ W_proj + b_proj
- *   x += gelu(ln_2(x) @ W_fc + b_fc) @ W_fcproj + b_fcproj
- * then ln_f and logits = ln_f(x) @ wte^T (the output layer is tied to wte).
+ *   x += act(ln_2(x) @ W_fc + b_fc) @ W_fcproj + b_fcproj
+ * then ln_f and logits = ln_f(x) @ wte^T (the output layer tied to wte), or
+ * @ lm_head^T when the model's own. act is the config's activation (GELU's
+ * tanh form in GPT-2), and attn scales q . k by gpt2_attn_scale (model.h).
  *
  * What it does not do: sample, tokenize, own the cache's memory, or know how a
  * weight is stored (matmul.h does).
@@ -39,12 +41,12 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
                          max_tokens, max_ctx);
     if (cfg->n_embd / cfg->n_head > 256)
         return gpt_error(err, "forward: head size %d; attention handles up to 256", cfg->n_embd / cfg->n_head);
-    size_t C = (size_t)cfg->n_embd, V = (size_t)cfg->vocab_size, T = max_tokens;
+    size_t C = (size_t)cfg->n_embd, V = (size_t)cfg->vocab_size, T = max_tokens, F = gpt2_mlp_width(cfg);
     size_t threads = (size_t)threadpool_size(pool);
-    // matmul's scratch per thread: one group of rows of the widest input (4C)
-    size_t mm_floats = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, 4 * C);
+    // matmul's scratch per thread: one group of rows of the widest input (F or C)
+    size_t mm_floats = matmul_scratch_floats(T < MATMUL_GROUP ? T : MATMUL_GROUP, F > C ? F : C);
     // Each buffer starts on a 64-byte boundary (16 floats).
-    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * 4 * C, threads * ATTENTION_QUERY_BLOCK * round_up(max_ctx, 16),
+    size_t sizes[8] = {T * C, T * C, T * 3 * C, T * C, T * F, threads * ATTENTION_QUERY_BLOCK * round_up(max_ctx, 16),
                        max_logit_rows * V, threads * mm_floats};
     size_t total = 0;
     for (int i = 0; i < 8; i++) total += round_up(sizes[i], 16);
@@ -183,6 +185,7 @@ typedef struct {
     const ForwardState *s;
     const SeqInput *seqs;
     size_t n_seqs, layer, C, NH;
+    float scale;       // of q . k (gpt2_attn_scale)
     size_t skip_from;  // sequences with this many new tokens or more are done already (OpenBLAS)
 } AttentionJob;
 
@@ -210,7 +213,7 @@ static void attention_part(void *arg, int part, int n_parts, int thread) {
                 // the query at position P + t + i sees keys 0 .. P + t + i
                 attention_queries(j->s->isa, j->s->attn + (row + t) * j->C + h * HS, j->C,
                                   j->s->qkv + (row + t) * 3 * j->C + h * HS, 3 * j->C, nq, j->seqs[i].cache,
-                                  j->layer, h, P + t + 1, scores);
+                                  j->layer, h, P + t + 1, j->scale, scores);
             }
     }
 }
@@ -335,19 +338,20 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         // attn(T,C) = heads side by side
         // A long chunk's attention through OpenBLAS (with --blas), the rest ours.
         size_t skip_from = s->use_blas ? BLAS_MIN_ROWS : SIZE_MAX;
+        float scale = gpt2_attn_scale(cfg, l);
         for (size_t i = 0, first = 0; s->use_blas && i < n_seqs; first += seqs[i].n_tokens, i++)
             if (seqs[i].n_tokens >= skip_from)
                 blas_attention(s->attn + first * C, s->qkv + first * 3 * C, seqs[i].cache, l, seqs[i].n_tokens, C,
-                               s->blas_scratch, s->pool);
-        AttentionJob job = {s, seqs, n_seqs, l, C, NH, skip_from};
+                               scale, s->blas_scratch, s->pool);
+        AttentionJob job = {s, seqs, n_seqs, l, C, NH, scale, skip_from};
         int n_threads = threadpool_size(s->pool);
         threadpool_run_parts(s->pool, attention_part, &job, T < FEW_ROWS ? n_threads : 4 * n_threads);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
         product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_pool(s->pool, s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
-        // fc(T,4C) = gelu(ln(T,C) @ fc_w(C,4C) + fc_b)
+        // fc(T,F) = act(ln(T,C) @ fc_w(C,F) + fc_b)
         product_gelu(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, &mm);
-        // x(T,C) += fc(T,4C) @ fc_proj_w(4C,C) + fc_proj_b
+        // x(T,C) += fc(T,F) @ fc_proj_w(F,C) + fc_proj_b
         product(s, s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything
         // after it: say where it first appears, not just that the logits are bad.
@@ -357,7 +361,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     }
 
     // The final layernorm only for the rows whose logits are wanted, gathered
-    // into ln(R,C); then one product with the tied embedding.
+    // into ln(R,C); then one product with the output layer.
     size_t R = 0, row = 0;
     for (size_t i = 0; i < n_seqs; i++) {
         size_t n = seqs[i].n_tokens;
@@ -374,13 +378,13 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         row += n;
         seqs[i].cache->n_tokens += n;
     }
-    // logits(R,V) = ln(R,C) @ wte(V,C)^T
-    if (R > 0) product(s, s->logits, s->ln, &w->wte, NULL, R, 0, &mm);
+    // logits(R,V) = ln(R,C) @ out(V,C)^T, out = wte or lm_head
+    if (R > 0) product(s, s->logits, s->ln, gpt2_output_weight(w, cfg), NULL, R, 0, &mm);
     if (R > 0 && !all_finite(s->logits, R * V)) {
         size_t bad = 0;
         while (bad < R * V && isfinite(s->logits[bad])) bad++;
-        return gpt_error(err, "forward: the logit of token %zu is not finite (NaN or infinite): wte, the output "
-                              "layer, is damaged", bad % V);
+        return gpt_error(err, "forward: the logit of token %zu is not finite (NaN or infinite): %s, the output "
+                              "layer, is damaged", bad % V, cfg->untied_output ? "lm_head" : "wte");
     }
     return 0;
 }

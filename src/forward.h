@@ -50,11 +50,11 @@ typedef struct {
     float *ln;       // (Tmax, C)    layernorm output
     float *qkv;      // (Tmax, 3C)   queries, keys, values of the new tokens
     float *attn;     // (Tmax, C)    attention output, heads side by side
-    float *fc;       // (Tmax, 4C)   MLP hidden layer
+    float *fc;       // (Tmax, F)    MLP hidden layer (F = gpt2_mlp_width)
     float *scores;   // (threads, ATTENTION_QUERY_BLOCK x max_ctx rounded up to 16) attention weights per thread
     float *logits;   // (max_logit_rows, V)
     float *matmul_scratch;          // (threads, matmul_scratch_floats) matmul's per-thread scratch
-    size_t matmul_scratch_floats;   // per thread: a group of min(Tmax, MATMUL_GROUP) rows of 4C
+    size_t matmul_scratch_floats;   // per thread: a group of min(Tmax, MATMUL_GROUP) rows of max(F, C)
     float *block;    // the one allocation the pointers above live in
     int use_blas;    // products of many float32 rows, and long chunks' attention, through OpenBLAS (blas.h)
     float *blas_scratch;  // (blas_attention_floats(max_tokens, max_ctx, HS)) with use_blas

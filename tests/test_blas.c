@@ -93,10 +93,12 @@ static void test_attention(ThreadPool *pool) {
                 }
             for (size_t i = 0; i < n * 3 * C; i++) qkv[i] = 2 * uniform();
             c.n_tokens = P;  // the chunk's own keys are stored; P came before
-            blas_attention(attn, qkv, &c, 1, n, C, scratch, pool);
+            // GPT-2's 1/sqrt(HS); with the f16 cache scale_attn_by_inverse_layer_idx's of layer 1
+            float scale = f16 ? 0.125f / 2 : 0.125f;
+            blas_attention(attn, qkv, &c, 1, n, C, scale, scratch, pool);
             for (size_t t = 0; t < n; t++)
                 for (size_t h = 0; h < 3; h++) {
-                    attention_query_reference(want, qkv + t * 3 * C + h * HS, &c, 1, h, P + t + 1, scores);
+                    attention_query_reference(want, qkv + t * 3 * C + h * HS, &c, 1, h, P + t + 1, scale, scores);
                     for (size_t d = 0; d < HS; d++) {
                         double e = fabs(attn[t * C + h * HS + d] - want[d]);
                         if (e > worst) worst = e;

@@ -367,11 +367,11 @@ static void test_attention_isas(void) {
         int mismatches = 0;
         const size_t counts[] = {1, 2, 15, 16, 17, 31, 33, 64, 65, 100, 255, 300};
         for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
-            attention_query_reference(want, q, &c, 1, 2, counts[i], scores);
+            attention_query_reference(want, q, &c, 1, 2, counts[i], 0.125f, scores);
             // every vector version this CPU runs (the scalar one is the reference)
             for (int isa = CPU_AVX2; isa < CPU_ISA_COUNT; isa++) {
                 if (!cpu_isa_supported((CpuIsa)isa)) continue;
-                attention_query((CpuIsa)isa, got, q, &c, 1, 2, counts[i], scores);
+                attention_query((CpuIsa)isa, got, q, &c, 1, 2, counts[i], 0.125f, scores);
                 if (memcmp(got, want, sizeof got) != 0) {
                     if (!mismatches++)
                         CHECK(0, "%s cache, %zu keys, isa %d: out[0] %.9g, reference %.9g", dt ? "F16" : "F32",
@@ -399,7 +399,9 @@ static void test_attention_query_blocks(void) {
         for (int dt = 0; dt < 2; dt++) {
             size_t HS = head_sizes[hs_i], N = 300;
             GPT2Config cfg = {.n_layer = 2, .n_head = 3, .n_embd = (int)(3 * HS), .n_ctx = (int)N, .vocab_size = 10,
-                              .ln_eps = 1e-5f};
+                              .ln_eps = 1e-5f, .attn_by_layer = hs_i == 1};
+            // GPT-2's 1/sqrt(HS), and layer 1's of scale_attn_by_inverse_layer_idx
+            float scale = gpt2_attn_scale(&cfg, 1);
             KVCache c;
             CHECK(kvcache_init(&c, &cfg, dt ? DTYPE_F16 : DTYPE_F32, N, &err) == 0, "%s", err.msg);
             float k[80], v[80];
@@ -425,9 +427,9 @@ static void test_attention_query_blocks(void) {
                 for (size_t nq = 1; nq <= QB && counts[ci] + nq - 1 <= N; nq++)
                     for (int isa = CPU_SCALAR; isa < CPU_ISA_COUNT; isa++) {
                         if (!cpu_isa_supported((CpuIsa)isa)) continue;
-                        attention_queries((CpuIsa)isa, got, out_stride, q, q_stride, nq, &c, 1, 2, counts[ci], scores);
+                        attention_queries((CpuIsa)isa, got, out_stride, q, q_stride, nq, &c, 1, 2, counts[ci], scale, scores);
                         for (size_t i = 0; i < nq; i++) {
-                            attention_query_reference(want, q + i * q_stride, &c, 1, 2, counts[ci] + i, scores);
+                            attention_query_reference(want, q + i * q_stride, &c, 1, 2, counts[ci] + i, scale, scores);
                             if (memcmp(got + i * out_stride, want, HS * sizeof(float)) != 0 && !mismatches++)
                                 CHECK(0, "HS %zu, %s cache, isa %d, %zu queries from %zu keys: query %zu out[0] %.9g, "
                                          "reference %.9g",

@@ -648,15 +648,24 @@ static void test_errors(void) {
         {"cfg-neg", "\"vocab_size\": 50257", "\"vocab_size\": -3", "vocab_size -3"},
         {"cfg-float", "\"n_embd\": 64", "\"n_embd\": 64.5", "n_embd must be an integer"},
         {"cfg-missing", "\"n_embd\": 64,", "", "n_embd is missing"},
-        {"cfg-act", "\"gelu_new\"", "\"relu\"", "activation_function relu is not supported"},
+        {"cfg-act", "\"gelu_new\"", "\"tanh\"", "activation_function tanh is not one gpt implements"},
+        {"cfg-act-type", "\"gelu_new\"", "7", "activation_function (not a string) is not one gpt implements"},
+        {"cfg-cross", "\"n_embd\": 64", "\"n_embd\": 64, \"add_cross_attention\": true", "add_cross_attention is true"},
+        {"cfg-pruned", "\"n_embd\": 64", "\"n_embd\": 64, \"pruned_heads\": {\"0\": [1]}", "pruned_heads is set"},
+        {"cfg-quant", "\"n_embd\": 64", "\"n_embd\": 64, \"quantization_config\": {\"bits\": 4}",
+         "quantization_config is set"},
+        {"cfg-flag", "\"n_embd\": 64", "\"n_embd\": 64, \"scale_attn_weights\": 0", "scale_attn_weights must be true or false"},
+        {"cfg-untied", "\"n_embd\": 64", "\"n_embd\": 64, \"tie_word_embeddings\": false", "tensor lm_head.weight is missing"},
+        {"cfg-inner-neg", "\"n_embd\": 64", "\"n_embd\": 64, \"n_inner\": -4", "n_inner -4 must be positive"},
+        {"cfg-inner-wide", "\"n_embd\": 64", "\"n_embd\": 64, \"n_inner\": 2000000", "n_inner 2000000 must be in [1, 1048576]"},
         {"cfg-eps", "1e-05", "-1", "layer_norm_epsilon"},
         {"cfg-type", "\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"", "model_type llama"},
         {"cfg-json", "{", "[", "config.json: not a JSON object"},
         {"cfg-layers", "\"n_layer\": 2", "\"n_layer\": 3", "tensor h.2.ln_1.weight is missing"},
         {"cfg-ctx", "\"n_positions\": 128", "\"n_positions\": 127", "tensor wpe.weight has shape [128,64], config implies [127,64]"},
-        // 4 * n_embd is computed before n_embd is range-checked: no int overflow
-        {"cfg-inner", "\"n_embd\": 64", "\"n_embd\": 1073741824, \"n_inner\": 4",
-         "n_inner 4 is not 4 * n_embd (4294967296)"},
+        // another MLP width: the file's tensors must have it
+        {"cfg-inner", "\"n_embd\": 64", "\"n_embd\": 64, \"n_inner\": 100",
+         "tensor h.0.mlp.c_fc.weight has shape [64,256], config implies [64,100]"},
     };
     for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
         d = make_case(cfg[k].name, NULL, 0, with_config(cfg[k].from, cfg[k].to));
@@ -694,7 +703,7 @@ static void test_errors(void) {
 
 static void test_config_validate(void) {
     GptError err = {""};
-    GPT2Config ok = {12, 12, 768, 1024, 50257, 1e-5f};
+    GPT2Config ok = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .vocab_size = 50257, .ln_eps = 1e-5f};
     CHECK(gpt2_config_validate(&ok, "x", &err) == 0, "valid config rejected: %s", err.msg);
     GPT2Config c = ok;
     c.n_head = 7;

@@ -246,7 +246,9 @@ static void test_convert(const char *src, const char *ref_name, int n_prompts, c
 // A version-1 model.bin, as gpt 0.1 wrote it (float32 matrices in Hugging
 // Face's (in, out) order, the u64 at 120 of each entry reserved), still
 // loads, and gives the logits of the safetensors it came from. It is made
-// here from a version-2 file by transposing its matrices back.
+// here from a version-3 file by transposing its matrices back. A version-2
+// file (version 3 less the header's flags, n_inner and activation, then
+// reserved and zero) loads too.
 static void test_version1(const cJSON *refs, Tokenizer *shipped) {
     GptError err = {{0}};
     Model a, b;
@@ -254,7 +256,7 @@ static void test_version1(const cJSON *refs, Tokenizer *shipped) {
         CHECK(0, "%s", err.msg);
         return;
     }
-    const char *v2 = tmp("v2.bin"), *v1 = tmp("v1.bin");
+    const char *v2 = tmp("v2.bin"), *v1 = tmp("v1.bin"), *old2 = tmp("old2.bin");
     char *data = NULL;
     size_t len = 0;
     if (modelbin_write(&a, shipped, v2, NULL, &err) != 0 || file_read_all(v2, &data, &len, &err) != 0) {
@@ -263,6 +265,17 @@ static void test_version1(const cJSON *refs, Tokenizer *shipped) {
         return;
     }
     unsigned char *f = (unsigned char *)data;
+    put32(f + 8, 2);
+    put32(f + 52, 0);  // flags, n_inner, activation: version 3's, reserved before
+    put64(f + 120, 0);
+    write_file(old2, data, len);
+    if (model_load(&b, old2, &err) != 0) {
+        CHECK(0, "version 2: %s", err.msg);
+    } else {
+        if (same_weights(&a, &b, "version 2")) same_logits(&a, &b, refs, "tiny", 2, "version 2", 1);
+        model_free(&b);
+    }
+    unlink(old2);
     uint64_t table = get64(f + 88), data_off = get64(f + 96);
     uint32_t n_tensors = (uint32_t)(f[48] | f[49] << 8 | f[50] << 16 | (uint32_t)f[51] << 24);
     put32(f + 8, 1);
@@ -527,7 +540,7 @@ static void test_damage(void) {
     } cases[] = {
         {0, 1, 0xFF, "not a GPT-2 checkpoint"},
         {7, 1, 0x01, "not a GPT-2 checkpoint"},
-        {8, 4, 3, "version 3"},
+        {8, 4, 4, "version 4"},
         {8, 4, 0, "version 0"},
         {8, 4, 0xFFFFFFFF, "version 4294967295"},
         {12, 4, 64, "header"},
@@ -540,7 +553,8 @@ static void test_damage(void) {
         {40, 4, 0xFFFFFFFF, "tokenizer has 4294967295 tokens"},
         {44, 4, 0xFFFFFFFF, "merges"},
         {48, 4, 0xFFFFFFFF, "lists 4294967295 tensors"},
-        {52, 4, 1, "reserved"},
+        {52, 4, 8, "flags not zero"},
+        {52, 4, MODELBIN_UNTIED_OUTPUT, "lists 16 tensors; a 1-layer GPT-2 has 17"},
         {56, 8, UINT64_MAX - 3, "token index"},
         {56, 8, 2, "token index"},
         {64, 8, 1ull << 40, "token strings"},
@@ -554,7 +568,9 @@ static void test_damage(void) {
         {96, 8, 0, "data region"},
         {104, 8, UINT64_MAX - 100, "data region"},
         {112, 8, n + 1, "header says"},
-        {120, 8, 7, "reserved"},
+        {120, 4, 7, "h.0.mlp.c_fc.weight has shape [8,32] (ndim 2), config implies [8,7]"},
+        {120, 4, 0, "n_inner 0 is not an MLP width"},
+        {124, 4, ACTIVATION_COUNT, "activation 5 is not one this gpt knows"},
         // tensor table entries (tensor 0 wte, 2 h.0.ln_1.weight, 4 c_attn.weight)
         {table + 0, 1, 'x' ^ 'w', "named 'xte.weight', expected wte.weight"},
         {table + 63, 1, 'A', "NUL-padded"},
@@ -691,7 +707,7 @@ static void test_cli(const cJSON *refs) {
 
     // inspect
     r = RUN("inspect", out);
-    CHECK(r.rc == 0 && strstr(r.out, "model.bin version 2") && strstr(r.out, "wte.weight") &&
+    CHECK(r.rc == 0 && strstr(r.out, "model.bin version 3") && strstr(r.out, "wte.weight") &&
               strstr(r.out, "[50257, 64]") && strstr(r.out, "[64, 192]") && strstr(r.out, "1024 bytes per token") &&
               strstr(r.out, "50000 merges"),
           "inspect tiny.bin: rc %d, '%.300s' %s", r.rc, r.out, r.err);

@@ -186,6 +186,11 @@ int run_inspect(int argc, char **argv) {
         bad |= out_printf("format:      %s, %llu bytes\n", info.kind, (unsigned long long)info.file_bytes);
     bad |= out_printf("config:      n_layer %d, n_head %d, n_embd %d, n_ctx %d, vocab_size %d, layer_norm_epsilon %g\n",
                       c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, (double)c->ln_eps);
+    // the rest of GPT2Config, as transformers names it (docs/model-format.md, "Configurations")
+    bad |= out_printf("             n_inner %zu, activation_function %s, scale_attn_weights %s, "
+                      "scale_attn_by_inverse_layer_idx %s, tie_word_embeddings %s\n",
+                      gpt2_mlp_width(c), activation_name(c->activation), c->attn_unscaled ? "false" : "true",
+                      c->attn_by_layer ? "true" : "false", c->untied_output ? "false" : "true");
     bad |= out_printf("parameters:  %zu; %zu bytes as loaded, %zu bytes read per decoded token\n", info.n_params,
                       info.weight_bytes, info.decode_bytes);
     bad |= out_printf("matrices:    %s (norms, biases and wpe F32)\n", info.matrices);

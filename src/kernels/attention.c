@@ -27,9 +27,8 @@ static float kv_at(const KVCache *c, const void *base, size_t i) {
 }
 
 void attention_query_reference(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                               size_t n_keys, float *scores) {
+                               size_t n_keys, float scale, float *scores) {
     size_t HS = c->head_size;
-    const float scale = 1.0f / sqrtf((float)HS);  // 1/sqrt(d_head), not 1/sqrt(C)
     // scores: q . k_t, d in turn, then scaled
     for (size_t t = 0; t < n_keys; t++) {
         const void *kb = kvcache_block_keys(c, t / KV_BLOCK, layer, head);
@@ -58,29 +57,29 @@ void attention_query_reference(float *out, const float *q, const KVCache *c, siz
 }
 
 void attention_query(CpuIsa isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                     size_t n_keys, float *scores) {
+                     size_t n_keys, float scale, float *scores) {
 #if defined(__x86_64__)
     // the vector versions need HS to be a multiple of 16 (GPT-2's is 64)
     if (c->head_size % 16 == 0) {
-        if (isa == CPU_AVX512) return attention_query_avx512(out, q, c, layer, head, n_keys, scores);
-        if (isa == CPU_AVX2) return attention_query_avx2(out, q, c, layer, head, n_keys, scores);
+        if (isa == CPU_AVX512) return attention_query_avx512(out, q, c, layer, head, n_keys, scale, scores);
+        if (isa == CPU_AVX2) return attention_query_avx2(out, q, c, layer, head, n_keys, scale, scores);
     }
 #endif
     (void)isa;
-    attention_query_reference(out, q, c, layer, head, n_keys, scores);
+    attention_query_reference(out, q, c, layer, head, n_keys, scale, scores);
 }
 
 void attention_queries(CpuIsa isa, float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
-                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
+                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float scale, float *scores) {
 #if defined(__x86_64__)
     if (c->head_size % 16 == 0) {
         if (isa == CPU_AVX512)
-            return attention_queries_avx512(out, out_stride, q, q_stride, nq, c, layer, head, n_keys, scores);
+            return attention_queries_avx512(out, out_stride, q, q_stride, nq, c, layer, head, n_keys, scale, scores);
         if (isa == CPU_AVX2)
-            return attention_queries_avx2(out, out_stride, q, q_stride, nq, c, layer, head, n_keys, scores);
+            return attention_queries_avx2(out, out_stride, q, q_stride, nq, c, layer, head, n_keys, scale, scores);
     }
 #endif
     (void)isa;
     for (size_t i = 0; i < nq; i++)
-        attention_query_reference(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scores);
+        attention_query_reference(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scale, scores);
 }

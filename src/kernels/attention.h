@@ -5,7 +5,7 @@
  * For the query q at position p of a sequence, with the keys and values of
  * positions 0..p in its cache (kvcache.h):
  *
- *   s_t  = (q . k_t) / sqrt(HS)           t = 0..p   (later keys are never read:
+ *   s_t  = (q . k_t) * scale              t = 0..p   (later keys are never read:
  *   w_t  = exp(s_t - max s) / sum exp              the causal mask is the loop's end)
  *   out  = sum_t w_t v_t
  *
@@ -28,12 +28,15 @@
 #include "kernels/cpu.h"
 #include "model/kvcache.h"
 
+// scale is what the model multiplies q . k by: 1/sqrt(HS) for GPT-2
+// (gpt2_attn_scale, model.h, for the configurations that differ).
+//
 // out (HS) = attention of q (HS) over positions [0, n_keys) of cache c,
 // layer and head given, with isa's vector code (cpu.h; one the CPU
 // supports; a head size not a multiple of 16 runs the reference). scores:
 // scratch of round_up(n_keys, 16) floats.
 void attention_query(CpuIsa isa, float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                     size_t n_keys, float *scores);
+                     size_t n_keys, float scale, float *scores);
 
 // Queries that share keys: the most attention_queries takes at once.
 enum { ATTENTION_QUERY_BLOCK = 4 };
@@ -46,11 +49,11 @@ enum { ATTENTION_QUERY_BLOCK = 4 };
 // queries (a prefill's chunk). scores: scratch of nq x round_up(n_keys + nq
 // - 1, 16) floats.
 void attention_queries(CpuIsa isa, float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
-                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores);
+                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float scale, float *scores);
 
 // The same, written plainly: the definition, which every vector version
 // (attention_kernels.h) matches bit for bit.
 void attention_query_reference(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                               size_t n_keys, float *scores);
+                               size_t n_keys, float scale, float *scores);
 
 #endif

@@ -51,10 +51,10 @@ AI float softmax_numerators(float *scores, size_t n_keys) {
 }
 
 TARGET_AVX2 void attention_query_avx2(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                                     size_t n_keys, float *scores) {
+                                     size_t n_keys, float scale, float *scores) {
     size_t HS = c->head_size, n_blocks = (n_keys + KV_BLOCK - 1) / KV_BLOCK;
     int half = c->dtype == DTYPE_F16;
-    const __m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)HS));
+    const __m256 scale_v = _mm256_set1_ps(scale);
     size_t b = 0;
     for (; b + 2 <= n_blocks; b += 2) {
         const void *k0 = kvcache_block_keys(c, b, layer, head), *k1 = kvcache_block_keys(c, b + 1, layer, head);
@@ -70,10 +70,10 @@ TARGET_AVX2 void attention_query_avx2(float *out, const float *q, const KVCache 
             a2 = _mm256_fmadd_ps(qd, load_kv8(k1, d * KV_BLOCK, half), a2);
             a3 = _mm256_fmadd_ps(qd, load_kv8(k1, d * KV_BLOCK + 8, half), a3);
         }
-        _mm256_storeu_ps(scores + b * KV_BLOCK, _mm256_mul_ps(a0, scale));
-        _mm256_storeu_ps(scores + b * KV_BLOCK + 8, _mm256_mul_ps(a1, scale));
-        _mm256_storeu_ps(scores + (b + 1) * KV_BLOCK, _mm256_mul_ps(a2, scale));
-        _mm256_storeu_ps(scores + (b + 1) * KV_BLOCK + 8, _mm256_mul_ps(a3, scale));
+        _mm256_storeu_ps(scores + b * KV_BLOCK, _mm256_mul_ps(a0, scale_v));
+        _mm256_storeu_ps(scores + b * KV_BLOCK + 8, _mm256_mul_ps(a1, scale_v));
+        _mm256_storeu_ps(scores + (b + 1) * KV_BLOCK, _mm256_mul_ps(a2, scale_v));
+        _mm256_storeu_ps(scores + (b + 1) * KV_BLOCK + 8, _mm256_mul_ps(a3, scale_v));
     }
     for (; b < n_blocks; b++) {
         const void *k0 = kvcache_block_keys(c, b, layer, head);
@@ -83,8 +83,8 @@ TARGET_AVX2 void attention_query_avx2(float *out, const float *q, const KVCache 
             a0 = _mm256_fmadd_ps(qd, load_kv8(k0, d * KV_BLOCK, half), a0);
             a1 = _mm256_fmadd_ps(qd, load_kv8(k0, d * KV_BLOCK + 8, half), a1);
         }
-        _mm256_storeu_ps(scores + b * KV_BLOCK, _mm256_mul_ps(a0, scale));
-        _mm256_storeu_ps(scores + b * KV_BLOCK + 8, _mm256_mul_ps(a1, scale));
+        _mm256_storeu_ps(scores + b * KV_BLOCK, _mm256_mul_ps(a0, scale_v));
+        _mm256_storeu_ps(scores + b * KV_BLOCK + 8, _mm256_mul_ps(a1, scale_v));
     }
     const __m256 inv = _mm256_set1_ps(softmax_numerators(scores, n_keys));
     enum { MAXV = 32 };
@@ -165,11 +165,11 @@ AI void value_pass(int NQ, const KVCache *c, size_t layer, size_t head, int half
 }
 
 AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q, size_t q_stride, const KVCache *c,
-                size_t layer, size_t head, size_t n0, float *scores) {
+                size_t layer, size_t head, size_t n0, float scale, float *scores) {
     const size_t HS = c->head_size, n_max = n0 + (size_t)NQ - 1;
     const size_t n_blocks = (n_max + KV_BLOCK - 1) / KV_BLOCK, ld = n_blocks * KV_BLOCK;
-    const __m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)HS));
-    for (size_t b = 0; b < n_blocks; b++) score_tile(NQ, q, q_stride, c, layer, head, b, half, scores, ld, scale);
+    const __m256 scale_v = _mm256_set1_ps(scale);
+    for (size_t b = 0; b < n_blocks; b++) score_tile(NQ, q, q_stride, c, layer, head, b, half, scores, ld, scale_v);
     __m256 inv[QMAX];
 #pragma GCC unroll 8
     for (int i = 0; i < NQ; i++) inv[i] = _mm256_set1_ps(softmax_numerators(scores + (size_t)i * ld, n0 + (size_t)i));
@@ -188,18 +188,18 @@ AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q,
 }
 
 TARGET_AVX2 void attention_queries_avx2(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
-                                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
+                                       const KVCache *c, size_t layer, size_t head, size_t n_keys, float scale, float *scores) {
     const int half = c->dtype == DTYPE_F16;  // a constant in each instance
     switch (nq * 2 + (size_t)half) {
-    case 8: queries(4, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 9: queries(4, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 6: queries(3, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 7: queries(3, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 4: queries(2, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
-    case 5: queries(2, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scores); break;
+    case 8: queries(4, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores); break;
+    case 9: queries(4, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores); break;
+    case 6: queries(3, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores); break;
+    case 7: queries(3, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores); break;
+    case 4: queries(2, 0, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores); break;
+    case 5: queries(2, 1, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores); break;
     default:  // one query, or a block wider than the 4 these tiles take: one at a time
         for (size_t i = 0; i < nq; i++)
-            attention_query_avx2(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scores);
+            attention_query_avx2(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scale, scores);
     }
 }
 #endif

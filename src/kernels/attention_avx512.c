@@ -63,10 +63,10 @@ AI float softmax_numerators(float *scores, size_t n_keys) {
 }
 
 TARGET_AVX512 void attention_query_avx512(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                                         size_t n_keys, float *scores) {
+                                         size_t n_keys, float scale, float *scores) {
     size_t HS = c->head_size, n_blocks = (n_keys + KV_BLOCK - 1) / KV_BLOCK;
     int half = c->dtype == DTYPE_F16;
-    const __m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)HS));
+    const __m512 scale_v = _mm512_set1_ps(scale);
     // scores, 4 blocks at a time (4 independent chains over d)
     size_t b = 0;
     for (; b + 4 <= n_blocks; b += 4) {
@@ -83,16 +83,16 @@ TARGET_AVX512 void attention_query_avx512(float *out, const float *q, const KVCa
             a2 = _mm512_fmadd_ps(qd, load_kv16(k2, d * KV_BLOCK, half), a2);
             a3 = _mm512_fmadd_ps(qd, load_kv16(k3, d * KV_BLOCK, half), a3);
         }
-        _mm512_storeu_ps(scores + b * KV_BLOCK, _mm512_mul_ps(a0, scale));
-        _mm512_storeu_ps(scores + (b + 1) * KV_BLOCK, _mm512_mul_ps(a1, scale));
-        _mm512_storeu_ps(scores + (b + 2) * KV_BLOCK, _mm512_mul_ps(a2, scale));
-        _mm512_storeu_ps(scores + (b + 3) * KV_BLOCK, _mm512_mul_ps(a3, scale));
+        _mm512_storeu_ps(scores + b * KV_BLOCK, _mm512_mul_ps(a0, scale_v));
+        _mm512_storeu_ps(scores + (b + 1) * KV_BLOCK, _mm512_mul_ps(a1, scale_v));
+        _mm512_storeu_ps(scores + (b + 2) * KV_BLOCK, _mm512_mul_ps(a2, scale_v));
+        _mm512_storeu_ps(scores + (b + 3) * KV_BLOCK, _mm512_mul_ps(a3, scale_v));
     }
     for (; b < n_blocks; b++) {
         const void *k0 = kvcache_block_keys(c, b, layer, head);
         __m512 a0 = _mm512_setzero_ps();
         for (size_t d = 0; d < HS; d++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), load_kv16(k0, d * KV_BLOCK, half), a0);
-        _mm512_storeu_ps(scores + b * KV_BLOCK, _mm512_mul_ps(a0, scale));
+        _mm512_storeu_ps(scores + b * KV_BLOCK, _mm512_mul_ps(a0, scale_v));
     }
     const __m512 inv = _mm512_set1_ps(softmax_numerators(scores, n_keys));
     // values: 4 partial sums (t mod 4) of HS / 16 vectors each
@@ -226,17 +226,17 @@ AI void value_pass(int NQ, int NV, const KVCache *c, size_t layer, size_t head, 
 }
 
 AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q, size_t q_stride, const KVCache *c,
-                size_t layer, size_t head, size_t n0, float *scores) {
+                size_t layer, size_t head, size_t n0, float scale, float *scores) {
     const size_t HS = c->head_size, n_max = n0 + (size_t)NQ - 1;
     const size_t n_blocks = (n_max + KV_BLOCK - 1) / KV_BLOCK, ld = n_blocks * KV_BLOCK;
-    const __m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)HS));
+    const __m512 scale_v = _mm512_set1_ps(scale);
     size_t b = 0;
     for (; b + SCORE_KB(NQ) <= n_blocks; b += SCORE_KB(NQ))
-        score_tile(NQ, SCORE_KB(NQ), q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale);
+        score_tile(NQ, SCORE_KB(NQ), q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale_v);
     switch (n_blocks - b) {
-    case 3: score_tile(NQ, 3, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale); break;
-    case 2: score_tile(NQ, 2, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale); break;
-    case 1: score_tile(NQ, 1, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale); break;
+    case 3: score_tile(NQ, 3, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale_v); break;
+    case 2: score_tile(NQ, 2, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale_v); break;
+    case 1: score_tile(NQ, 1, q, q_stride, c, layer, head, b, n_blocks, half, scores, ld, scale_v); break;
     default: break;
     }
     __m512 inv[QMAX];
@@ -263,9 +263,9 @@ AI void queries(int NQ, int half, float *out, size_t out_stride, const float *q,
 }
 
 TARGET_AVX512 void attention_queries_avx512(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
-                                           const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores) {
+                                           const KVCache *c, size_t layer, size_t head, size_t n_keys, float scale, float *scores) {
     const int half = c->dtype == DTYPE_F16;  // a constant in each instance: no test in the loops
-#define QUERIES(NQ, HALF) queries(NQ, HALF, out, out_stride, q, q_stride, c, layer, head, n_keys, scores)
+#define QUERIES(NQ, HALF) queries(NQ, HALF, out, out_stride, q, q_stride, c, layer, head, n_keys, scale, scores)
     switch (nq * 2 + (size_t)half) {
     case 16: if (ATTENTION_QUERY_BLOCK >= 8) QUERIES(8, 0); break;
     case 17: if (ATTENTION_QUERY_BLOCK >= 8) QUERIES(8, 1); break;
@@ -283,7 +283,7 @@ TARGET_AVX512 void attention_queries_avx512(float *out, size_t out_stride, const
     case 5: if (ATTENTION_QUERY_BLOCK >= 2) QUERIES(2, 1); break;
     default:  // one query (or, against the contract, more than the tiles take): one at a time
         for (size_t i = 0; i < nq; i++)
-            attention_query_avx512(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scores);
+            attention_query_avx512(out + i * out_stride, q + i * q_stride, c, layer, head, n_keys + i, scale, scores);
     }
 #undef QUERIES
 }

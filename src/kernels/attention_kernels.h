@@ -32,15 +32,15 @@
 // most 256), on a CPU that runs the ISA (attention_avx512.c,
 // attention_avx2.c; x86-64 only).
 void attention_query_avx512(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                            size_t n_keys, float *scores);
+                            size_t n_keys, float scale, float *scores);
 void attention_query_avx2(float *out, const float *q, const KVCache *c, size_t layer, size_t head,
-                          size_t n_keys, float *scores);
+                          size_t n_keys, float scale, float *scores);
 
 // attention_queries' contract, the same way.
 void attention_queries_avx512(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
-                              const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores);
+                              const KVCache *c, size_t layer, size_t head, size_t n_keys, float scale, float *scores);
 void attention_queries_avx2(float *out, size_t out_stride, const float *q, size_t q_stride, size_t nq,
-                            const KVCache *c, size_t layer, size_t head, size_t n_keys, float *scores);
+                            const KVCache *c, size_t layer, size_t head, size_t n_keys, float scale, float *scores);
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -89,6 +89,7 @@ typedef struct {
     const float *qkv;
     const KVCache *c;
     size_t layer, n, C;
+    float scale;
     float *scratch;
 } AttentionJob;
 
@@ -99,13 +100,12 @@ static void attention_part(void *arg, int thread, int n_threads) {
     size_t HS = c->head_size, NH = c->n_head, P = c->n_tokens, n = j->n, C = j->C, Tk = P + n;
     float *S = j->scratch + (size_t)thread * blas_attention_floats(n, Tk, HS, 1);
     float *keys = S + n * Tk, *values = keys + Tk * HS;
-    float scale = 1.0f / sqrtf((float)HS);
     size_t h0, h1;
     thread_range(NH, 1, thread, n_threads, &h0, &h1);
     for (size_t h = h0; h < h1; h++) {
         gather(keys, values, c, j->layer, h, Tk);
-        // S(n,Tk) = Q(n,HS) @ K(Tk,HS)^T / sqrt(HS); Q's rows are 3C apart
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS, scale, j->qkv + h * HS,
+        // S(n,Tk) = Q(n,HS) @ K(Tk,HS)^T * scale; Q's rows are 3C apart
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS, j->scale, j->qkv + h * HS,
                     (int)(3 * C), keys, (int)HS, 0.0f, S, (int)Tk);
         for (size_t t = 0; t < n; t++) {
             float *row = S + t * Tk;
@@ -125,7 +125,7 @@ static void attention_part(void *arg, int thread, int n_threads) {
 }
 
 void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t layer, size_t n, size_t C,
-                    float *scratch, ThreadPool *pool) {
-    AttentionJob job = {attn, qkv, c, layer, n, C, scratch};
+                    float scale, float *scratch, ThreadPool *pool) {
+    AttentionJob job = {attn, qkv, c, layer, n, C, scale, scratch};
     threadpool_run(pool, attention_part, &job);
 }

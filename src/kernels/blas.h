@@ -71,8 +71,8 @@ size_t blas_attention_floats(size_t n, size_t n_keys, size_t head_size, int n_th
 // values from cache c (already holding positions 0 .. P + n - 1, P =
 // c->n_tokens), out(t) = attn + t * C + h * HS. The heads are split over
 // the threads of pool (NULL: one); scratch holds blas_attention_floats(n,
-// P + n, HS, threadpool_size(pool)).
+// P + n, HS, threadpool_size(pool)). scale multiplies q . k (attention.h).
 void blas_attention(float *attn, const float *qkv, const KVCache *c, size_t layer, size_t n, size_t C,
-                    float *scratch, ThreadPool *pool);
+                    float scale, float *scratch, ThreadPool *pool);
 
 #endif

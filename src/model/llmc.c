@@ -38,6 +38,7 @@ static int llmc_header(const unsigned char *file, size_t size, const char *path,
         return gpt_error(err, "%s: llm.c checkpoint version %d%s; gpt reads version 3 (float32)", path, v[1],
                          v[1] == 5 ? " (bfloat16)" : "");
     GPT2Config *c = &h->c;
+    *c = (GPT2Config){0};  // llm.c's GPT-2: its MLP, activation and attention, tied
     c->n_ctx = v[2];
     c->vocab_size = v[3];
     c->n_layer = v[4];

@@ -46,7 +46,8 @@ typedef struct {
     int n_ctx;        // maxT, positions the model knows (n_positions)
     int vocab_size;   // V
     float ln_eps;     // layer_norm_epsilon
-    int n_inner;      // F, the MLP's width (n_inner); 0 means 4 C: use gpt2_mlp_width()
+    int n_inner;      // F, the MLP's width (n_inner); 0 means 4 C, and a reader
+                      // stores 0 for 4 C (one width, one config): use gpt2_mlp_width()
     Activation activation;  // the MLP's (activation_function)
     int attn_unscaled;      // 1: scores are not divided by sqrt(HS) (scale_attn_weights false)
     int attn_by_layer;      // 1: layer l's scores are also divided by l + 1

@@ -59,7 +59,7 @@
     X(uint32_t, n_tokens, 40)             \
     X(uint32_t, n_merges, 44)             \
     X(uint32_t, n_tensors, 48)            \
-    X(uint32_t, reserved32, 52)           \
+    X(uint32_t, flags, 52)                \
     X(uint64_t, index_offset, 56)         \
     X(uint64_t, strings_offset, 64)       \
     X(uint64_t, strings_bytes, 72)        \
@@ -68,7 +68,8 @@
     X(uint64_t, data_offset, 96)          \
     X(uint64_t, data_bytes, 104)          \
     X(uint64_t, file_bytes, 112)          \
-    X(uint64_t, reserved64, 120)
+    X(uint32_t, n_inner, 120)             \
+    X(uint32_t, activation, 124)
 
 #define HEADER_MEMBER(type, field, at) type field;
 typedef struct {
@@ -176,9 +177,12 @@ static int header_check(const unsigned char *file, size_t size, const char *path
     if (h->version < 1 || h->version > MODELBIN_VERSION)
         return gpt_error(err, "%s: model.bin format version %u; this gpt reads versions 1 to %u", path, h->version,
                          MODELBIN_VERSION);
-    if (h->header_bytes != MODELBIN_HEADER_BYTES || h->reserved32 != 0 || h->reserved64 != 0)
-        return gpt_error(err, "%s: damaged model.bin header (header size %u, reserved fields not zero?)", path,
-                         h->header_bytes);
+    // versions 1 and 2: flags, n_inner and activation were reserved, zero
+    int v3 = h->version >= 3;
+    if (h->header_bytes != MODELBIN_HEADER_BYTES || (!v3 && (h->flags || h->n_inner || h->activation)) ||
+        (h->flags & ~(uint32_t)MODELBIN_FLAGS_KNOWN) != 0)
+        return gpt_error(err, "%s: damaged model.bin header (header size %u, reserved fields or flags not zero?)",
+                         path, h->header_bytes);
     if (h->file_bytes != size)
         return gpt_error(err, "%s: file is %zu bytes, its header says %llu (%s)", path, size,
                          (unsigned long long)h->file_bytes,
@@ -197,6 +201,18 @@ static int config_check(const BinHeader *h, const char *path, GPT2Config *c, Gpt
     c->n_ctx = (int)h->n_ctx;
     c->vocab_size = (int)h->vocab_size;
     c->ln_eps = h->ln_eps;
+    if (h->version >= 3) {  // before: GPT-2's MLP and attention, tied (every field 0)
+        if (h->n_inner == 0 || h->n_inner > INT32_MAX)
+            return gpt_error(err, "%s: n_inner %u is not an MLP width", path, h->n_inner);
+        if (h->activation >= ACTIVATION_COUNT)
+            return gpt_error(err, "%s: activation %u is not one this gpt knows (a newer gpt's file?)", path,
+                             h->activation);
+        c->n_inner = h->n_inner == 4ull * h->n_embd ? 0 : (int)h->n_inner;
+        c->activation = (Activation)h->activation;
+        c->attn_unscaled = (h->flags & MODELBIN_ATTN_UNSCALED) != 0;
+        c->attn_by_layer = (h->flags & MODELBIN_ATTN_BY_LAYER) != 0;
+        c->untied_output = (h->flags & MODELBIN_UNTIED_OUTPUT) != 0;
+    }
     if (gpt2_config_validate(c, path, err) != 0) return -1;
     size_t want = gpt2_n_tensors(c);
     if (h->n_tensors != want)
@@ -480,6 +496,10 @@ int modelbin_write_with(const Model *m, const Tokenizer *tok, const char *out_pa
     h.n_ctx = (uint32_t)c->n_ctx;
     h.vocab_size = (uint32_t)c->vocab_size;
     h.ln_eps = c->ln_eps;
+    h.n_inner = (uint32_t)gpt2_mlp_width(c);
+    h.activation = (uint32_t)c->activation;
+    h.flags = (c->attn_unscaled ? MODELBIN_ATTN_UNSCALED : 0) | (c->attn_by_layer ? MODELBIN_ATTN_BY_LAYER : 0) |
+              (c->untied_output ? MODELBIN_UNTIED_OUTPUT : 0);
     h.n_tokens = (uint32_t)V;
     h.n_merges = (uint32_t)n_merges;
     h.n_tensors = (uint32_t)gpt2_n_tensors(c);

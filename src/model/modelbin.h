@@ -17,11 +17,14 @@
 
 #define MODELBIN_MAGIC "GPT2BIN\0"
 #define MODELBIN_MAGIC_LEN 8
-#define MODELBIN_VERSION 2u  // written; versions 1 and 2 are read
+#define MODELBIN_VERSION 3u  // written; versions 1 to 3 are read
 #define MODELBIN_HEADER_BYTES 128u
 #define MODELBIN_ENTRY_BYTES 128u   // one tensor table entry
 #define MODELBIN_DATA_ALIGN 4096u   // the data region starts on a page
 #define MODELBIN_TENSOR_ALIGN 64u   // each tensor starts on a cache line
+
+// The header's flags (version 3; GPT2Config's fields of the same names).
+enum { MODELBIN_ATTN_UNSCALED = 1, MODELBIN_ATTN_BY_LAYER = 2, MODELBIN_UNTIED_OUTPUT = 4, MODELBIN_FLAGS_KNOWN = 7 };
 
 // Tensor dtypes: each tensor records its own (dtype.h's codes).
 enum { MODELBIN_F32 = DTYPE_F32, MODELBIN_F16 = DTYPE_F16, MODELBIN_BF16 = DTYPE_BF16, MODELBIN_Q8 = DTYPE_Q8,

@@ -10,9 +10,11 @@
  *
  * Header policy: keys may carry a "transformer." prefix (GPT2LMHeadModel
  * files) or not (GPT2Model files). Ignored: "__metadata__", the causal-mask
- * buffers h.N.attn.bias / h.N.attn.masked_bias, and lm_head.weight (tied to
- * wte; accepted only when it is (V, C), since anything else means the file is
- * not the model the config describes); an ignored entry's data_offsets must
+ * buffers h.N.attn.bias / h.N.attn.masked_bias, and lm_head.weight when the
+ * config ties it to wte (accepted only when it is (V, C), since anything
+ * else means the file is not the model the config describes; with
+ * tie_word_embeddings false it is the output layer, and required); an
+ * ignored entry's data_offsets must
  * still lie inside the data region, and no two weights may share bytes. Any
  * other tensor is an error: an extra layer or an unknown weight means config
  * and file disagree, and silently running a different model than the one on
@@ -55,6 +57,39 @@ static int json_int(const cJSON *root, const char *key, int *out, int required, 
     return 0;
 }
 
+// A boolean field: absent or null keeps *out; 0, or -1 if not true/false.
+static int json_bool(const cJSON *root, const char *key, int *out, const char *what, GptError *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return gpt_error(err, "%s: %s must be true or false", what, key);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+// The keys of transformers' GPT2Config (and PretrainedConfig) that would
+// change the computation in a way gpt does not implement, with the value
+// that is GPT-2's (and so accepted): any other refuses the file
+// (docs/model-format.md, "Configurations"). A boolean that must be false,
+// or a list or object that must be empty.
+static const char *const MUST_BE_FALSE[] = {"add_cross_attention", "is_encoder_decoder"};
+static const char *const MUST_BE_EMPTY[] = {"pruned_heads", "quantization_config"};
+
+static int refuse_unsupported(const cJSON *root, const char *path, GptError *err) {
+    for (size_t i = 0; i < sizeof MUST_BE_FALSE / sizeof *MUST_BE_FALSE; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, MUST_BE_FALSE[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v))
+            return gpt_error(err, "%s: %s is %s; gpt runs only GPT-2 language models without it", path,
+                             MUST_BE_FALSE[i], cJSON_IsTrue(v) ? "true" : "not false");
+    }
+    for (size_t i = 0; i < sizeof MUST_BE_EMPTY / sizeof *MUST_BE_EMPTY; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, MUST_BE_EMPTY[i]);
+        if (v && !cJSON_IsNull(v) && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child))
+            return gpt_error(err, "%s: %s is set; gpt reads only whole, unquantized Hugging Face checkpoints", path,
+                             MUST_BE_EMPTY[i]);
+    }
+    return 0;
+}
+
 static int read_config(const char *path, GPT2Config *c, GptError *err) {
     char *text;
     size_t len;
@@ -74,14 +109,16 @@ static int read_config(const char *path, GPT2Config *c, GptError *err) {
                   cJSON_IsString(v) ? v->valuestring : "(not a string)");
         goto done;
     }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "activation_function"))) {
-        // gelu_pytorch_tanh is the same tanh approximation under another name
-        if (!cJSON_IsString(v) ||
-            (strcmp(v->valuestring, "gelu_new") != 0 && strcmp(v->valuestring, "gelu_pytorch_tanh") != 0)) {
-            gpt_error(err, "%s: activation_function %s is not supported (gpt implements gelu_new, the tanh approximation)",
+    if (refuse_unsupported(root, path, err) != 0) goto done;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "activation_function")) && !cJSON_IsNull(v)) {
+        int a = cJSON_IsString(v) ? activation_from_name(v->valuestring) : -1;
+        if (a < 0) {
+            gpt_error(err, "%s: activation_function %s is not one gpt implements (gelu_new, gelu_pytorch_tanh, "
+                           "gelu_fast, gelu, quick_gelu, relu, silu, swish)",
                       path, cJSON_IsString(v) ? v->valuestring : "(not a string)");
             goto done;
         }
+        c->activation = (Activation)a;
     }
     if (json_int(root, "n_layer", &c->n_layer, 1, path, err) < 0 ||
         json_int(root, "n_head", &c->n_head, 1, path, err) < 0 ||
@@ -95,15 +132,14 @@ static int read_config(const char *path, GPT2Config *c, GptError *err) {
         gpt_error(err, "%s: n_positions (or n_ctx) is missing or not an integer", path);
         goto done;
     }
-    int n_inner = 0;
-    r = json_int(root, "n_inner", &n_inner, 0, path, err);
+    // n_inner null or absent: 4 * n_embd (c->n_inner 0)
+    r = json_int(root, "n_inner", &c->n_inner, 0, path, err);
     if (r < 0) goto done;
-    // n_embd is not validated yet: 4 * n_embd may not fit an int
-    if (r == 0 && n_inner != 4LL * c->n_embd) {
-        gpt_error(err, "%s: n_inner %d is not 4 * n_embd (%lld); gpt supports only that MLP width", path,
-                  n_inner, 4LL * c->n_embd);
+    if (r == 0 && c->n_inner <= 0) {
+        gpt_error(err, "%s: n_inner %d must be positive (or null: 4 * n_embd)", path, c->n_inner);
         goto done;
     }
+    if (c->n_inner == 4LL * c->n_embd) c->n_inner = 0;
     c->ln_eps = 1e-5f;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon")) && !cJSON_IsNull(v)) {
         if (!cJSON_IsNumber(v)) {
@@ -112,6 +148,19 @@ static int read_config(const char *path, GPT2Config *c, GptError *err) {
         }
         c->ln_eps = (float)v->valuedouble;
     }
+    // The attention's two scaling flags and the output layer (transformers'
+    // defaults: scaled, not by layer, tied). reorder_and_upcast_attn only
+    // asks for the scores and the softmax in float32, which gpt always
+    // computes them in: accepted, true or false.
+    int scaled = 1, by_layer = 0, tied = 1, upcast = 0;
+    if (json_bool(root, "scale_attn_weights", &scaled, path, err) != 0 ||
+        json_bool(root, "scale_attn_by_inverse_layer_idx", &by_layer, path, err) != 0 ||
+        json_bool(root, "tie_word_embeddings", &tied, path, err) != 0 ||
+        json_bool(root, "reorder_and_upcast_attn", &upcast, path, err) != 0)
+        goto done;
+    c->attn_unscaled = !scaled;
+    c->attn_by_layer = by_layer;
+    c->untied_output = !tied;
     rc = gpt2_config_validate(c, path, err);
 done:
     cJSON_Delete(root);
@@ -294,9 +343,9 @@ static int load_mapped(Model *m, const char *path, const char *config_path, cons
         DType dt;
         size_t b, en;
         if (entry_range(e, key, data_size, path, &b, &en, err) != 0) goto done;
-        if (!strcmp(name, "lm_head.weight")) {
-            // tied to wte: we always use wte, but a different shape means
-            // the file is not the model the config describes
+        if (!strcmp(name, "lm_head.weight") && !c->untied_output) {
+            // tied to wte: we use wte, but a different shape means the
+            // file is not the model the config describes
             size_t dims[2] = {(size_t)c->vocab_size, (size_t)c->n_embd};
             if (check_entry(e, key, dims, 2, data_size, path, &dt, &b, &en, err) != 0) goto done;
             continue;

@@ -224,7 +224,8 @@ static void attn_task(void *arg, int thread, int n_threads) {
     size_t C = (size_t)j->b->m->config.n_embd, NH = (size_t)j->b->m->config.n_head, HS = C / NH;
     float *scores = s->scores + (size_t)thread * round_up(s->max_ctx, 16);
     for (size_t h = (size_t)thread; h < NH; h += (size_t)n_threads)
-        attention_query(s->isa, s->attn + h * HS, s->qkv + h * HS, &j->b->cache, j->layer, h, CTX + 1, scores);
+        attention_query(s->isa, s->attn + h * HS, s->qkv + h * HS, &j->b->cache, j->layer, h, CTX + 1,
+                        gpt2_attn_scale(&j->b->m->config, j->layer), scores);
 }
 
 static void part_attention(Step *b) {
