@@ -19,6 +19,7 @@
  */
 #include "forward.h"
 
+#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/blas.h"
 #include "base/bytes.h"
@@ -142,39 +143,23 @@ static void layernorm_pool(ThreadPool *pool, float *out, const float *inp, const
     else threadpool_run(pool, layernorm_task, &j);
 }
 
-// Element by element, so the vector versions (AVX-512, AVX2, chosen when the
-// program starts: cpu.h) give exactly the baseline's bits.
-CPU_CLONES void gelu_forward(float *x, size_t n) {
-    // GPT-2's "gelu_new": 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-    // Since 1 + tanh(u) = 2 / (1 + exp(-2u)), this is x / (1 + exp(-2u)):
-    // the same function with one exp instead of a tanh, and no cancellation
-    // near u = 0. For very negative x, exp_approx saturates at e^88 and the
-    // result is x / 1.6e38, which is 0 to float precision, as it should be.
-    const float sqrt_2_over_pi = 0.7978845608028654f;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = sqrt_2_over_pi * (v + 0.044715f * v * v * v);
-        x[i] = v / (1.0f + exp_approx(-2.0f * u));
-    }
-}
-
-// gelu_forward_pool (forward.h): a share of x for each thread.
+// activation_pool (forward.h): a share of x for each thread.
 typedef struct {
+    ActivationFn f;
     float *x;
     size_t n;
-} GeluJob;
+} ActivationJob;
 
-static void gelu_task(void *arg, int thread, int n_threads) {
-    const GeluJob *j = arg;
+static void activation_task(void *arg, int thread, int n_threads) {
+    const ActivationJob *j = arg;
     size_t begin, end;
     thread_range(j->n, 16, thread, n_threads, &begin, &end);
-    if (begin < end) gelu_forward(j->x + begin, end - begin);
+    if (begin < end) j->f(j->x + begin, end - begin);
 }
 
-void gelu_forward_pool(ThreadPool *pool, float *x, size_t n) {
-    GeluJob j = {x, n};
-    threadpool_run(pool, gelu_task, &j);
+void activation_pool(ThreadPool *pool, ActivationFn f, float *x, size_t n) {
+    ActivationJob j = {f, x, n};
+    threadpool_run(pool, activation_task, &j);
 }
 
 // ----------------------------------------------------------------------------
@@ -258,15 +243,16 @@ static void product(const ForwardState *s, float *out, const float *inp, const W
     matmul(out, inp, W, bias, T, accumulate, mm);
 }
 
-// out(T,N) = gelu(inp @ W^T + bias): GELU on each part of the product as
-// it is made (matmul_then), the same bits as a pass over out afterwards.
-static void product_gelu(const ForwardState *s, float *out, const float *inp, const Weight *W, const float *bias,
-                         size_t T, const MatmulContext *mm) {
+// out(T,N) = act(inp @ W^T + bias): the activation on each part of the
+// product as it is made (matmul_then), the same bits as a pass over out
+// afterwards (each is elementwise: activation.h).
+static void product_activation(const ForwardState *s, float *out, const float *inp, const Weight *W,
+                               const float *bias, size_t T, ActivationFn act, const MatmulContext *mm) {
     if (s->use_blas && blas_matmul(out, inp, W, bias, T, 0, s->pool)) {
-        gelu_forward_pool(s->pool, out, T * W->n_out);
+        activation_pool(s->pool, act, out, T * W->n_out);
         return;
     }
-    matmul_then(out, inp, W, bias, T, 0, mm, gelu_forward);
+    matmul_then(out, inp, W, bias, T, 0, mm, act);
 }
 
 // Everything that can go wrong is checked before any cache is touched.
@@ -309,6 +295,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     const GPT2Weights *w = &m->weights;
     size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
     const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats, s->isa, &s->plan};
+    const ActivationFn act = activation_kernel(cfg->activation);  // validated: never NULL
 
     // x(T,C) = wte[token] + wpe[position]
     size_t T = 0;
@@ -350,7 +337,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
         layernorm_pool(s->pool, s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
         // fc(T,F) = act(ln(T,C) @ fc_w(C,F) + fc_b)
-        product_gelu(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, &mm);
+        product_activation(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, act, &mm);
         // x(T,C) += fc(T,F) @ fc_proj_w(F,C) + fc_proj_b
         product(s, s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
         // A NaN or an infinity from a damaged weight spreads to everything

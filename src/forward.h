@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/activation.h"
 #include "kernels/cpu.h"
 #include "base/error.h"
 #include "model/kvcache.h"
@@ -84,9 +85,8 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
 // Kernels, exposed for the tests. Sizes last, outputs first (llm.c's order).
 void layernorm_forward(float *out, const float *inp, const float *weight,
                        const float *bias, size_t T, size_t C, float eps);
-void gelu_forward(float *x, size_t n);  // in place, tanh form ("gelu_new")
-// gelu_forward over x(n) on every thread of the pool, an equal share each
-// (element by element: the same bits however it is cut).
-void gelu_forward_pool(ThreadPool *pool, float *x, size_t n);
+// f (activation.h) over x(n) on every thread of the pool, an equal share
+// each (element by element: the same bits however it is cut).
+void activation_pool(ThreadPool *pool, ActivationFn f, float *x, size_t n);
 
 #endif

@@ -10,7 +10,8 @@
 # and 100; reorder_and_upcast_attn; layer_norm_epsilon 1e-3; and ones shaped
 # like public models: codeparrot-small (its own 32768-token BPE, both
 # attention flags), Cerebras-GPT (erf gelu, 2048 positions, F16), distilgpt2
-# (6 layers), an untied fine-tune (BF16, "transformer." names). For each,
+# (6 layers), DialoGPT-medium (24 layers, 16 heads of 4), an untied fine-tune
+# (BF16, "transformer." names). For each,
 # three prompts, and in each mode the log-probability of every token (the
 # prompt's, with --echo, and the generated ones) is within 1e-4 nats of the
 # reference's, the top-1 log-probability too, and the greedy tokens are the
@@ -25,6 +26,9 @@
 #             tokenizer, whose guesses fail): the single run's tokens, exactly
 #   serve     gpt serve --port 0, POST /v1/completions with echo and
 #             logprobs 1, and /v1/score
+#   model.bin gpt convert DIR OUT.bin: the single command on OUT.bin gives
+#             the directory's output exactly; gpt convert --dtype q8 gives
+#             the output of -m DIR --dtype q8 (converted at load) exactly
 #   kv f16    the single command with --kv-type f16, within 2e-2 nats: an
 #             f16 cache rounds each key and value to 11 significant bits
 #             (relative error up to 2^-11 = 4.9e-4), and a score q.k of
@@ -271,6 +275,18 @@ def check_variant(entry, ports, default_ids):
         if 0 in single:
             ok(g["tokens"] == single[0]["tokens"], "%s: tokens %s, the plain run's %s" % (what, g["tokens"], single[0]["tokens"]))
         v.generation(what, g["prompt_ids"], g["tokens"], g.get("logprobs"))
+    # model.bin: the same bits as the directory (as stored), and as --dtype q8 (q8);
+    # "stats" holds the path and the timings
+    def same(a, b):
+        return {k: x for k, x in a.items() if k != "stats"} == {k: x for k, x in b.items() if k != "stats"}
+    rc = int(open(o + ".convert.rc").read())
+    if ok(rc == 0, "%s gpt convert: exit %d: %s" % (name, rc, open(o + ".convert.err").read()[:300])):
+        g = output(o + ".modelbin", name + " model.bin")
+        if g is not None and 0 in single:
+            ok(same(g, single[0]), "%s model.bin: output differs from the directory's" % name)
+        a, b = output(o + ".q8", name + " --dtype q8"), output(o + ".q8bin", name + " q8 model.bin")
+        if a is not None and b is not None:
+            ok(same(a, b), "%s q8 model.bin: output differs from --dtype q8 at load" % name)
     # the server
     port = ports.get(name)
     if not ok(port is not None, "%s: gpt serve did not start: %s" % (name, open(o + ".serve.log").read()[:300])):
@@ -336,6 +352,18 @@ variant() {
         # shellcheck disable=SC2086
         run "$o.draft.$dr" -m "$d" --draft "$V/$dr" -p "$P0" $GEN
     done
+    # model.bin: converted as stored, the directory's bits; converted to q8,
+    # the bits of the same conversion made at load (--dtype q8)
+    "$GPT" convert "$d" "$o.bin" > "$o.convert.err" 2>&1 &&
+        "$GPT" convert "$d" "$o.q8.bin" --dtype q8 >> "$o.convert.err" 2>&1
+    echo $? > "$o.convert.rc"
+    # shellcheck disable=SC2086
+    run "$o.modelbin" -m "$o.bin" -p "$P0" $GEN
+    # shellcheck disable=SC2086
+    run "$o.q8" -m "$d" --dtype q8 -p "$P0" $GEN
+    # shellcheck disable=SC2086
+    run "$o.q8bin" -m "$o.q8.bin" -p "$P0" $GEN
+    rm -f "$o.bin" "$o.q8.bin"
 }
 # two lanes at once: the odd lines and the even ones
 lane() {
@@ -372,7 +400,7 @@ while read -r name expect field drafts long; do
     spid=$!
     pids="$pids $spid"
     i=0
-    while kill -0 "$spid" 2> /dev/null && ! grep -q '^gpt: serving' "$O/$name.err" && [ $i -lt 600 ]; do
+    while kill -0 "$spid" 2> /dev/null && ! grep -q '^gpt: serving' "$O/$name.err" && [ $i -lt 3000 ]; do
         sleep 0.1
         i=$((i + 1))
     done
@@ -391,7 +419,7 @@ done < "$V/manifest.txt"
 : > "$tmp/ports.txt"
 while read -r name spid; do
     i=0
-    while [ $i -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
+    while [ $i -lt 3000 ]; do  # 300 s: a sanitizer build on a busy machine loads slowly
         port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$O/$name.serve.log")
         [ -n "$port" ] && break
         kill -0 "$spid" 2> /dev/null || break

@@ -110,6 +110,12 @@ def variants():
                                "label2id": {"LABEL_0": 0}, "task_specific_params": {
                                    "text-generation": {"do_sample": True, "max_length": 50}}},
            {"full": True}, {}),
+          # microsoft/DialoGPT-medium: GPT-2 medium's 24 layers and 16 heads (here of 4
+          # dimensions each: the attention's head size off the vector kernels' 16s),
+          # and its conversational parameters
+          ("dialogpt_like", {"n_layer": 24, "n_head": 16, "task_specific_params": {
+                                 "conversational": {"max_length": 1000}}},
+           {"full": True}, {}),
           # a fine-tune saved with its own output layer, in bfloat16
           ("untied_finetune", {"tie_word_embeddings": False, "torch_dtype": "bfloat16",
                                "architectures": ["GPT2LMHeadModel"]},

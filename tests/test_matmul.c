@@ -641,8 +641,8 @@ static void test_long_rows(void) {
 // (matmul.c: a slice of W per thread for one group of rows, slices of each
 // group for a few groups, whole groups for many): for every way of cutting
 // (1, 2 and 3 threads; T from 1 row to 10 groups) each row's bits are the
-// scalar kernel's, and matmul_then(gelu_forward) gives exactly those of
-// gelu_forward over the scalar output.
+// scalar kernel's, and matmul_then(activation_gelu_tanh) gives exactly those of
+// activation_gelu_tanh over the scalar output.
 static void test_parts_and_then(void) {
     enum { K = 100, N = 67, TMAX = 10 * MATMUL_GROUP };
     static const size_t Ts[] = {1, 5, MATMUL_GROUP, MATMUL_GROUP + 1, 100, 7 * MATMUL_GROUP + 3, TMAX};
@@ -674,9 +674,9 @@ static void test_parts_and_then(void) {
                 CHECK(at == T * N, "%s T %zu, %d threads, variant %s: matmul() must give the scalar bits; at %zu %.9g, "
                       "want %.9g", dtype_name(dts[d]), T, threads, matmul_variant_name(ctx.isa, plan.fallback), at,
                       at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
-                gelu_forward(want, T * N);
+                activation_gelu_tanh(want, T * N);
                 memset(got, 0xff, T * N * sizeof *got);
-                matmul_then(got, x, &m.W, bias, T, 0, &ctx, gelu_forward);
+                matmul_then(got, x, &m.W, bias, T, 0, &ctx, activation_gelu_tanh);
                 at = first_difference(got, want, T * N);
                 CHECK(at == T * N, "%s T %zu, %d threads: matmul_then(gelu) must give gelu of the scalar bits; "
                       "at %zu %.9g, want %.9g", dtype_name(dts[d]), T, threads, at, at < T * N ? got[at] : 0.0,

@@ -245,7 +245,7 @@ static void part_norms(Step *b) {
         const GPT2Layer *lw = &w->layers[l];
         layernorm_forward(s->ln, s->x, lw->ln1_w, lw->ln1_b, 1, C, c->ln_eps);
         layernorm_forward(s->ln, s->x, lw->ln2_w, lw->ln2_b, 1, C, c->ln_eps);
-        gelu_forward_pool(b->pool, s->fc, 4 * C);
+        activation_pool(b->pool, activation_kernel(b->m->config.activation), s->fc, gpt2_mlp_width(&b->m->config));
     }
     layernorm_forward(s->ln, s->x, w->lnf_w, w->lnf_b, 1, C, c->ln_eps);
 }
