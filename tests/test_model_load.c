@@ -660,6 +660,9 @@ static void test_errors(void) {
         {"cfg-inner-wide", "\"n_embd\": 64", "\"n_embd\": 64, \"n_inner\": 2000000", "n_inner 2000000 must be in [1, 1048576]"},
         {"cfg-eps", "1e-05", "-1", "layer_norm_epsilon"},
         {"cfg-type", "\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"", "model_type llama"},
+        // the GPT-2 family's relatives (docs/models.md)
+        {"cfg-gptj", "\"model_type\": \"gpt2\"", "\"model_type\": \"gptj\"", "model_type gptj is not gpt2"},
+        {"cfg-bigcode", "\"model_type\": \"gpt2\"", "\"model_type\": \"gpt_bigcode\"", "model_type gpt_bigcode is not gpt2"},
         {"cfg-json", "{", "[", "config.json: not a JSON object"},
         {"cfg-layers", "\"n_layer\": 2", "\"n_layer\": 3", "tensor h.2.ln_1.weight is missing"},
         {"cfg-ctx", "\"n_positions\": 128", "\"n_positions\": 127", "tensor wpe.weight has shape [128,64], config implies [127,64]"},
