@@ -29,6 +29,8 @@
 #   model.bin gpt convert DIR OUT.bin: the single command on OUT.bin gives
 #             the directory's output exactly; gpt convert --dtype q8 gives
 #             the output of -m DIR --dtype q8 (converted at load) exactly
+#   blas      gpt --score --blas on a prompt of 64 tokens or more (OpenBLAS's
+#             attention and matrix products)
 #   kv f16    the single command with --kv-type f16, within 2e-2 nats: an
 #             f16 cache rounds each key and value to 11 significant bits
 #             (relative error up to 2^-11 = 4.9e-4), and a score q.k of
@@ -110,6 +112,7 @@ def prepare():
     for k, p in enumerate(PROMPTS):
         open(os.path.join(ROOT, "prompt.%d" % k), "w").write(p)
     open(os.path.join(ROOT, "prompt.long"), "w").write(LONG)
+    open(os.path.join(ROOT, "prompt.mid"), "w").write(LONG[:400])
     with open(os.path.join(ROOT, "batch.jsonl"), "w") as f:
         for p in PROMPTS:
             f.write(json.dumps({"prompt": p, "max_tokens": N, "temperature": 0, "logprobs": 1, "echo": True}) + "\n")
@@ -253,6 +256,10 @@ def check_variant(entry, ports, default_ids):
         if k == "long":
             ok(len(s["tokens"]) > 128, "%s: only %d tokens" % (what, len(s["tokens"])))
         v.logprobs(what, s["tokens"], s["logprobs"], None, TOL)
+    # --blas: a prompt of 64 tokens or more takes OpenBLAS's attention and products
+    s = output(o + ".blas", name + " --score --blas")
+    if s is not None and ok(len(s["tokens"]) >= 64, "%s --score --blas: only %d tokens" % (name, len(s["tokens"]))):
+        v.logprobs(name + " --score --blas", s["tokens"], s["logprobs"], None, TOL)
     # kv f16
     g = output(o + ".kv16", name + " --kv-type f16")
     if g is not None:
@@ -344,6 +351,7 @@ variant() {
     done
     run "$o.score.0" -m "$d" --score --json -q -t 1 -p "$P0"
     [ "$3" = 1 ] && run "$o.score.long" -m "$d" --score --json -q -t 1 -p "$(cat "$tmp/prompt.long")"
+    run "$o.blas" -m "$d" --score --json --blas -q -t 2 -p "$(cat "$tmp/prompt.mid")"
     # shellcheck disable=SC2086
     run "$o.kv16" -m "$d" -p "$P0" $GEN --kv-type f16
     # shellcheck disable=SC2086
