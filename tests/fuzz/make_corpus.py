@@ -16,6 +16,7 @@ below. Each harness's input layout is described in its .c file.
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,14 @@ def main():
             out = os.path.join(tmp, f"model-{dt}.bin")
             run(GPT, "convert", d, out, "--dtype", dt)
             put("model", dt, read(out))
+        # version 3's configuration fields set (docs/model-format.md): flags
+        # 3 (scores unscaled, and divided by layer + 1), n_inner 4 C = 16,
+        # activation 1 (the erf GELU)
+        v3 = bytearray(read(os.path.join(tmp, "model-f32.bin")))
+        struct.pack_into("<I", v3, 8, 3)
+        struct.pack_into("<I", v3, 52, 3)
+        struct.pack_into("<II", v3, 120, 16, 1)
+        put("model", "f32-v3-flags", bytes(v3))
 
         # llm.c: version 3, float32 (wte padded to 128 rows)
         for v in (16, 130):
