@@ -129,6 +129,10 @@ $(BUILD)/tests/%.o: tests/%.c
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# the tests link the library; test_chat also the front-end's chat templates
+$(BUILD)/tests/test_chat: $(BUILD)/tests/test_chat.o $(BUILD)/src/front/chat.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bench/%.o: tests/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(BLAS_CFLAGS) -Itests -c -o $@ $<

@@ -1,0 +1,179 @@
+/*
+ * test_chat.c - chat templates (src/front/chat.c): each built-in renders a
+ * conversation as its format defines it (ChatML as OpenAI documented it,
+ * DialoGPT's turns each closed by <|endoftext|>, the plain transcript), a
+ * template file gives exactly its strings, and every malformed file, an
+ * unknown name and too many messages get one line naming what is wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "front/chat.h"
+
+static char dir[] = "/tmp/test_chat.XXXXXX";
+
+static const char *path_in(const char *name) {
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s/%s", dir, name);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(text, 1, n, f) == n, "cannot write %s", path);
+    if (f) fclose(f);
+}
+
+static const ChatMessage CONVERSATION[] = {
+    {CHAT_SYSTEM, "Be brief.", 9},
+    {CHAT_USER, "Hi", 2},
+    {CHAT_ASSISTANT, "Hello!", 6},
+    {CHAT_USER, "Name a colour.", 14},
+};
+enum { N_CONVERSATION = sizeof CONVERSATION / sizeof *CONVERSATION };
+
+// template `spec` renders CONVERSATION as want (with the generation prompt)
+// and has the stops listed (NULL-terminated)
+static void expect_render(const char *spec, const char *want, const char *const *stops) {
+    ChatTemplate t;
+    GptError err = {{0}};
+    if (chat_template_open(spec, &t, &err) != 0) {
+        CHECK(0, "%s: %s", spec, err.msg);
+        return;
+    }
+    char *out;
+    size_t len;
+    CHECK(chat_render(&t, CONVERSATION, N_CONVERSATION, 1, &out, &len, &err) == 0, "%s: %s", spec, err.msg);
+    CHECK(out && len == strlen(want) && !strcmp(out, want), "%s renders\n%s\nwant\n%s", spec, out ? out : "(null)",
+          want);
+    free(out);
+    size_t n = 0;
+    while (stops[n]) n++;
+    CHECK(t.n_stops == n, "%s: %zu stops, want %zu", spec, t.n_stops, n);
+    for (size_t i = 0; i < n && i < t.n_stops; i++)
+        CHECK(!strcmp(t.stops[i], stops[i]), "%s: stop %zu is %s, want %s", spec, i, t.stops[i], stops[i]);
+    // without the generation prompt: the messages alone
+    CHECK(chat_render(&t, CONVERSATION, N_CONVERSATION, 0, &out, &len, &err) == 0, "%s", err.msg);
+    size_t gp = strlen(t.generation_prompt);
+    CHECK(out && len + gp == strlen(want) && !strncmp(out, want, len), "%s without the generation prompt: %s", spec,
+          out ? out : "(null)");
+    free(out);
+    chat_template_free(&t);
+    chat_template_free(&t);  // idempotent
+}
+
+static void test_builtins(void) {
+    static const char *const none[] = {NULL}, *const transcript[] = {"\nUser:", "\nSystem:", NULL},
+                             *const chatml[] = {"<|im_end|>", NULL};
+    expect_render("gpt2", "Be brief.<|endoftext|>Hi<|endoftext|>Hello!<|endoftext|>Name a colour.<|endoftext|>", none);
+    expect_render("transcript",
+                  "System: Be brief.\n\nUser: Hi\nAssistant: Hello!\nUser: Name a colour.\nAssistant:", transcript);
+    expect_render("chatml",
+                  "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                  "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n"
+                  "<|im_start|>assistant\n",
+                  chatml);
+    CHECK(chat_role_from_name("user") == CHAT_USER && chat_role_from_name("assistant") == CHAT_ASSISTANT &&
+              chat_role_from_name("system") == CHAT_SYSTEM && chat_role_from_name("tool") < 0 &&
+              chat_role_from_name("User") < 0,
+          "role names");
+}
+
+static void test_file(void) {
+    const char *good = "{\"system\": {\"prefix\": \"[S]\", \"suffix\": \"\\n\"}, \"user\": {\"prefix\": \"Q: \"},"
+                       " \"assistant\": {\"prefix\": \"A: \", \"suffix\": \"\\u00e9\\n\"},"
+                       " \"generation_prompt\": \"A:\", \"stop\": [\"\\nQ:\", \"###\"]}";
+    write_text(path_in("good.json"), good, strlen(good));
+    static const char *const stops[] = {"\nQ:", "###", NULL};
+    expect_render(path_in("good.json"), "[S]Be brief.\nQ: HiA: Hello!\xC3\xA9\nQ: Name a colour.A:", stops);
+    // an empty object: every string empty, the contents run together
+    write_text(path_in("empty.json"), "{}", 2);
+    static const char *const none[] = {NULL};
+    expect_render(path_in("empty.json"), "Be brief.HiHello!Name a colour.", none);
+}
+
+// chat_template_open(spec) fails with a one-line message holding want
+static void expect_refused(const char *spec, const char *want) {
+    ChatTemplate t;
+    GptError err = {{0}};
+    int rc = chat_template_open(spec, &t, &err);
+    CHECK(rc != 0 && strstr(err.msg, want) && !strchr(err.msg, '\n'), "%s: rc %d, message '%s', want '%s'", spec, rc,
+          err.msg, want);
+    if (rc == 0) chat_template_free(&t);
+}
+
+static void test_refused(void) {
+    static const struct {
+        const char *name, *text, *want;
+    } bad[] = {
+        {"not-json.json", "{\"user\": ", "not valid JSON"},
+        {"array.json", "[]", "a chat template is a JSON object"},
+        {"unknown.json", "{\"tool\": {}}", "unknown member \"tool\""},
+        {"unknown-in-role.json", "{\"user\": {\"prefix\": \"a\", \"middle\": \"b\"}}", "unknown member user.\"middle\""},
+        {"role-string.json", "{\"user\": \"Q: \"}", "user must be an object"},
+        {"prefix-number.json", "{\"user\": {\"prefix\": 3}}", "user.prefix must be a string"},
+        {"stop-string.json", "{\"stop\": \"###\"}", "stop must be an array of strings"},
+        {"stop-empty.json", "{\"stop\": [\"a\", \"\"]}", "stop[1] must be a non-empty UTF-8 string"},
+        {"stop-many.json", "{\"stop\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\","
+                           "\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+         "more than 16 stop strings"},
+        {"bad-utf8.json", "{\"generation_prompt\": \"\xC3(\"}", "generation_prompt is not valid UTF-8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_text(path_in(bad[i].name), bad[i].text, strlen(bad[i].text));
+        expect_refused(path_in(bad[i].name), bad[i].want);
+    }
+    // too large: one byte over the bound, though valid JSON
+    size_t n = CHAT_TEMPLATE_MAX_BYTES + 1;
+    char *big = malloc(n);
+    memset(big, ' ', n);
+    big[0] = '{', big[n - 1] = '}';
+    write_text(path_in("big.json"), big, n);
+    free(big);
+    expect_refused(path_in("big.json"), "a chat template file holds at most 65536");
+    expect_refused("llama3", "chat template llama3: no such built-in (gpt2, transcript or chatml) or file");
+    expect_refused(path_in("missing.json"), "missing.json");
+}
+
+static void test_limits(void) {
+    ChatTemplate t;
+    GptError err = {{0}};
+    CHECK(chat_template_open("chatml", &t, &err) == 0, "%s", err.msg);
+    ChatMessage *m = calloc(CHAT_MAX_MESSAGES + 1, sizeof *m);
+    for (size_t i = 0; i <= CHAT_MAX_MESSAGES; i++) m[i] = (ChatMessage){CHAT_USER, "x", 1};
+    char *out;
+    size_t len;
+    CHECK(chat_render(&t, m, CHAT_MAX_MESSAGES, 0, &out, &len, &err) == 0 &&
+              len == CHAT_MAX_MESSAGES * strlen("<|im_start|>user\nx<|im_end|>\n"),
+          "%d messages: %s", CHAT_MAX_MESSAGES, err.msg);
+    if (out) free(out);
+    CHECK(chat_render(&t, m, CHAT_MAX_MESSAGES + 1, 0, &out, &len, &err) != 0 && out == NULL &&
+              strstr(err.msg, "a conversation holds at most 4096"),
+          "one message too many: %s", err.msg);
+    m[3].role = (ChatRole)7;
+    CHECK(chat_render(&t, m, 5, 0, &out, &len, &err) != 0 && strstr(err.msg, "message 3: no such role"), "%s",
+          err.msg);
+    // no messages at all: the generation prompt alone
+    CHECK(chat_render(&t, m, 0, 1, &out, &len, &err) == 0 && !strcmp(out, "<|im_start|>assistant\n"), "%s", err.msg);
+    free(out);
+    free(m);
+    chat_template_free(&t);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_builtins();
+    test_file();
+    test_refused();
+    test_limits();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "cannot remove %s", dir);
+    return check_exit("test_chat");
+}
