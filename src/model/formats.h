@@ -2,7 +2,8 @@
  * formats.h - what a model file format provides, and the description of a
  * file that every format fills (for `gpt inspect`).
  *
- * Each format lives in its own file (safetensors.c, modelbin.c, llmc.c) and
+ * Each format lives in its own file (safetensors.c, modelbin.c, llmc.c,
+ * gguf.c) and
  * depends only on this header, model.h (the tensor table it validates
  * against) and bytes.h, never on the loader or on another format. It
  * exports one ModelFormat; loader.c keeps the table of them, indexed by
@@ -80,5 +81,8 @@ extern const ModelFormat SAFETENSORS_FORMAT;
 extern const ModelFormat MODELBIN_FORMAT;
 // llm.c's checkpoint, version 3, float32 (llmc.c); it stores no tokenizer.
 extern const ModelFormat LLMC_FORMAT;
+// llama.cpp's GGUF, versions 2 and 3, of a GPT-2 model (gguf.c), its
+// tokenizer included when it has one.
+extern const ModelFormat GGUF_FORMAT;
 
 #endif

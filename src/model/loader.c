@@ -1,6 +1,6 @@
 /*
  * loader.c - recognises a model file by its first bytes and hands it to its
- * format (safetensors.c, modelbin.c, llmc.c); describes any of them for
+ * format (safetensors.c, modelbin.c, llmc.c, gguf.c); describes any of them for
  * `gpt inspect`. See loader.h. The formats are one table, indexed by
  * ModelKind: what recognises a file also loads and lists it.
  */
@@ -19,6 +19,7 @@ static const ModelFormat *const FORMATS[MODEL_KIND_COUNT] = {
     [MODEL_KIND_SAFETENSORS] = &SAFETENSORS_FORMAT,
     [MODEL_KIND_GPTBIN] = &MODELBIN_FORMAT,
     [MODEL_KIND_LLMC] = &LLMC_FORMAT,
+    [MODEL_KIND_GGUF] = &GGUF_FORMAT,
 };
 
 ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size) {
@@ -30,12 +31,8 @@ ModelKind model_sniff(const unsigned char *head, size_t n, size_t file_size) {
 // Every format gpt reads, for the messages about a file it does not.
 #define FORMATS_READ                                                                                        \
     "a gpt model.bin, a Hugging Face GPT-2 directory with config.json and model.safetensors, a .safetensors " \
-    "file, or an llm.c checkpoint such as gpt2_124M.bin"
+    "file, an llm.c checkpoint such as gpt2_124M.bin, or a llama.cpp GGUF file of a GPT-2 model"
 static const char NOT_A_CHECKPOINT[] = "not a GPT-2 checkpoint; gpt reads " FORMATS_READ;
-// llama.cpp's format: asked for often enough to be named.
-static const char GGUF_FILE[] = "a GGUF file, which gpt does not read; gpt reads " FORMATS_READ
-                                "; `gpt convert DIR OUT.bin` converts a Hugging Face GPT-2 directory (safetensors) "
-                                "into a model.bin";
 
 // model_load_with, which also says which kind of file it loaded.
 static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *kind, GptError *err) {
@@ -68,7 +65,6 @@ static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *k
         // gets the format's precise message; anything else is unknown.
         if (!(is_dir && m->map.size < 9)) {
             if (is_dir) gpt_error(err, "%s: not a safetensors file", st_path);
-            else if (m->map.size >= 4 && !memcmp(m->map.data, "GGUF", 4)) gpt_error(err, "%s: %s", path, GGUF_FILE);
             else gpt_error(err, "%s: %s", path, NOT_A_CHECKPOINT);
             goto done;
         }

@@ -7,6 +7,7 @@
  *     beside it (safetensors.c)
  *   - gpt's own one-file model.bin (modelbin.c, docs/model-format.md)
  *   - an llm.c checkpoint, gpt2_124M.bin, version 3 (llmc.c)
+ *   - llama.cpp's GGUF file of a GPT-2 model, versions 2 and 3 (gguf.c)
  * loader.c sniffs the first bytes and hands the file to its format (one
  * table of the formats, formats.h, serves recognising, loading and
  * listing); every format validates every byte range and shape against the
@@ -36,9 +37,10 @@ typedef enum {
     MODEL_KIND_SAFETENSORS,  // 8-byte LE header length, then a JSON object
     MODEL_KIND_GPTBIN,       // gpt's model.bin: the 8 bytes MODELBIN_MAGIC
     MODEL_KIND_LLMC,         // llm.c checkpoint: int32 magic 20240326
+    MODEL_KIND_GGUF,         // llama.cpp's GGUF: the 4 bytes "GGUF"
 } ModelKind;
 
-enum { MODEL_KIND_COUNT = 4 };
+enum { MODEL_KIND_COUNT = 5 };
 
 // Looks at the first n bytes `head` of a file of file_size bytes and says what
 // kind of checkpoint it is; it reads nothing else and never fails. The loader
