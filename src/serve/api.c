@@ -9,6 +9,11 @@
  * and each of its n: choice p * n + i of prompt p. Its seed is the
  * request's "seed" (or one drawn below 2^53, as the command draws it) plus
  * its index, so that choice k is exactly `gpt -p PROMPT -s SEED+k`.
+ * With best_of > n, best_of completions are computed for each prompt
+ * (completion p * best_of + i has the seed SEED + p * best_of + i) and the
+ * n of the highest mean log-probability per generated token are its
+ * choices, best first, each with its own seed: `gpt -p PROMPT -s` that seed
+ * repeats it.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -120,9 +125,29 @@ typedef struct {
     cJSON *stop_json;          // what stops[] point into
     GenFields g;
     const cJSON *prompt;
-    long n;                    // completions per prompt
+    long n;                    // choices per prompt
+    long best_of;              // completions computed per prompt (0: n)
     int echo, stream;
+    int stream_options, include_usage;  // stream_options given (not null); its include_usage
 } CompletionBody;
+
+// stream_options: {"include_usage": true or false}, or null. 0, or the status.
+static int read_stream_options(const cJSON *f, CompletionBody *b, char **msg, char *param) {
+    if (!cJSON_IsObject(f))
+        return fail(400, msg, param, "stream_options", "stream_options must be an object ({\"include_usage\": true})");
+    for (const cJSON *o = f->child; o; o = o->next) {
+        if (!strcmp(o->string, "include_usage") && (cJSON_IsBool(o) || cJSON_IsNull(o))) {
+            b->include_usage = cJSON_IsTrue(o);
+        } else if (!strcmp(o->string, "include_usage")) {
+            return fail(400, msg, param, "stream_options", "stream_options.include_usage must be true or false");
+        } else {
+            return fail(400, msg, param, "stream_options", "stream_options: unknown field \"%.40s\" (gpt knows "
+                        "include_usage)", o->string);
+        }
+    }
+    b->stream_options = 1;
+    return 0;
+}
 
 // The fields of body's object o into b, each checked. 0, or the status of
 // the first error with *msg and param set.
@@ -146,6 +171,16 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
         } else if (!strcmp(k, "n")) {
             if (json_int(f, 1, MAX_N, &b->n) != 0)
                 status = fail(400, msg, param, k, "n must be an integer in [1, %d]", MAX_N);
+        } else if (!strcmp(k, "best_of")) {
+            if (json_int(f, 1, MAX_N, &b->best_of) != 0)
+                status = fail(400, msg, param, k, "best_of must be an integer in [1, %d]", MAX_N);
+        } else if (!strcmp(k, "stream_options")) {
+            status = read_stream_options(f, b, msg, param);
+        } else if (!strcmp(k, "suffix")) {
+            // "" says what absent says; anything else asks for infilling
+            if (!cJSON_IsString(f) || *f->valuestring)
+                status = fail(400, msg, param, k, "suffix is not supported: GPT-2 has no infilling (it continues a "
+                                                  "prompt, it cannot fill in before a suffix)");
         } else if (!strcmp(k, "echo") || !strcmp(k, "stream") || !strcmp(k, "ignore_eos")) {
             if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
             int v = cJSON_IsTrue(f);
@@ -162,6 +197,15 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
     }
     if (status) return status;
     if (!b->prompt) return fail(400, msg, param, "prompt", "no \"prompt\" field");
+    if (b->stream_options && !b->stream)
+        return fail(400, msg, param, "stream_options", "stream_options is only allowed with \"stream\": true");
+    if (!b->best_of) b->best_of = b->n;
+    if (b->best_of < b->n)
+        return fail(400, msg, param, "best_of", "best_of %ld is less than n %ld: best_of must be >= n", b->best_of,
+                    b->n);
+    if (b->best_of > 1 && b->stream)
+        return fail(400, msg, param, "best_of", "best_of %ld cannot be streamed (the best are known at the end)",
+                    b->best_of);
     // --keep's rules: it says what a shift keeps, at most half the context
     if (keep_given && !b->gp.context_shift)
         return fail(400, msg, param, "keep", "keep needs context_shift (it says what a shift keeps)");
@@ -226,9 +270,9 @@ static int read_prompts(Server *s, const CompletionBody *b, Request **out, char 
         return fail(400, msg, param, "prompt", "prompt must be a string, an array of strings, an array of token ids "
                                                "or an array of arrays of token ids");
     if (n_prompts == 0) return fail(400, msg, param, "prompt", "prompt is an empty array");
-    if (n_prompts * (size_t)b->n > MAX_CHOICES)
-        return fail(400, msg, param, "n", "%zu prompts x n %ld is more than %d choices", n_prompts, b->n,
-                    MAX_CHOICES);
+    if (n_prompts * (size_t)b->best_of > MAX_CHOICES)
+        return fail(400, msg, param, b->best_of > b->n ? "best_of" : "n", "%zu prompts x %s %ld is more than %d "
+                    "completions", n_prompts, b->best_of > b->n ? "best_of" : "n", b->best_of, MAX_CHOICES);
     Request *j = request_new(n_prompts);
     if (!j) return fail(500, msg, param, NULL, "out of memory");
     const cJSON *it = one_string || one_ids ? prompt : first;
@@ -249,7 +293,7 @@ static int read_prompts(Server *s, const CompletionBody *b, Request **out, char 
     return 0;
 }
 
-// j's completions: n per prompt, seeds seed, seed + 1, ...; the stop
+// j's completions: best_of per prompt, seeds seed, seed + 1, ...; the stop
 // strings copied into j (the completions' params point at them). 0 or -1.
 static int make_completions(Request *j, CompletionBody *b) {
     if (b->gp.n_stops) {
@@ -260,16 +304,22 @@ static int make_completions(Request *j, CompletionBody *b) {
         b->gp.stops = (const char *const *)j->stop_strings;
     }
     j->seed = b->g.seed_given ? b->gp.sampling.seed : draw_seed();
-    j->n_completions = j->n_prompts * (size_t)b->n;
+    j->n = (size_t)b->n;
+    j->best_of = (size_t)b->best_of;
+    j->show_logprobs = b->gp.logprobs;
+    j->include_usage = b->include_usage;
+    j->n_completions = j->n_prompts * j->best_of;
     j->completions = calloc(j->n_completions, sizeof *j->completions);
     if (!j->completions) return -1;
     for (size_t k = 0; k < j->n_completions; k++) {
         Completion *c = &j->completions[k];
-        c->prompt = k / (size_t)b->n;
+        c->prompt = k / j->best_of;
         c->ids = j->prompt_ids[c->prompt];
         c->n_ids = j->prompt_lens[c->prompt];
         c->params = b->gp;
         c->params.sampling.seed = j->seed + k;
+        // the ranking's log-probabilities (computing them changes no token)
+        if (j->best_of > j->n) c->params.logprobs = 1;
     }
     return 0;
 }
@@ -373,6 +423,17 @@ static char *print(cJSON *root) {
     return s;
 }
 
+// "usage": the prompts' tokens and those of every completion computed (best_of's left out ones too).
+static void add_usage(cJSON *r, const Request *j) {
+    size_t prompt_tokens = 0, completion_tokens = 0;
+    for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
+    for (size_t k = 0; k < j->n_completions; k++) completion_tokens += j->completions[k].n_tokens;
+    cJSON *u = cJSON_AddObjectToObject(r, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
+}
+
 static cJSON *response_head(Server *s, const Request *j, const char *id, long created) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
@@ -389,7 +450,7 @@ static cJSON *response_head(Server *s, const Request *j, const char *id, long cr
 // "logprobs". Tokens whose log-probability has not come yet are left out.
 // Under Server.lock.
 static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, size_t from, size_t to) {
-    if (!c->params.logprobs) return NULL;
+    if (!j->show_logprobs) return NULL;
     size_t start = j->echo[c->prompt] ? 0 : c->n_ids;  // text_offset counts from here
     if (to > c->lp_from + c->n_lp) to = c->lp_from + c->n_lp;
     if (to < from) to = from;
@@ -405,12 +466,12 @@ static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, 
     return o;
 }
 
-// One choice; logprobs NULL: null.
-static cJSON *choice_json(const Request *j, size_t k, const char *text, const int32_t *tokens, size_t n_tokens,
-                          cJSON *logprobs, const char *finish) {
+// Choice `index`, of completion k (its seed: the request's + k); logprobs NULL: null.
+static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *text, const int32_t *tokens,
+                          size_t n_tokens, cJSON *logprobs, const char *finish) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
-    cJSON_AddNumberToObject(c, "index", (double)k);
+    cJSON_AddNumberToObject(c, "index", (double)index);
     if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
@@ -420,12 +481,47 @@ static cJSON *choice_json(const Request *j, size_t k, const char *text, const in
     return c;
 }
 
+// The mean log-probability per generated token of completion c, best_of's
+// measure; -infinity for one with no tokens (it ranks last).
+static double mean_logprob(const Completion *c) {
+    double sum = 0.0;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_lp; i++)
+        if (c->lp_from + i >= c->n_ids) sum += c->lp[i].logprob, n++;
+    return n ? sum / (double)n : -INFINITY;
+}
+
+// The completions answered, in order: with best_of > n, the n best of each
+// prompt's best_of (the highest mean log-probability first, equal ones in
+// seed order); else every one. picked has j->n_prompts * j->n.
+static void pick_choices(const Request *j, size_t *picked) {
+    for (size_t p = 0; p < j->n_prompts; p++) {
+        size_t *out = picked + p * j->n;
+        double best[MAX_N];
+        size_t order[MAX_N];
+        for (size_t i = 0; i < j->best_of; i++) {
+            size_t k = p * j->best_of + i, at = i;
+            double m = j->best_of > j->n ? mean_logprob(&j->completions[k]) : 0.0;
+            // insertion: after every one not worse (NaN ranks below all)
+            while (at > 0 && (m > best[at - 1] || (isnan(best[at - 1]) && !isnan(m)))) {
+                best[at] = best[at - 1];
+                order[at] = order[at - 1];
+                at--;
+            }
+            best[at] = m;
+            order[at] = k;
+        }
+        for (size_t i = 0; i < j->n; i++) out[i] = order[i];
+    }
+}
+
 char *completion_response(Server *s, const Request *j, const char *id, long created) {
     cJSON *r = response_head(s, j, id, created);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
-    size_t prompt_tokens = 0, completion_tokens = 0;
-    for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
-    for (size_t k = 0; k < j->n_completions; k++) {
+    size_t picked[MAX_CHOICES];
+    pick_choices(j, picked);
+    for (size_t i = 0; i < j->n_prompts * j->n; i++) {
+        size_t k = picked[i];
         const Completion *c = &j->completions[k];
         const char *echo = j->echo[c->prompt];
         size_t echo_len = echo ? strlen(echo) : 0;
@@ -438,14 +534,17 @@ char *completion_response(Server *s, const Request *j, const char *id, long crea
         if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
         text[echo_len + c->text_len] = '\0';
         cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
-        cJSON_AddItemToArray(completions, choice_json(j, k, text, c->tokens, c->n_tokens, lp, c->finish));
+        cJSON_AddItemToArray(completions, choice_json(j, i, k, text, c->tokens, c->n_tokens, lp, c->finish));
         free(text);
-        completion_tokens += c->n_tokens;
     }
-    cJSON *u = cJSON_AddObjectToObject(r, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt_tokens);
-    cJSON_AddNumberToObject(u, "completion_tokens", (double)completion_tokens);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
+    add_usage(r, j);
+    return print(r);
+}
+
+char *usage_chunk(Server *s, const Request *j, const char *id, long created) {
+    cJSON *r = response_head(s, j, id, created);
+    cJSON_AddArrayToObject(r, "choices");
+    add_usage(r, j);
     return print(r);
 }
 
@@ -468,8 +567,9 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     cJSON *r = response_head(s, j, id, created);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
-    cJSON_AddItemToArray(completions, choice_json(j, k, text, c->tokens + c->sent_tokens, c->n_tokens - c->sent_tokens,
-                                              lp, c->finish));
+    cJSON_AddItemToArray(completions, choice_json(j, k, k, text, c->tokens + c->sent_tokens,
+                                                  c->n_tokens - c->sent_tokens, lp, c->finish));
+    if (j->include_usage) cJSON_AddNullToObject(r, "usage");  // as OpenAI's: null but in the last
     free(text);
     c->sent_echo = 1;
     c->sent_text = c->text_len;
@@ -573,16 +673,32 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
     return out;
 }
 
-char *models_response(Server *s) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "object", "list");
+// The served model as OpenAI's model object.
+static cJSON *model_json(Server *s) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)s->started);
     cJSON_AddStringToObject(m, "owned_by", "gpt");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), m);
+    return m;
+}
+
+char *models_response(Server *s) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), model_json(s));
     return print(r);
+}
+
+char *model_response(Server *s, const char *id, int *status) {
+    if (!strcmp(id, s->model_name)) {
+        *status = 200;
+        return print(model_json(s));
+    }
+    *status = 404;
+    char msg[400];
+    snprintf(msg, sizeof msg, "The model '%.200s' does not exist (this server has '%.100s')", id, s->model_name);
+    return error_json(404, msg, "model");
 }
 
 // A copy of text in valid UTF-8 (a field's name may not be: a message
@@ -595,6 +711,7 @@ char *error_json(int status, const char *msg, const char *param) {
     const char *type = status == 401 ? "authentication_error" : status >= 500 ? "server_error"
                                                                               : "invalid_request_error";
     const char *code = status == 401   ? "invalid_api_key"
+                       : status == 404 && param && !strcmp(param, "model") ? "model_not_found"
                        : status == 404 ? "not_found"
                        : status == 405 ? "method_not_allowed"
                        : status == 413 ? "request_too_large"

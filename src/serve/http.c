@@ -20,6 +20,13 @@
  *      (http_deadlines);
  *   4. one JSON line on stderr says what was asked and answered.
  *
+ * CORS (--cors-origin): a request whose Origin is allowed gets
+ * Access-Control-Allow-Origin (and Vary: Origin) on every answer, errors
+ * and streams included; a preflight (OPTIONS) from it gets 204 with the
+ * methods, the headers it asked for (bounded) and a Max-Age, and needs no
+ * key (the request that follows does). Another origin gets no CORS header,
+ * and 403 for an OPTIONS; an OPTIONS with no Origin is a 405.
+ *
  * A request must arrive whole (headers and body) within --timeout seconds
  * of its connection's start or of the end of the request before it on the
  * connection: libmicrohttpd's timeout counts idle time alone, which a
@@ -46,10 +53,16 @@
 #include "serve.h"
 #include "base/utf8.h"
 
+// The longest Origin kept: longer ones are allowed by no --cors-origin.
+enum { ORIGIN_CAP = 256 };
+
 // One request on a connection (libmicrohttpd's con_cls).
 typedef struct {
     double t0;
-    char method[16], path[128];
+    char method[16], path[256];
+    int path_cut;       // the URL was longer than path holds
+    char origin[ORIGIN_CAP];  // the Access-Control-Allow-Origin of its answers: its Origin, or "*"
+    int cors;           // 1: its origin is allowed (--cors-origin), -1: it has another, 0: none
     char *body;
     size_t len, cap;
     int too_large;
@@ -92,6 +105,22 @@ typedef struct Arrival {
 // ----------------------------------------------------------------------------
 // answers
 
+// /v1/models/ID: the id (non-empty), else NULL.
+static const char *model_id(const char *path) {
+    static const char prefix[] = "/v1/models/";
+    return !strncmp(path, prefix, sizeof prefix - 1) && path[sizeof prefix - 1] ? path + sizeof prefix - 1 : NULL;
+}
+
+// The paths that take GET (and HEAD), and those that take POST.
+static int get_path(const char *p) {
+    return !strcmp(p, "/") || !strcmp(p, "/health") || !strcmp(p, "/metrics") || !strcmp(p, "/v1/models") ||
+           model_id(p);
+}
+static int post_path(const char *p) {
+    return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/score") || !strcmp(p, "/tokenize") ||
+           !strcmp(p, "/detokenize");
+}
+
 static void count_status(Server *s, int status) {
     Metrics *m = &s->metrics;
     for (int i = 0; i < N_STATUS; i++) {
@@ -101,6 +130,102 @@ static void count_status(Server *s, int status) {
             return;
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// CORS
+
+// A preflight's Access-Control-Request-Headers: at most this many bytes and names.
+enum { CORS_HEADERS_MAX = 1024, CORS_NAMES_MAX = 64 };
+// How long a browser may keep a preflight's answer, in seconds.
+#define CORS_MAX_AGE "600"
+
+// What --cors-origin allows of origin (as the browser sends it: exact
+// bytes): the Access-Control-Allow-Origin to answer ("*" when any origin
+// may call), or NULL.
+static const char *origin_allowed(const Server *s, const char *origin) {
+    const char *allowed = NULL;
+    for (size_t i = 0; i < s->limits.n_cors_origins; i++) {
+        if (!strcmp(s->limits.cors_origins[i], "*")) return "*";
+        if (!strcmp(s->limits.cors_origins[i], origin)) allowed = origin;
+    }
+    return allowed;
+}
+
+// The request's Origin into k: k->cors 1 when it is allowed, -1 when not, 0 without one.
+static void read_origin(Server *s, struct MHD_Connection *c, Conn *k) {
+    const char *o = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!o) return;
+    k->cors = -1;
+    const char *allowed = strlen(o) < sizeof k->origin ? origin_allowed(s, o) : NULL;
+    if (!allowed) return;
+    snprintf(k->origin, sizeof k->origin, "%s", allowed);
+    k->cors = 1;
+}
+
+// Queues r with the status, and the CORS headers when k's origin is allowed.
+static enum MHD_Result queue(struct MHD_Connection *c, Conn *k, int status, struct MHD_Response *r) {
+    if (k->cors > 0) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", k->origin);
+        if (strcmp(k->origin, "*")) MHD_add_response_header(r, "Vary", "Origin");  // the answer depends on it
+    }
+    k->status = status;
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+// A header name: one or more of RFC 9110's token characters.
+static int tchar(int ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+// The Access-Control-Allow-Headers of a preflight that asked for `asked`
+// (NULL: nothing): Authorization, Content-Type and each name asked for
+// (lower-cased, once each), into out (cap bytes). 0, or -1 with why (200
+// bytes) when asked is too long, has too many names or one that is not a
+// header name.
+static int allow_headers(const char *asked, char *out, size_t cap, char *why) {
+    size_t len = (size_t)snprintf(out, cap, "Authorization, Content-Type");
+    if (!asked) return 0;
+    if (strlen(asked) > CORS_HEADERS_MAX) {
+        snprintf(why, 200, "Access-Control-Request-Headers is %zu bytes; gpt takes at most %d", strlen(asked),
+                 CORS_HEADERS_MAX);
+        return -1;
+    }
+    size_t names = 0;
+    for (const char *p = asked; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        const char *start = p;
+        while (tchar((unsigned char)*p)) p++;
+        size_t n = (size_t)(p - start);
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p && *p != ',') {
+            snprintf(why, 200, "Access-Control-Request-Headers: byte %ld is not part of a header name (0x%02x)",
+                     (long)(p - asked), (unsigned char)*p);
+            return -1;
+        }
+        if (!n) continue;
+        if (++names > CORS_NAMES_MAX) {
+            snprintf(why, 200, "Access-Control-Request-Headers names more than %d headers", CORS_NAMES_MAX);
+            return -1;
+        }
+        char name[CORS_HEADERS_MAX + 1];
+        for (size_t i = 0; i < n; i++) name[i] = (char)(start[i] >= 'A' && start[i] <= 'Z' ? start[i] + 32 : start[i]);
+        name[n] = '\0';
+        if (!strcmp(name, "authorization") || !strcmp(name, "content-type")) continue;
+        // once each (out is lower-case but for the two above)
+        char with[CORS_HEADERS_MAX + 4];
+        snprintf(with, sizeof with, ", %s,", name);
+        out[len] = ',';
+        out[len + 1] = '\0';
+        int seen = strstr(out, with) != NULL;
+        out[len] = '\0';
+        if (seen || len + n + 3 > cap) continue;  // (cap is never short: see answer_preflight)
+        len += (size_t)snprintf(out + len, cap - len, ", %s", name);
+    }
+    return 0;
 }
 
 // Queues body (malloc'd; NULL: out of memory) with the status. Frees body.
@@ -121,14 +246,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, Conn *k, int status, cha
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (status == 405)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, !strcmp(k->path, "/health") || !strcmp(k->path, "/metrics") ||
-                                                              !strcmp(k->path, "/v1/models") || !strcmp(k->path, "/")
-                                                              ? "GET, HEAD" : "POST");
-    k->status = status;
-    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return rc;
+    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, get_path(k->path) ? "GET, HEAD" : "POST");
+    return queue(c, k, status, r);
 }
 
 static enum MHD_Result answer_json(struct MHD_Connection *c, Conn *k, int status, char *json) {
@@ -155,10 +274,20 @@ static enum MHD_Result answer_page(struct MHD_Connection *c, Conn *k) {
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    k->status = 200;
-    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(c, k, 200, r);
+}
+
+// A preflight (OPTIONS) from an allowed origin: 204, what may follow.
+static enum MHD_Result answer_preflight(struct MHD_Connection *c, Conn *k) {
+    char headers[CORS_HEADERS_MAX + 256], why[200];  // 64 names: 2 bytes more each, and the first two
+    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    if (allow_headers(asked, headers, sizeof headers, why) != 0) return answer_error(c, k, 400, why, NULL);
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", headers);
+    MHD_add_response_header(r, "Access-Control-Max-Age", CORS_MAX_AGE);
+    return queue(c, k, 204, r);
 }
 
 // ----------------------------------------------------------------------------
@@ -235,6 +364,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             all &= finished;
         }
         char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", NULL) : NULL;
+        char *usage = all && j->include_usage ? usage_chunk(s, j, st->id, st->created) : NULL;
+        if (all && j->include_usage && !usage) bad = 1;
         if (!all && !bad && !st->len) {  // nothing new yet
             park(j, st->conn);
             pthread_mutex_unlock(&s->lock);
@@ -242,7 +373,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         }
         pthread_mutex_unlock(&s->lock);
         if (error) bad |= stream_put(st, "data: ", error, "\n\n");
+        if (usage && !bad) bad |= stream_put(st, "data: ", usage, "\n\n");  // the last before [DONE]
         free(error);
+        free(usage);
         if (bad) {
             request_cancel(s, j);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -284,10 +417,7 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    k->status = 200;
-    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(c, k, 200, r);
 }
 
 // ----------------------------------------------------------------------------
@@ -402,14 +532,18 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     const char *p = k->path;
     // HEAD is GET without the body (libmicrohttpd leaves it out)
     int get = !strcmp(k->method, "GET") || !strcmp(k->method, "HEAD"), post = !strcmp(k->method, "POST");
-    static const char *const gets[] = {"/", "/health", "/metrics", "/v1/models"};
-    static const char *const posts[] = {"/v1/completions", "/v1/score", "/tokenize", "/detokenize"};
-    int known_get = 0, known_post = 0;
-    for (size_t i = 0; i < sizeof gets / sizeof *gets; i++) known_get |= !strcmp(p, gets[i]);
-    for (size_t i = 0; i < sizeof posts / sizeof *posts; i++) known_post |= !strcmp(p, posts[i]);
+    int known_get = get_path(p), known_post = post_path(p);
     if (!known_get && !known_post) return answer_error(c, k, 404, "no such endpoint", NULL);
+    // a preflight: from an allowed origin 204 (no key: the browser sends
+    // none), from another 403; with no Origin, OPTIONS is a 405 below
+    if (!strcmp(k->method, "OPTIONS") && k->cors > 0) return answer_preflight(c, k);
+    if (!strcmp(k->method, "OPTIONS") && k->cors < 0)
+        return answer_error(c, k, 403, s->limits.n_cors_origins
+                                           ? "this origin is not one that --cors-origin allows"
+                                           : "cross-origin requests are not allowed (gpt serve --cors-origin allows them)",
+                            NULL);
     if ((known_get && !get) || (known_post && !post)) {
-        char msg[200];
+        char msg[400];
         snprintf(msg, sizeof msg, "%s takes %s, not %s", p, known_get ? "GET or HEAD" : "POST", k->method);
         return answer_error(c, k, 405, msg, NULL);
     }
@@ -432,6 +566,12 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     if (!ready) return answer_error(c, k, 503, "the model is loading", NULL);
     if (get) {
         if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
+        if (model_id(p)) {
+            int status;
+            if (k->path_cut) return answer_error(c, k, 404, "The model id is longer than any gpt serves", "model");
+            char *body = model_response(s, model_id(p), &status);
+            return answer_json(c, k, status, body);
+        }
         return answer_json(c, k, 200, models_response(s));
     }
     if (draining) return answer_error(c, k, 503, "the server is shutting down", NULL);
@@ -518,7 +658,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         k->t0 = now_seconds();
         snprintf(k->method, sizeof k->method, "%s", method);
-        snprintf(k->path, sizeof k->path, "%s", url);
+        k->path_cut = snprintf(k->path, sizeof k->path, "%s", url) >= (int)sizeof k->path;
+        read_origin(s, c, k);
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         size_t declared;

@@ -59,6 +59,9 @@ static const char *serve_usage =
     "                          that is less)\n"
     "      --api-key KEY       requests must send Authorization: Bearer KEY (default:\n"
     "                          $GPT_API_KEY; without either, no key)\n"
+    "      --cors-origin ORIGIN  pages from ORIGIN (scheme://host[:port]) may call the API from\n"
+    "                          a browser; repeatable; * for any, only without a key\n"
+    "                          (default: none)\n"
     "      --max-body SIZE     the largest request body (default 1M)\n"
     "      --max-tokens N      the most max_tokens a request may ask for (default 4096)\n"
     "      --max-connections N connections at once (default 256)\n"
@@ -69,7 +72,7 @@ static const char *serve_usage =
     "                          (default 10)\n"
     "  -h, --help              this help\n"
     "Endpoints: POST /v1/completions, /v1/score, /tokenize, /detokenize; GET /v1/models,\n"
-    "/health, /metrics. A request with a seed gets exactly what gpt -p PROMPT -s SEED gives.\n"
+    "/v1/models/ID, /health, /metrics. A request with a seed gets exactly what gpt -p PROMPT -s SEED gives.\n"
     "Prints \"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready (not with -q),\n"
     "and one JSON line per request. Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a\n"
     "port in use), 2 usage error.\n";
@@ -147,7 +150,7 @@ typedef struct {
 // getopt_long codes of gpt serve's own long-only options (the shared ones
 // are front.h's OPT_*)
 enum {
-    O_HOST = 256, O_PORT, O_API_KEY, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE,
+    O_HOST = 256, O_PORT, O_API_KEY, O_CORS_ORIGIN, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt serve's option codes run into the shared ones");
@@ -157,6 +160,7 @@ static const struct option SERVE_OPTIONS[] = {{"help", no_argument, 0, 'h'},
                                               {"host", required_argument, 0, O_HOST},
                                               {"port", required_argument, 0, O_PORT},
                                               {"api-key", required_argument, 0, O_API_KEY},
+                                              {"cors-origin", required_argument, 0, O_CORS_ORIGIN},
                                               {"max-body", required_argument, 0, O_MAX_BODY},
                                               {"max-tokens", required_argument, 0, O_MAX_TOKENS},
                                               {"max-connections", required_argument, 0, O_MAX_CONNECTIONS},
@@ -173,6 +177,24 @@ static int option_count(const char *v, long lo, long hi, long *out) {
     return 0;
 }
 
+// An origin as a browser's Origin header writes it: scheme://host[:port],
+// no path, printable ASCII with no space; or "*". 0, or -1 with why.
+static int check_origin(const char *o, const char **why) {
+    const char *sep = strstr(o, "://");
+    *why = NULL;
+    if (!strcmp(o, "*")) return 0;
+    if (strlen(o) >= 256) *why = "longer than 255 bytes";
+    for (const char *p = o; !*why && *p; p++)
+        if (*p <= ' ' || *p >= 127) *why = "a space or a byte that is not printable ASCII";
+    if (!*why && (!sep || sep == o)) *why = "not scheme://host[:port]";
+    for (const char *p = o; !*why && p < sep; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("+-.", *p)))
+            *why = "the scheme is not lower-case letters, digits, + - or . (browsers send it so)";
+    if (!*why && !sep[3]) *why = "no host";
+    if (!*why && strchr(sep + 3, '/')) *why = "an origin has no path, not even a last /";
+    return *why ? -1 : 0;
+}
+
 // gpt serve's own option c with value o: 0, or the usage error's code.
 static int serve_option(ServeOptions *so, int c, const char *o) {
     ServeLimits *lim = &so->lim;
@@ -186,6 +208,14 @@ static int serve_option(ServeOptions *so, int c, const char *o) {
         if (!*o) return usage_error("serve", "--api-key: an empty key would let anyone in");
         lim->api_key = o;
         break;
+    case O_CORS_ORIGIN: {
+        const char *why;
+        if (check_origin(o, &why) != 0) return usage_error("serve", "--cors-origin %s: %s", o, why);
+        if (lim->n_cors_origins == MAX_CORS_ORIGINS)
+            return usage_error("serve", "--cors-origin %s: more than %d origins", o, MAX_CORS_ORIGINS);
+        lim->cors_origins[lim->n_cors_origins++] = o;
+        break;
+    }
     case O_MAX_BODY:
         if (parse_size(o, &lim->max_body) != 0 || lim->max_body == 0 || lim->max_body > (1u << 30))
             return usage_error("serve", "--max-body %s: must be a size from 1 to 1G", o);
@@ -217,7 +247,8 @@ static int serve_option(ServeOptions *so, int c, const char *o) {
 // after the usage error, EXIT_OK after --help. *done says whether to leave.
 static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *done) {
     OptionParser p;
-    options_begin(&p, "serve", SERVE_OPTIONS, NULL);
+    static const int repeatable[] = {O_CORS_ORIGIN, 0};
+    options_begin(&p, "serve", SERVE_OPTIONS, repeatable);
     *so = (ServeOptions){.lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
                                  .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32},
                          .host = "127.0.0.1", .port = 8080};
@@ -233,6 +264,11 @@ static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *don
         }
         if ((rc = serve_option(so, c, p.value)) != 0) return rc;
     }
+    // an API key in a page any site may run is anyone's
+    for (size_t i = 0; i < so->lim.n_cors_origins; i++)
+        if (!strcmp(so->lim.cors_origins[i], "*") && so->lim.api_key)
+            return usage_error("serve", "--cors-origin '*': not with an API key (--api-key or $GPT_API_KEY): any "
+                                        "web page could use it; name the origins instead");
     so->shared = p.shared;
     so->lim.parallel = (size_t)p.shared.parallel;
     so->lim.kv_dtype = p.shared.kv_dtype;

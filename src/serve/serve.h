@@ -77,6 +77,10 @@ typedef struct Request {
     size_t n_stops;
     uint64_t seed;           // the first choice's
     size_t stride;           // REQUEST_SCORE: as --stride (0: the text must fit the context)
+    size_t n, best_of;       // choices per prompt answered, completions per prompt computed (best_of >= n:
+                             // the n of the highest mean log-probability per token are answered)
+    int show_logprobs;       // the client asked for "logprobs" (best_of computes them to rank)
+    int include_usage;       // a stream's stream_options.include_usage: a last chunk with the usage
     // shared, under Server.lock
     struct MHD_Connection *parked;  // the request's connection, suspended until there is news; or NULL
     int refs;                // the HTTP side and the scheduler: the last one frees
@@ -92,6 +96,7 @@ typedef struct Request {
 } Request;
 
 // Limits and settings, from the options.
+enum { MAX_CORS_ORIGINS = 32 };
 typedef struct {
     size_t parallel;         // sequences decoded together
     size_t queue;            // requests waiting beyond those running
@@ -101,6 +106,8 @@ typedef struct {
     unsigned timeout;        // seconds a connection may idle
     unsigned grace;          // seconds running requests may finish after SIGINT/SIGTERM
     const char *api_key;     // NULL: none
+    const char *cors_origins[MAX_CORS_ORIGINS];  // --cors-origin: origins whose pages may call ("*": any)
+    size_t n_cors_origins;
     DType kv_dtype;
 } ServeLimits;
 
@@ -177,6 +184,12 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
                           char *param);
 char *models_response(Server *s);
+// GET /v1/models/ID: the model's object, or (*status 404) OpenAI's error
+// for another id.
+char *model_response(Server *s, const char *id, int *status);
+// A stream's last chunk before [DONE] with stream_options.include_usage:
+// no choices, the request's usage. Under Server.lock.
+char *usage_chunk(Server *s, const Request *j, const char *id, long created);
 char *metrics_text(Server *s);  // Prometheus' text format
 // {"error": {"message", "type", "param", "code"}}
 char *error_json(int status, const char *msg, const char *param);  // param NULL or "": null
