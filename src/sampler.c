@@ -2,7 +2,9 @@
  * sampler.c - logits -> next token id, following Hugging Face's order of
  * logits processing (see sampler.h for the exact semantics of each filter).
  *
- * What it does: the repetition penalty in place on the logits, then one pass
+ * What it does: logit_bias and the penalties on the logits (the repetition
+ * penalty alone in place; with the bias or the presence/frequency penalties,
+ * all of them on a copy in the scratch), then one pass
  * that turns the surviving logits into unnormalized weights exp((l - max)/T)
  * in double, then the filters on that candidate list, then one draw.
  * Greedy stops at the argmax. Where every weight counts (temperature alone,
@@ -114,6 +116,30 @@ int sampler_params_validate(const SamplerParams *p, GptError *err) {
     if (isinf(p->repeat_penalty))
         return gpt_error(err, "repeat_penalty %g: must be finite",
                          p->repeat_penalty);
+    if (!(fabsf(p->presence_penalty) <= SAMPLER_PENALTY_MAX))
+        return gpt_error(err, "presence_penalty %g: must be in [-2, 2]", p->presence_penalty);
+    if (!(fabsf(p->frequency_penalty) <= SAMPLER_PENALTY_MAX))
+        return gpt_error(err, "frequency_penalty %g: must be in [-2, 2]", p->frequency_penalty);
+    if (p->n_bias > SAMPLER_BIAS_MAX)
+        return gpt_error(err, "logit_bias: %zu entries: at most %d", p->n_bias, SAMPLER_BIAS_MAX);
+    for (size_t i = 0; i < p->n_bias; i++) {
+        const SamplerBias *b = &p->bias[i];
+        if (b->id < 0) return gpt_error(err, "logit_bias: token id %d: must be >= 0", (int)b->id);
+        if (!(fabsf(b->bias) <= SAMPLER_BIAS_LIMIT))
+            return gpt_error(err, "logit_bias: token %d: bias %g must be in [-100, 100]", (int)b->id, b->bias);
+        // at most 300 entries: the quadratic search costs nothing
+        for (size_t j = 0; j < i; j++)
+            if (p->bias[j].id == b->id) return gpt_error(err, "logit_bias: token id %d given twice", (int)b->id);
+    }
+    return 0;
+}
+
+// The checks that need the vocabulary: every logit_bias id below it.
+static int check_bias_ids(const SamplerParams *p, size_t vocab_size, GptError *err) {
+    for (size_t i = 0; i < p->n_bias; i++)
+        if ((size_t)p->bias[i].id >= vocab_size)
+            return gpt_error(err, "logit_bias: token id %d: must be below the vocabulary size %zu", (int)p->bias[i].id,
+                             vocab_size);
     return 0;
 }
 
@@ -131,8 +157,11 @@ int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err) {
     s->sorted = malloc(vocab_size * sizeof *s->sorted);
     s->heap = malloc(vocab_size * sizeof *s->heap);
     s->seen = calloc(vocab_size, sizeof *s->seen);
-    s->bytes = vocab_size * (sizeof *s->cand + sizeof *s->sorted + sizeof *s->heap + sizeof *s->seen);
-    if (!s->cand || !s->sorted || !s->heap || !s->seen) {
+    s->adjusted = malloc(vocab_size * sizeof *s->adjusted);
+    s->count = calloc(vocab_size, sizeof *s->count);
+    s->bytes = vocab_size * (sizeof *s->cand + sizeof *s->sorted + sizeof *s->heap + sizeof *s->seen +
+                             sizeof *s->adjusted + sizeof *s->count);
+    if (!s->cand || !s->sorted || !s->heap || !s->seen || !s->adjusted || !s->count) {
         sampler_scratch_free(s);
         return gpt_error(err, "sampler: out of memory for a vocabulary of %zu",
                          vocab_size);
@@ -146,15 +175,18 @@ void sampler_scratch_free(SamplerScratch *s) {
     free(s->sorted);
     free(s->heap);
     free(s->seen);
+    free(s->adjusted);
+    free(s->count);
     memset(s, 0, sizeof *s);
 }
 
 int sampler_init_shared(Sampler *s, const SamplerParams *p, SamplerScratch *scratch,
                         GptError *err) {
     memset(s, 0, sizeof *s);
-    if (sampler_params_validate(p, err) != 0) return -1;
+    if (sampler_params_validate(p, err) != 0 || check_bias_ids(p, scratch->vocab_size, err) != 0) return -1;
     s->params = *p;
     s->shared = scratch;
+    s->n_prompt = SAMPLER_PROMPT_UNSET;
     sampler_rng_seed(&s->rng, p->seed);
     return 0;
 }
@@ -163,11 +195,14 @@ int sampler_init(Sampler *s, const SamplerParams *p, size_t vocab_size,
                  GptError *err) {
     memset(s, 0, sizeof *s);
     if (sampler_params_validate(p, err) != 0) return -1;
-    if (sampler_scratch_init(&s->own, vocab_size, err) != 0) return -1;
+    if (sampler_scratch_init(&s->own, vocab_size, err) != 0 || check_bias_ids(p, vocab_size, err) != 0) return -1;
     s->params = *p;
+    s->n_prompt = SAMPLER_PROMPT_UNSET;
     sampler_rng_seed(&s->rng, p->seed);
     return 0;
 }
+
+void sampler_set_prompt(Sampler *s, size_t n_prompt) { s->n_prompt = n_prompt; }
 
 void sampler_free(Sampler *s) {
     if (!s) return;
@@ -204,6 +239,58 @@ static void apply_repeat_penalty(Sampler *sp, float *logits,
         int32_t id = history[i];
         if (id >= 0 && (size_t)id < V) s->seen[id] = 0;
     }
+}
+
+// OpenAI's presence and frequency penalties over the generated ids, those
+// after the prompt: l[t] -= count[t] * frequency + (count[t] > 0) * presence,
+// in double, rounded to float once (so a plain reference in double gets the
+// same bits). Counted first, then each distinct id adjusted once and its
+// count cleared: O(generated), never O(V).
+static void apply_presence_frequency(Sampler *sp, float *logits, const int32_t *history, size_t n_history) {
+    double fp = sp->params.frequency_penalty, pp = sp->params.presence_penalty;
+    if ((fp == 0 && pp == 0) || sp->n_prompt >= n_history) return;
+    SamplerScratch *s = scratch_of(sp);
+    size_t V = s->vocab_size;
+    const int32_t *gen = history + sp->n_prompt;
+    size_t n = n_history - sp->n_prompt;
+    for (size_t i = 0; i < n; i++)
+        if (gen[i] >= 0 && (size_t)gen[i] < V) s->count[gen[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = gen[i];
+        if (id < 0 || (size_t)id >= V || s->count[id] == 0) continue;
+        logits[id] = (float)((double)logits[id] - ((double)s->count[id] * fp + pp));
+        s->count[id] = 0;
+    }
+}
+
+// The logits to draw from: the caller's with the repetition penalty in place
+// when it is the only adjustment (as it always was), else a copy in the
+// scratch with, in order, logit_bias, the repetition penalty and the
+// presence/frequency penalties (sampler.h says why this order). The copy
+// leaves the caller's row raw, which its log-probabilities need. Either way
+// every path after this one (greedy, the approximate draws, the filters)
+// reads the same adjusted logits: the fields cannot make them disagree.
+static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *history, size_t n_history) {
+    const SamplerParams *P = &sp->params;
+    if (sp->n_prompt == SAMPLER_PROMPT_UNSET) sp->n_prompt = n_history;
+    if (P->n_bias == 0 && P->presence_penalty == 0.0f && P->frequency_penalty == 0.0f) {
+        apply_repeat_penalty(sp, logits, history, n_history);
+        return logits;
+    }
+    SamplerScratch *s = scratch_of(sp);
+    size_t V = s->vocab_size;
+    float *l = s->adjusted;
+    memcpy(l, logits, V * sizeof *l);
+    // the double sum rounded to float is the float sum (double holds more
+    // than twice float's digits, so rounding twice is harmless): written in
+    // double only to read as the reference's formula
+    for (size_t i = 0; i < P->n_bias; i++) {
+        int32_t id = P->bias[i].id;
+        if (id >= 0 && (size_t)id < V) l[id] = (float)((double)l[id] + (double)P->bias[i].bias);
+    }
+    apply_repeat_penalty(sp, l, history, n_history);
+    apply_presence_frequency(sp, l, history, n_history);
+    return l;
 }
 
 static void heap_sift_down(float *h, size_t n, size_t i) {
@@ -650,19 +737,19 @@ min_p:
     return n;
 }
 
-size_t sampler_distribution(Sampler *sp, float *logits, const int32_t *history,
+size_t sampler_distribution(Sampler *sp, float *logits_in, const int32_t *history,
                             size_t n_history, const SamplerCand **out,
                             double *total) {
-    apply_repeat_penalty(sp, logits, history, n_history);
+    const float *logits = adjust_logits(sp, logits_in, history, n_history);
     float lmax;
     size_t imax = argmax(logits, scratch_of(sp)->vocab_size, &lmax);
     return distribution(sp, logits, lmax, imax, out, total);
 }
 
-int32_t sampler_sample_u(Sampler *s, float *logits, const int32_t *history,
+int32_t sampler_sample_u(Sampler *s, float *logits_in, const int32_t *history,
                          size_t n_history, double u) {
     const SamplerParams *P = &s->params;
-    apply_repeat_penalty(s, logits, history, n_history);
+    const float *logits = adjust_logits(s, logits_in, history, n_history);
     float lmax;
     size_t imax = argmax(logits, scratch_of(s)->vocab_size, &lmax);
     if (!isfinite(lmax)) return -1;

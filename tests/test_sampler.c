@@ -5,7 +5,11 @@
  *     from Hugging Face's definitions (see the comments at each case);
  *   - the fast path (heap top-k, prefiltered top-p) against a plain
  *     full-sort reference written here, on random 50257-wide logits;
- *   - empirical frequencies against softmax(l / T), within 5 sigma.
+ *   - empirical frequencies against softmax(l / T), within 5 sigma;
+ *   - logit_bias and the presence/frequency penalties: the adjusted logits
+ *     bit for bit against their formula evaluated here (in double, rounded
+ *     to float once), -100 never drawn and +100 always, counts over the
+ *     generated ids only, and the fast path against the reference with them.
  * All sampling uses fixed seeds, so a run is reproducible; the 5-sigma bounds
  * are what a correct sampler could fail with probability ~1e-6 per count.
  */
@@ -63,20 +67,38 @@ static int cmp_float_desc(const void *pa, const void *pb) {
 }
 
 // Fills ids/weights (ascending id) with the kept tokens; returns the count.
-static size_t ref_distribution(const float *logits_in, size_t V,
-                               const SamplerParams *P, const int32_t *hist,
-                               size_t nh, int32_t *ids, double *weights) {
-    float *l = malloc(V * sizeof *l);
-    memcpy(l, logits_in, V * sizeof *l);
+// The logits after logit_bias, the repetition penalty and the presence/
+// frequency penalties (counted over hist[np..nh), the generated ids), each
+// written as its formula, the counts by a plain scan.
+static void ref_adjust(float *l, size_t V, const SamplerParams *P, const int32_t *hist, size_t nh, size_t np) {
+    for (size_t i = 0; i < P->n_bias; i++) l[P->bias[i].id] = (float)((double)l[P->bias[i].id] + P->bias[i].bias);
     for (size_t i = 0; i < nh; i++) {
         int32_t id = hist[i];
         if (id < 0 || (size_t)id >= V) continue;
         int dup = 0;
         for (size_t j = 0; j < i; j++) dup |= hist[j] == id;
         if (dup) continue;
-        l[id] = l[id] < 0 ? l[id] * P->repeat_penalty
-                          : l[id] / P->repeat_penalty;
+        l[id] = l[id] < 0 ? l[id] * P->repeat_penalty : l[id] / P->repeat_penalty;
     }
+    if (P->presence_penalty == 0 && P->frequency_penalty == 0) return;
+    for (size_t i = np; i < nh; i++) {
+        int32_t id = hist[i];
+        if (id < 0 || (size_t)id >= V) continue;
+        int dup = 0;
+        for (size_t j = np; j < i; j++) dup |= hist[j] == id;
+        if (dup) continue;
+        double count = 0;
+        for (size_t j = np; j < nh; j++) count += hist[j] == id;
+        l[id] = (float)((double)l[id] - (count * (double)P->frequency_penalty + (double)P->presence_penalty));
+    }
+}
+
+static size_t ref_distribution_np(const float *logits_in, size_t V,
+                                  const SamplerParams *P, const int32_t *hist,
+                                  size_t nh, size_t np, int32_t *ids, double *weights) {
+    float *l = malloc(V * sizeof *l);
+    memcpy(l, logits_in, V * sizeof *l);
+    ref_adjust(l, V, P, hist, nh, np);
     float lmax = -INFINITY;
     size_t imax = 0;
     for (size_t i = 0; i < V; i++)
@@ -126,6 +148,11 @@ static size_t ref_distribution(const float *logits_in, size_t V,
     free(it);
     free(l);
     return m;
+}
+
+static size_t ref_distribution(const float *logits_in, size_t V, const SamplerParams *P, const int32_t *hist,
+                               size_t nh, int32_t *ids, double *weights) {
+    return ref_distribution_np(logits_in, V, P, hist, nh, nh, ids, weights);
 }
 
 static int32_t pick(const int32_t *ids, const double *w, size_t n, double u) {
@@ -202,7 +229,36 @@ static void test_validate(void) {
     check_invalid(params(1, 0, 1, 0, INFINITY, 0),
                   "repeat_penalty inf: must be finite");
 
+    SamplerParams pen = params(1, 0, 1, 0, 1, 0);
+    pen.presence_penalty = 2.5f;
+    check_invalid(pen, "presence_penalty 2.5: must be in [-2, 2]");
+    pen.presence_penalty = -2.0f, pen.frequency_penalty = NAN;
+    check_invalid(pen, "frequency_penalty nan: must be in [-2, 2]");
+    pen.frequency_penalty = 2.0f;
+    CHECK(sampler_params_validate(&pen, &err) == 0, "penalties -2 and 2: %s", err.msg);
+    pen.n_bias = 2;
+    pen.bias[0] = (SamplerBias){.id = 7, .bias = 100};
+    pen.bias[1] = (SamplerBias){.id = 8, .bias = -100.5f};
+    check_invalid(pen, "logit_bias: token 8: bias -100.5 must be in [-100, 100]");
+    pen.bias[1] = (SamplerBias){.id = -3, .bias = 1};
+    check_invalid(pen, "logit_bias: token id -3: must be >= 0");
+    pen.bias[1] = (SamplerBias){.id = 7, .bias = 1};
+    check_invalid(pen, "logit_bias: token id 7 given twice");
+    pen.n_bias = SAMPLER_BIAS_MAX + 1;
+    check_invalid(pen, "logit_bias: 301 entries: at most 300");
+    pen.n_bias = 1;
+    pen.bias[0] = (SamplerBias){.id = 10, .bias = 1};
+
     Sampler s;
+    CHECK(sampler_init(&s, &pen, 10, &err) == -1 &&
+              !strcmp(err.msg, "logit_bias: token id 10: must be below the vocabulary size 10"),
+          "init with a bias past the vocabulary: \"%s\"", err.msg);
+    sampler_free(&s);
+    SamplerScratch sc;
+    CHECK(sampler_scratch_init(&sc, 10, &err) == 0, "%s", err.msg);
+    CHECK(sampler_init_shared(&s, &pen, &sc, &err) == -1 && strstr(err.msg, "below the vocabulary size 10"),
+          "shared init with a bias past the vocabulary: \"%s\"", err.msg);
+    sampler_scratch_free(&sc);
     SamplerParams bad = params(1, 0, 1.5f, 0, 1, 0);
     CHECK(sampler_init(&s, &bad, 10, &err) == -1 &&
               strcmp(err.msg, "top_p 1.5: must be in (0, 1]") == 0,
@@ -279,6 +335,145 @@ static void test_repeat_penalty(void) {
     sampler_distribution(&s, l2, hist, 9, &c, &z);
     CHECK(l2[0] == 1 && l2[2] == -2, "second call: %g %g", l2[0], l2[2]);
     sampler_free(&s);
+}
+
+// ---------------------------------------------------------------------------
+// logit_bias and OpenAI's presence/frequency penalties
+
+static int same_bits(const float *a, const float *b, size_t n, size_t *at) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof *a) != 0) {
+            *at = i;
+            return 0;
+        }
+    return 1;
+}
+
+static void test_penalties_by_hand(void) {
+    // prompt {0, 1, 1}, generated {2, 3, 3, 3, 1}: id 0 is the prompt's
+    // alone (no penalty), 1 and 2 were generated once: -(0.25 + 0.5), 3
+    // three times: -(3 x 0.25 + 0.5); 4 and 5 never.
+    SamplerParams P = params(1, 0, 1, 0, 1, 1);
+    P.presence_penalty = 0.5f, P.frequency_penalty = 0.25f;
+    Sampler s = make(P, 6);
+    int32_t hist[] = {0, 1, 1, 2, 3, 3, 3, 1};
+    float l[6] = {0}, raw[6] = {0};
+    const float want[6] = {0, -0.75f, -0.75f, -1.25f, 0, 0};
+    const SamplerCand *c;
+    double z;
+    sampler_distribution(&s, l, hist, 3, &c, &z);  // the first draw: its history is the prompt
+    size_t at = 0;
+    CHECK(same_bits(s.own.adjusted, raw, 6, &at), "nothing generated yet: logit %zu is %g", at, s.own.adjusted[at]);
+    sampler_distribution(&s, l, hist, 8, &c, &z);
+    for (int i = 0; i < 6; i++)
+        CHECK(s.own.adjusted[i] == want[i], "penalized logit %d: got %g want %g", i, s.own.adjusted[i], want[i]);
+    CHECK(same_bits(l, raw, 6, &at), "the caller's logits changed at %zu: %g", at, l[at]);
+    // the counts were cleared: the same call gives the same logits
+    sampler_distribution(&s, l, hist, 8, &c, &z);
+    CHECK(same_bits(s.own.adjusted, want, 6, &at), "second call: logit %zu is %g", at, s.own.adjusted[at]);
+    // a prompt set explicitly: all eight ids are the prompt's
+    sampler_set_prompt(&s, 8);
+    sampler_distribution(&s, l, hist, 8, &c, &z);
+    CHECK(same_bits(s.own.adjusted, raw, 6, &at), "all prompt: logit %zu is %g", at, s.own.adjusted[at]);
+    sampler_free(&s);
+
+    // the bias first, then the repetition penalty (CTRL: 2 + 1 = 3, / 2),
+    // then the presence penalty: (3 / 2) - 1 = 0.5
+    P = params(0, 0, 1, 0, 2, 1);
+    P.presence_penalty = 1;
+    P.n_bias = 2;
+    P.bias[0] = (SamplerBias){.id = 4, .bias = 1};
+    P.bias[1] = (SamplerBias){.id = 0, .bias = -100};
+    s = make(P, 6);
+    sampler_set_prompt(&s, 0);
+    float m[6] = {5, 0, 0, 0, 2, 0.25f};
+    int32_t h4[] = {4};
+    int32_t t = sampler_sample(&s, m, h4, 1);
+    CHECK(s.own.adjusted[4] == 0.5f && s.own.adjusted[0] == -95.0f, "bias, penalty, presence: %g %g",
+          s.own.adjusted[4], s.own.adjusted[0]);
+    CHECK(t == 4, "greedy after the adjustments: %d, want 4 (0.5 > 0.25)", t);
+    sampler_free(&s);
+}
+
+// The adjusted logits bit for bit against ref_adjust, on random logits,
+// biases and histories.
+static void test_adjusted_vs_formula(void) {
+    const size_t V = 1000;
+    float *l = malloc(V * sizeof *l), *raw = malloc(V * sizeof *l), *want = malloc(V * sizeof *l);
+    int32_t hist[400];
+    int bad = 0, cases = 0;
+    for (int r = 0; r < 50; r++) {
+        for (size_t i = 0; i < V; i++) raw[i] = (float)(3 * test_gauss() - (r % 3 ? 0 : 60));
+        SamplerParams P = params(0.8f, 0, 1, 0, r % 2 ? 1.0f : 1.25f, (uint64_t)r);
+        P.presence_penalty = (float)(4 * test_uniform() - 2);
+        P.frequency_penalty = r % 5 == 0 ? 0.0f : (float)(4 * test_uniform() - 2);
+        while (P.n_bias < (size_t)(r * 6 % SAMPLER_BIAS_MAX)) {
+            int32_t id = (int32_t)(test_uniform() * V);
+            int dup = 0;
+            for (size_t j = 0; j < P.n_bias; j++) dup |= P.bias[j].id == id;
+            if (!dup) P.bias[P.n_bias++] = (SamplerBias){.id = id, .bias = (float)(200 * test_uniform() - 100)};
+        }
+        if (P.n_bias > 2) P.bias[0].bias = -100, P.bias[1].bias = 100;
+        size_t nh = 50 + (size_t)r * 7, np = (size_t)r * 3;
+        for (size_t i = 0; i < nh; i++)  // the generated ids crowd a few tokens: counts up to dozens
+            hist[i] = (int32_t)(test_uniform() * (i < np ? V : 40));
+        hist[nh - 1] = -1;  // out of range: ignored
+        Sampler s = make(P, V);
+        sampler_set_prompt(&s, np);
+        memcpy(l, raw, V * sizeof *l);
+        const SamplerCand *c;
+        double z;
+        sampler_distribution(&s, l, hist, nh, &c, &z);
+        memcpy(want, raw, V * sizeof *l);
+        ref_adjust(want, V, &P, hist, nh, np);
+        size_t at = 0;
+        if (!same_bits(s.own.adjusted, want, V, &at)) {
+            bad++;
+            fprintf(stderr, "  case %d: logit %zu is %.9g, the formula gives %.9g\n", r, at, s.own.adjusted[at],
+                    want[at]);
+        }
+        if (!same_bits(l, raw, V, &at)) bad++;
+        cases++;
+        sampler_free(&s);
+    }
+    CHECK(bad == 0, "%d of %d cases: the adjusted logits differ from the formula's", bad, cases);
+    free(l);
+    free(raw);
+    free(want);
+}
+
+// -100 is never drawn and +100 always, greedy and sampled, over many seeds.
+static void test_ban_and_force(void) {
+    const size_t V = 64;
+    float base[64];
+    size_t top = 0, low = 0;
+    for (size_t i = 0; i < V; i++) {
+        base[i] = (float)(2 * test_gauss());
+        if (base[i] > base[top]) top = i;
+        if (base[i] < base[low]) low = i;
+    }
+    for (int force = 0; force < 2; force++) {
+        size_t target = force ? low : top;
+        int wrong = 0, draws = 0;
+        for (uint64_t seed = 0; seed < 200; seed++) {
+            for (int t = 0; t < 3; t++) {
+                SamplerParams P = params(t == 0 ? 0.0f : t == 1 ? 1.0f : 1.5f, 0, seed % 2 ? 0.95f : 1.0f, 0, 1, seed);
+                P.n_bias = 1;
+                P.bias[0] = (SamplerBias){.id = (int32_t)target, .bias = force ? 100.0f : -100.0f};
+                Sampler s = make(P, V);
+                for (int k = 0; k < 50; k++) {
+                    float x[64];
+                    memcpy(x, base, sizeof x);
+                    int32_t got = sampler_sample(&s, x, NULL, 0);
+                    wrong += force ? got != (int32_t)target : got == (int32_t)target;
+                    draws++;
+                }
+                sampler_free(&s);
+            }
+        }
+        CHECK(wrong == 0, "logit_bias %s on token %zu: %d of %d draws %s it", force ? "+100" : "-100", target, wrong,
+              draws, force ? "missed" : "drew");
+    }
 }
 
 // Shuffled ids so that id order and probability order differ.
@@ -532,17 +727,18 @@ typedef struct {
     double *w;
     int configs, mismatches, pick_mismatches;
     size_t max_kept;
+    size_t np;  // hist[0..np) is the prompt: the presence/frequency penalties count hist[np..300)
 } Compare;
 
 static void compare_config(Compare *cmp, int dist, SamplerParams P) {
     const size_t V = GPT2_V;
     Sampler s = make(P, V);
+    sampler_set_prompt(&s, cmp->np);
     memcpy(cmp->work, cmp->logits, V * sizeof *cmp->work);
     const SamplerCand *cand;
     double z;
     size_t n = sampler_distribution(&s, cmp->work, cmp->hist, 300, &cand, &z);
-    size_t m = ref_distribution(cmp->logits, V, &P, cmp->hist, 300, cmp->ids,
-                                cmp->w);
+    size_t m = ref_distribution_np(cmp->logits, V, &P, cmp->hist, 300, cmp->np, cmp->ids, cmp->w);
     // Same weights bit for bit up to exp's own rounding: 1e-12 relative.
     int ok = n == m;
     for (size_t i = 0; ok && i < n; i++)
@@ -550,9 +746,9 @@ static void compare_config(Compare *cmp, int dist, SamplerParams P) {
              fabs(cand[i].weight - cmp->w[i]) <= 1e-12 * cmp->w[i];
     if (!ok) {
         cmp->mismatches++;
-        fprintf(stderr, "  dist %d T %g k %d p %g min-p %g pen %g: kept %zu, "
+        fprintf(stderr, "  dist %d T %g k %d p %g min-p %g pen %g presence %g frequency %g bias %zu: kept %zu, "
                 "reference %zu\n", dist, P.temperature, P.top_k, P.top_p,
-                P.min_p, P.repeat_penalty, n, m);
+                P.min_p, P.repeat_penalty, P.presence_penalty, P.frequency_penalty, P.n_bias, n, m);
     }
     if (n > cmp->max_kept) cmp->max_kept = n;
     for (int r = 0; r < 8; r++) {
@@ -565,6 +761,51 @@ static void compare_config(Compare *cmp, int dist, SamplerParams P) {
     cmp->configs++;
 }
 
+// With logit_bias and the presence/frequency penalties: the ten largest
+// logits banned (-100), fifty ids nudged in [-5, 5] and one raised by 8, or
+// forced (+100); hist[150..300) generated, with ids repeated in it.
+static void compare_adjusted(Compare *cmp, int dist) {
+    const size_t V = GPT2_V;
+    SamplerParams B = params(1, 0, 1, 0, 1, 0);
+    for (int b = 0; b < 10; b++) {  // the b-th largest, by a scan
+        long best = -1;
+        for (size_t i = 0; i < V; i++) {
+            int taken = 0;
+            for (int j = 0; j < b; j++) taken |= B.bias[j].id == (int32_t)i;
+            if (!taken && (best < 0 || cmp->logits[i] > cmp->logits[best])) best = (long)i;
+        }
+        B.bias[B.n_bias++] = (SamplerBias){.id = (int32_t)best, .bias = -100};
+    }
+    while (B.n_bias < 61) {
+        int32_t id = (int32_t)(test_uniform() * V);
+        int dup = 0;
+        for (size_t j = 0; j < B.n_bias; j++) dup |= B.bias[j].id == id;
+        if (!dup) B.bias[B.n_bias++] = (SamplerBias){.id = id, .bias = (float)(10 * test_uniform() - 5)};
+    }
+    B.bias[60].bias = 8;
+    size_t np = cmp->np;
+    cmp->np = 150;
+    const float temps[] = {0.7f, 1.3f};
+    const int ks[] = {0, 40};
+    const float ps[] = {1.0f, 0.9f};
+    for (int set = 0; set < 3; set++) {
+        SamplerParams P = B;
+        if (set == 1) P.n_bias = 0;  // the penalties alone
+        if (set != 0) P.presence_penalty = set == 1 ? 0.7f : -1.5f, P.frequency_penalty = set == 1 ? 0.4f : 2.0f;
+        if (set == 2) P.bias[60].bias = 100, P.repeat_penalty = 1.3f;
+        for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+        for (int c = 0; c < 2; c++) {
+            P.temperature = temps[a], P.top_k = ks[b], P.top_p = ps[c], P.min_p = c ? 0.05f : 0;
+            P.seed = (uint64_t)cmp->configs;
+            compare_config(cmp, dist, P);
+        }
+        P.temperature = 0;  // greedy
+        compare_config(cmp, dist, P);
+    }
+    cmp->np = np;
+}
+
 static void test_fast_vs_reference(void) {
     const size_t V = GPT2_V;
     Compare cmp = {0};
@@ -575,6 +816,8 @@ static void test_fast_vs_reference(void) {
     for (int i = 0; i < 300; i++)
         cmp.hist[i] = (int32_t)(test_uniform() * (i < 150 ? 2000 : V));
     for (int i = 0; i < 40; i++) cmp.hist[150 + i] = cmp.hist[i];  // repeats
+    for (int i = 0; i < 30; i++) cmp.hist[250 + i] = cmp.hist[200 + i % 7];  // repeats among the generated
+    cmp.np = 300;  // all of it the prompt, until the bias and penalty cases
 
     const float temps[] = {0.7f, 1.3f};
     const int ks[] = {0, 1, 40, 60000};
@@ -607,6 +850,7 @@ static void test_fast_vs_reference(void) {
         for (int c = 0; c < 3; c++)
             compare_config(&cmp, dist, params(xt[a], 0, xp[c], 0, 1,
                                               (uint64_t)cmp.configs));
+        compare_adjusted(&cmp, dist);
     }
     CHECK(cmp.mismatches == 0, "%d of %d configurations kept a different set",
           cmp.mismatches, cmp.configs);
@@ -625,6 +869,9 @@ int main(void) {
     test_validate();
     test_greedy();
     test_repeat_penalty();
+    test_penalties_by_hand();
+    test_adjusted_vs_formula();
+    test_ban_and_force();
     test_top_k();
     test_top_p();
     test_min_p();
