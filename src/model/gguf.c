@@ -588,9 +588,9 @@ static int read_tensor_infos(Gguf *g, Cursor *c, uint64_t n_t, const char *path,
             goto done;
         }
         if (!range_inside(t->offset, t->nbytes, data_size)) {
-            gpt_error(err, "%s: tensor %s: its %llu bytes at offset %llu run past the data region of %llu bytes%s",
-                      path, name, (unsigned long long)t->nbytes, (unsigned long long)t->offset,
-                      (unsigned long long)data_size, t->offset < data_size ? " (truncated?)" : "");
+            gpt_error(err, "%s: tensor %s: its %llu bytes at offset %llu run past the data region of %llu bytes "
+                           "(truncated, or a bad offset?)", path, name, (unsigned long long)t->nbytes,
+                      (unsigned long long)t->offset, (unsigned long long)data_size);
             goto done;
         }
         spans[i] = (Span){t->offset, t->offset + t->nbytes, i};
