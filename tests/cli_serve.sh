@@ -86,6 +86,14 @@ check "/health" [ "$(get /health "$tmp/o")" = 200 ]
 check "/health says ok" [ "$(jq -r .status "$tmp/o")" = ok ]
 check "/v1/models" [ "$(get /v1/models "$tmp/o")" = 200 ]
 check "/v1/models names demo.bin" [ "$(jq -r '.data[0].id' "$tmp/o")" = demo.bin ]
+check "/v1/models/demo.bin" [ "$(get /v1/models/demo.bin "$tmp/o")" = 200 ]
+check "/v1/models/demo.bin: the list's object" [ "$(jq -c . "$tmp/o")" = "$(get /v1/models "$tmp/l" > /dev/null
+    jq -c '.data[0]' "$tmp/l")" ]
+check "/v1/models/gpt-4: 404" [ "$(get /v1/models/gpt-4 "$tmp/o")" = 404 ]
+check "/v1/models/gpt-4: OpenAI's error ($(cat "$tmp/o"))" \
+    [ "$(jq -c '.error | [.type, .param, .code]' "$tmp/o")" = '["invalid_request_error","model","model_not_found"]' ]
+check "/v1/models/demo.binx: 404" [ "$(get /v1/models/demo.binx "$tmp/o")" = 404 ]
+check "/v1/models/ + 300 bytes: 404" [ "$(get "/v1/models/$(head -c 300 /dev/zero | tr '\0' a)" "$tmp/o")" = 404 ]
 check "/tokenize" [ "$(post /tokenize '{"content":"Hello world"}' "$tmp/o")" = 200 ]
 check "/tokenize = gpt --tokenize" [ "$(jq -c .tokens "$tmp/o")" = "$("$GPT" --tokenize -p 'Hello world' --json)" ]
 check "/detokenize" [ "$(post /detokenize '{"tokens":[15496,995]}' "$tmp/o")" = 200 ]
@@ -147,6 +155,72 @@ seed=$(jq -r .seed "$tmp/r")
 check "a drawn seed is below 2^53 ($seed)" jq -e '.seed < 9007199254740992' "$tmp/r" > /dev/null
 "$GPT" -m "$MODEL" -p Hello -n 8 -s "$seed" --json > "$tmp/e" 2> /dev/null
 same_as_cli "the drawn seed repeats the answer" "$tmp/r" "$tmp/e"
+
+# stream_options.include_usage: a last chunk before [DONE] with no choices
+# and the usage of the same request not streamed; "usage": null in the
+# others. include_usage false: nothing more.
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1}' "$tmp/r" > /dev/null
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"stream":true,"stream_options":{"include_usage":true}}' \
+    "$tmp/s" > /dev/null
+sed -n 's/^data: //p' "$tmp/s" > "$tmp/events"
+check "include_usage: [DONE] last" [ "$(tail -n 1 "$tmp/events")" = "[DONE]" ]
+check "include_usage: the chunk before it has no choices and the usage ($(tail -n 2 "$tmp/events" | head -n 1))" \
+    [ "$(tail -n 2 "$tmp/events" | head -n 1 | jq -c '[.choices, .usage, .object]')" = \
+      "$(jq -c '[[], .usage, .object]' "$tmp/r")" ]
+check "include_usage: usage null in the other chunks" \
+    [ "$(sed '$d' "$tmp/events" | sed '$d' | jq -s -c '[.[] | has("usage") and .usage == null] | unique')" = '[true]' ]
+grep -v '"choices":\[\]' "$tmp/s" > "$tmp/s2"
+stream_as_one "$tmp/s2" > "$tmp/s1"
+same_as_cli "include_usage: the stream is still gpt's" "$tmp/s1" "$tmp/exp_0_0"
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"stream":true,"stream_options":{"include_usage":false}}' \
+    "$tmp/s" > /dev/null
+check "include_usage false: no usage anywhere" \
+    [ "$(sed -n 's/^data: //p' "$tmp/s" | grep -v DONE | jq -s -c '[.[] | has("usage")] | unique')" = '[false]' ]
+# two prompts, n 2: usage counts the four
+post /v1/completions '{"prompt":["Hello","Call me"],"n":2,"max_tokens":6,"seed":1,"stream":true,"stream_options":{"include_usage":true}}' \
+    "$tmp/s" > /dev/null
+check "include_usage: the usage of 2 prompts x n 2" \
+    [ "$(sed -n 's/^data: //p' "$tmp/s" | tail -n 2 | head -n 1 | jq -c .usage)" = \
+      '{"prompt_tokens":3,"completion_tokens":24,"total_tokens":27}' ]
+
+# suffix: "" and null are no suffix
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"suffix":""}' "$tmp/r" > /dev/null
+same_as_cli "suffix \"\"" "$tmp/r" "$tmp/exp_0_0"
+post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"suffix":null}' "$tmp/r" > /dev/null
+same_as_cli "suffix null" "$tmp/r" "$tmp/exp_0_0"
+
+# best_of 5, n 2: five completions (seeds 60..64) computed, the two of the
+# highest mean log-probability per token answered, best first, each with its
+# seed, each the command's with that seed; usage counts all five
+post /v1/completions '{"prompt":"The LORD said","max_tokens":12,"seed":60,"n":2,"best_of":5,"temperature":1.2}' \
+    "$tmp/r" > /dev/null
+for sd in 60 61 62 63 64; do
+    "$GPT" -m "$MODEL" -p "The LORD said" -n 12 -s $sd --temp 1.2 --logprobs 0 --json 2> /dev/null |
+        jq -c --argjson s $sd '{seed: $s, mean: (.logprobs.token_logprobs | add / length), n: (.tokens | length)}'
+done > "$tmp/means"
+want=$(jq -s -c 'sort_by(-.mean, .seed) | .[0:2] | map(.seed)' "$tmp/means")
+check "best_of 5: the two best by mean log-probability ($(jq -c '[.choices[].seed]' "$tmp/r"), want $want of $(jq -s -c 'map([.seed, .mean])' "$tmp/means"))" \
+    [ "$(jq -c '[.choices[].seed]' "$tmp/r")" = "$want" ]
+check "best_of 5: indexes 0, 1; logprobs null (not asked)" [ "$(jq -c '[.choices[] | [.index, .logprobs]]' "$tmp/r")" = '[[0,null],[1,null]]' ]
+check "best_of 5: usage counts the five" [ "$(jq .usage.completion_tokens "$tmp/r")" = "$(jq -s 'map(.n) | add' "$tmp/means")" ]
+k=0
+for sd in $(jq -r '.choices[].seed' "$tmp/r"); do
+    "$GPT" -m "$MODEL" -p "The LORD said" -n 12 -s "$sd" --temp 1.2 --json > "$tmp/e" 2> /dev/null
+    same_as_cli "best_of 5: choice $k is gpt -s $sd" "$tmp/r" "$tmp/e" $k
+    k=$((k + 1))
+done
+# with logprobs asked: shown, the command's
+post /v1/completions '{"prompt":"The LORD said","max_tokens":12,"seed":60,"best_of":5,"temperature":1.2,"logprobs":2}' \
+    "$tmp/r" > /dev/null
+sd=$(jq -r '.choices[0].seed' "$tmp/r")
+"$GPT" -m "$MODEL" -p "The LORD said" -n 12 -s "$sd" --temp 1.2 --logprobs 2 --json > "$tmp/e" 2> /dev/null
+check "best_of 5, n 1, logprobs: the best ($sd)" [ "$sd" = "$(jq -s -c 'sort_by(-.mean, .seed) | .[0].seed' "$tmp/means")" ]
+same_as_cli "best_of 5 with logprobs: gpt -s $sd --logprobs 2" "$tmp/r" "$tmp/e"
+# two prompts: each prompt's own best, seeds from 70 + best_of * p
+post /v1/completions '{"prompt":["Hello","Call me"],"max_tokens":6,"seed":70,"best_of":3}' "$tmp/r" > /dev/null
+check "best_of 3 of two prompts: a choice of each, seeds 70-72 and 73-75 ($(jq -c '[.choices[] | [.index, .seed]]' "$tmp/r"))" \
+    jq -e '(.choices | length) == 2 and .choices[0].seed >= 70 and .choices[0].seed <= 72 and
+           .choices[1].seed >= 73 and .choices[1].seed <= 75 and .choices[1].index == 1' "$tmp/r" > /dev/null
 
 # 32 requests in flight at once: mixed streaming, shared prefixes, other seeds
 clients=
@@ -220,6 +294,17 @@ err 400 "no prompt" POST /v1/completions '{"max_tokens":1}' 'no "prompt" field'
 err 400 "a NUL" POST /v1/completions '{"prompt":"a\u0000b"}' "a NUL byte"
 err 400 "a bad token id" POST /v1/completions '{"prompt":[50257]}' "not a token id"
 err 400 "n out of range" POST /v1/completions '{"prompt":"x","n":0}' "n must be an integer in [1, 16]"
+err 400 "stream_options without stream" POST /v1/completions '{"prompt":"x","stream_options":{"include_usage":true}}' \
+    "stream_options is only allowed with"
+err 400 "stream_options with stream false" POST /v1/completions '{"prompt":"x","stream":false,"stream_options":{}}' \
+    "stream_options is only allowed with"
+err 400 "best_of < n" POST /v1/completions '{"prompt":"x","n":3,"best_of":2}' "best_of must be >= n"
+err 400 "best_of streamed" POST /v1/completions '{"prompt":"x","best_of":2,"stream":true}' "cannot be streamed"
+err 400 "best_of 3 > n 2 streamed" POST /v1/completions '{"prompt":"x","n":2,"best_of":3,"stream":true}' "cannot be streamed"
+err 400 "best_of over 16" POST /v1/completions '{"prompt":"x","best_of":17}' "best_of must be an integer in [1, 16]"
+err 400 "5 prompts x best_of 16" POST /v1/completions '{"prompt":["a","b","c","d","e"],"best_of":16}' "more than 64"
+err 400 "a suffix" POST /v1/completions '{"prompt":"x","suffix":" the end"}' "GPT-2 has no infilling"
+err 405 "POST /v1/models/demo.bin" POST /v1/models/demo.bin '{}' "takes GET or HEAD"
 err 400 "an empty stop" POST /v1/completions '{"prompt":"x","stop":[""]}' "non-empty strings"
 err 400 "a prompt beyond the context" POST /v1/completions "{\"prompt\":\"$(printf 'word %.0s' $(seq 1 300))\"}" "the model's context holds 256"
 err 400 "an invalid UTF-8 escape" POST /v1/completions '{"prompt":"\ud800"}' "invalid JSON string"

@@ -5,7 +5,10 @@
 # a body cut short, a slowloris client (a header byte a second: closed
 # after --timeout, others served meanwhile), 200 connections at once (each
 # answered or refused whole), a client that stops reading mid-stream (its
-# sequence dropped, its blocks back), and SIGTERM under load (exit 0). After
+# sequence dropped, its blocks back), bad stream_options, best_of and
+# suffix, hostile CORS headers (an Origin of 20 KB or of invalid bytes, an
+# Access-Control-Request-Headers of 100 KB, of a thousand names, with a
+# CR or a NUL in it: never echoed), and SIGTERM under load (exit 0). After
 # each, a well-formed request with a seed still gets exactly the command's
 # answer, and every error is OpenAI's JSON in valid UTF-8. Under a sanitizer
 # build (GPT=build-asan/gpt) nothing may be reported, leaks included.
@@ -56,7 +59,8 @@ metric() {
     sed -n "s/^$1 //p" "$tmp/m"
 }
 
-start "$tmp/s.log" -m "$MODEL" --timeout 2 --max-tokens 100000 --parallel 8 --queue 32 -t 2 ||
+ORIGIN=http://127.0.0.1:9
+start "$tmp/s.log" -m "$MODEL" --timeout 2 --max-tokens 100000 --parallel 8 --queue 32 -t 2 --cors-origin "$ORIGIN" ||
     { summary; exit 1; }
 SERVER=$pid
 still_serving "the start"
@@ -81,7 +85,17 @@ for body in '{"prompt":5}' '{"prompt":{"a":1}}' '{"prompt":true}' '{"prompt":[1,
     '{"prompt":"x","seed":-1}' '{"prompt":"x","echo":"yes"}' '{"prompt":"x","stream":1}' \
     '{"prompt":"x","logprobs":true}' '{"prompt":"x","temperature":"hot"}' '{"prompt":"x","top_k":-1}' \
     '{"prompt":"x","keep":"all","context_shift":true}' '{"prompt":"x","context_shift":"yes"}' \
-    '{"prompt":"x","model":5}' '{"prompt":"x","user":[]}' '{"prompt":"x","ignore_eos":0}'; do
+    '{"prompt":"x","model":5}' '{"prompt":"x","user":[]}' '{"prompt":"x","ignore_eos":0}' \
+    '{"prompt":"x","stream":true,"stream_options":[]}' '{"prompt":"x","stream":true,"stream_options":"yes"}' \
+    '{"prompt":"x","stream":true,"stream_options":true}' '{"prompt":"x","stream":true,"stream_options":{"include_usage":1}}' \
+    '{"prompt":"x","stream":true,"stream_options":{"include_usage":"true"}}' \
+    '{"prompt":"x","stream":true,"stream_options":{"include_usage":true,"x":1}}' \
+    '{"prompt":"x","stream_options":{"include_usage":true}}' '{"prompt":"x","stream":false,"stream_options":{}}' \
+    '{"prompt":"x","best_of":0}' '{"prompt":"x","best_of":"2"}' '{"prompt":"x","best_of":1.5}' \
+    '{"prompt":"x","best_of":-1}' '{"prompt":"x","best_of":1e300}' '{"prompt":"x","best_of":17}' \
+    '{"prompt":"x","n":4,"best_of":3}' '{"prompt":"x","n":2,"best_of":5,"stream":true}' \
+    '{"prompt":["a","b","c","d","e"],"best_of":13}' '{"prompt":"x","suffix":5}' '{"prompt":"x","suffix":"y"}' \
+    '{"prompt":"x","suffix":[]}' '{"prompt":"x","suffix":" "}'; do
     bad_json 400 "wrong type: $body" "$body"
 done
 still_serving "wrong types"
@@ -133,6 +147,66 @@ bad 400 "objects 10000 deep" "$tmp/body"
 python3 -c 'print("[" * 10000, end="")' > "$tmp/body"
 bad 400 "10000 opened, none closed" "$tmp/body"
 still_serving "deep JSON"
+
+# hostile CORS headers. An Origin of 20 KB, or of bytes that are not
+# UTF-8: answered, with no CORS header (nothing of it echoed)
+st=$(curl -s -D "$tmp/h" -o /dev/null -w '%{http_code}' -H "Origin: $ORIGIN$(head -c 20000 /dev/zero | tr '\0' a)" \
+    "http://127.0.0.1:$port/health")
+check "an Origin of 20 KB: answered without CORS headers ($st)" \
+    sh -c "[ '$st' = 200 ] && ! grep -qi '^access-control' '$tmp/h'"
+st=$(curl -s -D "$tmp/h" -o /dev/null -w '%{http_code}' -X OPTIONS -H "$(printf 'Origin: \377\376')" \
+    "http://127.0.0.1:$port/v1/completions")
+check "an Origin of invalid bytes: 403, no CORS header ($st)" sh -c "[ '$st' = 403 ] && ! grep -qi '^access-control' '$tmp/h'"
+# preflight ASKED: the status of a preflight asking for those headers (its headers in $tmp/h)
+preflight() {
+    curl -s -D "$tmp/h" -o "$tmp/e" -w '%{http_code}' -X OPTIONS -H "Origin: $ORIGIN" \
+        -H 'Access-Control-Request-Method: POST' -H "Access-Control-Request-Headers: $1" \
+        "http://127.0.0.1:$port/v1/completions"
+}
+st=$(preflight "x-a,$(head -c 100000 /dev/zero | tr '\0' b)")
+check "a request-headers list of 100 KB: refused whole ($st)" sh -c "[ '$st' = 400 ] || [ '$st' = 431 ] || [ '$st' = 413 ]"
+st=$(preflight "$(seq -s , -f 'x-%g' 1 1000)")
+check "a thousand header names: 400 ($st)" [ "$st" = 400 ]
+check "a thousand header names: none echoed" sh -c "! grep -qi 'x-1,' '$tmp/h'"
+st=$(preflight "$(head -c 1024 /dev/zero | tr '\0' a)")
+check "a header name of 1024 bytes (the bound): 204, echoed ($st)" \
+    sh -c "[ '$st' = 204 ] && grep -qi '^access-control-allow-headers: Authorization, Content-Type, a\{1024\}' '$tmp/h'"
+st=$(preflight "$(head -c 1025 /dev/zero | tr '\0' a)")
+check "a header name of 1025 bytes: 400 ($st)" [ "$st" = 400 ]
+st=$(preflight "x-\"a\", (b), x-c")
+check "quotes and parentheses: 400, the message is JSON ($st)" \
+    sh -c "[ '$st' = 400 ] && jq -e '.error.message | test(\"not part of a header name\")' '$tmp/e' > /dev/null"
+# a CR alone, a control byte, invalid bytes inside the header's value, sent
+# raw: refused (by libmicrohttpd or by gpt); a NUL: libmicrohttpd ends the
+# value there (what follows is never seen); none a header of its own in the
+# answer
+python3 - "$port" "$ORIGIN" << 'EOF2'
+import socket, sys
+port, origin = int(sys.argv[1]), sys.argv[2].encode()
+ok = True
+for value in (b"x-a\rX-Injected: 1", b"x-a\x00X-Injected: 1", b"x-a\x0bx-b", b"x-\xff\xfe"):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: " + origin +
+              b"\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: " + value +
+              b"\r\nConnection: close\r\n\r\n")
+    s.settimeout(10)
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except OSError:
+        pass
+    head = data.split(b"\r\n\r\n")[0]
+    status = head.split(b"\r\n")[0]
+    print(repr(value), status.decode(errors="replace"))
+    cut = b"\x00" in value and status.startswith(b"HTTP/1.1 204") and \
+        b"\r\nAccess-Control-Allow-Headers: Authorization, Content-Type, x-a\r\n" in head
+    if b"x-injected" in head.lower() or not (status.startswith(b"HTTP/1.1 4") or cut or not data):
+        ok = False
+sys.exit(0 if ok else 1)
+EOF2
+check "a CR, a NUL, a control byte, invalid bytes in the request-headers list: refused or cut, not echoed" [ $? = 0 ]
+still_serving "hostile CORS headers"
 
 # a 10 MB body: 413, declared or chunked
 python3 -c 'print("{\"prompt\":\"" + "a" * (10 << 20) + "\"}", end="")' > "$tmp/big"

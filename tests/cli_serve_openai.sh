@@ -2,9 +2,12 @@
 # cli_serve_openai.sh - gpt serve through the official `openai` npm client
 # (tests/serve/openai_client.mjs), on a free loopback port: completions
 # with and without streaming, and with logprobs, each equal to `gpt -p
-# PROMPT -s SEED --json` with the same settings; and the client's own error
-# classes for a wrong key (AuthenticationError, 401) and a value out of
-# range (BadRequestError, 400).
+# PROMPT -s SEED --json` with the same settings; a stream with
+# stream_options.include_usage (its last chunk's usage is the plain call's);
+# models.retrieve; best_of (each choice gpt's with its seed); and the
+# client's own error classes for a wrong key (AuthenticationError, 401), a
+# value out of range (BadRequestError, 400) and another model
+# (NotFoundError, 404).
 # Needs node and the package in tests/serve/node (npm install --prefix
 # tests/serve/node openai; .ci/run does it). Without them it says
 # "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
@@ -46,6 +49,21 @@ check "bad key: AuthenticationError, 401 ($(call 'bad key'))" \
 check "bad value: BadRequestError, 400 ($(call 'bad value'))" \
     [ "$(call 'bad value' | jq -c '[.error, .status, .bad_request, .param]')" = '["BadRequestError",400,true,"temperature"]' ]
 check "bad value: the command's message" sh -c "jq -r 'select(.call == \"bad value\") | .message' '$tmp/out' | grep -q 'must be >= 0'"
+check "stream with include_usage: gpt's text" [ "$(call 'stream usage' | jq -c .text)" = "$want_text" ]
+check "stream with include_usage: the plain call's usage ($(call 'stream usage' | jq -c .usage))" \
+    [ "$(call 'stream usage' | jq -c .usage)" = "$(call 'plain usage' | jq -c .usage)" ]
+check "stream with include_usage: the last chunk has no choices, the others usage null" \
+    [ "$(call 'stream usage' | jq -c '[.last_choices, .nulls > 1]')" = '[0,true]' ]
+check "models.retrieve ($(call retrieve))" [ "$(call retrieve | jq -c '[.id, .object]')" = '["demo.bin","model"]' ]
+check "models.retrieve of another: NotFoundError, 404 ($(call 'no model'))" \
+    [ "$(call 'no model' | jq -c '[.error, .status, .not_found, .code]')" = '["NotFoundError",404,true,"model_not_found"]' ]
+k=0
+for sd in $(call best_of | jq -r '.seeds[]'); do
+    "$GPT" -m "$MODEL" -p "$PROMPT" -n 24 -s "$sd" --json > "$tmp/b" 2> /dev/null
+    check "best_of 4, n 2: choice $k is gpt -s $sd's" [ "$(call best_of | jq -c ".texts[$k]")" = "$(jq -c .text "$tmp/b")" ]
+    k=$((k + 1))
+done
+check "best_of 4, n 2: two choices, seeds in 7..10" [ "$(call best_of | jq -c '[.seeds | length, all(. >= 7 and . <= 10)]')" = '[2,true]' ]
 kill -TERM "$pid"
 wait "$pid"
 check "the server: exit 0" [ $? = 0 ]

@@ -203,9 +203,9 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
     if (b->best_of < b->n)
         return fail(400, msg, param, "best_of", "best_of %ld is less than n %ld: best_of must be >= n", b->best_of,
                     b->n);
-    if (b->best_of > 1 && b->stream)
-        return fail(400, msg, param, "best_of", "best_of %ld cannot be streamed (the best are known at the end)",
-                    b->best_of);
+    if (b->best_of > b->n && b->stream)
+        return fail(400, msg, param, "best_of", "best_of %ld (more than n %ld) cannot be streamed: the best are known "
+                    "at the end", b->best_of, b->n);
     // --keep's rules: it says what a shift keeps, at most half the context
     if (keep_given && !b->gp.context_shift)
         return fail(400, msg, param, "keep", "keep needs context_shift (it says what a shift keeps)");

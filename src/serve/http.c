@@ -154,10 +154,12 @@ static const char *origin_allowed(const Server *s, const char *origin) {
 
 // The request's Origin into k: k->cors 1 when it is allowed, -1 when not, 0 without one.
 static void read_origin(Server *s, struct MHD_Connection *c, Conn *k) {
-    const char *o = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (!o) return;
+    const char *o;
+    size_t n;
+    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Origin", 6, &o, &n) != MHD_YES || !o) return;
     k->cors = -1;
-    const char *allowed = strlen(o) < sizeof k->origin ? origin_allowed(s, o) : NULL;
+    // one with a NUL byte is not the origin its first bytes name
+    const char *allowed = strlen(o) == n && n < sizeof k->origin ? origin_allowed(s, o) : NULL;
     if (!allowed) return;
     snprintf(k->origin, sizeof k->origin, "%s", allowed);
     k->cors = 1;
@@ -182,13 +184,17 @@ static int tchar(int ch) {
 }
 
 // The Access-Control-Allow-Headers of a preflight that asked for `asked`
-// (NULL: nothing): Authorization, Content-Type and each name asked for
-// (lower-cased, once each), into out (cap bytes). 0, or -1 with why (200
-// bytes) when asked is too long, has too many names or one that is not a
-// header name.
-static int allow_headers(const char *asked, char *out, size_t cap, char *why) {
+// (NULL: nothing; n bytes): Authorization, Content-Type and each name
+// asked for (lower-cased, once each), into out (cap bytes). 0, or -1 with
+// why (200 bytes) when asked is too long, has too many names or one that is
+// not a header name.
+static int allow_headers(const char *asked, size_t n_asked, char *out, size_t cap, char *why) {
     size_t len = (size_t)snprintf(out, cap, "Authorization, Content-Type");
     if (!asked) return 0;
+    if (strlen(asked) != n_asked) {
+        snprintf(why, 200, "Access-Control-Request-Headers: a NUL byte at byte %zu", strlen(asked));
+        return -1;
+    }
     if (strlen(asked) > CORS_HEADERS_MAX) {
         snprintf(why, 200, "Access-Control-Request-Headers is %zu bytes; gpt takes at most %d", strlen(asked),
                  CORS_HEADERS_MAX);
@@ -280,8 +286,11 @@ static enum MHD_Result answer_page(struct MHD_Connection *c, Conn *k) {
 // A preflight (OPTIONS) from an allowed origin: 204, what may follow.
 static enum MHD_Result answer_preflight(struct MHD_Connection *c, Conn *k) {
     char headers[CORS_HEADERS_MAX + 256], why[200];  // 64 names: 2 bytes more each, and the first two
-    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-    if (allow_headers(asked, headers, sizeof headers, why) != 0) return answer_error(c, k, 400, why, NULL);
+    static const char name[] = "Access-Control-Request-Headers";
+    const char *asked = NULL;
+    size_t n = 0;
+    MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, name, sizeof name - 1, &asked, &n);
+    if (allow_headers(asked, n, headers, sizeof headers, why) != 0) return answer_error(c, k, 400, why, NULL);
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");

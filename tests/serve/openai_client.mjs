@@ -10,6 +10,11 @@
 //     {"call": "plain", "text": ..., "finish_reason": ..., "seed": ...}
 //     {"call": "logprobs", "text": ..., "logprobs": {...}}
 //     {"call": "stream", "text": (the chunks' texts joined), "chunks": N, "finish_reason": ...}
+//     {"call": "stream usage", "text": ..., "usage": (the last chunk's), "last_choices": N, "nulls": N}
+//     {"call": "plain usage", "usage": ...}
+//     {"call": "retrieve", "id": ..., "object": ...}
+//     {"call": "best_of", "seeds": [...], "texts": [...]}
+//     {"call": "no model", "error": CLASS, "status": 404, "not_found": true, "code": ...}
 //     {"call": "bad key", "error": CLASS, "status": 401, "auth": true, "type": ...}
 //     {"call": "bad value", "error": CLASS, "status": 400, "bad_request": true, "param": ..., "message": ...}
 //
@@ -38,6 +43,23 @@ for await (const chunk of stream) {
     if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
 }
 say({ call: 'stream', text, chunks, finish_reason: finish });
+say({ call: 'plain usage', usage: plain.usage });
+
+const withUsage = await client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+let utext = '', usage = null, lastChoices = -1, nulls = 0;
+for await (const chunk of withUsage) {
+    if (chunk.choices.length) utext += chunk.choices[0].text;
+    if (chunk.usage) usage = chunk.usage;
+    else if (chunk.usage === null) nulls++;
+    lastChoices = chunk.choices.length;
+}
+say({ call: 'stream usage', text: utext, usage, last_choices: lastChoices, nulls });
+
+const model = await client.models.retrieve('demo.bin');
+say({ call: 'retrieve', id: model.id, object: model.object });
+
+const best = await client.completions.create({ ...request, n: 2, best_of: 4 });
+say({ call: 'best_of', seeds: best.choices.map((c) => c.seed), texts: best.choices.map((c) => c.text) });
 
 // errors: the client's own classes
 async function failure(call, c, req, extra) {
@@ -48,6 +70,13 @@ async function failure(call, c, req, extra) {
         say({ call, error: e.constructor.name, status: e.status, type: e.type, param: e.param ?? null,
               message: e.error?.message ?? e.message, ...extra(e) });
     }
+}
+try {
+    await client.models.retrieve('gpt-4');
+    say({ call: 'no model', error: null });
+} catch (e) {
+    say({ call: 'no model', error: e.constructor.name, status: e.status, not_found: e instanceof OpenAI.NotFoundError,
+          code: e.code ?? null });
 }
 const wrong = new OpenAI({ baseURL, apiKey: key + '-wrong', maxRetries: 0, timeout: 20000 });
 await failure('bad key', wrong, request, (e) => ({ auth: e instanceof OpenAI.AuthenticationError }));
