@@ -359,3 +359,7 @@ BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/shift.sh
 echo
 echo "== gpt serve against gpt --batch on the same prompts, 1 to 64 clients (tests/bench/serve.sh)"
 BUILD=$BUILD DEMO=$DEMO sh tests/bench/serve.sh
+
+echo
+echo "== GPT-2 sizes: medium, large and XL by shape, each dtype's model.bin: decode beside its bound, prefill, load, memory (tests/bench/sizes.sh)"
+BUILD=$BUILD CKPT_DIR=$CKPT_DIR sh tests/bench/sizes.sh
