@@ -129,7 +129,8 @@ int parse_size(const char *s, size_t *out);
 // request.c: the JSON fields of a generation request, with the same rules
 // and messages wherever they come from (a --batch --jsonl line, a gpt serve
 // body): max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-// seed, stop, logprobs, context_shift, keep.
+// presence_penalty, frequency_penalty, logit_bias, seed, stop, logprobs,
+// context_shift, keep.
 
 typedef struct cJSON cJSON;
 
@@ -139,6 +140,8 @@ typedef struct {
     cJSON **stop_json;       // a copy of the "stop" value, the caller's to delete
     int seed_given;          // set when a "seed" field was read
     size_t max_tokens_limit; // max_tokens above this is out of range (0: 1e9)
+    size_t vocab_size;       // logit_bias ids from this on are refused (0: not known; ids
+                             // past int32 are, and sampler_init refuses the rest)
 } GenFields;
 
 // Member number `member` (from 0, in the order of the text, which is
@@ -146,7 +149,10 @@ typedef struct {
 // it to g when it is one of the fields above. Returns 1 when it was one and
 // its value is good, 0 when it is no such field (the caller knows it, or
 // refuses it), -1 with the reason in msg (cap bytes) when its value is bad
-// ("max_tokens must be an integer >= 0"). A seed is read from its text,
+// ("max_tokens must be an integer >= 0"). presence_penalty and
+// frequency_penalty are checked here ([-2, 2]), and logit_bias whole (its
+// keys, values, count; "logit_bias: key \"x\" is not a token id (a decimal
+// integer in [0, 50257))"). A seed is read from its text,
 // exactly: an integer below 2^53 in digits, or a string of digits up to
 // 2^64 - 1. The ranges of the sampling values are sampler_params_validate's,
 // checked by the caller once every field is read.

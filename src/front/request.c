@@ -122,6 +122,58 @@ static int exact_seed(const char *text, size_t n, uint64_t *seed) {
     return parse_u64(digits, seed) == 0 && *seed < (1ull << 53) ? 0 : -1;
 }
 
+// OpenAI's logit_bias: {"token id": bias}, the id a decimal string (digits
+// alone: "007" is 7, as Python's int() reads it), the bias a number in
+// [-100, 100]; at most SAMPLER_BIAS_MAX entries, no id twice. {} and null
+// are no bias (LangChain sends {} on every call). It replaces the
+// defaults' bias whole. 0, or -1 with the reason in msg.
+static int logit_bias_from_json(GenFields *g, const cJSON *f, char *msg, size_t cap) {
+    SamplerParams *sp = &g->params->sampling;
+    if (cJSON_IsNull(f)) {
+        sp->n_bias = 0;
+        return 0;
+    }
+    if (!cJSON_IsObject(f)) {
+        snprintf(msg, cap, "logit_bias must be an object {\"token id\": bias}");
+        return -1;
+    }
+    // ids at or past the vocabulary, or past int32 when it is not known
+    // (then the sequence refuses them when it starts)
+    unsigned long long limit = g->vocab_size ? (unsigned long long)g->vocab_size : (unsigned long long)INT32_MAX;
+    SamplerBias bias[SAMPLER_BIAS_MAX];
+    size_t n = 0;
+    for (const cJSON *e = f->child; e; e = e->next) {
+        const char *key = e->string;
+        size_t len = strlen(key);
+        int digits = len > 0 && len <= 10;
+        for (size_t i = 0; digits && i < len; i++) digits = key[i] >= '0' && key[i] <= '9';
+        unsigned long long id = digits ? strtoull(key, NULL, 10) : 0;
+        if (!digits || id >= limit) {
+            snprintf(msg, cap, "logit_bias: key \"%.40s\" is not a token id (a decimal integer in [0, %llu))", key,
+                     limit);
+            return -1;
+        }
+        double d;
+        if (json_number(e, &d) || !(fabs(d) <= SAMPLER_BIAS_LIMIT)) {
+            snprintf(msg, cap, "logit_bias: token %llu: the bias must be a number in [-100, 100]", id);
+            return -1;
+        }
+        if (n == SAMPLER_BIAS_MAX) {
+            snprintf(msg, cap, "logit_bias: at most %d entries", SAMPLER_BIAS_MAX);
+            return -1;
+        }
+        for (size_t j = 0; j < n; j++)
+            if (bias[j].id == (int32_t)id) {
+                snprintf(msg, cap, "logit_bias: token id %llu given twice", id);
+                return -1;
+            }
+        bias[n++] = (SamplerBias){.id = (int32_t)id, .bias = (float)d};
+    }
+    memcpy(sp->bias, bias, n * sizeof *bias);
+    sp->n_bias = n;
+    return 0;
+}
+
 int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t len, size_t member, char *msg,
                         size_t cap) {
     const char *k = f->string;
@@ -156,6 +208,16 @@ int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t l
                      : !strcmp(k, "min_p")     ? &sp->min_p
                                                : &sp->repeat_penalty;
         *dst = (float)d;
+    } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
+        // OpenAI's: logit -= count * frequency + (count > 0) * presence,
+        // over the tokens generated so far (sampler.h)
+        if (json_number(f, &d) || !(fabs(d) <= SAMPLER_PENALTY_MAX)) {
+            snprintf(msg, cap, "%s must be a number in [-2, 2]", k);
+            return -1;
+        }
+        *(!strcmp(k, "presence_penalty") ? &sp->presence_penalty : &sp->frequency_penalty) = (float)d;
+    } else if (!strcmp(k, "logit_bias")) {
+        if (logit_bias_from_json(g, f, msg, cap) != 0) return -1;
     } else if (!strcmp(k, "seed")) {
         // a number below 2^53, or digits in a string, read from the text:
         // from 2^53 on a JSON number is not exact in most JSON tools (a
