@@ -18,7 +18,7 @@
  *      server-sent events of the new text, and parks again till the next.
  *      A client that goes away while parked cancels its Request
  *      (http_deadlines);
- *   4. one JSON line on stderr says what was asked and answered.
+ *   4. one JSON line (on stderr, or --log's file) says what was asked and answered.
  *
  * CORS (--cors-origin): a request whose Origin is allowed gets
  * Access-Control-Allow-Origin (and Vary: Origin) on every answer, errors
@@ -752,7 +752,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     }
     cJSON_AddBoolToObject(l, "completed", toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
     char *line = cJSON_PrintUnformatted(l);
-    if (line) fprintf(stderr, "%s\n", line);  // one write of one line: lines of two threads do not mix
+    size_t n = line ? strlen(line) : 0;
+    if (line && s->limits.log_fd >= 0) {
+        line[n] = '\n';  // over cJSON's NUL: one write of one line, so lines of two threads do not mix
+        if (write(s->limits.log_fd, line, n + 1) < 0) {
+            // a full disk or a closed pipe costs the log, never an answer
+        }
+    }
     free(line);
     cJSON_Delete(l);
     free(k->body);

@@ -86,6 +86,7 @@ int request_submit(Server *s, Request *j) {
         return -1;
     }
     s->in_flight++;
+    j->arrived = now_seconds();
     j->next = NULL;
     j->live = j->kind == REQUEST_SCORE ? 1 : j->n_completions;
     if (s->inbox_tail) s->inbox_tail->next = j;
@@ -155,6 +156,8 @@ static void completion_done(Server *s, Request *j, Completion *c, const char *fi
     }
     if (--j->live) return;
     j->done = 1;
+    if (j->kind == REQUEST_COMPLETION)
+        histogram_observe(&s->metrics.latency[H_REQUEST], H_REQUEST, now_seconds() - j->arrived);
     s->in_flight--;
     pthread_cond_broadcast(&s->idle);
     s->news(j);  // the HTTP side has news
@@ -208,6 +211,7 @@ static void hook_admitted(void *ctx, void *request, size_t index, Sequence *q) {
     pthread_mutex_lock(&s->lock);
     s->metrics.queued--;
     j->completions[index].running = 1;
+    histogram_observe(&s->metrics.latency[H_QUEUE], H_QUEUE, now_seconds() - j->arrived);
     s->metrics.prefix_reused += q->prefix_reused;
     pthread_mutex_unlock(&s->lock);
 }
@@ -226,6 +230,15 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *q) {
         q->stop = STOP_ERROR;
     }
     s->metrics.generated_tokens += c->n_tokens - before;
+    if (c->n_tokens > before) {
+        // the first token's wait, then the gaps (a step's several tokens share its gap)
+        double now = now_seconds();
+        size_t k = c->n_tokens - before;
+        if (before == 0) histogram_observe(&s->metrics.latency[H_FIRST_TOKEN], H_FIRST_TOKEN, now - j->arrived), k--;
+        for (size_t i = 0; i < k; i++)
+            histogram_observe(&s->metrics.latency[H_INTER_TOKEN], H_INTER_TOKEN, (now - c->t_last) / (double)k);
+        c->t_last = now;
+    }
     if (q->out_len || q->stop) s->news(j);  // the HTTP side has news
     pthread_mutex_unlock(&s->lock);
 }

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE  // sigtimedwait, getaddrinfo's flags
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -59,8 +60,9 @@ static const char *serve_usage =
     "                          that is less)\n"
     "      --api-key KEY       requests must send Authorization: Bearer KEY (default:\n"
     "                          $GPT_API_KEY; without either, no key)\n"
-    "      --cors-origin ORIGIN  pages from ORIGIN (scheme://host[:port]) may call the API from\n"
-    "                          a browser; repeatable; * for any, only without a key\n"
+    "      --cors-origin ORIGIN\n"
+    "                          pages from ORIGIN (scheme://host[:port]) may call the API\n"
+    "                          from a browser; repeatable; * for any, only without a key\n"
     "                          (default: none)\n"
     "      --max-body SIZE     the largest request body (default 1M)\n"
     "      --max-tokens N      the most max_tokens a request may ask for (default 4096)\n"
@@ -70,12 +72,15 @@ static const char *serve_usage =
     "                          this long, is closed (default 30)\n"
     "      --grace SECONDS     on SIGINT or SIGTERM, how long running requests may finish\n"
     "                          (default 10)\n"
+    "      --log FILE          the request log, a JSON line per request: appended to FILE;\n"
+    "                          - for stdout, off for none (default: stderr)\n"
     "  -h, --help              this help\n"
     "Endpoints: POST /v1/completions, /v1/score, /tokenize, /detokenize; GET /v1/models,\n"
-    "/v1/models/ID, /health, /metrics. A request with a seed gets exactly what gpt -p PROMPT -s SEED gives.\n"
-    "Prints \"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready (not with -q),\n"
-    "and one JSON line per request. Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a\n"
-    "port in use), 2 usage error.\n";
+    "/v1/models/ID, /health, /metrics. A request with a seed gets exactly what\n"
+    "gpt -p PROMPT -s SEED gives. Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
+    "stderr when ready (not with -q), and one JSON line per request (--log). Exit codes:\n"
+    "0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log file that cannot be\n"
+    "opened), 2 usage error.\n";
 
 // A listening socket for host:port. Its fd, or -1 after reporting.
 // *port_out gets the port it has (--port 0 asks the kernel for one).
@@ -145,12 +150,13 @@ typedef struct {
     ServeLimits lim;       // the server's: --parallel and --kv-type from shared, the rest its own
     const char *host;
     long port;
+    const char *log;       // --log as given, or NULL
 } ServeOptions;
 
 // getopt_long codes of gpt serve's own long-only options (the shared ones
 // are front.h's OPT_*)
 enum {
-    O_HOST = 256, O_PORT, O_API_KEY, O_CORS_ORIGIN, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE,
+    O_HOST = 256, O_PORT, O_API_KEY, O_CORS_ORIGIN, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE, O_LOG,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt serve's option codes run into the shared ones");
@@ -167,6 +173,7 @@ static const struct option SERVE_OPTIONS[] = {{"help", no_argument, 0, 'h'},
                                               {"queue", required_argument, 0, O_QUEUE},
                                               {"timeout", required_argument, 0, O_TIMEOUT},
                                               {"grace", required_argument, 0, O_GRACE},
+                                              {"log", required_argument, 0, O_LOG},
                                               {0, 0, 0, 0}};
 
 // A whole number in [lo, hi] for an option: 0, or -1.
@@ -232,6 +239,10 @@ static int serve_option(ServeOptions *so, int c, const char *o) {
         if (option_count(o, 0, 1000000, &v)) return usage_error("serve", "--queue %s: must be an integer in [0, 10^6]", o);
         lim->queue = (size_t)v;
         break;
+    case O_LOG:
+        if (!*o) return usage_error("serve", "--log: a file name, - (stdout) or off");
+        so->log = o;
+        break;
     case O_TIMEOUT: case O_GRACE:
         if (option_count(o, c == O_GRACE ? 0 : 1, 86400, &v))
             return usage_error("serve", "%s %s: must be a whole number of seconds in [%d, 86400]",
@@ -250,7 +261,8 @@ static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *don
     static const int repeatable[] = {O_CORS_ORIGIN, 0};
     options_begin(&p, "serve", SERVE_OPTIONS, repeatable);
     *so = (ServeOptions){.lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
-                                 .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32},
+                                 .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32,
+                                 .log_fd = STDERR_FILENO},
                          .host = "127.0.0.1", .port = 8080};
     const char *env_key = getenv("GPT_API_KEY");
     so->lim.api_key = env_key && *env_key ? env_key : NULL;
@@ -442,15 +454,30 @@ int run_serve(int argc, char **argv) {
     sigset_t signals;
     block_signals(&signals);
 
+    // the log's file, before anything else can fail on its account
+    if (so.log && strcmp(so.log, "-") && strcmp(so.log, "off")) {
+        so.lim.log_fd = open(so.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (so.lim.log_fd < 0) {
+            fprintf(stderr, "gpt serve: --log %s: %s\n", so.log, strerror(errno));
+            return EXIT_RUNTIME;
+        }
+    } else if (so.log) {
+        so.lim.log_fd = strcmp(so.log, "off") ? STDOUT_FILENO : -1;
+    }
+    int log_fd = so.lim.log_fd > STDERR_FILENO ? so.lim.log_fd : -1;  // ours to close
     int bound_port = 0, ipv6 = 0, loopback = 0;
     int fd = listen_on(so.host, so.port, &bound_port, &ipv6, &loopback);
-    if (fd < 0) return EXIT_RUNTIME;
+    if (fd < 0) {
+        if (log_fd >= 0) close(log_fd);
+        return EXIT_RUNTIME;
+    }
     if (!loopback && !so.lim.api_key)
         fprintf(stderr, "gpt serve: warning: listening on %s without --api-key: anyone who can reach this port can "
                         "use the model\n", so.host);
     Server *s = server_new(&so.lim);
     if (!s) {
         close(fd);
+        if (log_fd >= 0) close(log_fd);
         fprintf(stderr, "gpt serve: out of memory\n");
         return EXIT_RUNTIME;
     }
@@ -470,5 +497,6 @@ int run_serve(int argc, char **argv) {
         serve_until_signal(s, d, &signals, quiet);
     }
     server_free(s, d, scheduler_up ? &scheduler : NULL, fd);
+    if (log_fd >= 0) close(log_fd);
     return rc;
 }

@@ -59,6 +59,7 @@ typedef struct {
     size_t n_lp, lp_cap;     // prompt and generated ids together (lp_from: 1 with "echo", else the
     size_t lp_from;          // prompt's length; the Sequence's)
     const char *finish;      // "stop", "length", "interrupted", "error"; NULL while running
+    double t_last;           // the scheduler's: when its last token came (now_seconds)
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
     int sent_echo, sent_finish;
@@ -91,6 +92,7 @@ typedef struct Request {
     char *error;             // its message
     double *logprobs;        // REQUEST_SCORE: (n_ids - 1)
     size_t windows;
+    double arrived;          // when it was submitted (now_seconds), for the latency histograms
     struct Request *next;    // the inbox
     size_t live;             // the scheduler's: completions it still holds
 } Request;
@@ -106,10 +108,25 @@ typedef struct {
     unsigned timeout;        // seconds a connection may idle
     unsigned grace;          // seconds running requests may finish after SIGINT/SIGTERM
     const char *api_key;     // NULL: none
+    int log_fd;              // --log: the request lines' file (2: stderr, the default), or -1 (off)
     const char *cors_origins[MAX_CORS_ORIGINS];  // --cors-origin: origins whose pages may call ("*": any)
     size_t n_cors_origins;
     DType kv_dtype;
 } ServeLimits;
+
+// A Prometheus histogram: counts[i] of the values <= its bound i (and
+// above bound i - 1), counts[N_BUCKETS] of those above the last; not yet
+// cumulative (metrics_text adds them up).
+enum { N_BUCKETS = 16 };
+typedef struct {
+    uint64_t counts[N_BUCKETS + 1];
+    double sum;
+    uint64_t count;
+} Histogram;
+// The latency histograms, in the order of api.c's table.
+enum { H_FIRST_TOKEN, H_INTER_TOKEN, H_REQUEST, H_QUEUE, N_HISTOGRAMS };
+// Adds v to the histogram h of Metrics (under Server.lock).
+void histogram_observe(Histogram *hist, int h, double v);
 
 // Prometheus counters, under Server.lock.
 enum { N_STATUS = 10 };
@@ -121,6 +138,10 @@ typedef struct {
     size_t running, queued;              // sequences now
     size_t kv_blocks_used, kv_blocks;    // of the pool
     size_t kv_blocks_touched;            // of the pool, ever used: they have taken memory
+    // seconds: from a completion request's arrival to each choice's first
+    // token; between a choice's tokens; from its arrival to its end; each
+    // choice's wait from the arrival to a place in the steps
+    Histogram latency[N_HISTOGRAMS];
 } Metrics;
 
 typedef struct Server {
