@@ -34,6 +34,9 @@ _gpt_options='
 --top-p             gb     text
 --min-p             gb     text
 --repeat-penalty    gb     text
+--presence-penalty  gb     text
+--frequency-penalty gb     text
+--logit-bias        gb     text
 -s                  gb     text
 --seed              gb     text
 --stop              gb     text

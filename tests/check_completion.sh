@@ -138,6 +138,7 @@ sample() {
         -p | --prompt | --stop) echo x ;;
         --kv-budget) echo 1G ;;
         --min-p) echo 0 ;;
+        --logit-bias) echo 1=1 ;;
         --tune) echo off ;;
         --draft) echo /nonexistent/gpt-model ;;
         --draft-dtype) echo q8 ;;

@@ -54,7 +54,18 @@ static const char *usage_text =
     "      --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
     "      --top-p P           keep the smallest set reaching probability P, in (0,1] (default 1.0)\n"
     "      --min-p P           drop tokens below P x the top probability, 0 = off (default 0)\n"
-    "      --repeat-penalty R  CTRL repetition penalty, 1.0 = off (default 1.0)\n"
+    "      --repeat-penalty R  CTRL repetition penalty over the prompt and the output, 1.0 = off\n"
+    "                          (default 1.0)\n"
+    "      --presence-penalty X\n"
+    "                          subtract X, in [-2, 2], from the logit of every token already\n"
+    "                          generated (OpenAI's presence penalty; default 0)\n"
+    "      --frequency-penalty X\n"
+    "                          subtract X, in [-2, 2], times the times a token was generated\n"
+    "                          from its logit (OpenAI's frequency penalty; default 0)\n"
+    "      --logit-bias BIAS   ID=B: add B, in [-100, 100], to the logit of token ID\n"
+    "                          (repeatable, up to 300 tokens): -100 bans it, 100 all but\n"
+    "                          forces it. The order: the bias, --repeat-penalty, then the\n"
+    "                          presence and frequency penalties, then --temp and the filters\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
     "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
@@ -73,8 +84,8 @@ static const char *usage_text =
     "                          starts with it; with --logprobs, its tokens get theirs too)\n"
     "      --logprobs N        each generated token's log-probability and the N most likely\n"
     "                          tokens' (N in [0, 20]) under the model's distribution: the\n"
-    "                          log-softmax of the raw logits, before --temp, the penalty and\n"
-    "                          the filters; in --json, else as --per-token's lines\n"
+    "                          log-softmax of the raw logits, before the bias, the penalties,\n"
+    "                          --temp and the filters; in --json, else as --per-token's lines\n"
     "multiple choice (a prompt and its candidate continuations):\n"
     "      --choice TEXT       a continuation to score (repeatable, up to 64): prints the\n"
     "                          most likely; --json: each one's tokens, log-probabilities,\n"
@@ -91,6 +102,7 @@ static const char *usage_text =
     "batch (--batch: prompts on stdin, one per line, read as they arrive):\n"
     "      --jsonl             each line is a JSON object {\"prompt\": ..., \"id\", \"max_tokens\",\n"
     "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
+    "                          \"presence_penalty\", \"frequency_penalty\", \"logit_bias\" ({\"ID\": B}),\n"
     "                          \"seed\", \"stop\", \"logprobs\", \"echo\", \"n\", \"choices\"}; the options\n"
     "                          are the defaults\n"
     "      --parallel N        sequences decoded together (default 16)\n"
@@ -196,7 +208,7 @@ enum {
     O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
-    O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS,
+    O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt's option codes run into the shared ones");
@@ -215,6 +227,9 @@ static const struct option LONG_OPTIONS[] = {
     {"top-p", required_argument, 0, O_TOP_P},
     {"min-p", required_argument, 0, O_MIN_P},
     {"repeat-penalty", required_argument, 0, O_REPEAT},
+    {"presence-penalty", required_argument, 0, O_PRESENCE},
+    {"frequency-penalty", required_argument, 0, O_FREQUENCY},
+    {"logit-bias", required_argument, 0, O_LOGIT_BIAS},
     {"seed", required_argument, 0, 's'},
     {"stop", required_argument, 0, O_STOP},
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
@@ -258,7 +273,7 @@ static int modes_of(int code) {
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
     case OPT_DTYPE: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
-    case O_STOP: case O_IGNORE_EOS: return GEN | BATCH;
+    case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
     case O_COMPLETIONS: return GEN | BATCH;
     case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
@@ -336,7 +351,8 @@ static int flag_option(Options *o, int c) {
     return 0;
 }
 
-// --temp, --top-p, --min-p and --repeat-penalty: 0, or the usage error's code.
+// --temp, --top-p, --min-p, --repeat-penalty and the presence and frequency
+// penalties: 0, or the usage error's code.
 static int sampling_decimal(Options *o, int c, const char *flag, const char *v) {
     float f;
     int rc = parse_decimal(v, &f);
@@ -346,10 +362,37 @@ static int sampling_decimal(Options *o, int c, const char *flag, const char *v) 
     if (c == O_TOP_P && !(f > 0 && f <= 1)) return FAIL("%s %s: must be in (0, 1]", flag, v);
     if (c == O_MIN_P && !(f >= 0 && f <= 1)) return FAIL("%s %s: must be in [0, 1]", flag, v);
     if (c == O_REPEAT && !(f > 0)) return FAIL("%s %s: must be > 0", flag, v);
+    if ((c == O_PRESENCE || c == O_FREQUENCY) && !(fabsf(f) <= SAMPLER_PENALTY_MAX))
+        return FAIL("%s %s: must be in [-2, 2]", flag, v);
+    if (c == O_PRESENCE) o->sampling.presence_penalty = f;
+    if (c == O_FREQUENCY) o->sampling.frequency_penalty = f;
     if (c == O_TEMP) o->sampling.temperature = f;
     if (c == O_TOP_P) o->sampling.top_p = f;
     if (c == O_MIN_P) o->sampling.min_p = f;
     if (c == O_REPEAT) o->sampling.repeat_penalty = f;
+    return 0;
+}
+
+// --logit-bias ID=B: one more entry (the id is checked against the model's
+// vocabulary when the sampler starts). 0, or the usage error's code.
+static int logit_bias_option(Options *o, const char *flag, const char *v) {
+    const char *eq = strchr(v, '=');
+    char id_text[16];
+    long id;
+    float b;
+    if (!eq || eq == v || (size_t)(eq - v) >= sizeof id_text)
+        return FAIL("%s %s: must be ID=BIAS (a token id, then a number in [-100, 100])", flag, v);
+    memcpy(id_text, v, (size_t)(eq - v));
+    id_text[eq - v] = '\0';
+    if (parse_bounded(id_text, 0, INT32_MAX - 1, &id) != 0)
+        return FAIL("%s %s: the token id must be an integer in [0, %ld)", flag, v, (long)INT32_MAX);
+    if (parse_decimal(eq + 1, &b) != 0 || !(fabsf(b) <= SAMPLER_BIAS_LIMIT))
+        return FAIL("%s %s: the bias must be a number in [-100, 100]", flag, v);
+    SamplerParams *sp = &o->sampling;
+    for (size_t i = 0; i < sp->n_bias; i++)
+        if (sp->bias[i].id == (int32_t)id) return FAIL("%s %s: token %ld has a bias already", flag, v, id);
+    if (sp->n_bias == SAMPLER_BIAS_MAX) return FAIL("%s: at most %d tokens", flag, SAMPLER_BIAS_MAX);
+    sp->bias[sp->n_bias++] = (SamplerBias){.id = (int32_t)id, .bias = b};
     return 0;
 }
 
@@ -365,7 +408,9 @@ static int sampling_option(Options *o, int c, const char *flag, char *v) {
         if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
         if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
         return 0;
-    case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT: return sampling_decimal(o, c, flag, v);
+    case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT: case O_PRESENCE: case O_FREQUENCY:
+        return sampling_decimal(o, c, flag, v);
+    case O_LOGIT_BIAS: return logit_bias_option(o, flag, v);
     case O_TOP_K:
         rc = parse_bounded(v, 0, INT32_MAX, &k);
         if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
@@ -537,7 +582,7 @@ static Mode mode_of_option(int c) {
 }
 
 int parse_options(int argc, char **argv, Options *o, int *done) {
-    static const int repeatable[] = {O_STOP, O_CHOICE, 0};  // each --stop and --choice adds one
+    static const int repeatable[] = {O_STOP, O_CHOICE, O_LOGIT_BIAS, 0};  // each adds one
     OptionParser p;
     options_begin(&p, NULL, LONG_OPTIONS, repeatable);
     set_defaults(o);
