@@ -161,6 +161,52 @@ static void test_line_equals_command(const char *tiny) {
     free(plain);
 }
 
+// Speculative decoding with the fields gives the plain run's tokens (the
+// draft's own guesses may differ: they are only checked), and the
+// log-probabilities stay those of the raw logits.
+static void test_speculation_and_logprobs(const char *tiny) {
+    const char *const flags[] = {"--temp", "0.8", "-s", "5", "--frequency-penalty", "0.4", "--presence-penalty", "0.6",
+                                 "--logit-bias", "11=3", "--repeat-penalty", "1.1", NULL};
+    char *plain = alone(tiny, "Hello Hello world", "30", flags);
+    const char *const drafts[][3] = {{"--lookup", "2", NULL}, {"--draft-dtype", "q8", NULL}};
+    for (int d = 0; d < 2; d++) {
+        const char *argv[20];
+        int k = 0;
+        for (const char *const *f = flags; *f; f++) argv[k++] = *f;
+        argv[k++] = drafts[d][0];
+        argv[k++] = drafts[d][1];
+        argv[k] = NULL;
+        char *got = alone(tiny, "Hello Hello world", "30", argv);
+        CHECK(got && plain && !strcmp(got, plain), "%s %s: %s, without it %s", drafts[d][0], drafts[d][1],
+              got ? got : "?", plain ? plain : "?");
+        free(got);
+    }
+    free(plain);
+    // the first token's top log-probabilities are the same with and without
+    // a bias that changes the pick, and the pick's is its raw one among them
+    Result a = RUN("-m", tiny, "-p", "Hello", "-n", "1", "--temp", "0", "--logprobs", "5", "--json", "-q");
+    Result b = RUN("-m", tiny, "-p", "Hello", "-n", "1", "--temp", "0", "--logprobs", "5", "--json", "-q",
+                   "--logit-bias", "15496=-100", "--presence-penalty", "1");
+    cJSON *ja = cJSON_Parse(a.out), *jb = cJSON_Parse(b.out);
+    const cJSON *la = cJSON_GetObjectItem(ja, "logprobs"), *lb = cJSON_GetObjectItem(jb, "logprobs");
+    char *ta = cJSON_PrintUnformatted(cJSON_GetObjectItem(la, "top_logprobs"));
+    char *tb = cJSON_PrintUnformatted(cJSON_GetObjectItem(lb, "top_logprobs"));
+    CHECK(ta && tb && !strcmp(ta, tb), "top_logprobs with a bias %s, without %s", tb ? tb : "?", ta ? ta : "?");
+    long picked = (long)cJSON_GetArrayItem(cJSON_GetObjectItem(jb, "tokens"), 0)->valuedouble;
+    double lp = cJSON_GetArrayItem(cJSON_GetObjectItem(lb, "token_logprobs"), 0)->valuedouble, raw = 1;
+    const cJSON *ids = cJSON_GetArrayItem(cJSON_GetObjectItem(la, "top_ids"), 0);
+    for (int i = 0; i < cJSON_GetArraySize(ids); i++)
+        if ((long)cJSON_GetArrayItem(ids, i)->valuedouble == picked)
+            raw = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(la, "top_logprobs"), 0), i)->valuedouble;
+    CHECK(picked != 15496 && lp == raw, "the biased pick %ld: logprob %.17g, its raw one %.17g", picked, lp, raw);
+    free(ta);
+    free(tb);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    result_free(&a);
+    result_free(&b);
+}
+
 // Bad flags: exit 2, one line naming the flag as typed.
 static void test_bad_flags(const char *tiny) {
     const struct {
@@ -269,6 +315,7 @@ int main(void) {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "penalties") != 0) return 1;
     const char *tiny = ckpt("tiny");
     test_line_equals_command(tiny);
+    test_speculation_and_logprobs(tiny);
     test_bad_flags(tiny);
     test_bad_fields(tiny);
     scratch_dir_remove(tmpdir);
