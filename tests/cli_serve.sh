@@ -183,6 +183,25 @@ check "include_usage: the usage of 2 prompts x n 2" \
     [ "$(sed -n 's/^data: //p' "$tmp/s" | tail -n 2 | head -n 1 | jq -c .usage)" = \
       '{"prompt_tokens":3,"completion_tokens":24,"total_tokens":27}' ]
 
+# logit_bias, presence_penalty, frequency_penalty: gpt's --logit-bias,
+# --presence-penalty, --frequency-penalty bit for bit (the greedy case's
+# first token banned, so the bias shows), streamed and not, and with n 2
+ban=$(jq '.tokens[0]' "$tmp/exp_5_0")
+"$GPT" -m "$MODEL" -p "In the beginning" -n 30 -s 21 --temp 0.9 --logit-bias "$ban=-100" --logit-bias 13=2.5 \
+    --presence-penalty 0.6 --frequency-penalty 0.8 --logprobs 2 --json > "$tmp/e" 2> /dev/null
+check "penalties: gpt's run has not token $ban" jq -e --argjson b "$ban" '(.tokens | index($b)) == null' "$tmp/e" > /dev/null
+body=$(jq -cn --arg b "$ban" '{prompt: "In the beginning", max_tokens: 30, seed: 21, temperature: 0.9,
+    logit_bias: {($b): -100, "13": 2.5}, presence_penalty: 0.6, frequency_penalty: 0.8, logprobs: 2}')
+check "penalties: 200" [ "$(post /v1/completions "$body" "$tmp/r")" = 200 ]
+same_as_cli "logit_bias, presence_penalty, frequency_penalty = gpt's flags" "$tmp/r" "$tmp/e"
+post /v1/completions "$(printf '%s' "$body" | jq -c '. + {stream: true}')" "$tmp/s" > /dev/null
+stream_as_one "$tmp/s" > "$tmp/s1"
+same_as_cli "logit_bias and penalties, streamed" "$tmp/s1" "$tmp/e"
+"$GPT" -m "$MODEL" -p "In the beginning" -n 30 -s 22 --temp 0.9 --logit-bias "$ban=-100" --logit-bias 13=2.5 \
+    --presence-penalty 0.6 --frequency-penalty 0.8 --logprobs 2 --json > "$tmp/e" 2> /dev/null
+post /v1/completions "$(printf '%s' "$body" | jq -c '. + {n: 2}')" "$tmp/r" > /dev/null
+same_as_cli "logit_bias and penalties, n 2: choice 1 is seed 22" "$tmp/r" "$tmp/e" 1
+
 # suffix: "" and null are no suffix
 post /v1/completions '{"prompt":"Hello","max_tokens":20,"seed":1,"suffix":""}' "$tmp/r" > /dev/null
 same_as_cli "suffix \"\"" "$tmp/r" "$tmp/exp_0_0"
@@ -303,6 +322,9 @@ err 400 "best_of streamed" POST /v1/completions '{"prompt":"x","best_of":2,"stre
 err 400 "best_of 3 > n 2 streamed" POST /v1/completions '{"prompt":"x","n":2,"best_of":3,"stream":true}' "cannot be streamed"
 err 400 "best_of over 16" POST /v1/completions '{"prompt":"x","best_of":17}' "best_of must be an integer in [1, 16]"
 err 400 "5 prompts x best_of 16" POST /v1/completions '{"prompt":["a","b","c","d","e"],"best_of":16}' "more than 64"
+err 400 "a logit_bias id past the vocabulary" POST /v1/completions '{"prompt":"x","logit_bias":{"50257":1}}' \
+    'logit_bias: key "50257" is not a token id'
+err 400 "presence_penalty out of range" POST /v1/completions '{"prompt":"x","presence_penalty":2.5}' "[-2, 2]"
 err 400 "a suffix" POST /v1/completions '{"prompt":"x","suffix":" the end"}' "GPT-2 has no infilling"
 err 405 "POST /v1/models/demo.bin" POST /v1/models/demo.bin '{}' "takes GET or HEAD"
 err 400 "an empty stop" POST /v1/completions '{"prompt":"x","stop":[""]}' "non-empty strings"

@@ -95,9 +95,17 @@ for body in '{"prompt":5}' '{"prompt":{"a":1}}' '{"prompt":true}' '{"prompt":[1,
     '{"prompt":"x","best_of":-1}' '{"prompt":"x","best_of":1e300}' '{"prompt":"x","best_of":17}' \
     '{"prompt":"x","n":4,"best_of":3}' '{"prompt":"x","n":2,"best_of":5,"stream":true}' \
     '{"prompt":["a","b","c","d","e"],"best_of":13}' '{"prompt":"x","suffix":5}' '{"prompt":"x","suffix":"y"}' \
-    '{"prompt":"x","suffix":[]}' '{"prompt":"x","suffix":" "}'; do
+    '{"prompt":"x","suffix":[]}' '{"prompt":"x","suffix":" "}' '{"prompt":"x","logit_bias":{"a":1}}' \
+    '{"prompt":"x","logit_bias":{"50257":1}}' '{"prompt":"x","logit_bias":{"-1":1}}' '{"prompt":"x","logit_bias":{"1":1e300}}' \
+    '{"prompt":"x","logit_bias":{"1":"1"}}' '{"prompt":"x","logit_bias":[1]}' '{"prompt":"x","logit_bias":{"1":1,"1":2}}' \
+    '{"prompt":"x","logit_bias":{"99999999999999999999":1}}' '{"prompt":"x","presence_penalty":"1"}' \
+    '{"prompt":"x","presence_penalty":-2.01}' '{"prompt":"x","frequency_penalty":1e39}' \
+    '{"prompt":"x","frequency_penalty":[]}'; do
     bad_json 400 "wrong type: $body" "$body"
 done
+python3 -c 'import json; print(json.dumps({"prompt": "x", "logit_bias": {str(i): 1 for i in range(301)}}), end="")' \
+    > "$tmp/body"
+bad 400 "logit_bias of 301 ids" "$tmp/body"
 still_serving "wrong types"
 
 # NUL bytes and invalid UTF-8

@@ -112,7 +112,8 @@ static int encode_locked(Server *s, const char *text, size_t len, int empty_is_e
 
 // The field a sampler_params_validate message is about: its first word.
 static const char *sampling_param(const char *m) {
-    static const char *const names[] = {"temperature", "top_k", "top_p", "min_p", "repeat_penalty"};
+    static const char *const names[] = {"temperature", "top_k", "top_p", "min_p", "repeat_penalty",
+                                        "presence_penalty", "frequency_penalty", "logit_bias"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strncmp(m, names[i], strlen(names[i]))) return names[i];
     return NULL;
@@ -187,10 +188,6 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             if (!strcmp(k, "echo")) b->echo = v;
             else if (!strcmp(k, "stream")) b->stream = v;
             else b->gp.ignore_eos = v;
-        } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
-            if (!cJSON_IsNumber(f) || f->valuedouble != 0)
-                status = fail(400, msg, param, k,
-                              "%s is not supported (only 0, its default; gpt has repeat_penalty)", k);
         } else {
             status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
         }
@@ -336,7 +333,8 @@ int completion_request(Server *s, const char *body, size_t len, Request **out, i
                                .max_new = 16},
                         .n = 1};
     b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
-                      .max_tokens_limit = s->limits.max_tokens};
+                      .max_tokens_limit = s->limits.max_tokens,
+                      .vocab_size = (size_t)s->session.model.config.vocab_size};
     Request *j = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
     if (!status) status = read_prompts(s, &b, &j, msg, param);
