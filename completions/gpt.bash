@@ -108,12 +108,14 @@ _gpt_serve_options='
 --parallel          c     text
 --kv-budget         c     text
 --api-key           c     text
+--cors-origin       c     text
 --max-body          c     text
 --max-tokens        c     text
 --max-connections   c     text
 --queue             c     text
 --timeout           c     text
 --grace             c     text
+--log               c     file
 -h                  c     -
 --help              c     -
 '
