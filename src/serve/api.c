@@ -739,33 +739,6 @@ static size_t resident_bytes(void) {
     return ok && page > 0 ? (size_t)resident * (size_t)page : 0;
 }
 
-// The latency histograms: names as vLLM's (vllm:time_to_first_token_seconds
-// and the others, with gpt_ for vllm:), and their buckets' upper bounds.
-static const struct {
-    const char *name, *help;
-    double le[N_BUCKETS];
-} HISTOGRAMS[N_HISTOGRAMS] = {
-    [H_FIRST_TOKEN] = {"gpt_time_to_first_token_seconds",
-                       "Seconds from a completion request's arrival to each choice's first token.",
-                       {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}},
-    [H_INTER_TOKEN] = {"gpt_inter_token_latency_seconds", "Seconds between two tokens of a choice.",
-                       {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}},
-    [H_REQUEST] = {"gpt_e2e_request_latency_seconds",
-                   "Seconds from a completion request's arrival to its last choice's end.",
-                   {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 20, 30, 60, 120}},
-    [H_QUEUE] = {"gpt_request_queue_time_seconds",
-                 "Seconds each choice of a completion request waited for a place in the steps.",
-                 {0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 2, 5, 10, 20, 30, 60}},
-};
-
-void histogram_observe(Histogram *hist, int h, double v) {
-    int i = 0;
-    while (i < N_BUCKETS && !(v <= HISTOGRAMS[h].le[i])) i++;
-    hist->counts[i]++;
-    hist->sum += v;
-    hist->count++;
-}
-
 char *metrics_text(Server *s) {
     size_t cap = 16384, len = 0;
     char *t = malloc(cap);
@@ -810,12 +783,12 @@ char *metrics_text(Server *s) {
         "sized by --parallel.\n# TYPE gpt_engine_buffer_bytes gauge\ngpt_engine_buffer_bytes %zu\n", s->engine_bytes);
     for (int h = 0; h < N_HISTOGRAMS; h++) {
         const Histogram *hist = &m->latency[h];
-        const char *name = HISTOGRAMS[h].name;
-        PUT("# HELP %s %s\n# TYPE %s histogram\n", name, HISTOGRAMS[h].help, name);
+        const char *name = LATENCY_HISTOGRAMS[h].name;
+        PUT("# HELP %s %s\n# TYPE %s histogram\n", name, LATENCY_HISTOGRAMS[h].help, name);
         uint64_t below = 0;
         for (int i = 0; i < N_BUCKETS; i++) {
             below += hist->counts[i];
-            PUT("%s_bucket{le=\"%g\"} %llu\n", name, HISTOGRAMS[h].le[i], (unsigned long long)below);
+            PUT("%s_bucket{le=\"%g\"} %llu\n", name, LATENCY_HISTOGRAMS[h].le[i], (unsigned long long)below);
         }
         PUT("%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, (unsigned long long)hist->count,
             name, hist->sum, name, (unsigned long long)hist->count);

@@ -332,3 +332,30 @@ void *scheduler_main(void *arg) {
     scheduler_free(&sch);
     return NULL;
 }
+
+// ---------------------------------------------------------------------------
+// the latency histograms (serve.h; api.c prints them in /metrics)
+
+// The latency histograms: names as vLLM's (vllm:time_to_first_token_seconds
+// and the others, with gpt_ for vllm:), and their buckets' upper bounds.
+const HistogramSpec LATENCY_HISTOGRAMS[N_HISTOGRAMS] = {
+    [H_FIRST_TOKEN] = {"gpt_time_to_first_token_seconds",
+                       "Seconds from a completion request's arrival to each choice's first token.",
+                       {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}},
+    [H_INTER_TOKEN] = {"gpt_inter_token_latency_seconds", "Seconds between two tokens of a choice.",
+                       {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}},
+    [H_REQUEST] = {"gpt_e2e_request_latency_seconds",
+                   "Seconds from a completion request's arrival to its last choice's end.",
+                   {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 20, 30, 60, 120}},
+    [H_QUEUE] = {"gpt_request_queue_time_seconds",
+                 "Seconds each choice of a completion request waited for a place in the steps.",
+                 {0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 2, 5, 10, 20, 30, 60}},
+};
+
+void histogram_observe(Histogram *hist, int h, double v) {
+    int i = 0;
+    while (i < N_BUCKETS && !(v <= LATENCY_HISTOGRAMS[h].le[i])) i++;
+    hist->counts[i]++;
+    hist->sum += v;
+    hist->count++;
+}

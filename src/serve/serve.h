@@ -123,8 +123,14 @@ typedef struct {
     double sum;
     uint64_t count;
 } Histogram;
-// The latency histograms, in the order of api.c's table.
+// The latency histograms: their names and buckets' upper bounds (requests.c,
+// which observes them; api.c prints them).
 enum { H_FIRST_TOKEN, H_INTER_TOKEN, H_REQUEST, H_QUEUE, N_HISTOGRAMS };
+typedef struct {
+    const char *name, *help;
+    double le[N_BUCKETS];
+} HistogramSpec;
+extern const HistogramSpec LATENCY_HISTOGRAMS[N_HISTOGRAMS];
 // Adds v to the histogram h of Metrics (under Server.lock).
 void histogram_observe(Histogram *hist, int h, double v);
 
