@@ -17,3 +17,16 @@ summary() {
     echo "$CHECK_NAME: $passed passed, $failed failed"
     [ "$failed" -eq 0 ]
 }
+
+# skip WHY: "NAME: SKIPPED (WHY)" and the summary, exit 0; or, with
+# GPT_TEST_REQUIRE_ALL=1 (.ci/run), a failure: every test must run there
+skip() {
+    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
+        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
+        summary
+        exit 1
+    fi
+    echo "$CHECK_NAME: SKIPPED ($1)"
+    summary
+    exit 0
+}

@@ -37,17 +37,6 @@ PY=/usr/bin/python3
 WRITE="$PY tests/gguf_write.py"
 TINY=$CKPT_DIR/tiny
 
-# skip WHY: or, with GPT_TEST_REQUIRE_ALL=1 (.ci/run), a failure
-skip() {
-    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
-        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
-        summary
-        exit 1
-    fi
-    echo "$CHECK_NAME: SKIPPED ($1)"
-    summary
-    exit 0
-}
 $PY -c 'import numpy' 2> /dev/null || skip "$PY with numpy is not installed"
 [ -f "$TINY/model.safetensors" ] || { fail "$TINY: no test checkpoint (make checkpoints)"; summary; exit 1; }
 [ -x "$BUILD/tests/gen_checkpoint" ] || { fail "$BUILD/tests/gen_checkpoint is not built"; summary; exit 1; }

@@ -7,18 +7,6 @@
 pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
-# skip WHY: "NAME: SKIPPED (WHY)" and the summary, exit 0; or, with
-# GPT_TEST_REQUIRE_ALL=1 (.ci/run), a failure: every test must run there
-skip() {
-    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
-        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
-        summary
-        exit 1
-    fi
-    echo "$CHECK_NAME: SKIPPED ($1)"
-    summary
-    exit 0
-}
 
 # need TOOL...: skip unless each is installed
 need() {
