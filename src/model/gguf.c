@@ -185,33 +185,31 @@ static void k4_scale_min(const unsigned char *s, int j, unsigned *sc, unsigned *
 // Q4_K (144 bytes): d, dmin, scales[12], qs[128]. Sub-blocks of 32;
 // element e: qs[32 (e / 64) + e % 32], low nibble for an even sub-block,
 // high for an odd one. y = (d sc) q - (dmin m).
-static void dequant_q4_k(float *y, const unsigned char *b) {
+// Q5_K (176 bytes): d, dmin, scales[12], qh[32], qs[128]: Q4_K's nibbles,
+// plus 16 when bit s (the sub-block) of qh[l] is set.
+// Both: qs the nibbles, qh the fifth bits (NULL for Q4_K).
+static void dequant_k_nibbles(float *y, const unsigned char *b, const unsigned char *qh,
+                              const unsigned char *qs) {
     const float d = half(b), dmin = half(b + 2);
     for (int s = 0; s < 8; s++) {
         unsigned sc, m;
         k4_scale_min(b + 4, s, &sc, &m);
         const float d1 = d * (float)sc, m1 = dmin * (float)m;
         for (int l = 0; l < 32; l++) {
-            const unsigned q = (b[16 + 32 * (s / 2) + l] >> (4 * (s % 2))) & 15u;
+            unsigned q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15u;
+            if (qh)
+                q += (qh[l] >> s & 1u) ? 16u : 0u;
             y[32 * s + l] = d1 * (float)q - m1;
         }
     }
 }
 
-// Q5_K (176 bytes): d, dmin, scales[12], qh[32], qs[128]: Q4_K's nibbles,
-// plus 16 when bit s (the sub-block) of qh[l] is set.
+static void dequant_q4_k(float *y, const unsigned char *b) {
+    dequant_k_nibbles(y, b, NULL, b + 16);
+}
+
 static void dequant_q5_k(float *y, const unsigned char *b) {
-    const float d = half(b), dmin = half(b + 2);
-    for (int s = 0; s < 8; s++) {
-        unsigned sc, m;
-        k4_scale_min(b + 4, s, &sc, &m);
-        const float d1 = d * (float)sc, m1 = dmin * (float)m;
-        for (int l = 0; l < 32; l++) {
-            unsigned q = (b[48 + 32 * (s / 2) + l] >> (4 * (s % 2))) & 15u;
-            q += (b[16 + l] >> s & 1u) ? 16u : 0u;
-            y[32 * s + l] = d1 * (float)q - m1;
-        }
-    }
+    dequant_k_nibbles(y, b, b + 16, b + 48);
 }
 
 // Q6_K (210 bytes): ql[128], qh[64], int8 scales[16], d. In each half h of
