@@ -593,35 +593,54 @@ char *score_response(Server *s, const Request *j) {
     return print(r);
 }
 
+// Two shapes: llama.cpp's {"content", "special"} -> {"tokens"}, and vLLM's
+// {"prompt", "add_special_tokens", "model"} -> {"tokens", "count",
+// "max_model_len"}. GPT-2's tokenizer adds no special tokens, so
+// add_special_tokens changes nothing; "<|endoftext|>" in the text is the
+// special token only with llama.cpp's "special": true.
 char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
     *param = '\0';
     *status = 400;
     cJSON *o = parse_body(body, len, status, msg, param);
     if (!o) return NULL;
-    const cJSON *content = NULL;
+    const cJSON *content = NULL, *prompt = NULL;
     int special = 0;
     *status = 0;
     for (const cJSON *f = o->child; f && !*status; f = f->next) {
         if (!strcmp(f->string, "content")) content = f;
+        else if (!strcmp(f->string, "prompt")) prompt = f;
         else if (!strcmp(f->string, "special") && cJSON_IsBool(f)) special = cJSON_IsTrue(f);
-        else *status = fail(400, msg, param, f->string, "%s", strcmp(f->string, "special") ? "unknown field"
-                                                                  : "special must be true or false");
+        else if (!strcmp(f->string, "add_special_tokens") && cJSON_IsBool(f)) continue;
+        else if (!strcmp(f->string, "model") && cJSON_IsString(f)) continue;
+        else if (!strcmp(f->string, "special") || !strcmp(f->string, "add_special_tokens"))
+            *status = fail(400, msg, param, f->string, "%s must be true or false", f->string);
+        else if (!strcmp(f->string, "model"))
+            *status = fail(400, msg, param, f->string, "model must be a string");
+        else *status = fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
     }
-    if (!*status && !cJSON_IsString(content))
-        *status = fail(400, msg, param, "content", "content must be a string (the text to tokenize)");
+    if (!*status && content && prompt)
+        *status = fail(400, msg, param, "prompt", "content (llama.cpp's) and prompt (vLLM's): send one");
+    const cJSON *text = prompt ? prompt : content;
+    if (!*status && !cJSON_IsString(text))
+        *status = fail(400, msg, param, prompt ? "prompt" : "content", "%s must be a string (the text to tokenize)",
+                       prompt ? "prompt" : "content");
     char *out = NULL;
     if (!*status) {
         int32_t *ids = NULL;
         size_t n = 0;
         GptError err = {{0}};
         pthread_mutex_lock(&s->tok_lock);
-        int rc = tokenizer_encode(s->session.tok, content->valuestring, strlen(content->valuestring), special, &ids,
-                                  &n, &err);
+        int rc = tokenizer_encode(s->session.tok, text->valuestring, strlen(text->valuestring), special, &ids, &n,
+                                  &err);
         pthread_mutex_unlock(&s->tok_lock);
         if (rc != 0) *status = fail(500, msg, param, NULL, "%s", err.msg);
         else {
             cJSON *r = cJSON_CreateObject();
             cJSON_AddItemToObject(r, "tokens", ids_json(ids, n));
+            if (prompt) {
+                cJSON_AddNumberToObject(r, "count", (double)n);
+                cJSON_AddNumberToObject(r, "max_model_len", s->session.model.config.n_ctx);
+            }
             out = print(r);
             *status = 200;
         }
@@ -629,6 +648,31 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
     }
     cJSON_Delete(o);
     return out;
+}
+
+// GPT-2's tokenizer as vLLM's GET /tokenizer_info describes one (the
+// fields of its tokenizer_config.json): what lm-evaluation-harness's remote
+// tokenizer reads. No chat_template: gpt runs no Jinja (docs/chat.md).
+char *tokenizer_info_response(Server *s) {
+    const int32_t eot = tokenizer_eot_id(s->session.tok);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "tokenizer_class", "GPT2Tokenizer");
+    if (eot >= 0) {
+        // GPT-2's one special token is its bos, eos and unk
+        cJSON_AddStringToObject(r, "bos_token", "<|endoftext|>");
+        cJSON_AddStringToObject(r, "eos_token", "<|endoftext|>");
+        cJSON_AddStringToObject(r, "unk_token", "<|endoftext|>");
+    } else {
+        cJSON_AddNullToObject(r, "bos_token");
+        cJSON_AddNullToObject(r, "eos_token");
+        cJSON_AddNullToObject(r, "unk_token");
+    }
+    cJSON_AddNullToObject(r, "pad_token");
+    cJSON_AddFalseToObject(r, "add_bos_token");
+    cJSON_AddFalseToObject(r, "add_prefix_space");
+    cJSON_AddNumberToObject(r, "model_max_length", s->session.model.config.n_ctx);
+    cJSON_AddNumberToObject(r, "vocab_size", tokenizer_vocab_size(s->session.tok));
+    return print(r);
 }
 
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
@@ -641,6 +685,7 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
     *status = 0;
     for (const cJSON *f = o->child; f && !*status; f = f->next) {
         if (!strcmp(f->string, "tokens")) tokens = f;
+        else if (!strcmp(f->string, "model") && cJSON_IsString(f)) continue;
         else *status = fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
     }
     if (!*status && !cJSON_IsArray(tokens))
@@ -659,7 +704,9 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
             // a JSON string is UTF-8: bytes that are not show as U+FFFD
             char *text = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
             cJSON *r = cJSON_CreateObject();
+            // llama.cpp's answer is "content", vLLM's "prompt": both, the same text
             cJSON_AddStringToObject(r, "content", text ? text : "");
+            cJSON_AddStringToObject(r, "prompt", text ? text : "");
             out = print(r);
             free(text);
             *status = 200;

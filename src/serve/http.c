@@ -114,7 +114,7 @@ static const char *model_id(const char *path) {
 // The paths that take GET (and HEAD), and those that take POST.
 static int get_path(const char *p) {
     return !strcmp(p, "/") || !strcmp(p, "/health") || !strcmp(p, "/metrics") || !strcmp(p, "/v1/models") ||
-           model_id(p);
+           !strcmp(p, "/tokenizer_info") || model_id(p);
 }
 static int post_path(const char *p) {
     return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/score") || !strcmp(p, "/tokenize") ||
@@ -575,6 +575,7 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     if (!ready) return answer_error(c, k, 503, "the model is loading", NULL);
     if (get) {
         if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
+        if (!strcmp(p, "/tokenizer_info")) return answer_json(c, k, 200, tokenizer_info_response(s));
         if (model_id(p)) {
             int status;
             if (k->path_cut) return answer_error(c, k, 404, "The model id is longer than any gpt serves", "model");

@@ -207,6 +207,7 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
 char *completion_response(Server *s, const Request *j, const char *id, long created);
 char *completion_chunk(Server *s, Request *j, size_t choice, const char *id, long created, int *finished);
 char *score_response(Server *s, const Request *j);
+char *tokenizer_info_response(Server *s);
 char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
                           char *param);
