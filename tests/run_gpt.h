@@ -88,4 +88,18 @@ static inline int one_line(const char *s) {
     return n > 0 && s[n - 1] == '\n' && memchr(s, '\n', n - 1) == NULL;
 }
 
+// Splits a program's output into lines in place (each '\n' becomes '\0'):
+// at most max of them in lines; returns the count.
+static inline size_t split_lines(char *out, char **lines, size_t max) {
+    size_t n = 0;
+    for (char *p = out; *p && n < max;) {
+        char *nl = strchr(p, '\n');
+        lines[n++] = p;
+        if (!nl) break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    return n;
+}
+
 #endif

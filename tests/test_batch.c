@@ -103,19 +103,6 @@ static cJSON *alone(const char *model, const Prompt *p) {
     return t;
 }
 
-// Splits stdout into lines; returns the count.
-static size_t split_lines(char *out, char **lines, size_t max) {
-    size_t n = 0;
-    for (char *p = out; *p && n < max;) {
-        char *nl = strchr(p, '\n');
-        lines[n++] = p;
-        if (!nl) break;
-        *nl = '\0';
-        p = nl + 1;
-    }
-    return n;
-}
-
 // Each prompt's tokens at --parallel 1, 4 and 16, with and without prefix
 // sharing; under a sanitizer (check.h) with `some`, at 4 shared and 16
 // unshared only (the same code; make test runs all six).

@@ -51,19 +51,6 @@ static char *alone(const char *model, const char *prompt, const char *n, const c
     return t;
 }
 
-// Splits stdout into lines in place; returns the count.
-static size_t split_lines(char *out, char **lines, size_t max) {
-    size_t n = 0;
-    for (char *p = out; *p && n < max;) {
-        char *nl = strchr(p, '\n');
-        lines[n++] = p;
-        if (!nl) break;
-        *nl = '\0';
-        p = nl + 1;
-    }
-    return n;
-}
-
 // The first token of a token list's JSON text.
 static long first_token(const char *tokens) { return tokens && tokens[0] == '[' ? atol(tokens + 1) : -1; }
 
