@@ -7,9 +7,11 @@
 # models.retrieve; best_of (each choice gpt's with its seed); and the
 # client's own error classes for a wrong key (AuthenticationError, 401), a
 # value out of range (BadRequestError, 400) and another model
-# (NotFoundError, 404).
-# Needs node and the package in tests/serve/node (npm install --prefix
-# tests/serve/node openai; .ci/run does it). Without them it says
+# (NotFoundError, 404). Then LangChain's JS package @langchain/openai
+# (tests/serve/langchain_client.mjs) with LangChain's defaults: its `OpenAI`
+# LLM's invoke and stream, each gpt's text.
+# Needs node and the packages in tests/serve/node (npm install --prefix
+# tests/serve/node openai @langchain/openai; .ci/run does it). Without them it says
 # "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
 # Prints "cli_serve_openai: N passed, M failed" like the test binaries.
 # Environment: GPT (default build/gpt), NODE_DIR (default tests/serve/node).
@@ -23,6 +25,8 @@ CHECK_NAME=cli_serve_openai
 need node curl jq
 [ -f "$NODE_DIR/node_modules/openai/package.json" ] ||
     skip "no openai package in $NODE_DIR: npm install --prefix $NODE_DIR openai"
+[ -f "$NODE_DIR/node_modules/@langchain/openai/package.json" ] ||
+    skip "no @langchain/openai package in $NODE_DIR: npm install --prefix $NODE_DIR @langchain/openai"
 
 KEY=sekret-openai
 PROMPT="The LORD said unto Moses"
@@ -64,6 +68,15 @@ for sd in $(call best_of | jq -r '.seeds[]'); do
     k=$((k + 1))
 done
 check "best_of 4, n 2: two choices, seeds in 7..10" [ "$(call best_of | jq -c '[.seeds | length, all(. >= 7 and . <= 10)]')" = '[2,true]' ]
+# LangChain: the same prompt, max tokens and seed
+node tests/serve/langchain_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
+    > "$tmp/lc" 2> "$tmp/lc_err"
+rc=$?
+check "LangChain ran: $(head -c 600 "$tmp/lc_err")" [ $rc = 0 ]
+lc() { jq -c --arg c "$1" 'select(.call == $c)' "$tmp/lc"; }
+check "LangChain OpenAI invoke: gpt's text ($(lc 'llm invoke'))" [ "$(lc 'llm invoke' | jq -c .text)" = "$want_text" ]
+check "LangChain OpenAI stream: gpt's text ($(lc 'llm stream'))" [ "$(lc 'llm stream' | jq -c .text)" = "$want_text" ]
+check "LangChain OpenAI stream: in pieces" [ "$(lc 'llm stream' | jq .chunks)" -gt 1 ]
 kill -TERM "$pid"
 wait "$pid"
 check "the server: exit 0" [ $? = 0 ]

@@ -1,5 +1,5 @@
 // langchain_client.mjs - gpt serve through LangChain's JS package
-// @langchain/openai, for tests/cli_serve_langchain.sh. Usage:
+// @langchain/openai, for tests/cli_serve_openai.sh. Usage:
 //
 //     node langchain_client.mjs NODE_DIR BASE_URL KEY PROMPT MAX_TOKENS SEED [chat]
 //
