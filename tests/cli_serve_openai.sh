@@ -10,14 +10,14 @@
 # (NotFoundError, 404). Then LangChain's JS package @langchain/openai
 # (tests/serve/langchain_client.mjs) with LangChain's defaults: its `OpenAI`
 # LLM's invoke and stream, each gpt's text.
-# Needs node and the packages in tests/serve/node (npm install --prefix
-# tests/serve/node openai @langchain/openai; .ci/run does it). Without them it says
+# Needs node and the packages in $NODE_DIR, outside the repository (npm install --prefix
+# "$NODE_DIR" openai @langchain/openai; .ci/run does it). Without them it says
 # "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
 # Prints "cli_serve_openai: N passed, M failed" like the test binaries.
-# Environment: GPT (default build/gpt), NODE_DIR (default tests/serve/node).
+# Environment: GPT (default build/gpt), NODE_DIR (default ~/.cache/gpt/node, or under $XDG_CACHE_HOME).
 GPT=${GPT:-build/gpt}
 MODEL=models/demo.bin
-NODE_DIR=${NODE_DIR:-tests/serve/node}
+NODE_DIR=${NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt/node}
 CHECK_NAME=cli_serve_openai
 # shellcheck source=tests/serve/lib.sh
 . tests/serve/lib.sh
