@@ -76,7 +76,7 @@ static const char *serve_usage =
     "                          - for stdout, off for none (default: stderr)\n"
     "  -h, --help              this help\n"
     "Endpoints: POST /v1/completions, /v1/score, /tokenize, /detokenize; GET /v1/models,\n"
-    "/v1/models/ID, /health, /metrics. A request with a seed gets exactly what\n"
+    "/v1/models/ID, /tokenizer_info, /health, /metrics. A request with a seed gets exactly what\n"
     "gpt -p PROMPT -s SEED gives. Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
     "stderr when ready (not with -q), and one JSON line per request (--log). Exit codes:\n"
     "0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log file that cannot be\n"
