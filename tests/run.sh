@@ -41,6 +41,10 @@ case "$TEST_JOBS" in '' | *[!0-9]* | 0) TEST_JOBS=1 ;; esac
 # directory of its own under $work).
 GPT_TUNE=${GPT_TUNE:-off}
 export GPT_TUNE
+# The npm test clients live in the real cache (.ci/run installs them there);
+# name it now, before each program's XDG_CACHE_HOME moves under $work.
+NODE_DIR=${NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt/node}
+export NODE_DIR
 
 # by the file's name; SLOW longest first (seconds in make test and make
 # asan on 2 cores: check_readme 241/171, test_matmul 188/129, test_batch
