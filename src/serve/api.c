@@ -658,9 +658,12 @@ static cJSON *chat_choice_logprobs(Server *s, const Request *j, const Completion
 }
 
 // A chat choice: "message" (whole) or "delta" (a stream's piece: role is
-// NULL after the first) with text; logprobs NULL: null.
+// NULL after the first) with text; logprobs NULL: null. Beside OpenAI's
+// fields, gpt's as in a completion's choice: its seed and the ids of its
+// tokens (in a stream, those since the last event).
 static cJSON *chat_choice_json(const Request *j, size_t index, size_t k, const char *key, const char *role,
-                               const char *text, cJSON *logprobs, const char *finish) {
+                               const char *text, const int32_t *tokens, size_t n_tokens, cJSON *logprobs,
+                               const char *finish) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", (double)index);
     cJSON *m = cJSON_AddObjectToObject(c, key);
@@ -671,6 +674,7 @@ static cJSON *chat_choice_json(const Request *j, size_t index, size_t k, const c
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
+    cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
     return c;
 }
 
@@ -694,7 +698,8 @@ static char *chat_response(Server *s, const Request *j, const char *id, long cre
             return NULL;
         }
         cJSON *lp = chat_choice_logprobs(s, j, c, 0, c->n_tokens);
-        cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "message", "assistant", text, lp, c->finish));
+        cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "message", "assistant", text, c->tokens, c->n_tokens, lp,
+                                                               c->finish));
         free(text);
     }
     add_usage(r, j);
@@ -716,8 +721,9 @@ static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long cr
     cJSON *r = response_head(s, j, id, created, 1);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = finish_now ? NULL : chat_choice_logprobs(s, j, c, c->sent_tokens, c->n_tokens);
-    cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "delta", first ? "assistant" : NULL, text, lp,
-                                                   finish_now ? c->finish : NULL));
+    cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "delta", first ? "assistant" : NULL, text,
+                                                   c->tokens + c->sent_tokens, finish_now ? 0 : c->n_tokens - c->sent_tokens,
+                                                   lp, finish_now ? c->finish : NULL));
     if (j->include_usage) cJSON_AddNullToObject(r, "usage");
     free(text);
     c->sent_echo = 1;
