@@ -7,6 +7,8 @@
 #     /apply-template answers for the same messages: for each built-in
 #     template and a template file, alone, streamed (the deltas joined), n 2
 #     (choice 1 is seed + 1), and 16 clients at once, half of them streaming;
+#   - `gpt --chat-template T` with the messages gives the same answer, and
+#     `gpt --apply-template` the same prompt;
 #   - the stream's shape: the role in the first delta, the finish reason in
 #     an empty last delta, the usage chunk with include_usage, [DONE];
 #   - a message's content is plain text: a literal <|endoftext|> in it stays
@@ -124,6 +126,12 @@ for template in gpt2 transcript chatml "$tmp/qa.json"; do
         cli_chat "$template" "$conv" $seed 24 "$tmp/e"
         check "$name $i: 200" [ "$(post /v1/chat/completions "$(body "$conv" $seed 24)" "$tmp/r")" = 200 ]
         same_chat "$name $i alone" "$tmp/r" "$tmp/e"
+        # the command with the same template: the same answer, the same prompt
+        "$GPT" -m "$MODEL" --chat-template "$template" -p "$conv" -s $seed -n 24 --logprobs 2 --json -q > "$tmp/ec"
+        same_chat "$name $i: gpt --chat-template" "$tmp/r" "$tmp/ec"
+        "$GPT" --apply-template --chat-template "$template" -p "$conv" > "$tmp/ap"
+        jq -j .prompt "$tmp/e.rendered" > "$tmp/ap_server"
+        check "$name $i: gpt --apply-template is /apply-template's" cmp -s "$tmp/ap" "$tmp/ap_server"
         check "$name $i: chat.completion, the assistant's, usage ($(head -c 300 "$tmp/r"))" \
             [ "$(jq -c '[.object, .choices[0].message.role, .seed, (.id | startswith("chatcmpl-")),
                          .usage.completion_tokens == (.choices[0].tokens | length),
@@ -276,5 +284,28 @@ bad_template "an unknown member" "$tmp/tool.json" 'unknown member "tool"'
 bad_template "too large" "$tmp/big.json" "holds at most 65536"
 bad_template "no such name" llama3 "no such built-in (gpt2, transcript or chatml) or file"
 bad_template "a missing file" "$tmp/none.json" "none.json"
+
+# the command's faults: one line, exit 1 (input) or 2 (usage)
+# cli_refused WHAT RC WORDS ARGS...
+cli_refused() {
+    what=$1 want_rc=$2 words=$3
+    shift 3
+    "$GPT" "$@" > "$tmp/o" 2> "$tmp/e"
+    rc=$?
+    if [ $rc = "$want_rc" ] && [ "$(wc -l < "$tmp/e")" = 1 ] && grep -qF -- "$words" "$tmp/e"; then pass
+    else fail "$what: exit $rc, $(cat "$tmp/e"), want exit $want_rc and '$words'"
+    fi
+}
+cli_refused "apply-template: empty" 1 "messages is empty" --apply-template -p '[]'
+cli_refused "apply-template: not JSON" 1 "invalid JSON" --apply-template -p '[{"role":'
+cli_refused "apply-template: unknown role" 1 '"tool" is not a role' --apply-template -p '[{"role":"tool","content":"x"}]'
+cli_refused "apply-template: a bad file" 1 "not valid JSON" --apply-template --chat-template "$tmp/cut.json" -p \
+    '[{"role":"user","content":"x"}]'
+cli_refused "chat-template with --special" 2 "--special does not apply to --chat-template" -m "$MODEL" \
+    --chat-template chatml --special -p '[{"role":"user","content":"x"}]'
+cli_refused "chat-template with --score" 2 "--chat-template does not apply to --score" --score --chat-template chatml \
+    -p x
+cli_refused "16 stops and chatml's" 1 "--stop: 16 strings and the chat template's 1 are more than 16" -m "$MODEL" \
+    --chat-template chatml -p '[{"role":"user","content":"x"}]' $(i=0; while [ $i -lt 16 ]; do printf -- '--stop s%d ' $i; i=$((i + 1)); done)
 
 summary

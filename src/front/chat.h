@@ -51,7 +51,7 @@ enum {
     CHAT_MAX_MESSAGES = 4096,             // a conversation
 };
 
-typedef struct {
+typedef struct ChatTemplate {
     char name[64];                 // the built-in's name, or the file's path
     char *prefix[CHAT_ROLES], *suffix[CHAT_ROLES];
     char *generation_prompt;

@@ -81,8 +81,8 @@ static const char *serve_usage =
     "  -h, --help              this help\n"
     "Endpoints: POST /v1/completions, /v1/chat/completions, /v1/score, /tokenize,\n"
     "/detokenize, /apply-template; GET /v1/models, /v1/models/ID, /health, /metrics. A\n"
-    "request with a seed gets exactly what gpt -p PROMPT -s SEED gives (a chat: gpt -p\n"
-    "RENDERED --special -s SEED with the template's --stop strings). Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
+    "request with a seed gets exactly what gpt -p PROMPT -s SEED gives (a chat: gpt\n"
+    "--chat-template T with its messages; docs/chat.md). Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
     "stderr when ready (not with -q), and one JSON line per request (--log). Exit codes:\n"
     "0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log file that cannot be\n"
     "opened), 2 usage error.\n";
