@@ -14,7 +14,8 @@
  * strings is GPT-2's special token; in a message's content it is plain
  * text (chat_tokens), so a user cannot end a turn by typing it. (Then, and
  * only then, the command's --special would read the rendered text
- * otherwise.) Built-in templates, by name:
+ * otherwise.) gpt serve's /v1/chat/completions and gpt --chat-template
+ * render with it (docs/chat.md). Built-in templates, by name:
  *
  *   gpt2        each message's content followed by <|endoftext|> (DialoGPT's
  *               turn format, and what transformers applied to GPT-2's
