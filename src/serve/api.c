@@ -651,10 +651,11 @@ static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *
 static cJSON *chat_choice_logprobs(Server *s, const Request *j, const Completion *c, size_t from, size_t to) {
     if (!j->show_logprobs) return NULL;
     // lp[i] is position lp_from + i of the prompt and generated ids
-    size_t first = c->n_ids + from - c->lp_from, last = c->n_ids + to - c->lp_from;
+    size_t first = c->n_ids + from >= c->lp_from ? c->n_ids + from - c->lp_from : 0;
+    size_t last = c->n_ids + to >= c->lp_from ? c->n_ids + to - c->lp_from : 0;
     if (last > c->n_lp) last = c->n_lp;
     if (first > last) first = last;
-    return chat_logprobs_json(s->session.tok, c->lp + first, last - first);
+    return chat_logprobs_json(s->session.tok, last > first ? c->lp + first : NULL, last - first);
 }
 
 // A chat choice: "message" (whole) or "delta" (a stream's piece: role is
@@ -716,13 +717,14 @@ static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long cr
     if (!first && !new_text && !c->finish) return NULL;
     // the finish alone once the text is out: an empty delta, as OpenAI's
     int finish_now = c->finish && !new_text && !first;
-    char *text = finish_now ? NULL : copy_text(c->text + c->sent_text, new_text);
+    char *text = finish_now ? NULL : copy_text(new_text ? c->text + c->sent_text : "", new_text);
     if (!finish_now && !text) return NULL;
     cJSON *r = response_head(s, j, id, created, 1);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = finish_now ? NULL : chat_choice_logprobs(s, j, c, c->sent_tokens, c->n_tokens);
     cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "delta", first ? "assistant" : NULL, text,
-                                                   c->tokens + c->sent_tokens, finish_now ? 0 : c->n_tokens - c->sent_tokens,
+                                                   c->tokens ? c->tokens + c->sent_tokens : NULL,
+                                                   finish_now ? 0 : c->n_tokens - c->sent_tokens,
                                                    lp, finish_now ? c->finish : NULL));
     if (j->include_usage) cJSON_AddNullToObject(r, "usage");
     free(text);
