@@ -190,6 +190,43 @@ while [ $i -lt 16 ]; do
     i=$((i + 1))
 done
 
+# SIGTERM while 16 chats run: each answer whole and gpt's (or a 503), exit 0
+before=$(grep -c '"path":"/v1/chat/completions"' "$tmp/t.log")
+clients=
+i=0
+while [ $i -lt 16 ]; do
+    conv=$(sed -n "$((i % n_conv + 1))p" "$tmp/conversations")
+    more=
+    [ $((i % 2)) = 1 ] && more=',"stream":true'
+    post /v1/chat/completions "$(body "$conv" $((100 + i)) $((10 + i)) "$more")" "$tmp/t16r$i" > "$tmp/t16r$i.status" &
+    clients="$clients $!"
+    i=$((i + 1))
+done
+# once the server has all 16 and one at least still runs: those answered
+# (their request lines) and those queued or running (/metrics) make 16
+j=0
+while [ $j -lt 1000 ]; do
+    get /metrics "$tmp/m" > /dev/null
+    inside=$(awk '/^gpt_sequences_(running|queued) / { n += $2 } END { print n + 0 }' "$tmp/m")
+    answered=$(($(grep -c '"path":"/v1/chat/completions"' "$tmp/t.log") - before))
+    [ $((inside + answered)) -ge 16 ] && break
+    sleep 0.01
+    j=$((j + 1))
+done
+sigterm "$pid"
+check "SIGTERM with 16 chats: exit 0 (exit $rc)" [ "$rc" = 0 ]
+i=0
+while [ $i -lt 16 ]; do
+    st=$(cat "$tmp/t16r$i.status")
+    if [ "$st" = 503 ]; then pass
+    else
+        if [ $((i % 2)) = 1 ]; then chat_stream_as_one "$tmp/t16r$i" > "$tmp/t16r$i.one"; else cp "$tmp/t16r$i" "$tmp/t16r$i.one"; fi
+        same_chat "SIGTERM: client $i ($st)" "$tmp/t16r$i.one" "$tmp/c16e$i"
+    fi
+    i=$((i + 1))
+done
+start "$tmp/t.log" -m "$MODEL" -t 2 --parallel 16 --chat-template transcript || { summary; exit 1; }
+
 # a request's stops and the template's together: the first to come ends it
 conv=$(sed -n 1p "$tmp/conversations")
 post /apply-template "{\"messages\":$conv}" "$tmp/o" > /dev/null
