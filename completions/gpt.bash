@@ -14,16 +14,17 @@
 # them in the help, and each applies to exactly the modes listed.
 
 # Each option of gpt; the modes it applies to (g generation, b --batch,
-# s --score, t --tokenize, d --detokenize, c --choice; src/cli/options.c's
+# s --score, t --tokenize, d --detokenize, c --choice, a --apply-template;
+# src/cli/options.c's
 # modes_of);
 # its value: - (none), file, dtype, kvtype, or text (not completed).
 _gpt_options='
--m                  gbstdc file
---model             gbstdc file
--p                  gstdc  text
---prompt            gstdc  text
+-m                  gbstdca file
+--model             gbstdca file
+-p                  gstdca text
+--prompt            gstdca text
 --keep-newline      gstc   -
---tokenizer         gbstdc file
+--tokenizer         gbstdca file
 --dtype             gbsc   dtype
 --kv-type           gbsc   kvtype
 --special           gbstc  -
@@ -61,9 +62,9 @@ _gpt_options='
 --stats             gbsc   -
 -t                  gbsc   text
 --threads           gbsc   text
--h                  gbstdc -
---help              gbstdc -
---version           gbstdc -
+-h                  gbstdca -
+--help              gbstdca -
+--version           gbstdca -
 --batch             b      -
 --score             s      -
 --tokenize          t      -
@@ -76,8 +77,10 @@ _gpt_options='
 --context-shift     gb     -
 --keep              gb     text
 --completions       gb     text
--q                  gbstdc -
---quiet             gbstdc -
+--chat-template     ga     file
+--apply-template    a      -
+-q                  gbstdca -
+--quiet             gbstdca -
 '
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='
@@ -116,6 +119,7 @@ _gpt_serve_options='
 --timeout           c     text
 --grace             c     text
 --log               c     file
+--chat-template     c     file
 -h                  c     -
 --help              c     -
 '
@@ -221,6 +225,7 @@ _gpt() {
             --tokenize) mode=t ;;
             --detokenize) mode=d ;;
             --choice) mode=c ;;
+            --apply-template) mode=a ;;
         esac
         # its value is the next word (not -n20, --temp=0.7)
         [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))

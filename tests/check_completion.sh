@@ -137,6 +137,7 @@ sample() {
         --dtype | --kv-type) echo f16 ;;
         -p | --prompt | --stop) echo x ;;
         --kv-budget) echo 1G ;;
+        --chat-template) echo chatml ;;
         --min-p) echo 0 ;;
         --logit-bias) echo 1=1 ;;
         --tune) echo off ;;
@@ -149,15 +150,15 @@ sample() {
 }
 while read -r name modes value; do
     [ -n "$name" ] || continue
-    for m in g b s t d c; do
+    for m in g b s t d c a; do
         case $m in
             g) mode_opt= ;; b) mode_opt=--batch ;; s) mode_opt=--score ;; t) mode_opt=--tokenize ;;
-            d) mode_opt=--detokenize ;; c) mode_opt="--choice x" ;;
+            d) mode_opt=--detokenize ;; c) mode_opt="--choice x" ;; a) mode_opt=--apply-template ;;
         esac
         # a mode's own option: alone; generation has none (a mode option
         # alone is its own mode)
         [ "$name" = "${mode_opt%% *}" ] && mode_opt=
-        case $m:$name in g:--batch | g:--score | g:--tokenize | g:--detokenize | g:--choice) continue ;; esac
+        case $m:$name in g:--batch | g:--score | g:--tokenize | g:--detokenize | g:--choice | g:--apply-template) continue ;; esac
         set -- $mode_opt "$name"
         [ "$value" = - ] || set -- "$@" $(sample "$name")
         # -m once: an option of one value given twice is refused

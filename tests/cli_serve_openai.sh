@@ -7,9 +7,13 @@
 # models.retrieve; best_of (each choice gpt's with its seed); and the
 # client's own error classes for a wrong key (AuthenticationError, 401), a
 # value out of range (BadRequestError, 400) and another model
-# (NotFoundError, 404). Then LangChain's JS package @langchain/openai
-# (tests/serve/langchain_client.mjs) with LangChain's defaults: its `OpenAI`
-# LLM's invoke and stream, each gpt's text.
+# (NotFoundError, 404); chat.completions.create plain, with logprobs
+# (the chat shape's numbers gpt --logprobs's, bit for bit) and streaming
+# with include_usage, each equal to `gpt -p RENDERED --special -s SEED` (the
+# default gpt2 template, RENDERED from /apply-template), max_completion_tokens,
+# and response_format refused as BadRequestError. Then LangChain's JS package
+# @langchain/openai (tests/serve/langchain_client.mjs) with LangChain's
+# defaults: its `OpenAI` LLM's invoke and stream, each gpt's text.
 # Needs node and the packages in $NODE_DIR, outside the repository (npm install --prefix
 # "$NODE_DIR" openai @langchain/openai; .ci/run does it). Without them it says
 # "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
@@ -31,7 +35,8 @@ need node curl jq
 KEY=sekret-openai
 PROMPT="The LORD said unto Moses"
 start "$tmp/s.log" -m "$MODEL" --api-key "$KEY" -t 2 || { summary; exit 1; }
-node tests/serve/openai_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
+MESSAGES='[{"role":"system","content":"Be brief."},{"role":"user","content":"Who spoke unto Moses?"}]'
+CHAT_MESSAGES=$MESSAGES node tests/serve/openai_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
     > "$tmp/out" 2> "$tmp/err"
 rc=$?
 check "the client ran: $(head -c 600 "$tmp/err")" [ $rc = 0 ]
@@ -77,6 +82,28 @@ lc() { jq -c --arg c "$1" 'select(.call == $c)' "$tmp/lc"; }
 check "LangChain OpenAI invoke: gpt's text ($(lc 'llm invoke'))" [ "$(lc 'llm invoke' | jq -c .text)" = "$want_text" ]
 check "LangChain OpenAI stream: gpt's text ($(lc 'llm stream'))" [ "$(lc 'llm stream' | jq -c .text)" = "$want_text" ]
 check "LangChain OpenAI stream: in pieces" [ "$(lc 'llm stream' | jq .chunks)" -gt 1 ]
+
+# chat: gpt -p RENDERED --special
+post /apply-template "{\"messages\":$MESSAGES}" "$tmp/rendered" > /dev/null
+rendered=$(jq -r .prompt "$tmp/rendered")
+"$GPT" -m "$MODEL" -p "$rendered" --special -n 24 -s 7 --logprobs 2 --json > "$tmp/cli_chat" 2> /dev/null
+want_chat=$(jq -c .text "$tmp/cli_chat")
+check "chat: gpt -p RENDERED --special's text ($(call chat))" [ "$(call chat | jq -c .content)" = "$want_chat" ]
+check "chat: assistant, chat.completion, the seed, length"     [ "$(call chat | jq -c '[.role, .object, .seed, .finish_reason]')" = '["assistant","chat.completion",7,"length"]' ]
+check "chat logprobs: gpt's, bit for bit ($(call 'chat logprobs' | head -c 300))"     [ "$(call 'chat logprobs' | jq -c '[.content, (.logprobs | map([.token, .logprob, (.top_logprobs | map([.token, .logprob]))]))]')" = \
+      "$(jq -c '[.text, ([.logprobs.tokens, .logprobs.token_logprobs, .logprobs.top_logprobs] | transpose |
+                  map([.[0], .[1], (.[2] | to_entries | map([.key, .value]))]))]' "$tmp/cli_chat")" ]
+check "chat logprobs: bytes are the token's UTF-8" \
+    [ "$(call 'chat logprobs' | jq -c '[.logprobs[] | (.bytes | implode) == .token] | all')" = true ]
+check "chat stream: gpt's text ($(call 'chat stream'))" [ "$(call 'chat stream' | jq -c .content)" = "$want_chat" ]
+check "chat stream: the role, chunks, length, the plain call's usage last" \
+    [ "$(call 'chat stream' | jq -c '[.role, .chunks > 3, .finish_reason, .last_choices, .object]')" = \
+      '["assistant",true,"length",0,"chat.completion.chunk"]' ] &&
+    [ "$(call 'chat stream' | jq -c .usage)" = "$(call chat | jq -c .usage)" ]
+check "chat max_completion_tokens 3" [ "$(call 'chat max_completion_tokens' | jq .tokens)" = 3 ]
+check "chat response_format: BadRequestError naming it ($(call 'chat response_format'))" \
+    [ "$(call 'chat response_format' | jq -c '[.error, .status, .bad_request, .param]')" = \
+      '["BadRequestError",400,true,"response_format"]' ]
 kill -TERM "$pid"
 wait "$pid"
 check "the server: exit 0" [ $? = 0 ]

@@ -3,12 +3,17 @@
  * conversation as its format defines it (ChatML as OpenAI documented it,
  * DialoGPT's turns each closed by <|endoftext|>, the plain transcript), a
  * template file gives exactly its strings, and every malformed file, an
- * unknown name and too many messages get one line naming what is wrong.
+ * unknown name and too many messages get one line naming what is wrong;
+ * chat_tokens gives tokenizer_encode's ids of the rendered text with the
+ * template's <|endoftext|> special and the content's plain; OpenAI's
+ * messages are read from JSON, and each malformed one named.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cJSON.h>
 
 #include "check.h"
 #include "front/chat.h"
@@ -163,6 +168,100 @@ static void test_limits(void) {
     chat_template_free(&t);
 }
 
+// chat_tokens: the template's <|endoftext|> is the special token, the
+// content's is text; the text between two specials is encoded whole (the
+// ids of tokenizer_encode with allow_special over the rendered text when
+// no content holds the literal)
+static void test_tokens(void) {
+    GptError err = {{0}};
+    Tokenizer *tok = tokenizer_load("models", &err);
+    CHECK(tok != NULL, "tokenizer_load(models): %s", err.msg);
+    if (!tok) return;
+    static const char *const specs[] = {"gpt2", "transcript", "chatml"};
+    for (size_t k = 0; k < 3; k++) {
+        ChatTemplate t;
+        CHECK(chat_template_open(specs[k], &t, &err) == 0, "%s", err.msg);
+        char *text;
+        size_t len, n_want, n_got;
+        int32_t *want, *got;
+        CHECK(chat_render(&t, CONVERSATION, N_CONVERSATION, 1, &text, &len, &err) == 0, "%s", err.msg);
+        CHECK(tokenizer_encode(tok, text, len, 1, &want, &n_want, &err) == 0, "%s", err.msg);
+        CHECK(chat_tokens(tok, &t, CONVERSATION, N_CONVERSATION, 1, &got, &n_got, &err) == 0, "%s", err.msg);
+        CHECK(n_got == n_want && !memcmp(got, want, n_want * sizeof *want), "%s: chat_tokens (%zu ids) is not "
+              "tokenizer_encode(rendered, special) (%zu ids)", specs[k], n_got, n_want);
+        free(text), free(want), free(got);
+        chat_template_free(&t);
+    }
+    // content with the literal under gpt2: "a<|endoftext|>b" as text, then the template's 50256
+    ChatTemplate t;
+    CHECK(chat_template_open("gpt2", &t, &err) == 0, "%s", err.msg);
+    ChatMessage m = {CHAT_USER, "a<|endoftext|>b", 15};
+    int32_t *want, *got;
+    size_t n_want, n_got;
+    CHECK(tokenizer_encode(tok, m.content, m.len, 0, &want, &n_want, &err) == 0, "%s", err.msg);
+    CHECK(chat_tokens(tok, &t, &m, 1, 1, &got, &n_got, &err) == 0, "%s", err.msg);
+    CHECK(n_got == n_want + 1 && !memcmp(got, want, n_want * sizeof *want) && got[n_want] == 50256 &&
+              n_want > 3,
+          "content's <|endoftext|>: %zu ids, want the %zu of its text then 50256", n_got, n_want);
+    free(want), free(got);
+    // no messages, no generation prompt: <|endoftext|> alone (an empty prompt)
+    CHECK(chat_tokens(tok, &t, &m, 0, 1, &got, &n_got, &err) == 0 && n_got == 1 && got[0] == 50256, "empty");
+    free(got);
+    chat_template_free(&t);
+    tokenizer_free(tok);
+}
+
+// chat_conversation_from_json: what it takes, and a message naming the
+// field for what it refuses
+static void test_messages(void) {
+    static const struct {
+        const char *json, *want;  // want: NULL (taken), or words of the message
+    } cases[] = {
+        {"[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+         "{\"role\":\"developer\",\"content\":\"s\",\"name\":\"x\"}]", NULL},
+        {"[]", "messages is empty"},
+        {"{}", "messages must be an array"},
+        {"[3]", "messages[0] must be an object"},
+        {"[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"tool\",\"content\":\"x\"}]",
+         "messages[1].role: \"tool\" is not a role"},
+        {"[{\"role\":\"user\"}]", "messages[0] has no content"},
+        {"[{\"role\":\"user\",\"content\":null}]", "messages[0].content must be a string or an array"},
+        {"[{\"role\":\"user\",\"content\":[[]]}]", "messages[0].content[0] must be an object"},
+        {"[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]", "part type \"image_url\""},
+        {"[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]", "content[0].text must be a string"},
+        {"[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]", "unknown field \"tool_calls\""},
+        {"[{\"role\":\"user\",\"content\":\"x\",\"name\":1}]", "messages[0].name must be a string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cJSON *a = cJSON_Parse(cases[i].json);
+        ChatConversation c;
+        char msg[512] = "";
+        int rc = chat_conversation_from_json(a, &c, msg, sizeof msg);
+        if (!cases[i].want) {
+            CHECK(rc == 0 && c.n == 2 && c.m[0].role == CHAT_USER && c.m[0].len == 2 && !memcmp(c.m[0].content, "ab", 2) &&
+                      c.m[1].role == CHAT_SYSTEM && c.m[1].len == 1,
+                  "case %zu: %s", i, msg);
+            chat_conversation_free(&c);
+            chat_conversation_free(&c);  // idempotent
+        } else {
+            CHECK(rc != 0 && strstr(msg, cases[i].want), "case %zu: rc %d, '%s', want '%s'", i, rc, msg, cases[i].want);
+        }
+        cJSON_Delete(a);
+    }
+    // one message too many
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i <= CHAT_MAX_MESSAGES; i++) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", "x");
+        cJSON_AddItemToArray(a, m);
+    }
+    ChatConversation c;
+    char msg[512] = "";
+    CHECK(chat_conversation_from_json(a, &c, msg, sizeof msg) != 0 && strstr(msg, "at most 4096"), "%s", msg);
+    cJSON_Delete(a);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -172,6 +271,8 @@ int main(void) {
     test_file();
     test_refused();
     test_limits();
+    test_tokens();
+    test_messages();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cannot remove %s", dir);

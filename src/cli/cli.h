@@ -12,6 +12,7 @@
  *                  --choice, multiple choice by likelihood
  *   batch.c        --batch: prompts from stdin, one result line each
  *   tokenize.c     --tokenize and --detokenize
+ *   conversation.c --chat-template's input (messages) and --apply-template
  *   convert.c      gpt convert and gpt inspect
  *   output.c       stdout, with every write checked
  *   progress.c     the progress line on stderr
@@ -40,7 +41,7 @@
 #include "base/threads.h"
 #include "model/tokenizer.h"
 
-typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE } Mode;
+typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE, MODE_APPLY_TEMPLATE } Mode;
 
 enum { MAX_CHOICES = 64 };
 
@@ -85,6 +86,7 @@ typedef struct {
     // --score and generation
     int per_token;
     long stride;         // 0: the text must fit the context
+    const char *chat_template;  // --chat-template NAME|FILE: the input is a conversation; NULL: a text
 } Options;
 
 // options.c
@@ -158,6 +160,18 @@ void add_candidates_json(cJSON *root, const Candidate *c, size_t n);
 int run_batch(const Options *o);
 // tokenize.c
 int run_tokenize(const Options *o);
+// conversation.c
+typedef struct ChatTemplate ChatTemplate;
+// --chat-template: the conversation in *text (*len bytes, malloc'd) as the
+// prompt's ids (*ids malloc'd), *text replaced by the rendered prompt (for
+// --echo), the template's stops added to o's (they point into *t, which
+// the caller frees with chat_template_free after the run). 0, or -1 after
+// reporting.
+int conversation_prompt(Options *o, Tokenizer *tok, char **text, size_t *len, ChatTemplate *t, int32_t **ids,
+                        size_t *n);
+// gpt --apply-template: the prompt the conversation on -p or stdin renders
+// to under --chat-template (default gpt2), on stdout. An exit code.
+int run_apply_template(const Options *o);
 // convert.c: argv from the subcommand's name on.
 int run_convert(int argc, char **argv);
 int run_inspect(int argc, char **argv);

@@ -4,6 +4,7 @@
  *   gpt [-m MODEL] [-p PROMPT] [options]      generate, streamed to stdout
  *   gpt --score [-m MODEL] [-p TEXT]          log-probability of a text
  *   gpt --tokenize / --detokenize             text <-> token ids
+ *   gpt --apply-template [--chat-template T]  a conversation's prompt
  *   gpt convert SRC OUT.bin / gpt inspect FILE
  *   gpt serve [options]                       the HTTP server (src/serve/)
  */
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     case MODE_TOKENIZE:
     case MODE_DETOKENIZE: return run_tokenize(&o);
     case MODE_BATCH: return run_batch(&o);
+    case MODE_APPLY_TEMPLATE: return run_apply_template(&o);
     default: return run_model(&o);
     }
 }

@@ -27,6 +27,7 @@ static const char *usage_text =
     "       gpt --choice TEXT... [options]      the most likely of continuations of a prompt\n"
     "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
+    "       gpt --apply-template < messages     the prompt a conversation renders to (--chat-template)\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
     "       gpt serve [options]                 an OpenAI-compatible HTTP server (see gpt serve -h)\n"
@@ -48,6 +49,14 @@ static const char *usage_text =
     "                          (default: as the file stores them)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
+    "      --chat-template T   the input is a conversation, OpenAI's messages as JSON\n"
+    "                          ([{\"role\": \"user\", \"content\": \"Hi\"}]), rendered with the\n"
+    "                          template T into the prompt, its stops added to --stop's: gpt2\n"
+    "                          (each message then <|endoftext|>; the default of\n"
+    "                          --apply-template), transcript (User: ...\\nAssistant:),\n"
+    "                          chatml, or a template file (JSON: docs/chat.md); the answer is\n"
+    "                          gpt serve's /v1/chat/completions answer with T\n"
+    "      --apply-template    print the prompt the conversation renders to, and nothing else\n"
     "generation:\n"
     "  -n, --max-tokens N      tokens to generate (default 256)\n"
     "      --temp T            temperature, 0 = greedy (default 1.0)\n"
@@ -198,7 +207,8 @@ static int unescape(char *s, const char **bad) {
 enum {
     GEN = 1 << MODE_GENERATE, SCORE = 1 << MODE_SCORE, TOK = 1 << MODE_TOKENIZE,
     DETOK = 1 << MODE_DETOKENIZE, BATCH = 1 << MODE_BATCH, CHOICE = 1 << MODE_CHOICE,
-    MODEL_MODES = GEN | SCORE | BATCH | CHOICE, ALL = GEN | SCORE | TOK | DETOK | BATCH | CHOICE,
+    APPLY = 1 << MODE_APPLY_TEMPLATE,
+    MODEL_MODES = GEN | SCORE | BATCH | CHOICE, ALL = GEN | SCORE | TOK | DETOK | BATCH | CHOICE | APPLY,
 };
 
 // getopt_long codes of gpt's own long-only options (the shared ones are
@@ -209,6 +219,7 @@ enum {
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
+    O_CHAT_TEMPLATE, O_APPLY_TEMPLATE,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt's option codes run into the shared ones");
@@ -260,6 +271,8 @@ static const struct option LONG_OPTIONS[] = {
     {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
     {"keep", required_argument, 0, O_KEEP},
     {"completions", required_argument, 0, O_COMPLETIONS},
+    {"chat-template", required_argument, 0, O_CHAT_TEMPLATE},
+    {"apply-template", no_argument, 0, O_APPLY_TEMPLATE},
     {0, 0, 0, 0},
 };
 _Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + N_SHARED_OPTIONS <= OPTIONS_MAX, "OPTIONS_MAX");
@@ -268,8 +281,9 @@ _Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + N_SHARED_OPTIONS
 static int modes_of(int code) {
     switch (code) {
     case 'm': case OPT_TOKENIZER: return ALL;
-    case 'p': return GEN | SCORE | TOK | DETOK | CHOICE;
+    case 'p': return GEN | SCORE | TOK | DETOK | CHOICE | APPLY;
     case O_KEEP_NEWLINE: return GEN | SCORE | TOK | CHOICE;
+    case O_CHAT_TEMPLATE: return GEN | APPLY;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
     case OPT_DTYPE: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
@@ -291,7 +305,8 @@ static int modes_of(int code) {
 }
 
 static const char *mode_name(Mode m) {
-    static const char *const names[] = {"generation", "--score", "--tokenize", "--detokenize", "--batch", "--choice"};
+    static const char *const names[] = {"generation", "--score", "--tokenize", "--detokenize", "--batch", "--choice",
+                                        "--apply-template"};
     return names[m];
 }
 
@@ -499,6 +514,10 @@ static int batch_option(Options *o, int c, const char *flag, const char *v) {
 // Option c of gpt's own with value v (NULL for a flag): 0, or the usage
 // error's code. The shared options are applied already.
 static int apply_option(Options *o, int c, const char *flag, char *v) {
+    if (c == O_CHAT_TEMPLATE) {  // opened when it is used: a file's faults are input errors (exit 1)
+        o->chat_template = v;
+        return 0;
+    }
     int rc = flag_option(o, c);
     if (rc == NOT_MINE) rc = sampling_option(o, c, flag, v);
     if (rc == NOT_MINE) rc = generation_option(o, c, flag, v);
@@ -563,6 +582,9 @@ static int check_combinations(const Options *o, const char *const *given) {
                     o->completions);
     if (o->completions > 1 && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
         return FAIL("--completions and speculative decoding exclude each other (a draft guesses for one sequence)");
+    if (o->chat_template && o->special && o->mode == MODE_GENERATE)
+        return FAIL("--special does not apply to --chat-template (the template's <|endoftext|> is the special token, "
+                    "the messages are text)");
     // options that --json would silently drop
     if (o->per_token && o->json)
         return FAIL("--per-token and --json exclude each other (the JSON's tokens and logprobs are per token)");
@@ -578,7 +600,7 @@ static int print_help_or_version(int c) {
 
 static Mode mode_of_option(int c) {
     return c == O_SCORE ? MODE_SCORE : c == O_TOKENIZE ? MODE_TOKENIZE : c == O_DETOKENIZE ? MODE_DETOKENIZE
-                                                                                           : MODE_BATCH;
+           : c == O_APPLY_TEMPLATE ? MODE_APPLY_TEMPLATE : MODE_BATCH;
 }
 
 int parse_options(int argc, char **argv, Options *o, int *done) {
@@ -591,7 +613,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     for (int c; rc == 0 && (c = options_next(&p, argc, argv)) != -1;) {
         if (c == OPTION_FAILED) return EXIT_USAGE;
         if (c == 'h' || c == O_VERSION) return print_help_or_version(c);
-        if (c == O_SCORE || c == O_TOKENIZE || c == O_DETOKENIZE || c == O_BATCH) {
+        if (c == O_SCORE || c == O_TOKENIZE || c == O_DETOKENIZE || c == O_BATCH || c == O_APPLY_TEMPLATE) {
             n_modes++;
             o->mode = mode_of_option(c);
         }
@@ -599,7 +621,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     }
     if (rc != 0) return rc;
     take_shared(o, &p.shared);
-    if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize and --batch exclude each other");
+    if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize, --batch and --apply-template exclude each other");
     // --choice turns generation into multiple choice (or is refused by a mode)
     if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;
     if ((rc = check_modes(o, p.given)) != 0 || (rc = check_combinations(o, p.given)) != 0) return rc;

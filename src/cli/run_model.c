@@ -11,6 +11,7 @@
 
 #include "kernels/blas.h"
 #include "cli.h"
+#include "front/chat.h"
 #include "base/fileio.h"
 #include "engine.h"
 #include "score.h"
@@ -914,6 +915,9 @@ int run_model(const Options *o) {
     int32_t *ids = NULL;
     int scoring = o->mode == MODE_SCORE;
     DraftModel dm = {0};
+    Options chat_o = *o;  // with --chat-template, o with the template's stops
+    ChatTemplate chat;
+    int chat_on = 0;
     if (!scoring && (o->draft_path || o->draft_dtype >= 0)) {
         if (load_draft(o, ss.model_path, m, ss.tok, &draft) != 0) goto done;
         dm.model = &draft;
@@ -925,8 +929,12 @@ int run_model(const Options *o) {
         goto done;
     }
     size_t n;
-    if ((scoring ? tokenizer_encode(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)
-                 : prompt_tokens(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)) != 0) {
+    if (o->chat_template) {  // a conversation: the template's prompt and stops
+        chat_on = conversation_prompt(&chat_o, ss.tok, &prompt, &prompt_len, &chat, &ids, &n) == 0;
+        if (!chat_on) goto done;
+        o = &chat_o;
+    } else if ((scoring ? tokenizer_encode(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)
+                        : prompt_tokens(ss.tok, prompt, prompt_len, o->special, &ids, &n, &err)) != 0) {
         report_error(&err);
         goto done;
     }
@@ -954,6 +962,7 @@ int run_model(const Options *o) {
 done:
     free(ids);
     free(prompt);
+    if (chat_on) chat_template_free(&chat);
     model_free(&draft);
     session_close(&ss);
     return rc;

@@ -203,3 +203,203 @@ int chat_render(const ChatTemplate *t, const ChatMessage *m, size_t n, int add_g
     *out = buf, *out_len = len;
     return 0;
 }
+
+// The ids under construction, and the ordinary text not yet encoded.
+typedef struct {
+    Tokenizer *tok;
+    int32_t *ids;
+    size_t n, cap;
+    char *text;
+    size_t len, text_cap;
+    int bad;
+} ChatEncoder;
+
+static void encoder_text(ChatEncoder *e, const char *s, size_t n) {
+    if (!e->bad && append(&e->text, &e->len, &e->text_cap, s, n) != 0) e->bad = 1;
+}
+
+static void encoder_id(ChatEncoder *e, int32_t id) {
+    if (e->bad) return;
+    if (e->n == e->cap) {
+        size_t want = e->cap ? 2 * e->cap : 64;
+        int32_t *p = realloc(e->ids, want * sizeof *p);
+        if (!p) {
+            e->bad = 1;
+            return;
+        }
+        e->ids = p, e->cap = want;
+    }
+    e->ids[e->n++] = id;
+}
+
+// The ordinary text gathered so far, encoded whole, onto the ids.
+static void encoder_flush(ChatEncoder *e, GptError *err) {
+    if (e->bad || !e->len) return;
+    int32_t *ids;
+    size_t n;
+    if (tokenizer_encode(e->tok, e->text, e->len, 0, &ids, &n, err) != 0) {
+        e->bad = 1;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) encoder_id(e, ids[i]);
+    free(ids);
+    e->len = 0;
+}
+
+// A template's string: each literal <|endoftext|> the special token.
+static void encoder_template(ChatEncoder *e, const char *s, GptError *err) {
+    static const char eot[] = "<|endoftext|>";
+    int32_t id = tokenizer_eot_id(e->tok);
+    for (const char *hit; id >= 0 && (hit = strstr(s, eot)); s = hit + sizeof eot - 1) {
+        encoder_text(e, s, (size_t)(hit - s));
+        encoder_flush(e, err);
+        encoder_id(e, id);
+    }
+    encoder_text(e, s, strlen(s));
+}
+
+int chat_tokens(Tokenizer *tok, const ChatTemplate *t, const ChatMessage *m, size_t n, int add_generation_prompt,
+                int32_t **ids, size_t *n_ids, GptError *err) {
+    *ids = NULL, *n_ids = 0;
+    if (n > CHAT_MAX_MESSAGES)
+        return gpt_error(err, "%zu messages; a conversation holds at most %d", n, CHAT_MAX_MESSAGES);
+    ChatEncoder e = {.tok = tok};
+    for (size_t i = 0; i < n && !e.bad; i++) {
+        ChatRole r = m[i].role;
+        if ((unsigned)r >= CHAT_ROLES) {
+            free(e.text);
+            free(e.ids);
+            return gpt_error(err, "message %zu: no such role", i);
+        }
+        encoder_template(&e, t->prefix[r], err);
+        encoder_text(&e, m[i].content, m[i].len);
+        encoder_template(&e, t->suffix[r], err);
+    }
+    if (add_generation_prompt) encoder_template(&e, t->generation_prompt, err);
+    encoder_flush(&e, err);
+    // an empty prompt starts a new document, as prompt_tokens's
+    if (!e.n && tokenizer_eot_id(tok) >= 0) encoder_id(&e, tokenizer_eot_id(tok));
+    free(e.text);
+    if (e.bad || !e.n) {
+        free(e.ids);
+        return err->msg[0] ? -1 : gpt_error(err, e.n ? "chat: out of memory" : "chat: an empty prompt and no <|endoftext|>");
+    }
+    *ids = e.ids, *n_ids = e.n;
+    return 0;
+}
+
+void chat_conversation_free(ChatConversation *c) {
+    if (!c) return;
+    for (size_t i = 0; c->m && i < c->n; i++) free((char *)c->m[i].content);
+    free(c->m);
+    c->m = NULL, c->n = 0;
+}
+
+// Message i's content: a string, or an array of text parts joined, into
+// *m (allocated). 0, or -1 with msg.
+static int content_from_json(const cJSON *v, size_t i, ChatMessage *m, char *msg, size_t cap) {
+    char *buf = NULL;
+    size_t len = 0, bcap = 0;
+    if (cJSON_IsString(v)) {
+        if (append(&buf, &len, &bcap, v->valuestring, strlen(v->valuestring)) != 0) goto oom;
+    } else if (cJSON_IsArray(v)) {
+        size_t k = 0;
+        if (append(&buf, &len, &bcap, "", 0) != 0) goto oom;
+        for (const cJSON *p = v->child; p; p = p->next, k++) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+            const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
+            if (k == CHAT_MAX_PARTS) {
+                snprintf(msg, cap, "messages[%zu].content: more than %d parts", i, CHAT_MAX_PARTS);
+                goto fail;
+            }
+            if (!cJSON_IsObject(p) || !cJSON_IsString(type)) {
+                snprintf(msg, cap, "messages[%zu].content[%zu] must be an object {\"type\": \"text\", \"text\": ...}", i,
+                         k);
+                goto fail;
+            }
+            if (strcmp(type->valuestring, "text") != 0) {
+                snprintf(msg, cap, "messages[%zu].content[%zu]: part type \"%.40s\" is not supported (GPT-2 reads "
+                         "text alone: type \"text\")", i, k, type->valuestring);
+                goto fail;
+            }
+            for (const cJSON *f = p->child; f; f = f->next)
+                if (strcmp(f->string, "type") && strcmp(f->string, "text")) {
+                    snprintf(msg, cap, "messages[%zu].content[%zu]: unknown field \"%.40s\"", i, k, f->string);
+                    goto fail;
+                }
+            if (!cJSON_IsString(text)) {
+                snprintf(msg, cap, "messages[%zu].content[%zu].text must be a string", i, k);
+                goto fail;
+            }
+            if (append(&buf, &len, &bcap, text->valuestring, strlen(text->valuestring)) != 0) goto oom;
+        }
+    } else {
+        snprintf(msg, cap, "messages[%zu].content must be a string or an array of text parts", i);
+        return -1;
+    }
+    m->content = buf, m->len = len;
+    return 0;
+oom:
+    snprintf(msg, cap, "out of memory");
+fail:
+    free(buf);
+    return -1;
+}
+
+int chat_conversation_from_json(const cJSON *a, ChatConversation *c, char *msg, size_t cap) {
+    memset(c, 0, sizeof *c);
+    if (!cJSON_IsArray(a)) {
+        snprintf(msg, cap, "messages must be an array of {\"role\", \"content\"} objects");
+        return -1;
+    }
+    size_t n = 0;
+    for (const cJSON *x = a->child; x; x = x->next) n++;
+    if (n == 0) {
+        snprintf(msg, cap, "messages is empty: a conversation has at least one message");
+        return -1;
+    }
+    if (n > CHAT_MAX_MESSAGES) {
+        snprintf(msg, cap, "messages: %zu messages; a conversation holds at most %d", n, CHAT_MAX_MESSAGES);
+        return -1;
+    }
+    if (!(c->m = calloc(n, sizeof *c->m))) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    size_t i = 0;
+    for (const cJSON *x = a->child; x; x = x->next, i++) {
+        const cJSON *role = NULL, *content = NULL;
+        int bad = !cJSON_IsObject(x);
+        if (bad) snprintf(msg, cap, "messages[%zu] must be an object {\"role\", \"content\"}", i);
+        for (const cJSON *f = bad ? NULL : x->child; f && !bad; f = f->next) {
+            if (!strcmp(f->string, "role")) role = f;
+            else if (!strcmp(f->string, "content")) content = f;
+            else if (!strcmp(f->string, "name")) {
+                if (!cJSON_IsString(f)) bad = 1, snprintf(msg, cap, "messages[%zu].name must be a string", i);
+            } else {
+                bad = 1;
+                snprintf(msg, cap, "messages[%zu]: unknown field \"%.40s\" (gpt takes role, content, name)", i,
+                         f->string);
+            }
+        }
+        int r = -1;
+        if (!bad && !cJSON_IsString(role)) bad = 1, snprintf(msg, cap, "messages[%zu].role must be a string", i);
+        if (!bad) {
+            r = !strcmp(role->valuestring, "developer") ? (int)CHAT_SYSTEM : chat_role_from_name(role->valuestring);
+            if (r < 0)
+                bad = 1, snprintf(msg, cap, "messages[%zu].role: \"%.40s\" is not a role gpt takes (system, user, "
+                                            "assistant)", i, role->valuestring);
+        }
+        if (!bad && !content) bad = 1, snprintf(msg, cap, "messages[%zu] has no content", i);
+        if (!bad) {
+            c->m[i].role = (ChatRole)r;
+            bad = content_from_json(content, i, &c->m[i], msg, cap) != 0;
+        }
+        c->n = i + (bad ? 0 : 1);
+        if (bad) {
+            chat_conversation_free(c);
+            return -1;
+        }
+    }
+    return 0;
+}

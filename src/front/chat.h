@@ -10,9 +10,12 @@
  *   then, to answer:   generation_prompt
  *
  * so that a seeded chat answer can be `gpt -p RENDERED --special` with the
- * template's stops, bit for bit. (The template's <|endoftext|> is GPT-2's
- * special token; the front-ends that render conversations, the chat
- * endpoint and `gpt chat`, are still to come.) Built-in templates, by name:
+ * template's stops, bit for bit. A literal <|endoftext|> in the template's
+ * strings is GPT-2's special token; in a message's content it is plain
+ * text (chat_tokens), so a user cannot end a turn by typing it. (Then, and
+ * only then, the command's --special would read the rendered text
+ * otherwise.) gpt serve's /v1/chat/completions and gpt --chat-template
+ * render with it (docs/chat.md). Built-in templates, by name:
  *
  *   gpt2        each message's content followed by <|endoftext|> (DialoGPT's
  *               turn format, and what transformers applied to GPT-2's
@@ -40,6 +43,7 @@
 
 #include "base/error.h"
 #include "front/front.h"
+#include "model/tokenizer.h"
 
 typedef enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT, CHAT_ROLES } ChatRole;
 
@@ -48,7 +52,7 @@ enum {
     CHAT_MAX_MESSAGES = 4096,             // a conversation
 };
 
-typedef struct {
+typedef struct ChatTemplate {
     char name[64];                 // the built-in's name, or the file's path
     char *prefix[CHAT_ROLES], *suffix[CHAT_ROLES];
     char *generation_prompt;
@@ -81,5 +85,35 @@ void chat_template_free(ChatTemplate *t);  // NULL-safe, idempotent
 // with err set (out of memory, too many messages).
 int chat_render(const ChatTemplate *t, const ChatMessage *m, size_t n, int add_generation_prompt, char **out,
                 size_t *out_len, GptError *err);
+
+// The same conversation as token ids: the rendered text, where each
+// literal <|endoftext|> of the template's strings is the special token and
+// everything else (the content above all) is ordinary text; the text
+// between two special tokens is encoded whole, as tiktoken's
+// allowed_special does, so the ids are those of `gpt -p RENDERED --special`
+// when no content holds the literal. An empty result is <|endoftext|>
+// alone, as an empty prompt (prompt_tokens). *ids malloc'd; 0, or -1 with
+// err set.
+int chat_tokens(Tokenizer *tok, const ChatTemplate *t, const ChatMessage *m, size_t n, int add_generation_prompt,
+                int32_t **ids, size_t *n_ids, GptError *err);
+
+// A conversation read from JSON: OpenAI's "messages".
+typedef struct {
+    ChatMessage *m;  // (n) contents owned here
+    size_t n;
+} ChatConversation;
+
+// The most parts a message's content array may have.
+enum { CHAT_MAX_PARTS = 1024 };
+
+// OpenAI's messages array a into *c: each an object {"role": "system" |
+// "user" | "assistant" (also "developer", OpenAI's new name for system),
+// "content": a string, or an array of {"type": "text", "text": "..."} parts,
+// joined; "name" a string, ignored}; at least one, at most
+// CHAT_MAX_MESSAGES. 0, or -1 with msg (cap bytes) naming the message and
+// what is wrong ("messages[2].role: \"tool\" is not a role gpt takes
+// (system, user, assistant)"). Free with chat_conversation_free.
+int chat_conversation_from_json(const cJSON *a, ChatConversation *c, char *msg, size_t cap);
+void chat_conversation_free(ChatConversation *c);  // NULL-safe, idempotent
 
 #endif

@@ -193,6 +193,11 @@ size_t tokens_bytes(const Tokenizer *tok, const int32_t *ids, size_t n);
 // starts where the pieces before it ended).
 cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const TokenLogprob *lp, size_t first,
                      size_t offset);
+// Log-probabilities in OpenAI's chat shape: {"content": [{"token", "logprob",
+// "bytes": [each byte], "top_logprobs": [{"token", "logprob", "bytes"}]}],
+// "refusal": null} for the n tokens lp[0..n) (lp[i].id the token; a
+// token's text as logprobs_json writes it, its exact bytes in "bytes").
+cJSON *chat_logprobs_json(const Tokenizer *tok, const TokenLogprob *lp, size_t n);
 
 // ----------------------------------------------------------------------------
 // model_options.c: a front-end's command line, read with getopt_long. The

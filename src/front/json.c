@@ -83,3 +83,28 @@ cJSON *logprobs_json(const Tokenizer *tok, const int32_t *ids, size_t n, const T
     cJSON_AddItemToObject(root, "top_ids", top_ids);
     return root;
 }
+
+// {"token", "logprob", "bytes": [...]} of one id.
+static cJSON *chat_token_json(const Tokenizer *tok, int32_t id, double logprob) {
+    char buf[TOKEN_TEXT_CAP];
+    size_t len;
+    const unsigned char *b = tokenizer_token_bytes(tok, id, &len);
+    cJSON *o = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "token", token_text(tok, id, buf, sizeof buf));
+    cJSON_AddItemToObject(o, "logprob", exact_json(logprob));
+    for (size_t i = 0; b && i < len; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber(b[i]));
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    return o;
+}
+
+cJSON *chat_logprobs_json(const Tokenizer *tok, const TokenLogprob *lp, size_t n) {
+    cJSON *root = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(root, "content");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *t = chat_token_json(tok, lp[i].id, lp[i].logprob), *top = cJSON_AddArrayToObject(t, "top_logprobs");
+        for (size_t k = 0; k < lp[i].n_top; k++)
+            cJSON_AddItemToArray(top, chat_token_json(tok, lp[i].top_ids[k], lp[i].top_logprobs[k]));
+        cJSON_AddItemToArray(content, t);
+    }
+    cJSON_AddNullToObject(root, "refusal");
+    return root;
+}

@@ -28,6 +28,8 @@
 #include "serve.h"
 #include "base/utf8.h"
 
+static char *print(cJSON *root);
+
 // The most completions one request may have (prompts x n).
 enum { MAX_CHOICES = 64, MAX_N = 16 };
 
@@ -126,10 +128,15 @@ typedef struct {
     cJSON *stop_json;          // what stops[] point into
     GenFields g;
     const cJSON *prompt;
+    const cJSON *messages;     // a chat's
+    int chat;                  // /v1/chat/completions: messages, its logprobs and max_completion_tokens
+    int max_given;             // max_tokens or max_completion_tokens was given
     long n;                    // choices per prompt
     long best_of;              // completions computed per prompt (0: n)
     int echo, stream;
     int stream_options, include_usage;  // stream_options given (not null); its include_usage
+    size_t top_logprobs;       // a chat's top_logprobs
+    int top_given;
 } CompletionBody;
 
 // stream_options: {"include_usage": true or false}, or null. 0, or the status.
@@ -150,6 +157,40 @@ static int read_stream_options(const cJSON *f, CompletionBody *b, char **msg, ch
     return 0;
 }
 
+// A field of a chat body that the completions body has not, or has in
+// another shape: messages; max_completion_tokens (max_tokens' new name);
+// logprobs, a boolean here, with top_logprobs (0 to 20) the alternatives;
+// response_format, refused until gpt constrains its output. 1 when it was
+// one (*status set on a bad value), 0 when it is not.
+static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, size_t len, size_t member,
+                           int *status, char **msg, char *param) {
+    const char *k = f->string;
+    char why[512];
+    if (!strcmp(k, "messages")) {
+        b->messages = f;
+    } else if (!strcmp(k, "max_completion_tokens")) {
+        cJSON alias = *f;  // max_tokens' rules, under this name
+        alias.string = (char *)"max_tokens";
+        if (gen_field_from_json(&b->g, &alias, body, len, member, why, sizeof why) < 0)
+            *status = fail(400, msg, param, k, "max_completion_tokens%s", why + strlen("max_tokens"));
+        b->max_given = 1;
+    } else if (!strcmp(k, "logprobs")) {
+        if (!cJSON_IsBool(f)) *status = fail(400, msg, param, k, "logprobs must be true or false");
+        b->gp.logprobs = cJSON_IsTrue(f);
+    } else if (!strcmp(k, "top_logprobs")) {
+        long top;
+        if (json_int(f, 0, LOGPROBS_TOP_MAX, &top) != 0)
+            *status = fail(400, msg, param, k, "top_logprobs must be an integer in [0, %d]", LOGPROBS_TOP_MAX);
+        else b->top_logprobs = (size_t)top, b->top_given = 1;
+    } else if (!strcmp(k, "response_format")) {
+        *status = fail(400, msg, param, k, "response_format is not supported yet: gpt cannot constrain its output "
+                                           "to a format (leave it out, or ask for JSON in the messages)");
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 // The fields of body's object o into b, each checked. 0, or the status of
 // the first error with *msg and param set.
 static int read_completion_fields(Server *s, const cJSON *o, const char *body, size_t len, CompletionBody *b,
@@ -161,17 +202,24 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
     for (const cJSON *f = o->child; f && !status; f = f->next, member++) {
         const char *k = f->string;
         if (cJSON_IsNull(f)) continue;  // null: as if absent (clients send it for what they leave unset)
+        if (b->chat) {
+            int chat_known = read_chat_field(b, f, body, len, member, &status, msg, param);
+            if (chat_known) continue;
+        }
         int known = gen_field_from_json(&b->g, f, body, len, member, why, sizeof why);
+        if (known > 0 && !strcmp(k, "max_tokens")) b->max_given = 1;
         if (known < 0) status = fail(400, msg, param, k, "%s", why);
         if (known > 0 && !strcmp(k, "keep")) keep_given = 1;
         if (known) continue;
-        if (!strcmp(k, "prompt")) {
+        if (!strcmp(k, "prompt") && !b->chat) {
             b->prompt = f;
         } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
             if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
         } else if (!strcmp(k, "n")) {
             if (json_int(f, 1, MAX_N, &b->n) != 0)
                 status = fail(400, msg, param, k, "n must be an integer in [1, %d]", MAX_N);
+        } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "echo") || !strcmp(k, "suffix"))) {
+            status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
         } else if (!strcmp(k, "best_of")) {
             if (json_int(f, 1, MAX_N, &b->best_of) != 0)
                 status = fail(400, msg, param, k, "best_of must be an integer in [1, %d]", MAX_N);
@@ -193,7 +241,8 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
         }
     }
     if (status) return status;
-    if (!b->prompt) return fail(400, msg, param, "prompt", "no \"prompt\" field");
+    if (b->chat && !b->messages) return fail(400, msg, param, "messages", "no \"messages\" field");
+    if (!b->chat && !b->prompt) return fail(400, msg, param, "prompt", "no \"prompt\" field");
     if (b->stream_options && !b->stream)
         return fail(400, msg, param, "stream_options", "stream_options is only allowed with \"stream\": true");
     if (!b->best_of) b->best_of = b->n;
@@ -209,12 +258,36 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
     if (b->gp.context_shift && b->gp.keep > (size_t)cfg->n_ctx / 2)
         return fail(400, msg, param, "keep", "keep %zu: more than half the model's context (%d): a shift keeps half",
                     b->gp.keep, cfg->n_ctx / 2);
+    if (b->chat) {
+        if (b->top_given && !b->gp.logprobs)
+            return fail(400, msg, param, "top_logprobs", "top_logprobs needs \"logprobs\": true");
+        b->gp.top_logprobs = b->top_logprobs;
+        // OpenAI's default: as long as the context allows (and --max-tokens)
+        if (!b->max_given)
+            b->gp.max_new = s->limits.max_tokens < (size_t)cfg->n_ctx ? s->limits.max_tokens : (size_t)cfg->n_ctx;
+    }
     // echo: the prompt's tokens get their log-probabilities too, from its
     // second (the first has none)
     if (b->echo && b->gp.logprobs) b->gp.logprobs_from = 1;
     GptError err = {{0}};
     if (sampler_params_validate(&b->gp.sampling, &err) != 0)
         return fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
+    return 0;
+}
+
+// Whether a prompt of n_ids tokens fits the context, and with max_tokens
+// the KV pool (one that alone needs more than the pool could never run).
+// 0, or the status.
+static int check_fits(Server *s, size_t n_ids, const CompletionBody *b, char **msg, char *param) {
+    const GPT2Config *cfg = &s->session.model.config;
+    GptError err = {{0}};
+    if (check_prompt_length(cfg, n_ids, &err) != 0)
+        return fail(400, msg, param, b->chat ? "messages" : "prompt", "%s", err.msg);
+    size_t blocks = (sequence_positions(cfg, n_ids, b->gp.max_new) + KV_BLOCK - 1) / KV_BLOCK;
+    if (blocks > s->kv_blocks)
+        return fail(400, msg, param, "max_tokens",
+                    "the prompt and max_tokens need %zu KV blocks; the server's --kv-budget holds %zu", blocks,
+                    s->kv_blocks);
     return 0;
 }
 
@@ -246,14 +319,7 @@ static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_
             free(bytes);
         }
     }
-    if (check_prompt_length(cfg, *n_ids, &err) != 0) return fail(400, msg, param, "prompt", "%s", err.msg);
-    // one that alone needs more than the pool could never run
-    size_t blocks = (sequence_positions(cfg, *n_ids, b->gp.max_new) + KV_BLOCK - 1) / KV_BLOCK;
-    if (blocks > s->kv_blocks)
-        return fail(400, msg, param, "max_tokens",
-                    "the prompt and max_tokens need %zu KV blocks; the server's --kv-budget holds %zu", blocks,
-                    s->kv_blocks);
-    return 0;
+    return check_fits(s, *n_ids, b, msg, param);
 }
 
 // The request of b's prompts: a string, strings, token ids, or arrays of
@@ -350,6 +416,104 @@ int completion_request(Server *s, const char *body, size_t len, Request **out, i
     return status;
 }
 
+// The request of a chat body b: its messages under the server's template,
+// one prompt; the template's stops after the request's. 0 with *out, or
+// the status.
+static int read_conversation(Server *s, CompletionBody *b, Request **out, char **msg, char *param) {
+    const ChatTemplate *t = &s->chat_template;
+    ChatConversation conv;
+    char why[512];
+    if (chat_conversation_from_json(b->messages, &conv, why, sizeof why) != 0)
+        return fail(400, msg, param, "messages", "%s", why);
+    if (b->gp.n_stops + t->n_stops > MAX_STOPS) {
+        chat_conversation_free(&conv);
+        return fail(400, msg, param, "stop", "stop: %zu strings and the chat template's %zu are more than %d",
+                    b->gp.n_stops, t->n_stops, MAX_STOPS);
+    }
+    for (size_t i = 0; i < t->n_stops; i++) b->stops[b->gp.n_stops++] = t->stops[i];
+    b->gp.stops = b->stops;
+    Request *j = request_new(1);
+    GptError err = {{0}};
+    int status = 0;
+    if (!j) status = fail(500, msg, param, NULL, "out of memory");
+    if (!status) {
+        pthread_mutex_lock(&s->tok_lock);
+        int rc = chat_tokens(s->session.tok, t, conv.m, conv.n, 1, &j->prompt_ids[0], &j->prompt_lens[0], &err);
+        pthread_mutex_unlock(&s->tok_lock);
+        if (rc != 0) status = fail(500, msg, param, NULL, "%s", err.msg);
+    }
+    chat_conversation_free(&conv);
+    if (!status) status = check_fits(s, j->prompt_lens[0], b, msg, param);
+    if (status) {
+        request_free(j);
+        return status;
+    }
+    j->chat = 1;
+    *out = j;
+    return 0;
+}
+
+int chat_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg, char *param) {
+    *out = NULL;
+    *stream = 0;
+    *param = '\0';
+    int status = 400;
+    cJSON *o = parse_body(body, len, &status, msg, param);
+    if (!o) return status;
+    CompletionBody b = {.gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}},
+                        .n = 1, .chat = 1};
+    b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
+                      .max_tokens_limit = s->limits.max_tokens,
+                      .vocab_size = (size_t)s->session.model.config.vocab_size};
+    Request *j = NULL;
+    status = read_completion_fields(s, o, body, len, &b, msg, param);
+    if (!status) status = read_conversation(s, &b, &j, msg, param);
+    if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
+    if (!status) {
+        *out = j;
+        *stream = b.stream;
+        j = NULL;
+    }
+    request_free(j);
+    cJSON_Delete(b.stop_json);
+    cJSON_Delete(o);
+    return status;
+}
+
+char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
+    *param = '\0';
+    *status = 400;
+    cJSON *o = parse_body(body, len, status, msg, param);
+    if (!o) return NULL;
+    const cJSON *messages = NULL;
+    *status = 0;
+    for (const cJSON *f = o->child; f && !*status; f = f->next) {
+        if (!strcmp(f->string, "messages")) messages = f;
+        else if (strcmp(f->string, "model") != 0)
+            *status = fail(400, msg, param, f->string, "unknown field \"%.40s\" (apply-template takes messages)",
+                           f->string);
+    }
+    ChatConversation conv = {0};
+    char why[512], *text = NULL, *out = NULL;
+    size_t n;
+    GptError err = {{0}};
+    if (!*status && !messages) *status = fail(400, msg, param, "messages", "no \"messages\" field");
+    if (!*status && chat_conversation_from_json(messages, &conv, why, sizeof why) != 0)
+        *status = fail(400, msg, param, "messages", "%s", why);
+    if (!*status && chat_render(&s->chat_template, conv.m, conv.n, 1, &text, &n, &err) != 0)
+        *status = fail(500, msg, param, NULL, "%s", err.msg);
+    if (!*status) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "prompt", text);
+        out = print(r);
+        *status = 200;
+    }
+    free(text);
+    chat_conversation_free(&conv);
+    cJSON_Delete(o);
+    return out;
+}
+
 int score_request(Server *s, const char *body, size_t len, Request **out, char **msg, char *param) {
     *out = NULL;
     *param = '\0';
@@ -432,10 +596,12 @@ static void add_usage(cJSON *r, const Request *j) {
     cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
 }
 
-static cJSON *response_head(Server *s, const Request *j, const char *id, long created) {
+// chunk: the head of a stream's event (a chat's object differs).
+static cJSON *response_head(Server *s, const Request *j, const char *id, long created, int chunk) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
-    cJSON_AddStringToObject(r, "object", "text_completion");
+    cJSON_AddStringToObject(r, "object", !j->chat ? "text_completion" : chunk ? "chat.completion.chunk"
+                                                                             : "chat.completion");
     cJSON_AddNumberToObject(r, "created", (double)created);
     cJSON_AddStringToObject(r, "model", s->model_name);
     cJSON_AddItemToObject(r, "seed", seed_json(j->seed));
@@ -479,6 +645,96 @@ static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *
     return c;
 }
 
+// The chat log-probabilities of choice c's generated tokens from..to
+// (counted from its first generated token; those whose numbers have not
+// come yet are left out); NULL without "logprobs". Under Server.lock.
+static cJSON *chat_choice_logprobs(Server *s, const Request *j, const Completion *c, size_t from, size_t to) {
+    if (!j->show_logprobs) return NULL;
+    // lp[i] is position lp_from + i of the prompt and generated ids
+    size_t first = c->n_ids + from >= c->lp_from ? c->n_ids + from - c->lp_from : 0;
+    size_t last = c->n_ids + to >= c->lp_from ? c->n_ids + to - c->lp_from : 0;
+    if (last > c->n_lp) last = c->n_lp;
+    if (first > last) first = last;
+    return chat_logprobs_json(s->session.tok, last > first ? c->lp + first : NULL, last - first);
+}
+
+// A chat choice: "message" (whole) or "delta" (a stream's piece: role is
+// NULL after the first) with text; logprobs NULL: null. Beside OpenAI's
+// fields, gpt's as in a completion's choice: its seed and the ids of its
+// tokens (in a stream, those since the last event).
+static cJSON *chat_choice_json(const Request *j, size_t index, size_t k, const char *key, const char *role,
+                               const char *text, const int32_t *tokens, size_t n_tokens, cJSON *logprobs,
+                               const char *finish) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", (double)index);
+    cJSON *m = cJSON_AddObjectToObject(c, key);
+    if (role) cJSON_AddStringToObject(m, "role", role);
+    if (text) cJSON_AddStringToObject(m, "content", text);
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
+    cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
+    return c;
+}
+
+// A copy of n bytes of p, NUL-terminated; NULL when out of memory.
+static char *copy_text(const char *p, size_t n) {
+    char *t = malloc(n + 1);
+    if (!t) return NULL;
+    if (n) memcpy(t, p, n);
+    t[n] = '\0';
+    return t;
+}
+
+static char *chat_response(Server *s, const Request *j, const char *id, long created) {
+    cJSON *r = response_head(s, j, id, created, 0);
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    for (size_t k = 0; k < j->n_completions; k++) {
+        const Completion *c = &j->completions[k];
+        char *text = copy_text(c->text, c->text_len);
+        if (!text) {
+            cJSON_Delete(r);
+            return NULL;
+        }
+        cJSON *lp = chat_choice_logprobs(s, j, c, 0, c->n_tokens);
+        cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "message", "assistant", text, c->tokens, c->n_tokens, lp,
+                                                               c->finish));
+        free(text);
+    }
+    add_usage(r, j);
+    return print(r);
+}
+
+// A chat stream's next event for choice k: the role first (with the text
+// so far), then each new piece of text (whole UTF-8 characters), then the
+// finish reason with an empty delta; NULL when there is nothing new.
+static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long created, int *finished) {
+    Completion *c = &j->completions[k];
+    size_t new_text = c->text_len - c->sent_text;
+    int first = !c->sent_echo;  // sent_echo: the role has been sent
+    if (!first && !new_text && !c->finish) return NULL;
+    // the finish alone once the text is out: an empty delta, as OpenAI's
+    int finish_now = c->finish && !new_text && !first;
+    char *text = finish_now ? NULL : copy_text(new_text ? c->text + c->sent_text : "", new_text);
+    if (!finish_now && !text) return NULL;
+    cJSON *r = response_head(s, j, id, created, 1);
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON *lp = finish_now ? NULL : chat_choice_logprobs(s, j, c, c->sent_tokens, c->n_tokens);
+    cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "delta", first ? "assistant" : NULL, text,
+                                                   c->tokens ? c->tokens + c->sent_tokens : NULL,
+                                                   finish_now ? 0 : c->n_tokens - c->sent_tokens,
+                                                   lp, finish_now ? c->finish : NULL));
+    if (j->include_usage) cJSON_AddNullToObject(r, "usage");
+    free(text);
+    c->sent_echo = 1;
+    c->sent_text = c->text_len;
+    if (!finish_now) c->sent_tokens = c->n_tokens;
+    if (finish_now) c->sent_finish = *finished = 1;
+    return print(r);
+}
+
 // The mean log-probability per generated token of completion c, best_of's
 // measure; -infinity for one with no tokens (it ranks last).
 static double mean_logprob(const Completion *c) {
@@ -514,7 +770,8 @@ static void pick_choices(const Request *j, size_t *picked) {
 }
 
 char *completion_response(Server *s, const Request *j, const char *id, long created) {
-    cJSON *r = response_head(s, j, id, created);
+    if (j->chat) return chat_response(s, j, id, created);
+    cJSON *r = response_head(s, j, id, created, 0);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     size_t picked[MAX_CHOICES];
     pick_choices(j, picked);
@@ -540,7 +797,7 @@ char *completion_response(Server *s, const Request *j, const char *id, long crea
 }
 
 char *usage_chunk(Server *s, const Request *j, const char *id, long created) {
-    cJSON *r = response_head(s, j, id, created);
+    cJSON *r = response_head(s, j, id, created, 1);
     cJSON_AddArrayToObject(r, "choices");
     add_usage(r, j);
     return print(r);
@@ -550,6 +807,7 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     Completion *c = &j->completions[k];
     *finished = c->sent_finish;
     if (c->sent_finish) return NULL;
+    if (j->chat) return chat_chunk(s, j, k, id, created, finished);
     const char *echo = c->sent_echo ? NULL : j->echo[c->prompt];
     size_t new_text = c->text_len - c->sent_text, echo_len = echo ? strlen(echo) : 0;
     // a piece of text (whole UTF-8 characters: the engine's stream holds a
@@ -562,7 +820,7 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     if (echo_len) memcpy(text, echo, echo_len);
     if (new_text) memcpy(text + echo_len, c->text + c->sent_text, new_text);  // no text yet: c->text is NULL
     text[echo_len + new_text] = '\0';
-    cJSON *r = response_head(s, j, id, created);
+    cJSON *r = response_head(s, j, id, created, 1);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
     cJSON_AddItemToArray(completions, choice_json(j, k, k, text, c->tokens + c->sent_tokens,

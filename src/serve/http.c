@@ -10,8 +10,9 @@
  *      route but /health, which load balancers ask, and the page at /,
  *      which asks for the key itself);
  *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
- *      /tokenize and /detokenize at once (tokenizing under the tokenizer's
- *      lock); POST /v1/completions and /v1/score become a Request for the
+ *      /tokenize, /detokenize and /apply-template at once (tokenizing under
+ *      the tokenizer's lock); POST /v1/completions, /v1/chat/completions
+ *      and /v1/score become a Request for the
  *      scheduler, and the connection is parked (suspended: its thread goes
  *      on with the others) until the engine thread has news (Server.news, http_resume);
  *      then it answers: the whole JSON once the request is done, or the
@@ -117,8 +118,8 @@ static int get_path(const char *p) {
            !strcmp(p, "/tokenizer_info") || model_id(p);
 }
 static int post_path(const char *p) {
-    return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/score") || !strcmp(p, "/tokenize") ||
-           !strcmp(p, "/detokenize");
+    return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/score") ||
+           !strcmp(p, "/tokenize") || !strcmp(p, "/detokenize") || !strcmp(p, "/apply-template");
 }
 
 static void count_status(Server *s, int status) {
@@ -326,11 +327,11 @@ static void http_resume(Request *j) {
     j->parked = NULL;
 }
 
-static void completion_id(Server *s, char *id, size_t cap) {
+static void completion_id(Server *s, const Request *j, char *id, size_t cap) {
     pthread_mutex_lock(&s->lock);
     uint64_t n = s->next_id++;
     pthread_mutex_unlock(&s->lock);
-    snprintf(id, cap, "cmpl-%016llx", (unsigned long long)n);
+    snprintf(id, cap, "%s-%016llx", j->chat ? "chatcmpl" : "cmpl", (unsigned long long)n);
 }
 
 // ----------------------------------------------------------------------------
@@ -414,7 +415,7 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
     st->request = j;
     st->conn = c;
     st->created = (long)time(NULL);
-    completion_id(s, st->id, sizeof st->id);
+    completion_id(s, j, st->id, sizeof st->id);
     pthread_mutex_lock(&s->lock);
     j->refs++;  // the stream's own
     pthread_mutex_unlock(&s->lock);
@@ -491,19 +492,21 @@ static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Con
     if (answer_failed_request(s, c, k, j, &rc)) return rc;
     if (j->kind == REQUEST_SCORE) return answer_json(c, k, 200, score_response(s, j));  // the scheduler wrote its last
     char id[40];
-    completion_id(s, id, sizeof id);
+    completion_id(s, j, id, sizeof id);
     pthread_mutex_lock(&s->lock);
     char *body = completion_response(s, j, id, (long)time(NULL));
     pthread_mutex_unlock(&s->lock);
     return answer_json(c, k, 200, body);
 }
 
-static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k) {
+// POST /v1/completions, or (chat) /v1/chat/completions.
+static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k, int chat) {
     Request *j;
     char *msg = NULL;
     char param[PARAM_CAP];
     int stream;
-    int status = completion_request(s, k->body ? k->body : "", k->len, &j, &stream, &msg, param);
+    int status = (chat ? chat_request : completion_request)(s, k->body ? k->body : "", k->len, &j, &stream, &msg,
+                                                           param);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
     k->stream = stream;
@@ -585,12 +588,15 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
         return answer_json(c, k, 200, models_response(s));
     }
     if (draining) return answer_error(c, k, 503, "the server is shutting down", NULL);
-    if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k);
+    if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k, 0);
+    if (!strcmp(p, "/v1/chat/completions")) return post_completions(s, c, k, 1);
     if (!strcmp(p, "/v1/score")) return post_score(s, c, k);
     int status;
     char *msg = NULL, *body;
     char param[PARAM_CAP];
     if (!strcmp(p, "/tokenize")) body = tokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
+    else if (!strcmp(p, "/apply-template"))
+        body = apply_template_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
     else body = detokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
     if (body) return answer_json(c, k, 200, body);
     enum MHD_Result rc = answer_error(c, k, status, msg ? msg : "out of memory", param);

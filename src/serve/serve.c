@@ -74,10 +74,15 @@ static const char *serve_usage =
     "                          (default 10)\n"
     "      --log FILE          the request log, a JSON line per request: appended to FILE;\n"
     "                          - for stdout, off for none (default: stderr)\n"
+    "      --chat-template T   how /v1/chat/completions turns messages into a prompt: gpt2\n"
+    "                          (each message then <|endoftext|>; the default), transcript\n"
+    "                          (User: ...\\nAssistant:), chatml, or a template file (JSON;\n"
+    "                          docs/chat.md)\n"
     "  -h, --help              this help\n"
-    "Endpoints: POST /v1/completions, /v1/score, /tokenize, /detokenize; GET /v1/models,\n"
-    "/v1/models/ID, /tokenizer_info, /health, /metrics. A request with a seed gets exactly what\n"
-    "gpt -p PROMPT -s SEED gives. Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
+    "Endpoints: POST /v1/completions, /v1/chat/completions, /v1/score, /tokenize,\n"
+    "/detokenize, /apply-template; GET /v1/models, /v1/models/ID, /tokenizer_info, /health,\n"
+    "/metrics. A request with a seed gets exactly what gpt -p PROMPT -s SEED gives (a chat:\n"
+    "gpt --chat-template T with its messages; docs/chat.md). Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
     "stderr when ready (not with -q), and one JSON line per request (--log). Exit codes:\n"
     "0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log file that cannot be\n"
     "opened), 2 usage error.\n";
@@ -151,12 +156,14 @@ typedef struct {
     const char *host;
     long port;
     const char *log;       // --log as given, or NULL
+    const char *chat_template;  // --chat-template NAME|FILE (default gpt2)
 } ServeOptions;
 
 // getopt_long codes of gpt serve's own long-only options (the shared ones
 // are front.h's OPT_*)
 enum {
     O_HOST = 256, O_PORT, O_API_KEY, O_CORS_ORIGIN, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE, O_LOG,
+    O_CHAT_TEMPLATE,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt serve's option codes run into the shared ones");
@@ -174,6 +181,7 @@ static const struct option SERVE_OPTIONS[] = {{"help", no_argument, 0, 'h'},
                                               {"timeout", required_argument, 0, O_TIMEOUT},
                                               {"grace", required_argument, 0, O_GRACE},
                                               {"log", required_argument, 0, O_LOG},
+                                              {"chat-template", required_argument, 0, O_CHAT_TEMPLATE},
                                               {0, 0, 0, 0}};
 
 // A whole number in [lo, hi] for an option: 0, or -1.
@@ -208,6 +216,7 @@ static int serve_option(ServeOptions *so, int c, const char *o) {
     long v;
     switch (c) {
     case O_HOST: so->host = o; break;
+    case O_CHAT_TEMPLATE: so->chat_template = o; break;
     case O_PORT:
         if (option_count(o, 0, 65535, &so->port)) return usage_error("serve", "--port %s: must be an integer in [0, 65535]", o);
         break;
@@ -263,7 +272,7 @@ static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *don
     *so = (ServeOptions){.lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
                                  .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32,
                                  .log_fd = STDERR_FILENO},
-                         .host = "127.0.0.1", .port = 8080};
+                         .host = "127.0.0.1", .port = 8080, .chat_template = "gpt2"};
     const char *env_key = getenv("GPT_API_KEY");
     so->lim.api_key = env_key && *env_key ? env_key : NULL;
     *done = 1;
@@ -443,6 +452,7 @@ static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, i
     if (fd >= 0) close(fd);
     if (s->engine_up) engine_free(&s->engine);
     session_close(&s->session);
+    chat_template_free(&s->chat_template);
     free(s);
 }
 
@@ -465,16 +475,26 @@ int run_serve(int argc, char **argv) {
         so.lim.log_fd = strcmp(so.log, "off") ? STDOUT_FILENO : -1;
     }
     int log_fd = so.lim.log_fd > STDERR_FILENO ? so.lim.log_fd : -1;  // ours to close
+    ChatTemplate chat;
+    GptError err = {{0}};
+    if (chat_template_open(so.chat_template, &chat, &err) != 0) {
+        fprintf(stderr, "gpt serve: --chat-template %s: %s\n", so.chat_template, err.msg);
+        if (log_fd >= 0) close(log_fd);
+        return EXIT_RUNTIME;
+    }
     int bound_port = 0, ipv6 = 0, loopback = 0;
     int fd = listen_on(so.host, so.port, &bound_port, &ipv6, &loopback);
     if (fd < 0) {
         if (log_fd >= 0) close(log_fd);
+        chat_template_free(&chat);
         return EXIT_RUNTIME;
     }
     if (!loopback && !so.lim.api_key)
         fprintf(stderr, "gpt serve: warning: listening on %s without --api-key: anyone who can reach this port can "
                         "use the model\n", so.host);
     Server *s = server_new(&so.lim);
+    if (s) s->chat_template = chat;  // the server's from now on
+    else chat_template_free(&chat);
     if (!s) {
         close(fd);
         if (log_fd >= 0) close(log_fd);

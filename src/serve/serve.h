@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "front/chat.h"
 #include "front/front.h"
 #include "engine.h"
 
@@ -82,6 +83,7 @@ typedef struct Request {
                              // the n of the highest mean log-probability per token are answered)
     int show_logprobs;       // the client asked for "logprobs" (best_of computes them to rank)
     int include_usage;       // a stream's stream_options.include_usage: a last chunk with the usage
+    int chat;                // /v1/chat/completions: answered in the chat shapes
     // shared, under Server.lock
     struct MHD_Connection *parked;  // the request's connection, suspended until there is news; or NULL
     int refs;                // the HTTP side and the scheduler: the last one frees
@@ -152,6 +154,7 @@ typedef struct {
 
 typedef struct Server {
     Session session;
+    ChatTemplate chat_template;  // --chat-template: how /v1/chat/completions renders messages
     const char *model_name;  // as the responses name it: the file's name
     ServeLimits limits;
     size_t kv_blocks;        // the pool's blocks
@@ -169,7 +172,7 @@ typedef struct Server {
     int draining;              // SIGINT/SIGTERM: new requests get 503
     int hard_stop;             // the grace ran out: finish everything now
     int stopping;              // the scheduler exits when it has nothing
-    uint64_t next_id;          // of the responses' "id": cmpl-HEX, from a random start
+    uint64_t next_id;          // of the responses' "id": cmpl-HEX (chatcmpl-HEX), from a random start
     long started;              // when the model was loaded (time(NULL))
     Metrics metrics;
     struct Arrival *arrivals;  // http.c's: the open connections, for their requests' deadline
@@ -200,6 +203,12 @@ void request_free(Request *j);
 enum { PARAM_CAP = 64 };
 int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
                    char *param);
+// /v1/chat/completions: the messages rendered with the server's chat
+// template into one prompt (chat_tokens), the template's stops added to
+// the body's; the answers in the chat shapes (Request.chat).
+int chat_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg, char *param);
+// POST /apply-template: {"messages"} -> {"prompt": the rendered text}, as llama-server's.
+char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 int score_request(Server *s, const char *body, size_t len, Request **out, char **msg, char *param);
 // The response of a finished completion request (or, with choice != SIZE_MAX,
 // one stream chunk: the choice's new text and tokens, and its finish

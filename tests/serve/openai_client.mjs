@@ -17,7 +17,15 @@
 //     {"call": "no model", "error": CLASS, "status": 404, "not_found": true, "code": ...}
 //     {"call": "bad key", "error": CLASS, "status": 401, "auth": true, "type": ...}
 //     {"call": "bad value", "error": CLASS, "status": 400, "bad_request": true, "param": ..., "message": ...}
+//     {"call": "chat", "role": ..., "content": ..., "finish_reason": ..., "seed": ..., "object": ..., "usage": ...}
+//     {"call": "chat logprobs", "content": ..., "logprobs": (choices[0].logprobs.content)}
+//     {"call": "chat stream", "role": (the first delta's), "content": (the deltas joined), "chunks": N,
+//      "finish_reason": ..., "usage": (the last chunk's), "last_choices": N, "object": ...}
+//     {"call": "chat max_completion_tokens", "tokens": (usage.completion_tokens)}
+//     {"call": "chat response_format", "error": CLASS, "status": 400, "bad_request": true, "param": ..., "message": ...}
 //
+// The chat calls send CHAT_MESSAGES (exported for the script, which renders
+// them through /apply-template).
 // No retries: an error is seen at once, as it is.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -28,6 +36,8 @@ const { default: OpenAI } = await import(pathToFileURL(join(nodeDir, 'node_modul
 const client = new OpenAI({ baseURL, apiKey: key, maxRetries: 0, timeout: 20000 });
 const request = { model: 'demo.bin', prompt, max_tokens: Number(maxTokens), seed: Number(seed) };
 const say = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+const messages = JSON.parse(process.env.CHAT_MESSAGES);
+const chatRequest = { model: 'demo.bin', messages, max_tokens: Number(maxTokens), seed: Number(seed) };
 
 const plain = await client.completions.create(request);
 say({ call: 'plain', text: plain.choices[0].text, finish_reason: plain.choices[0].finish_reason, seed: plain.seed });
@@ -82,3 +92,39 @@ const wrong = new OpenAI({ baseURL, apiKey: key + '-wrong', maxRetries: 0, timeo
 await failure('bad key', wrong, request, (e) => ({ auth: e instanceof OpenAI.AuthenticationError }));
 await failure('bad value', client, { ...request, temperature: -1 },
               (e) => ({ bad_request: e instanceof OpenAI.BadRequestError }));
+
+// chat.completions
+const chat = await client.chat.completions.create(chatRequest);
+say({ call: 'chat', role: chat.choices[0].message.role, content: chat.choices[0].message.content,
+      finish_reason: chat.choices[0].finish_reason, seed: chat.seed, object: chat.object, usage: chat.usage });
+
+const chatLp = await client.chat.completions.create({ ...chatRequest, logprobs: true, top_logprobs: 2 });
+say({ call: 'chat logprobs', content: chatLp.choices[0].message.content, logprobs: chatLp.choices[0].logprobs.content });
+
+const chatStream = await client.chat.completions.create({ ...chatRequest, stream: true,
+                                                          stream_options: { include_usage: true } });
+let role = null, content = '', cchunks = 0, cfinish = null, cusage = null, clast = -1, cobject = null;
+for await (const chunk of chatStream) {
+    cchunks++;
+    cobject = chunk.object;
+    clast = chunk.choices.length;
+    if (chunk.usage) cusage = chunk.usage;
+    if (!chunk.choices.length) continue;
+    const d = chunk.choices[0].delta;
+    if (d.role && role === null) role = d.role;
+    if (d.content) content += d.content;
+    if (chunk.choices[0].finish_reason) cfinish = chunk.choices[0].finish_reason;
+}
+say({ call: 'chat stream', role, content, chunks: cchunks, finish_reason: cfinish, usage: cusage,
+      last_choices: clast, object: cobject });
+
+const short = await client.chat.completions.create({ ...chatRequest, max_tokens: undefined, max_completion_tokens: 3 });
+say({ call: 'chat max_completion_tokens', tokens: short.usage.completion_tokens });
+
+try {
+    await client.chat.completions.create({ ...chatRequest, response_format: { type: 'json_object' } });
+    say({ call: 'chat response_format', error: null });
+} catch (e) {
+    say({ call: 'chat response_format', error: e.constructor.name, status: e.status, param: e.param ?? null,
+          message: e.error?.message ?? e.message, bad_request: e instanceof OpenAI.BadRequestError });
+}
