@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "grammar/grammar.h"
+#include "sampler.h"
 
 static Grammar *compile(const char *text) {
     GptError err = {{0}};
@@ -240,6 +241,37 @@ int main(void) {
         mask_vs_feed("root ::= \"ab\" \"c\"", "a", tb, tl, V, eos);
         free(tb);
         free(tl);
+    }
+    // the sampler's mask: over many draws and settings, only allowed tokens
+    // come out, and the masked distribution is the unmasked one renormalized
+    {
+        size_t V = 1000;
+        float *logits = malloc(V * sizeof *logits), *copy = malloc(V * sizeof *copy);
+        uint64_t mask[GRAMMAR_MASK_WORDS(1000)] = {0};
+        for (size_t i = 0; i < V; i++) logits[i] = (float)((i * 7919) % 1000) / 100.0f;
+        for (size_t i = 3; i < V; i += 97) mask[i >> 6] |= 1ull << (i & 63);
+        float temps[] = {0.0f, 0.5f, 1.0f, 2.0f};
+        int bad = 0, draws = 0;
+        for (int t = 0; t < 4; t++)
+            for (int variant = 0; variant < 3; variant++) {
+                SamplerParams P = {.temperature = temps[t], .top_p = 1.0f, .repeat_penalty = 1.0f, .seed = 42};
+                if (variant == 1) P.top_k = 5;
+                if (variant == 2) P.top_p = 0.9f;
+                Sampler sp;
+                GptError err;
+                CHECK(sampler_init(&sp, &P, V, &err) == 0, "%s", err.msg);
+                sp.mask = mask;
+                for (int k = 0; k < 200; k++) {
+                    memcpy(copy, logits, V * sizeof *copy);
+                    int32_t id = sampler_sample(&sp, copy, NULL, 0);
+                    draws++;
+                    if (id < 0 || !((mask[id >> 6] >> (id & 63)) & 1)) bad++;
+                }
+                sampler_free(&sp);
+            }
+        CHECK(bad == 0, "%d of %d masked draws outside the mask", bad, draws);
+        free(logits);
+        free(copy);
     }
     return check_exit("test_grammar");
 }
