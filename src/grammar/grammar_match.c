@@ -80,7 +80,7 @@ static int set_add(StackSet *s, const uint32_t *p, size_t n, const GrammarLimits
     if (grow_array(&s->st, &s->cap, s->n + 1, sizeof *s->st) ||
         grow_array(&s->pool, &s->cap_pool, s->n_pool + n, sizeof *s->pool))
         return gpt_error(err, "grammar: out of memory");
-    memcpy(s->pool + s->n_pool, p, n * sizeof *p);
+    if (n) memcpy(s->pool + s->n_pool, p, n * sizeof *p);
     s->st[s->n++] = (StackRef){(uint32_t)s->n_pool, (uint32_t)n, h};
     s->n_pool += n;
     return 0;
