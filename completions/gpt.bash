@@ -41,6 +41,7 @@ _gpt_options='
 -s                  gb     text
 --seed              gb     text
 --stop              gb     text
+--grammar           g      file
 --ignore-eos        gb     -
 --echo              gb     -
 --draft             g      file

@@ -236,7 +236,16 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
             raw = e->raw_logits;
         }
     }
+    if (s->grammar) {  // the grammar's tokens alone (sampler.h: the mask comes first)
+        long allowed = grammar_masker_fill(s->masker, s->grammar, s->mask, &s->error);
+        if (allowed <= 0) {
+            if (allowed == 0) gpt_error(&s->error, "grammar: no token of the vocabulary can continue the text");
+            return sequence_stop(s, STOP_ERROR);
+        }
+        s->sampler.mask = s->mask;
+    }
     int32_t next = sampler_sample(&s->sampler, logits, s->tokens, s->n_tokens);
+    s->sampler.mask = NULL;
     if (next < 0) {
         gpt_error(&s->error, "the model produced no usable logits (NaN or infinite)");
         return sequence_stop(s, STOP_ERROR);
@@ -259,6 +268,12 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
         return sequence_stop(s, STOP_ERROR);
     }
     if (rc == 1) return sequence_stop(s, STOP_STRING);
+    if (s->grammar) {
+        size_t nb;
+        const unsigned char *b = tokenizer_token_bytes(e->tok, next, &nb);
+        if (grammar_matcher_feed(s->grammar, b, nb, &s->error) != 0) return sequence_stop(s, STOP_ERROR);
+        if (grammar_matcher_is_done(s->grammar)) return sequence_stop(s, STOP_GRAMMAR);
+    }
     if (s->n_generated >= s->max_new) return sequence_stop(s, STOP_LENGTH);
     if (sequence_window_len(s) >= n_ctx) {
         if (!s->context_shift) return sequence_stop(s, STOP_CONTEXT);

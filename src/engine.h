@@ -40,6 +40,7 @@
 #include "model/model.h"
 #include "sampler.h"
 #include "model/tokenizer.h"
+#include "grammar/grammar.h"
 
 typedef enum {
     STOP_NONE = 0,   // still running
@@ -48,9 +49,10 @@ typedef enum {
     STOP_CONTEXT,    // the next token would need a position past the context (and no --context-shift)
     STOP_STRING,     // the text reached one of its stop strings (not part of the output)
     STOP_ERROR,      // the model gave no usable logits: seq->error says more
+    STOP_GRAMMAR,    // the grammar accepted the text and no byte can follow
 } StopReason;
 
-// "eos", "length", "context", "stop", "error"; "" for STOP_NONE.
+// "eos", "length", "context", "stop", "error", "grammar"; "" for STOP_NONE.
 const char *stop_reason_name(StopReason r);
 
 typedef struct {
@@ -79,6 +81,14 @@ typedef struct {
     // RNG where it was, the repetition penalty over every token so far.
     int context_shift;
     size_t keep;
+    // A grammar (src/grammar/grammar.h) the output must match, or NULL: each
+    // draw sees only the tokens whose bytes the grammar can read next
+    // (Sampler.mask), <|endoftext|> only where the text so far is a sentence,
+    // and the sequence stops with STOP_GRAMMAR once no byte can follow. Both
+    // are the caller's and must outlive the sequence; vocab is the trie of
+    // the engine's tokenizer (sequence_grammar_vocab).
+    const Grammar *grammar;
+    const GrammarVocab *grammar_vocab;
 } GenParams;
 
 // One token's log-probability and the most likely tokens at its position,
@@ -138,6 +148,10 @@ typedef struct {
     // speculative decoding (engine_step_verify)
     size_t verify_steps;    // decode steps that checked proposals
     size_t proposed, accepted;  // proposals checked, and those the model picked too
+    // a grammar (GenParams.grammar): its state, masks and this draw's mask
+    GrammarMatcher *grammar;
+    GrammarMasker *masker;
+    uint64_t *mask;         // (GRAMMAR_MASK_WORDS(V))
 } Sequence;
 
 typedef struct {
@@ -246,6 +260,11 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
                   const GenParams *p, GptError *err);
 // Gives its blocks back to the pool. NULL-safe, idempotent.
 void sequence_free(Sequence *s, Engine *e);
+
+// The trie of tok's tokens' bytes for a model of V tokens (ids the
+// tokenizer lacks are never allowed), for GenParams.grammar_vocab (the
+// caller's to grammar_vocab_free). NULL with err set on failure.
+GrammarVocab *sequence_grammar_vocab(const Tokenizer *tok, size_t V, GptError *err);
 // The ids the model's window holds (the prompt and what followed, or after
 // a context shift the kept ones and what followed): *n of them.
 const int32_t *sequence_context(const Sequence *s, size_t *n);

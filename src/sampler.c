@@ -273,14 +273,19 @@ static void apply_presence_frequency(Sampler *sp, float *logits, const int32_t *
 static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *history, size_t n_history) {
     const SamplerParams *P = &sp->params;
     if (sp->n_prompt == SAMPLER_PROMPT_UNSET) sp->n_prompt = n_history;
-    if (P->n_bias == 0 && P->presence_penalty == 0.0f && P->frequency_penalty == 0.0f) {
+    if (P->n_bias == 0 && P->presence_penalty == 0.0f && P->frequency_penalty == 0.0f && !sp->mask) {
         apply_repeat_penalty(sp, logits, history, n_history);
         return logits;
     }
     SamplerScratch *s = scratch_of(sp);
     size_t V = s->vocab_size;
     float *l = s->adjusted;
-    memcpy(l, logits, V * sizeof *l);
+    if (sp->mask) {  // the grammar first: -inf stays -inf through every later step
+        for (size_t i = 0; i < V; i++)
+            l[i] = (sp->mask[i >> 6] >> (i & 63)) & 1 ? logits[i] : -INFINITY;
+    } else {
+        memcpy(l, logits, V * sizeof *l);
+    }
     // the double sum rounded to float is the float sum (double holds more
     // than twice float's digits, so rounding twice is harmless): written in
     // double only to read as the reference's formula

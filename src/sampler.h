@@ -1,7 +1,10 @@
 /*
  * sampler.h - logits -> next token id; owns its RNG state.
  *
- * The order of logits processing: OpenAI's logit_bias, the repetition
+ * The order of logits processing: a grammar's mask (Sampler.mask: every
+ * token the grammar cannot read gets -inf, so that no bias, penalty or
+ * temperature can bring it back and the filters and the draw see exactly
+ * the grammar's tokens, as an ordinary distribution), OpenAI's logit_bias, the repetition
  * penalty, OpenAI's presence and frequency penalties, then Hugging Face
  * transformers' (generate with do_sample=True): temperature, top-k, top-p,
  * min-p, then one draw from the renormalized distribution. temperature 0
@@ -138,6 +141,9 @@ typedef struct {
                               // (SAMPLER_PROMPT_UNSET: the first draw's history)
     SamplerScratch *shared;   // a scratch shared with other samplers, or NULL
     SamplerScratch own;       // used when shared is NULL
+    const uint64_t *mask;     // a grammar's allowed tokens for the next draw
+                              // (bit i of word i/64), or NULL: all. The
+                              // caller sets it before a draw and owns it.
 } Sampler;
 
 // Checks every field; on error names the parameter and the rule, e.g.

@@ -20,6 +20,7 @@ const char *stop_reason_name(StopReason r) {
     case STOP_CONTEXT: return "context";
     case STOP_STRING: return "stop";
     case STOP_ERROR: return "error";
+    case STOP_GRAMMAR: return "grammar";
     }
     return "";
 }
@@ -132,7 +133,35 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     if (kvcache_attach(&s->cache, e->kv, capacity, err) != 0 ||
         sampler_init_shared(&s->sampler, &p->sampling, (SamplerScratch *)&e->scratch, err) != 0)
         return -1;
+    if (p->grammar) {
+        size_t V = (size_t)c->vocab_size;
+        if (!p->grammar_vocab || grammar_vocab_size(p->grammar_vocab) != V)
+            return gpt_error(err, "grammar: the vocabulary trie does not match the model's %zu tokens", V);
+        if (!(s->grammar = grammar_matcher_new(p->grammar, err)) ||
+            !(s->masker = grammar_masker_new(p->grammar, p->grammar_vocab, e->eot, NULL, err)))
+            return -1;
+        if (!(s->mask = malloc(GRAMMAR_MASK_WORDS(V) * sizeof *s->mask))) return gpt_error(err, "out of memory");
+    }
     return 0;
+}
+
+GrammarVocab *sequence_grammar_vocab(const Tokenizer *tok, size_t V, GptError *err) {
+    const uint8_t **b = malloc((V ? V : 1) * sizeof *b);
+    size_t *len = malloc((V ? V : 1) * sizeof *len);
+    GrammarVocab *v = NULL;
+    if (!b || !len) {
+        gpt_error(err, "out of memory");
+    } else {
+        for (size_t i = 0; i < V; i++) {  // ids past the tokenizer's (padding) are empty: never allowed
+            len[i] = 0;
+            b[i] = tokenizer_token_bytes(tok, (int32_t)i, &len[i]);
+            if (!b[i]) len[i] = 0;
+        }
+        v = grammar_vocab_new(b, len, V, err);
+    }
+    free(b);
+    free(len);
+    return v;
 }
 
 void sequence_release(Sequence *s, Engine *e) {
@@ -156,6 +185,12 @@ void sequence_free(Sequence *s, Engine *e) {
     free(s->held);
     free(s->lp);
     free(s->win);
+    grammar_matcher_free(s->grammar);
+    grammar_masker_free(s->masker);
+    free(s->mask);
+    s->grammar = NULL;
+    s->masker = NULL;
+    s->mask = NULL;
     sampler_free(&s->sampler);
     token_stream_free(&s->stream);
     memset(s, 0, sizeof *s);

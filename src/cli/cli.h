@@ -61,6 +61,7 @@ typedef struct {
     int ignore_eos, echo, stats, json, special;
     int progress;        // --progress: the progress line even when stderr is no terminal
     int quiet;           // -q: no notes on stderr (the demo model's line, ...), errors still
+    const char *grammar_path;  // --grammar FILE: a GBNF grammar the output matches
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
     int context_shift;   // --context-shift: past the context, start again from the kept tokens

@@ -76,6 +76,8 @@ static const char *usage_text =
     "                          forces it. The order: the bias, --repeat-penalty, then the\n"
     "                          presence and frequency penalties, then --temp and the filters\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
+    "      --grammar FILE      the output matches the GBNF grammar in FILE (docs/grammars.md);\n"
+    "                          the stop reason is \"grammar\" when nothing more can follow\n"
     "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
@@ -215,7 +217,7 @@ enum {
 // front.h's OPT_*)
 enum {
     O_VERSION = 256, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
-    O_MIN_P, O_REPEAT, O_STOP, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
+    O_MIN_P, O_REPEAT, O_STOP, O_GRAMMAR, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
@@ -243,6 +245,7 @@ static const struct option LONG_OPTIONS[] = {
     {"logit-bias", required_argument, 0, O_LOGIT_BIAS},
     {"seed", required_argument, 0, 's'},
     {"stop", required_argument, 0, O_STOP},
+    {"grammar", required_argument, 0, O_GRAMMAR},
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
     {"echo", no_argument, 0, O_ECHO},
     {"json", no_argument, 0, O_JSON},
@@ -290,6 +293,7 @@ static int modes_of(int code) {
     case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
     case O_COMPLETIONS: return GEN | BATCH;
+    case O_GRAMMAR: return GEN;
     case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
@@ -351,6 +355,7 @@ static int flag_option(Options *o, int c) {
     case O_IGNORE_EOS: o->ignore_eos = 1; break;
     case O_ECHO: o->echo = 1; break;
     case O_CONTEXT_SHIFT: o->context_shift = 1; break;
+    case O_GRAMMAR: o->grammar_path = optarg; break;
     case O_JSON: o->json = 1; break;
     case O_STATS: o->stats = 1; break;
     case O_STATS_JSON: o->stats_json = 1; break;
@@ -574,6 +579,8 @@ static int check_combinations(const Options *o, const char *const *given) {
         return FAIL("--lookup and --draft/--draft-dtype exclude each other (one draft per run)");
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
+    if (o->grammar_path && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
+        return FAIL("--grammar with --draft/--lookup is not supported yet (the draft's guesses are not masked)");
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);

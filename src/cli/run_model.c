@@ -31,6 +31,12 @@ static double rate(size_t n, double seconds) { return seconds > 0 ? (double)n / 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 // What a run did, for --stats and --json.
+// --grammar: the compiled grammar and the vocabulary's trie (NULL, NULL: none).
+typedef struct {
+    Grammar *grammar;
+    GrammarVocab *vocab;
+} RunGrammar;
+
 typedef struct {
     const char *model_file;   // the model that ran, as found (-m, $GPT_MODEL or the search)
     size_t prompt_tokens, generated;
@@ -557,10 +563,12 @@ static int generation_result(Generation *g, const char *stop_reason) {
 // One continuation of the prompt ids[0..n_prompt) (its text prompt, for
 // --echo), streamed to stdout or written as --json at the end.
 static int run_generate(const Options *o, const Session *ss, const char *prompt, size_t prompt_len,
-                        const int32_t *ids, size_t n_prompt, const DraftModel *dm) {
+                        const int32_t *ids, size_t n_prompt, const DraftModel *dm, const RunGrammar *gg) {
     Generation g = {.o = o, .ss = ss, .dm = dm, .ids = ids, .n_prompt = n_prompt};
     int rc = EXIT_RUNTIME;
     generation_params(&g);
+    g.gp.grammar = gg->grammar;
+    g.gp.grammar_vocab = gg->vocab;
     if (generation_start(&g) != 0) goto done;
     defer_interrupts();  // from here on a signal ends the run after its step
     if (echo_prompt(&g, prompt, prompt_len) != 0) goto done;
@@ -617,7 +625,7 @@ static long step_several(Engine *e, Sequence *seqs, size_t n, Sequence **live) {
 // and they decode together. Each is the single run with its seed, bit for
 // bit (a row's result never depends on the others in the step). --json only.
 static int run_completions(const Options *o, const Session *ss, const char *prompt, size_t prompt_len,
-                           const int32_t *ids, size_t n_prompt) {
+                           const int32_t *ids, size_t n_prompt, const RunGrammar *gg) {
     const Model *m = &ss->model;
     Tokenizer *tok = ss->tok;
     GptError err = {{0}};
@@ -638,7 +646,8 @@ static int run_completions(const Options *o, const Session *ss, const char *prom
     GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
                     .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
                     .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0,
-                    .context_shift = o->context_shift, .keep = (size_t)o->keep < n_prompt ? (size_t)o->keep : n_prompt};
+                    .context_shift = o->context_shift, .keep = (size_t)o->keep < n_prompt ? (size_t)o->keep : n_prompt,
+                    .grammar = gg->grammar, .grammar_vocab = gg->vocab};
     r.seed = gp.sampling.seed = run_seed(o);
     size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
     size_t step_tokens = n_prompt + n, rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
@@ -896,7 +905,26 @@ static int load_draft(const Options *o, const char *model_file, const Model *m, 
 // ----------------------------------------------------------------------------
 // gpt [--score]
 
+// --grammar FILE compiled, and the trie of the tokenizer's tokens: 0, or
+// -1 after reporting ("gpt: FILE: LINE:COL: ...", exit 1).
+static int load_grammar(const char *path, const Session *ss, RunGrammar *gg) {
+    GptError err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &text, &len, &err) != 0) return report_error(&err), -1;
+    gg->grammar = grammar_compile(text, len, NULL, &err);
+    free(text);
+    if (!gg->grammar) {
+        fprintf(stderr, "gpt: %s: %s\n", path, err.msg);
+        return -1;
+    }
+    gg->vocab = sequence_grammar_vocab(ss->tok, (size_t)ss->model.config.vocab_size, &err);
+    if (!gg->vocab) return report_error(&err), -1;
+    return 0;
+}
+
 int run_model(const Options *o) {
+    RunGrammar gg = {0};
     Session ss;
     catch_interrupts();
     int rc = session_open(&ss, o);
@@ -956,10 +984,13 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
+    if (!scoring && o->grammar_path && load_grammar(o->grammar_path, &ss, &gg) != 0) goto done;
     rc = scoring                ? run_score(o, &ss, ids, n)
-         : o->completions > 1 ? run_completions(o, &ss, prompt, prompt_len, ids, n)
-                              : run_generate(o, &ss, prompt, prompt_len, ids, n, &dm);
+         : o->completions > 1 ? run_completions(o, &ss, prompt, prompt_len, ids, n, &gg)
+                              : run_generate(o, &ss, prompt, prompt_len, ids, n, &dm, &gg);
 done:
+    grammar_free(gg.grammar);
+    grammar_vocab_free(gg.vocab);
     free(ids);
     free(prompt);
     if (chat_on) chat_template_free(&chat);

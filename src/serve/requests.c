@@ -166,7 +166,7 @@ static void completion_done(Server *s, Request *j, Completion *c, const char *fi
 
 static const char *finish_reason(StopReason r) {
     switch (r) {
-    case STOP_EOS: case STOP_STRING: return "stop";
+    case STOP_EOS: case STOP_STRING: case STOP_GRAMMAR: return "stop";
     case STOP_LENGTH: case STOP_CONTEXT: return "length";
     default: return "error";
     }

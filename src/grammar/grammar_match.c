@@ -1,0 +1,548 @@
+/*
+ * grammar_match.c - a Grammar's matcher over bytes, the vocabulary trie and
+ * the token masks (grammar.h).
+ *
+ * A matcher's state is a set of stacks. A stack is a list of positions in
+ * the grammar's elements, its top last; a normalized stack's top is an
+ * EL_BYTES element (the next byte it can read), and the empty stack has
+ * accepted. Normalizing (expand) replaces a top EL_RULE by its return
+ * position (unless that is EL_END) and one stack per alternative of the
+ * rule, until every top is a byte (llama.cpp's advance_stack). Reading byte
+ * b keeps the stacks whose top class holds b, each with its top advanced,
+ * normalized again; equal stacks are kept once. The grammar has no left
+ * recursion (grammar.c refuses it), so expansion ends.
+ *
+ * Masks: the vocabulary is a trie of the tokens' byte strings. From a
+ * state, a depth-first walk reads each edge's byte into the state of its
+ * parent node; an edge whose byte no top class holds is dead with its whole
+ * subtree (pruned at the first byte), and every token that ends at a live
+ * node is allowed. Napkin: GPT-2's 50,257 tokens hold about 330K bytes and
+ * the trie about 260K nodes; a state inside a JSON string keeps nearly all
+ * of them (a full walk), a state before a key or a number prunes all but a
+ * few hundred at the first byte. Masks are cached by the whole state (the
+ * set of stacks, serialized): a state that recurs (inside a string, after a
+ * comma at the same depth) costs one hash and one copy of V/8 bytes. Each
+ * cache entry costs V/8 bytes of mask plus 4 bytes per stack position of
+ * its key (about 6.3 KB for GPT-2); the cache is emptied when it would pass
+ * max_cache_bytes, so memory stays bounded and results never change (a mask
+ * is a function of the state).
+ */
+#include "grammar/grammar_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/grow.h"
+
+/* ---- sets of stacks ---- */
+
+typedef struct {
+    uint32_t off, len;  // positions pool[off .. off+len), top last
+    uint64_t hash;
+} StackRef;
+
+typedef struct {
+    uint32_t *pool;
+    size_t n_pool, cap_pool;
+    StackRef *st;
+    size_t n, cap;
+} StackSet;
+
+static void set_clear(StackSet *s) {
+    s->n_pool = 0;
+    s->n = 0;
+}
+
+static void set_free(StackSet *s) {
+    free(s->pool);
+    free(s->st);
+    memset(s, 0, sizeof *s);
+}
+
+static uint64_t hash_positions(const uint32_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ull ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+// Adds the stack p[0..n) unless an equal one is there. 0, or -1 with err.
+static int set_add(StackSet *s, const uint32_t *p, size_t n, const GrammarLimits *lim, GptError *err) {
+    uint64_t h = hash_positions(p, n);
+    for (size_t i = 0; i < s->n; i++)
+        if (s->st[i].hash == h && s->st[i].len == n && memcmp(s->pool + s->st[i].off, p, n * sizeof *p) == 0)
+            return 0;
+    if (s->n >= lim->max_stacks)
+        return gpt_error(err, "grammar: more than %zu live stacks (the bound; the grammar is too ambiguous)",
+                         lim->max_stacks);
+    if (grow_array(&s->st, &s->cap, s->n + 1, sizeof *s->st) ||
+        grow_array(&s->pool, &s->cap_pool, s->n_pool + n, sizeof *s->pool))
+        return gpt_error(err, "grammar: out of memory");
+    if (n) memcpy(s->pool + s->n_pool, p, n * sizeof *p);
+    s->st[s->n++] = (StackRef){(uint32_t)s->n_pool, (uint32_t)n, h};
+    s->n_pool += n;
+    return 0;
+}
+
+static int set_copy(StackSet *dst, const StackSet *src, GptError *err) {
+    set_clear(dst);
+    if (grow_array(&dst->st, &dst->cap, src->n, sizeof *dst->st) ||
+        grow_array(&dst->pool, &dst->cap_pool, src->n_pool, sizeof *dst->pool))
+        return gpt_error(err, "grammar: out of memory");
+    if (src->n) memcpy(dst->st, src->st, src->n * sizeof *src->st);
+    if (src->n_pool) memcpy(dst->pool, src->pool, src->n_pool * sizeof *src->pool);
+    dst->n = src->n;
+    dst->n_pool = src->n_pool;
+    return 0;
+}
+
+// A work buffer for expand: each level copies its stack (bounded by
+// max_stack_depth) so that alternatives do not see each other's writes.
+typedef struct {
+    uint32_t *buf;
+    size_t n, cap;
+} Work;
+
+// Normalizes the stack w->buf[off .. off+n), which ends at w->n, into out
+// (see the file's comment). Each alternative gets its own copy above it,
+// since expansion writes; offsets, not pointers, because the buffer grows.
+static int expand(const Grammar *g, StackSet *out, Work *w, size_t off, size_t n, GptError *err) {
+    if (n == 0 || g->el[w->buf[off + n - 1]].type == EL_BYTES)
+        return set_add(out, w->buf + off, n, &g->lim, err);
+    if (n + 1 > g->lim.max_stack_depth)
+        return gpt_error(err, "grammar: a stack deeper than %zu positions (the bound)", g->lim.max_stack_depth);
+    uint32_t top = w->buf[off + n - 1];
+    uint32_t r = g->el[top].value;
+    size_t base = w->n;
+    if (grow_array(&w->buf, &w->cap, base + n + 1, sizeof *w->buf)) return gpt_error(err, "grammar: out of memory");
+    for (uint32_t a = g->rule_alt_start[r]; a < g->rule_alt_start[r + 1]; a++) {
+        uint32_t *q = w->buf + base;
+        memcpy(q, w->buf + off, (n - 1) * sizeof *q);
+        size_t m = n - 1;
+        if (g->el[top + 1].type != EL_END) q[m++] = top + 1;
+        uint32_t start = g->alts[a];
+        if (g->el[start].type != EL_END) q[m++] = start;
+        w->n = base + m;
+        int rc = expand(g, out, w, base, m, err);
+        w->n = base;
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+// out := the states of in after reading byte b. out is cleared first.
+static int set_advance(const Grammar *g, const StackSet *in, unsigned b, StackSet *out, Work *w,
+                       GptError *err) {
+    set_clear(out);
+    for (size_t i = 0; i < in->n; i++) {
+        const StackRef *s = &in->st[i];
+        if (s->len == 0) continue;
+        const uint32_t *p = in->pool + s->off;
+        uint32_t top = p[s->len - 1];
+        if (!gclass_has(&g->classes[g->el[top].value], b)) continue;
+        if (grow_array(&w->buf, &w->cap, s->len + 1, sizeof *w->buf)) return gpt_error(err, "grammar: out of memory");
+        memcpy(w->buf, p, (s->len - 1) * sizeof *p);
+        size_t m = s->len - 1;
+        if (g->el[top + 1].type != EL_END) w->buf[m++] = top + 1;
+        w->n = m;
+        if (expand(g, out, w, 0, m, err)) return -1;
+    }
+    return 0;
+}
+
+// The bytes any stack of s can read next (a union of top classes).
+static void set_first(const Grammar *g, const StackSet *s, GClass *c) {
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->st[i].len == 0) continue;
+        const GClass *t = &g->classes[g->el[s->pool[s->st[i].off + s->st[i].len - 1]].value];
+        for (int k = 0; k < 4; k++) c->bits[k] |= t->bits[k];
+    }
+}
+
+static int set_can_end(const StackSet *s) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->st[i].len == 0) return 1;
+    return 0;
+}
+
+/* ---- matcher ---- */
+
+struct GrammarMatcher {
+    const Grammar *g;
+    StackSet cur, next;
+    Work w;
+};
+
+GrammarMatcher *grammar_matcher_new(const Grammar *g, GptError *err) {
+    GrammarMatcher *m = calloc(1, sizeof *m);
+    if (!m) return gpt_error(err, "grammar: out of memory"), NULL;
+    m->g = g;
+    // the root's alternatives, each a stack of its first position
+    for (uint32_t a = g->rule_alt_start[g->root]; a < g->rule_alt_start[g->root + 1]; a++) {
+        uint32_t pos = g->alts[a];
+        size_t n = 0;
+        if (grow_array(&m->w.buf, &m->w.cap, 1, sizeof *m->w.buf)) {
+            grammar_matcher_free(m);
+            return gpt_error(err, "grammar: out of memory"), NULL;
+        }
+        if (g->el[pos].type != EL_END) m->w.buf[n++] = pos;
+        m->w.n = n;
+        if (expand(g, &m->cur, &m->w, 0, n, err)) {
+            grammar_matcher_free(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+GrammarMatcher *grammar_matcher_copy(const GrammarMatcher *src, GptError *err) {
+    GrammarMatcher *m = calloc(1, sizeof *m);
+    if (!m) return gpt_error(err, "grammar: out of memory"), NULL;
+    m->g = src->g;
+    if (set_copy(&m->cur, &src->cur, err)) {
+        grammar_matcher_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int grammar_matcher_assign(GrammarMatcher *dst, const GrammarMatcher *src, GptError *err) {
+    dst->g = src->g;
+    return set_copy(&dst->cur, &src->cur, err);
+}
+
+void grammar_matcher_free(GrammarMatcher *m) {
+    if (!m) return;
+    set_free(&m->cur);
+    set_free(&m->next);
+    free(m->w.buf);
+    free(m);
+}
+
+// Reads n bytes: 0 alive, 1 dead at a byte (m unchanged, *at its offset),
+// -1 a bound or memory (m unchanged, err set).
+static int feed(GrammarMatcher *m, const uint8_t *bytes, size_t n, size_t *at, GptError *err) {
+    if (n == 0) return 0;
+    StackSet save = {0};
+    if (set_copy(&save, &m->cur, err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        int rc = set_advance(m->g, &m->cur, bytes[i], &m->next, &m->w, err);
+        if (rc == 0 && m->next.n == 0) {
+            *at = i;
+            rc = 1;
+        }
+        if (rc) {
+            StackSet t = m->cur;
+            m->cur = save;
+            set_free(&t);
+            return rc;
+        }
+        StackSet t = m->cur;
+        m->cur = m->next;
+        m->next = t;
+    }
+    set_free(&save);
+    return 0;
+}
+
+int grammar_matcher_feed(GrammarMatcher *m, const uint8_t *bytes, size_t n, GptError *err) {
+    size_t at = 0;
+    int rc = feed(m, bytes, n, &at, err);
+    if (rc == 1) return gpt_error(err, "grammar: byte 0x%02x at offset %zu is not allowed", bytes[at], at);
+    return rc;
+}
+
+bool grammar_matcher_can_end(const GrammarMatcher *m) { return set_can_end(&m->cur); }
+
+bool grammar_matcher_is_done(const GrammarMatcher *m) {
+    for (size_t i = 0; i < m->cur.n; i++)
+        if (m->cur.st[i].len != 0) return false;
+    return m->cur.n > 0;
+}
+
+int grammar_match(const Grammar *g, const char *s, size_t n, GptError *err) {
+    GrammarMatcher *m = grammar_matcher_new(g, err);
+    if (!m) return -1;
+    size_t at;
+    int rc = feed(m, (const uint8_t *)s, n, &at, err);
+    int ok = rc == 0 ? grammar_matcher_can_end(m) : rc == 1 ? 0 : -1;
+    grammar_matcher_free(m);
+    return ok;
+}
+
+/* ---- the vocabulary trie ---- */
+
+typedef struct {
+    uint32_t first_edge, n_edges;  // edges[first_edge ..), sorted by byte
+    uint32_t first_tok, n_tok;     // tokens ending here: toks[first_tok ..)
+} TrieNode;
+
+typedef struct {
+    uint8_t byte;
+    uint32_t child;
+} TrieEdge;
+
+struct GrammarVocab {
+    size_t V;
+    TrieNode *nodes;
+    size_t n_nodes;
+    TrieEdge *edges;
+    uint32_t *toks;
+    size_t max_len;
+};
+
+// A token for sorting by bytes (then id).
+typedef struct {
+    const uint8_t *b;
+    size_t len;
+    uint32_t id;
+} SortTok;
+
+static int tok_cmp(const void *x, const void *y) {
+    const SortTok *a = x, *b = y;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = n ? memcmp(a->b, b->b, n) : 0;
+    if (c) return c;
+    if (a->len != b->len) return a->len < b->len ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+// Builds the trie from the tokens sorted by bytes: a node per distinct
+// prefix, its edges in byte order, made by one recursive pass over each
+// range of tokens that share a prefix.
+static int build(GrammarVocab *v, const SortTok *t, size_t lo, size_t hi, size_t depth, uint32_t node, size_t *cap_nodes, size_t *cap_edges,
+                 size_t *n_edges) {
+    // tokens of exactly this length end here (they sort first)
+    size_t i = lo;
+    v->nodes[node].first_tok = (uint32_t)i;
+    while (i < hi && t[i].len == depth) i++;
+    v->nodes[node].n_tok = (uint32_t)(i - lo);
+    // children: runs of the same next byte
+    size_t first_edge = *n_edges, ne = 0;
+    for (size_t j = i; j < hi;) {
+        uint8_t c = t[j].b[depth];
+        size_t k = j;
+        while (k < hi && t[k].b[depth] == c) k++;
+        ne++;
+        j = k;
+    }
+    if (grow_array(&v->edges, cap_edges, first_edge + ne, sizeof *v->edges)) return -1;
+    *n_edges += ne;
+    v->nodes[node].first_edge = (uint32_t)first_edge;
+    v->nodes[node].n_edges = (uint32_t)ne;
+    size_t e = first_edge;
+    for (size_t j = i; j < hi;) {
+        uint8_t c = t[j].b[depth];
+        size_t k = j;
+        while (k < hi && t[k].b[depth] == c) k++;
+        if (grow_array(&v->nodes, cap_nodes, v->n_nodes + 1, sizeof *v->nodes)) return -1;
+        uint32_t child = (uint32_t)v->n_nodes++;
+        v->edges[e].byte = c;
+        v->edges[e].child = child;
+        e++;
+        if (build(v, t, j, k, depth + 1, child, cap_nodes, cap_edges, n_edges)) return -1;
+        j = k;
+    }
+    return 0;
+}
+
+GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t *token_len, size_t V,
+                                GptError *err) {
+    if (V == 0 || V > INT32_MAX) return gpt_error(err, "grammar: vocabulary of %zu tokens", V), NULL;
+    GrammarVocab *v = calloc(1, sizeof *v);
+    SortTok *t = malloc(V * sizeof *t);
+    if (!v || !t) goto oom;
+    v->V = V;
+    v->toks = malloc(V * sizeof *v->toks);
+    if (!v->toks) goto oom;
+    for (size_t i = 0; i < V; i++) {
+        t[i] = (SortTok){token_bytes[i], token_len[i], (uint32_t)i};
+        if (token_len[i] > v->max_len) v->max_len = token_len[i];
+    }
+    qsort(t, V, sizeof *t, tok_cmp);
+    for (size_t i = 0; i < V; i++) v->toks[i] = t[i].id;
+    size_t cap_nodes = 0, cap_edges = 0, n_edges = 0;
+    if (grow_array(&v->nodes, &cap_nodes, 1, sizeof *v->nodes)) goto oom;
+    v->n_nodes = 1;
+    if (build(v, t, 0, V, 0, 0, &cap_nodes, &cap_edges, &n_edges)) goto oom;
+    free(t);
+    return v;
+oom:
+    free(t);
+    grammar_vocab_free(v);
+    return gpt_error(err, "grammar: out of memory for the vocabulary trie"), NULL;
+}
+
+void grammar_vocab_free(GrammarVocab *v) {
+    if (!v) return;
+    free(v->nodes);
+    free(v->edges);
+    free(v->toks);
+    free(v);
+}
+
+size_t grammar_vocab_size(const GrammarVocab *v) { return v ? v->V : 0; }
+
+/* ---- masks ---- */
+
+typedef struct {
+    uint64_t hash;
+    uint32_t *key;   // the state serialized: for each stack, its length then its positions
+    size_t key_len;
+    uint64_t *mask;  // (GRAMMAR_MASK_WORDS(V))
+    long n_allowed;
+} CacheEntry;
+
+struct GrammarMasker {
+    const Grammar *g;
+    const GrammarVocab *v;
+    int32_t eos;
+    GrammarLimits lim;
+    StackSet *level;   // (max_len + 1) the state at each depth of the walk
+    Work w;
+    CacheEntry *cache; // open addressing, n_slots (a power of two)
+    size_t n_slots, n_used, cache_bytes;
+    uint32_t *key;
+    size_t key_cap;
+    GrammarMaskerStats stats;
+};
+
+GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
+                                  const GrammarLimits *limits, GptError *err) {
+    GrammarMasker *mk = calloc(1, sizeof *mk);
+    if (!mk) return gpt_error(err, "grammar: out of memory"), NULL;
+    mk->g = g;
+    mk->v = v;
+    mk->eos = eos_id;
+    mk->lim = grammar_limits_resolve(limits ? limits : &g->lim);
+    mk->level = calloc(v->max_len + 1, sizeof *mk->level);
+    mk->n_slots = 1024;
+    mk->cache = calloc(mk->n_slots, sizeof *mk->cache);
+    if (!mk->level || !mk->cache) {
+        grammar_masker_free(mk);
+        return gpt_error(err, "grammar: out of memory"), NULL;
+    }
+    return mk;
+}
+
+static void cache_clear(GrammarMasker *mk) {
+    for (size_t i = 0; i < mk->n_slots; i++) {
+        free(mk->cache[i].key);
+        free(mk->cache[i].mask);
+    }
+    memset(mk->cache, 0, mk->n_slots * sizeof *mk->cache);
+    mk->n_used = 0;
+    mk->cache_bytes = 0;
+}
+
+void grammar_masker_free(GrammarMasker *mk) {
+    if (!mk) return;
+    if (mk->cache) cache_clear(mk);
+    free(mk->cache);
+    if (mk->level)
+        for (size_t i = 0; i <= mk->v->max_len; i++) set_free(&mk->level[i]);
+    free(mk->level);
+    free(mk->w.buf);
+    free(mk->key);
+    free(mk);
+}
+
+GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
+    GrammarMaskerStats s = mk->stats;
+    s.cache_bytes = mk->cache_bytes;
+    return s;
+}
+
+// The DFS of the trie below node, in state level[depth].
+static int walk(GrammarMasker *mk, uint32_t node, size_t depth, uint64_t *mask, long *n, GptError *err) {
+    const GrammarVocab *v = mk->v;
+    const TrieNode *t = &v->nodes[node];
+    GClass first;
+    set_first(mk->g, &mk->level[depth], &first);
+    for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
+        const TrieEdge *E = &v->edges[e];
+        if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        mk->stats.nodes_visited++;
+        StackSet *nx = &mk->level[depth + 1];
+        if (set_advance(mk->g, &mk->level[depth], E->byte, nx, &mk->w, err)) return -1;
+        if (nx->n == 0) continue;
+        const TrieNode *c = &v->nodes[E->child];
+        for (uint32_t k = 0; k < c->n_tok; k++) {
+            uint32_t id = v->toks[c->first_tok + k];
+            if ((int32_t)id == mk->eos) continue;
+            mask[id >> 6] |= 1ull << (id & 63);
+            (*n)++;
+        }
+        if (c->n_edges && walk(mk, E->child, depth + 1, mask, n, err)) return -1;
+    }
+    return 0;
+}
+
+static size_t serialize(GrammarMasker *mk, const StackSet *s, GptError *err) {
+    size_t need = s->n + s->n_pool;
+    if (grow_array(&mk->key, &mk->key_cap, need ? need : 1, sizeof *mk->key)) {
+        gpt_error(err, "grammar: out of memory");
+        return SIZE_MAX;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        mk->key[k++] = s->st[i].len;
+        memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
+        k += s->st[i].len;
+    }
+    return k;
+}
+
+long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask, GptError *err) {
+    size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
+    size_t klen = serialize(mk, &m->cur, err);
+    if (klen == SIZE_MAX) return -1;
+    uint64_t h = hash_positions(mk->key, klen);
+    size_t slot = (size_t)h & (mk->n_slots - 1);
+    while (mk->cache[slot].mask) {
+        CacheEntry *c = &mk->cache[slot];
+        if (c->hash == h && c->key_len == klen && memcmp(c->key, mk->key, klen * sizeof *mk->key) == 0) {
+            memcpy(mask, c->mask, W * sizeof *mask);
+            mk->stats.cached++;
+            return c->n_allowed;
+        }
+        slot = (slot + 1) & (mk->n_slots - 1);
+    }
+    memset(mask, 0, W * sizeof *mask);
+    long n = 0;
+    if (set_copy(&mk->level[0], &m->cur, err) || walk(mk, 0, 0, mask, &n, err)) return -1;
+    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(&m->cur)) {
+        mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
+        n++;
+    }
+    mk->stats.computed++;
+    // keep it: empty the cache first when it would pass its bound or its
+    // table would be more than half full (the table does not grow)
+    size_t bytes = W * sizeof *mask + klen * sizeof *mk->key + sizeof(CacheEntry);
+    if (bytes > mk->lim.max_cache_bytes) return n;
+    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes || 2 * (mk->n_used + 1) > mk->n_slots) {
+        cache_clear(mk);
+        slot = (size_t)h & (mk->n_slots - 1);
+    }
+    CacheEntry *c = &mk->cache[slot];
+    c->mask = malloc(W * sizeof *mask);
+    c->key = malloc((klen ? klen : 1) * sizeof *mk->key);
+    if (!c->mask || !c->key) {
+        free(c->mask);
+        free(c->key);
+        c->mask = NULL;
+        c->key = NULL;
+        return n;  // not cached; the mask is right
+    }
+    memcpy(c->mask, mask, W * sizeof *mask);
+    memcpy(c->key, mk->key, klen * sizeof *mk->key);
+    c->key_len = klen;
+    c->hash = h;
+    c->n_allowed = n;
+    mk->n_used++;
+    mk->cache_bytes += bytes;
+    return n;
+}

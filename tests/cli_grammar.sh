@@ -1,0 +1,95 @@
+#!/bin/sh
+# cli_grammar.sh - gpt --grammar on the demo model (docs/grammars.md):
+#   - over seeds and temperatures, every output of a record grammar matches
+#     the same language written as a Python regular expression (re.fullmatch,
+#     an independent matcher), and every output of llama.cpp's JSON grammar
+#     that stopped with "grammar" parses with Python's json module;
+#   - --completions 3 gives, bit for bit, the single runs of seeds s, s+1, s+2;
+#   - bad grammars: one line naming the file, LINE:COL and what was
+#     expected, exit 1; --grammar with --lookup is a usage error (exit 2).
+# Prints "cli_grammar: N passed, M failed".
+GPT=${GPT:-build/gpt}
+CHECK_NAME=cli_grammar
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
+PY=/usr/bin/python3
+MODEL=models/demo.bin
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+cat > "$T/rec.gbnf" <<'G'
+root ::= "{" ws "\"name\"" ws ":" ws str ws "," ws "\"age\"" ws ":" ws [0-9]{1,3} ws "}"
+str ::= "\"" [a-zA-Z ]{1,20} "\""   # a short name
+ws ::= " "?
+G
+RE='\{ ?"name" ?: ?"[a-zA-Z ]{1,20}" ?, ?"age" ?: ?[0-9]{1,3} ?\}'
+cat > "$T/json.gbnf" <<'G'
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+  )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+G
+
+for temp in 0 0.7 1 1.5; do
+    for seed in 1 2 3 4 5; do
+        if "$GPT" -m $MODEL -q -p "Record:" --grammar "$T/rec.gbnf" -s $seed --temp $temp -n 80 --json > "$T/out" 2> "$T/err" &&
+            $PY -c 'import json,re,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["stop_reason"]=="grammar" and re.fullmatch(sys.argv[2], d["text"]) else 1)' "$T/out" "$RE"; then
+            pass
+        else
+            fail "record grammar, seed $seed temp $temp: $(cat "$T/out" "$T/err")"
+        fi
+        if "$GPT" -m $MODEL -q -p "JSON:" --grammar "$T/json.gbnf" -s $seed --temp $temp -n 120 --json > "$T/out" 2> "$T/err" &&
+            $PY -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+if d["stop_reason"] == "grammar": json.loads(d["text"])
+elif d["stop_reason"] != "length": sys.exit(1)
+elif not d["text"].lstrip().startswith("{"): sys.exit(1)' "$T/out"; then
+            pass
+        else
+            fail "json grammar, seed $seed temp $temp: $(cat "$T/out" "$T/err")"
+        fi
+    done
+done
+
+# --completions 3: the single runs' bits
+"$GPT" -m $MODEL -q -p "Record:" --grammar "$T/rec.gbnf" -s 7 --temp 1 -n 60 --completions 3 --json > "$T/many" 2> "$T/err" || fail "completions: $(cat "$T/err")"
+for i in 0 1 2; do
+    "$GPT" -m $MODEL -q -p "Record:" --grammar "$T/rec.gbnf" -s $((7 + i)) --temp 1 -n 60 --json > "$T/one" 2> "$T/err"
+    if $PY -c 'import json,sys; m=json.load(open(sys.argv[1])); o=json.load(open(sys.argv[2])); c=(m.get("completions") or m.get("choices"))[int(sys.argv[3])]; sys.exit(0 if c["text"]==o["text"] and c["tokens"]==o["tokens"] and c["stop_reason"]==o["stop_reason"] else 1)' "$T/many" "$T/one" $i; then
+        pass
+    else
+        fail "--completions 3, completion $i differs from the single run of seed $((7 + i))"
+    fi
+done
+
+# errors
+bad() {  # FILE-CONTENT, expected text in the message
+    printf '%s' "$1" > "$T/bad.gbnf"
+    "$GPT" -m $MODEL -q -p x --grammar "$T/bad.gbnf" -n 5 > /dev/null 2> "$T/err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qF "$T/bad.gbnf: $2" "$T/err"; then pass; else fail "bad grammar '$1': exit $rc: $(cat "$T/err")"; fi
+}
+bad 'root ::= "a" | nope' '1:16: undefined rule'
+bad 'root ::= ("a"' "1:14: expected ')'"
+bad 'root ::= x
+x ::= x "a" | "b"' "2:1: left recursion: rule 'x'"
+bad 'root ::= "a"{1,200000}' '1:16: repetition count above 10000'
+"$GPT" -m $MODEL -q -p x --grammar "$T/rec.gbnf" --lookup 2 -n 5 > /dev/null 2> "$T/err"
+if [ $? -eq 2 ] && grep -q -- "--grammar with --draft/--lookup" "$T/err"; then pass; else fail "--grammar --lookup: $(cat "$T/err")"; fi
+summary
