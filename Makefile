@@ -69,7 +69,7 @@ CKPT_DIR ?= build/ckpt
 PREFIX   ?= /usr/local
 
 # the library's folders, one pattern each, lowest layer first
-LIB_DIRS   := src/base src/model src/kernels src
+LIB_DIRS   := src/base src/model src/grammar src/kernels src
 LIB_SRCS   := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS   := $(LIB_SRCS:src/%.c=$(BUILD)/src/%.o)
 LIB        := $(BUILD)/libgpt.a

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 SRC = os.path.join(ROOT, 'src')
-LAYERS = {'base': 0, 'model': 1, 'kernels': 2, '': 3, 'front': 4, 'cli': 5, 'serve': 5}
+LAYERS = {'base': 0, 'model': 1, 'grammar': 1, 'kernels': 2, '': 3, 'front': 4, 'cli': 5, 'serve': 5}
 passed = failed = 0
 
 
