@@ -43,6 +43,8 @@ In the beginning|--temp 0 -n 30|{"max_tokens":30,"temperature":0,"seed":0}
 The end.|--ignore-eos -n 50|{"max_tokens":50,"ignore_eos":true,"seed":9}
 Mr. Speaker, Mr. Vice President|-n 12|{"max_tokens":12,"seed":"18446744073709551615"}
 Hello|-n 20 --logprobs 3|{"max_tokens":20,"seed":3,"logprobs":3}
+Hello|-n 20 --stop , --logprobs 1|{"max_tokens":20,"seed":3,"stop":",","logprobs":1}
+Hello|-n 300 --ignore-eos|{"max_tokens":300,"seed":13,"ignore_eos":true}
 The LORD said|-n 12 --temp 0.7 --logprobs 2 --echo|{"max_tokens":12,"temperature":0.7,"seed":4,"logprobs":2,"echo":true}
 In the beginning God created|-n 260 --context-shift --keep 3 --ignore-eos --logprobs 1|{"max_tokens":260,"context_shift":true,"keep":3,"ignore_eos":true,"seed":8,"logprobs":1}
 $PREFIX build a tower|-n 24 --temp 0.9|{"max_tokens":24,"seed":11,"temperature":0.9}

@@ -265,6 +265,49 @@ static void test_model_errors(void) {
     result_free(&r);
 }
 
+// gpt run in directory dir with args (a shell's words, quoted), stdin
+// /dev/null: its exit status, stderr into err (cap bytes), -1 if it could
+// not be run.
+static int run_in_dir(const char *dir, const char *args, char *err, size_t cap) {
+    char gpt[4096], cmd[8192];
+    if (!realpath(gpt_binary(), gpt)) return -1;
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s < /dev/null > stdout 2> stderr; echo $? > status", dir, gpt, args);
+    if (system(cmd) != 0) return -1;
+    char *status = NULL, *text = NULL;
+    size_t n;
+    int rc = -1;
+    if (file_read_all(path_in(dir, "status"), &status, &n, NULL) == 0) rc = atoi(status);
+    err[0] = '\0';
+    if (file_read_all(path_in(dir, "stderr"), &text, &n, NULL) == 0) snprintf(err, cap, "%s", text);
+    free(status);
+    free(text);
+    return rc;
+}
+
+// A model the search found in the working directory, which the user never
+// named, that fails to load: the message says where it came from, as a
+// stale $GPT_MODEL's does (an empty ./models/gpt2/, a bad ./models/gpt2.bin)
+static void test_default_model_errors(void) {
+    char dir[512], cmd[2048], err[4096];
+    snprintf(dir, sizeof dir, "%s/stray", tmpdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/models/gpt2", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    int rc = run_in_dir(dir, "-p x -n 1", err, sizeof err);
+    CHECK(rc == 1 && one_line(err) &&
+              strstr(err, "(the default ./models/gpt2/, found in the working directory; -m PATH or $GPT_MODEL names "
+                          "another)\n"),
+          "an empty ./models/gpt2/: rc %d, '%s'", rc, err);
+    snprintf(cmd, sizeof cmd, "echo 'version https://git-lfs.github.com/spec/v1' > %s/models/gpt2.bin", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    rc = run_in_dir(dir, "-p x -n 1", err, sizeof err);
+    CHECK(rc == 1 && one_line(err) && strstr(err, "models/gpt2.bin") &&
+              strstr(err, "(the default ./models/gpt2.bin, found in the working directory;"),
+          "a bad ./models/gpt2.bin: rc %d, '%s'", rc, err);
+    // -m names it: the plain message
+    rc = run_in_dir(dir, "-m models/gpt2.bin -p x -n 1", err, sizeof err);
+    CHECK(rc == 1 && one_line(err) && !strstr(err, "the default"), "-m models/gpt2.bin: rc %d, '%s'", rc, err);
+}
+
 static cJSON *parse_json_output(const Result *r) {
     cJSON *j = cJSON_Parse(r->out);
     CHECK(j != NULL, "stdout is not JSON: '%.200s' (rc %d, stderr '%.300s')", r->out, r->rc, r->err);
@@ -903,6 +946,74 @@ static void test_stats_json(void) {
     }
 }
 
+// Promises the help makes and runs that broke them (issue 39's trial).
+static void test_promises(void) {
+    const char *demo = "models/demo.bin";
+    // a $GPT_TUNE that is no mode is refused as --tune bogus is; --tune wins
+    const char *tune = getenv("GPT_TUNE");
+    char saved[32];
+    snprintf(saved, sizeof saved, "%s", tune ? tune : "");
+    setenv("GPT_TUNE", "bogus", 1);
+    Result r = RUN("-m", ckpt("tiny"), "-p", "Hi", "-n", "3");
+    CHECK(r.rc == 2 && r.out_len == 0 && one_line(r.err) && strstr(r.err, "gpt: $GPT_TUNE=bogus: must be on, off or force"),
+          "GPT_TUNE=bogus: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-p", "Hi", "-n", "3", "--tune", "off");
+    CHECK(r.rc == 0, "GPT_TUNE=bogus --tune off: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    if (tune) setenv("GPT_TUNE", saved, 1);
+    else unsetenv("GPT_TUNE");
+
+    // --stats names the choice --json calls "best", by the same index
+    r = RUN("-m", demo, "-q", "-p", "x", "--choice", " a", "--choice", " b", "--stats");
+    Result js = RUN("-m", demo, "-q", "-p", "x", "--choice", " a", "--choice", " b", "--json");
+    cJSON *j = parse_json_output(&js);
+    const char *at = strstr(r.err, "choices:    2, best ");
+    int best = j ? cJSON_GetObjectItem(j, "best")->valueint : -1, shown = at ? atoi(at + 20) : -2;
+    CHECK(r.rc == 0 && shown == best, "--stats' best %d, --json's %d: '%s'", shown, best, r.err);
+    cJSON_Delete(j);
+    result_free(&js);
+    result_free(&r);
+
+    // a stop string: the text ends before it; tokens and logprobs are the
+    // tokens as generated, the one that carried it too, in --json and
+    // --per-token alike, as --help says
+    r = RUN("-m", demo, "-q", "-p", "Hello", "-n", "20", "-s", "3", "--stop", ",", "--logprobs", "0", "--json");
+    Result pt = RUN("-m", demo, "-q", "-p", "Hello", "-n", "20", "-s", "3", "--stop", ",", "--per-token");
+    j = parse_json_output(&r);
+    cJSON *tokens = j ? cJSON_GetObjectItem(j, "tokens") : NULL;
+    int n_tokens = cJSON_GetArraySize(tokens), lines = 0;
+    for (const char *c = pt.out; *c; c++) lines += *c == '\n';
+    char ids[512] = "";
+    for (int i = 0; i < n_tokens; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%d ", cJSON_GetArrayItem(tokens, i)->valueint);
+    Result dt = RUN_IN(ids, "-m", demo, "-q", "--detokenize");
+    const char *text = j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "text")) : NULL;
+    CHECK(j && text && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop_reason")), "stop") &&
+              !strncmp(dt.out, text, strlen(text)) && strchr(dt.out + strlen(text), ',') &&
+              cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "logprobs"), "token_ids")) == n_tokens &&
+              lines == n_tokens,
+          "--stop ',': text '%s', tokens' text '%s', %d tokens, %d --per-token lines", text ? text : "", dt.out,
+          n_tokens, lines);
+    cJSON_Delete(j);
+    result_free(&dt);
+    result_free(&pt);
+    result_free(&r);
+    r = RUN("--help");
+    CHECK(strstr(r.out, "but tokens and logprobs keep the token\n                          that carried it"),
+          "--help does not say what --stop does to tokens and logprobs");
+    // --completions needs --json, as the help says; --choice repeats
+    CHECK(strstr(r.out, "--completions N     N continuations of the prompt, with --json (needed)"),
+          "--help does not say --completions needs --json");
+    CHECK(strstr(r.out, "gpt --choice TEXT [--choice TEXT]... [options]") && !strstr(r.out, "--choice TEXT..."),
+          "--help's usage line of --choice reads as one option of several values");
+    result_free(&r);
+    // gpt serve -h lists the page at /
+    r = RUN("serve", "-h");
+    CHECK(r.rc == 0 && strstr(r.out, "GET / (a page to try the model)"), "gpt serve -h lacks GET /: %s", r.out);
+    result_free(&r);
+}
+
 int main(void) {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     char *text = NULL;
@@ -912,6 +1023,8 @@ int main(void) {
     cJSON *refs = text ? cJSON_Parse(text) : NULL;
     test_usage();
     test_model_errors();
+    test_default_model_errors();
+    test_promises();
     if (refs) {
         test_tokenize_cli(refs);
         test_final_newline();

@@ -24,7 +24,8 @@ static const char *usage_text =
     "usage: gpt [options]                       generate text from a prompt\n"
     "       gpt --batch [options] < prompts     one JSON line per prompt line (see below)\n"
     "       gpt --score [options]               log-probability of each token of a text\n"
-    "       gpt --choice TEXT... [options]      the most likely of continuations of a prompt\n"
+    "       gpt --choice TEXT [--choice TEXT]... [options]\n"
+    "                                           the most likely of continuations of a prompt\n"
     "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
@@ -67,7 +68,9 @@ static const char *usage_text =
     "                          forces it. The order: the bias, --repeat-penalty, then the\n"
     "                          presence and frequency penalties, then --temp and the filters\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
-    "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
+    "      --stop STR          stop when the text contains STR (repeatable); STR is not output:\n"
+    "                          the text ends before it, but tokens and logprobs keep the token\n"
+    "                          that carried it (--json, --per-token: the tokens as generated);\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
     "      --context-shift     past the context, go on: the window starts again from the\n"
@@ -76,10 +79,11 @@ static const char *usage_text =
     "                          the sampler's state carried over); without it generation stops\n"
     "      --keep N            the prompt tokens every shift keeps (default 0; at most half\n"
     "                          the context; more than the prompt: the prompt)\n"
-    "      --completions N     N continuations of the prompt (1 to 64, default 1), seeds -s,\n"
-    "                          -s + 1, ...: each the run with its seed; the prompt computed\n"
-    "                          once; with --json, a list \"completions\"; in --batch every\n"
-    "                          line's (a --jsonl line's \"n\"), listed when more than one\n"
+    "      --completions N     N continuations of the prompt, with --json (needed): a list\n"
+    "                          \"completions\" (1 to 64, default 1); seeds -s, -s + 1, ...: each\n"
+    "                          the run with its seed; the prompt computed once; in --batch\n"
+    "                          every line's (a --jsonl line's \"n\"), listed when more than\n"
+    "                          one (not with --text)\n"
     "      --echo              print the prompt before the continuation (--json: the text\n"
     "                          starts with it; with --logprobs, its tokens get theirs too)\n"
     "      --logprobs N        each generated token's log-probability and the N most likely\n"
@@ -558,9 +562,14 @@ static int check_combinations(const Options *o, const char *const *given) {
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
+    // --text writes one text per input line and nothing else: what has no
+    // place there is refused, never dropped
     if (o->completions > 1 && o->mode == MODE_BATCH && o->text_output)
-        return FAIL("--completions %ld and --text exclude each other (--text writes one text per line)",
-                    o->completions);
+        return FAIL("--completions %ld and --text exclude each other (--text writes one text per input line; without "
+                    "--text each JSON line lists its \"completions\")", o->completions);
+    if (o->logprobs >= 0 && o->mode == MODE_BATCH && o->text_output)
+        return FAIL("--logprobs and --text exclude each other (--text writes only the text; without --text each JSON "
+                    "line has its \"logprobs\")");
     if (o->completions > 1 && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
         return FAIL("--completions and speculative decoding exclude each other (a draft guesses for one sequence)");
     // options that --json would silently drop

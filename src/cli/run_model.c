@@ -831,8 +831,9 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     if (out_flush() != 0) goto done;
     rc = EXIT_OK;
     if (o->stats) {
-        fprintf(stderr, "choices:    %zu, most likely %zu (sum %.6f); prompt computed once, %zu tokens reused\n", nc,
-                best + 1, c[best].sum, engine.prefix_tokens_reused);
+        // the index counts from 0, as --json's "index" and "best" do
+        fprintf(stderr, "choices:    %zu, best %zu (sum %.6f); prompt computed once, %zu tokens reused\n", nc, best,
+                c[best].sum, engine.prefix_tokens_reused);
         print_stats(m, &r, o->threads);
     }
     if (o->stats_json) print_stats_json(m, &r);

@@ -464,9 +464,14 @@ static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, 
     return o;
 }
 
-// Choice `index`, of completion k (its seed: the request's + k); logprobs NULL: null.
-static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *text, const int32_t *tokens,
-                          size_t n_tokens, cJSON *logprobs, const char *finish) {
+// Choice `index`, completion k (its seed: the request's + k); logprobs NULL:
+// null. Once it has finished: finish_reason, gpt's own "stop_reason" (which
+// tells "context" from "length", and "eos" from "stop") and "seq_tokens",
+// the positions its KV cache held, as `gpt --json`'s stats.seq_tokens.
+static cJSON *choice_json(const Request *j, size_t index, const Completion *done, const char *text,
+                          const int32_t *tokens, size_t n_tokens, cJSON *logprobs) {
+    size_t k = (size_t)(done - j->completions);
+    const char *finish = done->finish;
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
     cJSON_AddNumberToObject(c, "index", (double)index);
@@ -476,6 +481,10 @@ static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
     cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
+    if (finish) {
+        cJSON_AddStringToObject(c, "stop_reason", done->stop_reason ? done->stop_reason : finish);
+        if (done->stop_reason) cJSON_AddNumberToObject(c, "seq_tokens", (double)done->seq_tokens);
+    }
     return c;
 }
 
@@ -532,7 +541,7 @@ char *completion_response(Server *s, const Request *j, const char *id, long crea
         if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
         text[echo_len + c->text_len] = '\0';
         cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
-        cJSON_AddItemToArray(completions, choice_json(j, i, k, text, c->tokens, c->n_tokens, lp, c->finish));
+        cJSON_AddItemToArray(completions, choice_json(j, i, c, text, c->tokens, c->n_tokens, lp));
         free(text);
     }
     add_usage(r, j);
@@ -565,8 +574,8 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     cJSON *r = response_head(s, j, id, created);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
-    cJSON_AddItemToArray(completions, choice_json(j, k, k, text, c->tokens + c->sent_tokens,
-                                                  c->n_tokens - c->sent_tokens, lp, c->finish));
+    cJSON_AddItemToArray(completions, choice_json(j, k, c, text, c->tokens + c->sent_tokens,
+                                                  c->n_tokens - c->sent_tokens, lp));
     if (j->include_usage) cJSON_AddNullToObject(r, "usage");  // as OpenAI's: null but in the last
     free(text);
     c->sent_echo = 1;
