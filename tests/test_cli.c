@@ -133,6 +133,17 @@ static void test_usage(void) {
     CHECK(r.rc == 0 && r.err[0] == '\0', "sampling options with --temp 0.5: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
 
+    // a prompt without -p: the hint names the option it lacks
+    r = RUN("-m", ckpt("tiny"), "Hello world", "-n", "2");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt: unexpected argument 'Hello world' (did you mean -p "
+                                                        "\"Hello world\"?)"),
+          "a prompt without -p: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "say \"hi\"");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "(did you mean -p 'say \"hi\"'?)"),
+          "a prompt with quotes without -p: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+
     // --flag=value is the same as --flag value
     r = RUN("-m", ckpt("tiny"), "-p", "x", "--top-p=2");
     CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
@@ -1008,6 +1019,31 @@ static void test_promises(void) {
     CHECK(strstr(r.out, "gpt --choice TEXT [--choice TEXT]... [options]") && !strstr(r.out, "--choice TEXT..."),
           "--help's usage line of --choice reads as one option of several values");
     result_free(&r);
+    // gpt tune: the variants measured and saved, and a run then reads them
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    char saved_xdg[512];
+    snprintf(saved_xdg, sizeof saved_xdg, "%s", xdg ? xdg : "");
+    setenv("XDG_CACHE_HOME", cache, 1);
+    r = RUN("tune", "-m", ckpt("tiny"), "-t", "1");
+    char want[600];
+    snprintf(want, sizeof want, "tuning:     measured in ");
+    CHECK(r.rc == 0 && strstr(r.out, want) && strstr(r.out, ", saved to ") && strstr(r.out, cache) &&
+              strstr(r.out, "  qkv "),
+          "gpt tune: rc %d, '%s', '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-t", "1", "--tune", "on", "-p", "x", "-n", "1", "--stats");
+    CHECK(r.rc == 0 && strstr(r.err, "tuning:     from wisdom ") && strstr(r.err, cache),
+          "a run after gpt tune: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("tune", "-m", ckpt("tiny"), "--tune", "off");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt tune: unknown option '--tune'"), "gpt tune --tune: rc %d, '%s'",
+          r.rc, r.err);
+    result_free(&r);
+    if (xdg) setenv("XDG_CACHE_HOME", saved_xdg, 1);
+    else unsetenv("XDG_CACHE_HOME");
+
     // gpt serve -h lists the page at /
     r = RUN("serve", "-h");
     CHECK(r.rc == 0 && strstr(r.out, "GET / (a page to try the model)"), "gpt serve -h lacks GET /: %s", r.out);

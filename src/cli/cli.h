@@ -13,6 +13,7 @@
  *   batch.c        --batch: prompts from stdin, one result line each
  *   tokenize.c     --tokenize and --detokenize
  *   convert.c      gpt convert and gpt inspect
+ *   tune.c         gpt tune: the matmul variants measured and saved
  *   output.c       stdout, with every write checked
  *   progress.c     the progress line on stderr
  *
@@ -130,6 +131,11 @@ int session_open(Session *s, const Options *o);
 
 // run_model.c: gpt [--score] and --choice with a model.
 int run_model(const Options *o);
+// The "tuning:" block of --stats (how the matmul variants were chosen, one
+// line per product) on e: 0, or -1 when e has failed.
+int print_tuning(FILE *e, const TuneReport *t);
+// tune.c: gpt tune, argv from the subcommand's name on.
+int run_tune(int argc, char **argv);
 
 // probs.c
 // One line of --per-token: the token's text escaped (print_escaped), TAB,

@@ -30,6 +30,7 @@ static const char *usage_text =
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
+    "       gpt tune [options]                  measure and save the kernels' variants (see gpt tune -h)\n"
     "       gpt serve [options]                 an OpenAI-compatible HTTP server (see gpt serve -h)\n"
     "\n"
     "model and input:\n"

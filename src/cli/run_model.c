@@ -201,20 +201,22 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
                 j->parts ? 100.0 * (double)(j->parts - j->caller_parts) / (double)j->parts : 0.0,
                 100.0 * (double)j->solo_runs / (double)j->runs);
     if (r->blas) fprintf(e, "blas:       prompts of %d tokens or more through %s\n", BLAS_MIN_ROWS, r->blas);
-    if (r->tune) {
-        const TuneReport *t = r->tune;
-        if (strcmp(t->source, "wisdom") == 0) fprintf(e, "tuning:     from wisdom %s", t->path);
-        else if (strcmp(t->source, "measured") == 0)
-            fprintf(e, "tuning:     measured in %.3f s%s%s", t->seconds, t->note[0] ? "" : ", saved to ",
-                    t->note[0] ? "" : t->path);
-        else fprintf(e, "tuning:     default variants");
-        if (t->note[0]) fprintf(e, " (%s)", t->note);
-        fprintf(e, "\n");
-        tune_print(t, e);
-    }
+    if (r->tune) print_tuning(e, r->tune);
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
         fprintf(e, "seed:       %llu\n", (unsigned long long)r->seed);
+}
+
+int print_tuning(FILE *e, const TuneReport *t) {
+    if (strcmp(t->source, "wisdom") == 0) fprintf(e, "tuning:     from wisdom %s", t->path);
+    else if (strcmp(t->source, "measured") == 0)
+        fprintf(e, "tuning:     measured in %.3f s%s%s", t->seconds, t->note[0] ? "" : ", saved to ",
+                t->note[0] ? "" : t->path);
+    else fprintf(e, "tuning:     default variants");
+    if (t->note[0]) fprintf(e, " (%s)", t->note);
+    fprintf(e, "\n");
+    tune_print(t, e);
+    return ferror(e) ? -1 : 0;
 }
 
 // ----------------------------------------------------------------------------

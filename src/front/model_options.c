@@ -162,7 +162,15 @@ int options_next(OptionParser *p, int argc, char **argv) {
     int longindex = -1;
     int c = getopt_long(argc, argv, p->shorts, p->table, &longindex);
     if (c == -1 && optind < argc) {
-        usage_error(p->cmd, "unexpected argument '%s'", argv[optind]);
+        // `gpt "Hello"`: a prompt without -p, the likeliest slip of all
+        const char *w = argv[optind];
+        int hint = !p->cmd && !p->given['p'] && *w && *w != '-';
+        if (hint && !strpbrk(w, "\"$`\\"))
+            usage_error(p->cmd, "unexpected argument '%s' (did you mean -p \"%s\"?)", w, w);
+        else if (hint && !strchr(w, '\''))
+            usage_error(p->cmd, "unexpected argument '%s' (did you mean -p '%s'?)", w, w);
+        else
+            usage_error(p->cmd, "unexpected argument '%s'", w);
         return OPTION_FAILED;
     }
     if (c == -1 && p->bad_tune_env && !p->given[OPT_TUNE]) {
