@@ -411,6 +411,23 @@ static void test_generation(void) {
     cJSON_Delete(j);
     result_free(&z);
 
+    // An empty stdin (or one newline) is the empty prompt, with one note on
+    // stderr (-q silences it); -p "" gets none
+    const char *empties[] = {"", "\n"};
+    for (int i = 0; i < 2; i++) {
+        Result e1 = RUN_IN(empties[i], "-m", tiny, "-n", "2", "--temp", "0");
+        Result e2 = RUN("-m", tiny, "-p", "", "-n", "2", "--temp", "0");
+        CHECK(e1.rc == 0 && one_line(e1.err) &&
+                  strstr(e1.err, "gpt: the prompt read from stdin is empty: starting from <|endoftext|>") &&
+                  !strcmp(e1.out, e2.out) && e2.err[0] == '\0',
+              "an empty stdin (%d): rc %d, '%s'; -p \"\": '%s'", i, e1.rc, e1.err, e2.err);
+        result_free(&e1);
+        result_free(&e2);
+    }
+    Result eq = RUN_IN("", "-m", tiny, "-n", "2", "-q");
+    CHECK(eq.rc == 0 && eq.err[0] == '\0', "an empty stdin with -q: '%s'", eq.err);
+    result_free(&eq);
+
     // -n 0 generates nothing and succeeds.
     Result n0 = RUN("-m", tiny, "-p", "Hi", "-n", "0");
     CHECK(n0.rc == 0 && n0.out_len == 0, "-n 0: rc %d, out '%s'", n0.rc, n0.out);
@@ -1019,6 +1036,26 @@ static void test_promises(void) {
     CHECK(strstr(r.out, "gpt --choice TEXT [--choice TEXT]... [options]") && !strstr(r.out, "--choice TEXT..."),
           "--help's usage line of --choice reads as one option of several values");
     result_free(&r);
+    // the seed at the top level of every answer that samples: a single run,
+    // --completions (the first; completion i's is seed + i), a --batch line
+    const char *seeded[][12] = {{"-p", "Hi", "-n", "2", "-s", "77", "--json"},
+                                {"-p", "Hi", "-n", "2", "-s", "77", "--json", "--completions", "2"},
+                                {"--batch", "-n", "2", "-s", "77", "--completions", "2"},
+                                {"--batch", "-n", "2", "-s", "77"}};
+    for (int i = 0; i < 4; i++) {
+        const char *args[20] = {"-m", demo, "-q"};
+        int n = 3;
+        for (int k = 0; seeded[i][k]; k++) args[n++] = seeded[i][k];
+        args[n] = NULL;
+        r = run_gpt(tmpdir, "Hi\n", 3, args);
+        j = parse_json_output(&r);
+        const cJSON *seed = j ? cJSON_GetObjectItem(j, "seed") : NULL;
+        CHECK(r.rc == 0 && seed && cJSON_GetNumberValue(seed) == 77, "%s %s: no top-level seed 77: %s", seeded[i][0],
+              seeded[i][7] ? seeded[i][7] : "", r.out);
+        cJSON_Delete(j);
+        result_free(&r);
+    }
+
     // gpt tune: the variants measured and saved, and a run then reads them
     char cache[512];
     snprintf(cache, sizeof cache, "%s/cache", tmpdir);

@@ -500,6 +500,7 @@ static int write_request(Batch *b, Request *j) {
         if (list) {
             cJSON_AddItemToObject(r, "prompt_ids", ids_json(s0->tokens, s0->n_prompt));
             cJSON_AddNumberToObject(r, "prompt_tokens", (double)s0->n_prompt);
+            cJSON_AddItemToObject(r, "seed", seed_json(j->params.sampling.seed));  // completion k's: seed + k
             cJSON_AddItemToObject(r, "completions", list);
         }
     }

@@ -41,7 +41,7 @@ static const char *usage_text =
     "                          model demo.bin shipped with gpt)\n"
     "  -p, --prompt TEXT       the prompt (or text); without it, all of stdin less one final\n"
     "                          newline (or CR LF), in every mode; an empty prompt (an empty\n"
-    "                          stdin too) starts from <|endoftext|>\n"
+    "                          stdin too, with a note) starts from <|endoftext|>\n"
     "      --keep-newline      keep the final newline of a text read from stdin\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"

@@ -545,6 +545,7 @@ static int generation_result(Generation *g, const char *stop_reason) {
     if (g->text) g->text[g->text_len] = '\0';
     cJSON_AddStringToObject(root, "text", g->text ? g->text : "");
     cJSON_AddStringToObject(root, "stop_reason", stop_reason);
+    cJSON_AddItemToObject(root, "seed", seed_json(g->r.seed));  // every answer that samples has it here
     if (g->gp.logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
         cJSON_AddItemToObject(root, "logprobs",
                               o->echo ? logprobs_json(g->ss->tok, seq->tokens, seq->n_tokens, seq->lp, seq->lp_from, 0)
@@ -715,6 +716,7 @@ static int run_completions(const Options *o, const Session *ss, const char *prom
     r.decode_seconds = engine.forward_seconds - r.prefill_seconds;
     KVPoolStats ps = kvpool_stats(engine.kv);
     r.kv_allocated = ps.peak_held * ps.block_bytes;
+    cJSON_AddItemToObject(root, "seed", seed_json(gp.sampling.seed));  // completion i's: seed + i
     cJSON_AddItemToObject(root, "completions", list);
     cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
     cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
