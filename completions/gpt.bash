@@ -59,6 +59,7 @@ _gpt_options='
 --stats-json        gbsc   -
 --per-token         gs     -
 --stride            s      text
+--prepend-eos       s      -
 --json              gstc   -
 --stats             gbsc   -
 -t                  gbsc   text

@@ -104,6 +104,14 @@ check "/v1/score" [ "$(post /v1/score '{"prompt":"The cat sat on the mat."}' "$t
 "$GPT" -m "$MODEL" --score -p "The cat sat on the mat." --json 2> /dev/null > "$tmp/score_cli"
 check "/v1/score = gpt --score --json" [ "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/o")" = \
     "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/score_cli")" ]
+check "/v1/score's logprobs line up with its tokens (the first null)" \
+    jq -e '(.logprobs | length) == (.tokens | length) and .logprobs[0] == null' "$tmp/o" > /dev/null
+check "/v1/score with prepend_eos" \
+    [ "$(post /v1/score '{"prompt":"The cat sat on the mat.","prepend_eos":true}' "$tmp/o")" = 200 ]
+"$GPT" -m "$MODEL" --score --prepend-eos -p "The cat sat on the mat." --json 2> /dev/null > "$tmp/score_cli"
+check "/v1/score prepend_eos = gpt --score --prepend-eos --json: $(jq -c .tokens "$tmp/o")" \
+    [ "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/o")" = \
+      "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/score_cli")" ]
 
 # the promise, one request at a time: plain, streamed, and the stream read back
 i=0
@@ -334,6 +342,7 @@ err 400 "a prompt beyond the context" POST /v1/completions "{\"prompt\":\"$(prin
 err 400 "an invalid UTF-8 escape" POST /v1/completions '{"prompt":"\ud800"}' "invalid JSON string"
 err 400 "/tokenize without content" POST /tokenize '{"text":"x"}' "unknown field"
 err 400 "/v1/score of nothing" POST /v1/score '{"prompt":""}' "the text is empty"
+err 400 "/v1/score prepend_eos 1" POST /v1/score '{"prompt":"x","prepend_eos":1}' "prepend_eos must be true or false"
 err 404 "no such endpoint" GET /v2/nothing ""
 err 405 "GET /v1/completions" GET /v1/completions "" "takes POST"
 err 405 "POST /health" POST /health '{}' "takes GET or HEAD"

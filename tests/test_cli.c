@@ -777,12 +777,16 @@ static void test_score(const cJSON *refs) {
             cJSON *j = parse_json_output(&r);
             if (j) {
                 const cJSON *want = cJSON_GetObjectItem(c, "prompt_token_logprobs");
+                // lined up with tokens: the first token's is null, the reference starts at the second
                 const cJSON *got = cJSON_GetObjectItem(j, "logprobs");
-                CHECK(cJSON_GetArraySize(got) == cJSON_GetArraySize(want), "%s %d: %d logprobs, want %d",
-                      names[m], i, cJSON_GetArraySize(got), cJSON_GetArraySize(want));
+                CHECK(cJSON_GetArraySize(got) == cJSON_GetArraySize(want) + 1 && cJSON_IsNull(cJSON_GetArrayItem(got, 0)) &&
+                          cJSON_GetArraySize(got) == cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")),
+                      "%s %d: %d logprobs, want null + %d", names[m], i, cJSON_GetArraySize(got),
+                      cJSON_GetArraySize(want));
                 double worst = 0;
-                for (int k = 0; k < cJSON_GetArraySize(want) && k < cJSON_GetArraySize(got); k++) {
-                    double d = fabs(cJSON_GetArrayItem(got, k)->valuedouble - cJSON_GetArrayItem(want, k)->valuedouble);
+                for (int k = 0; k < cJSON_GetArraySize(want) && k + 1 < cJSON_GetArraySize(got); k++) {
+                    double d =
+                        fabs(cJSON_GetArrayItem(got, k + 1)->valuedouble - cJSON_GetArrayItem(want, k)->valuedouble);
                     if (d > worst) worst = d;
                 }
                 CHECK(worst < 1e-3, "%s %d: a log-prob is off by %g", names[m], i, worst);
@@ -799,6 +803,27 @@ static void test_score(const cJSON *refs) {
     }
     Result r = RUN("-m", ckpt("tiny"), "-p", "Hello world", "--score");
     CHECK(r.rc == 0 && strstr(r.out, "perplexity") && one_line(r.out), "--score summary: '%s'", r.out);
+    result_free(&r);
+    // --prepend-eos scores the first token too, from <|endoftext|>
+    // (lm-evaluation-harness's rule): the run of the text typed after a
+    // literal <|endoftext|> with --special, bit for bit
+    r = RUN("-m", ckpt("tiny"), "-p", "Hello world", "--score", "--json", "--prepend-eos");
+    Result lit = RUN("-m", ckpt("tiny"), "-p", "<|endoftext|>Hello world", "--score", "--json", "--special");
+    cJSON *a = parse_json_output(&r), *b = parse_json_output(&lit);
+    char *pa = NULL, *pb = NULL;
+    if (a && b) {
+        cJSON_DeleteItemFromObject(a, "stats");
+        cJSON_DeleteItemFromObject(b, "stats");
+        pa = cJSON_PrintUnformatted(a);
+        pb = cJSON_PrintUnformatted(b);
+    }
+    CHECK(pa && pb && !strcmp(pa, pb) && strstr(pa, "\"tokens\":[50256,") && strstr(pa, "\"logprobs\":[null,"),
+          "--prepend-eos: %s, the literal <|endoftext|>: %s", pa ? pa : r.err, pb ? pb : lit.err);
+    free(pa);
+    free(pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    result_free(&lit);
     result_free(&r);
 }
 

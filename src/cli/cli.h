@@ -86,6 +86,7 @@ typedef struct {
     // --score and generation
     int per_token;
     long stride;         // 0: the text must fit the context
+    int prepend_eos;     // --prepend-eos: <|endoftext|> before the text, its first token scored too
 } Options;
 
 // options.c

@@ -128,6 +128,8 @@ static const char *usage_text =
     "                          TAB text TAB log-probability of the --logprobs N alternatives\n"
     "      --stride N          texts longer than the context: windows of the context, each\n"
     "                          N tokens after the last, scoring only its new tokens\n"
+    "      --prepend-eos       <|endoftext|> before the text, so that its first token is scored\n"
+    "                          too (lm-evaluation-harness's rule); --json's tokens start with it\n"
     "output:\n"
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
@@ -214,6 +216,7 @@ enum {
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
+    O_PREPEND_EOS,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt's option codes run into the shared ones");
@@ -265,6 +268,7 @@ static const struct option LONG_OPTIONS[] = {
     {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
     {"keep", required_argument, 0, O_KEEP},
     {"completions", required_argument, 0, O_COMPLETIONS},
+    {"prepend-eos", no_argument, 0, O_PREPEND_EOS},
     {0, 0, 0, 0},
 };
 _Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + N_SHARED_OPTIONS <= OPTIONS_MAX, "OPTIONS_MAX");
@@ -288,7 +292,7 @@ static int modes_of(int code) {
     case O_PREFILL_CHUNK: case O_NO_PREFIX: return BATCH;
     case O_STATS_JSON: return MODEL_MODES;
     case O_PER_TOKEN: return SCORE | GEN;
-    case O_STRIDE: return SCORE;
+    case O_STRIDE: case O_PREPEND_EOS: return SCORE;
     case O_PROGRESS: return SCORE | BATCH;
     case O_BLAS: return GEN | SCORE;
     }
@@ -351,6 +355,7 @@ static int flag_option(Options *o, int c) {
     case O_PER_TOKEN: o->per_token = 1; break;
     case O_PROGRESS: o->progress = 1; break;
     case O_BLAS: o->blas = 1; break;
+    case O_PREPEND_EOS: o->prepend_eos = 1; break;
     default: return NOT_MINE;
     }
     return 0;

@@ -278,7 +278,9 @@ static int run_score(const Options *o, const Session *ss, const int32_t *ids, si
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "tokens", ids_json(ids, n));
+        // lined up with tokens: the first has nothing before it (null)
         cJSON *lp = cJSON_CreateArray();
+        cJSON_AddItemToArray(lp, cJSON_CreateNull());
         for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(logprobs[i]));
         cJSON_AddItemToObject(root, "logprobs", lp);
         cJSON_AddItemToObject(root, "sum", exact_json(sum));
@@ -938,6 +940,19 @@ int run_model(const Options *o) {
     if (scoring && n == 0) {
         fprintf(stderr, "gpt: --score: the text is empty\n");
         goto done;
+    }
+    // --prepend-eos: <|endoftext|> goes first, the context of the text's first token
+    if (scoring && o->prepend_eos) {
+        int32_t eot = tokenizer_eot_id(ss.tok), *with = eot >= 0 ? malloc((n + 1) * sizeof *with) : NULL;
+        if (!with) {
+            fprintf(stderr, "gpt: --prepend-eos: %s\n", eot < 0 ? "the tokenizer has no <|endoftext|>" : "out of memory");
+            goto done;
+        }
+        with[0] = eot;
+        memcpy(with + 1, ids, n * sizeof *ids);
+        free(ids);
+        ids = with;
+        n++;
     }
     if (scoring && n > (size_t)m->config.n_ctx && !o->stride) {
         fprintf(stderr, "gpt: the text is %zu tokens; the model's context holds %d (--stride N scores longer texts "

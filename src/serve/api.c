@@ -359,6 +359,7 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
     const GPT2Config *cfg = &s->session.model.config;
     const cJSON *prompt = NULL;
     long stride = 0;
+    int prepend_eos = 0;
     GptError err = {{0}};
     Request *j = NULL;
     status = 0;
@@ -371,6 +372,9 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
         } else if (!strcmp(k, "stride")) {
             if (json_int(f, 1, cfg->n_ctx, &stride) != 0)
                 status = fail(400, msg, param, k, "stride must be an integer in [1, %d] (the context)", cfg->n_ctx);
+        } else if (!strcmp(k, "prepend_eos")) {
+            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "prepend_eos must be true or false");
+            prepend_eos = cJSON_IsTrue(f);
         } else status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
     }
     if (status) goto done;
@@ -398,6 +402,20 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
     if (n == 0) {
         status = fail(400, msg, param, "prompt", "the text is empty");
         goto done;
+    }
+    // prepend_eos: <|endoftext|> first, the context of the text's first token (gpt --score --prepend-eos)
+    int32_t eot = tokenizer_eot_id(s->session.tok), *with = NULL;
+    if (prepend_eos && (eot < 0 || !(with = malloc((n + 1) * sizeof *with)))) {
+        status = eot < 0 ? fail(400, msg, param, "prepend_eos", "the tokenizer has no <|endoftext|>")
+                         : fail(500, msg, param, NULL, "out of memory");
+        goto done;
+    }
+    if (with) {
+        with[0] = eot;
+        memcpy(with + 1, j->prompt_ids[0], n * sizeof *with);
+        free(j->prompt_ids[0]);
+        j->prompt_ids[0] = with;
+        j->prompt_lens[0] = ++n;
     }
     if (n > (size_t)cfg->n_ctx && !stride) {
         status = fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
@@ -593,7 +611,8 @@ char *score_response(Server *s, const Request *j) {
     cJSON_AddStringToObject(r, "object", "score");
     cJSON_AddStringToObject(r, "model", s->model_name);
     cJSON_AddItemToObject(r, "tokens", ids_json(j->prompt_ids[0], n));
-    cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");
+    cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");  // lined up with tokens: the first's is null
+    cJSON_AddItemToArray(lp, cJSON_CreateNull());
     for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(j->logprobs[i]));
     cJSON_AddItemToObject(r, "sum", exact_json(sum));
     if (n > 1 && isfinite(sum)) cJSON_AddItemToObject(r, "perplexity", exact_json(exp(-sum / (double)(n - 1))));
