@@ -1106,6 +1106,16 @@ static void test_promises(void) {
     if (xdg) setenv("XDG_CACHE_HOME", saved_xdg, 1);
     else unsetenv("XDG_CACHE_HOME");
 
+    // gpt inspect: one convention for shapes, Hugging Face's ([in, out] for
+    // a Conv1D matrix: c_attn is C = 128 in, 3C = 384 out in the demo
+    // model), the storage a tag beside it
+    r = RUN("inspect", demo);
+    CHECK(r.rc == 0 && strstr(r.out, "shapes:      Hugging Face's, a Conv1D matrix [in, out]") &&
+              strstr(r.out, "h.0.attn.c_attn.weight       F16   [128, 384] rows out ") &&
+              strstr(r.out, "wte.weight                   F16   [50257, 128] ") && !strstr(r.out, "(out,in)"),
+          "gpt inspect's shapes: %s", r.out);
+    result_free(&r);
+
     // gpt serve -h lists the page at /
     r = RUN("serve", "-h");
     CHECK(r.rc == 0 && strstr(r.out, "GET / (a page to try the model)"), "gpt serve -h lacks GET /: %s", r.out);
