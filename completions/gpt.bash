@@ -1,7 +1,8 @@
 # bash completion for gpt(1): its options (those of the mode given so far),
 # the modes and the subcommands, the values of --dtype and --kv-type, and
 # file names for -m/--model, --tokenizer and the files of gpt convert and
-# gpt inspect; gpt serve's options (the model's options are gpt's own, shared
+# gpt inspect; the modes of --tune, and model files first for -m and
+# --draft; gpt serve's and gpt tune's options (the model's options are gpt's own, shared
 # by src/front/model_options.c). Abbreviated options (--kv-t f16) and
 # --opt=value work as they do in gpt.
 #
@@ -17,10 +18,11 @@
 # s --score, t --tokenize, d --detokenize, c --choice, a --apply-template;
 # src/cli/options.c's
 # modes_of);
-# its value: - (none), file, dtype, kvtype, or text (not completed).
+# its value: - (none), file, model (a file, model files first), dtype,
+# kvtype, tune, or text (not completed).
 _gpt_options='
--m                  gbstdca file
---model             gbstdca file
+-m                  gbstdca model
+--model             gbstdca model
 -p                  gstdca text
 --prompt            gstdca text
 --keep-newline      gstc   -
@@ -44,7 +46,7 @@ _gpt_options='
 --grammar           g      file
 --ignore-eos        gb     -
 --echo              gb     -
---draft             g      file
+--draft             g      model
 --draft-dtype       g      dtype
 --draft-tokens      g      text
 --lookup            g      text
@@ -59,6 +61,7 @@ _gpt_options='
 --stats-json        gbsc   -
 --per-token         gs     -
 --stride            s      text
+--prepend-eos       s      -
 --json              gstc   -
 --stats             gbsc   -
 -t                  gbsc   text
@@ -72,7 +75,7 @@ _gpt_options='
 --detokenize        d      -
 --progress          bs     -
 --blas              gs     -
---tune              gbsc   text
+--tune              gbsc   tune
 --logprobs          gb     text
 --choice            c      text
 --context-shift     gb     -
@@ -97,14 +100,14 @@ _gpt_inspect_options='
 --help              gbstdc-
 '
 _gpt_serve_options='
--m                  c     file
---model             c     file
+-m                  c     model
+--model             c     model
 --tokenizer         c     file
 --dtype             c     dtype
 --kv-type           c     kvtype
 -t                  c     text
 --threads           c     text
---tune              c     text
+--tune              c     tune
 -q                  c     -
 --quiet             c     -
 --host              c     text
@@ -124,9 +127,21 @@ _gpt_serve_options='
 -h                  c     -
 --help              c     -
 '
-_gpt_subcommands='convert inspect serve'
+_gpt_tune_options='
+-m                  c     model
+--model             c     model
+--dtype             c     dtype
+-t                  c     text
+--threads           c     text
+-q                  c     -
+--quiet             c     -
+-h                  c     -
+--help              c     -
+'
+_gpt_subcommands='convert inspect serve tune'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
+_gpt_tune_modes='on off force'
 
 # _gpt_resolve WORD TABLE: "NAME MODES VALUE" of the option WORD names in
 # TABLE (exactly, or as an unambiguous abbreviation of a long option), or
@@ -166,6 +181,20 @@ _gpt_files() {
     done < <(compgen -f -- "$cur")
 }
 
+# COMPREPLY: the model files (.bin, .safetensors, .gguf) and directories
+# that start with $cur, or every file when there is none of them.
+_gpt_models() {
+    local f
+    _gpt_files
+    local all=("${COMPREPLY[@]}")
+    COMPREPLY=()
+    for f in "${all[@]}"; do
+        f=${f#"$prefix"}
+        [[ -d $f || $f == *.bin || $f == *.safetensors || $f == *.gguf ]] && COMPREPLY+=("$prefix$f")
+    done
+    ((${#COMPREPLY[@]})) || COMPREPLY=("${all[@]}")
+}
+
 _gpt() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev='' prefix='' table=$_gpt_options sub='' mode='' seen=' '
     local i w r name modes value list=
@@ -186,6 +215,7 @@ _gpt() {
             convert) sub=convert table=$_gpt_convert_options ;;
             inspect) sub=inspect table=$_gpt_inspect_options ;;
             serve) sub=serve table=$_gpt_serve_options ;;
+            tune) sub=tune table=$_gpt_tune_options ;;
         esac
     fi
 
@@ -196,6 +226,8 @@ _gpt() {
             read -r name modes value <<< "$r"
             case $value in
                 file) _gpt_files; return ;;
+                model) _gpt_models; return ;;
+                tune) _gpt_words "$_gpt_tune_modes"; return ;;
                 dtype) _gpt_words "$_gpt_dtypes"; return ;;
                 kvtype) _gpt_words "$_gpt_kv_types"; return ;;
                 text) COMPREPLY=(); return ;;
@@ -212,7 +244,7 @@ _gpt() {
         if [[ $w == -- ]]; then
             # no options after --: gpt takes no operands; convert and inspect, files
             COMPREPLY=()
-            [[ -n $sub && $sub != serve ]] && _gpt_files
+            [[ -n $sub && $sub != serve && $sub != tune ]] && _gpt_files
             return
         fi
         [[ $w == -* ]] || continue
@@ -232,9 +264,9 @@ _gpt() {
         [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))
     done
 
-    # convert and inspect take files; serve takes no operand
+    # convert and inspect take files; serve and tune take no operand
     if [[ -n $sub && $cur != -* ]]; then
-        [[ $sub == serve ]] && { COMPREPLY=(); return; }
+        [[ $sub == serve || $sub == tune ]] && { COMPREPLY=(); return; }
         _gpt_files
         return
     fi

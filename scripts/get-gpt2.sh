@@ -110,12 +110,21 @@ else
         [ -s "$DIR/config.json" ]; then
         echo "$me: $DIR already complete"
     else
+        # Offline (no route, no name server): one try of one byte, one
+        # line saying so, before any download and its retries and meter.
+        if ! err=$(curl -sS -fL --max-time 30 -r 0-0 -o /dev/null "$URL/config.json" 2>&1); then
+            err=$(printf '%s\n' "$err" | head -n 1)
+            die "cannot reach ${URL%%/openai-community*} (${err#curl: }): offline? (--from DIR converts a local copy)"
+        fi
         # everything into a temporary directory; moved into place when complete
         TMP=$(mktemp -d "$outdir/.gpt2-download.XXXXXX") || die "cannot create a directory in $outdir"
+        # the progress meter on a terminal only; errors always
+        meter=-sS
+        [ -t 2 ] && meter=-#
         # name SIZE: SIZE "-" accepts any non-empty file (config.json)
         fetch() {
             echo "$me: downloading $URL/$1"
-            curl -fL --retry 3 -o "$TMP/$1" "$URL/$1" || die "download of $1 failed"
+            curl -fL $meter --retry 3 -o "$TMP/$1" "$URL/$1" || die "download of $1 failed"
             got=$(size_of "$TMP/$1")
             [ "$got" = "$2" ] || { [ "$2" = - ] && [ "$got" -gt 0 ]; } ||
                 die "$1: $got bytes, expected $2 (an incomplete download?)"

@@ -52,8 +52,14 @@ typedef enum {
     STOP_GRAMMAR,    // the grammar accepted the text and no byte can follow
 } StopReason;
 
-// "eos", "length", "context", "stop", "error", "grammar"; "" for STOP_NONE.
+// Why a sequence ended, in one table (sequence.c) that every front-end
+// reads: its name (--json's "stop_reason": "eos", "length", "context",
+// "stop", "error", "grammar"; "" for STOP_NONE), and OpenAI's finish_reason
+// for it (the server's: eos, stop and grammar -> "stop"; length and context
+// -> "length", both being "no more room"; error -> "error"). A front-end adds
+// "interrupted" (Ctrl-C, SIGTERM past the grace) under both names.
 const char *stop_reason_name(StopReason r);
+const char *stop_reason_finish(StopReason r);
 
 typedef struct {
     SamplerParams sampling;  // including the seed

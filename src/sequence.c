@@ -12,17 +12,23 @@
 
 #include "base/grow.h"
 
+// StopReason -> {gpt's name, OpenAI's finish_reason}, by the enum's order
+static const char *const STOP_REASONS[][2] = {
+    [STOP_NONE] = {"", ""},
+    [STOP_EOS] = {"eos", "stop"},
+    [STOP_LENGTH] = {"length", "length"},
+    [STOP_CONTEXT] = {"context", "length"},
+    [STOP_STRING] = {"stop", "stop"},
+    [STOP_ERROR] = {"error", "error"},
+    [STOP_GRAMMAR] = {"grammar", "stop"},
+};
+
 const char *stop_reason_name(StopReason r) {
-    switch (r) {
-    case STOP_NONE: return "";
-    case STOP_EOS: return "eos";
-    case STOP_LENGTH: return "length";
-    case STOP_CONTEXT: return "context";
-    case STOP_STRING: return "stop";
-    case STOP_ERROR: return "error";
-    case STOP_GRAMMAR: return "grammar";
-    }
-    return "";
+    return (unsigned)r < sizeof STOP_REASONS / sizeof *STOP_REASONS ? STOP_REASONS[r][0] : "";
+}
+
+const char *stop_reason_finish(StopReason r) {
+    return (unsigned)r < sizeof STOP_REASONS / sizeof *STOP_REASONS ? STOP_REASONS[r][1] : "";
 }
 
 int prompt_tokens(Tokenizer *tok, const char *text, size_t len, int special, int32_t **ids, size_t *n,

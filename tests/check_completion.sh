@@ -119,6 +119,17 @@ for pair in "--dtype:$_gpt_dtypes" "--kv-type:$_gpt_kv_types"; do
     "$GPT" "$o" f64 --help > /dev/null 2>&1
     if [ $? -eq 2 ]; then pass; else fail "gpt $o f64 is not a usage error (the check above means nothing)"; fi
 done
+# --tune's modes: each a word of its help entry, accepted by gpt
+tune_entry=" $(awk -F '\t' '$1 == "--tune" { print $4; exit }' "$tmp/entries" | tr ',():;' '     ') "
+for v in $_gpt_tune_modes; do
+    case $tune_entry in
+        *" $v "*) pass ;;
+        *) fail "--tune: $COMPLETION offers $v, which gpt --help's entry ($tune_entry) does not name" ;;
+    esac
+    if "$GPT" --tune "$v" --help > /dev/null 2>&1; then pass
+    else fail "$COMPLETION offers --tune $v, which gpt refuses"
+    fi
+done
 for v in $_gpt_dtypes; do
     if "$GPT" convert --dtype "$v" --help > /dev/null 2>&1; then pass
     else fail "$COMPLETION offers gpt convert --dtype $v, which gpt convert refuses"
@@ -232,5 +243,14 @@ expect "$_gpt_dtypes" gpt convert --dtype ""
 expect "models/demo.bin" gpt convert models/demo.b
 expect "models/demo.bin" gpt inspect models/demo.b
 expect "-h --help" gpt inspect -
+# --tune's modes, as --help lists them; model files first for -m and --draft
+# (models/ holds demo.bin beside the tokenizer's files), else every file
+expect "on off force" gpt --tune ""
+expect "on off force" gpt serve --tune ""
+expect "models/demo.bin" gpt -m models/
+expect "models/demo.bin" gpt --draft models/
+expect "models/demo.bin" gpt serve -m models/
+expect "models/demo.bin" gpt tune --model models/
+expect "--dtype" gpt tune --dt
 
 summary

@@ -164,6 +164,14 @@ class Variant:
             self.greedies[k] = rf.greedy(self.m, list(ids), N)
         return self.greedies[k]
 
+    def scored(self, what, s):
+        """--score's (and /v1/score's) logprobs, lined up with its tokens: the
+        first null; the rest, those of tokens[1:]"""
+        lp = s["logprobs"]
+        ok(len(lp) == len(s["tokens"]) and lp[:1] == [None],
+           "%s: %d logprobs for %d tokens, the first %s (want null)" % (what, len(lp), len(s["tokens"]), lp[:1]))
+        return lp[1:]
+
     def logprobs(self, what, ids, got, top, tol):
         """got[i], top[i]: gpt's log-probability of ids[i+1] and its top-1 one"""
         r = self.score(ids)
@@ -255,11 +263,11 @@ def check_variant(entry, ports, default_ids):
             ok(s["tokens"] == ids[0], "%s: tokens %s, the single run's prompt %s" % (what, s["tokens"], ids[0]))
         if k == "long":
             ok(len(s["tokens"]) > 128, "%s: only %d tokens" % (what, len(s["tokens"])))
-        v.logprobs(what, s["tokens"], s["logprobs"], None, TOL)
+        v.logprobs(what, s["tokens"], v.scored(what, s), None, TOL)
     # --blas: a prompt of 64 tokens or more takes OpenBLAS's attention and products
     s = output(o + ".blas", name + " --score --blas")
     if s is not None and ok(len(s["tokens"]) >= 64, "%s --score --blas: only %d tokens" % (name, len(s["tokens"]))):
-        v.logprobs(name + " --score --blas", s["tokens"], s["logprobs"], None, TOL)
+        v.logprobs(name + " --score --blas", s["tokens"], v.scored(name + " --score --blas", s), None, TOL)
     # kv f16
     g = output(o + ".kv16", name + " --kv-type f16")
     if g is not None:
@@ -283,9 +291,11 @@ def check_variant(entry, ports, default_ids):
             ok(g["tokens"] == single[0]["tokens"], "%s: tokens %s, the plain run's %s" % (what, g["tokens"], single[0]["tokens"]))
         v.generation(what, g["prompt_ids"], g["tokens"], g.get("logprobs"))
     # model.bin: the same bits as the directory (as stored), and as --dtype q8 (q8);
-    # "stats" holds the path and the timings
+    # "stats" holds the path and the timings, "seed" the one each run drew
+    # (greedy: it changes nothing)
     def same(a, b):
-        return {k: x for k, x in a.items() if k != "stats"} == {k: x for k, x in b.items() if k != "stats"}
+        return ({k: x for k, x in a.items() if k not in ("stats", "seed")} ==
+                {k: x for k, x in b.items() if k not in ("stats", "seed")})
     rc = int(open(o + ".convert.rc").read())
     if ok(rc == 0, "%s gpt convert: exit %d: %s" % (name, rc, open(o + ".convert.err").read()[:300])):
         g = output(o + ".modelbin", name + " model.bin")
@@ -313,7 +323,7 @@ def check_variant(entry, ports, default_ids):
         v.generation(what, pids, c["tokens"], c.get("logprobs"))
     r, err = post(port, "/v1/score", {"prompt": PROMPTS[0]})
     if ok(r is not None, "%s serve /v1/score: %s" % (name, err)):
-        v.logprobs(name + " serve /v1/score", r["tokens"], r["logprobs"], None, TOL)
+        v.logprobs(name + " serve /v1/score", r["tokens"], v.scored(name + " serve /v1/score", r), None, TOL)
     return default_ids
 
 

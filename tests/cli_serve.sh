@@ -43,6 +43,8 @@ In the beginning|--temp 0 -n 30|{"max_tokens":30,"temperature":0,"seed":0}
 The end.|--ignore-eos -n 50|{"max_tokens":50,"ignore_eos":true,"seed":9}
 Mr. Speaker, Mr. Vice President|-n 12|{"max_tokens":12,"seed":"18446744073709551615"}
 Hello|-n 20 --logprobs 3|{"max_tokens":20,"seed":3,"logprobs":3}
+Hello|-n 20 --stop , --logprobs 1|{"max_tokens":20,"seed":3,"stop":",","logprobs":1}
+Hello|-n 300 --ignore-eos|{"max_tokens":300,"seed":13,"ignore_eos":true}
 The LORD said|-n 12 --temp 0.7 --logprobs 2 --echo|{"max_tokens":12,"temperature":0.7,"seed":4,"logprobs":2,"echo":true}
 In the beginning God created|-n 260 --context-shift --keep 3 --ignore-eos --logprobs 1|{"max_tokens":260,"context_shift":true,"keep":3,"ignore_eos":true,"seed":8,"logprobs":1}
 $PREFIX build a tower|-n 24 --temp 0.9|{"max_tokens":24,"seed":11,"temperature":0.9}
@@ -102,6 +104,14 @@ check "/v1/score" [ "$(post /v1/score '{"prompt":"The cat sat on the mat."}' "$t
 "$GPT" -m "$MODEL" --score -p "The cat sat on the mat." --json 2> /dev/null > "$tmp/score_cli"
 check "/v1/score = gpt --score --json" [ "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/o")" = \
     "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/score_cli")" ]
+check "/v1/score's logprobs line up with its tokens (the first null)" \
+    jq -e '(.logprobs | length) == (.tokens | length) and .logprobs[0] == null' "$tmp/o" > /dev/null
+check "/v1/score with prepend_eos" \
+    [ "$(post /v1/score '{"prompt":"The cat sat on the mat.","prepend_eos":true}' "$tmp/o")" = 200 ]
+"$GPT" -m "$MODEL" --score --prepend-eos -p "The cat sat on the mat." --json 2> /dev/null > "$tmp/score_cli"
+check "/v1/score prepend_eos = gpt --score --prepend-eos --json: $(jq -c .tokens "$tmp/o")" \
+    [ "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/o")" = \
+      "$(jq -c '[.tokens, .logprobs, .sum, .perplexity, .windows]' "$tmp/score_cli")" ]
 
 # the promise, one request at a time: plain, streamed, and the stream read back
 i=0
@@ -332,6 +342,7 @@ err 400 "a prompt beyond the context" POST /v1/completions "{\"prompt\":\"$(prin
 err 400 "an invalid UTF-8 escape" POST /v1/completions '{"prompt":"\ud800"}' "invalid JSON string"
 err 400 "/tokenize without content" POST /tokenize '{"text":"x"}' "unknown field"
 err 400 "/v1/score of nothing" POST /v1/score '{"prompt":""}' "the text is empty"
+err 400 "/v1/score prepend_eos 1" POST /v1/score '{"prompt":"x","prepend_eos":1}' "prepend_eos must be true or false"
 err 404 "no such endpoint" GET /v2/nothing ""
 err 405 "GET /v1/completions" GET /v1/completions "" "takes POST"
 err 405 "POST /health" POST /health '{}' "takes GET or HEAD"

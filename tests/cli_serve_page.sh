@@ -9,7 +9,7 @@
 #   - a prompt, its settings and a seed typed into the page: the text it
 #     streams equals the API's answer and `gpt -p PROMPT -s SEED` with the
 #     same options; its stats line has the tokens, tokens/s, the seed and
-#     the KV bytes; with no seed, the seed it shows repeats its text with
+#     the KV bytes of the positions `gpt --json` says the cache held; with no seed, the seed it shows repeats its text with
 #     the command; a value out of range shows the API's 400 message;
 #   - a screenshot of each run (in a scratch directory, removed after, as
 #     is the browser profile: the driver makes it under TMPDIR=that directory).
@@ -118,9 +118,13 @@ stats=$(run 0 stats)
 check "run 0's stats: the tokens ($stats)" sh -c "echo '$stats' | grep -q '^$(jq '.tokens | length' "$tmp/e0") tokens in '"
 check "run 0's stats: tokens/s, the seed, the finish" \
     sh -c "echo '$stats' | grep -q ' tokens/s, first after [0-9]* ms; seed 7; finish_reason length;'"
-# the KV bytes: (prompt + generated) positions x /metrics' bytes per position
+# the KV bytes: the positions the command's --json says the cache held (the
+# last token sampled is never run through the model: one less than prompt +
+# generated) x /metrics' bytes per position
 per=$(curl -s -H "Authorization: Bearer $KEY" "$url/metrics" | sed -n 's/^gpt_kv_bytes_per_token //p')
-positions=$(($(jq '.usage.total_tokens' "$tmp/a0")))
+positions=$(($(jq '.stats.seq_tokens' "$tmp/e0")))
+check "the API's seq_tokens ($(jq '.choices[0].seq_tokens' "$tmp/a0")) is the command's ($positions)" \
+    [ "$(jq '.choices[0].seq_tokens' "$tmp/a0")" = "$positions" ]
 check "run 0's stats: KV bytes $positions x $per" \
     sh -c "echo '$stats' | grep -q 'KV cache [0-9,]* bytes ($positions positions x $per)\$'"
 kv=$(echo "$stats" | sed -n 's/.*KV cache \([0-9,]*\) bytes.*/\1/p' | tr -d ,)

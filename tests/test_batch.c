@@ -659,11 +659,28 @@ static void test_completions(void) {
               "bad n, line %zu: %s", i, lines[i]);
     result_free(&r);
     r = RUN_IN("{\"prompt\": \"x\", \"n\": 2}\n", "-m", tiny, "--batch", "--jsonl", "-n", "2", "--text");
-    CHECK(r.rc == 1 && !strcmp(r.out, "\n") && strstr(r.err, "gpt: line 1: n 2: --text writes one text per line"),
+    CHECK(r.rc == 1 && !strcmp(r.out, "\n") &&
+              strstr(r.err, "gpt: line 1: \"n\": 2 and --text exclude each other (--text writes one text per input "
+                            "line; without --text the JSON line lists its \"completions\")"),
           "n 2 with --text: rc %d, '%s', '%s'", r.rc, r.out, r.err);
     result_free(&r);
     r = RUN_IN("x\n", "-m", tiny, "--batch", "--completions", "2", "--text");
-    CHECK(r.rc == 2 && strstr(r.err, "--completions 2 and --text exclude each other"), "rc %d, '%s'", r.rc, r.err);
+    CHECK(r.rc == 2 && one_line(r.err) &&
+              strstr(r.err, "--completions 2 and --text exclude each other (--text writes one text per input line; "
+                            "without --text each JSON line lists its \"completions\")"),
+          "rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    // log-probabilities have no place in --text's lines: refused, never dropped
+    r = RUN_IN("hi\n", "-m", tiny, "--batch", "--text", "--logprobs", "3", "-n", "2", "-s", "1");
+    CHECK(r.rc == 2 && one_line(r.err) && r.out_len == 0 &&
+              strstr(r.err, "--logprobs and --text exclude each other (--text writes only the text"),
+          "--logprobs with --text: rc %d, '%s', '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+    r = RUN_IN("{\"prompt\": \"hi\", \"logprobs\": 2}\n{\"prompt\": \"hi\"}\n", "-m", tiny, "--batch", "--jsonl",
+               "--text", "-n", "2", "-s", "1");
+    CHECK(r.rc == 1 && !strncmp(r.out, "\n", 1) && split_lines(r.out, lines, 8) == 2 &&
+              strstr(r.err, "gpt: line 1: \"logprobs\" and --text exclude each other") && one_line(r.err),
+          "a line's logprobs with --text: rc %d, '%s', '%s'", r.rc, r.out, r.err);
     result_free(&r);
 }
 

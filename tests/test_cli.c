@@ -133,6 +133,17 @@ static void test_usage(void) {
     CHECK(r.rc == 0 && r.err[0] == '\0', "sampling options with --temp 0.5: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
 
+    // a prompt without -p: the hint names the option it lacks
+    r = RUN("-m", ckpt("tiny"), "Hello world", "-n", "2");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt: unexpected argument 'Hello world' (did you mean -p "
+                                                        "\"Hello world\"?)"),
+          "a prompt without -p: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "say \"hi\"");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "(did you mean -p 'say \"hi\"'?)"),
+          "a prompt with quotes without -p: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+
     // --flag=value is the same as --flag value
     r = RUN("-m", ckpt("tiny"), "-p", "x", "--top-p=2");
     CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
@@ -265,6 +276,49 @@ static void test_model_errors(void) {
     result_free(&r);
 }
 
+// gpt run in directory dir with args (a shell's words, quoted), stdin
+// /dev/null: its exit status, stderr into err (cap bytes), -1 if it could
+// not be run.
+static int run_in_dir(const char *dir, const char *args, char *err, size_t cap) {
+    char gpt[4096], cmd[8192];
+    if (!realpath(gpt_binary(), gpt)) return -1;
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s < /dev/null > stdout 2> stderr; echo $? > status", dir, gpt, args);
+    if (system(cmd) != 0) return -1;
+    char *status = NULL, *text = NULL;
+    size_t n;
+    int rc = -1;
+    if (file_read_all(path_in(dir, "status"), &status, &n, NULL) == 0) rc = atoi(status);
+    err[0] = '\0';
+    if (file_read_all(path_in(dir, "stderr"), &text, &n, NULL) == 0) snprintf(err, cap, "%s", text);
+    free(status);
+    free(text);
+    return rc;
+}
+
+// A model the search found in the working directory, which the user never
+// named, that fails to load: the message says where it came from, as a
+// stale $GPT_MODEL's does (an empty ./models/gpt2/, a bad ./models/gpt2.bin)
+static void test_default_model_errors(void) {
+    char dir[512], cmd[2048], err[4096];
+    snprintf(dir, sizeof dir, "%s/stray", tmpdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/models/gpt2", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    int rc = run_in_dir(dir, "-p x -n 1", err, sizeof err);
+    CHECK(rc == 1 && one_line(err) &&
+              strstr(err, "(the default ./models/gpt2/, found in the working directory; -m PATH or $GPT_MODEL names "
+                          "another)\n"),
+          "an empty ./models/gpt2/: rc %d, '%s'", rc, err);
+    snprintf(cmd, sizeof cmd, "echo 'version https://git-lfs.github.com/spec/v1' > %s/models/gpt2.bin", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    rc = run_in_dir(dir, "-p x -n 1", err, sizeof err);
+    CHECK(rc == 1 && one_line(err) && strstr(err, "models/gpt2.bin") &&
+              strstr(err, "(the default ./models/gpt2.bin, found in the working directory;"),
+          "a bad ./models/gpt2.bin: rc %d, '%s'", rc, err);
+    // -m names it: the plain message
+    rc = run_in_dir(dir, "-m models/gpt2.bin -p x -n 1", err, sizeof err);
+    CHECK(rc == 1 && one_line(err) && !strstr(err, "the default"), "-m models/gpt2.bin: rc %d, '%s'", rc, err);
+}
+
 static cJSON *parse_json_output(const Result *r) {
     cJSON *j = cJSON_Parse(r->out);
     CHECK(j != NULL, "stdout is not JSON: '%.200s' (rc %d, stderr '%.300s')", r->out, r->rc, r->err);
@@ -356,6 +410,23 @@ static void test_generation(void) {
     }
     cJSON_Delete(j);
     result_free(&z);
+
+    // An empty stdin (or one newline) is the empty prompt, with one note on
+    // stderr (-q silences it); -p "" gets none
+    const char *empties[] = {"", "\n"};
+    for (int i = 0; i < 2; i++) {
+        Result e1 = RUN_IN(empties[i], "-m", tiny, "-n", "2", "--temp", "0");
+        Result e2 = RUN("-m", tiny, "-p", "", "-n", "2", "--temp", "0");
+        CHECK(e1.rc == 0 && one_line(e1.err) &&
+                  strstr(e1.err, "gpt: the prompt read from stdin is empty: starting from <|endoftext|>") &&
+                  !strcmp(e1.out, e2.out) && e2.err[0] == '\0',
+              "an empty stdin (%d): rc %d, '%s'; -p \"\": '%s'", i, e1.rc, e1.err, e2.err);
+        result_free(&e1);
+        result_free(&e2);
+    }
+    Result eq = RUN_IN("", "-m", tiny, "-n", "2", "-q");
+    CHECK(eq.rc == 0 && eq.err[0] == '\0', "an empty stdin with -q: '%s'", eq.err);
+    result_free(&eq);
 
     // -n 0 generates nothing and succeeds.
     Result n0 = RUN("-m", tiny, "-p", "Hi", "-n", "0");
@@ -706,12 +777,16 @@ static void test_score(const cJSON *refs) {
             cJSON *j = parse_json_output(&r);
             if (j) {
                 const cJSON *want = cJSON_GetObjectItem(c, "prompt_token_logprobs");
+                // lined up with tokens: the first token's is null, the reference starts at the second
                 const cJSON *got = cJSON_GetObjectItem(j, "logprobs");
-                CHECK(cJSON_GetArraySize(got) == cJSON_GetArraySize(want), "%s %d: %d logprobs, want %d",
-                      names[m], i, cJSON_GetArraySize(got), cJSON_GetArraySize(want));
+                CHECK(cJSON_GetArraySize(got) == cJSON_GetArraySize(want) + 1 && cJSON_IsNull(cJSON_GetArrayItem(got, 0)) &&
+                          cJSON_GetArraySize(got) == cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")),
+                      "%s %d: %d logprobs, want null + %d", names[m], i, cJSON_GetArraySize(got),
+                      cJSON_GetArraySize(want));
                 double worst = 0;
-                for (int k = 0; k < cJSON_GetArraySize(want) && k < cJSON_GetArraySize(got); k++) {
-                    double d = fabs(cJSON_GetArrayItem(got, k)->valuedouble - cJSON_GetArrayItem(want, k)->valuedouble);
+                for (int k = 0; k < cJSON_GetArraySize(want) && k + 1 < cJSON_GetArraySize(got); k++) {
+                    double d =
+                        fabs(cJSON_GetArrayItem(got, k + 1)->valuedouble - cJSON_GetArrayItem(want, k)->valuedouble);
                     if (d > worst) worst = d;
                 }
                 CHECK(worst < 1e-3, "%s %d: a log-prob is off by %g", names[m], i, worst);
@@ -728,6 +803,27 @@ static void test_score(const cJSON *refs) {
     }
     Result r = RUN("-m", ckpt("tiny"), "-p", "Hello world", "--score");
     CHECK(r.rc == 0 && strstr(r.out, "perplexity") && one_line(r.out), "--score summary: '%s'", r.out);
+    result_free(&r);
+    // --prepend-eos scores the first token too, from <|endoftext|>
+    // (lm-evaluation-harness's rule): the run of the text typed after a
+    // literal <|endoftext|> with --special, bit for bit
+    r = RUN("-m", ckpt("tiny"), "-p", "Hello world", "--score", "--json", "--prepend-eos");
+    Result lit = RUN("-m", ckpt("tiny"), "-p", "<|endoftext|>Hello world", "--score", "--json", "--special");
+    cJSON *a = parse_json_output(&r), *b = parse_json_output(&lit);
+    char *pa = NULL, *pb = NULL;
+    if (a && b) {
+        cJSON_DeleteItemFromObject(a, "stats");
+        cJSON_DeleteItemFromObject(b, "stats");
+        pa = cJSON_PrintUnformatted(a);
+        pb = cJSON_PrintUnformatted(b);
+    }
+    CHECK(pa && pb && !strcmp(pa, pb) && strstr(pa, "\"tokens\":[50256,") && strstr(pa, "\"logprobs\":[null,"),
+          "--prepend-eos: %s, the literal <|endoftext|>: %s", pa ? pa : r.err, pb ? pb : lit.err);
+    free(pa);
+    free(pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    result_free(&lit);
     result_free(&r);
 }
 
@@ -903,6 +999,129 @@ static void test_stats_json(void) {
     }
 }
 
+// Promises the help makes and runs that broke them (issue 39's trial).
+static void test_promises(void) {
+    const char *demo = "models/demo.bin";
+    // a $GPT_TUNE that is no mode is refused as --tune bogus is; --tune wins
+    const char *tune = getenv("GPT_TUNE");
+    char saved[32];
+    snprintf(saved, sizeof saved, "%s", tune ? tune : "");
+    setenv("GPT_TUNE", "bogus", 1);
+    Result r = RUN("-m", ckpt("tiny"), "-p", "Hi", "-n", "3");
+    CHECK(r.rc == 2 && r.out_len == 0 && one_line(r.err) && strstr(r.err, "gpt: $GPT_TUNE=bogus: must be on, off or force"),
+          "GPT_TUNE=bogus: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-p", "Hi", "-n", "3", "--tune", "off");
+    CHECK(r.rc == 0, "GPT_TUNE=bogus --tune off: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    if (tune) setenv("GPT_TUNE", saved, 1);
+    else unsetenv("GPT_TUNE");
+
+    // --stats names the choice --json calls "best", by the same index
+    r = RUN("-m", demo, "-q", "-p", "x", "--choice", " a", "--choice", " b", "--stats");
+    Result js = RUN("-m", demo, "-q", "-p", "x", "--choice", " a", "--choice", " b", "--json");
+    cJSON *j = parse_json_output(&js);
+    const char *at = strstr(r.err, "choices:    2, best ");
+    int best = j ? cJSON_GetObjectItem(j, "best")->valueint : -1, shown = at ? atoi(at + 20) : -2;
+    CHECK(r.rc == 0 && shown == best, "--stats' best %d, --json's %d: '%s'", shown, best, r.err);
+    cJSON_Delete(j);
+    result_free(&js);
+    result_free(&r);
+
+    // a stop string: the text ends before it; tokens and logprobs are the
+    // tokens as generated, the one that carried it too, in --json and
+    // --per-token alike, as --help says
+    r = RUN("-m", demo, "-q", "-p", "Hello", "-n", "20", "-s", "3", "--stop", ",", "--logprobs", "0", "--json");
+    Result pt = RUN("-m", demo, "-q", "-p", "Hello", "-n", "20", "-s", "3", "--stop", ",", "--per-token");
+    j = parse_json_output(&r);
+    cJSON *tokens = j ? cJSON_GetObjectItem(j, "tokens") : NULL;
+    int n_tokens = cJSON_GetArraySize(tokens), lines = 0;
+    for (const char *c = pt.out; *c; c++) lines += *c == '\n';
+    char ids[512] = "";
+    for (int i = 0; i < n_tokens; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%d ", cJSON_GetArrayItem(tokens, i)->valueint);
+    Result dt = RUN_IN(ids, "-m", demo, "-q", "--detokenize");
+    const char *text = j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "text")) : NULL;
+    CHECK(j && text && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop_reason")), "stop") &&
+              !strncmp(dt.out, text, strlen(text)) && strchr(dt.out + strlen(text), ',') &&
+              cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "logprobs"), "token_ids")) == n_tokens &&
+              lines == n_tokens,
+          "--stop ',': text '%s', tokens' text '%s', %d tokens, %d --per-token lines", text ? text : "", dt.out,
+          n_tokens, lines);
+    cJSON_Delete(j);
+    result_free(&dt);
+    result_free(&pt);
+    result_free(&r);
+    r = RUN("--help");
+    CHECK(strstr(r.out, "but tokens and logprobs keep the token\n                          that carried it"),
+          "--help does not say what --stop does to tokens and logprobs");
+    // --completions needs --json, as the help says; --choice repeats
+    CHECK(strstr(r.out, "--completions N     N continuations of the prompt, with --json (needed)"),
+          "--help does not say --completions needs --json");
+    CHECK(strstr(r.out, "gpt --choice TEXT [--choice TEXT]... [options]") && !strstr(r.out, "--choice TEXT..."),
+          "--help's usage line of --choice reads as one option of several values");
+    result_free(&r);
+    // the seed at the top level of every answer that samples: a single run,
+    // --completions (the first; completion i's is seed + i), a --batch line
+    const char *seeded[][12] = {{"-p", "Hi", "-n", "2", "-s", "77", "--json"},
+                                {"-p", "Hi", "-n", "2", "-s", "77", "--json", "--completions", "2"},
+                                {"--batch", "-n", "2", "-s", "77", "--completions", "2"},
+                                {"--batch", "-n", "2", "-s", "77"}};
+    for (int i = 0; i < 4; i++) {
+        const char *args[20] = {"-m", demo, "-q"};
+        int n = 3;
+        for (int k = 0; seeded[i][k]; k++) args[n++] = seeded[i][k];
+        args[n] = NULL;
+        r = run_gpt(tmpdir, "Hi\n", 3, args);
+        j = parse_json_output(&r);
+        const cJSON *seed = j ? cJSON_GetObjectItem(j, "seed") : NULL;
+        CHECK(r.rc == 0 && seed && cJSON_GetNumberValue(seed) == 77, "%s %s: no top-level seed 77: %s", seeded[i][0],
+              seeded[i][7] ? seeded[i][7] : "", r.out);
+        cJSON_Delete(j);
+        result_free(&r);
+    }
+
+    // gpt tune: the variants measured and saved, and a run then reads them
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    char saved_xdg[512];
+    snprintf(saved_xdg, sizeof saved_xdg, "%s", xdg ? xdg : "");
+    setenv("XDG_CACHE_HOME", cache, 1);
+    r = RUN("tune", "-m", ckpt("tiny"), "-t", "1");
+    char want[600];
+    snprintf(want, sizeof want, "tuning:     measured in ");
+    CHECK(r.rc == 0 && strstr(r.out, want) && strstr(r.out, ", saved to ") && strstr(r.out, cache) &&
+              strstr(r.out, "  qkv "),
+          "gpt tune: rc %d, '%s', '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+    r = RUN("-m", ckpt("tiny"), "-t", "1", "--tune", "on", "-p", "x", "-n", "1", "--stats");
+    CHECK(r.rc == 0 && strstr(r.err, "tuning:     from wisdom ") && strstr(r.err, cache),
+          "a run after gpt tune: rc %d, '%s'", r.rc, r.err);
+    result_free(&r);
+    r = RUN("tune", "-m", ckpt("tiny"), "--tune", "off");
+    CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt tune: unknown option '--tune'"), "gpt tune --tune: rc %d, '%s'",
+          r.rc, r.err);
+    result_free(&r);
+    if (xdg) setenv("XDG_CACHE_HOME", saved_xdg, 1);
+    else unsetenv("XDG_CACHE_HOME");
+
+    // gpt inspect: one convention for shapes, Hugging Face's ([in, out] for
+    // a Conv1D matrix: c_attn is C = 128 in, 3C = 384 out in the demo
+    // model), the storage a tag beside it
+    r = RUN("inspect", demo);
+    CHECK(r.rc == 0 && strstr(r.out, "shapes:      Hugging Face's, a Conv1D matrix [in, out]") &&
+              strstr(r.out, "h.0.attn.c_attn.weight       F16   [128, 384] rows out ") &&
+              strstr(r.out, "wte.weight                   F16   [50257, 128] ") && !strstr(r.out, "(out,in)"),
+          "gpt inspect's shapes: %s", r.out);
+    result_free(&r);
+
+    // gpt serve -h lists the page at /
+    r = RUN("serve", "-h");
+    CHECK(r.rc == 0 && strstr(r.out, "GET / (a page to try the model)"), "gpt serve -h lacks GET /: %s", r.out);
+    result_free(&r);
+}
+
 int main(void) {
     if (scratch_dir_make(tmpdir, sizeof tmpdir, "cli") != 0) return 1;
     char *text = NULL;
@@ -912,6 +1131,8 @@ int main(void) {
     cJSON *refs = text ? cJSON_Parse(text) : NULL;
     test_usage();
     test_model_errors();
+    test_default_model_errors();
+    test_promises();
     if (refs) {
         test_tokenize_cli(refs);
         test_final_newline();

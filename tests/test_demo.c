@@ -296,9 +296,12 @@ static void test_score_cli(const cJSON *refs, int blas) {
         int same = got && want && n == n_want && memcmp(got, want, n * sizeof *got) == 0;
         CHECK(same, "gpt --score: %zu tokens differ from the window's %zu ids", n, n_want);
         const cJSON *lps = cJSON_GetObjectItem(out, "logprobs");
-        if (same && cJSON_GetArraySize(lps) == (int)(n - 1)) {
+        // lined up with the tokens: the first has none (null)
+        CHECK(cJSON_GetArraySize(lps) == (int)n && cJSON_IsNull(cJSON_GetArrayItem(lps, 0)),
+              "gpt --score: %d logprobs for %zu tokens, or the first not null", cJSON_GetArraySize(lps), n);
+        if (same && cJSON_GetArraySize(lps) == (int)n) {
             double *lp = malloc(n * sizeof *lp);
-            for (size_t i = 0; i + 1 < n; i++) lp[i] = cJSON_GetArrayItem(lps, (int)i)->valuedouble;
+            for (size_t i = 0; i + 1 < n; i++) lp[i] = cJSON_GetArrayItem(lps, (int)i + 1)->valuedouble;
             double d_sum, d = compare_logprobs(w, lp, n, &d_sum);
             double d_json = fabs(json_num(out, "sum") - json_num(w, "sum"));
             CHECK(d <= LOGPROB_TOL, "gpt --score: a token's log-probability off by %.3g", d);

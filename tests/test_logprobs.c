@@ -293,8 +293,9 @@ static int score_agrees(const char *model, const char *text, int eot_first, cons
     free(a);
     free(b);
     double total = 0;
+    same = same && cJSON_IsNull(cJSON_GetArrayItem(lp, 0));  // the first token: nothing before it
     for (int i = first; same && i < cJSON_GetArraySize(ids); i++) {
-        double x = num_at(lp, i - 1), y = num_at(want, i - first);
+        double x = num_at(lp, i), y = num_at(want, i - first);  // --score's are lined up with its tokens
         same = memcmp(&x, &y, sizeof x) == 0;
         total += x;
     }

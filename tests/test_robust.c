@@ -453,7 +453,8 @@ static void test_score(void) {
     cJSON *j = cJSON_Parse(w);
     const cJSON *lp = cJSON_GetObjectItem(j, "logprobs"), *tokens = cJSON_GetObjectItem(j, "tokens");
     const cJSON *windows = cJSON_GetObjectItem(j, "windows");
-    CHECK(rc == 0 && lp && tokens && cJSON_GetArraySize(lp) == cJSON_GetArraySize(tokens) - 1 && windows &&
+    CHECK(rc == 0 && lp && tokens && cJSON_GetArraySize(lp) == cJSON_GetArraySize(tokens) &&
+              cJSON_IsNull(cJSON_GetArrayItem(lp, 0)) && windows &&
               windows->valueint >= 4,
           "--stride 64: rc %d, %s", rc, err);
     cJSON_Delete(j);
@@ -503,10 +504,28 @@ static void test_nan_weights(void) {
 // PATH fails, or hangs until interrupted).
 static void test_get_script(void) {
     char *err;
-    sh("mkdir -p $T/bin $T/dl $T/dl2 && printf '#!/bin/sh\\nexit 22\\n' > $T/bin/curl && chmod +x $T/bin/curl", NULL);
+    // offline: curl fails as it does without a name server; one try, and
+    // one line that says so (no retries, no progress meter)
+    sh("mkdir -p $T/bin $T/dl $T/dl2 && printf '#!/bin/sh\\necho x >> %s/calls\\n"
+       "echo \"curl: (6) Could not resolve host: huggingface.co\" >&2\\nexit 6\\n' \"$T\" > $T/bin/curl && "
+       "chmod +x $T/bin/curl",
+       NULL);
     int rc = sh("PATH=$T/bin:$PATH GPT=$GPT sh scripts/get-gpt2.sh --out $T/dl/share/gpt/gpt2.bin > /dev/null", &err);
+    sh("ls -A $T/dl > $T/left; wc -l < $T/calls > $T/ncalls", NULL);
+    char *left = slurp(tmp("left")), *calls = slurp(tmp("ncalls"));
+    CHECK(rc == 1 && one_line(err) &&
+              strstr(err, "get-gpt2.sh: cannot reach https://huggingface.co ((6) Could not resolve host: "
+                          "huggingface.co): offline? (--from DIR converts a local copy)") &&
+              left[0] == '\0' && atoi(calls) == 1,
+          "offline: rc %d, left '%s', %s curl calls, '%s'", rc, left, calls, err);
+    free(calls);
+    free(left);
+    free(err);
+    // reachable, then a download that fails: named, nothing left
+    sh("printf '#!/bin/sh\\ncase \"$*\" in *\"-r 0-0\"*) exit 0 ;; esac\\nexit 22\\n' > $T/bin/curl", NULL);
+    rc = sh("PATH=$T/bin:$PATH GPT=$GPT sh scripts/get-gpt2.sh --out $T/dl/share/gpt/gpt2.bin > /dev/null", &err);
     sh("ls -A $T/dl > $T/left", NULL);
-    char *left = slurp(tmp("left"));
+    left = slurp(tmp("left"));
     CHECK(rc == 1 && strstr(err, "download of model.safetensors failed") && left[0] == '\0',
           "a failed download: rc %d, left '%s', %s", rc, left, err);
     free(left);

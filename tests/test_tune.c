@@ -160,11 +160,15 @@ static void test_wisdom(const Model *m, ThreadPool *pool) {
     tune_in(offdir, m, pool, TUNE_OFF, "1.0", &plan, &rep);
     CHECK(strcmp(rep.source, "default") == 0 && !file_exists(offdir), "off: the default and no cache expected; %s",
           rep.source);
-    CHECK(tune_mode_from_env(TUNE_ON) == TUNE_ON, "GPT_TUNE unset: the default expected");
+    TuneMode env_mode;
+    CHECK(tune_mode_from_env(TUNE_ON, &env_mode) == 0 && env_mode == TUNE_ON, "GPT_TUNE unset: the default expected");
     setenv("GPT_TUNE", "off", 1);
-    CHECK(tune_mode_from_env(TUNE_ON) == TUNE_OFF, "GPT_TUNE=off: off expected");
+    CHECK(tune_mode_from_env(TUNE_ON, &env_mode) == 0 && env_mode == TUNE_OFF, "GPT_TUNE=off: off expected");
+    setenv("GPT_TUNE", "", 1);
+    CHECK(tune_mode_from_env(TUNE_ON, &env_mode) == 0 && env_mode == TUNE_ON, "GPT_TUNE empty: the default expected");
+    // a value that is no mode is an error for the front-end to report, never the default in silence
     setenv("GPT_TUNE", "sometimes", 1);
-    CHECK(tune_mode_from_env(TUNE_ON) == TUNE_ON, "GPT_TUNE=sometimes: the default expected");
+    CHECK(tune_mode_from_env(TUNE_ON, &env_mode) == -1, "GPT_TUNE=sometimes: -1 expected");
     unsetenv("GPT_TUNE");
 
     // unwritable: the cache "directory" is a file; then one without write permission

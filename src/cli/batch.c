@@ -334,7 +334,11 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
     GptError err = {{0}};
     if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
     if (j->n_completions > 1 && o->text_output)
-        request_fail(j, "n %zu: --text writes one text per line (JSON output lists the completions)", j->n_completions);
+        request_fail(j, "\"n\": %zu and --text exclude each other (--text writes one text per input line; without "
+                     "--text the JSON line lists its \"completions\")", j->n_completions);
+    else if (j->params.logprobs && o->text_output)
+        request_fail(j, "\"logprobs\" and --text exclude each other (--text writes only the text; without --text "
+                     "the JSON line has its \"logprobs\")");
     else if (echo_prompt(j, prompt, prompt_len) != 0) request_fail(j, "out of memory");
     else if (j->n_candidates) candidates_from_line(j, tok, m, o->special, prompt, prompt_len);
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) request_fail(j, "%s", err.msg);
@@ -496,6 +500,7 @@ static int write_request(Batch *b, Request *j) {
         if (list) {
             cJSON_AddItemToObject(r, "prompt_ids", ids_json(s0->tokens, s0->n_prompt));
             cJSON_AddNumberToObject(r, "prompt_tokens", (double)s0->n_prompt);
+            cJSON_AddItemToObject(r, "seed", seed_json(j->params.sampling.seed));  // completion k's: seed + k
             cJSON_AddItemToObject(r, "completions", list);
         }
     }

@@ -14,6 +14,7 @@
  *   tokenize.c     --tokenize and --detokenize
  *   conversation.c --chat-template's input (messages) and --apply-template
  *   convert.c      gpt convert and gpt inspect
+ *   tune.c         gpt tune: the matmul variants measured and saved
  *   output.c       stdout, with every write checked
  *   progress.c     the progress line on stderr
  *
@@ -88,6 +89,7 @@ typedef struct {
     int per_token;
     long stride;         // 0: the text must fit the context
     const char *chat_template;  // --chat-template NAME|FILE: the input is a conversation; NULL: a text
+    int prepend_eos;     // --prepend-eos: <|endoftext|> before the text, its first token scored too
 } Options;
 
 // options.c
@@ -133,6 +135,11 @@ int session_open(Session *s, const Options *o);
 
 // run_model.c: gpt [--score] and --choice with a model.
 int run_model(const Options *o);
+// The "tuning:" block of --stats (how the matmul variants were chosen, one
+// line per product) on e: 0, or -1 when e has failed.
+int print_tuning(FILE *e, const TuneReport *t);
+// tune.c: gpt tune, argv from the subcommand's name on.
+int run_tune(int argc, char **argv);
 
 // probs.c
 // One line of --per-token: the token's text escaped (print_escaped), TAB,

@@ -100,6 +100,11 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         (*text)[--*len] = '\0';
         if (*len && (*text)[*len - 1] == '\r') (*text)[--*len] = '\0';
     }
+    // an empty stdin is most often a mistake (a script's variable unset, a
+    // file not there): the run goes on, as -p "" does, but says so
+    if (!*len && (o->mode == MODE_GENERATE || o->mode == MODE_CHOICE))
+        note(o->quiet, "the prompt read from stdin is empty: starting from <|endoftext|> (-p \"\" says so without "
+                       "this note)");
     return 0;
 }
 

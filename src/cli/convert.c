@@ -43,7 +43,10 @@ static const char *convert_usage =
 static const char *inspect_usage =
     "usage: gpt inspect FILE\n"
     "  FILE: a model.bin, a Hugging Face directory or model.safetensors, or an llm.c checkpoint\n"
-    "Prints the configuration, the tensors (dtype, shape, file offset) and the KV-cache cost.\n";
+    "Prints the configuration, the tensors (dtype, shape, file offset) and the KV-cache cost.\n"
+    "Shapes are Hugging Face's (a Conv1D matrix [in, out]; \"rows out\" tags a matrix the\n"
+    "file stores one row per output, the transpose), an llm.c checkpoint's its own\n"
+    "([L, out, in]); the line \"shapes:\" says which.\n";
 
 // The writing's progress, on the Progress line ctx.
 static void show_write_progress(void *ctx, size_t done, size_t n_tensors, uint64_t bytes_done, uint64_t data_bytes) {
@@ -202,12 +205,20 @@ int run_inspect(int argc, char **argv) {
                       "%zu bytes for the full context of %d; half that with --kv-type f16\n",
                       per_token, c->n_layer, c->n_head, HS, per_token * (size_t)c->n_ctx, c->n_ctx);
     bad |= out_printf("tensors:     %zu, data from byte %zu\n", info.n_tensors, info.data_offset);
-    bad |= out_printf("  %-28s %-5s %-24s %12s %12s\n", "name", "dtype", "shape (HF order)", "offset", "bytes");
+    // one convention for every format: the shape as Hugging Face's GPT-2
+    // gives it; how the bytes lie is a tag, never a second order of dims
+    // (llm.c's tensors are its own, a layer stack each, named its way)
+    if (!strcmp(info.kind, "llm.c"))
+        bad |= out_printf("shapes:      llm.c's own, every layer in one tensor: a matrix [L, out, in]\n");
+    else
+        bad |= out_printf("shapes:      Hugging Face's, a Conv1D matrix [in, out]; \"rows out\": stored one row per "
+                          "output (the transpose)\n");
+    bad |= out_printf("  %-28s %-5s %-24s %12s %12s\n", "name", "dtype", "shape", "offset", "bytes");
     for (size_t i = 0; i < info.n_tensors && !bad; i++) {
         const TensorInfo *t = &info.tensors[i];
         char shape[128];
         shape_string(shape, sizeof shape, t->dims, t->ndim, ", ");
-        if (t->transposed) strncat(shape, " (out,in)", sizeof shape - strlen(shape) - 1);
+        if (t->transposed) strncat(shape, " rows out", sizeof shape - strlen(shape) - 1);
         bad |= out_printf("  %-28s %-5s %-24s %12llu %12llu\n", t->name, t->dtype, shape,
                           (unsigned long long)t->offset, (unsigned long long)t->nbytes);
     }

@@ -24,12 +24,14 @@ static const char *usage_text =
     "usage: gpt [options]                       generate text from a prompt\n"
     "       gpt --batch [options] < prompts     one JSON line per prompt line (see below)\n"
     "       gpt --score [options]               log-probability of each token of a text\n"
-    "       gpt --choice TEXT... [options]      the most likely of continuations of a prompt\n"
+    "       gpt --choice TEXT [--choice TEXT]... [options]\n"
+    "                                           the most likely of continuations of a prompt\n"
     "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt --apply-template < messages     the prompt a conversation renders to (--chat-template)\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
+    "       gpt tune [options]                  measure and save the kernels' variants (see gpt tune -h)\n"
     "       gpt serve [options]                 an OpenAI-compatible HTTP server (see gpt serve -h)\n"
     "\n"
     "model and input:\n"
@@ -40,7 +42,7 @@ static const char *usage_text =
     "                          model demo.bin shipped with gpt)\n"
     "  -p, --prompt TEXT       the prompt (or text); without it, all of stdin less one final\n"
     "                          newline (or CR LF), in every mode; an empty prompt (an empty\n"
-    "                          stdin too) starts from <|endoftext|>\n"
+    "                          stdin too, with a note) starts from <|endoftext|>\n"
     "      --keep-newline      keep the final newline of a text read from stdin\n"
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
@@ -78,7 +80,9 @@ static const char *usage_text =
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
     "      --grammar FILE      the output matches the GBNF grammar in FILE (docs/grammars.md);\n"
     "                          the stop reason is \"grammar\" when nothing more can follow\n"
-    "      --stop STR          stop when the text contains STR (repeatable); STR is not output;\n"
+    "      --stop STR          stop when the text contains STR (repeatable); STR is not output:\n"
+    "                          the text ends before it, but tokens and logprobs keep the token\n"
+    "                          that carried it (--json, --per-token: the tokens as generated);\n"
     "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
     "      --ignore-eos        keep going after <|endoftext|>\n"
     "      --context-shift     past the context, go on: the window starts again from the\n"
@@ -87,10 +91,11 @@ static const char *usage_text =
     "                          the sampler's state carried over); without it generation stops\n"
     "      --keep N            the prompt tokens every shift keeps (default 0; at most half\n"
     "                          the context; more than the prompt: the prompt)\n"
-    "      --completions N     N continuations of the prompt (1 to 64, default 1), seeds -s,\n"
-    "                          -s + 1, ...: each the run with its seed; the prompt computed\n"
-    "                          once; with --json, a list \"completions\"; in --batch every\n"
-    "                          line's (a --jsonl line's \"n\"), listed when more than one\n"
+    "      --completions N     N continuations of the prompt, with --json (needed): a list\n"
+    "                          \"completions\" (1 to 64, default 1); seeds -s, -s + 1, ...: each\n"
+    "                          the run with its seed; the prompt computed once; in --batch\n"
+    "                          every line's (a --jsonl line's \"n\"), listed when more than\n"
+    "                          one (not with --text)\n"
     "      --echo              print the prompt before the continuation (--json: the text\n"
     "                          starts with it; with --logprobs, its tokens get theirs too)\n"
     "      --logprobs N        each generated token's log-probability and the N most likely\n"
@@ -134,6 +139,8 @@ static const char *usage_text =
     "                          TAB text TAB log-probability of the --logprobs N alternatives\n"
     "      --stride N          texts longer than the context: windows of the context, each\n"
     "                          N tokens after the last, scoring only its new tokens\n"
+    "      --prepend-eos       <|endoftext|> before the text, so that its first token is scored\n"
+    "                          too (lm-evaluation-harness's rule); --json's tokens start with it\n"
     "output:\n"
     "      --json              one JSON object on stdout at the end\n"
     "      --stats             KV-cache memory, speed and RSS report on stderr\n"
@@ -221,7 +228,7 @@ enum {
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
-    O_CHAT_TEMPLATE, O_APPLY_TEMPLATE,
+    O_CHAT_TEMPLATE, O_APPLY_TEMPLATE, O_PREPEND_EOS,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt's option codes run into the shared ones");
@@ -276,6 +283,7 @@ static const struct option LONG_OPTIONS[] = {
     {"completions", required_argument, 0, O_COMPLETIONS},
     {"chat-template", required_argument, 0, O_CHAT_TEMPLATE},
     {"apply-template", no_argument, 0, O_APPLY_TEMPLATE},
+    {"prepend-eos", no_argument, 0, O_PREPEND_EOS},
     {0, 0, 0, 0},
 };
 _Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + N_SHARED_OPTIONS <= OPTIONS_MAX, "OPTIONS_MAX");
@@ -301,7 +309,7 @@ static int modes_of(int code) {
     case O_PREFILL_CHUNK: case O_NO_PREFIX: return BATCH;
     case O_STATS_JSON: return MODEL_MODES;
     case O_PER_TOKEN: return SCORE | GEN;
-    case O_STRIDE: return SCORE;
+    case O_STRIDE: case O_PREPEND_EOS: return SCORE;
     case O_PROGRESS: return SCORE | BATCH;
     case O_BLAS: return GEN | SCORE;
     }
@@ -366,6 +374,7 @@ static int flag_option(Options *o, int c) {
     case O_PER_TOKEN: o->per_token = 1; break;
     case O_PROGRESS: o->progress = 1; break;
     case O_BLAS: o->blas = 1; break;
+    case O_PREPEND_EOS: o->prepend_eos = 1; break;
     default: return NOT_MINE;
     }
     return 0;
@@ -584,9 +593,14 @@ static int check_combinations(const Options *o, const char *const *given) {
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
+    // --text writes one text per input line and nothing else: what has no
+    // place there is refused, never dropped
     if (o->completions > 1 && o->mode == MODE_BATCH && o->text_output)
-        return FAIL("--completions %ld and --text exclude each other (--text writes one text per line)",
-                    o->completions);
+        return FAIL("--completions %ld and --text exclude each other (--text writes one text per input line; without "
+                    "--text each JSON line lists its \"completions\")", o->completions);
+    if (o->logprobs >= 0 && o->mode == MODE_BATCH && o->text_output)
+        return FAIL("--logprobs and --text exclude each other (--text writes only the text; without --text each JSON "
+                    "line has its \"logprobs\")");
     if (o->completions > 1 && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
         return FAIL("--completions and speculative decoding exclude each other (a draft guesses for one sequence)");
     if (o->chat_template && o->special && o->mode == MODE_GENERATE)

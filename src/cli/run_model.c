@@ -208,20 +208,22 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
                 j->parts ? 100.0 * (double)(j->parts - j->caller_parts) / (double)j->parts : 0.0,
                 100.0 * (double)j->solo_runs / (double)j->runs);
     if (r->blas) fprintf(e, "blas:       prompts of %d tokens or more through %s\n", BLAS_MIN_ROWS, r->blas);
-    if (r->tune) {
-        const TuneReport *t = r->tune;
-        if (strcmp(t->source, "wisdom") == 0) fprintf(e, "tuning:     from wisdom %s", t->path);
-        else if (strcmp(t->source, "measured") == 0)
-            fprintf(e, "tuning:     measured in %.3f s%s%s", t->seconds, t->note[0] ? "" : ", saved to ",
-                    t->note[0] ? "" : t->path);
-        else fprintf(e, "tuning:     default variants");
-        if (t->note[0]) fprintf(e, " (%s)", t->note);
-        fprintf(e, "\n");
-        tune_print(t, e);
-    }
+    if (r->tune) print_tuning(e, r->tune);
     fprintf(e, "peak rss:   %zu B (%.1f MiB)\n", peak_rss_bytes(), mib(peak_rss_bytes()));
     if (r->have_seed)
         fprintf(e, "seed:       %llu\n", (unsigned long long)r->seed);
+}
+
+int print_tuning(FILE *e, const TuneReport *t) {
+    if (strcmp(t->source, "wisdom") == 0) fprintf(e, "tuning:     from wisdom %s", t->path);
+    else if (strcmp(t->source, "measured") == 0)
+        fprintf(e, "tuning:     measured in %.3f s%s%s", t->seconds, t->note[0] ? "" : ", saved to ",
+                t->note[0] ? "" : t->path);
+    else fprintf(e, "tuning:     default variants");
+    if (t->note[0]) fprintf(e, " (%s)", t->note);
+    fprintf(e, "\n");
+    tune_print(t, e);
+    return ferror(e) ? -1 : 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -283,7 +285,9 @@ static int run_score(const Options *o, const Session *ss, const int32_t *ids, si
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
         cJSON_AddItemToObject(root, "tokens", ids_json(ids, n));
+        // lined up with tokens: the first has nothing before it (null)
         cJSON *lp = cJSON_CreateArray();
+        cJSON_AddItemToArray(lp, cJSON_CreateNull());
         for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(logprobs[i]));
         cJSON_AddItemToObject(root, "logprobs", lp);
         cJSON_AddItemToObject(root, "sum", exact_json(sum));
@@ -550,6 +554,7 @@ static int generation_result(Generation *g, const char *stop_reason) {
     if (g->text) g->text[g->text_len] = '\0';
     cJSON_AddStringToObject(root, "text", g->text ? g->text : "");
     cJSON_AddStringToObject(root, "stop_reason", stop_reason);
+    cJSON_AddItemToObject(root, "seed", seed_json(g->r.seed));  // every answer that samples has it here
     if (g->gp.logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
         cJSON_AddItemToObject(root, "logprobs",
                               o->echo ? logprobs_json(g->ss->tok, seq->tokens, seq->n_tokens, seq->lp, seq->lp_from, 0)
@@ -723,6 +728,7 @@ static int run_completions(const Options *o, const Session *ss, const char *prom
     r.decode_seconds = engine.forward_seconds - r.prefill_seconds;
     KVPoolStats ps = kvpool_stats(engine.kv);
     r.kv_allocated = ps.peak_held * ps.block_bytes;
+    cJSON_AddItemToObject(root, "seed", seed_json(gp.sampling.seed));  // completion i's: seed + i
     cJSON_AddItemToObject(root, "completions", list);
     cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
     cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
@@ -841,8 +847,9 @@ static int run_choice(const Options *o, Session *ss, const char *prompt, size_t 
     if (out_flush() != 0) goto done;
     rc = EXIT_OK;
     if (o->stats) {
-        fprintf(stderr, "choices:    %zu, most likely %zu (sum %.6f); prompt computed once, %zu tokens reused\n", nc,
-                best + 1, c[best].sum, engine.prefix_tokens_reused);
+        // the index counts from 0, as --json's "index" and "best" do
+        fprintf(stderr, "choices:    %zu, best %zu (sum %.6f); prompt computed once, %zu tokens reused\n", nc, best,
+                c[best].sum, engine.prefix_tokens_reused);
         print_stats(m, &r, o->threads);
     }
     if (o->stats_json) print_stats_json(m, &r);
@@ -969,6 +976,19 @@ int run_model(const Options *o) {
     if (scoring && n == 0) {
         fprintf(stderr, "gpt: --score: the text is empty\n");
         goto done;
+    }
+    // --prepend-eos: <|endoftext|> goes first, the context of the text's first token
+    if (scoring && o->prepend_eos) {
+        int32_t eot = tokenizer_eot_id(ss.tok), *with = eot >= 0 ? malloc((n + 1) * sizeof *with) : NULL;
+        if (!with) {
+            fprintf(stderr, "gpt: --prepend-eos: %s\n", eot < 0 ? "the tokenizer has no <|endoftext|>" : "out of memory");
+            goto done;
+        }
+        with[0] = eot;
+        memcpy(with + 1, ids, n * sizeof *ids);
+        free(ids);
+        ids = with;
+        n++;
     }
     if (scoring && n > (size_t)m->config.n_ctx && !o->stride) {
         fprintf(stderr, "gpt: the text is %zu tokens; the model's context holds %d (--stride N scores longer texts "

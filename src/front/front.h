@@ -238,6 +238,7 @@ typedef struct {
     char *value;                   // its value (in argv), or NULL
     struct option table[OPTIONS_MAX + 1];  // the front-end's options, then the shared ones
     char shorts[2 * OPTIONS_MAX + 2];      // getopt_long's letters
+    int bad_tune_env;              // $GPT_TUNE is set to no mode: refused unless --tune is given
 } OptionParser;
 
 // Starts reading argv (getopt's state reset): own is the front-end's table,
@@ -249,7 +250,8 @@ void options_begin(OptionParser *p, const char *cmd, const struct option *own, c
 // p->given[code] set and a shared option applied to p->shared; -1 when
 // every word is read; OPTION_FAILED after the usage error (one line naming
 // the option as typed: an unknown one, a missing value, a value the
-// option refuses, one value given twice, a word that is no option).
+// option refuses, one value given twice, a word that is no option; at the
+// end, a $GPT_TUNE that is no mode when --tune is not given).
 int options_next(OptionParser *p, int argc, char **argv);
 
 #endif

@@ -204,6 +204,15 @@ int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *
             fprintf(stderr, "gpt: %s (the model named by $GPT_MODEL)\n", err.msg);
             return EXIT_RUNTIME;
         }
+        // nor one found by the search, which the user never named: a stray
+        // ./models/gpt2/ (a clone without its LFS files) would fail every run
+        if (!model_flag) {
+            int dir = path_is_dir(path), relative = path[0] != '/';
+            fprintf(stderr, "gpt: %s (the default %s%s%s, found %s; -m PATH or $GPT_MODEL names another)\n", err.msg,
+                    relative ? "./" : "", path, dir ? "/" : "",
+                    relative ? "in the working directory" : "where gpt looks for GPT-2");
+            return EXIT_RUNTIME;
+        }
         return report_error(&err);
     }
     if (is_demo) {

@@ -13,6 +13,7 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -92,9 +93,12 @@ void options_begin(OptionParser *p, const char *cmd, const struct option *own, c
     p->cmd = cmd;
     p->repeatable = repeatable;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    // the matmul variants measured once per machine unless $GPT_TUNE says otherwise
+    // the matmul variants measured once per machine unless $GPT_TUNE says
+    // otherwise; a bad $GPT_TUNE is refused once argv is read (--tune wins)
+    TuneMode tune;
+    p->bad_tune_env = tune_mode_from_env(TUNE_ON, &tune) != 0;
     p->shared = (SharedOptions){.model = {.weights = {.matrix_dtype = -1}, .threads = cores > 0 ? cores : 1,
-                                          .tune = (int)tune_mode_from_env(TUNE_ON), .version = GPT_VERSION},
+                                          .tune = (int)tune, .version = GPT_VERSION},
                                 .kv_dtype = DTYPE_F32, .parallel = 16};
     // the table: the front-end's options, then the shared ones; the short
     // options: every letter code, "x:" when it takes a value
@@ -158,7 +162,19 @@ int options_next(OptionParser *p, int argc, char **argv) {
     int longindex = -1;
     int c = getopt_long(argc, argv, p->shorts, p->table, &longindex);
     if (c == -1 && optind < argc) {
-        usage_error(p->cmd, "unexpected argument '%s'", argv[optind]);
+        // `gpt "Hello"`: a prompt without -p, the likeliest slip of all
+        const char *w = argv[optind];
+        int hint = !p->cmd && !p->given['p'] && *w && *w != '-';
+        if (hint && !strpbrk(w, "\"$`\\"))
+            usage_error(p->cmd, "unexpected argument '%s' (did you mean -p \"%s\"?)", w, w);
+        else if (hint && !strchr(w, '\''))
+            usage_error(p->cmd, "unexpected argument '%s' (did you mean -p '%s'?)", w, w);
+        else
+            usage_error(p->cmd, "unexpected argument '%s'", w);
+        return OPTION_FAILED;
+    }
+    if (c == -1 && p->bad_tune_env && !p->given[OPT_TUNE]) {
+        usage_error(p->cmd, "$GPT_TUNE=%.40s: must be on, off or force", getenv("GPT_TUNE"));
         return OPTION_FAILED;
     }
     if (c == -1) return -1;

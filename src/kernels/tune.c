@@ -45,9 +45,11 @@ int tune_mode_parse(const char *s, TuneMode *mode) {
     return -1;
 }
 
-TuneMode tune_mode_from_env(TuneMode dflt) {
-    TuneMode m;
-    return tune_mode_parse(getenv("GPT_TUNE"), &m) == 0 ? m : dflt;
+int tune_mode_from_env(TuneMode dflt, TuneMode *mode) {
+    const char *v = getenv("GPT_TUNE");
+    *mode = dflt;
+    if (!v || !*v) return 0;
+    return tune_mode_parse(v, mode);
 }
 
 // What CPUID can say before anything is measured: the ISA and its FMA width

@@ -44,8 +44,10 @@ enum { TUNE_ROWS = 2 * MATMUL_GROUP };
 
 // "off", "on", "force" -> *mode: 0, or -1 for another string.
 int tune_mode_parse(const char *s, TuneMode *mode);
-// The mode $GPT_TUNE asks for ("off", "on", "force"), else dflt.
-TuneMode tune_mode_from_env(TuneMode dflt);
+// The mode $GPT_TUNE asks for ("off", "on", "force") into *mode: 0; dflt
+// when it is unset or empty: 0; -1 (*mode dflt) for another value, which a
+// front-end refuses as it refuses --tune's.
+int tune_mode_from_env(TuneMode dflt, TuneMode *mode);
 
 // The variant a CPU's kernels run for weights of dtype dt when nothing was
 // measured (tuning off, or nothing to measure).

@@ -523,6 +523,7 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
     const GPT2Config *cfg = &s->session.model.config;
     const cJSON *prompt = NULL;
     long stride = 0;
+    int prepend_eos = 0;
     GptError err = {{0}};
     Request *j = NULL;
     status = 0;
@@ -535,6 +536,9 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
         } else if (!strcmp(k, "stride")) {
             if (json_int(f, 1, cfg->n_ctx, &stride) != 0)
                 status = fail(400, msg, param, k, "stride must be an integer in [1, %d] (the context)", cfg->n_ctx);
+        } else if (!strcmp(k, "prepend_eos")) {
+            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "prepend_eos must be true or false");
+            prepend_eos = cJSON_IsTrue(f);
         } else status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
     }
     if (status) goto done;
@@ -562,6 +566,20 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
     if (n == 0) {
         status = fail(400, msg, param, "prompt", "the text is empty");
         goto done;
+    }
+    // prepend_eos: <|endoftext|> first, the context of the text's first token (gpt --score --prepend-eos)
+    int32_t eot = tokenizer_eot_id(s->session.tok), *with = NULL;
+    if (prepend_eos && (eot < 0 || !(with = malloc((n + 1) * sizeof *with)))) {
+        status = eot < 0 ? fail(400, msg, param, "prepend_eos", "the tokenizer has no <|endoftext|>")
+                         : fail(500, msg, param, NULL, "out of memory");
+        goto done;
+    }
+    if (with) {
+        with[0] = eot;
+        memcpy(with + 1, j->prompt_ids[0], n * sizeof *with);
+        free(j->prompt_ids[0]);
+        j->prompt_ids[0] = with;
+        j->prompt_lens[0] = ++n;
     }
     if (n > (size_t)cfg->n_ctx && !stride) {
         status = fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
@@ -630,9 +648,14 @@ static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, 
     return o;
 }
 
-// Choice `index`, of completion k (its seed: the request's + k); logprobs NULL: null.
-static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *text, const int32_t *tokens,
-                          size_t n_tokens, cJSON *logprobs, const char *finish) {
+// Choice `index`, completion k (its seed: the request's + k); logprobs NULL:
+// null. Once it has finished: finish_reason, gpt's own "stop_reason" (which
+// tells "context" from "length", and "eos" from "stop") and "seq_tokens",
+// the positions its KV cache held, as `gpt --json`'s stats.seq_tokens.
+static cJSON *choice_json(const Request *j, size_t index, const Completion *done, const char *text,
+                          const int32_t *tokens, size_t n_tokens, cJSON *logprobs) {
+    size_t k = (size_t)(done - j->completions);
+    const char *finish = done->finish;
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
     cJSON_AddNumberToObject(c, "index", (double)index);
@@ -642,6 +665,10 @@ static cJSON *choice_json(const Request *j, size_t index, size_t k, const char *
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
     cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
+    if (finish) {
+        cJSON_AddStringToObject(c, "stop_reason", done->stop_reason ? done->stop_reason : finish);
+        if (done->stop_reason) cJSON_AddNumberToObject(c, "seq_tokens", (double)done->seq_tokens);
+    }
     return c;
 }
 
@@ -789,7 +816,7 @@ char *completion_response(Server *s, const Request *j, const char *id, long crea
         if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
         text[echo_len + c->text_len] = '\0';
         cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
-        cJSON_AddItemToArray(completions, choice_json(j, i, k, text, c->tokens, c->n_tokens, lp, c->finish));
+        cJSON_AddItemToArray(completions, choice_json(j, i, c, text, c->tokens, c->n_tokens, lp));
         free(text);
     }
     add_usage(r, j);
@@ -823,8 +850,8 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     cJSON *r = response_head(s, j, id, created, 1);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
-    cJSON_AddItemToArray(completions, choice_json(j, k, k, text, c->tokens + c->sent_tokens,
-                                                  c->n_tokens - c->sent_tokens, lp, c->finish));
+    cJSON_AddItemToArray(completions, choice_json(j, k, c, text, c->tokens + c->sent_tokens,
+                                                  c->n_tokens - c->sent_tokens, lp));
     if (j->include_usage) cJSON_AddNullToObject(r, "usage");  // as OpenAI's: null but in the last
     free(text);
     c->sent_echo = 1;
@@ -842,7 +869,8 @@ char *score_response(Server *s, const Request *j) {
     cJSON_AddStringToObject(r, "object", "score");
     cJSON_AddStringToObject(r, "model", s->model_name);
     cJSON_AddItemToObject(r, "tokens", ids_json(j->prompt_ids[0], n));
-    cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");
+    cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");  // lined up with tokens: the first's is null
+    cJSON_AddItemToArray(lp, cJSON_CreateNull());
     for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(j->logprobs[i]));
     cJSON_AddItemToObject(r, "sum", exact_json(sum));
     if (n > 1 && isfinite(sum)) cJSON_AddItemToObject(r, "perplexity", exact_json(exp(-sum / (double)(n - 1))));

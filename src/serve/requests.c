@@ -164,14 +164,6 @@ static void completion_done(Server *s, Request *j, Completion *c, const char *fi
     if (--j->refs == 0) request_free(j);  // the HTTP side has gone already
 }
 
-static const char *finish_reason(StopReason r) {
-    switch (r) {
-    case STOP_EOS: case STOP_STRING: case STOP_GRAMMAR: return "stop";
-    case STOP_LENGTH: case STOP_CONTEXT: return "length";
-    default: return "error";
-    }
-}
-
 // --score over HTTP: runs between two steps, on the engine's threads.
 static void run_score(Server *s, Request *j) {
     GptError err = {{0}};
@@ -250,6 +242,7 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, Sche
     Engine *e = &s->engine;
     StopReason stop = q->stop;
     GptError seq_error = q->error;
+    size_t positions = q->positions;
     sequence_free(q, e);
     pthread_mutex_lock(&s->lock);
     if (!c->running) s->metrics.queued--;
@@ -257,7 +250,9 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, Sche
     switch (why) {
     case SCHED_STOPPED:
         if (stop == STOP_ERROR) request_fail(j, 500, seq_error.msg);
-        reason = finish_reason(stop);
+        reason = *stop_reason_finish(stop) ? stop_reason_finish(stop) : "error";
+        if (!c->finish) c->stop_reason = *stop_reason_name(stop) ? stop_reason_name(stop) : "error";
+        c->seq_tokens = positions;
         break;
     case SCHED_DROPPED: reason = "interrupted"; break;
     case SCHED_REFUSED: request_fail(j, 400, err->msg); break;

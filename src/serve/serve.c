@@ -58,8 +58,8 @@ static const char *serve_usage =
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
     "                          (default 1G, or twice what --parallel full contexts take if\n"
     "                          that is less)\n"
-    "      --api-key KEY       requests must send Authorization: Bearer KEY (default:\n"
-    "                          $GPT_API_KEY; without either, no key)\n"
+    "      --api-key KEY       requests must send Authorization: Bearer KEY, all but GET /\n"
+    "                          and /health (default: $GPT_API_KEY; without either, no key)\n"
     "      --cors-origin ORIGIN\n"
     "                          pages from ORIGIN (scheme://host[:port]) may call the API\n"
     "                          from a browser; repeatable; * for any, only without a key\n"
@@ -79,13 +79,15 @@ static const char *serve_usage =
     "                          (User: ...\\nAssistant:), chatml, or a template file (JSON;\n"
     "                          docs/chat.md)\n"
     "  -h, --help              this help\n"
-    "Endpoints: POST /v1/completions, /v1/chat/completions, /v1/score, /tokenize,\n"
-    "/detokenize, /apply-template; GET /v1/models, /v1/models/ID, /tokenizer_info, /health,\n"
-    "/metrics. A request with a seed gets exactly what gpt -p PROMPT -s SEED gives (a chat:\n"
-    "gpt --chat-template T with its messages; docs/chat.md). Prints \"gpt: serving MODEL on http://HOST:PORT\" on\n"
-    "stderr when ready (not with -q), and one JSON line per request (--log). Exit codes:\n"
-    "0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log file that cannot be\n"
-    "opened), 2 usage error.\n";
+    "Endpoints: GET / (a page to try the model), /health, /v1/models, /v1/models/ID,\n"
+    "/tokenizer_info, /metrics; POST /v1/completions, /v1/chat/completions, /v1/score,\n"
+    "/tokenize, /detokenize, /apply-template. A request with a seed gets exactly what\n"
+    "gpt -p PROMPT -s SEED gives (a chat: gpt --chat-template T with its messages;\n"
+    "docs/chat.md); a choice's finish_reason is OpenAI's, its stop_reason gpt's own (eos,\n"
+    "stop, grammar: \"stop\"; length, context: \"length\"). Prints \"gpt: serving MODEL on\n"
+    "http://HOST:PORT\" on stderr when ready (not with -q), and one JSON line per request\n"
+    "(--log). Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log\n"
+    "file that cannot be opened), 2 usage error.\n";
 
 // A listening socket for host:port. Its fd, or -1 after reporting.
 // *port_out gets the port it has (--port 0 asks the kernel for one).

@@ -60,6 +60,8 @@ typedef struct {
     size_t n_lp, lp_cap;     // prompt and generated ids together (lp_from: 1 with "echo", else the
     size_t lp_from;          // prompt's length; the Sequence's)
     const char *finish;      // "stop", "length", "interrupted", "error"; NULL while running
+    const char *stop_reason; // gpt's own (stop_reason_name, engine.h) when it stopped; NULL: finish's
+    size_t seq_tokens;       // the positions its KV cache held when it stopped (--json's stats.seq_tokens)
     double t_last;           // the scheduler's: when its last token came (now_seconds)
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;

@@ -54,14 +54,16 @@ get() {
 }
 
 # same_as_cli WHAT RESPONSE EXPECTED [CHOICE]: the choice's tokens, text,
-# finish_reason and logprobs (null without --logprobs) are gpt's; jq reads
-# the numbers as doubles, so they are compared bit for bit
+# stop_reason, seq_tokens (the positions its cache held) and logprobs (null
+# without --logprobs) are gpt's, and its finish_reason is OpenAI's name for
+# the stop_reason (man gpt: eos, stop -> "stop"; length, context ->
+# "length"); jq reads the numbers as doubles, so they are compared bit for bit
 same_as_cli() {
     k=${4:-0}
-    got=$(jq -c "[.choices[$k].tokens, .choices[$k].text, .choices[$k].finish_reason, .choices[$k].logprobs]" "$2" \
-        2> /dev/null)
-    want=$(jq -c '[.tokens, .text, (if .stop_reason == "eos" or .stop_reason == "stop" then "stop" else "length" end),
-                   .logprobs]' "$3")
+    got=$(jq -c "[.choices[$k].tokens, .choices[$k].text, .choices[$k].finish_reason, .choices[$k].stop_reason,
+                  .choices[$k].seq_tokens, .choices[$k].logprobs]" "$2" 2> /dev/null)
+    want=$(jq -c '[.tokens, .text, ({eos: "stop", stop: "stop", length: "length", context: "length"}[.stop_reason]),
+                   .stop_reason, .stats.seq_tokens, .logprobs]' "$3")
     if [ -n "$got" ] && [ "$got" = "$want" ]; then pass
     else fail "$1: the server gave $(head -c 600 "$2"), gpt gave $want"
     fi
@@ -73,6 +75,8 @@ stream_as_one() {
     sed -n 's/^data: //p' "$1" | grep -v '^\[DONE\]$' |
         jq -cs '{choices: [{tokens: [.[].choices[0].tokens[]], text: (map(.choices[0].text) | join("")),
                  finish_reason: (map(.choices[0].finish_reason | select(. != null)) | last),
+                 stop_reason: (map(.choices[0].stop_reason | select(. != null)) | last),
+                 seq_tokens: (map(.choices[0].seq_tokens | select(. != null)) | last),
                  logprobs: (map(.choices[0].logprobs | select(. != null)) |
                             if length == 0 then null
                             else {tokens: map(.tokens[]), token_logprobs: map(.token_logprobs[]),
