@@ -740,7 +740,42 @@ static void test_sniff(void) {
     CHECK(model_sniff(NULL, 0, 0) == MODEL_KIND_UNKNOWN, "empty input");
 }
 
+// file_prefetch: the mapping reads the same bytes while and after its pages
+// are brought in; a second call starts nothing; file_unmap stops and joins
+// the thread whether it has finished or not (ASan/TSan runs see the rest).
+static void test_prefetch(void) {
+    const char *path = ckpt("tiny-llmc.bin");
+    GptError err = {""};
+    char *copy = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &copy, &len, &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    for (int round = 0; round < 2; round++) {
+        MappedFile f;
+        if (file_map(path, &f, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+            break;
+        }
+        CHECK(f.prefetch == NULL, "%s: a fresh mapping has a prefetch", path);
+        file_prefetch(&f);
+        FilePrefetch *first = f.prefetch;
+        CHECK(first != NULL, "%s: file_prefetch started no thread", path);
+        file_prefetch(&f);
+        CHECK(f.prefetch == first, "%s: a second file_prefetch started another thread", path);
+        // round 0 reads the whole mapping alongside the thread; round 1
+        // unmaps at once, while the thread is (likely) still running
+        if (round == 0) CHECK(f.size == len && memcmp(f.data, copy, len) == 0, "%s: the mapping reads wrong bytes", path);
+        file_unmap(&f);
+        CHECK(f.data == NULL && f.prefetch == NULL, "%s: file_unmap left the mapping or its prefetch", path);
+        file_unmap(&f);  // idempotent
+    }
+    free(copy);
+}
+
 int main(void) {
+    test_prefetch();
     test_config_validate();
     test_sniff();
     test_tiny();

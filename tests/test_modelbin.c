@@ -213,6 +213,12 @@ static void test_convert(const char *src, const char *ref_name, int n_prompts, c
     }
     CHECK(!strcmp(b.source_kind, "model.bin"), "source_kind %s", b.source_kind);
     CHECK(b.owned == NULL && b.map.data != NULL && b.map.size == bytes, "%s: weights must be the mapping", out);
+    // read in place: its pages are brought in in the background (fileio.h);
+    // a source is prefetched exactly when it too is read whole in place
+    // (an llm.c file), not when any tensor was converted out of it
+    CHECK(b.map.prefetch != NULL, "%s: weights in place but no prefetch of the mapping", out);
+    CHECK((a.map.prefetch != NULL) == (a.map.data != NULL && a.owned == NULL), "%s: prefetch %d, mapping %d, owned %d",
+          src, a.map.prefetch != NULL, a.map.data != NULL, a.owned != NULL);
     CHECK((const unsigned char *)b.weights.wte.data >= b.map.data &&
               (const unsigned char *)b.weights.lnf_b < b.map.data + b.map.size,
           "%s: weights do not point into the mapping", out);

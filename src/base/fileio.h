@@ -24,9 +24,11 @@ int file_read_all(const char *path, char **data, size_t *len, GptError *err);
 // error message calls it.
 int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err);
 
+typedef struct FilePrefetch FilePrefetch;
 typedef struct {
     const unsigned char *data;  // read-only mapping, NULL when empty/closed
     size_t size;                // bytes mapped (the file's length)
+    FilePrefetch *prefetch;     // the thread of file_prefetch, NULL when none
 } MappedFile;
 
 // Maps `path` read-only. An empty file maps to {NULL, 0}. Returns 0 or -1.
@@ -39,6 +41,17 @@ int file_map(const char *path, MappedFile *out, GptError *err);
 // in the page cache, and a later read brings them back). Used after copying
 // weights out of a mapping, so the file and its copy are not both resident.
 void file_release(const MappedFile *f, size_t offset, size_t len);
+// Brings the whole mapping into this process's page tables from a thread
+// of its own, while the caller goes on (builds a tokenizer, reads a prompt),
+// so that the first pass over the weights does not pay for it: every page
+// is populated (MADV_POPULATE_READ) and then read once, one byte a page (on
+// a virtual machine with shadow page tables the hypervisor fills its entry
+// at a page's first read, which populating does not do). The pages are
+// those the first forward step reads anyway; only call it for a mapping
+// read whole. Advice only: if the thread cannot start, nothing happens.
+// At most one prefetch per mapping (a second call does nothing);
+// file_unmap stops it (within one 2 MiB chunk) and joins it.
+void file_prefetch(MappedFile *f);
 // Unmaps; NULL-safe and idempotent (leaves {NULL, 0}).
 void file_unmap(MappedFile *f);
 

@@ -465,6 +465,12 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
     free(staging);
     free(target);
     if (!uses_map) file_unmap(&m->map);  // nothing points into it any more
+    // Weights read in place, none copied out (whose pages were released):
+    // the first step reads all of the mapping, so it is brought in now, in
+    // the background, while the caller builds the tokenizer and reads the
+    // prompt (fileio.h). It costs no memory the first step would not take
+    // but wpe's rows past the prompt's positions.
+    else if (!owned_bytes) file_prefetch(&m->map);
     return 0;
 }
 

@@ -405,9 +405,11 @@ static int modelbin_load(Model *m, const char *path, const WeightOptions *o, Gpt
     if (!t) return gpt_error(err, "%s: out of memory", path);
     int rc = -1;
     if (table_check(file, &h, &m->config, path, t, err) != 0) goto done;
+    // the weights first: their pages come in (model_set_weights' prefetch)
+    // while the tokenizer is built
+    if (model_set_weights(m, t, o, path, err) != 0) goto done;
     m->tokenizer = tokenizer_check(file, &h, path, err);
     if (!m->tokenizer) goto done;
-    if (model_set_weights(m, t, o, path, err) != 0) goto done;
     rc = 0;
 done:
     free(t);

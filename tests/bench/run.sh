@@ -237,6 +237,10 @@ t=$(best_of 3 "$GPT" -m "$M124" -p Hello -n 1 --temp 0)
 echo "  safetensors (published layout, converted on load): $t s"
 
 echo
+echo "== gpt as scripts use it: a process per prompt against --batch, and the time to the first token per size and dtype (tests/bench/scripts.sh)"
+BUILD=$BUILD CKPT_DIR=$CKPT_DIR sh tests/bench/scripts.sh
+
+echo
 echo "== gpt --batch: 64 prompts of 10-100 tokens, -n 64, f32 model.bin, 2 threads"
 BIN=$CKPT_DIR/124M-f32.bin
 i=0
