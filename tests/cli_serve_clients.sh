@@ -7,9 +7,9 @@
 #     the eos token, vLLM's /tokenize gives `gpt --tokenize`'s ids with
 #     count and max_model_len, /detokenize gives the text back as "prompt";
 #   - its local-completions loglikelihood batch (token-id prompts, echo,
-#     logprobs 1, max_tokens 1): each prompt's token_logprobs after the
-#     first are `gpt --score`'s, bit for bit, and the one generated token's
-#     follows; each top_logprobs entry has one token, as lm-eval's
+#     logprobs 1, max_tokens 1): each prompt's token_logprobs (the first
+#     null) are `gpt --score --json`'s, bit for bit, and the one generated
+#     token's follows; each top_logprobs entry has one token, as lm-eval's
 #     is_greedy reads it;
 #   - its generate_until batch (temperature 0, a stop): each text is
 #     `gpt --temp 0 --stop`'s;
@@ -53,8 +53,8 @@ for t in "$t1" "$t2"; do
     "$GPT" -m "$MODEL" --score -p "$t" --json > "$tmp/score" 2> /dev/null
     n=$(jq '.tokens | length' "$tmp/score")
     choice=$(jq -c "(.choices | sort_by(.index))[$k].logprobs" "$tmp/ll")
-    check "loglikelihood $k: token_logprobs[1:$n] are gpt --score's" \
-        [ "$(echo "$choice" | jq -c ".token_logprobs[1:$n]")" = "$(jq -c .logprobs "$tmp/score")" ]
+    check "loglikelihood $k: token_logprobs[:$n] are gpt --score's" \
+        [ "$(echo "$choice" | jq -c ".token_logprobs[:$n]")" = "$(jq -c .logprobs "$tmp/score")" ]
     check "loglikelihood $k: the prompt's $n tokens and one more" \
         [ "$(echo "$choice" | jq -c "[(.token_logprobs | length), .token_logprobs[0], (.token_ids[:$n] == $(jq -c .tokens "$tmp/score"))]")" = "[$((n + 1)),null,true]" ]
     check "loglikelihood $k: one token in each top_logprobs" \
