@@ -169,6 +169,46 @@ for shown in "$tmp"/shown/*.where; do
     check "$(cat "$shown"): docs/examples/$name as shown (the file below)" "$tmp/shown/$name" "docs/examples/$name"
 done
 
+# The fields of a request: docs/usage.md's table names each field that
+# the sources read (gen_field_from_json in src/front/request.c, both
+# front-ends'; line_field in src/cli/batch.c, a --jsonl line's own;
+# read_completion_fields and read_chat_field in src/serve/api.c, the
+# server's), and no other; its --jsonl column says "—" exactly for the
+# fields a line does not take.
+# fields_of FILE FUNCTION...: the "name" of each strcmp(k, "name") or
+# strcmp(f->string, "name") inside those functions' bodies
+fields_of() {
+    file=$1
+    shift
+    awk -v names=" $* " '
+        match($0, /^(static )?int [a-z_]+\(/) { fn = substr($0, 1, RLENGTH - 1); sub(/.* /, "", fn)
+                                                on = index(names, " " fn " ") > 0 }
+        on && /^}/ { on = 0 }
+        on { s = $0
+             while (match(s, /strcmp\((k|f->string), "[a-z_]+"\)/)) {
+                 f = substr(s, RSTART, RLENGTH); sub(/^[^"]*"/, "", f); sub(/".*/, "", f); print f
+                 s = substr(s, RSTART + RLENGTH) } }
+    ' "$file"
+}
+fields_of src/front/request.c gen_field_from_json > "$tmp/f_gen"
+fields_of src/cli/batch.c line_field > "$tmp/f_line"
+fields_of src/serve/api.c read_completion_fields read_chat_field > "$tmp/f_serve"
+sed -n '/^### The fields of a request/,/^#/p' docs/usage.md | grep '^| `' > "$tmp/rows"
+# each field of a row (the first column's `names`), with its --jsonl column
+awk -F' [|] ' '{ col = $2; n = split($1, a, "`"); for (i = 2; i <= n; i += 2) print a[i] "\t" col }' "$tmp/rows" \
+    > "$tmp/f_doc"
+cat "$tmp/f_gen" "$tmp/f_line" "$tmp/f_serve" | sort -u > "$tmp/f_src"
+cut -f1 "$tmp/f_doc" | sort -u > "$tmp/f_docnames"
+if [ "$(wc -l < "$tmp/f_gen")" -ge 10 ] && [ "$(wc -l < "$tmp/f_line")" -ge 4 ] && [ "$(wc -l < "$tmp/f_serve")" -ge 8 ]; then
+    check "docs/usage.md's table of fields: the fields the sources read (one a line)" "$tmp/f_docnames" "$tmp/f_src"
+else
+    echo "check_readme: the fields were not found in src/front/request.c, src/cli/batch.c, src/serve/api.c"
+    failed=$((failed + 1))
+fi
+sort -u "$tmp/f_gen" "$tmp/f_line" > "$tmp/f_jsonl"
+awk -F'\t' '$2 != "—" { print $1 }' "$tmp/f_doc" | sort -u > "$tmp/f_docjsonl"
+check "docs/usage.md's table of fields: the --jsonl column (the fields it does not mark —)" "$tmp/f_docjsonl" "$tmp/f_jsonl"
+
 # The exit codes: the README's table has those of gpt --help.
 sed -n '/^## Exit codes/,/^#/p' README.md | sed -n 's/^| \([0-9][0-9]*\) |.*/\1/p' > "$tmp/want"
 "$GPT" --help | sed -n '/^exit codes:/,$p' | tr '\n' ' ' | sed 's/^exit codes://' |
