@@ -125,7 +125,7 @@ static int shift_window(Engine *e, Sequence *s) {
 // first probe comes early, after FIRST_PROBE steps: on a machine where
 // another process holds a core, the mode the prefill left (every thread)
 // is the slow one, and each step of it costs the run. (The measurements
-// behind these numbers: docs/performance.md, "The thread choice".)
+// behind these numbers: docs/performance.md, "src/engine.c, choose_threads".)
 enum { PROBE = 4, FIRST_PROBE = 2 * PROBE, FIRST_PERIOD = 32, MAX_PERIOD = 512 };
 // The prompt's steps say which mode to start decoding in: when their joins
 // waited BUSY_WAIT of the time or more (in steps of BUSY_MIN_SECONDS or

@@ -7,7 +7,17 @@
 # up to the next "$ " line or the first line that is not indented (the
 # final newline aside, as a terminal shows it). So a JSON answer is compared
 # in full, every digit of every number. An indented command without "$ "
-# (one that needs GPT-2's weights, a server, the network) is shown, not run.
+# (one that needs GPT-2's weights, the network) is shown, not run.
+# A "$ " example that calls localhost:8080 calls a `gpt serve -m
+# models/demo.bin` this script starts on a free port (the port put in the
+# command's place of 8080, and in $OPENAI_BASE_URL), as the document's
+# unrun `gpt serve -m models/demo.bin --port 8080` line would. The scratch
+# directory holds a copy of docs/examples/ and, from $NODE_DIR (default
+# ~/.cache/gpt/node), node_modules; an example running `node` is skipped
+# with a note where node or the openai package is missing (failed under
+# GPT_TEST_REQUIRE_ALL=1). An indented block whose first line is
+# "// docs/examples/FILE: ..." or "# docs/examples/FILE: ..." is that file,
+# every line.
 # Then: the README's table of exit codes is --help's, the licences, and the
 # README's first install line is all gpt needs: with pkg-config seeing only
 # the .pc files of the packages it names and of their dependencies (dpkg),
@@ -24,7 +34,7 @@ passed=0
 failed=0
 repo=$(pwd)
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "$server_pid" ] && kill "$server_pid" 2> /dev/null; rm -rf "$tmp"' EXIT
 case "$GPT" in /*) ;; *) GPT="$repo/$GPT" ;; esac
 
 # check NAME EXPECTED-FILE ACTUAL-FILE
@@ -46,6 +56,32 @@ mkdir -p "$tmp/ex" "$tmp/bin" "$tmp/work"
 ln -s "$GPT" "$tmp/bin/gpt"
 ln -s "$GPT" "$tmp/work/gpt"
 ln -s "$repo/models" "$tmp/work/models"
+mkdir -p "$tmp/work/docs"
+cp -R "$repo/docs/examples" "$tmp/work/docs/examples"
+NODE_DIR=${NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt/node}
+have_node=
+if command -v node > /dev/null 2>&1 && [ -f "$NODE_DIR/node_modules/openai/package.json" ]; then
+    ln -s "$NODE_DIR/node_modules" "$tmp/work/node_modules"
+    have_node=1
+fi
+server_pid=
+port=
+# serve: the demo model's server for the localhost:8080 examples, started
+# once (sets $port); 1 if it never printed its ready line
+serve() {
+    [ -n "$port" ] && return 0
+    "$GPT" serve -m "$repo/models/demo.bin" --port 0 -t 1 --log off 2> "$tmp/serve.log" &
+    server_pid=$!
+    wait_n=0
+    while [ $wait_n -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
+        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/serve.log")
+        [ -n "$port" ] && return 0
+        kill -0 "$server_pid" 2> /dev/null || break
+        sleep 0.1
+        wait_n=$((wait_n + 1))
+    done
+    return 1
+}
 awk -v dir="$tmp/ex" '
     function close_ex() { if (n) { close(dir "/" n ".cmd"); close(dir "/" n ".want") } on = 0 }
     FNR == 1 { close_ex() }
@@ -67,7 +103,31 @@ i=1
 while [ "$i" -le "$count" ]; do
     where=$(cat "$tmp/ex/$i.where")
     cmd=$(cat "$tmp/ex/$i.cmd")
+    case "$cmd" in
+    node\ *|*\ node\ *)
+        if [ -z "$have_node" ]; then
+            if [ "$GPT_TEST_REQUIRE_ALL" = 1 ]; then
+                echo "$where: \$ $cmd: no node, or no openai package in $NODE_DIR"
+                failed=$((failed + 1))
+            else
+                echo "check_readme: $where: skipped (no node, or no openai package in $NODE_DIR)"
+            fi
+            i=$((i + 1))
+            continue
+        fi ;;
+    esac
+    case "$cmd" in
+    *localhost:8080*|*node\ docs/examples/*)
+        if ! serve; then
+            echo "$where: \$ $cmd: gpt serve did not start: $(cat "$tmp/serve.log")"
+            failed=$((failed + 1))
+            i=$((i + 1))
+            continue
+        fi
+        cmd=$(printf '%s\n' "$cmd" | sed "s|localhost:8080|127.0.0.1:$port|g") ;;
+    esac
     (cd "$tmp/work" && PATH="$tmp/bin:$PATH" GPT_MODEL="$repo/models/demo.bin" GPT_TUNE=off \
+        OPENAI_BASE_URL="http://127.0.0.1:${port:-8080}/v1" \
         timeout 120 sh -c "$cmd" > "$tmp/got" 2> "$tmp/err" < /dev/null)
     rc=$?
     if [ -n "$CHECK_README_PRINT" ]; then
@@ -84,6 +144,70 @@ while [ "$i" -le "$count" ]; do
     fi
     i=$((i + 1))
 done
+
+# The example files shown: the indented block (blank lines within it
+# included) that begins with the file's name in a comment is the file.
+mkdir -p "$tmp/shown"
+awk -v dir="$tmp/shown" '
+    function close_block() { if (f != "") { close(f) } f = "" }
+    FNR == 1 { close_block(); prev = ""; blank = 0 }
+    f != "" && $0 == "" { blank++; next }
+    f != "" && !/^    / { close_block() }
+    f != "" { for (; blank > 0; blank--) print "" > f }
+    { blank = 0 }
+    /^    / && prev !~ /^    / && /^    (\/\/|#) docs\/examples\/[A-Za-z0-9_.-]+:/ {
+        name = substr($0, 5); sub(/^(\/\/|#) docs\/examples\//, "", name); sub(/:.*/, "", name)
+        f = dir "/" name
+        print FILENAME > (f ".where"); close(f ".where")
+    }
+    f != "" { print substr($0, 5) > f }
+    { prev = $0 }
+' README.md docs/*.md
+for shown in "$tmp"/shown/*.where; do
+    [ -f "$shown" ] || continue
+    name=$(basename "$shown" .where)
+    check "$(cat "$shown"): docs/examples/$name as shown (the file below)" "$tmp/shown/$name" "docs/examples/$name"
+done
+
+# The fields of a request: docs/usage.md's table names each field that
+# the sources read (gen_field_from_json in src/front/request.c, both
+# front-ends'; line_field in src/cli/batch.c, a --jsonl line's own;
+# read_completion_fields and read_chat_field in src/serve/api.c, the
+# server's), and no other; its --jsonl column says "—" exactly for the
+# fields a line does not take.
+# fields_of FILE FUNCTION...: the "name" of each strcmp(k, "name") or
+# strcmp(f->string, "name") inside those functions' bodies
+fields_of() {
+    file=$1
+    shift
+    awk -v names=" $* " '
+        match($0, /^(static )?int [a-z_]+\(/) { fn = substr($0, 1, RLENGTH - 1); sub(/.* /, "", fn)
+                                                on = index(names, " " fn " ") > 0 }
+        on && /^}/ { on = 0 }
+        on { s = $0
+             while (match(s, /strcmp\((k|f->string), "[a-z_]+"\)/)) {
+                 f = substr(s, RSTART, RLENGTH); sub(/^[^"]*"/, "", f); sub(/".*/, "", f); print f
+                 s = substr(s, RSTART + RLENGTH) } }
+    ' "$file"
+}
+fields_of src/front/request.c gen_field_from_json > "$tmp/f_gen"
+fields_of src/cli/batch.c line_field > "$tmp/f_line"
+fields_of src/serve/api.c read_completion_fields read_chat_field > "$tmp/f_serve"
+sed -n '/^### The fields of a request/,/^#/p' docs/usage.md | grep '^| `' > "$tmp/rows"
+# each field of a row (the first column's `names`), with its --jsonl column
+awk -F' [|] ' '{ col = $2; n = split($1, a, "`"); for (i = 2; i <= n; i += 2) print a[i] "\t" col }' "$tmp/rows" \
+    > "$tmp/f_doc"
+cat "$tmp/f_gen" "$tmp/f_line" "$tmp/f_serve" | sort -u > "$tmp/f_src"
+cut -f1 "$tmp/f_doc" | sort -u > "$tmp/f_docnames"
+if [ "$(wc -l < "$tmp/f_gen")" -ge 10 ] && [ "$(wc -l < "$tmp/f_line")" -ge 4 ] && [ "$(wc -l < "$tmp/f_serve")" -ge 8 ]; then
+    check "docs/usage.md's table of fields: the fields the sources read (one a line)" "$tmp/f_docnames" "$tmp/f_src"
+else
+    echo "check_readme: the fields were not found in src/front/request.c, src/cli/batch.c, src/serve/api.c"
+    failed=$((failed + 1))
+fi
+sort -u "$tmp/f_gen" "$tmp/f_line" > "$tmp/f_jsonl"
+awk -F'\t' '$2 != "—" { print $1 }' "$tmp/f_doc" | sort -u > "$tmp/f_docjsonl"
+check "docs/usage.md's table of fields: the --jsonl column (the fields it does not mark —)" "$tmp/f_docjsonl" "$tmp/f_jsonl"
 
 # The exit codes: the README's table has those of gpt --help.
 sed -n '/^## Exit codes/,/^#/p' README.md | sed -n 's/^| \([0-9][0-9]*\) |.*/\1/p' > "$tmp/want"

@@ -13,7 +13,9 @@
 # default gpt2 template, RENDERED from /apply-template), max_completion_tokens,
 # and response_format refused as BadRequestError. Then LangChain's JS package
 # @langchain/openai (tests/serve/langchain_client.mjs) with LangChain's
-# defaults: its `OpenAI` LLM's invoke and stream, each gpt's text.
+# defaults: its `OpenAI` LLM's invoke and stream, each gpt's text, and its
+# `ChatOpenAI`'s invoke and stream (one user message), each `gpt -p
+# RENDERED --special -s SEED`'s text, RENDERED from /apply-template.
 # Needs node and the packages in $NODE_DIR, outside the repository (npm install --prefix
 # "$NODE_DIR" openai @langchain/openai; .ci/run does it). Without them it says
 # "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
@@ -74,7 +76,7 @@ for sd in $(call best_of | jq -r '.seeds[]'); do
 done
 check "best_of 4, n 2: two choices, seeds in 7..10" [ "$(call best_of | jq -c '[.seeds | length, all(. >= 7 and . <= 10)]')" = '[2,true]' ]
 # LangChain: the same prompt, max tokens and seed
-node tests/serve/langchain_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
+node tests/serve/langchain_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 chat \
     > "$tmp/lc" 2> "$tmp/lc_err"
 rc=$?
 check "LangChain ran: $(head -c 600 "$tmp/lc_err")" [ $rc = 0 ]
@@ -82,6 +84,16 @@ lc() { jq -c --arg c "$1" 'select(.call == $c)' "$tmp/lc"; }
 check "LangChain OpenAI invoke: gpt's text ($(lc 'llm invoke'))" [ "$(lc 'llm invoke' | jq -c .text)" = "$want_text" ]
 check "LangChain OpenAI stream: gpt's text ($(lc 'llm stream'))" [ "$(lc 'llm stream' | jq -c .text)" = "$want_text" ]
 check "LangChain OpenAI stream: in pieces" [ "$(lc 'llm stream' | jq .chunks)" -gt 1 ]
+# ChatOpenAI sends [['human', PROMPT]] as one user message
+post /apply-template "$(jq -cn --arg p "$PROMPT" '{messages: [{role: "user", content: $p}]}')" "$tmp/lc_rendered" > /dev/null
+lc_rendered=$(jq -r .prompt "$tmp/lc_rendered")
+"$GPT" -m "$MODEL" -p "$lc_rendered" --special -n 24 -s 7 --json > "$tmp/cli_lc_chat" 2> /dev/null
+want_lc_chat=$(jq -c .text "$tmp/cli_lc_chat")
+check "LangChain ChatOpenAI invoke: gpt -p RENDERED --special's text ($(lc 'chat invoke'), gpt $want_lc_chat)" \
+    [ "$(lc 'chat invoke' | jq -c .text)" = "$want_lc_chat" ]
+check "LangChain ChatOpenAI stream: gpt -p RENDERED --special's text ($(lc 'chat stream'))" \
+    [ "$(lc 'chat stream' | jq -c .text)" = "$want_lc_chat" ]
+check "LangChain ChatOpenAI stream: in pieces" [ "$(lc 'chat stream' | jq .chunks)" -gt 1 ]
 
 # chat: gpt -p RENDERED --special
 post /apply-template "{\"messages\":$MESSAGES}" "$tmp/rendered" > /dev/null

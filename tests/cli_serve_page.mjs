@@ -4,16 +4,23 @@
 //
 //   node tests/cli_serve_page.mjs URL CASES_JSON SCREENSHOT_DIR
 //
-// CASES_JSON is an array of {field id: value} (prompt, max_tokens,
-// temperature, top_p, top_k, seed, key): for each, the fields are typed into
-// the page at URL, Generate is clicked, and the page is watched until its
-// stream has ended (body[data-state] "done" or "error"); then its text (the
-// completion, without the prompt shown before it), the stats line and the
-// error line are read and a screenshot is written to SCREENSHOT_DIR/N.png.
+// First the page at URL is loaded and watched until it has asked the server
+// whether a key is needed (body[data-key] set): what it then shows is
+// "loaded": {key: data-key, model: the model named, key_hidden: whether the
+// API key field is laid out nowhere (not shown, whatever the attribute)}. CASES_JSON is an array of {field id: value}
+// (prompt, max_tokens, temperature, top_p, top_k, seed, stop_text,
+// logprobs, key): for each, the fields are typed into the page, Generate is
+// clicked, and the page is watched until its stream has ended
+// (body[data-state] "done" or "error"); then its text (the completion,
+// without the prompt shown before it), the stats line, the error line, the
+// model named and the log-probs table's rows ([token, log-prob, {token:
+// log-prob} of the alternatives], the exact numbers of its data- attributes)
+// are read and a screenshot is written to SCREENSHOT_DIR/N.png.
 // Last, the page's Content-Security-Policy is tried: a fetch and a script
 // from another origin (127.0.0.2, nothing listens there) must be refused.
-// Prints {"runs": [{state, text, stats, error}], "violations": [...],
-// "errors": [...]} (errors: what the page logged or threw) on stdout.
+// Prints {"loaded": {...}, "runs": [{state, text, stats, error, model,
+// logprobs}], "violations": [...], "errors": [...]} (errors: what the page
+// logged or threw) on stdout.
 // Environment: CHROMIUM (default chromium).
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -122,6 +129,14 @@ async function main() {
         if (r.exceptionDetails) throw new Error(`${expression}: ${r.exceptionDetails.text}`);
         return r.result.value;
     };
+    let key = "";
+    for (let i = 0; i < 300 && !key; i++) {
+        key = await evaluate("document.body.dataset.key || ''");
+        if (!key) await sleep(100);
+    }
+    const onLoad = await evaluate(`({ key: document.body.dataset.key || "",
+                                      model: document.getElementById("model").textContent,
+                                      key_hidden: document.getElementById("keybox").getClientRects().length === 0 })`);
     const runs = [];
     for (const [n, fields] of cases.entries()) {
         for (const [id, value] of Object.entries(fields)) {
@@ -142,8 +157,11 @@ async function main() {
         const shown = await evaluate(`(() => {
             const out = document.getElementById("out");
             const text = [...out.childNodes].filter((c) => c.nodeType === Node.TEXT_NODE).map((c) => c.data).join("");
+            const logprobs = [...document.querySelectorAll("#lptable tbody tr")].map((r) =>
+                [r.dataset.token, JSON.parse(r.dataset.logprob), JSON.parse(r.dataset.top)]);
             return { text, stats: document.getElementById("stats").textContent,
-                     error: document.getElementById("error").textContent };
+                     error: document.getElementById("error").textContent,
+                     model: document.getElementById("model").textContent, logprobs };
         })()`);
         runs.push({ state, ...shown });
         const shot = await page("Page.captureScreenshot", { format: "png" });
@@ -160,7 +178,7 @@ async function main() {
         document.head.append(s);
         setTimeout(() => resolve(seen.sort()), 1500);
     })`);
-    console.log(JSON.stringify({ runs, violations, errors: logged }));
+    console.log(JSON.stringify({ loaded: onLoad, runs, violations, errors: logged }));
     clearTimeout(deadline);
     quit(0);
 }

@@ -11,6 +11,12 @@
 #     same options; its stats line has the tokens, tokens/s, the seed and
 #     the KV bytes of the positions `gpt --json` says the cache held; with no seed, the seed it shows repeats its text with
 #     the command; a value out of range shows the API's 400 message;
+#   - with a key, the page shows the API key field and names no model until
+#     a key is typed (its probe of GET /v1/models is a 401), then the model;
+#   - without a key (a second server), it names the model as soon as it has
+#     loaded and hides the field; a stop string typed as "\n" and log-probs
+#     2: the text is `gpt --stop "\n"`'s and the log-probs table's tokens,
+#     numbers and alternatives are `gpt --logprobs 2 --json`'s, bit for bit;
 #   - a screenshot of each run (in a scratch directory, removed after, as
 #     is the browser profile: the driver makes it under TMPDIR=that directory).
 # Without chromium or node it prints "cli_serve_page: SKIPPED (reason)" and
@@ -46,24 +52,29 @@ check() {
     if "$@"; then pass; else fail "$what"; fi
 }
 
+# serve ARGS...: gpt serve on a free port (sets $pid, $url), or the end
+serve() {
+    : > "$tmp/log"
+    "$GPT" serve --port 0 -m "$MODEL" -t 1 "$@" 2> "$tmp/log" &
+    pid=$!
+    port=
+    i=0
+    while [ $i -lt 600 ] && [ -z "$port" ]; do  # 60 s: a sanitizer build loads slowly
+        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/log")
+        kill -0 "$pid" 2> /dev/null || break
+        [ -n "$port" ] || sleep 0.1
+        i=$((i + 1))
+    done
+    if [ -z "$port" ]; then
+        fail "gpt serve did not start: $(cat "$tmp/log")"
+        summary
+        exit 1
+    fi
+    url=http://127.0.0.1:$port
+}
+
 KEY=page-key-1
-: > "$tmp/log"
-GPT_API_KEY=$KEY "$GPT" serve --port 0 -m "$MODEL" -t 1 2> "$tmp/log" &
-pid=$!
-port=
-i=0
-while [ $i -lt 600 ] && [ -z "$port" ]; do  # 60 s: a sanitizer build loads slowly
-    port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/log")
-    kill -0 "$pid" 2> /dev/null || break
-    [ -n "$port" ] || sleep 0.1
-    i=$((i + 1))
-done
-if [ -z "$port" ]; then
-    fail "gpt serve did not start: $(cat "$tmp/log")"
-    summary
-    exit 1
-fi
-url=http://127.0.0.1:$port
+serve --api-key "$KEY"
 
 # the page as served
 status=$(curl -s -D "$tmp/h" -o "$tmp/page" -w '%{http_code}' "$url/")
@@ -105,6 +116,11 @@ if ! TMPDIR=$tmp node tests/cli_serve_page.mjs "$url/" "$cases" "$tmp/shots" > "
     exit 1
 fi
 run() { jq -r ".runs[$1].$2" "$tmp/runs"; }
+
+# with a key: the field shown, no model named until a key is typed
+check "with a key, on load: the key field shown, no model named ($(jq -c .loaded "$tmp/runs"))" \
+    [ "$(jq -c .loaded "$tmp/runs")" = '{"key":"needed","model":"","key_hidden":false}' ]
+check "with the key typed: the model named ($(run 0 model))" [ "$(run 0 model)" = demo.bin ]
 
 # 0: a seed; the text shown is the API's and the command's
 expected "$tmp/e0" -p "$P1" -n 30 --temp 0.8 --top-p 0.95 --top-k 40 -s 7
@@ -150,8 +166,8 @@ check "run 3 ended in error" [ "$(run 3 state)" = error ]
 # the policy, in the browser, and nothing else went wrong
 check "the browser refused another origin: $(jq -c .violations "$tmp/runs")" \
     [ "$(jq -c .violations "$tmp/runs")" = '["connect-src","script-src-elem"]' ]
-check "the page logged no errors but run 3's 400: $(jq -c .errors "$tmp/runs")" \
-    [ "$(jq '[.errors[] | select(test("status of 400") | not)] | length' "$tmp/runs")" = 0 ]
+check "the page logged no errors but the probe's 401 and run 3's 400: $(jq -c .errors "$tmp/runs")" \
+    [ "$(jq '[.errors[] | select(test("status of 40[01]") | not)] | length' "$tmp/runs")" = 0 ]
 n=0
 for f in "$tmp"/shots/*.png; do
     [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '211PNG' ] && [ "$(wc -c < "$f")" -gt 5000 ] && n=$((n + 1))
@@ -162,5 +178,33 @@ check "a screenshot of each run ($n)" [ "$n" = 4 ]
 kill "$pid"
 wait "$pid"
 check "gpt serve exits 0 on SIGTERM" [ $? = 0 ]
+pid=
+
+# without a key: the model named on load, no key field; stop and log-probs
+serve
+cases=$(jq -cn --arg p1 "$P1" '[{prompt: $p1, max_tokens: "40", temperature: "0.8", top_p: "1", top_k: "40",
+                                 seed: "8", stop_text: "\\n", logprobs: "2"}]')
+mkdir "$tmp/shots2"
+if ! TMPDIR=$tmp node tests/cli_serve_page.mjs "$url/" "$cases" "$tmp/shots2" > "$tmp/runs" 2> "$tmp/driver"; then
+    fail "the browser run without a key failed: $(grep "^cli_serve_page.mjs:" "$tmp/driver" || tail -n 3 "$tmp/driver" | tr '\n' ' ')"
+    summary
+    exit 1
+fi
+check "without a key, on load: the model named, the key field hidden ($(jq -c .loaded "$tmp/runs"))" \
+    [ "$(jq -c .loaded "$tmp/runs")" = '{"key":"none","model":"demo.bin","key_hidden":true}' ]
+"$GPT" -m "$MODEL" -p "$P1" -n 40 --temp 0.8 --top-p 1 --top-k 40 -s 8 --stop '\n' --logprobs 2 --json \
+    > "$tmp/e4" 2> /dev/null || fail "gpt --stop --logprobs failed"
+check "stop \\n: the text is gpt --stop's ($(jq -c '.runs[0].text' "$tmp/runs"), gpt $(jq -c .text "$tmp/e4"))" \
+    [ "$(jq -c '.runs[0].text' "$tmp/runs")" = "$(jq -c .text "$tmp/e4")" ]
+check "stop \\n: finish_reason stop ($(run 0 stats))" sh -c "echo '$(run 0 stats)' | grep -q 'finish_reason stop;'"
+check "log-probs 2: the table is gpt --logprobs 2's ($(jq -c '.runs[0].logprobs' "$tmp/runs" | head -c 300))" \
+    [ "$(jq -c '.runs[0].logprobs' "$tmp/runs")" = \
+      "$(jq -c '[.logprobs.tokens, .logprobs.token_logprobs, .logprobs.top_logprobs] | transpose' "$tmp/e4")" ]
+check "log-probs 2: as many rows as tokens ($(jq '.tokens | length' "$tmp/e4"))" \
+    [ "$(jq '.runs[0].logprobs | length' "$tmp/runs")" = "$(jq '.tokens | length' "$tmp/e4")" ]
+check "without a key the page logged no errors: $(jq -c .errors "$tmp/runs")" [ "$(jq '.errors | length' "$tmp/runs")" = 0 ]
+kill "$pid"
+wait "$pid"
+check "the second gpt serve exits 0 on SIGTERM" [ $? = 0 ]
 pid=
 summary

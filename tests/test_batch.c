@@ -298,6 +298,37 @@ static void test_lines(void) {
     CHECK(n == 9 && strstr(lines[8], "\"id\":{\"k\":[1,2]}"), "an id of any JSON value is echoed back: %s", n == 9 ? lines[8] : "");
     result_free(&r);
 
+    // ignore_eos, as the server takes it: a line with it is the command's
+    // --ignore-eos run (logit_bias +100 on <|endoftext|> makes every token
+    // one); without it the same line stops at the first
+    r = RUN_IN("{\"prompt\": \"x\", \"max_tokens\": 4, \"seed\": 3, \"ignore_eos\": true, "
+               "\"logit_bias\": {\"50256\": 100}}\n"
+               "{\"prompt\": \"x\", \"max_tokens\": 4, \"seed\": 3, \"logit_bias\": {\"50256\": 100}}\n"
+               "{\"prompt\": \"x\", \"ignore_eos\": 1}\n",
+               "-m", tiny, "--batch", "--jsonl");
+    Result alone = RUN_IN("", "-m", tiny, "-p", "x", "-n", "4", "-s", "3", "--ignore-eos", "--logit-bias", "50256=100", "--json");
+    n = split_lines(r.out, lines, 8);
+    {
+        cJSON *a = cJSON_Parse(alone.out), *l0 = n == 3 ? cJSON_Parse(lines[0]) : NULL;
+        cJSON *l1 = n == 3 ? cJSON_Parse(lines[1]) : NULL;
+        char *want = cJSON_PrintUnformatted(cJSON_GetObjectItem(a, "tokens"));
+        char *got = cJSON_PrintUnformatted(cJSON_GetObjectItem(l0, "tokens"));
+        const cJSON *sr = cJSON_GetObjectItem(l1, "stop_reason");
+        CHECK(r.rc == 1 && n == 3 && want && got && !strcmp(want, got) && !strcmp(want, "[50256,50256,50256,50256]"),
+              "ignore_eos in a line: the command's tokens %s, the line's %s (%s)", want ? want : "?", got ? got : "?",
+              r.out);
+        CHECK(sr && cJSON_IsString(sr) && !strcmp(sr->valuestring, "eos"), "without ignore_eos: stop_reason eos: %s",
+              n == 3 ? lines[1] : r.out);
+        CHECK(n == 3 && strstr(lines[2], "ignore_eos must be true or false"), "ignore_eos 1: refused: %s", r.out);
+        free(want);
+        free(got);
+        cJSON_Delete(a);
+        cJSON_Delete(l0);
+        cJSON_Delete(l1);
+    }
+    result_free(&alone);
+    result_free(&r);
+
     // a seed is the line's number exactly, or refused: a double rounds
     // 2^53 + 1 to 2^53, so numbers stop below 2^53; digits in a string go on
     r = RUN_IN("{\"prompt\": \"x\", \"seed\": 9007199254740993, \"max_tokens\": 1}\n"

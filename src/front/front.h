@@ -130,7 +130,8 @@ int parse_size(const char *s, size_t *out);
 // and messages wherever they come from (a --batch --jsonl line, a gpt serve
 // body): max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
 // presence_penalty, frequency_penalty, logit_bias, seed, stop, logprobs,
-// context_shift, keep.
+// context_shift, ignore_eos, keep (docs/usage.md's table of fields, which
+// tests/check_readme.sh holds to these).
 
 typedef struct cJSON cJSON;
 

@@ -249,12 +249,12 @@ int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t l
             p->logprobs = 1;
             p->top_logprobs = (size_t)d;
         }
-    } else if (!strcmp(k, "context_shift")) {
+    } else if (!strcmp(k, "context_shift") || !strcmp(k, "ignore_eos")) {
         if (!cJSON_IsBool(f)) {
-            snprintf(msg, cap, "context_shift must be true or false");
+            snprintf(msg, cap, "%s must be true or false", k);
             return -1;
         }
-        p->context_shift = cJSON_IsTrue(f);
+        *(!strcmp(k, "context_shift") ? &p->context_shift : &p->ignore_eos) = cJSON_IsTrue(f);
     } else if (!strcmp(k, "keep")) {
         if (json_number(f, &d) || d != floor(d) || d < 0 || d > 1e9) {
             snprintf(msg, cap, "keep must be an integer >= 0");

@@ -230,12 +230,11 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             if (!cJSON_IsString(f) || *f->valuestring)
                 status = fail(400, msg, param, k, "suffix is not supported: GPT-2 has no infilling (it continues a "
                                                   "prompt, it cannot fill in before a suffix)");
-        } else if (!strcmp(k, "echo") || !strcmp(k, "stream") || !strcmp(k, "ignore_eos")) {
+        } else if (!strcmp(k, "echo") || !strcmp(k, "stream")) {
             if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
             int v = cJSON_IsTrue(f);
             if (!strcmp(k, "echo")) b->echo = v;
-            else if (!strcmp(k, "stream")) b->stream = v;
-            else b->gp.ignore_eos = v;
+            else b->stream = v;
         } else {
             status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
         }
