@@ -72,7 +72,8 @@ static uint64_t hash_positions(const uint32_t *p, size_t n) {
 static int set_add(StackSet *s, const uint32_t *p, size_t n, const GrammarLimits *lim, GptError *err) {
     uint64_t h = hash_positions(p, n);
     for (size_t i = 0; i < s->n; i++)
-        if (s->st[i].hash == h && s->st[i].len == n && memcmp(s->pool + s->st[i].off, p, n * sizeof *p) == 0)
+        if (s->st[i].hash == h && s->st[i].len == n &&
+            (n == 0 || memcmp(s->pool + s->st[i].off, p, n * sizeof *p) == 0))  // no pool for empty stacks
             return 0;
     if (s->n >= lim->max_stacks)
         return gpt_error(err, "grammar: more than %zu live stacks (the bound; the grammar is too ambiguous)",
@@ -490,7 +491,8 @@ static size_t serialize(GrammarMasker *mk, const StackSet *s, GptError *err) {
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
         mk->key[k++] = s->st[i].len;
-        memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
+        // an empty stack (the root read whole) has no positions, and the pool may be NULL
+        if (s->st[i].len) memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
         k += s->st[i].len;
     }
     return k;
