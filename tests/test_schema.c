@@ -180,6 +180,8 @@ static void errors(void) {
     expect_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum above maximum");
     expect_error("{\"$ref\":\"#/$defs/nope\"}", "#: $ref: \"#/$defs/nope\" is not a local JSON pointer");
     expect_error("{\"$ref\":\"http://x/y\"}", "$ref: \"http://x/y\" is not a local");
+    // one line: a newline in the schema's string is written \n (fuzz_schema found it raw)
+    expect_error("{\"$ref\":\"a\\nb\"}", "$ref: \"a\\nb\" is not a local");
     expect_error("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
                  "refers to itself through $ref alone");
     expect_error("{\"$defs\":{\"a\":{\"type\":\"wrong\"}},\"$ref\":\"#/$defs/a\"}", "json-schema: #/$defs/a: type");
