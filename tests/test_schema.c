@@ -229,6 +229,10 @@ static void errors(void) {
     expect_regex_error("a{0,100000}", "a count above 1024");
     expect_regex_error("((a{1000}){1000})", "unroll to more than 65536");
     expect_regex_error("a**", "a quantifier after a quantifier");
+    // X* with X nullable: a grammar with left recursion before (fuzz_schema found it)
+    expect_regex_error("(a|)+", "at byte 4: an unbounded repetition of a group that can match the empty string");
+    expect_regex_error("x(?:a*b?){2,}", "at byte 9: an unbounded repetition");
+    expect_regex_error("((a|)(|b))*", "an unbounded repetition");
     expect_regex_error("*a", "follows nothing");
     expect_regex_error("a^b", "at byte 1: ^ is supported only as the first character");
     expect_regex_error("\\bx", "word boundary");
