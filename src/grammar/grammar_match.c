@@ -105,10 +105,10 @@ static int set_copy(StackSet *dst, const StackSet *src, GptError *err) {
 // start), bounded by EXPAND_STEPS: a rule reached through k nested
 // optional rules continues k + 1 ways, so a run of n such elements has
 // (k + 1)^n paths to the same stacks (("a"?)?){50}, with no byte read
-// in between; the depth of expand's recursion is bounded by
-// max_stack_depth, since a rule that ends its alternative replaces the
-// stack's top instead of growing it (10000 such in a row recursed 10000
-// deep, past the C stack).
+// in between. The depth of expand's recursion is bounded by
+// max_stack_depth on its own: a rule that ends its alternative replaces the
+// stack's top instead of growing it, so the stack's length does not bound
+// the recursion (a run of nullable elements recurses once per element).
 typedef struct {
     uint32_t *buf;
     size_t n, cap;
