@@ -275,7 +275,8 @@ static void test_lines(void) {
                      "{\"id\": 3}\n"
                      "[1]\n"
                      "{\"prompt\": \"\\ud800\"}\n"
-                     "{\"prompt\": \"fine too\", \"id\": {\"k\": [1, 2]}, \"max_tokens\": 1}\n";
+                     // "id" twice: the last is echoed (the first leaked, make asan: fuzz_jsonl found it)
+                     "{\"prompt\": \"fine too\", \"id\": 7, \"id\": {\"k\": [1, 2]}, \"max_tokens\": 1}\n";
     r = RUN_IN(in, "-m", tiny, "--batch", "--jsonl", "--temp", "0");
     n = split_lines(r.out, lines, 12);
     const char *want_err[] = {NULL,

@@ -192,6 +192,22 @@ int main(void) {
         CHECK(r == 1 || (r == -1 && strstr(err.msg, "live stacks")), "stacks: %d %s", r, err.msg);
         grammar_free(g);
     }
+    // expansion bounds (fuzz_grammar found both): nested optional rules
+    // multiply the ways to the same stack ((k + 1)^n; this one 6^40 steps
+    // before the bound), and nullable elements in a row recursed once each
+    // (10000 of them overflowed the C stack)
+    {
+        const char *texts[] = {"root ::= (((((\"a\"?)?)?)?)?){40} \"b\"", "root ::= ((\" \"?)?){5000} \"b\""};
+        const char *want[] = {"more than 65536 expansion steps", "rules nested more than 4096 deep"};
+        for (int i = 0; i < 2; i++) {
+            GptError err = {{0}};
+            Grammar *g = compile(texts[i]);
+            GrammarMatcher *m = g ? grammar_matcher_new(g, &err) : NULL;
+            CHECK(g && !m && strstr(err.msg, want[i]), "%s: %s", texts[i], err.msg);
+            grammar_matcher_free(m);
+            grammar_free(g);
+        }
+    }
     // can_end / is_done
     {
         Grammar *g = compile("root ::= \"ab\" \"c\"?");

@@ -180,6 +180,8 @@ static void errors(void) {
     expect_error("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum above maximum");
     expect_error("{\"$ref\":\"#/$defs/nope\"}", "#: $ref: \"#/$defs/nope\" is not a local JSON pointer");
     expect_error("{\"$ref\":\"http://x/y\"}", "$ref: \"http://x/y\" is not a local");
+    // one line: a newline in the schema's string is written \n (fuzz_schema found it raw)
+    expect_error("{\"$ref\":\"a\\nb\"}", "$ref: \"a\\nb\" is not a local");
     expect_error("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
                  "refers to itself through $ref alone");
     expect_error("{\"$defs\":{\"a\":{\"type\":\"wrong\"}},\"$ref\":\"#/$defs/a\"}", "json-schema: #/$defs/a: type");
@@ -227,6 +229,10 @@ static void errors(void) {
     expect_regex_error("a{0,100000}", "a count above 1024");
     expect_regex_error("((a{1000}){1000})", "unroll to more than 65536");
     expect_regex_error("a**", "a quantifier after a quantifier");
+    // X* with X nullable: a grammar with left recursion before (fuzz_schema found it)
+    expect_regex_error("(a|)+", "at byte 4: an unbounded repetition of a group that can match the empty string");
+    expect_regex_error("x(?:a*b?){2,}", "at byte 9: an unbounded repetition");
+    expect_regex_error("((a|)(|b))*", "an unbounded repetition");
     expect_regex_error("*a", "follows nothing");
     expect_regex_error("a^b", "at byte 1: ^ is supported only as the first character");
     expect_regex_error("\\bx", "word boundary");

@@ -15,8 +15,10 @@ typedef struct {
     char msg[512];  // one line, no trailing newline; "" when no error
 } GptError;
 
-// Formats into err->msg (err may be NULL). Always returns -1 so a caller can
-// write `return gpt_error(err, "%s: ...", path);`.
+// Formats into err->msg (err may be NULL), one line: control characters
+// (from a path, a schema's string) are written as \n, \r, \t or \xHH.
+// Always returns -1 so a caller can write `return gpt_error(err, "%s: ...",
+// path);`.
 int gpt_error(GptError *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

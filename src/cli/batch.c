@@ -204,6 +204,7 @@ static int line_field(Request *j, const cJSON *f, const char **prompt, size_t *p
         *prompt = f->valuestring;
         *prompt_len = strlen(f->valuestring);
     } else if (!strcmp(k, "id")) {
+        cJSON_Delete(j->id);  // given twice: the last one, as for every field
         j->id = cJSON_Duplicate(f, 1);
     } else if (!strcmp(k, "n")) {
         double n = cJSON_IsNumber(f) ? f->valuedouble : 0;
@@ -220,6 +221,7 @@ static int line_field(Request *j, const cJSON *f, const char **prompt, size_t *p
             bad = !cJSON_IsString(c) || !*c->valuestring;
         if (bad || n > MAX_CHOICES)
             return request_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
+        cJSON_Delete(j->candidates_json);
         j->candidates_json = cJSON_Duplicate(f, 1);
         j->n_candidates = n;
     } else {
@@ -347,6 +349,16 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
         request_fail(j, "%s", err.msg);
     free(owned_prompt);
     return j;
+}
+
+char *batch_line_error(const Options *o, Tokenizer *tok, const Model *m, uint64_t index, const char *line,
+                       size_t len) {
+    Request *j = request_from_line(o, tok, m, 0, index, line, len);
+    if (!j) return strdup("out of memory");
+    char *error = j->error;
+    j->error = NULL;
+    request_free(j, NULL);
+    return error;
 }
 
 // ----------------------------------------------------------------------------

@@ -166,6 +166,14 @@ size_t candidate_best(const Candidate *c, size_t n, int per_byte);
 void add_candidates_json(cJSON *root, const Candidate *c, size_t n);
 // batch.c: gpt --batch.
 int run_batch(const Options *o);
+// Input line `index` (len bytes, without its newline) read as run_batch
+// reads it under the options o (with --jsonl: the JSON parsed and every
+// field checked; the prompt, or the choices, tokenized and checked against
+// m's context), then freed: NULL when the line is good, else the "error"
+// its output line carries (malloc'd). Nothing runs. tests/fuzz/fuzz_jsonl.c
+// drives it.
+char *batch_line_error(const Options *o, Tokenizer *tok, const Model *m, uint64_t index, const char *line,
+                       size_t len);
 // tokenize.c
 int run_tokenize(const Options *o);
 // conversation.c

@@ -371,7 +371,7 @@ static int range_cmp(const void *a, const void *b) {
 // ranges (n, any order, overlapping allowed) -> sorted, merged, surrogates
 // removed; complemented over the scalar values when negate.
 static size_t normalize_ranges(Range *r, size_t n, int negate, Range *out) {
-    qsort(r, n, sizeof *r, range_cmp);
+    if (n) qsort(r, n, sizeof *r, range_cmp);  // r is NULL for an empty class
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r[i].lo <= out[m - 1].hi + 1) {

@@ -49,8 +49,10 @@ typedef struct {
     size_t max_elements;    // automaton positions after expansion (default 1<<20)
     size_t max_depth;       // nesting of groups in the text (default 64)
     size_t max_repeat;      // m and n of {m,n} (default 10000)
-    size_t max_stacks;      // live stacks of a matcher after any byte (default 4096)
-    size_t max_stack_depth; // positions on one stack (default 4096)
+    size_t max_stacks;      // live stacks of a matcher after any byte (default 4096); the
+                            // expansion of the stacks for one byte takes at most 16x as many steps
+    size_t max_stack_depth; // positions on one stack, and rules entered in a row without reading
+                            // a byte (default 4096)
     size_t max_cache_bytes; // a GrammarMasker's cache of masks (default 64 MiB)
     double max_compile_ms;  // wall time of grammar_compile (default 1000)
 } GrammarLimits;

@@ -72,7 +72,8 @@ static uint64_t hash_positions(const uint32_t *p, size_t n) {
 static int set_add(StackSet *s, const uint32_t *p, size_t n, const GrammarLimits *lim, GptError *err) {
     uint64_t h = hash_positions(p, n);
     for (size_t i = 0; i < s->n; i++)
-        if (s->st[i].hash == h && s->st[i].len == n && memcmp(s->pool + s->st[i].off, p, n * sizeof *p) == 0)
+        if (s->st[i].hash == h && s->st[i].len == n &&
+            (n == 0 || memcmp(s->pool + s->st[i].off, p, n * sizeof *p) == 0))  // no pool for empty stacks
             return 0;
     if (s->n >= lim->max_stacks)
         return gpt_error(err, "grammar: more than %zu live stacks (the bound; the grammar is too ambiguous)",
@@ -100,15 +101,31 @@ static int set_copy(StackSet *dst, const StackSet *src, GptError *err) {
 
 // A work buffer for expand: each level copies its stack (bounded by
 // max_stack_depth) so that alternatives do not see each other's writes.
+// steps counts the expand calls of one normalization (a byte read, or the
+// start), bounded by EXPAND_STEPS: a rule reached through k nested
+// optional rules continues k + 1 ways, so a run of n such elements has
+// (k + 1)^n paths to the same stacks (("a"?)?){50}, with no byte read
+// in between. The depth of expand's recursion is bounded by
+// max_stack_depth on its own: a rule that ends its alternative replaces the
+// stack's top instead of growing it, so the stack's length does not bound
+// the recursion (a run of nullable elements recurses once per element).
 typedef struct {
     uint32_t *buf;
     size_t n, cap;
+    size_t steps;
 } Work;
+#define EXPAND_STEPS(g) (16 * (g)->lim.max_stacks)
 
 // Normalizes the stack w->buf[off .. off+n), which ends at w->n, into out
 // (see the file's comment). Each alternative gets its own copy above it,
 // since expansion writes; offsets, not pointers, because the buffer grows.
-static int expand(const Grammar *g, StackSet *out, Work *w, size_t off, size_t n, GptError *err) {
+static int expand(const Grammar *g, StackSet *out, Work *w, size_t off, size_t n, size_t depth, GptError *err) {
+    if (++w->steps > EXPAND_STEPS(g))
+        return gpt_error(err, "grammar: more than %zu expansion steps for one byte (the bound; the grammar is too "
+                         "ambiguous)", EXPAND_STEPS(g));
+    if (depth > g->lim.max_stack_depth)
+        return gpt_error(err, "grammar: rules nested more than %zu deep without reading a byte (the bound)",
+                         g->lim.max_stack_depth);
     if (n == 0 || g->el[w->buf[off + n - 1]].type == EL_BYTES)
         return set_add(out, w->buf + off, n, &g->lim, err);
     if (n + 1 > g->lim.max_stack_depth)
@@ -125,7 +142,7 @@ static int expand(const Grammar *g, StackSet *out, Work *w, size_t off, size_t n
         uint32_t start = g->alts[a];
         if (g->el[start].type != EL_END) q[m++] = start;
         w->n = base + m;
-        int rc = expand(g, out, w, base, m, err);
+        int rc = expand(g, out, w, base, m, depth + 1, err);
         w->n = base;
         if (rc) return -1;
     }
@@ -136,6 +153,7 @@ static int expand(const Grammar *g, StackSet *out, Work *w, size_t off, size_t n
 static int set_advance(const Grammar *g, const StackSet *in, unsigned b, StackSet *out, Work *w,
                        GptError *err) {
     set_clear(out);
+    w->steps = 0;
     for (size_t i = 0; i < in->n; i++) {
         const StackRef *s = &in->st[i];
         if (s->len == 0) continue;
@@ -147,7 +165,7 @@ static int set_advance(const Grammar *g, const StackSet *in, unsigned b, StackSe
         size_t m = s->len - 1;
         if (g->el[top + 1].type != EL_END) w->buf[m++] = top + 1;
         w->n = m;
-        if (expand(g, out, w, 0, m, err)) return -1;
+        if (expand(g, out, w, 0, m, 0, err)) return -1;
     }
     return 0;
 }
@@ -190,7 +208,7 @@ GrammarMatcher *grammar_matcher_new(const Grammar *g, GptError *err) {
         }
         if (g->el[pos].type != EL_END) m->w.buf[n++] = pos;
         m->w.n = n;
-        if (expand(g, &m->cur, &m->w, 0, n, err)) {
+        if (expand(g, &m->cur, &m->w, 0, n, 0, err)) {
             grammar_matcher_free(m);
             return NULL;
         }
@@ -490,7 +508,8 @@ static size_t serialize(GrammarMasker *mk, const StackSet *s, GptError *err) {
     size_t k = 0;
     for (size_t i = 0; i < s->n; i++) {
         mk->key[k++] = s->st[i].len;
-        memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
+        // an empty stack (the root read whole) has no positions, and the pool may be NULL
+        if (s->st[i].len) memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
         k += s->st[i].len;
     }
     return k;

@@ -461,12 +461,14 @@ out:
     return ok ? 0 : -1;
 }
 
-static int parse_alt(Re *r, double *size, int *top_alt);
+static int parse_alt(Re *r, double *size, int *top_alt, int *empty);
 
-// One atom, written at the end of r->out; *size: the elements it unrolls to.
-static int parse_atom(Re *r, double *size) {
+// One atom, written at the end of r->out; *size: the elements it unrolls to;
+// *empty: whether it can match the empty string (a group).
+static int parse_atom(Re *r, double *size, int *empty) {
     int c = peek(r);
     *size = 1;
+    *empty = 0;
     if (c == '(') {
         size_t at = r->i;
         r->i++;
@@ -481,7 +483,7 @@ static int parse_atom(Re *r, double *size) {
         if (++r->depth > REGEX_MAX_DEPTH) return re_fail(r, "groups nested deeper than %d", REGEX_MAX_DEPTH);
         gtext_puts(r->out, "( ");
         int alt = 0;
-        if (parse_alt(r, size, &alt)) return -1;
+        if (parse_alt(r, size, &alt, empty)) return -1;
         gtext_puts(r->out, " )");
         r->depth--;
         if (peek(r) != ')') {
@@ -574,18 +576,22 @@ bad:
     return re_fail(r, "a { that is not {m}, {m,} or {m,n} (write \\{ for the character)");
 }
 
-static int parse_seq(Re *r, double *size) {
+// A sequence of atoms; *empty: whether it can match the empty string.
+static int parse_seq(Re *r, double *size, int *empty) {
     *size = 0;
+    *empty = 1;
     int first = 1;
     while (r->i < r->n && peek(r) != '|' && peek(r) != ')') {
         if (!first) gtext_puts(r->out, " ");
         first = 0;
         size_t start = r->out->n;
         double sz;
-        if (parse_atom(r, &sz)) return -1;
+        int atom_empty;
+        if (parse_atom(r, &sz, &atom_empty)) return -1;
         int c = peek(r);
         if (c == '*' || c == '+' || c == '?' || c == '{') {
             long lo = 0, hi = -1;
+            size_t q = r->i;
             r->i++;
             if (c == '{') {
                 if (parse_count(r, &lo, &hi)) return -1;
@@ -596,7 +602,15 @@ static int parse_seq(Re *r, double *size) {
             else if (peek(r) == '+') return re_fail(r, "possessive quantifiers are not supported");
             c = peek(r);
             if (c == '*' || c == '+' || c == '?' || c == '{')
-                return re_fail(r, "a quantifier after a quantifier (group the first: (a*)*)");
+                return re_fail(r, "a quantifier after a quantifier (group the first: (a{2})*)");
+            // the grammar engine refuses a repetition that can go on without
+            // reading a byte (left recursion), which X* with X nullable is
+            if (hi == -1 && atom_empty) {
+                r->i = q;
+                return re_fail(r, "an unbounded repetition of a group that can match the empty string ((a|)*, "
+                               "(a*)+) is not supported: leave the empty match out ((a)* for (a|)* or (a*)+)");
+            }
+            if (lo == 0) atom_empty = 1;
             gtext_insert(r->out, start, "( ");
             if (hi == -1 && lo == 0) gtext_puts(r->out, " )*");
             else if (hi == -1 && lo == 1) gtext_puts(r->out, " )+");
@@ -607,6 +621,7 @@ static int parse_seq(Re *r, double *size) {
             long times = hi > lo ? hi : lo;
             sz *= (double)(times > 1 ? times : 1);
         }
+        *empty &= atom_empty;
         *size += sz;
         if (*size > GRAMMAR_MAX_EXPANSION)
             return re_fail(r, "its quantifiers unroll to more than %d elements", GRAMMAR_MAX_EXPANSION);
@@ -615,14 +630,17 @@ static int parse_seq(Re *r, double *size) {
     return 0;
 }
 
-static int parse_alt(Re *r, double *size, int *top_alt) {
-    if (parse_seq(r, size)) return -1;
+// Alternatives; *empty: whether one of them can match the empty string.
+static int parse_alt(Re *r, double *size, int *top_alt, int *empty) {
+    if (parse_seq(r, size, empty)) return -1;
     while (peek(r) == '|') {
         r->i++;
         *top_alt = 1;
         gtext_puts(r->out, " | ");
         double sz;
-        if (parse_seq(r, &sz)) return -1;
+        int seq_empty;
+        if (parse_seq(r, &sz, &seq_empty)) return -1;
+        *empty |= seq_empty;
         *size += sz;
         if (*size > GRAMMAR_MAX_EXPANSION)
             return re_fail(r, "its quantifiers unroll to more than %d elements", GRAMMAR_MAX_EXPANSION);
@@ -651,8 +669,8 @@ int regex_emit(GText *out, const char *re, size_t n, int json_string, const char
     }
     size_t body = out->n;
     double size;
-    int alt = 0;
-    if (parse_alt(&r, &size, &alt)) return -1;
+    int alt = 0, empty;
+    if (parse_alt(&r, &size, &alt, &empty)) return -1;
     if (r.i < r.n) {  // a ) without its (
         r.i += (size_t)head;
         return re_fail(&r, ") without its (");

@@ -14,7 +14,10 @@
  *   expression.
  * Everything else is refused with the byte offset and the construct:
  * backreferences, lookaround, \b \B \A \Z, flags (?i), named groups,
- * possessive quantifiers, a bare { or a ] first in a class (write \{, \]).
+ * possessive quantifiers, a bare { or a ] first in a class (write \{, \]),
+ * and *, + or {m,} on a group that can match the empty string ((a|)*,
+ * (a*)+: the grammar engine refuses a repetition that can go on without
+ * reading a byte; (a)* is the same language).
  *
  * Bounds (untrusted input, gpt serve): REGEX_MAX_BYTES of expression,
  * REGEX_MAX_DEPTH nested groups, each count of {m,n} at most

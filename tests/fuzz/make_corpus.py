@@ -4,6 +4,14 @@
 A development aid (the seeds are committed; `make fuzz` does not run this):
 
     make build/tests/gen_checkpoint gpt && python3 tests/fuzz/make_corpus.py
+    python3 tests/fuzz/make_corpus.py --requests   # only the five below, no build
+
+The request and grammar harnesses' seeds (completion, chat, jsonl, grammar,
+schema) are the inputs of the tests, taken from their sources: the bodies
+that tests/cli_serve*.sh post and tests/fixtures/clients/ holds, the --jsonl
+lines of tests/test_batch.c, the grammars of tests/test_grammar.c,
+tests/cli_grammar.sh and docs/grammars.md, and the cases of
+tests/fixtures/schema_cases.jsonl and regex_cases.jsonl.
 
 Model files come from our own writers: build/tests/gen_checkpoint (tiny
 safetensors directories and llm.c files) and `gpt convert` (model.bin), all in
@@ -13,8 +21,11 @@ tokens, six merges and <|endoftext|> (a model.bin's vocabulary is its
 tokenizer's, which must hold every byte). Texts and argv lines are written out
 below. Each harness's input layout is described in its .c file.
 """
+import glob
+import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -59,7 +70,105 @@ def small_vocab():
     return vocab
 
 
+def c_literals(text):
+    """The C string literals of text, each decoded to bytes (adjacent ones joined)."""
+    out = []
+    for m in re.finditer(r'"((?:[^"\\\n]|\\.)*)"((?:\s*"(?:[^"\\\n]|\\.)*")*)', text):
+        parts = re.findall(r'"((?:[^"\\\n]|\\.)*)"', m.group(0))
+        raw = "".join(parts).encode("utf-8")
+        out.append(raw.decode("unicode_escape").encode("latin-1"))
+    return out
+
+
+def put_all(harness, seeds):
+    """Seeds named by a digest of their bytes (the same seed once)."""
+    d = os.path.join(OUT, harness)
+    shutil.rmtree(d, ignore_errors=True)
+    for data in seeds:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        put(harness, hashlib.sha1(data).hexdigest()[:12], data)
+
+
+def request_seeds():
+    """The corpora of completion, chat, jsonl, grammar and schema."""
+    tests = os.path.join(ROOT, "tests")
+    # bodies the serve tests post: single-quoted JSON objects in the scripts
+    completion, chat = [], []
+    for path in sorted(glob.glob(os.path.join(tests, "cli_serve*.sh"))):
+        with open(path, encoding="utf-8") as f:
+            for body in re.findall(r"'(\{\"[^']*)'", f.read()):
+                (chat if '"messages"' in body else completion).append(body)
+    for path in sorted(glob.glob(os.path.join(tests, "fixtures", "clients", "*.json"))):
+        with open(path, encoding="utf-8") as f:
+            completion.append(f.read())
+    chat += [
+        '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},'
+        '{"role":"assistant","content":"Hello."},{"role":"developer","content":[{"type":"text","text":"a"},'
+        '{"type":"text","text":"b"}],"name":"x"}],"max_completion_tokens":5,"logprobs":true,"top_logprobs":2,'
+        '"stream":true,"stream_options":{"include_usage":true},"stop":["\\n"],"seed":3,"n":2}',
+        '{"messages":[{"role":"user","content":"<|endoftext|><|im_end|>\\nUser:"}],"logit_bias":{"50256":-100},'
+        '"presence_penalty":1.5,"frequency_penalty":-2,"temperature":0,"top_k":3,"min_p":0.1,"user":"u"}',
+        '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}',
+    ]
+    completion += [
+        '{"prompt":[[15496,995],[50256]],"n":2,"best_of":3,"logprobs":5,"echo":true,"max_tokens":0}',
+        '{"prompt":"x","context_shift":true,"keep":4,"ignore_eos":true,"repeat_penalty":1.3,"top_p":0.5}',
+        '{"content":"Hello <|endoftext|>","special":true,"add_special_tokens":false}',
+        '{"tokens":[15496,995,50256]}',
+        '{"prompt":"Hello world","stride":2,"prepend_eos":true}',
+    ]
+    put_all("completion", completion)
+    put_all("chat", chat)
+
+    # --jsonl lines: those of test_batch.c, and the serve bodies' fields
+    jsonl = []
+    with open(os.path.join(tests, "test_batch.c"), encoding="utf-8") as f:
+        for lit in c_literals(f.read()):
+            jsonl += [line for line in lit.split(b"\n") if line.startswith(b"{")]
+    jsonl += [b for b in completion if b.startswith('{"prompt":"')]
+    jsonl += ['{"prompt":"Q: 2+2?","choices":[" 4"," 5"],"id":{"k":[1]}}',
+              '{"prompt":"x","n":3,"echo":true,"logprobs":2,"seed":"18446744073709551615","stop":"."}']
+    put_all("jsonl", jsonl)
+
+    # grammars: test_grammar.c's (with the string each is matched against
+    # after a NUL), cli_grammar.sh's, docs/grammars.md's
+    grammars = []
+    with open(os.path.join(tests, "test_grammar.c"), encoding="utf-8") as f:
+        src = f.read()
+    for m in re.finditer(r'(match|error_is|compile|mask_vs_feed)\(\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+)'
+                         r'(?:,\s*((?:"(?:[^"\\\n]|\\.)*"\s*)+))?', src):
+        text = c_literals(m.group(2))[0]
+        grammars.append(text + (b"\0" + c_literals(m.group(3))[0] if m.group(1) == "match" and m.group(3) else b""))
+    with open(os.path.join(tests, "cli_grammar.sh"), encoding="utf-8") as f:
+        for g in re.findall(r"<<'G'\n(.*?)\nG\n", f.read(), re.S):
+            grammars.append(g + "\0" + '{"name": "Al", "age": 42}')
+    with open(os.path.join(ROOT, "docs", "grammars.md"), encoding="utf-8") as f:
+        for block in re.findall(r"\n((?:    .*\n)+)", f.read()):
+            if "::=" in block:
+                grammars.append("".join(line[4:] + "\n" for line in block.splitlines()))
+    put_all("grammar", grammars)
+
+    # schemas with an instance (the first the suite accepts, else its first
+    # text) after a NUL; regular expressions after "re:"
+    schemas = []
+    with open(os.path.join(tests, "fixtures", "schema_cases.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            case = json.loads(line)
+            texts = case.get("texts") or [""]
+            accept = case.get("accept") or ""
+            inst = next((t for t, a in zip(texts, accept) if a == "1"), texts[0])
+            schemas.append(json.dumps(case["schema"], ensure_ascii=False) + "\0" + inst)
+    with open(os.path.join(tests, "fixtures", "regex_cases.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            schemas.append("re:" + json.loads(line)["re"])
+    put_all("schema", schemas)
+
+
 def main():
+    if sys.argv[1:] == ["--requests"]:
+        request_seeds()
+        return
     for tool in (GEN, GPT):
         if not os.access(tool, os.X_OK):
             sys.exit(f"make_corpus.py: {tool} is not built (make {os.path.relpath(tool, ROOT)})")
@@ -164,6 +273,7 @@ def main():
         }
         for name, words in argvs.items():
             put("cli", name, "\0".join(words))
+        request_seeds()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(OUT) for f in fs)
