@@ -127,6 +127,7 @@ struct FilePrefetch {
     atomic_int stop;  // set by file_unmap; checked between chunks
 };
 
+#ifndef GPT_FUZZ
 enum { PREFETCH_CHUNK = 2 << 20 };
 
 static void *prefetch_main(void *arg) {
@@ -143,6 +144,7 @@ static void *prefetch_main(void *arg) {
     }
     return (void *)(uintptr_t)sum;
 }
+#endif
 
 void file_prefetch(MappedFile *f) {
 #ifdef GPT_FUZZ
