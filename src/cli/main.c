@@ -5,6 +5,7 @@
  *   gpt --score [-m MODEL] [-p TEXT]          log-probability of a text
  *   gpt --tokenize / --detokenize             text <-> token ids
  *   gpt --apply-template [--chat-template T]  a conversation's prompt
+ *   gpt chat [options]                        a conversation, turn by turn
  *   gpt convert SRC OUT.bin / gpt inspect FILE / gpt tune
  *   gpt serve [options]                       the HTTP server (src/serve/)
  */
@@ -19,9 +20,10 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return run_serve(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "tune")) return run_tune(argc - 1, argv + 1);
+    int chat = argc >= 2 && !strcmp(argv[1], "chat");
     Options o;
     int done = 0;
-    int rc = parse_options(argc, argv, &o, &done);
+    int rc = chat ? parse_options(argc - 1, argv + 1, 1, &o, &done) : parse_options(argc, argv, 0, &o, &done);
     if (done) return rc;
     note_greedy_ignores(&o);
     switch (o.mode) {
@@ -29,6 +31,7 @@ int main(int argc, char **argv) {
     case MODE_DETOKENIZE: return run_tokenize(&o);
     case MODE_BATCH: return run_batch(&o);
     case MODE_APPLY_TEMPLATE: return run_apply_template(&o);
+    case MODE_CHAT: return run_chat(&o);
     default: return run_model(&o);
     }
 }
