@@ -25,6 +25,7 @@
  */
 #include <cJSON.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,12 +376,130 @@ static int chat_loop(Chat *c) {
 }
 
 // ----------------------------------------------------------------------------
+// the options: gpt's (options.c applies each value with gpt's rules), those
+// that a chat has
+
+static const char chat_usage[] =
+    "usage: gpt chat [options]       a conversation: each line of stdin a user message, each\n"
+    "                                answered on stdout (one line of --json per turn)\n"
+    "  -m, --model PATH        the model, as gpt's -m (default: $GPT_MODEL, else gpt's search;\n"
+    "                          with no GPT-2, the demo model)\n"
+    "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
+    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
+    "                          q4 or q4-pure (default: as the file stores them)\n"
+    "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
+    "      --kv-budget SIZE    KV-cache memory, K/M/G suffixes, in whole blocks (default: two\n"
+    "                          full contexts, the turn's and the conversation's kept blocks)\n"
+    "      --parallel N        as gpt's; a chat runs one answer at a time: only 1\n"
+    "  -t, --threads N         threads (default: the number of cores)\n"
+    "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on, off, force\n"
+    "  -q, --quiet             no notes on stderr (the banner, a stopped answer, a full\n"
+    "                          context); errors and --stats still\n"
+    "      --chat-template T   gpt2 (each message then <|endoftext|>; the default),\n"
+    "                          transcript (User: ...\\nAssistant:), chatml, or a template\n"
+    "                          file (JSON: docs/chat.md); its stops end an answer\n"
+    "  -n, --max-tokens N      tokens per answer at most (default 256)\n"
+    "      --temp T            temperature, 0 = greedy (default 1.0)\n"
+    "      --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
+    "      --top-p P           keep the smallest set reaching probability P (default 1.0)\n"
+    "      --min-p P           drop tokens below P x the top probability (default 0)\n"
+    "      --repeat-penalty R  CTRL repetition penalty, 1.0 = off (default 1.0)\n"
+    "      --presence-penalty X\n"
+    "                          OpenAI's presence penalty, in [-2, 2] (default 0)\n"
+    "      --frequency-penalty X\n"
+    "                          OpenAI's frequency penalty, in [-2, 2] (default 0)\n"
+    "      --logit-bias BIAS   ID=B: add B, in [-100, 100], to token ID's logit (repeatable)\n"
+    "  -s, --seed N            answer k (from 0) samples with seed N + k (default: random\n"
+    "                          below 2^53, shown on a terminal and in --json)\n"
+    "      --stop STR          an answer also ends at STR (repeatable; C escapes as gpt's)\n"
+    "      --ignore-eos        an answer goes on after <|endoftext|>\n"
+    "      --context-shift     when the conversation leaves an answer less than -n tokens\n"
+    "                          (at most half the context), drop its oldest messages; an\n"
+    "                          answer past the context goes on as gpt's --context-shift\n"
+    "      --keep N            the prompt tokens an answer's shift keeps (default 0)\n"
+    "      --no-prefix-sharing each turn computes its whole prompt (the same answers)\n"
+    "      --json              one JSON line per turn: text, tokens, stop_reason, seed, and\n"
+    "                          prompt_tokens, cached_tokens, prefill_tokens, kv_positions,\n"
+    "                          dropped_messages\n"
+    "      --stats             a line per turn on stderr: its prompt, the tokens from the KV\n"
+    "                          cache and those computed, the speed\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "stdin: one user message a line (an empty line is none; //x is the message /x), or a\n"
+    "command: /reset, /save FILE, /help. On a terminal Ctrl-C stops an answer, Ctrl-D (or\n"
+    "Ctrl-C twice at the prompt) ends the chat.\n"
+    "exit codes: 0 end of stdin, 1 load or input error (stdin not a terminal: the first\n"
+    "bad line, command or turn), 2 usage error, 130 Ctrl-C at the prompt, or SIGTERM\n";
+
+enum { C_TEMPLATE = 256, C_TEMP, C_TOP_K, C_TOP_P, C_MIN_P, C_REPEAT, C_PRESENCE, C_FREQUENCY, C_BIAS, C_STOP,
+       C_IGNORE_EOS, C_SHIFT, C_KEEP, C_NO_PREFIX, C_JSON, C_STATS };
+
+// gpt chat's own options (the shared ones are model_options.c's), each
+// named as gpt's option whose rules it follows.
+static const struct option CHAT_OPTIONS[] = {
+    {"help", no_argument, 0, 'h'},
+    {"chat-template", required_argument, 0, C_TEMPLATE},
+    {"max-tokens", required_argument, 0, 'n'},
+    {"temp", required_argument, 0, C_TEMP},
+    {"top-k", required_argument, 0, C_TOP_K},
+    {"top-p", required_argument, 0, C_TOP_P},
+    {"min-p", required_argument, 0, C_MIN_P},
+    {"repeat-penalty", required_argument, 0, C_REPEAT},
+    {"presence-penalty", required_argument, 0, C_PRESENCE},
+    {"frequency-penalty", required_argument, 0, C_FREQUENCY},
+    {"logit-bias", required_argument, 0, C_BIAS},
+    {"seed", required_argument, 0, 's'},
+    {"stop", required_argument, 0, C_STOP},
+    {"ignore-eos", no_argument, 0, C_IGNORE_EOS},
+    {"context-shift", no_argument, 0, C_SHIFT},
+    {"keep", required_argument, 0, C_KEEP},
+    {"no-prefix-sharing", no_argument, 0, C_NO_PREFIX},
+    {"json", no_argument, 0, C_JSON},
+    {"stats", no_argument, 0, C_STATS},
+    {0, 0, 0, 0},
+};
+
+// argv (from "chat" on) into *o: 0 to run, else the exit code to leave
+// with (after --help, or a usage error).
+static int chat_options(int argc, char **argv, Options *o, int *done) {
+    static const int repeatable[] = {C_STOP, C_BIAS, 0};
+    OptionParser p;
+    options_begin(&p, "chat", CHAT_OPTIONS, repeatable);
+    options_defaults(o);
+    o->mode = MODE_CHAT;
+    *done = 1;
+    for (int c; (c = options_next(&p, argc, argv)) != -1;) {
+        if (c == OPTION_FAILED) return EXIT_USAGE;
+        if (c == 'h') return out_write(chat_usage, strlen(chat_usage)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
+        for (const struct option *lo = CHAT_OPTIONS; lo->name; lo++)
+            if (lo->val == c) {
+                int rc = option_apply(o, lo->name, p.flag, p.value);
+                if (rc != 0) return rc;
+            }
+    }
+    options_take_shared(o, &p.shared);
+    if (p.given[OPT_PARALLEL] && o->parallel != 1)
+        return usage_error("chat", "%s %ld: a chat runs one answer at a time (only 1)", p.given[OPT_PARALLEL],
+                           o->parallel);
+    if (p.given[C_KEEP] && !o->context_shift)
+        return usage_error("chat", "--keep needs --context-shift (it says what a shift keeps)");
+    note_greedy_ignores(o);
+    *done = 0;
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
 // the session
 
-int run_chat(const Options *o) {
+int run_chat(int argc, char **argv) {
+    Options opts;
+    int done;
+    int rc = chat_options(argc, argv, &opts, &done);
+    if (done) return rc;
+    const Options *o = &opts;
     Chat c = {.o = o, .tty = isatty(STDIN_FILENO)};
     GptError err = {{0}};
-    int rc = EXIT_RUNTIME;
+    rc = EXIT_RUNTIME;
     const char *spec = o->chat_template ? o->chat_template : "gpt2";
     catch_interrupts();
     if (chat_template_open(spec, &c.t, &err) != 0) {
@@ -408,7 +527,7 @@ int run_chat(const Options *o) {
     // the turn's, and the blocks the last turns left for it to share.
     const GPT2Config *cfg = &c.ss.model.config;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = (size_t)cfg->n_ctx, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, 0, 1),
+                       .kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1),
                        .share_prefixes = o->share_prefixes, .share_outputs = 1, .pool = c.ss.pool,
                        .plan = &c.ss.plan};
     if (engine_init(&c.e, &c.ss.model, c.ss.tok, &ec, &err) != 0) {

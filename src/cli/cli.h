@@ -95,10 +95,17 @@ typedef struct {
 } Options;
 
 // options.c
-// Parses argv into *o (chat: gpt chat's, argv from "chat" on). Returns 0, or the exit code to leave with: EXIT_USAGE
+// Parses argv into *o. Returns 0, or the exit code to leave with: EXIT_USAGE
 // after printing the usage error, EXIT_OK after --help or --version.
 // *done says whether the program should exit with the returned code.
-int parse_options(int argc, char **argv, int chat, Options *o, int *done);
+int parse_options(int argc, char **argv, Options *o, int *done);
+// A front-end of its own options (gpt chat) with gpt's rules: the
+// defaults; the value of gpt's option `name` (its long name; flag as typed,
+// for messages) applied, 0 or the usage error's code; and what the shared
+// options (front.h) said, into the fields the modes read.
+void options_defaults(Options *o);
+int option_apply(Options *o, const char *name, const char *flag, char *value);
+void options_take_shared(Options *o, const SharedOptions *so);
 // The note that --top-k, --top-p, --min-p and -s do nothing with --temp 0.
 void note_greedy_ignores(const Options *o);
 
@@ -189,8 +196,8 @@ int conversation_prompt(Options *o, Tokenizer *tok, char **text, size_t *len, Ch
 // to under --chat-template (default gpt2), on stdout. An exit code.
 int run_apply_template(const Options *o);
 // chat_session.c: gpt chat, a conversation kept in the KV cache between
-// turns (docs/chat.md). An exit code.
-int run_chat(const Options *o);
+// turns (docs/chat.md), argv from the subcommand's name on. An exit code.
+int run_chat(int argc, char **argv);
 // convert.c: argv from the subcommand's name on.
 int run_convert(int argc, char **argv);
 int run_inspect(int argc, char **argv);

@@ -20,10 +20,10 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return run_serve(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "tune")) return run_tune(argc - 1, argv + 1);
-    int chat = argc >= 2 && !strcmp(argv[1], "chat");
+    if (argc >= 2 && !strcmp(argv[1], "chat")) return run_chat(argc - 1, argv + 1);
     Options o;
     int done = 0;
-    int rc = chat ? parse_options(argc - 1, argv + 1, 1, &o, &done) : parse_options(argc, argv, 0, &o, &done);
+    int rc = parse_options(argc, argv, &o, &done);
     if (done) return rc;
     note_greedy_ignores(&o);
     switch (o.mode) {
@@ -31,7 +31,6 @@ int main(int argc, char **argv) {
     case MODE_DETOKENIZE: return run_tokenize(&o);
     case MODE_BATCH: return run_batch(&o);
     case MODE_APPLY_TEMPLATE: return run_apply_template(&o);
-    case MODE_CHAT: return run_chat(&o);
     default: return run_model(&o);
     }
 }

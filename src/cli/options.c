@@ -29,7 +29,8 @@ static const char *usage_text =
     "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt --apply-template < messages     the prompt a conversation renders to (--chat-template)\n"
-    "       gpt chat [options]                  a conversation, on a terminal or a transcript on stdin\n"
+    "       gpt chat [options]                  a conversation, on a terminal or from a transcript\n"
+    "                                           on stdin (see gpt chat -h)\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
     "       gpt tune [options]                  measure and save the kernels' variants (see gpt tune -h)\n"
@@ -132,15 +133,6 @@ static const char *usage_text =
     "      --prefill-chunk N   prompt tokens per step beside the decodes (default 128)\n"
     "      --no-prefix-sharing compute every prompt in full\n"
 
-    "chat (gpt chat: one user message a line of stdin, one answer each, under\n"
-    "--chat-template T, default gpt2; the conversation stays in the KV cache):\n"
-    "                          /reset starts again, /save FILE writes the messages as JSON,\n"
-    "                          /help lists the commands; Ctrl-C stops an answer; Ctrl-D (or\n"
-    "                          Ctrl-C twice at the prompt) ends; answer k has the seed -s + k;\n"
-    "                          -n, the sampling options, --stop, --ignore-eos, --json (a line\n"
-    "                          per turn), --stats, --context-shift (drop the oldest messages\n"
-    "                          when the context is full), --no-prefix-sharing (each turn\n"
-    "                          computes its whole prompt) apply (docs/chat.md)\n"
     "scoring (--score), and generation's log-probabilities:\n"
     "      --per-token         one line per token: its text and log-probability, tab-separated,\n"
     "                          the text escaped as --text's, and \\xHH for each byte of a\n"
@@ -226,8 +218,8 @@ static int unescape(char *s, const char **bad) {
 enum {
     GEN = 1 << MODE_GENERATE, SCORE = 1 << MODE_SCORE, TOK = 1 << MODE_TOKENIZE,
     DETOK = 1 << MODE_DETOKENIZE, BATCH = 1 << MODE_BATCH, CHOICE = 1 << MODE_CHOICE,
-    APPLY = 1 << MODE_APPLY_TEMPLATE, CHAT = 1 << MODE_CHAT,
-    MODEL_MODES = GEN | SCORE | BATCH | CHOICE, ALL = GEN | SCORE | TOK | DETOK | BATCH | CHOICE | APPLY | CHAT,
+    APPLY = 1 << MODE_APPLY_TEMPLATE,
+    MODEL_MODES = GEN | SCORE | BATCH | CHOICE, ALL = GEN | SCORE | TOK | DETOK | BATCH | CHOICE | APPLY,
 };
 
 // getopt_long codes of gpt's own long-only options (the shared ones are
@@ -304,22 +296,19 @@ static int modes_of(int code) {
     case 'm': case OPT_TOKENIZER: return ALL;
     case 'p': return GEN | SCORE | TOK | DETOK | CHOICE | APPLY;
     case O_KEEP_NEWLINE: return GEN | SCORE | TOK | CHOICE;
-    case O_CHAT_TEMPLATE: return GEN | APPLY | CHAT;
+    case O_CHAT_TEMPLATE: return GEN | APPLY;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
-    case OPT_DTYPE: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES | CHAT;
+    case OPT_DTYPE: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
-    case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH | CHAT;
+    case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
     case O_COMPLETIONS: return GEN | BATCH;
     case O_GRAMMAR: return GEN;
-    case O_ECHO: case O_LOGPROBS: return GEN | BATCH;
-    case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH | CHAT;
+    case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
-    case O_SCORE: case O_TOKENIZE: case O_DETOKENIZE: case O_BATCH: case O_APPLY_TEMPLATE: return ALL & ~CHAT;
-    case O_JSON: return GEN | SCORE | TOK | CHOICE | CHAT;
-    case O_NO_PREFIX: return BATCH | CHAT;
+    case O_JSON: return GEN | SCORE | TOK | CHOICE;
     case O_JSONL: case OPT_PARALLEL: case OPT_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
-    case O_PREFILL_CHUNK: return BATCH;
+    case O_PREFILL_CHUNK: case O_NO_PREFIX: return BATCH;
     case O_STATS_JSON: return MODEL_MODES;
     case O_PER_TOKEN: return SCORE | GEN;
     case O_STRIDE: case O_PREPEND_EOS: return SCORE;
@@ -353,7 +342,7 @@ enum { NOT_MINE = -1 };
 // each option's value
 
 // The defaults of gpt's own options (the shared ones are model_options.c's).
-static void set_defaults(Options *o) {
+void options_defaults(Options *o) {
     memset(o, 0, sizeof *o);
     o->mode = MODE_GENERATE;
     o->max_tokens = 256;
@@ -552,8 +541,14 @@ static int apply_option(Options *o, int c, const char *flag, char *v) {
     return rc == NOT_MINE ? 0 : rc;
 }
 
+int option_apply(Options *o, const char *name, const char *flag, char *value) {
+    for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
+        if (!strcmp(lo->name, name)) return apply_option(o, lo->val, flag, value);
+    return FAIL("%s: not an option of gpt", flag);
+}
+
 // What the shared options said, into the fields the modes read.
-static void take_shared(Options *o, const SharedOptions *so) {
+void options_take_shared(Options *o, const SharedOptions *so) {
     o->model_path = so->model.model_path;
     o->tokenizer_path = so->model.tokenizer_path;
     o->weight_dtype = so->model.weights.matrix_dtype;
@@ -637,25 +632,24 @@ static Mode mode_of_option(int c) {
            : c == O_APPLY_TEMPLATE ? MODE_APPLY_TEMPLATE : MODE_BATCH;
 }
 
-int parse_options(int argc, char **argv, int chat, Options *o, int *done) {
+int parse_options(int argc, char **argv, Options *o, int *done) {
     static const int repeatable[] = {O_STOP, O_CHOICE, O_LOGIT_BIAS, 0};  // each adds one
     OptionParser p;
     options_begin(&p, NULL, LONG_OPTIONS, repeatable);
-    set_defaults(o);
-    if (chat) o->mode = MODE_CHAT;
+    options_defaults(o);
     *done = 1;  // until the options are read whole and agree
     int n_modes = 0, rc = 0;
     for (int c; rc == 0 && (c = options_next(&p, argc, argv)) != -1;) {
         if (c == OPTION_FAILED) return EXIT_USAGE;
         if (c == 'h' || c == O_VERSION) return print_help_or_version(c);
-        if (!chat && (c == O_SCORE || c == O_TOKENIZE || c == O_DETOKENIZE || c == O_BATCH || c == O_APPLY_TEMPLATE)) {
+        if (c == O_SCORE || c == O_TOKENIZE || c == O_DETOKENIZE || c == O_BATCH || c == O_APPLY_TEMPLATE) {
             n_modes++;
             o->mode = mode_of_option(c);
         }
         rc = apply_option(o, c, p.flag, p.value);
     }
     if (rc != 0) return rc;
-    take_shared(o, &p.shared);
+    options_take_shared(o, &p.shared);
     if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize, --batch and --apply-template exclude each other");
     // --choice turns generation into multiple choice (or is refused by a mode)
     if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;
