@@ -269,10 +269,10 @@ static int answer(Chat *c) {
                        "the oldest messages", c->ss.model.config.n_ctx);
     if (interrupted && c->tty) note(o->quiet, "stopped (the answer so far stays in the conversation)");
     if (o->stats)
-        fprintf(stderr, "turn %zu:    prompt %zu tokens: %zu from the KV cache, %zu computed (%.1f tok/s); %zu generated "
-                        "(%.1f tok/s), %s; seed %llu\n", c->turns, r.prompt_tokens, r.cached, r.prefill,
-                per_second(r.prefill, r.prefill_seconds), r.generated, per_second(r.generated, r.decode_seconds),
-                r.stop_reason, (unsigned long long)r.seed);
+        fprintf(stderr, "turn %zu: prompt %zu tokens, %zu from the KV cache, %zu computed; %zu generated, %s; seed %llu; "
+                        "%.1f tok/s prefill, %.1f tok/s decode\n", c->turns, r.prompt_tokens, r.cached, r.prefill,
+                r.generated, r.stop_reason, (unsigned long long)r.seed, per_second(r.prefill, r.prefill_seconds),
+                per_second(r.generated, r.decode_seconds));
     c->turns++;
     rc = 0;
 done:
