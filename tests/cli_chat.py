@@ -305,7 +305,7 @@ if ok:
 if ok:
     term.send(b"\x03")
     at = len(term.seen)
-    ok = check(term.wait_for(b"stopped", after=at) and term.wait_for(b"> ", after=at),
+    ok = check(term.wait_for(b"stopped", after=at) and term.wait_for(b"> ", after=term.seen.index(b"stopped", at)),
                f"terminal: Ctrl-C did not stop the answer: {term.seen[at:]!r}")
 if ok:
     at = len(term.seen)
@@ -316,7 +316,7 @@ if ok:
             saved = json.load(f)
         check(saved[0]["content"] == "Hello" and saved[1]["role"] == "assistant" and saved[1]["content"],
               f"terminal: the stopped answer is not in the conversation: {saved}")
-    term.wait_for(b"> ", after=at)
+    term.wait_for(b"> ", after=term.seen.index(b"saved 2 messages", at) if ok else at)
     term.send(b"\x04")
 rc = term.exit_code()
 check(rc == 0, f"terminal: Ctrl-D: exit {rc}: {term.seen[-300:]!r}")
