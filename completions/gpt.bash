@@ -2,7 +2,7 @@
 # the modes and the subcommands, the values of --dtype and --kv-type, and
 # file names for -m/--model, --tokenizer and the files of gpt convert and
 # gpt inspect; the modes of --tune, and model files first for -m and
-# --draft; gpt serve's and gpt tune's options (the model's options are gpt's own, shared
+# --draft; gpt serve's, gpt tune's and gpt chat's options (the model's options are gpt's own, shared
 # by src/front/model_options.c). Abbreviated options (--kv-t f16) and
 # --opt=value work as they do in gpt.
 #
@@ -138,7 +138,43 @@ _gpt_tune_options='
 -h                  c     -
 --help              c     -
 '
-_gpt_subcommands='convert inspect serve tune'
+_gpt_chat_options='
+-m                  c     model
+--model             c     model
+--tokenizer         c     file
+--dtype             c     dtype
+--kv-type           c     kvtype
+--kv-budget         c     text
+--parallel          c     text
+-t                  c     text
+--threads           c     text
+--tune              c     tune
+-q                  c     -
+--quiet             c     -
+--chat-template     c     file
+-n                  c     text
+--max-tokens        c     text
+--temp              c     text
+--top-k             c     text
+--top-p             c     text
+--min-p             c     text
+--repeat-penalty    c     text
+--presence-penalty  c     text
+--frequency-penalty c     text
+--logit-bias        c     text
+-s                  c     text
+--seed              c     text
+--stop              c     text
+--ignore-eos        c     -
+--context-shift     c     -
+--keep              c     text
+--no-prefix-sharing c     -
+--json              c     -
+--stats             c     -
+-h                  c     -
+--help              c     -
+'
+_gpt_subcommands='chat convert inspect serve tune'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
 _gpt_tune_modes='on off force'
@@ -216,6 +252,7 @@ _gpt() {
             inspect) sub=inspect table=$_gpt_inspect_options ;;
             serve) sub=serve table=$_gpt_serve_options ;;
             tune) sub=tune table=$_gpt_tune_options ;;
+            chat) sub=chat table=$_gpt_chat_options ;;
         esac
     fi
 
@@ -244,7 +281,7 @@ _gpt() {
         if [[ $w == -- ]]; then
             # no options after --: gpt takes no operands; convert and inspect, files
             COMPREPLY=()
-            [[ -n $sub && $sub != serve && $sub != tune ]] && _gpt_files
+            [[ -n $sub && $sub != serve && $sub != tune && $sub != chat ]] && _gpt_files
             return
         fi
         [[ $w == -* ]] || continue
@@ -264,9 +301,9 @@ _gpt() {
         [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))
     done
 
-    # convert and inspect take files; serve and tune take no operand
+    # convert and inspect take files; serve, tune and chat take no operand
     if [[ -n $sub && $cur != -* ]]; then
-        [[ $sub == serve || $sub == tune ]] && { COMPREPLY=(); return; }
+        [[ $sub == serve || $sub == tune || $sub == chat ]] && { COMPREPLY=(); return; }
         _gpt_files
         return
     fi

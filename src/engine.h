@@ -168,6 +168,10 @@ typedef struct {
     size_t kv_blocks;         // the pool every sequence's cache draws on, in blocks
                               // of KV_BLOCK positions; 0: max_seqs full contexts
     int share_prefixes;       // prompts that start alike share computed blocks
+    int share_outputs;        // with share_prefixes: a sequence released remembers its whole
+                              // window (prompt and generated tokens) for later prompts, not
+                              // only its prompt, so that the next turn of a chat, whose
+                              // prompt continues it, shares those blocks too
     size_t max_verify;        // proposals engine_step_verify may check at once (0: none)
     int use_blas;             // long prefill chunks through OpenBLAS (blas.h; not bitwise)
     size_t prompt_logit_rows; // prompt rows one step may run with logits, for the

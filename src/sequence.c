@@ -173,6 +173,14 @@ GrammarVocab *sequence_grammar_vocab(const Tokenizer *tok, size_t V, GptError *e
 void sequence_release(Sequence *s, Engine *e) {
     if (!s || !s->cache.pool) return;
     s->positions = s->cache.n_tokens;
+    // the generated positions are as any prompt's (a row's bits do not
+    // depend on its step), so a later prompt may share them; not after an
+    // error, whose positions may hold what the model could not compute
+    if (s->admitted && e && e->cfg.share_prefixes && e->cfg.share_outputs && s->stop != STOP_ERROR) {
+        size_t n;
+        const int32_t *ids = sequence_context(s, &n);
+        kvcache_register_prompt(&s->cache, ids, s->cache.n_tokens < n ? s->cache.n_tokens : n);
+    }
     if (s->admitted && e && e->kv) {
         // what is left of its promise: blocks promised and never taken
         size_t taken = s->cache.n_blocks - s->kv_shared_blocks;

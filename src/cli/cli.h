@@ -13,6 +13,8 @@
  *   batch.c        --batch: prompts from stdin, one result line each
  *   tokenize.c     --tokenize and --detokenize
  *   conversation.c --chat-template's input (messages) and --apply-template
+ *   chat_session.c gpt chat: turns read from a terminal or a transcript,
+ *                  the conversation kept in the KV cache between them
  *   convert.c      gpt convert and gpt inspect
  *   tune.c         gpt tune: the matmul variants measured and saved
  *   output.c       stdout, with every write checked
@@ -42,7 +44,7 @@
 #include "base/threads.h"
 #include "model/tokenizer.h"
 
-typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE, MODE_APPLY_TEMPLATE } Mode;
+typedef enum { MODE_GENERATE, MODE_SCORE, MODE_TOKENIZE, MODE_DETOKENIZE, MODE_BATCH, MODE_CHOICE, MODE_APPLY_TEMPLATE, MODE_CHAT } Mode;
 
 enum { MAX_CHOICES = 64 };
 
@@ -97,6 +99,13 @@ typedef struct {
 // after printing the usage error, EXIT_OK after --help or --version.
 // *done says whether the program should exit with the returned code.
 int parse_options(int argc, char **argv, Options *o, int *done);
+// A front-end of its own options (gpt chat) with gpt's rules: the
+// defaults; the value of gpt's option `name` (its long name; flag as typed,
+// for messages) applied, 0 or the usage error's code; and what the shared
+// options (front.h) said, into the fields the modes read.
+void options_defaults(Options *o);
+int option_apply(Options *o, const char *name, const char *flag, char *value);
+void options_take_shared(Options *o, const SharedOptions *so);
 // The note that --top-k, --top-p, --min-p and -s do nothing with --temp 0.
 void note_greedy_ignores(const Options *o);
 
@@ -126,6 +135,12 @@ uint64_t run_seed(const Options *o);
 // the second time they end the process), which the loops check after each step.
 void catch_interrupts(void);
 void defer_interrupts(void);
+// gpt chat: from here on every SIGINT sets the flag and none ends the
+// process (Ctrl-C stops an answer, the loop decides the rest), and a read
+// of stdin it interrupts returns (EINTR); SIGTERM ends the process (130).
+// clear_interrupt() lowers the flag.
+void chat_interrupts(void);
+void clear_interrupt(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll
 size_t peak_rss_bytes(void);
@@ -188,6 +203,9 @@ int conversation_prompt(Options *o, Tokenizer *tok, char **text, size_t *len, Ch
 // gpt --apply-template: the prompt the conversation on -p or stdin renders
 // to under --chat-template (default gpt2), on stdout. An exit code.
 int run_apply_template(const Options *o);
+// chat_session.c: gpt chat, a conversation kept in the KV cache between
+// turns (docs/chat.md), argv from the subcommand's name on. An exit code.
+int run_chat(int argc, char **argv);
 // convert.c: argv from the subcommand's name on.
 int run_convert(int argc, char **argv);
 int run_inspect(int argc, char **argv);

@@ -23,7 +23,7 @@
 // a note, not an error, since scripts pass them whatever the temperature.
 // (A --jsonl line may set its own temperature: they are its defaults.)
 void note_greedy_ignores(const Options *o) {
-    if (o->sampling.temperature != 0 || (o->mode != MODE_GENERATE && o->mode != MODE_BATCH) || o->jsonl) return;
+    if (o->sampling.temperature != 0 || (o->mode != MODE_GENERATE && o->mode != MODE_BATCH && o->mode != MODE_CHAT) || o->jsonl) return;
     char names[64] = "";
     const char *ignored[] = {o->sampling.top_k > 0 ? "--top-k" : NULL, o->sampling.top_p < 1 ? "--top-p" : NULL,
                              o->sampling.min_p > 0 ? "--min-p" : NULL, o->have_seed ? "--seed" : NULL};
@@ -45,11 +45,12 @@ void note_greedy_ignores(const Options *o) {
 
 static volatile sig_atomic_t interrupted;  // the flags a signal handler may set
 static volatile sig_atomic_t deferred;     // 0: exit at once
+static volatile sig_atomic_t repeating;    // gpt chat: SIGINT sets the flag every time
 
 static void on_interrupt(int sig) {
-    if (!deferred) _exit(EXIT_INTERRUPTED);
+    if (!deferred || (repeating && sig != SIGINT)) _exit(EXIT_INTERRUPTED);
     interrupted = 1;
-    signal(sig, SIG_DFL);
+    if (!repeating) signal(sig, SIG_DFL);
 }
 
 // A signal ignored when gpt started stays ignored, as POSIX tools do: a
@@ -68,6 +69,20 @@ void catch_interrupts(void) {
 }
 
 void defer_interrupts(void) { deferred = 1; }
+
+void chat_interrupts(void) {
+    struct sigaction old, sa;
+    if (sigaction(SIGINT, NULL, &old) != 0 || old.sa_handler == SIG_IGN) return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a read waiting for the user's line returns EINTR
+    repeating = 1;
+    deferred = 1;
+    sigaction(SIGINT, &sa, NULL);
+}
+
+void clear_interrupt(void) { interrupted = 0; }
 
 int was_interrupted(void) { return interrupted != 0; }
 

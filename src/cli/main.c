@@ -5,6 +5,7 @@
  *   gpt --score [-m MODEL] [-p TEXT]          log-probability of a text
  *   gpt --tokenize / --detokenize             text <-> token ids
  *   gpt --apply-template [--chat-template T]  a conversation's prompt
+ *   gpt chat [options]                        a conversation, turn by turn
  *   gpt convert SRC OUT.bin / gpt inspect FILE / gpt tune
  *   gpt serve [options]                       the HTTP server (src/serve/)
  */
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return run_serve(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "tune")) return run_tune(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "chat")) return run_chat(argc - 1, argv + 1);
     Options o;
     int done = 0;
     int rc = parse_options(argc, argv, &o, &done);

@@ -29,6 +29,8 @@ static const char *usage_text =
     "       gpt --tokenize [--special] < text   print token ids (or -p TEXT; --json: an array)\n"
     "       gpt --detokenize < ids              the text of token ids (\"15496 995\" or [15496,995])\n"
     "       gpt --apply-template < messages     the prompt a conversation renders to (--chat-template)\n"
+    "       gpt chat [options]                  a conversation, on a terminal or from a transcript\n"
+    "                                           on stdin (see gpt chat -h)\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
     "       gpt tune [options]                  measure and save the kernels' variants (see gpt tune -h)\n"
@@ -319,7 +321,7 @@ static int modes_of(int code) {
 
 static const char *mode_name(Mode m) {
     static const char *const names[] = {"generation", "--score", "--tokenize", "--detokenize", "--batch", "--choice",
-                                        "--apply-template"};
+                                        "--apply-template", "gpt chat"};
     return names[m];
 }
 
@@ -341,7 +343,7 @@ enum { NOT_MINE = -1 };
 // each option's value
 
 // The defaults of gpt's own options (the shared ones are model_options.c's).
-static void set_defaults(Options *o) {
+void options_defaults(Options *o) {
     memset(o, 0, sizeof *o);
     o->mode = MODE_GENERATE;
     o->max_tokens = 256;
@@ -540,8 +542,14 @@ static int apply_option(Options *o, int c, const char *flag, char *v) {
     return rc == NOT_MINE ? 0 : rc;
 }
 
+int option_apply(Options *o, const char *name, const char *flag, char *value) {
+    for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
+        if (!strcmp(lo->name, name)) return apply_option(o, lo->val, flag, value);
+    return FAIL("%s: not an option of gpt", flag);
+}
+
 // What the shared options said, into the fields the modes read.
-static void take_shared(Options *o, const SharedOptions *so) {
+void options_take_shared(Options *o, const SharedOptions *so) {
     o->model_path = so->model.model_path;
     o->tokenizer_path = so->model.tokenizer_path;
     o->weight_dtype = so->model.weights.matrix_dtype;
@@ -629,7 +637,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     static const int repeatable[] = {O_STOP, O_CHOICE, O_LOGIT_BIAS, 0};  // each adds one
     OptionParser p;
     options_begin(&p, NULL, LONG_OPTIONS, repeatable);
-    set_defaults(o);
+    options_defaults(o);
     *done = 1;  // until the options are read whole and agree
     int n_modes = 0, rc = 0;
     for (int c; rc == 0 && (c = options_next(&p, argc, argv)) != -1;) {
@@ -642,7 +650,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
         rc = apply_option(o, c, p.flag, p.value);
     }
     if (rc != 0) return rc;
-    take_shared(o, &p.shared);
+    options_take_shared(o, &p.shared);
     if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize, --batch and --apply-template exclude each other");
     // --choice turns generation into multiple choice (or is refused by a mode)
     if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;
