@@ -69,6 +69,7 @@ void request_free(Request *j) {
     free(j->stop_strings);
     free(j->error);
     free(j->logprobs);
+    grammar_free(j->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
     free(j);
 }
 

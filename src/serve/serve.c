@@ -362,6 +362,9 @@ static int start_engine(Server *s, const ServeOptions *so) {
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) return report_error(&err);
     s->engine_up = 1;
     s->engine_bytes = engine_buffer_bytes(&s->engine);
+    // the trie for requests with a grammar: made once, read by every sequence
+    s->grammar_vocab = sequence_grammar_vocab(s->session.tok, (size_t)cfg->vocab_size, &err);
+    if (!s->grammar_vocab) return report_error(&err);
     return EXIT_OK;
 }
 
@@ -453,6 +456,7 @@ static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, i
     pthread_cond_destroy(&s->idle);
     if (fd >= 0) close(fd);
     if (s->engine_up) engine_free(&s->engine);
+    grammar_vocab_free(s->grammar_vocab);
     session_close(&s->session);
     chat_template_free(&s->chat_template);
     free(s);

@@ -77,6 +77,8 @@ typedef struct Request {
     size_t *prompt_lens;
     char **echo;             // (n_prompts) each prompt's text for "echo", or NULL
     size_t n_prompts;
+    Grammar *grammar;        // the output's grammar ("grammar", "json_schema", "regex",
+                             // "response_format"), shared by its completions; or NULL
     char **stop_strings;     // the request's stop strings (copies), shared by its completions
     size_t n_stops;
     uint64_t seed;           // the first choice's
@@ -161,6 +163,7 @@ typedef struct Server {
     ServeLimits limits;
     size_t kv_blocks;        // the pool's blocks
     size_t engine_bytes;     // the engine's step buffers (engine_buffer_bytes)
+    GrammarVocab *grammar_vocab;  // the tokens' trie, for requests with a grammar (read-only)
     Engine engine;           // the scheduler's alone
     int engine_up;
     pthread_mutex_t tok_lock;  // tokenizer_encode: one thread at a time
