@@ -155,7 +155,10 @@ int options_grammar(const Options *o, Grammar **out) {
     if (inline_value) {
         snprintf(what, sizeof what, "%s", flag);
     } else {
-        if (file_read_all(arg, &text, &len, &err) != 0) return report_error(&err);
+        if (file_read_all(arg, &text, &len, &err) != 0) {  // err names the path
+            fprintf(stderr, "gpt: %s %s\n", flag, err.msg);
+            return EXIT_RUNTIME;
+        }
         // --grammar's messages have always named the file alone
         if (kind == CONSTRAINT_GRAMMAR) snprintf(what, sizeof what, "%s", arg);
         else snprintf(what, sizeof what, "%s %s", flag, arg);
