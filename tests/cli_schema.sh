@@ -200,6 +200,14 @@ usage 2 "--grammar and --json-object exclude each other" --json-object --grammar
 usage 2 "--json-object with --draft/--lookup is not supported" --json-object --lookup 2
 "$GPT" -m $MODEL -q -p x --regex a --score > /dev/null 2> "$tmp/err"
 if [ $? -eq 2 ] && grep -qF -- "--regex does not apply to --score" "$tmp/err"; then pass; else fail "--regex --score: $(cat "$tmp/err")"; fi
+# a grammar whose stacks double with each character (64 of them, over the
+# whole trie): the bound on a mask's work ends it with its message
+$PY -c '
+print("root ::= x1 [^\"]*")
+for i in range(1, 7):
+    nxt = "x%d" % (i + 1) if i < 6 else ""
+    print("x%d ::= [^\"] %s \"b\" | [^\"] %s \"c\" | \"\"" % (i, nxt, nxt))' > "$tmp/amb.gbnf"
+usage 1 "gpt: grammar: one token mask took more than 67108864 stack steps" --grammar "$tmp/amb.gbnf" -s 1
 printf '{"prompt":"x","regex":"a)"}\n{"prompt":"x","grammar":"root ::= (","max_tokens":2}\n{"prompt":"x","response_format":{"type":"json_object"},"json_schema":{}}\n' |
     "$GPT" -m $MODEL -q -t 2 --batch --jsonl > "$tmp/b"
 if $PY -c '
