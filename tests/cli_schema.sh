@@ -208,6 +208,9 @@ for i in range(1, 7):
     nxt = "x%d" % (i + 1) if i < 6 else ""
     print("x%d ::= [^\"] %s \"b\" | [^\"] %s \"c\" | \"\"" % (i, nxt, nxt))' > "$tmp/amb.gbnf"
 usage 1 "gpt: grammar: one token mask took more than 67108864 stack steps" --grammar "$tmp/amb.gbnf" -s 1
+refused "a grammar past the mask's bound" /v1/completions \
+    "$($PY -c 'import json,sys; print(json.dumps({"prompt": "x", "max_tokens": 5, "grammar": open(sys.argv[1]).read()}))' "$tmp/amb.gbnf")" \
+    grammar 'grammar: one token mask took more than'
 printf '{"prompt":"x","regex":"a)"}\n{"prompt":"x","grammar":"root ::= (","max_tokens":2}\n{"prompt":"x","response_format":{"type":"json_object"},"json_schema":{}}\n' |
     "$GPT" -m $MODEL -q -t 2 --batch --jsonl > "$tmp/b"
 if $PY -c '

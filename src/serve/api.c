@@ -405,6 +405,7 @@ int completion_request(Server *s, const char *body, size_t len, Request **out, i
     if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         j->grammar = b.g.grammar;  // the completions' params point at it
+        j->grammar_field = b.g.grammar_field;
         b.g.grammar = NULL;
         *out = j;
         *stream = b.stream;
@@ -473,6 +474,7 @@ int chat_request(Server *s, const char *body, size_t len, Request **out, int *st
     if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         j->grammar = b.g.grammar;  // the completions' params point at it
+        j->grammar_field = b.g.grammar_field;
         b.g.grammar = NULL;
         *out = j;
         *stream = b.stream;
