@@ -44,7 +44,8 @@ v = json.loads(value) if kind == "json_schema" else value
 for seed in range(1, 5):
     for t in (0, 0.7, 1, 1.5):
         line = {"prompt": "Record:", "seed": seed, "temperature": t}
-        if kind == "json_object": line["response_format"] = {"type": "json_object"}
+        # the strings of an object are unbounded: 60 tokens, not 200
+        if kind == "json_object": line.update(response_format={"type": "json_object"}, max_tokens=60)
         else: line[kind] = v
         print(json.dumps(line))' "$1" "$2"
 }
