@@ -84,10 +84,12 @@ static const char *serve_usage =
     "/tokenize, /detokenize, /apply-template. A request with a seed gets exactly what\n"
     "gpt -p PROMPT -s SEED gives (a chat: gpt --chat-template T with its messages;\n"
     "docs/chat.md); a choice's finish_reason is OpenAI's, its stop_reason gpt's own (eos,\n"
-    "stop, grammar: \"stop\"; length, context: \"length\"). Prints \"gpt: serving MODEL on\n"
-    "http://HOST:PORT\" on stderr when ready (not with -q), and one JSON line per request\n"
-    "(--log). Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log\n"
-    "file that cannot be opened), 2 usage error.\n";
+    "stop, grammar: \"stop\"; length, context: \"length\"). The output matches a request's\n"
+    "response_format (json_object, json_schema), grammar, json_schema or regex, as gpt's\n"
+    "--json-object, --json-schema, --grammar and --regex (docs/json-schema.md). Prints\n"
+    "\"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready (not with -q), and\n"
+    "one JSON line per request (--log). Exit codes: 0 after SIGINT/SIGTERM, 1 runtime\n"
+    "error (a port in use, a --log file that cannot be opened), 2 usage error.\n";
 
 // A listening socket for host:port. Its fd, or -1 after reporting.
 // *port_out gets the port it has (--port 0 asks the kernel for one).
