@@ -85,8 +85,8 @@ static const char *serve_usage =
     "gpt -p PROMPT -s SEED gives (a chat: gpt --chat-template T with its messages;\n"
     "docs/chat.md); a choice's finish_reason is OpenAI's, its stop_reason gpt's own (eos,\n"
     "stop, grammar: \"stop\"; length, context: \"length\"). The output matches a request's\n"
-    "response_format (json_object, json_schema), grammar, json_schema or regex, as gpt's\n"
-    "--json-object, --json-schema, --grammar and --regex (docs/json-schema.md). Prints\n"
+    "response_format (json_object, json_schema), grammar, json_schema or regex, as the\n"
+    "gpt options of those names (docs/json-schema.md). Prints\n"
     "\"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready (not with -q), and\n"
     "one JSON line per request (--log). Exit codes: 0 after SIGINT/SIGTERM, 1 runtime\n"
     "error (a port in use, a --log file that cannot be opened), 2 usage error.\n";
