@@ -43,7 +43,10 @@ _gpt_options='
 -s                  gb     text
 --seed              gb     text
 --stop              gb     text
---grammar           g      file
+--grammar           gb     file
+--json-schema       gb     file
+--json-object       gb     -
+--regex             gb     text
 --ignore-eos        gb     -
 --echo              gb     -
 --draft             g      model

@@ -12,7 +12,7 @@
 #     where OPTION does not apply, 0 or 1 where it does);
 #   - and it completes: --kv-t, the dtypes after --dtype (and --dtype=),
 #     file names after -m and --tokenizer, the subcommands, the options of
-#     the mode given (--batch --j is --jsonl alone).
+#     the mode given (--batch --j is --json-schema, --json-object and --jsonl, not --json).
 # Prints "check_completion: N passed, M failed" like the test binaries; with
 # no bash installed, says so and passes.
 # Environment: GPT (default build/gpt), COMPLETION (completions/gpt.bash).
@@ -233,7 +233,7 @@ expect "models/vocab.json" gpt --tokenizer models/vocab
 expect "convert" gpt conv
 expect_has "inspect" gpt ""
 expect_has "--batch" gpt ""
-expect "--jsonl" gpt --batch --j
+expect "--json-schema --json-object --jsonl" gpt --batch --j  # not --json
 expect "--stats-json --stride --stats" gpt --score --st
 expect "--stats-json" gpt --stats --stats  # --stats given: not again
 expect "--stop" gpt --stop x --sto         # --stop repeats

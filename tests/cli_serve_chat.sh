@@ -16,7 +16,8 @@
 #     template's special token), while the template's is the special token;
 #   - what is refused, with one line naming the field: unknown roles, empty
 #     messages, 10,000 messages, deep content arrays, image parts,
-#     response_format, completions-only fields; and at start, a template file
+#     a response_format of no known type or with a bad schema (its
+#     constrained answers are tests/cli_schema.sh's), completions-only fields; and at start, a template file
 #     that is malformed, too large, or a name that is no built-in (exit 1).
 # Prints "cli_serve_chat: N passed, M failed" like the test binaries.
 # Environment: GPT (default build/gpt).
@@ -276,8 +277,11 @@ refused "a part without text" '{"messages":[{"role":"user","content":[{"type":"t
     'content[0].text must be a string'
 refused "an unknown message field" '{"messages":[{"role":"user","content":"x","tool_calls":[]}]}' messages \
     'unknown field "tool_calls"'
-refused "response_format" '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}' \
-    response_format 'response_format is not supported'
+refused "response_format of no type" '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}}' \
+    response_format 'response_format.type "xml" is not text, json_object or json_schema'
+refused "response_format with a bad schema" \
+    '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"t","schema":{"type":"array","uniqueItems":true}}}}' \
+    response_format 'response_format.json_schema.schema: #: uniqueItems is not supported'
 refused "echo" '{"messages":[{"role":"user","content":"x"}],"echo":true}' echo 'not of /v1/chat/completions'
 refused "best_of" '{"messages":[{"role":"user","content":"x"}],"best_of":2}' best_of 'not of /v1/chat/completions'
 refused "prompt" '{"messages":[{"role":"user","content":"x"}],"prompt":"x"}' prompt 'unknown field "prompt"'

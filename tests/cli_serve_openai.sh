@@ -11,7 +11,9 @@
 # (the chat shape's numbers gpt --logprobs's, bit for bit) and streaming
 # with include_usage, each equal to `gpt -p RENDERED --special -s SEED` (the
 # default gpt2 template, RENDERED from /apply-template), max_completion_tokens,
-# and response_format refused as BadRequestError. Then LangChain's JS package
+# response_format json_schema (the content `gpt -p RENDERED --special
+# --json-schema`'s, parsing as JSON) and one with a keyword outside the
+# subset refused as BadRequestError naming response_format. Then LangChain's JS package
 # @langchain/openai (tests/serve/langchain_client.mjs) with LangChain's
 # defaults: its `OpenAI` LLM's invoke and stream, each gpt's text, and its
 # `ChatOpenAI`'s invoke and stream (one user message), each `gpt -p
@@ -38,7 +40,8 @@ KEY=sekret-openai
 PROMPT="The LORD said unto Moses"
 start "$tmp/s.log" -m "$MODEL" --api-key "$KEY" -t 2 || { summary; exit 1; }
 MESSAGES='[{"role":"system","content":"Be brief."},{"role":"user","content":"Who spoke unto Moses?"}]'
-CHAT_MESSAGES=$MESSAGES node tests/serve/openai_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
+SCHEMA='{"type":"object","properties":{"who":{"enum":["Moses","Aaron","the LORD"]},"verse":{"type":"integer","minimum":1,"maximum":99}},"required":["who","verse"]}'
+CHAT_MESSAGES=$MESSAGES CHAT_SCHEMA=$SCHEMA node tests/serve/openai_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" "$PROMPT" 24 7 \
     > "$tmp/out" 2> "$tmp/err"
 rc=$?
 check "the client ran: $(head -c 600 "$tmp/err")" [ $rc = 0 ]
@@ -113,8 +116,12 @@ check "chat stream: the role, chunks, length, the plain call's usage last" \
       '["assistant",true,"length",0,"chat.completion.chunk"]' ] &&
     [ "$(call 'chat stream' | jq -c .usage)" = "$(call chat | jq -c .usage)" ]
 check "chat max_completion_tokens 3" [ "$(call 'chat max_completion_tokens' | jq .tokens)" = 3 ]
-check "chat response_format: BadRequestError naming it ($(call 'chat response_format'))" \
-    [ "$(call 'chat response_format' | jq -c '[.error, .status, .bad_request, .param]')" = \
+"$GPT" -m "$MODEL" -p "$rendered" --special -n 24 -s 7 --json-schema "$SCHEMA" --json > "$tmp/cli_fmt" 2> /dev/null
+check "chat response_format json_schema: gpt --json-schema's content, stop ($(call 'chat response_format'))" \
+    [ "$(call 'chat response_format' | jq -c '[.content, .finish_reason]')" = "$(jq -c '[.text, "stop"]' "$tmp/cli_fmt")" ]
+check "chat response_format json_schema: the content parses" sh -c "jq -r .text '$tmp/cli_fmt' | jq -e .verse > /dev/null"
+check "chat response_format with uniqueItems: BadRequestError naming it ($(call 'chat response_format bad'))" \
+    [ "$(call 'chat response_format bad' | jq -c '[.error, .status, .bad_request, .param]')" = \
       '["BadRequestError",400,true,"response_format"]' ]
 kill -TERM "$pid"
 wait "$pid"

@@ -12,7 +12,9 @@
  *   - the error messages and the bounds, each naming the keyword, the JSON
  *     pointer or the byte offset.
  * A grammar's language is decided by tests/gbnf_match.py (a plain matcher
- * independent of the grammar engine), run once with python3 over all cases.
+ * independent of the grammar engine), run once with python3 over all cases;
+ * and the engine itself (grammar.h: grammar_compile, grammar_match) must
+ * give the reference's verdict on every text too.
  */
 #include <cJSON.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 
 #include "base/grow.h"
 #include "check.h"
+#include "grammar/grammar.h"
 #include "grammar/regex.h"
 #include "grammar/schema.h"
 
@@ -56,6 +59,23 @@ static void put_query(FILE *f, const char *g, const cJSON *texts) {
     cJSON_Delete(q);
 }
 
+// The engine's verdicts on texts for the grammar g: CHECKed against
+// expect (the reference's 0/1 string). Returns the texts checked.
+static size_t engine_check(const char *src, const char *g, const cJSON *texts, const char *expect) {
+    GptError err = {{0}};
+    Grammar *gr = grammar_compile(g, strlen(g), NULL, &err);
+    CHECK(gr != NULL, "%s: the engine refuses the grammar: %s", src, err.msg);
+    if (!gr) return 0;
+    size_t i = 0;
+    for (const cJSON *t = texts->child; t && expect[i]; t = t->next, i++) {
+        int m = grammar_match(gr, t->valuestring, strlen(t->valuestring), &err);
+        CHECK(m == expect[i] - '0', "%s: text %zu (%s): the engine says %d, the reference %c", src, i, t->valuestring,
+              m, expect[i]);
+    }
+    grammar_free(gr);
+    return i;
+}
+
 static void run_cases(void) {
     char qpath[] = "/tmp/gpt_test_schema_q_XXXXXX";
     int fd = mkstemp(qpath);
@@ -65,6 +85,7 @@ static void run_cases(void) {
     Query *qs = NULL;
     size_t nq = 0, cap = 0;
     int refused = 0;
+    size_t engine_texts = 0;
 
     char *data = read_all("tests/fixtures/schema_cases.jsonl");
     CHECK(data != NULL, "tests/fixtures/schema_cases.jsonl: cannot read (run from the repository root)");
@@ -93,6 +114,7 @@ static void run_cases(void) {
                 if (grow_array(&qs, &cap, nq + 1, sizeof *qs)) abort();
                 snprintf(qs[nq].src, sizeof qs[nq].src, "schema %s", src);
                 qs[nq].expect = strdup(cJSON_GetObjectItem(c, "accept")->valuestring);
+                engine_texts += engine_check(src, g, cJSON_GetObjectItem(c, "texts"), qs[nq].expect);
                 nq++;
                 put_query(qf, g, cJSON_GetObjectItem(c, "texts"));
             }
@@ -118,6 +140,7 @@ static void run_cases(void) {
             if (grow_array(&qs, &cap, nq + 1, sizeof *qs)) abort();
             snprintf(qs[nq].src, sizeof qs[nq].src, "regex %s", re);
             qs[nq].expect = strdup(cJSON_GetObjectItem(c, "match")->valuestring);
+            engine_texts += engine_check(re, g, cJSON_GetObjectItem(c, "texts"), qs[nq].expect);
             nq++;
             put_query(qf, g, cJSON_GetObjectItem(c, "texts"));
         }
@@ -148,7 +171,8 @@ static void run_cases(void) {
     for (size_t i = 0; i < nq; i++) free(qs[i].expect);
     free(qs);
     unlink(qpath);
-    printf("test_schema: %zu grammars checked on %zu texts, %d schemas refused as expected\n", nq, texts, refused);
+    printf("test_schema: %zu grammars checked on %zu texts (the engine on %zu), %d schemas refused as expected\n", nq,
+           texts, engine_texts, refused);
 }
 
 // schema -> an error that contains each of want (NULL-terminated)

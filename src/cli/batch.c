@@ -125,6 +125,7 @@ typedef struct {
     int32_t *ids;           // the prompt's tokens
     size_t n_ids;
     GenParams params;
+    Grammar *grammar;       // the line's own ("grammar", "json_schema", "regex", "response_format"), or NULL
     const char *stops[MAX_STOPS];  // into stop_json / the options
     cJSON *stop_json;
     int echo;               // "text" starts with the prompt (and its log-probabilities, with logprobs)
@@ -155,6 +156,7 @@ static void request_free(Request *j, Engine *e) {
     free(j->outs);
     for (size_t i = 0; i < j->n_seqs; i++) sequence_free(&j->seqs[i], e);
     free(j->seqs);
+    grammar_free(j->grammar);  // after the sequences that read it
     for (size_t i = 0; j->candidates && i < j->n_candidates; i++) free(j->candidates[i].ids);
     free(j->candidates);
     cJSON_Delete(j->candidates_json);
@@ -284,6 +286,7 @@ static int parse_jsonl(Request *j, const char *line, size_t len, const char **pr
     *prompt = copy;
     rc = 0;
 done:
+    j->grammar = g.grammar;  // the line's own, set or not: the request's to free
     cJSON_Delete(o);
     return rc;
 }
@@ -307,15 +310,15 @@ static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int 
 }
 
 // A request for input line `index`: parsed, tokenized and checked, or failed.
-static Request *request_from_line(const Options *o, Tokenizer *tok, const Model *m, uint64_t seed_base, uint64_t index,
-                          const char *line, size_t len) {
+static Request *request_from_line(const Options *o, Tokenizer *tok, const Model *m, const Grammar *grammar,
+                                  uint64_t seed_base, uint64_t index, const char *line, size_t len) {
     Request *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->index = index;
     j->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
                             .ignore_eos = o->ignore_eos, .stops = o->stops, .n_stops = o->n_stops,
                             .logprobs = o->logprobs >= 0, .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0,
-                            .context_shift = o->context_shift, .keep = (size_t)o->keep};
+                            .context_shift = o->context_shift, .keep = (size_t)o->keep, .grammar = grammar};
     j->echo = o->echo;
     j->n_completions = (size_t)o->completions;
     j->params.sampling.seed = seed_base + index;
@@ -393,6 +396,8 @@ typedef struct {
     Tokenizer *tok;
     Engine engine;
     Scheduler sched;        // the sequences of the requests in flight
+    Grammar *grammar;       // the options' grammar (every line's default), or NULL
+    GrammarVocab *vocab;    // the tokens' trie, made when a line first has a grammar
     size_t in_flight;       // requests with sequences in the scheduler
     Request **queue;            // every request read and not yet written, in input order
     size_t q_head, q_len, q_cap;
@@ -786,7 +791,7 @@ static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t windo
         int idle = scheduler_held(&b->sched) == 0;  // nothing to do but wait for input
         size_t consumed_before = in->consumed;
         if (next_line(in, idle, &line, &len) <= 0) break;
-        Request *j = request_from_line(o, b->tok, b->m, seed_base, o->first_index + b->lines, line, len);
+        Request *j = request_from_line(o, b->tok, b->m, b->grammar, seed_base, o->first_index + b->lines, line, len);
         if (!j || queue_push(b, j) != 0) {
             request_free(j, &b->engine);
             fprintf(stderr, "gpt: out of memory\n");
@@ -795,6 +800,12 @@ static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t windo
         b->lines++;
         j->input_bytes = in->consumed - consumed_before;
         if (j->done) continue;
+        if (j->params.grammar && !b->vocab &&
+            !(b->vocab = sequence_grammar_vocab(b->tok, (size_t)b->m->config.vocab_size, &err))) {
+            request_fail(j, "%s", err.msg);
+            continue;
+        }
+        j->params.grammar_vocab = b->vocab;
         if (request_sequences(j, &b->engine, &err) != 0) {
             request_fail(j, "%s", err.msg);
             continue;
@@ -826,10 +837,16 @@ static void count_unread(Batch *b, LineReader *in) {
 int run_batch(const Options *o) {
     Session ss;
     catch_interrupts();
-    int rc = session_open(&ss, o);
+    Grammar *grammar;
+    int rc = options_grammar(o, &grammar);
     if (rc != EXIT_OK) return rc;
-    Batch b = {.o = o, .m = &ss.model, .model_file = ss.model_path, .tok = ss.tok};
+    if ((rc = session_open(&ss, o)) != EXIT_OK) {
+        grammar_free(grammar);
+        return rc;
+    }
+    Batch b = {.o = o, .m = &ss.model, .model_file = ss.model_path, .tok = ss.tok, .grammar = grammar};
     if ((rc = batch_open(&b, &ss)) != EXIT_OK) {
+        grammar_free(grammar);
         session_close(&ss);
         return rc;
     }
@@ -874,6 +891,8 @@ done:
     free(in.buf);
     scheduler_free(&b.sched);
     engine_free(&b.engine);
+    grammar_free(b.grammar);
+    grammar_vocab_free(b.vocab);
     session_close(&ss);
     return rc;
 }

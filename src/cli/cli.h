@@ -65,6 +65,9 @@ typedef struct {
     int progress;        // --progress: the progress line even when stderr is no terminal
     int quiet;           // -q: no notes on stderr (the demo model's line, ...), errors still
     const char *grammar_path;  // --grammar FILE: a GBNF grammar the output matches
+    const char *json_schema;   // --json-schema FILE|JSON: a JSON Schema the output is an instance of
+    int json_object;           // --json-object: the output is a JSON object
+    const char *regex;         // --regex RE: the output matches RE whole
     const char *stops[MAX_STOPS];  // --stop
     size_t n_stops;
     int context_shift;   // --context-shift: past the context, start again from the kept tokens
@@ -147,6 +150,11 @@ size_t peak_rss_bytes(void);
 // A session (front.h) for the options' -m, --tokenizer, --dtype and -t;
 // EXIT_OK, or the exit code after reporting.
 int session_open(Session *s, const Options *o);
+// The grammar of --grammar, --json-schema, --json-object or --regex into
+// *g (NULL when none is given; the caller's to grammar_free). EXIT_OK, or
+// the exit code after reporting: a bad value typed on the command line
+// (--regex, --json-schema {...}) is a usage error (2), a bad file 1.
+int options_grammar(const Options *o, Grammar **g);
 
 // run_model.c: gpt [--score] and --choice with a model.
 int run_model(const Options *o);

@@ -148,3 +148,38 @@ int session_open(Session *s, const Options *o) {
                        .quiet = o->quiet};
     return session_open_model(s, &mo);
 }
+
+// ----------------------------------------------------------------------------
+// the output's grammar
+
+int options_grammar(const Options *o, Grammar **out) {
+    *out = NULL;
+    ConstraintKind kind = o->grammar_path ? CONSTRAINT_GRAMMAR : o->json_schema ? CONSTRAINT_JSON_SCHEMA
+                          : o->json_object ? CONSTRAINT_JSON_OBJECT : CONSTRAINT_REGEX;
+    const char *arg = o->grammar_path ? o->grammar_path : o->json_schema ? o->json_schema : o->regex;
+    if (!arg && !o->json_object) return EXIT_OK;
+    // a value typed on the command line is the option's (exit 2); a file's
+    // text is input (exit 1), named by its path
+    const char *flag = kind == CONSTRAINT_GRAMMAR ? "--grammar" : kind == CONSTRAINT_JSON_SCHEMA ? "--json-schema"
+                       : kind == CONSTRAINT_REGEX ? "--regex" : "--json-object";
+    int inline_value = kind == CONSTRAINT_REGEX || kind == CONSTRAINT_JSON_OBJECT ||
+                       (kind == CONSTRAINT_JSON_SCHEMA && arg[strspn(arg, " \t\r\n")] == '{');
+    GptError err = {{0}};
+    char *text = NULL, what[4200];
+    size_t len = 0;
+    if (inline_value) {
+        snprintf(what, sizeof what, "%s", flag);
+    } else {
+        if (file_read_all(arg, &text, &len, &err) != 0) {  // err names the path
+            fprintf(stderr, "gpt: %s %s\n", flag, err.msg);
+            return EXIT_RUNTIME;
+        }
+        // --grammar's messages have always named the file alone
+        if (kind == CONSTRAINT_GRAMMAR) snprintf(what, sizeof what, "%s", arg);
+        else snprintf(what, sizeof what, "%s %s", flag, arg);
+    }
+    *out = constraint_compile(kind, inline_value ? arg : text, inline_value && arg ? strlen(arg) : len, what, &err);
+    free(text);
+    if (*out) return EXIT_OK;
+    return inline_value ? usage_error(NULL, "%s", err.msg) : report_error(&err);
+}

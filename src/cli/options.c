@@ -82,6 +82,15 @@ static const char *usage_text =
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
     "      --grammar FILE      the output matches the GBNF grammar in FILE (docs/grammars.md);\n"
     "                          the stop reason is \"grammar\" when nothing more can follow\n"
+    "      --json-schema SCHEMA\n"
+    "                          the output is an instance of the JSON Schema in the file SCHEMA,\n"
+    "                          or SCHEMA itself when it starts with {, written compactly\n"
+    "                          (docs/json-schema.md: the subset, what is refused)\n"
+    "      --json-object       the output is a JSON object, written compactly\n"
+    "      --regex RE          the output matches the regular expression RE whole\n"
+    "                          (Python's re.fullmatch; the subset in docs/json-schema.md);\n"
+    "                          --grammar, --json-schema, --json-object and --regex exclude\n"
+    "                          each other; in --batch they are every line's default\n"
     "      --stop STR          stop when the text contains STR (repeatable); STR is not output:\n"
     "                          the text ends before it, but tokens and logprobs keep the token\n"
     "                          that carried it (--json, --per-token: the tokens as generated);\n"
@@ -122,8 +131,9 @@ static const char *usage_text =
     "                          \"temperature\", \"top_k\", \"top_p\", \"min_p\", \"repeat_penalty\",\n"
     "                          \"presence_penalty\", \"frequency_penalty\", \"logit_bias\" ({\"ID\": B}),\n"
     "                          \"seed\", \"stop\", \"logprobs\", \"echo\", \"n\", \"ignore_eos\",\n"
-    "                          \"context_shift\", \"keep\", \"choices\"}; the options are the\n"
-    "                          defaults\n"
+    "                          \"context_shift\", \"keep\", \"choices\", \"grammar\" (GBNF text),\n"
+    "                          \"json_schema\" (an object), \"regex\", \"response_format\"\n"
+    "                          (OpenAI's)}; the options are the defaults\n"
     "      --parallel N        sequences decoded together (default 16)\n"
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
     "                          (default 1G, or twice what --parallel full contexts take if\n"
@@ -227,7 +237,7 @@ enum {
 // front.h's OPT_*)
 enum {
     O_VERSION = 256, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
-    O_MIN_P, O_REPEAT, O_STOP, O_GRAMMAR, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
+    O_MIN_P, O_REPEAT, O_STOP, O_GRAMMAR, O_JSON_SCHEMA, O_JSON_OBJECT, O_REGEX, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
     O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
@@ -256,6 +266,9 @@ static const struct option LONG_OPTIONS[] = {
     {"seed", required_argument, 0, 's'},
     {"stop", required_argument, 0, O_STOP},
     {"grammar", required_argument, 0, O_GRAMMAR},
+    {"json-schema", required_argument, 0, O_JSON_SCHEMA},
+    {"json-object", no_argument, 0, O_JSON_OBJECT},
+    {"regex", required_argument, 0, O_REGEX},
     {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
     {"echo", no_argument, 0, O_ECHO},
     {"json", no_argument, 0, O_JSON},
@@ -304,7 +317,7 @@ static int modes_of(int code) {
     case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
     case O_COMPLETIONS: return GEN | BATCH;
-    case O_GRAMMAR: return GEN;
+    case O_GRAMMAR: case O_JSON_SCHEMA: case O_JSON_OBJECT: case O_REGEX: return GEN | BATCH;
     case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
@@ -367,6 +380,9 @@ static int flag_option(Options *o, int c) {
     case O_ECHO: o->echo = 1; break;
     case O_CONTEXT_SHIFT: o->context_shift = 1; break;
     case O_GRAMMAR: o->grammar_path = optarg; break;
+    case O_JSON_SCHEMA: o->json_schema = optarg; break;
+    case O_JSON_OBJECT: o->json_object = 1; break;
+    case O_REGEX: o->regex = optarg; break;
     case O_JSON: o->json = 1; break;
     case O_STATS: o->stats = 1; break;
     case O_STATS_JSON: o->stats_json = 1; break;
@@ -597,8 +613,21 @@ static int check_combinations(const Options *o, const char *const *given) {
         return FAIL("--lookup and --draft/--draft-dtype exclude each other (one draft per run)");
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
-    if (o->grammar_path && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
-        return FAIL("--grammar with --draft/--lookup is not supported yet (the draft's guesses are not masked)");
+    // the output's constraint: one of four
+    static const int constraints[] = {O_GRAMMAR, O_JSON_SCHEMA, O_JSON_OBJECT, O_REGEX};
+    const char *first = NULL;
+    for (size_t i = 0; i < sizeof constraints / sizeof *constraints; i++) {
+        const char *g = given[constraints[i]];
+        if (!g) continue;
+        int len = (int)strcspn(g, "=");
+        if (first)
+            return FAIL("%.*s and %.*s exclude each other (the output matches one grammar)", (int)strcspn(first, "="),
+                        first, len, g);
+        first = g;
+    }
+    if (first && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
+        return FAIL("%.*s with --draft/--lookup is not supported yet (the draft's guesses are not masked)",
+                    (int)strcspn(first, "="), first);
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);

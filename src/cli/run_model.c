@@ -31,7 +31,8 @@ static double rate(size_t n, double seconds) { return seconds > 0 ? (double)n / 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 // What a run did, for --stats and --json.
-// --grammar: the compiled grammar and the vocabulary's trie (NULL, NULL: none).
+// The output's grammar (--grammar, --json-schema, --json-object, --regex)
+// and the vocabulary's trie (NULL, NULL: none).
 typedef struct {
     Grammar *grammar;
     GrammarVocab *vocab;
@@ -912,35 +913,38 @@ static int load_draft(const Options *o, const char *model_file, const Model *m, 
 // ----------------------------------------------------------------------------
 // gpt [--score]
 
-// --grammar FILE compiled, and the trie of the tokenizer's tokens: 0, or
-// -1 after reporting ("gpt: FILE: LINE:COL: ...", exit 1).
-static int load_grammar(const char *path, const Session *ss, RunGrammar *gg) {
+// The options' grammar (--grammar, --json-schema, --json-object, --regex),
+// compiled before the model loads (a bad --regex is a usage error at once).
+// EXIT_OK, or the exit code after reporting.
+static int load_grammar(const Options *o, RunGrammar *gg) {
+    return o->mode == MODE_SCORE || o->mode == MODE_CHOICE ? EXIT_OK : options_grammar(o, &gg->grammar);
+}
+
+// The trie of the tokenizer's tokens, when there is a grammar: 0, or -1
+// after reporting.
+static int load_grammar_vocab(const Session *ss, RunGrammar *gg) {
     GptError err = {{0}};
-    char *text = NULL;
-    size_t len = 0;
-    if (file_read_all(path, &text, &len, &err) != 0) return report_error(&err), -1;
-    gg->grammar = grammar_compile(text, len, NULL, &err);
-    free(text);
-    if (!gg->grammar) {
-        fprintf(stderr, "gpt: %s: %s\n", path, err.msg);
-        return -1;
-    }
+    if (!gg->grammar) return 0;
     gg->vocab = sequence_grammar_vocab(ss->tok, (size_t)ss->model.config.vocab_size, &err);
-    if (!gg->vocab) return report_error(&err), -1;
-    return 0;
+    return gg->vocab ? 0 : (report_error(&err), -1);
 }
 
 int run_model(const Options *o) {
     RunGrammar gg = {0};
     Session ss;
     catch_interrupts();
-    int rc = session_open(&ss, o);
+    int rc = load_grammar(o, &gg);
     if (rc != EXIT_OK) return rc;
+    if ((rc = session_open(&ss, o)) != EXIT_OK) {
+        grammar_free(gg.grammar);
+        return rc;
+    }
     rc = EXIT_RUNTIME;
     const Model *m = &ss.model;
     if (o->mode == MODE_SCORE && o->stride > m->config.n_ctx) {  // a usage error, known once the model is
         rc = usage_error(NULL, "--stride %ld: must be at most the model's context, %d", o->stride, m->config.n_ctx);
         session_close(&ss);
+        grammar_free(gg.grammar);
         return rc;
     }
     Model draft = {0};
@@ -1004,7 +1008,7 @@ int run_model(const Options *o) {
         report_error(&err);
         goto done;
     }
-    if (!scoring && o->grammar_path && load_grammar(o->grammar_path, &ss, &gg) != 0) goto done;
+    if (!scoring && load_grammar_vocab(&ss, &gg) != 0) goto done;
     rc = scoring                ? run_score(o, &ss, ids, n)
          : o->completions > 1 ? run_completions(o, &ss, prompt, prompt_len, ids, n, &gg)
                               : run_generate(o, &ss, prompt, prompt_len, ids, n, &dm, &gg);

@@ -11,6 +11,8 @@
  *   numbers.c    the rules of numbers typed as option values
  *   request.c    the rules of a generation request's JSON fields
  *                (--batch --jsonl lines, gpt serve's request bodies)
+ *   constrain.c  a grammar from GBNF, a JSON Schema, "any JSON object" or
+ *                a regular expression, with the bounds for untrusted input
  *   json.c       the JSON of tokens both write: ids, exact integers, and
  *                log-probabilities in OpenAI's legacy shape
  *   model_options.c  a front-end's command line: the options of a run with
@@ -126,12 +128,35 @@ int parse_decimal(const char *s, float *out);
 int parse_size(const char *s, size_t *out);
 
 // ----------------------------------------------------------------------------
+// constrain.c: what a run's output must match, compiled to a Grammar.
+
+typedef enum {
+    CONSTRAINT_GRAMMAR,      // GBNF text (docs/grammars.md)
+    CONSTRAINT_JSON_SCHEMA,  // a JSON Schema's text (docs/json-schema.md)
+    CONSTRAINT_JSON_OBJECT,  // any JSON object (text unused)
+    CONSTRAINT_REGEX,        // a regular expression, matched whole
+} ConstraintKind;
+
+// text[0..len) of the kind compiled, under the bounds for input from anyone
+// (schema.h, regex.h, GrammarLimits; each sequence's mask cache at most 16
+// MiB). `what` names the source in messages: "--json-schema", "regex",
+// "response_format.json_schema.schema". Returns the grammar (the caller's
+// to grammar_free), or NULL with err set: "WHAT: 2:7: expected ...",
+// "WHAT: #/properties/x: uniqueItems is not supported", "WHAT: at byte 3:
+// ...".
+Grammar *constraint_compile(ConstraintKind kind, const char *text, size_t len, const char *what, GptError *err);
+
+// ----------------------------------------------------------------------------
 // request.c: the JSON fields of a generation request, with the same rules
 // and messages wherever they come from (a --batch --jsonl line, a gpt serve
 // body): max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
 // presence_penalty, frequency_penalty, logit_bias, seed, stop, logprobs,
-// context_shift, ignore_eos, keep (docs/usage.md's table of fields, which
-// tests/check_readme.sh holds to these).
+// context_shift, ignore_eos, keep; and what the output must match: grammar
+// (GBNF text), json_schema (a schema object), regex (a string),
+// response_format (OpenAI's: {"type": "text"}, which asks for nothing,
+// {"type": "json_object"}, {"type": "json_schema", "json_schema": {"name",
+// "schema", "strict"}}), at most one of the last four (docs/usage.md's
+// table of fields, which tests/check_readme.sh holds to these).
 
 typedef struct cJSON cJSON;
 
@@ -143,6 +168,9 @@ typedef struct {
     size_t max_tokens_limit; // max_tokens above this is out of range (0: 1e9)
     size_t vocab_size;       // logit_bias ids from this on are refused (0: not known; ids
                              // past int32 are, and sampler_init refuses the rest)
+    Grammar *grammar;        // the output's grammar when a field gave one (params->grammar points
+                             // at it): the caller's to grammar_free, after the sequences that use it
+    const char *grammar_field;  // the field that gave it (a second one is refused)
 } GenFields;
 
 // Member number `member` (from 0, in the order of the text, which is

@@ -174,6 +174,98 @@ static int logit_bias_from_json(GenFields *g, const cJSON *f, char *msg, size_t 
     return 0;
 }
 
+// The output's grammar from field f (k: its name as messages give it),
+// kind's text in text[0..len). 0, or -1 with the reason in msg.
+static int set_grammar(GenFields *g, const char *k, ConstraintKind kind, const char *text, size_t len, char *msg,
+                       size_t cap) {
+    if (g->grammar) {
+        snprintf(msg, cap, "%s: grammar, json_schema, regex and response_format exclude each other (%s came first)",
+                 k, g->grammar_field);
+        return -1;
+    }
+    GptError err = {{0}};
+    if (!(g->grammar = constraint_compile(kind, text, len, k, &err))) {
+        snprintf(msg, cap, "%s", err.msg);
+        return -1;
+    }
+    g->grammar_field = kind == CONSTRAINT_GRAMMAR ? "grammar" : kind == CONSTRAINT_REGEX ? "regex"
+                       : !strncmp(k, "response_format", 15)   ? "response_format"
+                                                              : "json_schema";
+    g->params->grammar = g->grammar;
+    return 0;
+}
+
+// A schema (an object, or true/false) as JSON text for the translator.
+static int schema_field(GenFields *g, const char *k, const cJSON *schema, char *msg, size_t cap) {
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) {
+        snprintf(msg, cap, "%s must be a JSON Schema (an object)", k);
+        return -1;
+    }
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    int rc = set_grammar(g, k, CONSTRAINT_JSON_SCHEMA, text, strlen(text), msg, cap);
+    free(text);
+    return rc;
+}
+
+// OpenAI's response_format: {"type": "text"} (nothing asked), {"type":
+// "json_object"}, {"type": "json_schema", "json_schema": {"name",
+// "schema", "strict", "description"}}. strict is taken as given: the
+// output always matches the schema. 0, or -1 with the reason in msg.
+static int response_format(GenFields *g, const cJSON *f, char *msg, size_t cap) {
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(f, "type"), *js = NULL;
+    if (!cJSON_IsObject(f) || !cJSON_IsString(type)) {
+        snprintf(msg, cap, "response_format must be an object {\"type\": \"text\", \"json_object\" or "
+                           "\"json_schema\"}");
+        return -1;
+    }
+    const char *t = type->valuestring;
+    if (strcmp(t, "text") && strcmp(t, "json_object") && strcmp(t, "json_schema")) {
+        snprintf(msg, cap, "response_format.type \"%.40s\" is not text, json_object or json_schema", t);
+        return -1;
+    }
+    for (const cJSON *e = f->child; e; e = e->next) {
+        if (!strcmp(e->string, "type")) continue;
+        if (!strcmp(e->string, "json_schema") && !strcmp(t, "json_schema")) {
+            js = e;
+            continue;
+        }
+        snprintf(msg, cap, "response_format: unknown field \"%.40s\" for type %s", e->string, t);
+        return -1;
+    }
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object"))
+        return set_grammar(g, "response_format", CONSTRAINT_JSON_OBJECT, NULL, 0, msg, cap);
+    if (!cJSON_IsObject(js)) {
+        snprintf(msg, cap, "response_format.json_schema must be an object {\"name\", \"schema\", \"strict\"}");
+        return -1;
+    }
+    const cJSON *schema = NULL;
+    for (const cJSON *e = js->child; e; e = e->next) {
+        const char *k = e->string;
+        if (!strcmp(k, "schema")) schema = e;
+        else if ((!strcmp(k, "name") || !strcmp(k, "description")) && !cJSON_IsString(e)) {
+            snprintf(msg, cap, "response_format.json_schema.%s must be a string", k);
+            return -1;
+        } else if (!strcmp(k, "strict") && !cJSON_IsBool(e) && !cJSON_IsNull(e)) {
+            snprintf(msg, cap, "response_format.json_schema.strict must be true or false");
+            return -1;
+        } else if (strcmp(k, "name") && strcmp(k, "description") && strcmp(k, "strict")) {
+            snprintf(msg, cap, "response_format.json_schema: unknown field \"%.40s\"", k);
+            return -1;
+        }
+    }
+    // OpenAI's default schema is none: any JSON, but gpt asks for one
+    if (!schema) {
+        snprintf(msg, cap, "response_format.json_schema has no \"schema\"");
+        return -1;
+    }
+    return schema_field(g, "response_format.json_schema.schema", schema, msg, cap);
+}
+
 int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t len, size_t member, char *msg,
                         size_t cap) {
     const char *k = f->string;
@@ -288,6 +380,19 @@ int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t l
             g->stops[p->n_stops++] = it->valuestring;
         }
         p->stops = g->stops;
+    } else if (!strcmp(k, "grammar") || !strcmp(k, "regex")) {
+        if (!cJSON_IsString(f)) {
+            snprintf(msg, cap, "%s must be a string (%s)", k,
+                     !strcmp(k, "regex") ? "a regular expression" : "GBNF text");
+            return -1;
+        }
+        if (set_grammar(g, k, !strcmp(k, "regex") ? CONSTRAINT_REGEX : CONSTRAINT_GRAMMAR, f->valuestring,
+                        strlen(f->valuestring), msg, cap) != 0)
+            return -1;
+    } else if (!strcmp(k, "json_schema")) {
+        if (schema_field(g, k, f, msg, cap) != 0) return -1;
+    } else if (!strcmp(k, "response_format")) {
+        if (response_format(g, f, msg, cap) != 0) return -1;
     } else {
         return 0;
     }

@@ -41,6 +41,7 @@ GrammarLimits grammar_limits_default(void) {
         .max_stacks = 4096,
         .max_stack_depth = 4096,
         .max_cache_bytes = 64u << 20,
+        .max_mask_work = 1u << 26,
         .max_compile_ms = 1000.0,
     };
     return l;
@@ -57,6 +58,7 @@ GrammarLimits grammar_limits_resolve(const GrammarLimits *in) {
     if (!l.max_stacks) l.max_stacks = d.max_stacks;
     if (!l.max_stack_depth) l.max_stack_depth = d.max_stack_depth;
     if (!l.max_cache_bytes) l.max_cache_bytes = d.max_cache_bytes;
+    if (!l.max_mask_work) l.max_mask_work = d.max_mask_work;
     if (!(l.max_compile_ms > 0)) l.max_compile_ms = d.max_compile_ms;
     return l;
 }

@@ -54,6 +54,9 @@ typedef struct {
     size_t max_stack_depth; // positions on one stack, and rules entered in a row without reading
                             // a byte (default 4096)
     size_t max_cache_bytes; // a GrammarMasker's cache of masks (default 64 MiB)
+    size_t max_mask_work;   // stacks advanced and made while computing one mask (default 1<<26:
+                            // an ambiguous grammar's many stacks times the trie's nodes would
+                            // otherwise hold the engine's step for seconds per token)
     double max_compile_ms;  // wall time of grammar_compile (default 1000)
 } GrammarLimits;
 

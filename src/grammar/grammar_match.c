@@ -426,6 +426,7 @@ struct GrammarMasker {
     uint32_t *key;
     size_t key_cap;
     GrammarMaskerStats stats;
+    size_t work;       // stacks advanced and made by this fill's walk (lim.max_mask_work)
 };
 
 GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
@@ -486,6 +487,11 @@ static int walk(GrammarMasker *mk, uint32_t node, size_t depth, uint64_t *mask, 
         mk->stats.nodes_visited++;
         StackSet *nx = &mk->level[depth + 1];
         if (set_advance(mk->g, &mk->level[depth], E->byte, nx, &mk->w, err)) return -1;
+        // each stack read, and the stacks made, each compared with those before it
+        mk->work += mk->level[depth].n + nx->n * (nx->n + 1) / 2;
+        if (mk->work > mk->lim.max_mask_work)
+            return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar "
+                                  "is too ambiguous)", mk->lim.max_mask_work);
         if (nx->n == 0) continue;
         const TrieNode *c = &v->nodes[E->child];
         for (uint32_t k = 0; k < c->n_tok; k++) {
@@ -532,6 +538,7 @@ long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *m
     }
     memset(mask, 0, W * sizeof *mask);
     long n = 0;
+    mk->work = 0;
     if (set_copy(&mk->level[0], &m->cur, err) || walk(mk, 0, 0, mask, &n, err)) return -1;
     if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(&m->cur)) {
         mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);

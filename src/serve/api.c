@@ -159,8 +159,8 @@ static int read_stream_options(const cJSON *f, CompletionBody *b, char **msg, ch
 
 // A field of a chat body that the completions body has not, or has in
 // another shape: messages; max_completion_tokens (max_tokens' new name);
-// logprobs, a boolean here, with top_logprobs (0 to 20) the alternatives;
-// response_format, refused until gpt constrains its output. 1 when it was
+// logprobs, a boolean here, with top_logprobs (0 to 20) the alternatives.
+// (response_format is request.c's, as on /v1/completions.) 1 when it was
 // one (*status set on a bad value), 0 when it is not.
 static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, size_t len, size_t member,
                            int *status, char **msg, char *param) {
@@ -182,9 +182,6 @@ static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, 
         if (json_int(f, 0, LOGPROBS_TOP_MAX, &top) != 0)
             *status = fail(400, msg, param, k, "top_logprobs must be an integer in [0, %d]", LOGPROBS_TOP_MAX);
         else b->top_logprobs = (size_t)top, b->top_given = 1;
-    } else if (!strcmp(k, "response_format")) {
-        *status = fail(400, msg, param, k, "response_format is not supported yet: gpt cannot constrain its output "
-                                           "to a format (leave it out, or ask for JSON in the messages)");
     } else {
         return 0;
     }
@@ -400,16 +397,21 @@ int completion_request(Server *s, const char *body, size_t len, Request **out, i
     b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
                       .max_tokens_limit = s->limits.max_tokens,
                       .vocab_size = (size_t)s->session.model.config.vocab_size};
+    b.gp.grammar_vocab = s->grammar_vocab;
     Request *j = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
     if (!status) status = read_prompts(s, &b, &j, msg, param);
     if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
+        j->grammar = b.g.grammar;  // the completions' params point at it
+        j->grammar_field = b.g.grammar_field;
+        b.g.grammar = NULL;
         *out = j;
         *stream = b.stream;
         j = NULL;
     }
     request_free(j);
+    grammar_free(b.g.grammar);
     cJSON_Delete(b.stop_json);
     cJSON_Delete(o);
     return status;
@@ -464,16 +466,21 @@ int chat_request(Server *s, const char *body, size_t len, Request **out, int *st
     b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
                       .max_tokens_limit = s->limits.max_tokens,
                       .vocab_size = (size_t)s->session.model.config.vocab_size};
+    b.gp.grammar_vocab = s->grammar_vocab;
     Request *j = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
     if (!status) status = read_conversation(s, &b, &j, msg, param);
     if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
+        j->grammar = b.g.grammar;  // the completions' params point at it
+        j->grammar_field = b.g.grammar_field;
+        b.g.grammar = NULL;
         *out = j;
         *stream = b.stream;
         j = NULL;
     }
     request_free(j);
+    grammar_free(b.g.grammar);
     cJSON_Delete(b.stop_json);
     cJSON_Delete(o);
     return status;

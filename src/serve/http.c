@@ -373,7 +373,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             free(chunk);
             all &= finished;
         }
-        char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", NULL) : NULL;
+        char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", j->error_param)
+                                              : NULL;
         char *usage = all && j->include_usage ? usage_chunk(s, j, st->id, st->created) : NULL;
         if (all && j->include_usage && !usage) bad = 1;
         if (!all && !bad && !st->len) {  // nothing new yet
@@ -470,9 +471,10 @@ static int answer_failed_request(Server *s, struct MHD_Connection *c, Conn *k, c
     pthread_mutex_lock(&s->lock);
     int status = j->status;
     char *why = status != 200 && j->error ? strdup(j->error) : NULL;
+    const char *param = j->error_param;
     pthread_mutex_unlock(&s->lock);
     if (status == 200) return 0;
-    *rc = answer_error(c, k, status, why ? why : "failed", NULL);
+    *rc = answer_error(c, k, status, why ? why : "failed", param);
     free(why);
     return 1;
 }

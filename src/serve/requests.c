@@ -69,6 +69,7 @@ void request_free(Request *j) {
     free(j->stop_strings);
     free(j->error);
     free(j->logprobs);
+    grammar_free(j->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
     free(j);
 }
 
@@ -249,7 +250,16 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, Sche
     const char *reason = "error";
     switch (why) {
     case SCHED_STOPPED:
-        if (stop == STOP_ERROR) request_fail(j, 500, seq_error.msg);
+        // a grammar past a bound of its matcher is the request's fault, found
+        // only now: 400 naming its field, as when it would not compile
+        if (stop == STOP_ERROR && j->grammar && !strncmp(seq_error.msg, "grammar: ", 9)) {
+            char msg[sizeof seq_error.msg + 32];
+            snprintf(msg, sizeof msg, "%s: %s", j->grammar_field, seq_error.msg + 9);
+            request_fail(j, 400, msg);
+            if (j->status == 400 && !j->error_param) j->error_param = j->grammar_field;
+        } else if (stop == STOP_ERROR) {
+            request_fail(j, 500, seq_error.msg);
+        }
         reason = *stop_reason_finish(stop) ? stop_reason_finish(stop) : "error";
         if (!c->finish) c->stop_reason = *stop_reason_name(stop) ? stop_reason_name(stop) : "error";
         c->seq_tokens = positions;

@@ -84,10 +84,12 @@ static const char *serve_usage =
     "/tokenize, /detokenize, /apply-template. A request with a seed gets exactly what\n"
     "gpt -p PROMPT -s SEED gives (a chat: gpt --chat-template T with its messages;\n"
     "docs/chat.md); a choice's finish_reason is OpenAI's, its stop_reason gpt's own (eos,\n"
-    "stop, grammar: \"stop\"; length, context: \"length\"). Prints \"gpt: serving MODEL on\n"
-    "http://HOST:PORT\" on stderr when ready (not with -q), and one JSON line per request\n"
-    "(--log). Exit codes: 0 after SIGINT/SIGTERM, 1 runtime error (a port in use, a --log\n"
-    "file that cannot be opened), 2 usage error.\n";
+    "stop, grammar: \"stop\"; length, context: \"length\"). The output matches a request's\n"
+    "response_format (json_object, json_schema), grammar, json_schema or regex, as the\n"
+    "gpt options of those names (docs/json-schema.md). Prints\n"
+    "\"gpt: serving MODEL on http://HOST:PORT\" on stderr when ready (not with -q), and\n"
+    "one JSON line per request (--log). Exit codes: 0 after SIGINT/SIGTERM, 1 runtime\n"
+    "error (a port in use, a --log file that cannot be opened), 2 usage error.\n";
 
 // A listening socket for host:port. Its fd, or -1 after reporting.
 // *port_out gets the port it has (--port 0 asks the kernel for one).
@@ -362,6 +364,9 @@ static int start_engine(Server *s, const ServeOptions *so) {
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) return report_error(&err);
     s->engine_up = 1;
     s->engine_bytes = engine_buffer_bytes(&s->engine);
+    // the trie for requests with a grammar: made once, read by every sequence
+    s->grammar_vocab = sequence_grammar_vocab(s->session.tok, (size_t)cfg->vocab_size, &err);
+    if (!s->grammar_vocab) return report_error(&err);
     return EXIT_OK;
 }
 
@@ -453,6 +458,7 @@ static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, i
     pthread_cond_destroy(&s->idle);
     if (fd >= 0) close(fd);
     if (s->engine_up) engine_free(&s->engine);
+    grammar_vocab_free(s->grammar_vocab);
     session_close(&s->session);
     chat_template_free(&s->chat_template);
     free(s);

@@ -77,6 +77,9 @@ typedef struct Request {
     size_t *prompt_lens;
     char **echo;             // (n_prompts) each prompt's text for "echo", or NULL
     size_t n_prompts;
+    Grammar *grammar;        // the output's grammar ("grammar", "json_schema", "regex",
+                             // "response_format"), shared by its completions; or NULL
+    const char *grammar_field;  // the field that gave it (a literal)
     char **stop_strings;     // the request's stop strings (copies), shared by its completions
     size_t n_stops;
     uint64_t seed;           // the first choice's
@@ -94,6 +97,7 @@ typedef struct Request {
     int done;                // every choice finished (or the score is ready)
     int status;              // 200, or the HTTP status of a failure found by the scheduler
     char *error;             // its message
+    const char *error_param; // the field at fault (a literal), or NULL
     double *logprobs;        // REQUEST_SCORE: (n_ids - 1)
     size_t windows;
     double arrived;          // when it was submitted (now_seconds), for the latency histograms
@@ -161,6 +165,7 @@ typedef struct Server {
     ServeLimits limits;
     size_t kv_blocks;        // the pool's blocks
     size_t engine_bytes;     // the engine's step buffers (engine_buffer_bytes)
+    GrammarVocab *grammar_vocab;  // the tokens' trie, for requests with a grammar (read-only)
     Engine engine;           // the scheduler's alone
     int engine_up;
     pthread_mutex_t tok_lock;  // tokenizer_encode: one thread at a time

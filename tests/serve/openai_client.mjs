@@ -22,10 +22,11 @@
 //     {"call": "chat stream", "role": (the first delta's), "content": (the deltas joined), "chunks": N,
 //      "finish_reason": ..., "usage": (the last chunk's), "last_choices": N, "object": ...}
 //     {"call": "chat max_completion_tokens", "tokens": (usage.completion_tokens)}
-//     {"call": "chat response_format", "error": CLASS, "status": 400, "bad_request": true, "param": ..., "message": ...}
+//     {"call": "chat response_format", "content": ..., "finish_reason": ...}
+//     {"call": "chat response_format bad", "error": CLASS, "status": 400, "bad_request": true, "param": ..., "message": ...}
 //
 // The chat calls send CHAT_MESSAGES (exported for the script, which renders
-// them through /apply-template).
+// them through /apply-template); response_format's schema is CHAT_SCHEMA.
 // No retries: an error is seen at once, as it is.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -121,10 +122,17 @@ say({ call: 'chat stream', role, content, chunks: cchunks, finish_reason: cfinis
 const short = await client.chat.completions.create({ ...chatRequest, max_tokens: undefined, max_completion_tokens: 3 });
 say({ call: 'chat max_completion_tokens', tokens: short.usage.completion_tokens });
 
+// response_format: a JSON Schema (CHAT_SCHEMA), and one outside the subset
+const schema = JSON.parse(process.env.CHAT_SCHEMA);
+const formatted = await client.chat.completions.create({ ...chatRequest, response_format: {
+    type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } } });
+say({ call: 'chat response_format', content: formatted.choices[0].message.content,
+      finish_reason: formatted.choices[0].finish_reason });
 try {
-    await client.chat.completions.create({ ...chatRequest, response_format: { type: 'json_object' } });
-    say({ call: 'chat response_format', error: null });
+    await client.chat.completions.create({ ...chatRequest, response_format: {
+        type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'array', uniqueItems: true } } } });
+    say({ call: 'chat response_format bad', error: null });
 } catch (e) {
-    say({ call: 'chat response_format', error: e.constructor.name, status: e.status, param: e.param ?? null,
+    say({ call: 'chat response_format bad', error: e.constructor.name, status: e.status, param: e.param ?? null,
           message: e.error?.message ?? e.message, bad_request: e instanceof OpenAI.BadRequestError });
 }
