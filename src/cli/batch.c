@@ -356,7 +356,7 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
 
 char *batch_line_error(const Options *o, Tokenizer *tok, const Model *m, uint64_t index, const char *line,
                        size_t len) {
-    Request *j = request_from_line(o, tok, m, 0, index, line, len);
+    Request *j = request_from_line(o, tok, m, NULL, 0, index, line, len);
     if (!j) return strdup("out of memory");
     char *error = j->error;
     j->error = NULL;
