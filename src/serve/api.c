@@ -383,40 +383,6 @@ static int make_completions(Request *j, CompletionBody *b) {
     return 0;
 }
 
-int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
-                       char *param) {
-    *out = NULL;
-    *stream = 0;
-    *param = '\0';
-    int status = 400;
-    cJSON *o = parse_body(body, len, &status, msg, param);
-    if (!o) return status;
-    CompletionBody b = {.gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
-                               .max_new = 16},
-                        .n = 1};
-    b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
-                      .max_tokens_limit = s->limits.max_tokens,
-                      .vocab_size = (size_t)s->session.model.config.vocab_size};
-    b.gp.grammar_vocab = s->grammar_vocab;
-    Request *j = NULL;
-    status = read_completion_fields(s, o, body, len, &b, msg, param);
-    if (!status) status = read_prompts(s, &b, &j, msg, param);
-    if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
-    if (!status) {
-        j->grammar = b.g.grammar;  // the completions' params point at it
-        j->grammar_field = b.g.grammar_field;
-        b.g.grammar = NULL;
-        *out = j;
-        *stream = b.stream;
-        j = NULL;
-    }
-    request_free(j);
-    grammar_free(b.g.grammar);
-    cJSON_Delete(b.stop_json);
-    cJSON_Delete(o);
-    return status;
-}
-
 // The request of a chat body b: its messages under the server's template,
 // one prompt; the template's stops after the request's. 0 with *out, or
 // the status.
@@ -454,22 +420,28 @@ static int read_conversation(Server *s, CompletionBody *b, Request **out, char *
     return 0;
 }
 
-int chat_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg, char *param) {
+// The request of a completions body (chat 0: its prompts) or a chat body
+// (chat 1: its messages under the server's template), read by the same
+// field table; a completion's max_tokens defaults to 16 as OpenAI's, a
+// chat's to the end of the context. 0 with *out and *stream, or the status.
+static int body_request(Server *s, int chat, const char *body, size_t len, Request **out, int *stream, char **msg,
+                        char *param) {
     *out = NULL;
     *stream = 0;
     *param = '\0';
     int status = 400;
     cJSON *o = parse_body(body, len, &status, msg, param);
     if (!o) return status;
-    CompletionBody b = {.gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}},
-                        .n = 1, .chat = 1};
+    CompletionBody b = {.gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
+                               .max_new = chat ? 0 : 16},
+                        .n = 1, .chat = chat};
     b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
                       .max_tokens_limit = s->limits.max_tokens,
                       .vocab_size = (size_t)s->session.model.config.vocab_size};
     b.gp.grammar_vocab = s->grammar_vocab;
     Request *j = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
-    if (!status) status = read_conversation(s, &b, &j, msg, param);
+    if (!status) status = chat ? read_conversation(s, &b, &j, msg, param) : read_prompts(s, &b, &j, msg, param);
     if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         j->grammar = b.g.grammar;  // the completions' params point at it
@@ -484,6 +456,15 @@ int chat_request(Server *s, const char *body, size_t len, Request **out, int *st
     cJSON_Delete(b.stop_json);
     cJSON_Delete(o);
     return status;
+}
+
+int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
+                       char *param) {
+    return body_request(s, 0, body, len, out, stream, msg, param);
+}
+
+int chat_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg, char *param) {
+    return body_request(s, 1, body, len, out, stream, msg, param);
 }
 
 char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
