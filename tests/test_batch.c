@@ -330,6 +330,55 @@ static void test_lines(void) {
     result_free(&alone);
     result_free(&r);
 
+    // a prompt of token ids, as the server takes it: the ids --tokenize
+    // gives run as the text does; ids that are not the text's own
+    // tokenization run as given ("prompt_ids"), "prompt" their text
+    {
+        Result t1 = RUN_IN("", "-m", tiny, "--tokenize", "--json", "-p", "Hello world");
+        Result t2 = RUN_IN("", "-m", tiny, "--tokenize", "--json", "-p", "Hel");
+        Result t3 = RUN_IN("", "-m", tiny, "--tokenize", "--json", "-p", "lo world");
+        char **outs[] = {&t1.out, &t2.out, &t3.out};
+        for (size_t i = 0; i < 3; i++) (*outs[i])[strcspn(*outs[i], "\n")] = '\0';
+        Result txt = RUN_IN("{\"prompt\": \"Hello world\", \"max_tokens\": 5, \"seed\": 4}\n",
+                            "-m", tiny, "--batch", "--jsonl");
+        // another tokenization of the text: "Hel"'s ids then "lo world"'s, one array
+        char split_ids[256];
+        snprintf(split_ids, sizeof split_ids, "%.*s,%s", (int)strlen(t2.out) - 1, t2.out, t3.out + 1);
+        char in[1024];
+        snprintf(in, sizeof in,
+                 "{\"prompt\": %s, \"max_tokens\": 5, \"seed\": 4}\n"
+                 "{\"prompt\": %s, \"max_tokens\": 5, \"seed\": 4}\n"
+                 "{\"prompt\": []}\n{\"prompt\": [15496, 50257]}\n{\"prompt\": [15496], \"choices\": [\" a\"]}\n"
+                 "{\"prompt\": [1.5]}\n",
+                 t1.out, split_ids);
+        r = RUN_IN(in, "-m", tiny, "--batch", "--jsonl");
+        n = split_lines(r.out, lines, 8);
+        cJSON *want = cJSON_Parse(txt.out), *l0 = n == 6 ? cJSON_Parse(lines[0]) : NULL;
+        cJSON *l1 = n == 6 ? cJSON_Parse(lines[1]) : NULL;
+        char *want_tokens = cJSON_PrintUnformatted(cJSON_GetObjectItem(want, "tokens"));
+        char *got_tokens = cJSON_PrintUnformatted(cJSON_GetObjectItem(l0, "tokens"));
+        char *split_got = cJSON_PrintUnformatted(cJSON_GetObjectItem(l1, "prompt_ids"));
+        const char *split_want = split_ids;
+        const cJSON *p1 = cJSON_GetObjectItem(l1, "prompt");
+        CHECK(want_tokens && got_tokens && !strcmp(want_tokens, got_tokens) &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(l0, "prompt")), "Hello world"),
+              "token ids %s: the text's tokens %s, the ids' %s", t1.out, want_tokens ? want_tokens : "?",
+              got_tokens ? got_tokens : "?");
+        CHECK(strcmp(split_want, t1.out) && split_got && !strcmp(split_got, split_want) && cJSON_IsString(p1) &&
+                  !strcmp(p1->valuestring, "Hello world"),
+              "ids %s (not the text's %s) run as given: %s", split_want, t1.out, n == 6 ? lines[1] : r.out);
+        const char *want_err[] = {"prompt has an empty array of token ids",
+                                  "prompt: element 1 is not a token id in [0, 50257)",
+                                  "needs a text prompt", "prompt: element 0 is not a token id"};
+        for (size_t i = 0; i < 4; i++)
+            CHECK(n == 6 && strstr(lines[2 + i], want_err[i]), "token ids line %zu: %s", i + 2,
+                  n == 6 ? lines[2 + i] : r.out);
+        free(want_tokens), free(got_tokens), free(split_got);
+        cJSON_Delete(want), cJSON_Delete(l0), cJSON_Delete(l1);
+        result_free(&t1), result_free(&t2), result_free(&t3), result_free(&txt);
+        result_free(&r);
+    }
+
     // a seed is the line's number exactly, or refused: a double rounds
     // 2^53 + 1 to 2^53, so numbers stop below 2^53; digits in a string go on
     r = RUN_IN("{\"prompt\": \"x\", \"seed\": 9007199254740993, \"max_tokens\": 1}\n"

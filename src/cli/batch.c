@@ -197,14 +197,24 @@ static int echo_prompt(Request *j, const char *p, size_t n) {
 }
 
 // One field of a --jsonl line that is not a generation field: "prompt"
-// (into *prompt, pointing into f), "id", "n", "echo", "choices". 0, or -1
-// (the request failed).
-static int line_field(Request *j, const cJSON *f, const char **prompt, size_t *prompt_len) {
+// (a string into *prompt, pointing into f; token ids, each below vocab, into
+// j->ids), "id", "n", "echo", "choices". 0, or -1 (the request failed).
+static int line_field(Request *j, const cJSON *f, size_t vocab, const char **prompt, size_t *prompt_len) {
     const char *k = f->string;
     if (!strcmp(k, "prompt")) {
-        if (!cJSON_IsString(f)) return request_fail(j, "prompt must be a string");
-        *prompt = f->valuestring;
-        *prompt_len = strlen(f->valuestring);
+        free(j->ids);  // given twice: the last one
+        j->ids = NULL, j->n_ids = 0, *prompt = NULL;
+        if (cJSON_IsString(f)) {
+            *prompt = f->valuestring;
+            *prompt_len = strlen(f->valuestring);
+        } else if (cJSON_IsArray(f)) {
+            char msg[160];
+            if (json_token_ids(f, vocab, "prompt", &j->ids, &j->n_ids, msg, sizeof msg) != 0)
+                return request_fail(j, "%s", msg);
+            if (j->n_ids == 0) return request_fail(j, "prompt has an empty array of token ids");
+        } else {
+            return request_fail(j, "prompt must be a string or an array of token ids");
+        }
     } else if (!strcmp(k, "id")) {
         cJSON_Delete(j->id);  // given twice: the last one, as for every field
         j->id = cJSON_Duplicate(f, 1);
@@ -233,8 +243,8 @@ static int line_field(Request *j, const cJSON *f, const char **prompt, size_t *p
 }
 
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
-static int parse_jsonl(Request *j, const char *line, size_t len, const char **prompt, size_t *prompt_len,
-                       int *seed_given) {
+static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, const char **prompt,
+                       size_t *prompt_len, int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     char msg[512];
@@ -263,7 +273,7 @@ static int parse_jsonl(Request *j, const char *line, size_t len, const char **pr
             request_fail(j, "%s", msg);
             goto done;
         }
-        if (!known && line_field(j, f, prompt, prompt_len) != 0) goto done;
+        if (!known && line_field(j, f, vocab, prompt, prompt_len) != 0) goto done;
         if (known || (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices"))) generation_field = k;
     }
     if (j->n_candidates && generation_field) {
@@ -272,8 +282,16 @@ static int parse_jsonl(Request *j, const char *line, size_t len, const char **pr
         goto done;
     }
     *seed_given = g.seed_given;
-    if (!*prompt) {
+    if (!*prompt && !j->n_ids) {
         request_fail(j, "no \"prompt\" field");
+        goto done;
+    }
+    if (j->n_ids && j->n_candidates) {
+        request_fail(j, "\"choices\" needs a text prompt (each choice is tokenized with it)");
+        goto done;
+    }
+    if (!*prompt) {  // token ids: the caller decodes their text
+        rc = 0;
         goto done;
     }
     // the prompt string lives in o: keep it past o's deletion
@@ -333,9 +351,16 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
     }
     if (o->jsonl) {
         prompt = NULL;
-        if (parse_jsonl(j, line, len, &prompt, &prompt_len, &seed_given) != 0) return j;
+        if (parse_jsonl(j, line, len, (size_t)m->config.vocab_size, &prompt, &prompt_len, &seed_given) != 0)
+            return j;
         owned_prompt = (char *)prompt;
     }
+    GptError decode_err = {{0}};
+    if (!prompt && tokenizer_decode(tok, j->ids, j->n_ids, &owned_prompt, &prompt_len, &decode_err) != 0) {
+        request_fail(j, "prompt: %s", decode_err.msg);
+        return j;
+    }
+    if (!prompt) prompt = owned_prompt;  // the token ids' text, for "prompt" and echo
     GptError err = {{0}};
     if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
     if (j->n_completions > 1 && o->text_output)
@@ -347,7 +372,7 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
     else if (echo_prompt(j, prompt, prompt_len) != 0) request_fail(j, "out of memory");
     else if (j->n_candidates) candidates_from_line(j, tok, m, o->special, prompt, prompt_len);
     else if (sampler_params_validate(&j->params.sampling, &err) != 0) request_fail(j, "%s", err.msg);
-    else if (prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0 ||
+    else if ((!j->ids && prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0) ||
              check_prompt_length(&m->config, j->n_ids, &err) != 0)
         request_fail(j, "%s", err.msg);
     free(owned_prompt);

@@ -187,6 +187,12 @@ typedef struct {
 // checked by the caller once every field is read.
 int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t len, size_t member, char *msg,
                         size_t cap);
+// Token ids, as a --jsonl line's and a gpt serve body's prompt gives them:
+// a JSON array a of integers, each in [0, vocab) (empty: *n 0, the caller
+// decides). 0 with *ids (malloc'd) and *n; -1 with the reason in msg (cap
+// bytes), naming field and the first bad element ("prompt: element 3 is
+// not a token id in [0, 50257)").
+int json_token_ids(const cJSON *a, size_t vocab, const char *field, int32_t **ids, size_t *n, char *msg, size_t cap);
 // Why cJSON could not parse text[0..len), where it stopped (end, may be
 // NULL): "invalid JSON at byte N", or, inside a string, that the string is
 // bad (a bad escape, an unpaired surrogate). Into msg (cap bytes).

@@ -414,3 +414,26 @@ cJSON *exact_json(double v) {
     }
     return cJSON_CreateRaw(buf);
 }
+
+int json_token_ids(const cJSON *a, size_t vocab, const char *field, int32_t **ids, size_t *n, char *msg, size_t cap) {
+    *ids = NULL;
+    *n = 0;
+    size_t count = cJSON_IsArray(a) ? (size_t)cJSON_GetArraySize(a) : 0;
+    if (!(*ids = malloc((count ? count : 1) * sizeof **ids))) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    size_t i = 0;
+    for (const cJSON *it = count ? a->child : NULL; it; it = it->next, i++) {
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (!(v >= 0 && v < (double)vocab && v == floor(v))) {
+            snprintf(msg, cap, "%s: element %zu is not a token id in [0, %zu)", field, i, vocab);
+            free(*ids);
+            *ids = NULL;
+            return -1;
+        }
+        (*ids)[i] = (int32_t)v;
+    }
+    *n = i;
+    return 0;
+}

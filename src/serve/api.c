@@ -83,23 +83,13 @@ static int json_int(const cJSON *f, double lo, double hi, long *out) {
     return 0;
 }
 
-// Token ids from a JSON array: each an integer id of the vocabulary.
+// Token ids from a JSON array (json_token_ids), or the 400 naming field.
 static int json_ids(const cJSON *a, size_t vocab, int32_t **ids, size_t *n, char **msg, char *param,
                     const char *field) {
-    size_t count = (size_t)cJSON_GetArraySize(a), i = 0;
-    *ids = malloc((count ? count : 1) * sizeof **ids);
-    if (!*ids) return fail(500, msg, param, NULL, "out of memory");
-    const cJSON *it;
-    cJSON_ArrayForEach(it, a) {
-        long id;
-        if (json_int(it, 0, (double)vocab - 1, &id) != 0) {
-            free(*ids);
-            *ids = NULL;
-            return fail(400, msg, param, field, "%s: element %zu is not a token id in [0, %zu)", field, i, vocab);
-        }
-        (*ids)[i++] = (int32_t)id;
-    }
-    *n = i;
+    char why[160];
+    if (json_token_ids(a, vocab, field, ids, n, why, sizeof why) != 0)
+        return strcmp(why, "out of memory") ? fail(400, msg, param, field, "%s", why)
+                                             : fail(500, msg, param, NULL, "out of memory");
     return 0;
 }
 
