@@ -5,6 +5,9 @@
 #     an independent matcher), and every output of llama.cpp's JSON grammar
 #     that stopped with "grammar" parses with Python's json module;
 #   - --completions 3 gives, bit for bit, the single runs of seeds s, s+1, s+2;
+#   - tokens other than the text's canonical tokenization are allowed: one
+#     straddling two grammar elements, and others when the canonical ones
+#     are banned by logit_bias;
 #   - bad grammars: one line naming the file, LINE:COL and what was
 #     expected, exit 1; --grammar with --lookup is a usage error (exit 2).
 # Prints "cli_grammar: N passed, M failed".
@@ -77,6 +80,24 @@ for i in 0 1 2; do
         fail "--completions 3, completion $i differs from the single run of seed $((7 + i))"
     fi
 done
+
+# Every token whose bytes the automaton can read is allowed, not only the
+# text's canonical tokenization ("Hello world" is 15496 995): greedy under
+# a bias of +100 on "Hello" takes it although the grammar spells "Hel"
+# "lo" (a token straddling two elements); with both canonical tokens at
+# -100 the text still comes out, from other tokens.
+printf 'root ::= "Hel" "lo" " " "world"\n' > "$T/hello.gbnf"
+canonical=$("$GPT" -m $MODEL --tokenize --json -p "Hello world")
+straddle=$("$GPT" -m $MODEL -q -p "Say:" --grammar "$T/hello.gbnf" --temp 0 --logit-bias 15496=100 --json |
+    jq -c '[.text, .tokens[0], .stop_reason]')
+if [ "$canonical" = "[15496,995]" ] && [ "$straddle" = '["Hello world",15496,"grammar"]' ]; then pass
+else fail "a token across two grammar elements: tokenize $canonical, run $straddle"; fi
+"$GPT" -m $MODEL -q -p "Say:" --grammar "$T/hello.gbnf" --temp 0 --logit-bias 15496=-100 --logit-bias 995=-100 \
+    --json > "$T/other.json"
+other=$(jq -c '[.text, .stop_reason, ([.tokens[] | select(. == 15496 or . == 995)] | length)]' "$T/other.json")
+back=$(jq -c .tokens "$T/other.json" | "$GPT" -m $MODEL --detokenize)
+if [ "$other" = '["Hello world","grammar",0]' ] && [ "$back" = "Hello world" ]; then pass
+else fail "the canonical tokens banned: $other, detokenized '$back'"; fi
 
 # errors
 bad() {  # FILE-CONTENT, expected text in the message
