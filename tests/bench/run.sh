@@ -349,6 +349,9 @@ echo "  where --blas starts (blas.h's BLAS_MIN_ROWS), by row count (tests/bench/
 "$BUILD"/bench/bench_blas | sed 's/^/  /'
 
 echo
+echo "== constrained decoding: a JSON Schema and a regex beside the plain run (tests/bench/grammar.sh)"
+BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/grammar.sh
+
 echo "== speculative decoding: the plain run and speculation, the same tokens (tests/bench/speculate.sh)"
 sh tests/bench/speculate.sh
 
