@@ -352,6 +352,7 @@ echo
 echo "== constrained decoding: a JSON Schema and a regex beside the plain run (tests/bench/grammar.sh)"
 BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/grammar.sh
 
+echo
 echo "== speculative decoding: the plain run and speculation, the same tokens (tests/bench/speculate.sh)"
 sh tests/bench/speculate.sh
 
