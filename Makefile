@@ -268,7 +268,7 @@ $(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o
 # gpt serve's body parsers (api.c, with request_new/request_free of
 # requests.c) and what they use of src/front/, without http.c or serve.c:
 # the harnesses build a stub Server (fuzz_serve.h).
-FUZZ_SERVE_OBJS := $(addprefix $(FUZZ_DIR)/src/,serve/api.o serve/requests.o front/chat.o front/request.o \
+FUZZ_SERVE_OBJS := $(addprefix $(FUZZ_DIR)/src/,serve/api.o serve/requests.o front/chat.o front/request.o front/constrain.o \
                      front/numbers.o front/json.o front/session.o front/locate.o front/report.o)
 $(FUZZ_DIR)/fuzz_completion $(FUZZ_DIR)/fuzz_chat: $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_SERVE_OBJS) \
                                                   $(FUZZ_DIR)/libgpt.a
@@ -277,7 +277,7 @@ $(FUZZ_DIR)/fuzz_completion $(FUZZ_DIR)/fuzz_chat: $(FUZZ_DIR)/fuzz_%: $(FUZZ_DI
 # a --batch --jsonl line: batch.c (batch_line_error) and what it links of
 # the command, parse_options for the options, without main.c.
 FUZZ_JSONL_OBJS := $(addprefix $(FUZZ_DIR)/src/,cli/batch.o cli/common.o cli/probs.o cli/progress.o cli/output.o \
-                     cli/options.o front/model_options.o front/numbers.o front/request.o front/json.o \
+                     cli/options.o front/model_options.o front/numbers.o front/request.o front/constrain.o front/json.o \
                      front/session.o front/locate.o front/report.o)
 $(FUZZ_DIR)/fuzz_jsonl: $(FUZZ_DIR)/tests/fuzz_jsonl.o $(FUZZ_JSONL_OBJS) $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
