@@ -120,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_fail("parse_options returned %d", rc);
     }
     if (rc == EXIT_OK && !done) {
-        if ((unsigned)o.mode > MODE_CHOICE) fuzz_fail("mode %d", (int)o.mode);
+        if ((unsigned)o.mode > MODE_CHAT) fuzz_fail("mode %d", (int)o.mode);
         if (o.max_tokens < 0) fuzz_fail("max_tokens %ld", o.max_tokens);
         const SamplerParams *s = &o.sampling;
         if (!(s->temperature >= 0) || !isfinite(s->temperature)) fuzz_fail("temperature %g", (double)s->temperature);
