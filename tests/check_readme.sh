@@ -64,6 +64,8 @@ if command -v node > /dev/null 2>&1 && [ -f "$NODE_DIR/node_modules/openai/packa
     ln -s "$NODE_DIR/node_modules" "$tmp/work/node_modules"
     have_node=1
 fi
+# shellcheck source=tests/serve/ready.sh
+. tests/serve/ready.sh
 server_pid=
 port=
 # serve: the demo model's server for the localhost:8080 examples, started
@@ -72,15 +74,7 @@ serve() {
     [ -n "$port" ] && return 0
     "$GPT" serve -m "$repo/models/demo.bin" --port 0 -t 1 --log off 2> "$tmp/serve.log" &
     server_pid=$!
-    wait_n=0
-    while [ $wait_n -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
-        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/serve.log")
-        [ -n "$port" ] && return 0
-        kill -0 "$server_pid" 2> /dev/null || break
-        sleep 0.1
-        wait_n=$((wait_n + 1))
-    done
-    return 1
+    wait_serving "$tmp/serve.log" "$server_pid"
 }
 awk -v dir="$tmp/ex" '
     function close_ex() { if (n) { close(dir "/" n ".cmd"); close(dir "/" n ".want") } on = 0 }

@@ -436,15 +436,8 @@ done < "$V/manifest.txt"
 # wait for every server's ready line (or its end), then compare everything
 : > "$tmp/ports.txt"
 while read -r name spid; do
-    i=0
-    while [ $i -lt 3000 ]; do  # 300 s: a sanitizer build on a busy machine loads slowly
-        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$O/$name.serve.log")
-        [ -n "$port" ] && break
-        kill -0 "$spid" 2> /dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    [ -n "$port" ] && echo "$name $port" >> "$tmp/ports.txt"
+    # 300 s: a sanitizer build on a busy machine loads slowly
+    wait_serving "$O/$name.serve.log" "$spid" 3000 && echo "$name $port" >> "$tmp/ports.txt"
 done < "$tmp/servers"
 
 "$PY" "$tmp/configs.py" check "$tmp" > "$tmp/check.log" 2>&1

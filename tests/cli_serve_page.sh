@@ -28,6 +28,8 @@ MODEL=models/demo.bin
 CHECK_NAME=cli_serve_page
 # shellcheck source=tests/checklib.sh
 . tests/checklib.sh
+# shellcheck source=tests/serve/ready.sh
+. tests/serve/ready.sh
 pid=
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
@@ -57,15 +59,7 @@ serve() {
     : > "$tmp/log"
     "$GPT" serve --port 0 -m "$MODEL" -t 1 "$@" 2> "$tmp/log" &
     pid=$!
-    port=
-    i=0
-    while [ $i -lt 600 ] && [ -z "$port" ]; do  # 60 s: a sanitizer build loads slowly
-        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/log")
-        kill -0 "$pid" 2> /dev/null || break
-        [ -n "$port" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    if [ -z "$port" ]; then
+    if ! wait_serving "$tmp/log" "$pid"; then
         fail "gpt serve did not start: $(cat "$tmp/log")"
         summary
         exit 1

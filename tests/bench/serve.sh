@@ -27,21 +27,15 @@ LOAD=$BUILD/bench/serve_load
 for f in "$GPT" "$LOAD" "$DEMO"; do
     [ -e "$f" ] || { echo "  (no $f: skipped; make bench builds it)"; exit 0; }
 done
+# shellcheck source=tests/serve/ready.sh
+. tests/serve/ready.sh
 TMP=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$TMP"' EXIT
 
 "$GPT" serve --port 0 -m "$DEMO" -t "$THREADS" --parallel 64 --queue 256 2> "$TMP/serve.log" &
 pid=$!
-port=
-i=0
-while [ $i -lt 300 ] && [ -z "$port" ]; do
-    port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$TMP/serve.log")
-    kill -0 "$pid" 2> /dev/null || break
-    [ -n "$port" ] || sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$port" ] || { echo "  gpt serve did not start: $(cat "$TMP/serve.log")"; exit 1; }
+wait_serving "$TMP/serve.log" "$pid" 300 || { echo "  gpt serve did not start: $(cat "$TMP/serve.log")"; exit 1; }
 # at ready: the process's RSS, and the model file's pages resident in it
 ready_kb=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$pid/status")
 model_path=$(readlink -f "$DEMO")

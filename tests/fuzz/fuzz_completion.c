@@ -15,14 +15,6 @@
  */
 #include "fuzz_serve.h"
 
-static Server *srv;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    srv = fuzz_serve_init();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *body = (const char *)data;
     char *msg = NULL, param[PARAM_CAP];

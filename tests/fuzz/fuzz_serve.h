@@ -46,6 +46,17 @@ static inline Server *fuzz_serve_init(void) {
     return s;
 }
 
+// The harnesses' server, made once before the first input (libFuzzer calls
+// LLVMFuzzerInitialize; a harness that includes this file defines only
+// LLVMFuzzerTestOneInput).
+static Server *srv;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    srv = fuzz_serve_init();
+    return 0;
+}
+
 // A refused body: a status of 400 (the client's fault: nothing in these
 // bodies may make the server fail), a message, a param of fewer than
 // PARAM_CAP bytes; the message is freed.

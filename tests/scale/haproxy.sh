@@ -20,6 +20,8 @@ CHECK_NAME=scale_haproxy
 N=100
 # shellcheck source=tests/checklib.sh
 . tests/checklib.sh
+# shellcheck source=tests/serve/ready.sh
+. tests/serve/ready.sh
 pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
@@ -47,15 +49,7 @@ serve() {
     "$GPT" serve --port 0 -m "$MODEL" -t 1 --parallel 16 2> "$tmp/$1.log" &
     pid=$!
     pids="$pids $pid"
-    port=
-    i=0
-    while [ $i -lt 600 ] && [ -z "$port" ]; do
-        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/$1.log")
-        kill -0 "$pid" 2> /dev/null || break
-        [ -n "$port" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    [ -n "$port" ] || { fail "gpt serve did not start: $(cat "$tmp/$1.log")"; summary; exit 1; }
+    wait_serving "$tmp/$1.log" "$pid" || { fail "gpt serve did not start: $(cat "$tmp/$1.log")"; summary; exit 1; }
 }
 serve a
 A_PID=$pid A_PORT=$port

@@ -4,6 +4,8 @@
 # as the API key; $port is the last server's.
 # shellcheck source=tests/checklib.sh
 . tests/checklib.sh
+# shellcheck source=tests/serve/ready.sh
+. tests/serve/ready.sh
 pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
@@ -24,15 +26,7 @@ start() {
     "$GPT" serve --port 0 "$@" 2> "$log" &
     pid=$!
     pids="$pids $pid"
-    port=
-    i=0
-    while [ $i -lt 600 ]; do  # 60 s: a sanitizer build loads slowly
-        port=$(sed -n 's|^gpt: serving .* on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$log")
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2> /dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
+    wait_serving "$log" "$pid" && return 0
     fail "gpt serve $* did not start: $(cat "$log")"
     return 1
 }
