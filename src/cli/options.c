@@ -130,11 +130,10 @@ static const char *usage_text =
     "      --jsonl             each line is a JSON object {\"prompt\": a string or token ids, \"id\",\n"
     "                          \"max_tokens\", \"temperature\", \"top_k\", \"top_p\", \"min_p\",\n"
     "                          \"repeat_penalty\", \"presence_penalty\", \"frequency_penalty\",\n"
-    "                          \"logit_bias\" ({\"ID\": B}),\n"
-    "                          \"seed\", \"stop\", \"logprobs\", \"echo\", \"n\", \"ignore_eos\",\n"
-    "                          \"context_shift\", \"keep\", \"choices\", \"grammar\" (GBNF text),\n"
-    "                          \"json_schema\" (an object), \"regex\", \"response_format\"\n"
-    "                          (OpenAI's)}; the options are the defaults\n"
+    "                          \"logit_bias\" ({\"ID\": B}), \"seed\", \"stop\", \"logprobs\", \"echo\",\n"
+    "                          \"n\", \"ignore_eos\", \"context_shift\", \"keep\", \"choices\",\n"
+    "                          \"grammar\" (GBNF text), \"json_schema\" (an object), \"regex\",\n"
+    "                          \"response_format\" (OpenAI's)}; the options are the defaults\n"
     "      --parallel N        sequences decoded together (default 16)\n"
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
     "                          (default 1G, or twice what --parallel full contexts take if\n"
@@ -348,7 +347,8 @@ static int counted(const char *s, long max, long *out) {
 }
 
 // A usage error: reported, and its exit code returned.
-#define FAIL(...) usage_error(NULL, __VA_ARGS__)
+// gpt chat takes some of gpt's options: its usage errors point to gpt chat -h
+#define FAIL(...) usage_error(o->mode == MODE_CHAT ? "chat" : NULL, __VA_ARGS__)
 
 // An option handler's answer for an option that is not its own.
 enum { NOT_MINE = -1 };

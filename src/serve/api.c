@@ -625,6 +625,19 @@ static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, 
     return o;
 }
 
+// The fields a completion's and a chat's choice share, added to c in this
+// order: logprobs (NULL: null), finish_reason (NULL: null, not finished),
+// the seed of completion k (the request's + k), the ids of tokens.
+static void add_choice_fields(cJSON *c, const Request *j, size_t k, const int32_t *tokens, size_t n_tokens,
+                              cJSON *logprobs, const char *finish) {
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
+    cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
+}
+
 // Choice `index`, completion k (its seed: the request's + k); logprobs NULL:
 // null. Once it has finished: finish_reason, gpt's own "stop_reason" (which
 // tells "context" from "length", and "eos" from "stop") and "seq_tokens",
@@ -636,12 +649,7 @@ static cJSON *choice_json(const Request *j, size_t index, const Completion *done
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
     cJSON_AddNumberToObject(c, "index", (double)index);
-    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
-    else cJSON_AddNullToObject(c, "logprobs");
-    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
-    else cJSON_AddNullToObject(c, "finish_reason");
-    cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
-    cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
+    add_choice_fields(c, j, k, tokens, n_tokens, logprobs, finish);
     if (finish) {
         cJSON_AddStringToObject(c, "stop_reason", done->stop_reason ? done->stop_reason : finish);
         if (done->stop_reason) cJSON_AddNumberToObject(c, "seq_tokens", (double)done->seq_tokens);
@@ -674,12 +682,7 @@ static cJSON *chat_choice_json(const Request *j, size_t index, size_t k, const c
     cJSON *m = cJSON_AddObjectToObject(c, key);
     if (role) cJSON_AddStringToObject(m, "role", role);
     if (text) cJSON_AddStringToObject(m, "content", text);
-    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
-    else cJSON_AddNullToObject(c, "logprobs");
-    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
-    else cJSON_AddNullToObject(c, "finish_reason");
-    cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
-    cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
+    add_choice_fields(c, j, k, tokens, n_tokens, logprobs, finish);
     return c;
 }
 
