@@ -431,6 +431,28 @@ static void test_lines(void) {
               strstr(lines[1], "\"prompt\":\"c\""),
           "a NUL in a plain line: rc %d, %s", r.rc, r.out);
     result_free(&r);
+    // a line longer than 16 MiB is that line's error, its bytes dropped,
+    // the lines after it answered; at the end of the input without a
+    // newline too
+    {
+        size_t over = (16u << 20) + 1, len = 2 + over + 1 + 2 + over;
+        char *in = malloc(len);
+        CHECK(in != NULL, "out of memory");
+        if (in) {
+            memcpy(in, "a\n", 2);
+            memset(in + 2, 'x', over);
+            memcpy(in + 2 + over, "\nc\n", 3);
+            memset(in + 2 + over + 3, '{', over);
+            r = run_gpt(tmpdir, in, len, (const char *const[]){"-m", tiny, "--batch", "-n", "1", NULL});
+            free(in);
+            n = split_lines(r.out, lines, 8);
+            CHECK(r.rc == 1 && n == 4 && strstr(lines[0], "\"prompt\":\"a\"") &&
+                      strstr(lines[1], "\"error\":\"the line is 16777217 bytes, longer than the 16 MiB") &&
+                      strstr(lines[2], "\"prompt\":\"c\"") && strstr(lines[3], "\"index\":3,\"error\":\"the line is 16777217"),
+                  "lines over 16 MiB: rc %d, %.600s", r.rc, r.out);
+            result_free(&r);
+        }
+    }
     r = RUN_IN("{\"prompt\": \"a\\u0000b\"}\n{\"prompt\": \"a\\\\u0000b\", \"max_tokens\": 1}\n", "-m", tiny, "--batch",
                "--jsonl", "-n", "1");
     n = split_lines(r.out, lines, 8);

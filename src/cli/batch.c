@@ -49,23 +49,42 @@
 // ----------------------------------------------------------------------------
 // reading lines as they come
 
+// The longest line taken: a prompt of a whole context is a few KiB, a
+// --jsonl line with a grammar at most a few MiB; a longer line is that
+// line's error (its bytes are read and dropped, never held), so that one
+// endless line cannot take the machine's memory.
+enum { BATCH_LINE_MAX = 16 << 20 };
+
 typedef struct {
     int fd;
     char *buf;
     size_t len, cap, start;  // unread bytes are buf[start, len)
     int eof, error;
     size_t consumed;         // bytes of the lines returned so far, their newlines too
+    size_t dropping;         // > 0: the bytes so far of a line longer than BATCH_LINE_MAX, being dropped
 } LineReader;
 
 // The next line (without its newline, or CR LF) into *line/*n, pointing into
 // the reader's buffer (valid until the next call). Waits for input only if
-// `wait`. Returns 1 with a line, 0 when none is there yet, -1 at the end of
-// the input (or an error, reported).
+// `wait`. Returns 1 with a line, 2 for a line longer than BATCH_LINE_MAX
+// (*line NULL, *n its length without the newline), 0 when none is there
+// yet, -1 at the end of the input (or an error, reported).
 static int next_line(LineReader *r, int wait, char **line, size_t *n) {
     for (;;) {
         char *nl = r->buf ? memchr(r->buf + r->start, '\n', r->len - r->start) : NULL;
-        if (nl || (r->eof && r->len > r->start)) {
-            size_t end = nl ? (size_t)(nl - r->buf) : r->len;
+        size_t end = nl ? (size_t)(nl - r->buf) : r->len;  // the line's bytes read so far end here
+        if (r->dropping || end - r->start > BATCH_LINE_MAX) {
+            // an over-long line: drop its bytes up to its newline (or the end)
+            r->dropping += end - r->start;
+            r->consumed += end - r->start + (nl != NULL);
+            r->start = nl ? end + 1 : end;
+            if (nl || r->eof) {
+                *line = NULL;
+                *n = r->dropping;
+                r->dropping = 0;
+                return 2;
+            }
+        } else if (nl || (r->eof && r->len > r->start)) {
             *line = r->buf + r->start;
             *n = end - r->start;
             if (*n && (*line)[*n - 1] == '\r') (*n)--;
@@ -328,8 +347,9 @@ static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int 
 }
 
 // A request for input line `index`: parsed, tokenized and checked, or failed.
-static Request *request_from_line(const Options *o, Tokenizer *tok, const Model *m, const Grammar *grammar,
-                                  uint64_t seed_base, uint64_t index, const char *line, size_t len) {
+// Line `index`'s request with the options' defaults, before its line is
+// read; NULL when out of memory.
+static Request *request_new(const Options *o, const Grammar *grammar, uint64_t seed_base, uint64_t index) {
     Request *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->index = index;
@@ -340,6 +360,13 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
     j->echo = o->echo;
     j->n_completions = (size_t)o->completions;
     j->params.sampling.seed = seed_base + index;
+    return j;
+}
+
+static Request *request_from_line(const Options *o, Tokenizer *tok, const Model *m, const Grammar *grammar,
+                                  uint64_t seed_base, uint64_t index, const char *line, size_t len) {
+    Request *j = request_new(o, grammar, seed_base, index);
+    if (!j) return NULL;
     const char *prompt = line;
     size_t prompt_len = len;
     int seed_given = 0;
@@ -815,8 +842,14 @@ static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t windo
         size_t len;
         int idle = scheduler_held(&b->sched) == 0;  // nothing to do but wait for input
         size_t consumed_before = in->consumed;
-        if (next_line(in, idle, &line, &len) <= 0) break;
-        Request *j = request_from_line(o, b->tok, b->m, b->grammar, seed_base, o->first_index + b->lines, line, len);
+        int got = next_line(in, idle, &line, &len);
+        if (got <= 0) break;
+        Request *j = got == 2 ? request_new(o, b->grammar, seed_base, o->first_index + b->lines)
+                              : request_from_line(o, b->tok, b->m, b->grammar, seed_base, o->first_index + b->lines,
+                                                  line, len);
+        if (j && got == 2)
+            request_fail(j, "the line is %zu bytes, longer than the %d MiB a --batch line may have", len,
+                         BATCH_LINE_MAX >> 20);
         if (!j || queue_push(b, j) != 0) {
             request_free(j, &b->engine);
             fprintf(stderr, "gpt: out of memory\n");
