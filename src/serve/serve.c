@@ -356,9 +356,11 @@ static int start_engine(Server *s, const ServeOptions *so) {
     note_kv_budget(so->shared.model.quiet, so->shared.kv_budget_arg, so->shared.kv_budget, s->kv_blocks, block_bytes);
     // prompts in chunks of 128 tokens beside the decodes, as --batch's
     // default --prefill-chunk; as many rows with logits for the prompts'
-    // log-probabilities ("echo" with "logprobs")
+    // log-probabilities ("echo" with "logprobs"); a finished answer's blocks
+    // stay shareable, so a chat client's next turn, which sends the answer
+    // back in its prompt, computes only its new messages
     EngineConfig ec = {.max_seqs = lim->parallel, .max_step_tokens = lim->parallel + PREFILL_CHUNK,
-                       .kv_dtype = lim->kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1,
+                       .kv_dtype = lim->kv_dtype, .kv_blocks = s->kv_blocks, .share_prefixes = 1, .share_outputs = 1,
                        .pool = s->session.pool, .plan = &s->session.plan, .prompt_logit_rows = PREFILL_CHUNK};
     GptError err = {{0}};
     if (engine_init(&s->engine, &s->session.model, s->session.tok, &ec, &err) != 0) return report_error(&err);
