@@ -15,7 +15,7 @@
 #     text (the answer is /v1/completions' for the ids of the text and the
 #     template's special token), while the template's is the special token;
 #   - a conversation's next turn reuses the KV blocks of the last turn's
-#     prompt and answer (/metrics), with the same answers;
+#     prompt and answer (/metrics), with the same answers (gpt2, transcript);
 #   - what is refused, with one line naming the field: unknown roles, empty
 #     messages, 10,000 messages, deep content arrays, image parts,
 #     a response_format of no known type or with a bad schema (its
@@ -117,6 +117,29 @@ refused() {
     else fail "$1: $st $(head -c 300 "$tmp/o"), want 400 $3 '$4'"
     fi
 }
+# next_turn TEMPLATE: with the server's template, a conversation's next turn
+# shares the KV blocks of the last turn's prompt and answer (the answer sent
+# back as the server gave it, its leading space too): /metrics'
+# gpt_prefix_tokens_reused_total grows by more than the last turn's prompt
+# (its prompt alone is at most that), and the next answer is still the
+# command's
+reused() { get /metrics "$tmp/m" > /dev/null; sed -n 's/^gpt_prefix_tokens_reused_total //p' "$tmp/m"; }
+next_turn() {
+    turn1='[{"role":"user","content":"Tell me about the sea."}]'
+    post /v1/chat/completions "$(body "$turn1" 31 40)" "$tmp/t1" > /dev/null
+    answer=$(jq -c '.choices[0].message.content' "$tmp/t1")
+    turn2=$(jq -cn --argjson a "$answer" --argjson t "$turn1" '$t + [{role: "assistant", content: $a},
+                                                                     {role: "user", content: "And then?"}]')
+    before=$(reused)
+    post /v1/chat/completions "$(body "$turn2" 32 24)" "$tmp/t2" > /dev/null
+    after=$(reused)
+    p1=$(jq .usage.prompt_tokens "$tmp/t1")
+    check "$1: the next turn shares the last answer's blocks: $((after - before)) positions reused, the last prompt \
+$p1 tokens, its answer $(jq .usage.completion_tokens "$tmp/t1")" [ $((after - before)) -gt "$p1" ]
+    cli_chat "$1" "$turn2" 32 24 "$tmp/t2e"
+    same_chat "$1: the next turn" "$tmp/t2" "$tmp/t2e"
+}
+
 # ----------------------------------------------------------------------------
 # each template: alone, streamed, n 2
 for template in gpt2 transcript chatml "$tmp/qa.json"; do
@@ -244,6 +267,7 @@ check "max_completion_tokens 5 ($(head -c 300 "$tmp/r"))" [ "$(jq '.usage.comple
 refused "15 stops and the template's 2" \
     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":$(jq -cn '[range(15) | tostring]')}" stop \
     "stop: 15 strings and the chat template's 2 are more than 16"
+next_turn transcript
 kill "$pid"
 wait "$pid" 2> /dev/null
 
@@ -262,25 +286,7 @@ post /v1/completions "{\"prompt\":$ids,\"seed\":4,\"max_tokens\":12}" "$tmp/c" >
 check "content <|endoftext|>: the answer is that of its text's ids and the template's token ($(head -c 300 "$tmp/r"))" \
     [ "$(jq -c '[.choices[0].tokens, .choices[0].message.content, .usage.prompt_tokens]' "$tmp/r")" = \
       "$(jq -c --argjson ids "$ids" '[.choices[0].tokens, .choices[0].text, ($ids | length)]' "$tmp/c")" ]
-
-# with gpt2's template, a conversation's next turn shares the KV blocks of
-# the last turn's prompt and answer: /metrics' gpt_prefix_tokens_reused_total
-# grows by more than the last turn's prompt (its prompt alone is at most
-# that), and the next answer is still the command's
-reused() { get /metrics "$tmp/m" > /dev/null; sed -n 's/^gpt_prefix_tokens_reused_total //p' "$tmp/m"; }
-turn1='[{"role":"user","content":"Tell me about the sea."}]'
-post /v1/chat/completions "$(body "$turn1" 31 40)" "$tmp/t1" > /dev/null
-answer=$(jq -c '.choices[0].message.content' "$tmp/t1")
-turn2=$(jq -cn --argjson a "$answer" --argjson t "$turn1" '$t + [{role: "assistant", content: $a},
-                                                                 {role: "user", content: "And then?"}]')
-before=$(reused)
-post /v1/chat/completions "$(body "$turn2" 32 24)" "$tmp/t2" > /dev/null
-after=$(reused)
-p1=$(jq .usage.prompt_tokens "$tmp/t1")
-check "the next turn shares the last answer's blocks: $((after - before)) positions reused, the last prompt $p1 \
-tokens, its answer $(jq .usage.completion_tokens "$tmp/t1")" [ $((after - before)) -gt "$p1" ]
-cli_chat gpt2 "$turn2" 32 24 "$tmp/t2e"
-same_chat "the next turn" "$tmp/t2" "$tmp/t2e"
+next_turn gpt2
 
 # ----------------------------------------------------------------------------
 # what is refused: 400, OpenAI's error, the field named

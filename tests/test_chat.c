@@ -211,6 +211,46 @@ static void test_tokens(void) {
     tokenizer_free(tok);
 }
 
+// An answer sent back: the generation prompt, the answer as generated (its
+// leading space too) and the assistant's suffix render as the conversation
+// with the answer as the assistant's message, under each built-in (the
+// transcript's "Assistant: " loses its space before one), as text and ids
+static void test_answer_sent_back(void) {
+    GptError err = {{0}};
+    Tokenizer *tok = tokenizer_load("models", &err);
+    CHECK(tok != NULL, "tokenizer_load(models): %s", err.msg);
+    if (!tok) return;
+    static const char *const specs[] = {"gpt2", "transcript", "chatml"};
+    static const char *const answers[] = {" Blue, I think.", "Blue.", "  Two spaces"};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t a = 0; a < 3; a++) {
+            ChatTemplate t;
+            CHECK(chat_template_open(specs[k], &t, &err) == 0, "%s", err.msg);
+            ChatMessage m[2] = {{CHAT_USER, "Name a colour.", 14}, {CHAT_ASSISTANT, answers[a], strlen(answers[a])}};
+            char *asked, *sent;
+            size_t n_asked, n_sent;
+            CHECK(chat_render(&t, m, 1, 1, &asked, &n_asked, &err) == 0, "%s", err.msg);
+            CHECK(chat_render(&t, m, 2, 0, &sent, &n_sent, &err) == 0, "%s", err.msg);
+            char want[256];
+            // a stored answer without a leading space follows the whole prefix
+            size_t pl = strlen(t.prefix[CHAT_ASSISTANT]);
+            int generated = answers[a][0] == ' ' || !pl || t.prefix[CHAT_ASSISTANT][pl - 1] != ' ';
+            if (generated) snprintf(want, sizeof want, "%s%s%s", asked, answers[a], t.suffix[CHAT_ASSISTANT]);
+            else snprintf(want, sizeof want, "%.*s%s%s%s", (int)(n_asked - strlen(t.generation_prompt)), asked,
+                          t.prefix[CHAT_ASSISTANT], answers[a], t.suffix[CHAT_ASSISTANT]);
+            CHECK(!strcmp(sent, want), "%s, answer \"%s\": renders\n%s\nwant\n%s", specs[k], answers[a], sent, want);
+            int32_t *ids_want, *ids_got;
+            size_t n_want, n_got;
+            CHECK(tokenizer_encode(tok, sent, n_sent, 1, &ids_want, &n_want, &err) == 0, "%s", err.msg);
+            CHECK(chat_tokens(tok, &t, m, 2, 0, &ids_got, &n_got, &err) == 0, "%s", err.msg);
+            CHECK(n_got == n_want && !memcmp(ids_got, ids_want, n_want * sizeof *ids_want),
+                  "%s, answer \"%s\": chat_tokens is not the rendered text's ids", specs[k], answers[a]);
+            free(asked), free(sent), free(ids_want), free(ids_got);
+            chat_template_free(&t);
+        }
+    tokenizer_free(tok);
+}
+
 // chat_conversation_from_json: what it takes, and a message naming the
 // field for what it refuses
 static void test_messages(void) {
@@ -272,6 +312,7 @@ int main(void) {
     test_refused();
     test_limits();
     test_tokens();
+    test_answer_sent_back();
     test_messages();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

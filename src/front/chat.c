@@ -176,6 +176,15 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
     return 0;
 }
 
+// The bytes of message m's prefix that come before it: the whole prefix,
+// less its final space when the content starts with one, so that an answer
+// generated after "Assistant:" and sent back with its leading space renders
+// as it was generated, not after "Assistant: " and two spaces.
+static size_t prefix_len(const char *prefix, const ChatMessage *m) {
+    size_t n = strlen(prefix);
+    return n && prefix[n - 1] == ' ' && m->len && m->content[0] == ' ' ? n - 1 : n;
+}
+
 int chat_render(const ChatTemplate *t, const ChatMessage *m, size_t n, int add_generation_prompt, char **out,
                 size_t *out_len, GptError *err) {
     *out = NULL, *out_len = 0;
@@ -190,7 +199,7 @@ int chat_render(const ChatTemplate *t, const ChatMessage *m, size_t n, int add_g
             free(buf);
             return gpt_error(err, "message %zu: no such role", i);
         }
-        bad |= append(&buf, &len, &cap, t->prefix[r], strlen(t->prefix[r]));
+        bad |= append(&buf, &len, &cap, t->prefix[r], prefix_len(t->prefix[r], &m[i]));
         bad |= append(&buf, &len, &cap, m[i].content, m[i].len);
         bad |= append(&buf, &len, &cap, t->suffix[r], strlen(t->suffix[r]));
     }
@@ -246,8 +255,9 @@ static void encoder_flush(ChatEncoder *e, GptError *err) {
     e->len = 0;
 }
 
-// A template's string: each literal <|endoftext|> the special token.
-static void encoder_template(ChatEncoder *e, const char *s, GptError *err) {
+// A template's string less its last `drop` bytes (0, or prefix_len's final
+// space): each literal <|endoftext|> the special token.
+static void encoder_template(ChatEncoder *e, const char *s, size_t drop, GptError *err) {
     static const char eot[] = "<|endoftext|>";
     int32_t id = tokenizer_eot_id(e->tok);
     for (const char *hit; id >= 0 && (hit = strstr(s, eot)); s = hit + sizeof eot - 1) {
@@ -255,7 +265,7 @@ static void encoder_template(ChatEncoder *e, const char *s, GptError *err) {
         encoder_flush(e, err);
         encoder_id(e, id);
     }
-    encoder_text(e, s, strlen(s));
+    encoder_text(e, s, strlen(s) - drop);
 }
 
 int chat_tokens(Tokenizer *tok, const ChatTemplate *t, const ChatMessage *m, size_t n, int add_generation_prompt,
@@ -271,11 +281,11 @@ int chat_tokens(Tokenizer *tok, const ChatTemplate *t, const ChatMessage *m, siz
             free(e.ids);
             return gpt_error(err, "message %zu: no such role", i);
         }
-        encoder_template(&e, t->prefix[r], err);
+        encoder_template(&e, t->prefix[r], strlen(t->prefix[r]) - prefix_len(t->prefix[r], &m[i]), err);
         encoder_text(&e, m[i].content, m[i].len);
-        encoder_template(&e, t->suffix[r], err);
+        encoder_template(&e, t->suffix[r], 0, err);
     }
-    if (add_generation_prompt) encoder_template(&e, t->generation_prompt, err);
+    if (add_generation_prompt) encoder_template(&e, t->generation_prompt, 0, err);
     encoder_flush(&e, err);
     // an empty prompt starts a new document, as prompt_tokens's
     if (!e.n && tokenizer_eot_id(tok) >= 0) encoder_id(&e, tokenizer_eot_id(tok));

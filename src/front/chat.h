@@ -80,6 +80,9 @@ int chat_template_open(const char *spec, ChatTemplate *t, GptError *err);
 void chat_template_free(ChatTemplate *t);  // NULL-safe, idempotent
 
 // The prompt of messages m (n of them, at most CHAT_MAX_MESSAGES) under t,
+// each message its role's prefix, content and suffix, where a content that
+// starts with a space follows the prefix less its final space, if it ends
+// in one (an answer generated after "Assistant:" renders as generated),
 // followed by t's generation prompt when add_generation_prompt: a
 // malloc'd NUL-terminated string in *out (its length in *out_len). 0, or -1
 // with err set (out of memory, too many messages).
