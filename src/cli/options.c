@@ -626,9 +626,6 @@ static int check_combinations(const Options *o, const char *const *given) {
                         first, len, g);
         first = g;
     }
-    if (first && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
-        return FAIL("%.*s with --draft/--lookup is not supported yet (the draft's guesses are not masked)",
-                    (int)strcspn(first, "="), first);
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
