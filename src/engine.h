@@ -306,7 +306,8 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err);
 // sampled token and the k guesses (k + 1 rows, which cost little more than
 // one in a memory-bound step) and then, row by row, does exactly what k + 1
 // plain steps would: the sequence's own sampler picks from the row's logits
-// (same filters, same history, the RNG's next uniform number), the pick is
+// (same filters, same history, the RNG's next uniform number, and the
+// grammar's mask after the tokens picked before it), the pick is
 // appended and the stop conditions checked. A guess is accepted while it
 // equals the model's pick; the first pick that differs, or the pick after k
 // accepted guesses, ends the step, and the cache is cut back to the

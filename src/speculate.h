@@ -24,6 +24,20 @@
  *                  ("prompt lookup decoding"): costs nothing, and pays off
  *                  when the output copies its input.
  *
+ * A sequence whose output matches a grammar (GenParams.grammar) is drafted
+ * under the same constraint (DraftGrammar): a copy of its matcher goes
+ * along the guesses, the draft model draws each guess with the mask of the
+ * state the guesses before it lead to (as the sequence will draw that
+ * token, so the coupling above holds between the two masked
+ * distributions), and prompt lookup's guesses end before the first one the
+ * grammar cannot read. Guessing ends at <|endoftext|> (never a guess: the
+ * row before it draws the end anyway) and after a guess past which no byte
+ * can follow (the sequence stops there). The check needs nothing of this:
+ * each row of a verify step draws with the sequence's own mask, after the
+ * tokens accepted before it, exactly as the plain run's step does, so a
+ * guess the grammar forbids is merely rejected; masking the guesses only
+ * makes them right more often.
+ *
  *     Draft d;  draft_init_model(&d, draft_model, &sampling, positions, pool, &err);
  *     while (!s.stop) speculate_step(&engine, &s, &d, 4, &err);
  *     draft_free(&d);
@@ -37,8 +51,10 @@
 #include "base/error.h"
 #include "forward.h"
 #include "engine.h"
+#include "grammar/grammar.h"
 #include "model/kvcache.h"
 #include "model/model.h"
+#include "model/tokenizer.h"
 #include "sampler.h"
 
 typedef struct {
@@ -54,7 +70,24 @@ typedef struct {
     double seconds;         // wall time spent guessing
     size_t guesses_run;     // tokens the draft model ran (its prefill included)
     size_t shifts_seen;     // the sequence's context shifts its cache follows
+    // a constrained sequence's guesses (DraftGrammar)
+    GrammarMatcher *grammar;  // the sequence's state, advanced along the guesses
+    uint64_t *mask;           // (mask_words) the allowed tokens of a guess's draw
+    size_t mask_words;
 } Draft;
+
+// The constraint on a sequence's output, for its guesses: its grammar's
+// state after its tokens so far, the masker its draws use (the same one, so
+// that the masks the guesses cost are in its cache when the check draws),
+// the tokenizer whose bytes the grammar reads, <|endoftext|> (-1: none) and
+// the vocabulary (the draft model's, which must be the sequence's).
+typedef struct {
+    const GrammarMatcher *state;
+    GrammarMasker *masker;
+    const Tokenizer *tok;
+    int32_t eos;
+    size_t vocab;
+} DraftGrammar;
 
 // A draft model for sequences of at most max_positions tokens that sample
 // with p, guessing at most max_guesses tokens a step. The model must have
@@ -68,15 +101,19 @@ void draft_free(Draft *d);  // NULL-safe, idempotent
 
 // Up to k guesses (k <= max_guesses) of the tokens that follow
 // tokens[0..n), written to out; u[i] is the uniform number the sequence will
-// sample token n + i with. Returns how many (0 when it has none: past the
-// draft model's context, no earlier occurrence of the n-gram), or -1 with
-// err set.
-int draft_propose(Draft *d, const int32_t *tokens, size_t n, size_t k, const double *u, int32_t *out,
-                  GptError *err);
+// sample token n + i with; g the constraint on the output, or NULL. Returns
+// how many (0 when it has none: past the draft model's context, no earlier
+// occurrence of the n-gram, no token the grammar allows), or -1 with err
+// set. A grammar's bound met on a guess's state ends the guesses, never the
+// run: the sequence may never reach that state.
+int draft_propose(Draft *d, const int32_t *tokens, size_t n, size_t k, const double *u, const DraftGrammar *g,
+                  int32_t *out, GptError *err);
 
 // One decoding step of s with at most k guesses from d (an ordinary
 // engine_step while s reads its prompt). The time spent guessing counts as
-// the sequence's decode time. Returns 0, or -1 with err set.
+// the sequence's decode time. A sequence with a grammar is drafted under it
+// (DraftGrammar, from the sequence's matcher and masker). Returns 0, or -1
+// with err set.
 int speculate_step(Engine *e, Sequence *s, Draft *d, size_t k, GptError *err);
 
 #endif

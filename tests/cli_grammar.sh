@@ -8,8 +8,11 @@
 #   - tokens other than the text's canonical tokenization are allowed: one
 #     straddling two grammar elements, and others when the canonical ones
 #     are banned by logit_bias;
+#   - --draft-dtype q8/q4, --draft (the tiny checkpoint) and --lookup give
+#     the plain run's bits, greedy and sampled, with guesses rejected;
 #   - bad grammars: one line naming the file, LINE:COL and what was
-#     expected, exit 1; --grammar with --lookup is a usage error (exit 2).
+#     expected, exit 1; --grammar with --lookup in --batch, and with a draft
+#     and --completions, are usage errors (exit 2).
 # Prints "cli_grammar: N passed, M failed".
 GPT=${GPT:-build/gpt}
 CHECK_NAME=cli_grammar
@@ -99,6 +102,42 @@ back=$(jq -c .tokens "$T/other.json" | "$GPT" -m $MODEL --detokenize)
 if [ "$other" = '["Hello world","grammar",0]' ] && [ "$back" = "Hello world" ]; then pass
 else fail "the canonical tokens banned: $other, detokenized '$back'"; fi
 
+# Speculative decoding: the same bits as the plain run. --lookup on a
+# prompt that holds two records guesses from them (the tokens after "}"
+# cut, as the grammar ends there), and the model rejects some of its
+# guesses. The record grammar's runs with the model itself in q8 and q4
+# and the tiny checkpoint as drafts, and lookup: greedy and sampled.
+same_bits() {  # same_bits WHAT PLAIN SPEC: tokens, text and stop_reason alike
+    if $PY -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); k=("tokens","text","stop_reason"); sys.exit(0 if [a[x] for x in k]==[b[x] for x in k] and a["stop_reason"]=="grammar" else 1)' "$2" "$3"
+    then pass; else fail "$1: $(head -c 300 "$3") but $(head -c 300 "$2")"; fi
+}
+P2='Record: {"name": "Ahab", "age": 40}. Record: {"name": "Ishmael", "age": 29}. Record:'
+for s in "--temp 0" "-s 1 --temp 1" "-s 2 --temp 1.5"; do
+    # shellcheck disable=SC2086 # the seed's flags and values
+    "$GPT" -m $MODEL -q -p "$P2" --grammar "$T/rec.gbnf" $s --json > "$T/plain" 2> "$T/err" || fail "records $s: $(cat "$T/err")"
+    for n in 1 2; do
+        # shellcheck disable=SC2086
+        "$GPT" -m $MODEL -q -p "$P2" --grammar "$T/rec.gbnf" $s --json --lookup $n > "$T/spec" 2> "$T/err" ||
+            fail "records $s --lookup $n: $(cat "$T/err")"
+        same_bits "two records, $s --lookup $n" "$T/plain" "$T/spec"
+        jq -r '"\(.stats.speculation.proposed) \(.stats.speculation.accepted)"' "$T/spec" >> "$T/guesses"
+    done
+done
+# over the six runs: guesses made, and some rejected
+if awk '{p += $1; a += $2} END {exit !(p > 0 && a < p)}' "$T/guesses"; then pass
+else fail "--lookup on two records: guesses proposed, accepted: $(tr '\n' ' ' < "$T/guesses")"; fi
+TINY=${CKPT_DIR:-build/ckpt}/tiny
+for s in "--temp 0" "-s 1 --temp 1" "-s 2 --temp 1.5"; do
+    # shellcheck disable=SC2086 # the seed's flags and values
+    "$GPT" -m $MODEL -q -p "Record:" --grammar "$T/rec.gbnf" $s -n 80 --json > "$T/plain" 2> "$T/err" || fail "record $s: $(cat "$T/err")"
+    for d in "--draft-dtype q8" "--draft-dtype q4" "--draft $TINY" "--lookup 2"; do
+        # shellcheck disable=SC2086
+        "$GPT" -m $MODEL -q -p "Record:" --grammar "$T/rec.gbnf" $s -n 80 --json $d > "$T/spec" 2> "$T/err" ||
+            fail "record $s $d: $(cat "$T/err")"
+        same_bits "record grammar $s $d" "$T/plain" "$T/spec"
+    done
+done
+
 # errors
 bad() {  # FILE-CONTENT, expected text in the message
     printf '%s' "$1" > "$T/bad.gbnf"
@@ -111,6 +150,10 @@ bad 'root ::= ("a"' "1:14: expected ')'"
 bad 'root ::= x
 x ::= x "a" | "b"' "2:1: left recursion: rule 'x'"
 bad 'root ::= "a"{1,200000}' '1:16: repetition count above 10000'
-"$GPT" -m $MODEL -q -p x --grammar "$T/rec.gbnf" --lookup 2 -n 5 > /dev/null 2> "$T/err"
-if [ $? -eq 2 ] && grep -q -- "--grammar with --draft/--lookup" "$T/err"; then pass; else fail "--grammar --lookup: $(cat "$T/err")"; fi
+# a grammar with a draft is refused only where no draft applies
+printf 'x\n' | "$GPT" -m $MODEL -q --batch --grammar "$T/rec.gbnf" --lookup 2 -n 5 > /dev/null 2> "$T/err"
+if [ $? -eq 2 ] && grep -q -- "--lookup does not apply to --batch" "$T/err"; then pass; else fail "--grammar --lookup --batch: $(cat "$T/err")"; fi
+"$GPT" -m $MODEL -q -p x --grammar "$T/rec.gbnf" --draft-dtype q8 --completions 2 --json -n 5 > /dev/null 2> "$T/err"
+if [ $? -eq 2 ] && grep -q -- "--completions and speculative decoding exclude each other" "$T/err"; then pass
+else fail "--grammar --draft-dtype --completions: $(cat "$T/err")"; fi
 summary

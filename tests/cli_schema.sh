@@ -13,10 +13,12 @@
 #     1 of --completions 2, from gpt serve's /v1/completions with the
 #     json_schema field and with response_format json_schema, and from
 #     /v1/chat/completions with response_format (against gpt
-#     --chat-template); json_object, regex and grammar the same way;
+#     --chat-template); json_object, regex and grammar the same way; and
+#     with --draft-dtype q8/q4, --draft of the tiny checkpoint and --lookup;
 #   - the errors: a schema keyword outside the subset named with its JSON
 #     pointer, a bad regex with its byte offset, a bad grammar with LINE:COL,
-#     two constraints together; exit 2 for a value typed on the command
+#     two constraints together, a constraint with a draft where no draft
+#     applies (--completions, --batch); exit 2 for a value typed on the command
 #     line, 1 for a file, a --jsonl line's "error", the server's 400 naming
 #     the field.
 # Prints "cli_schema: N passed, M failed".
@@ -131,6 +133,31 @@ printf 'root ::= "{\\"n\\":" [0-9]{1,4} "}"\n' > "$tmp/g.gbnf"
 run "$tmp/gr" --grammar "$tmp/g.gbnf" -s 5 -n 200
 run "$tmp/obj40" --json-object -s 5 -n 40
 
+# speculative decoding: the draft's guesses are masked as the run's draws
+# are and each checked row draws with its own position's mask, so the run
+# is the plain one whatever the draft: the model itself in q8 and q4, the
+# tiny checkpoint (which seldom agrees with it) and prompt lookup; sampled
+# (seeds 5 and 6) and greedy, each ending with "grammar"
+TINY=${CKPT_DIR:-build/ckpt}/tiny
+spec_same() {  # spec_same NAME PLAIN-ARGS...: each draft's run is the plain one
+    name=$1
+    shift
+    run "$tmp/plain" "$@"
+    for d in "--draft-dtype q8" "--draft-dtype q4" "--draft $TINY" "--lookup 2"; do
+        # shellcheck disable=SC2086 # the draft's flag and value
+        run "$tmp/spec" "$@" $d
+        same "$name $d" "$tmp/spec" "$tmp/plain"
+    done
+}
+for s in "-s 5" "-s 6" "--temp 0"; do
+    # shellcheck disable=SC2086 # the seed's flag and value
+    spec_same "--json-schema $s" --json-schema "$S1" $s -n 200
+    # shellcheck disable=SC2086
+    spec_same "--regex $s" --regex "$RE" $s -n 200
+    # shellcheck disable=SC2086
+    spec_same "--grammar $s" --grammar "$tmp/g.gbnf" $s -n 200
+done
+
 # the server: the same requests as fields
 start "$tmp/s.log" -m "$MODEL" -t 2 --chat-template gpt2 || { summary; exit 1; }
 completion() {  # completion WHAT MORE EXPECTED [MAX]: /v1/completions with the fields MORE
@@ -198,7 +225,9 @@ usage 2 "gpt: --regex: at byte 2: ( without its )" --regex 'ab(c|d'
 usage 2 "gpt: --regex: at byte 1: only ( ) and (?: ) groups" --regex 'a(?=b)'
 usage 2 "--json-schema and --regex exclude each other" --json-schema "$S1" --regex a
 usage 2 "--grammar and --json-object exclude each other" --json-object --grammar "$tmp/g.gbnf"
-usage 2 "--json-object with --draft/--lookup is not supported" --json-object --lookup 2
+# a constraint with a draft still refused where speculation is: --completions, --batch
+usage 2 "--completions and speculative decoding exclude each other" --json-object --lookup 2 --completions 2 --json
+usage 2 "--draft-dtype does not apply to --batch" --json-object --draft-dtype q8 --batch
 "$GPT" -m $MODEL -q -p x --regex a --score > /dev/null 2> "$tmp/err"
 if [ $? -eq 2 ] && grep -qF -- "--regex does not apply to --score" "$tmp/err"; then pass; else fail "--regex --score: $(cat "$tmp/err")"; fi
 # a grammar whose stacks double with each character (64 of them, over the

@@ -11,7 +11,14 @@
  *   - a draft that always agrees (the model drafting for itself: every row
  *     of a verify step has the bits of a one-token step, so every guess is
  *     accepted), one that never does (the tiny checkpoint drafting for the
- *     124M-shaped one), a q8 draft of the demo model, and prompt lookup.
+ *     124M-shaped one), a q8 draft of the demo model, and prompt lookup;
+ *   - a grammar (a JSON Schema, a regular expression, a GBNF grammar; greedy
+ *     and sampled): every draft gives the plain constrained run, "grammar"
+ *     stops included, inside a run of accepted guesses too; guesses the
+ *     grammar's mask forbids (<|endoftext|> before the text can end, tokens
+ *     it cannot read), given to the check directly, are rejected and the
+ *     run is still the plain one; a draft model's guesses are all tokens
+ *     the grammar reads, and lookup's end before the first it cannot.
  * The plain run is the engine stepping one token at a time (test_generate
  * holds it to the loop the command line ran, and that to transformers).
  */
@@ -21,6 +28,8 @@
 
 #include "check.h"
 #include "engine.h"
+#include "grammar/regex.h"
+#include "grammar/schema.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "paths.h"
@@ -46,7 +55,49 @@ typedef struct {
     const Model *draft;  // a draft model, or NULL
     size_t lookup_n;     // or prompt lookup
     size_t k;            // guesses per step; 0: the plain run
+    const Run *forbid;   // or guesses with one the grammar forbids (forbidden_step)
 } Spec;
+
+// A check whose guesses are the plain run's next tokens with one the
+// grammar's mask forbids among them: the `step % k`th guess, <|endoftext|>
+// on odd steps where the text cannot end yet, else the first token from a
+// rotating start whose mask bit is clear, at the state the guesses before
+// it lead to. The check must reject it and emit the plain run's token.
+static int forbidden_step(Engine *e, Sequence *s, const Spec *spec, size_t step, GptError *err) {
+    size_t k = sequence_verify_room(s, e), V = (size_t)e->model->config.vocab_size;
+    if (k > spec->k) k = spec->k;
+    if (k == 0 || !s->grammar) return engine_step_verify(e, s, NULL, 0, err);
+    const Run *p = spec->forbid;
+    size_t at = s->n_generated, bad = step % k;
+    int32_t guesses[16];
+    for (size_t i = 0; i < k; i++) guesses[i] = at + i < p->n ? p->tokens[at + i] : 0;
+    GrammarMatcher *m = grammar_matcher_copy(s->grammar, err);
+    uint64_t *mask = malloc(GRAMMAR_MASK_WORDS(V) * sizeof *mask);
+    int rc = -1;
+    if (!m || !mask) goto done;
+    for (size_t i = 0; i < bad; i++) {  // the plain run's tokens: the grammar reads them
+        size_t nb;
+        const unsigned char *b = tokenizer_token_bytes(e->tok, guesses[i], &nb);
+        if (!b || grammar_matcher_feed(m, b, nb, err) != 0) {
+            bad = i;  // past the plain run's end: forbid here
+            break;
+        }
+    }
+    if (grammar_masker_fill(s->masker, m, mask, err) < 0) goto done;
+    int32_t t = -1;
+    if (step % 2 && !grammar_matcher_can_end(m)) t = e->eot;
+    for (size_t j = 0; t < 0 && j < V; j++) {
+        size_t id = (step * 7919 + j) % V;
+        if (!((mask[id / 64] >> (id % 64)) & 1)) t = (int32_t)id;
+    }
+    CHECK(t >= 0 && !((mask[t / 64] >> (t % 64)) & 1), "step %zu: no forbidden token", step);
+    guesses[bad] = t;
+    rc = engine_step_verify(e, s, guesses, k, err);
+done:
+    grammar_matcher_free(m);
+    free(mask);
+    return rc;
+}
 
 // Generates from prompt with the engine: plainly (spec->k == 0) or
 // speculating. eot >= 0 replaces <|endoftext|>, so that a test can make a
@@ -70,14 +121,16 @@ static int generate(const Model *m, const int32_t *prompt, size_t n_prompt, cons
         goto done;
     }
     size_t positions = s.cache.max_positions;
-    if (spec->k && (spec->draft ? draft_init_model(&d, spec->draft, &gp->sampling, positions, spec->k, NULL, &err)
+    if (spec->k && !spec->forbid && (spec->draft ? draft_init_model(&d, spec->draft, &gp->sampling, positions, spec->k, NULL, &err)
                                 : draft_init_lookup(&d, spec->lookup_n, positions, spec->k, &err)) != 0) {
         CHECK(0, "draft: %s", err.msg);
         goto done;
     }
     Sequence *one[1] = {&s};
     for (int steps = 0; !s.stop && steps < 5000; steps++) {
-        if ((spec->k ? speculate_step(&e, &s, &d, spec->k, &err) : engine_step(&e, one, 1, &err)) != 0) {
+        if ((spec->forbid ? forbidden_step(&e, &s, spec, (size_t)steps, &err)
+             : spec->k    ? speculate_step(&e, &s, &d, spec->k, &err)
+                          : engine_step(&e, one, 1, &err)) != 0) {
             CHECK(0, "step: %s", err.msg);
             goto done;
         }
@@ -341,17 +394,179 @@ static void check_lookup(const Model *m) {
     GptError err = {{0}};
     int32_t toks[] = {5, 6, 7, 1, 2, 5, 6, 8, 9, 5, 6}, out[4];
     draft_init_lookup(&d, 2, 64, 4, &err);
-    int got = draft_propose(&d, toks, 11, 4, NULL, out, &err);
+    int got = draft_propose(&d, toks, 11, 4, NULL, NULL, out, &err);
     CHECK(got == 4 && out[0] == 8 && out[1] == 9 && out[2] == 5 && out[3] == 6, "lookup of [5 6]: %d guesses, %d %d",
           got, out[0], out[1]);
-    got = draft_propose(&d, toks, 11, 1, NULL, out, &err);
+    got = draft_propose(&d, toks, 11, 1, NULL, NULL, out, &err);
     CHECK(got == 1 && out[0] == 8, "one guess: %d, %d", got, out[0]);
-    got = draft_propose(&d, toks, 3, 4, NULL, out, &err);
+    got = draft_propose(&d, toks, 3, 4, NULL, NULL, out, &err);
     CHECK(got == 0, "no earlier occurrence: %d guesses", got);
     draft_free(&d);
     free(ids);
     free(plain);
     free(spec);
+}
+
+// ---------------------------------------------------------------------------
+// a grammar
+
+// The three kinds of constraint, each with a finite language (every string
+// and number bounded) so that the runs end with "grammar".
+static const char *const SCHEMA =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":10},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":120},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"king\",\"the\"]},\"maxItems\":3}},"
+    "\"required\":[\"name\",\"age\",\"tags\"]}";
+static const char *const REGEX = "(yes|no|maybe), [0-9]{1,3} (apples|pears)( and [a-z]{1,8})?[.]";
+// "the" straddles the literal and the class: tokens across both are allowed
+static const char *const GBNF = "root ::= \"And \" word (\" \" word){0,4} \".\"\nword ::= [a-z]{1,7}\n";
+
+static Grammar *compile_constraint(int which, GptError *err) {
+    char *text = which == 0 ? schema_to_gbnf(SCHEMA, strlen(SCHEMA), err)
+                 : which == 1 ? regex_to_gbnf(REGEX, strlen(REGEX), err)
+                              : strdup(GBNF);
+    if (!text) return NULL;
+    Grammar *g = grammar_compile(text, strlen(text), NULL, err);
+    free(text);
+    return g;
+}
+
+// Constrained runs: every draft, and guesses the grammar forbids, give the
+// plain constrained run; the model drafting for itself loses guesses only
+// on the step that stopped, a "grammar" stop inside its run of guesses.
+static void check_grammar(const Model *m, const Model *q8, const Model *tiny) {
+    static const char *const kinds[] = {"json schema", "regex", "gbnf"};
+    GptError err = {{0}};
+    GrammarVocab *vocab = sequence_grammar_vocab(tok, (size_t)m->config.vocab_size, &err);
+    CHECK(vocab != NULL, "vocab: %s", err.msg);
+    int32_t *ids = NULL;
+    size_t n_prompt = encode("And it came to pass, when the king", &ids);
+    Run *plain = malloc(sizeof *plain), *spec = malloc(sizeof *spec);
+    for (int which = 0; which < 3 && vocab; which++) {
+        Grammar *g = compile_constraint(which, &err);
+        CHECK(g != NULL, "%s: %s", kinds[which], err.msg);
+        if (!g) continue;
+        Setting all[] = {
+            {"greedy", params(0.0f, 0, 80), DTYPE_F32},
+            {"temp 1 seed 1", params(1.0f, 1, 80), DTYPE_F32},
+            {"temp 1 seed 2", params(1.0f, 2, 80), DTYPE_F32},
+            {"temp 0.8 seed 3", params(0.8f, 3, 80), DTYPE_F32},
+            {"top-p 0.9 seed 4", params(1.0f, 4, 80), DTYPE_F32},
+        };
+        all[4].gp.sampling.top_p = 0.9f;
+        for (size_t si = 0; si < sizeof all / sizeof *all; si++) {
+            Setting *st = &all[si];
+            st->gp.grammar = g;
+            st->gp.grammar_vocab = vocab;
+            Spec none = {0};
+            if (generate(m, ids, n_prompt, &st->gp, st->kv, -1, &none, plain) != 0) continue;
+            CHECK(plain->stop == STOP_GRAMMAR, "%s, %s: the plain run stopped by %s", kinds[which], st->name,
+                  stop_reason_name(plain->stop));
+            Spec drafts[] = {{.draft = m, .k = 4}, {.draft = q8, .k = 4}, {.draft = tiny, .k = 3},
+                             {.lookup_n = 1, .k = 4}, {.lookup_n = 2, .k = 5}, {.forbid = plain, .k = 3},
+                             {.forbid = plain, .k = 1}};
+            const char *names[] = {"itself", "q8", "tiny", "lookup 1", "lookup 2", "forbidden guesses",
+                                   "a forbidden guess"};
+            for (size_t di = 0; di < sizeof drafts / sizeof *drafts; di++) {
+                char what[256];
+                snprintf(what, sizeof what, "%s, %s, %s draft, k %zu", kinds[which], st->name, names[di], drafts[di].k);
+                if (generate(m, ids, n_prompt, &st->gp, st->kv, -1, &drafts[di], spec) != 0) continue;
+                same_run(plain, spec, what);
+                if (di == 0)  // itself: a guess is lost only on the step that stopped
+                    CHECK(spec->proposed > 0 && spec->proposed - spec->accepted <= drafts[di].k,
+                          "%s: %zu of %zu guesses accepted", what, spec->accepted, spec->proposed);
+                if (drafts[di].forbid)  // every check held a guess it had to reject
+                    CHECK(spec->verify_steps > 0 && spec->proposed - spec->accepted >= spec->verify_steps,
+                          "%s: %zu verify steps, %zu of %zu guesses accepted", what, spec->verify_steps, spec->accepted,
+                          spec->proposed);
+            }
+        }
+        grammar_free(g);
+    }
+    free(plain);
+    free(spec);
+    free(ids);
+    grammar_vocab_free(vocab);
+}
+
+// What the drafts propose under a grammar, directly: a draft model's
+// guesses are tokens the grammar reads in order, never <|endoftext|>, and
+// end where nothing can follow; lookup's end before the first token the
+// grammar cannot read, and after the one where nothing can follow.
+static void check_grammar_proposals(const Model *m, const Model *q8) {
+    GptError err = {{0}};
+    size_t V = (size_t)m->config.vocab_size;
+    GrammarVocab *vocab = sequence_grammar_vocab(tok, V, &err);
+    Grammar *schema = compile_constraint(0, &err);
+    const char *digits = "root ::= [0-9]{1,3}", *many = "root ::= [0-9]{1,6}";
+    Grammar *g3 = grammar_compile(digits, strlen(digits), NULL, &err);
+    Grammar *g6 = grammar_compile(many, strlen(many), NULL, &err);
+    int32_t eot = tokenizer_eot_id(tok);
+    GrammarMasker *mk = vocab && schema ? grammar_masker_new(schema, vocab, eot, NULL, &err) : NULL;
+    GrammarMatcher *start = schema ? grammar_matcher_new(schema, &err) : NULL;
+    CHECK(vocab && schema && g3 && g6 && mk && start, "setup: %s", err.msg);
+    if (!vocab || !schema || !g3 || !g6 || !mk || !start) goto done;
+    int32_t *ids = NULL;
+    size_t n = encode("And it came to pass, when the king", &ids);
+    Draft d;
+    if (draft_init_model(&d, q8, &(SamplerParams){.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
+                         n + 64, 8, NULL, &err) == 0) {
+        DraftGrammar dg = {.state = start, .masker = mk, .tok = tok, .eos = eot, .vocab = V};
+        for (int seed = 0; seed < 6; seed++) {
+            double u[8];
+            int32_t out[8];
+            for (int i = 0; i < 8; i++) u[i] = fmod(0.137 * (seed * 8 + i + 1), 1.0);
+            int got = draft_propose(&d, ids, n, 8, u, &dg, out, &err);
+            GrammarMatcher *w = grammar_matcher_copy(start, &err);
+            int ok = got == 8 && w;
+            for (int i = 0; ok && i < got; i++) {
+                size_t nb;
+                const unsigned char *b = tokenizer_token_bytes(tok, out[i], &nb);
+                ok = out[i] != eot && b && nb > 0 && grammar_matcher_feed(w, b, nb, &err) == 0;
+            }
+            CHECK(ok, "q8 draft under a schema, seed %d: %d guesses, each one the grammar reads", seed, got);
+            grammar_matcher_free(w);
+        }
+    } else {
+        CHECK(0, "draft: %s", err.msg);
+    }
+    draft_free(&d);
+    free(ids);
+    // lookup: "1" "1" "x" "2" follow the earlier "1" "2"
+    int32_t one = -1, two = -1, x = -1, *t = NULL;
+    if (encode("1", &t) == 1) one = t[0];
+    free(t);
+    if (encode("2", &t) == 1) two = t[0];
+    free(t);
+    if (encode("x", &t) == 1) x = t[0];
+    free(t);
+    CHECK(one >= 0 && two >= 0 && x >= 0, "single-character tokens");
+    int32_t toks[] = {one, two, one, one, x, two, one, two}, toks2[] = {one, two, one, one, one, one, one, one, two}, out[4];
+    draft_init_lookup(&d, 2, 64, 4, &err);
+    GrammarMasker *mk6 = grammar_masker_new(g6, vocab, eot, NULL, &err), *mk3 = grammar_masker_new(g3, vocab, eot, NULL, &err);
+    GrammarMatcher *s6 = grammar_matcher_new(g6, &err), *s3 = grammar_matcher_new(g3, &err);
+    DraftGrammar d6 = {.state = s6, .masker = mk6, .tok = tok, .eos = eot, .vocab = V};
+    DraftGrammar d3 = {.state = s3, .masker = mk3, .tok = tok, .eos = eot, .vocab = V};
+    int got = draft_propose(&d, toks, 8, 4, NULL, NULL, out, &err);
+    CHECK(got == 4 && out[2] == x, "lookup without a grammar: %d guesses", got);
+    got = draft_propose(&d, toks, 8, 4, NULL, &d6, out, &err);
+    CHECK(got == 2 && out[0] == one && out[1] == one, "lookup under [0-9]{1,6}: %d guesses, want 2 (x is not a digit)", got);
+    got = draft_propose(&d, toks2, 9, 4, NULL, &d6, out, &err);
+    CHECK(got == 4, "lookup of digits under [0-9]{1,6}: %d guesses, want 4", got);
+    got = draft_propose(&d, toks2, 9, 4, NULL, &d3, out, &err);
+    CHECK(got == 3, "lookup under [0-9]{1,3}: %d guesses, want 3 (nothing follows the third)", got);
+    draft_free(&d);
+    grammar_masker_free(mk6);
+    grammar_masker_free(mk3);
+    grammar_matcher_free(s6);
+    grammar_matcher_free(s3);
+done:
+    grammar_matcher_free(start);
+    grammar_masker_free(mk);
+    grammar_free(g3);
+    grammar_free(g6);
+    grammar_free(schema);
+    grammar_vocab_free(vocab);
 }
 
 static int load(Model *m, const char *path, int dtype) {
@@ -415,6 +630,8 @@ int main(void) {
     check_stops("demo", &demo, prompt);
     check_stops("demo q8", &demo_q8, prompt);
     check_lookup(&demo);
+    check_grammar(&demo, &demo_q8, &tiny);
+    check_grammar_proposals(&demo, &demo_q8);
     // The tiny checkpoint in each dtype, drafted by itself and by q8.
     static const int dtypes[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8};
     Model tiny_q8 = {0};

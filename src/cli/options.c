@@ -81,7 +81,8 @@ static const char *usage_text =
     "                          presence and frequency penalties, then --temp and the filters\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
     "      --grammar FILE      the output matches the GBNF grammar in FILE (docs/grammars.md);\n"
-    "                          the stop reason is \"grammar\" when nothing more can follow\n"
+    "                          the stop reason is \"grammar\" when nothing more can follow;\n"
+    "                          with --draft/--lookup the guesses are masked too (same text)\n"
     "      --json-schema SCHEMA\n"
     "                          the output is an instance of the JSON Schema in the file SCHEMA,\n"
     "                          or SCHEMA itself when it starts with {, written compactly\n"
@@ -626,9 +627,6 @@ static int check_combinations(const Options *o, const char *const *given) {
                         first, len, g);
         first = g;
     }
-    if (first && (o->lookup_n || o->draft_path || o->draft_dtype >= 0))
-        return FAIL("%.*s with --draft/--lookup is not supported yet (the draft's guesses are not masked)",
-                    (int)strcspn(first, "="), first);
     if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
