@@ -128,11 +128,13 @@ void grammar_masker_free(GrammarMasker *mk);
 long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask,
                          GptError *err);
 
-// Statistics of a masker: masks computed, served from cache, trie nodes
-// visited, cache bytes.
+// Statistics of a masker: stack suffixes walked and served from the cache
+// (a fill takes one per live stack), trie nodes visited, cache bytes,
+// masks filled.
 typedef struct {
     uint64_t computed, cached, nodes_visited;
     size_t cache_bytes;
+    uint64_t fills;
 } GrammarMaskerStats;
 GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk);
 

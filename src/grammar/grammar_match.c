@@ -406,12 +406,19 @@ size_t grammar_vocab_size(const GrammarVocab *v) { return v ? v->V : 0; }
 
 /* ---- masks ---- */
 
+// A stack suffix's walk: the tokens read whole from the suffix alone (a
+// token read up to the point where the suffix's last frame ends is read
+// whole in every context: the grammar's alternatives all derive a string,
+// so the stack below continues), and the trie nodes with children at which
+// the suffix has popped: below them the context decides.
 typedef struct {
     uint64_t hash;
-    uint32_t *key;   // the state serialized: for each stack, its length then its positions
+    uint32_t *key;     // (key_len) the suffix's positions, top last
     size_t key_len;
-    uint64_t *mask;  // (GRAMMAR_MASK_WORDS(V))
-    long n_allowed;
+    uint64_t *mask;    // (GRAMMAR_MASK_WORDS(V)) NULL: a free slot
+    uint32_t *pops;    // (2 * n_pops) pairs (trie node, its depth)
+    size_t n_pops;
+    size_t work;       // the stack steps its walk took (charged on every use)
 } CacheEntry;
 
 struct GrammarMasker {
@@ -419,15 +426,30 @@ struct GrammarMasker {
     const GrammarVocab *v;
     int32_t eos;
     GrammarLimits lim;
-    StackSet *level;   // (max_len + 1) the state at each depth of the walk
+    StackSet *level;   // (max_len + 1) the state at each depth of a walk
+    StackSet start;    // a suffix's walk starts here
+    StackSet below;    // the stack below a suffix, normalized: where its pops continue
     Work w;
     CacheEntry *cache; // open addressing, n_slots (a power of two)
     size_t n_slots, n_used, cache_bytes;
-    uint32_t *key;
-    size_t key_cap;
+    uint64_t *tmp_mask;  // (W) the walk's mask before it is kept
+    uint32_t *pops;      // the walk's pops before they are kept
+    size_t n_pops, cap_pops;
+    uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1)
+    int record;          // the walk is a suffix's: record its pops
     GrammarMaskerStats stats;
-    size_t work;       // stacks advanced and made by this fill's walk (lim.max_mask_work)
+    size_t work;         // stack steps of the walk under way
 };
+
+// Cache slots: a table of this many, emptied when half full or past
+// max_cache_bytes.
+#define MASK_SLOTS 4096
+// A stack whose pops cost more than this many stack steps to continue
+// (about a thousand trie nodes, of ~260K for GPT-2) uses one more position
+// of itself as its key from then on: its top's frame ends inside most
+// tokens (a character of a string), so the key must hold the frame that
+// does not (the string).
+#define DEEPEN_WORK 2048
 
 GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
                                   const GrammarLimits *limits, GptError *err) {
@@ -438,9 +460,11 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     mk->eos = eos_id;
     mk->lim = grammar_limits_resolve(limits ? limits : &g->lim);
     mk->level = calloc(v->max_len + 1, sizeof *mk->level);
-    mk->n_slots = 1024;
+    mk->n_slots = MASK_SLOTS;
     mk->cache = calloc(mk->n_slots, sizeof *mk->cache);
-    if (!mk->level || !mk->cache) {
+    mk->tmp_mask = malloc(GRAMMAR_MASK_WORDS(v->V) * sizeof *mk->tmp_mask);
+    mk->key_depth = calloc(g->n_el ? g->n_el : 1, sizeof *mk->key_depth);
+    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth) {
         grammar_masker_free(mk);
         return gpt_error(err, "grammar: out of memory"), NULL;
     }
@@ -451,6 +475,7 @@ static void cache_clear(GrammarMasker *mk) {
     for (size_t i = 0; i < mk->n_slots; i++) {
         free(mk->cache[i].key);
         free(mk->cache[i].mask);
+        free(mk->cache[i].pops);
     }
     memset(mk->cache, 0, mk->n_slots * sizeof *mk->cache);
     mk->n_used = 0;
@@ -464,8 +489,12 @@ void grammar_masker_free(GrammarMasker *mk) {
     if (mk->level)
         for (size_t i = 0; i <= mk->v->max_len; i++) set_free(&mk->level[i]);
     free(mk->level);
+    set_free(&mk->start);
+    set_free(&mk->below);
     free(mk->w.buf);
-    free(mk->key);
+    free(mk->tmp_mask);
+    free(mk->pops);
+    free(mk->key_depth);
     free(mk);
 }
 
@@ -475,20 +504,23 @@ GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
     return s;
 }
 
-// The DFS of the trie below node, in state level[depth].
-static int walk(GrammarMasker *mk, uint32_t node, size_t depth, uint64_t *mask, long *n, GptError *err) {
+// The DFS of the trie below node (at depth bytes), in state cur: every
+// token below whose bytes cur reads whole goes into mask. With mk->record,
+// a child with children where a stack has emptied is kept in mk->pops.
+static int walk(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *cur, uint64_t *mask,
+                GptError *err) {
     const GrammarVocab *v = mk->v;
     const TrieNode *t = &v->nodes[node];
     GClass first;
-    set_first(mk->g, &mk->level[depth], &first);
+    set_first(mk->g, cur, &first);
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
         mk->stats.nodes_visited++;
         StackSet *nx = &mk->level[depth + 1];
-        if (set_advance(mk->g, &mk->level[depth], E->byte, nx, &mk->w, err)) return -1;
+        if (set_advance(mk->g, cur, E->byte, nx, &mk->w, err)) return -1;
         // each stack read, and the stacks made, each compared with those before it
-        mk->work += mk->level[depth].n + nx->n * (nx->n + 1) / 2;
+        mk->work += cur->n + nx->n * (nx->n + 1) / 2;
         if (mk->work > mk->lim.max_mask_work)
             return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar "
                                   "is too ambiguous)", mk->lim.max_mask_work);
@@ -498,77 +530,120 @@ static int walk(GrammarMasker *mk, uint32_t node, size_t depth, uint64_t *mask, 
             uint32_t id = v->toks[c->first_tok + k];
             if ((int32_t)id == mk->eos) continue;
             mask[id >> 6] |= 1ull << (id & 63);
-            (*n)++;
         }
-        if (c->n_edges && walk(mk, E->child, depth + 1, mask, n, err)) return -1;
+        if (!c->n_edges) continue;
+        if (mk->record && set_can_end(nx)) {
+            if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
+                return gpt_error(err, "grammar: out of memory");
+            mk->pops[2 * mk->n_pops] = E->child;
+            mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
+            mk->n_pops++;
+        }
+        if (walk(mk, E->child, depth + 1, nx, mask, err)) return -1;
     }
     return 0;
 }
 
-static size_t serialize(GrammarMasker *mk, const StackSet *s, GptError *err) {
-    size_t need = s->n + s->n_pool;
-    if (grow_array(&mk->key, &mk->key_cap, need ? need : 1, sizeof *mk->key)) {
-        gpt_error(err, "grammar: out of memory");
-        return SIZE_MAX;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        mk->key[k++] = s->st[i].len;
-        // an empty stack (the root read whole) has no positions, and the pool may be NULL
-        if (s->st[i].len) memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
-        k += s->st[i].len;
-    }
-    return k;
-}
-
-long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask, GptError *err) {
+// out := the walk of the suffix p[0..n) (its top a byte position), from the
+// cache or computed (and kept when it fits). out's arrays are the cache's
+// or the masker's scratch: valid until the next call.
+static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, CacheEntry *out, GptError *err) {
     size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
-    size_t klen = serialize(mk, &m->cur, err);
-    if (klen == SIZE_MAX) return -1;
-    uint64_t h = hash_positions(mk->key, klen);
+    uint64_t h = hash_positions(p, n);
     size_t slot = (size_t)h & (mk->n_slots - 1);
     while (mk->cache[slot].mask) {
         CacheEntry *c = &mk->cache[slot];
-        if (c->hash == h && c->key_len == klen && memcmp(c->key, mk->key, klen * sizeof *mk->key) == 0) {
-            memcpy(mask, c->mask, W * sizeof *mask);
+        if (c->hash == h && c->key_len == n && memcmp(c->key, p, n * sizeof *p) == 0) {
             mk->stats.cached++;
-            return c->n_allowed;
+            *out = *c;
+            return 0;
         }
         slot = (slot + 1) & (mk->n_slots - 1);
     }
-    memset(mask, 0, W * sizeof *mask);
-    long n = 0;
+    memset(mk->tmp_mask, 0, W * sizeof *mk->tmp_mask);
+    set_clear(&mk->start);
+    if (set_add(&mk->start, p, n, &mk->g->lim, err)) return -1;
+    mk->n_pops = 0;
     mk->work = 0;
-    if (set_copy(&mk->level[0], &m->cur, err) || walk(mk, 0, 0, mask, &n, err)) return -1;
-    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(&m->cur)) {
-        mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
-        n++;
-    }
+    mk->record = 1;
+    if (walk(mk, 0, 0, &mk->start, mk->tmp_mask, err)) return -1;
     mk->stats.computed++;
+    *out = (CacheEntry){h, NULL, n, mk->tmp_mask, mk->pops, mk->n_pops, mk->work};
     // keep it: empty the cache first when it would pass its bound or its
     // table would be more than half full (the table does not grow)
-    size_t bytes = W * sizeof *mask + klen * sizeof *mk->key + sizeof(CacheEntry);
-    if (bytes > mk->lim.max_cache_bytes) return n;
+    size_t bytes = W * sizeof *mk->tmp_mask + (n + 2 * mk->n_pops) * sizeof *p + sizeof(CacheEntry);
+    if (bytes > mk->lim.max_cache_bytes) return 0;
     if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes || 2 * (mk->n_used + 1) > mk->n_slots) {
         cache_clear(mk);
         slot = (size_t)h & (mk->n_slots - 1);
     }
-    CacheEntry *c = &mk->cache[slot];
-    c->mask = malloc(W * sizeof *mask);
-    c->key = malloc((klen ? klen : 1) * sizeof *mk->key);
-    if (!c->mask || !c->key) {
-        free(c->mask);
-        free(c->key);
-        c->mask = NULL;
-        c->key = NULL;
-        return n;  // not cached; the mask is right
+    uint32_t *key = malloc(n * sizeof *p), *pops = malloc((2 * mk->n_pops + 1) * sizeof *p);
+    uint64_t *m = malloc(W * sizeof *m);
+    if (!key || !pops || !m) {  // not kept; out is right
+        free(key);
+        free(pops);
+        free(m);
+        return 0;
     }
-    memcpy(c->mask, mask, W * sizeof *mask);
-    memcpy(c->key, mk->key, klen * sizeof *mk->key);
-    c->key_len = klen;
-    c->hash = h;
-    c->n_allowed = n;
+    memcpy(key, p, n * sizeof *p);
+    memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);
+    memcpy(m, mk->tmp_mask, W * sizeof *m);
+    CacheEntry *c = &mk->cache[slot];
+    *c = (CacheEntry){h, key, n, m, pops, mk->n_pops, mk->work};
     mk->n_used++;
     mk->cache_bytes += bytes;
+    *out = *c;
+    return 0;
+}
+
+// The work of one fill, bounded by max_mask_work.
+static int charge(GrammarMasker *mk, size_t *total, size_t work, GptError *err) {
+    *total += work;
+    if (*total > mk->lim.max_mask_work)
+        return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar is "
+                              "too ambiguous)", mk->lim.max_mask_work);
+    return 0;
+}
+
+// mask |= the tokens the stack p[0..k) reads whole: its suffix's cached
+// tokens, and below each of the suffix's pops the walk of the stack under
+// the suffix (the real context).
+static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *mask, size_t *total,
+                      GptError *err) {
+    size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
+    uint32_t top = p[k - 1];
+    size_t d = mk->key_depth[top] ? mk->key_depth[top] : 1;
+    if (d > k) d = k;
+    CacheEntry e;
+    if (suffix_entry(mk, p + k - d, d, &e, err) || charge(mk, total, e.work, err)) return -1;
+    for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
+    if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
+    // the stack below the suffix, as the matcher continues it once the
+    // suffix's last frame ends (set_advance)
+    set_clear(&mk->below);
+    mk->w.steps = 0;
+    if (grow_array(&mk->w.buf, &mk->w.cap, k - d, sizeof *mk->w.buf)) return gpt_error(err, "grammar: out of memory");
+    memcpy(mk->w.buf, p, (k - d) * sizeof *p);
+    mk->w.n = k - d;
+    if (expand(mk->g, &mk->below, &mk->w, 0, k - d, 0, err)) return -1;
+    mk->work = 0;
+    mk->record = 0;
+    for (size_t i = 0; i < e.n_pops; i++)
+        if (walk(mk, e.pops[2 * i], e.pops[2 * i + 1], &mk->below, mask, err)) return -1;
+    if (mk->work > DEEPEN_WORK && d < k && d < UINT16_MAX) mk->key_depth[top] = (uint16_t)(d + 1);
+    return charge(mk, total, mk->work, err);
+}
+
+long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask, GptError *err) {
+    size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
+    memset(mask, 0, W * sizeof *mask);
+    size_t total = 0;
+    const StackSet *s = &m->cur;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->st[i].len && stack_mask(mk, s->pool + s->st[i].off, s->st[i].len, mask, &total, err)) return -1;
+    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(s)) mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
+    mk->stats.fills++;
+    long n = 0;
+    for (size_t i = 0; i < W; i++) n += __builtin_popcountll(mask[i]);
     return n;
 }
