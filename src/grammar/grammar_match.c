@@ -421,6 +421,19 @@ typedef struct {
     size_t work;       // the stack steps its walk took (charged on every use)
 } CacheEntry;
 
+// A state of the walk's automaton. 1 KiB of transitions plus its stacks.
+typedef struct {
+    StackSet set;
+    uint64_t hash;
+    GClass first;        // the bytes it can read
+    int can_end;         // it holds the empty stack
+    int32_t next[256];   // D_UNKNOWN, D_DEAD or the state after the byte
+} DState;
+#define D_UNKNOWN (-1)
+#define D_DEAD (-2)
+#define D_FULL (-3)  // not made: the automaton is at its memory bound
+#define D_ERR (-4)
+
 struct GrammarMasker {
     const Grammar *g;
     const GrammarVocab *v;
@@ -437,6 +450,13 @@ struct GrammarMasker {
     size_t n_pops, cap_pops;
     uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1)
     int record;          // the walk is a suffix's: record its pops
+    // the walk's automaton, made as it is walked (a lazy DFA): a state is a
+    // set of stacks, its transition on a byte computed once (set_advance)
+    DState *ds;
+    size_t n_ds, cap_ds, ds_bytes;
+    int32_t *dslot;      // (n_dslots, a power of two) states by hash, -1 free
+    size_t n_dslots;
+    StackSet dnext;      // a transition being computed
     GrammarMaskerStats stats;
     size_t work;         // stack steps of the walk under way
 };
@@ -444,12 +464,11 @@ struct GrammarMasker {
 // Cache slots: a table of this many, emptied when half full or past
 // max_cache_bytes.
 #define MASK_SLOTS 4096
-// A stack whose pops cost more than this many stack steps to continue
-// (about a thousand trie nodes, of ~260K for GPT-2) uses one more position
-// of itself as its key from then on: its top's frame ends inside most
-// tokens (a character of a string), so the key must hold the frame that
-// does not (the string).
-#define DEEPEN_WORK 2048
+// A stack whose pops visit more than this many trie nodes to continue
+// (of ~260K for GPT-2) uses one more position of itself as its key from
+// then on: its top's frame ends inside most tokens (a character of a
+// string), so the key must hold the frame that does not (the string).
+#define DEEPEN_NODES 2048
 
 GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
                                   const GrammarLimits *limits, GptError *err) {
@@ -482,6 +501,14 @@ static void cache_clear(GrammarMasker *mk) {
     mk->cache_bytes = 0;
 }
 
+static void dfa_clear(GrammarMasker *mk) {
+    for (size_t i = 0; i < mk->n_ds; i++) set_free(&mk->ds[i].set);
+    mk->n_ds = 0;
+    mk->ds_bytes = 0;
+    if (mk->dslot)
+        for (size_t i = 0; i < mk->n_dslots; i++) mk->dslot[i] = -1;
+}
+
 void grammar_masker_free(GrammarMasker *mk) {
     if (!mk) return;
     if (mk->cache) cache_clear(mk);
@@ -495,20 +522,25 @@ void grammar_masker_free(GrammarMasker *mk) {
     free(mk->tmp_mask);
     free(mk->pops);
     free(mk->key_depth);
+    dfa_clear(mk);
+    free(mk->ds);
+    free(mk->dslot);
+    set_free(&mk->dnext);
     free(mk);
 }
 
 GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
     GrammarMaskerStats s = mk->stats;
-    s.cache_bytes = mk->cache_bytes;
+    s.cache_bytes = mk->cache_bytes + mk->ds_bytes;
     return s;
 }
 
-// The DFS of the trie below node (at depth bytes), in state cur: every
+// The DFS of the trie below node (at depth bytes), in state cur, on the
+// stacks themselves (past the automaton's memory bound): every
 // token below whose bytes cur reads whole goes into mask. With mk->record,
 // a child with children where a stack has emptied is kept in mk->pops.
-static int walk(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *cur, uint64_t *mask,
-                GptError *err) {
+static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *cur, uint64_t *mask,
+                      GptError *err) {
     const GrammarVocab *v = mk->v;
     const TrieNode *t = &v->nodes[node];
     GClass first;
@@ -539,9 +571,138 @@ static int walk(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *
             mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
             mk->n_pops++;
         }
-        if (walk(mk, E->child, depth + 1, nx, mask, err)) return -1;
+        if (walk_below(mk, E->child, depth + 1, nx, mask, err)) return -1;
     }
     return 0;
+}
+
+static uint64_t set_hash(const StackSet *s) {
+    uint64_t h = 1469598103934665603ull ^ s->n;
+    for (size_t i = 0; i < s->n; i++) h = (h ^ s->st[i].hash) * 1099511628211ull;
+    return h;
+}
+
+static int set_equal(const StackSet *a, const StackSet *b) {
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const StackRef *x = &a->st[i], *y = &b->st[i];
+        if (x->hash != y->hash || x->len != y->len ||
+            (x->len && memcmp(a->pool + x->off, b->pool + y->off, x->len * sizeof *a->pool)))
+            return 0;
+    }
+    return 1;
+}
+
+// The automaton's state for the stacks s: found, or made (a copy). D_FULL
+// when it would pass the automaton's share of max_cache_bytes (half), D_ERR
+// with err set.
+static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
+    uint64_t h = set_hash(s);
+    if (mk->n_dslots) {
+        for (size_t i = (size_t)h & (mk->n_dslots - 1);; i = (i + 1) & (mk->n_dslots - 1)) {
+            int32_t id = mk->dslot[i];
+            if (id < 0) break;
+            if (mk->ds[id].hash == h && set_equal(&mk->ds[id].set, s)) return id;
+        }
+    }
+    size_t bytes = sizeof(DState) + s->n * sizeof(StackRef) + s->n_pool * sizeof(uint32_t) + 2 * sizeof(int32_t);
+    if (mk->ds_bytes + bytes > mk->lim.max_cache_bytes / 2 || mk->n_ds >= INT32_MAX / 2) return D_FULL;
+    if (2 * (mk->n_ds + 1) > mk->n_dslots) {  // the table doubles, every state placed again
+        size_t n = mk->n_dslots ? 2 * mk->n_dslots : 1024;
+        int32_t *t = malloc(n * sizeof *t);
+        if (!t) return gpt_error(err, "grammar: out of memory"), D_ERR;
+        for (size_t i = 0; i < n; i++) t[i] = -1;
+        for (size_t k = 0; k < mk->n_ds; k++) {
+            size_t i = (size_t)mk->ds[k].hash & (n - 1);
+            while (t[i] >= 0) i = (i + 1) & (n - 1);
+            t[i] = (int32_t)k;
+        }
+        free(mk->dslot);
+        mk->dslot = t;
+        mk->n_dslots = n;
+    }
+    if (grow_array(&mk->ds, &mk->cap_ds, mk->n_ds + 1, sizeof *mk->ds))
+        return gpt_error(err, "grammar: out of memory"), D_ERR;
+    DState *d = &mk->ds[mk->n_ds];
+    memset(&d->set, 0, sizeof d->set);
+    if (set_copy(&d->set, s, err)) {
+        set_free(&d->set);
+        return D_ERR;
+    }
+    d->hash = h;
+    set_first(mk->g, s, &d->first);
+    d->can_end = set_can_end(s);
+    memset(d->next, 0xff, sizeof d->next);  // D_UNKNOWN
+    size_t i = (size_t)h & (mk->n_dslots - 1);
+    while (mk->dslot[i] >= 0) i = (i + 1) & (mk->n_dslots - 1);
+    mk->dslot[i] = (int32_t)mk->n_ds;
+    mk->ds_bytes += bytes;
+    return (int32_t)mk->n_ds++;
+}
+
+// The state after byte b from state id (which can read b): D_DEAD, a state,
+// D_FULL (then mk->dnext holds the stacks), or D_ERR.
+static int32_t dfa_next(GrammarMasker *mk, int32_t id, unsigned b, GptError *err) {
+    int32_t nx = mk->ds[id].next[b];
+    if (nx != D_UNKNOWN) return nx;
+    if (set_advance(mk->g, &mk->ds[id].set, b, &mk->dnext, &mk->w, err)) return D_ERR;
+    // each stack read, and the stacks made, each compared with those before it
+    mk->work += mk->ds[id].set.n + mk->dnext.n * (mk->dnext.n + 1) / 2;
+    if (mk->work > mk->lim.max_mask_work)
+        return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar is too "
+                              "ambiguous)", mk->lim.max_mask_work), D_ERR;
+    nx = mk->dnext.n ? dfa_state(mk, &mk->dnext, err) : D_DEAD;
+    if (nx != D_FULL && nx != D_ERR) mk->ds[id].next[b] = nx;
+    return nx;
+}
+
+// walk's work through the automaton: the same DFS from state id, each
+// transition computed once for all walks; past the automaton's bound the
+// subtree is walked on the stacks themselves (walk).
+static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, uint64_t *mask, GptError *err) {
+    const GrammarVocab *v = mk->v;
+    const TrieNode *t = &v->nodes[node];
+    GClass first = mk->ds[id].first;
+    for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
+        const TrieEdge *E = &v->edges[e];
+        if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        mk->stats.nodes_visited++;
+        int32_t nx = dfa_next(mk, id, E->byte, err);
+        if (nx == D_ERR) return -1;
+        if (nx == D_DEAD) continue;
+        const TrieNode *c = &v->nodes[E->child];
+        for (uint32_t k = 0; k < c->n_tok; k++) {
+            uint32_t tid = v->toks[c->first_tok + k];
+            if ((int32_t)tid == mk->eos) continue;
+            mask[tid >> 6] |= 1ull << (tid & 63);
+        }
+        if (!c->n_edges) continue;
+        int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
+        if (mk->record && can_end) {
+            if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
+                return gpt_error(err, "grammar: out of memory");
+            mk->pops[2 * mk->n_pops] = E->child;
+            mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
+            mk->n_pops++;
+        }
+        if (nx == D_FULL) {
+            if (set_copy(&mk->level[depth + 1], &mk->dnext, err) ||
+                walk_below(mk, E->child, depth + 1, &mk->level[depth + 1], mask, err))
+                return -1;
+        } else if (walk_dfa(mk, E->child, depth + 1, nx, mask, err)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// A walk from the stacks s at trie node `node`: through the automaton.
+static int walk_from(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *s, uint64_t *mask,
+                     GptError *err) {
+    int32_t id = dfa_state(mk, s, err);
+    if (id == D_ERR) return -1;
+    if (id == D_FULL) return walk_below(mk, node, depth, s, mask, err);
+    return walk_dfa(mk, node, depth, id, mask, err);
 }
 
 // out := the walk of the suffix p[0..n) (its top a byte position), from the
@@ -566,14 +727,14 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, CacheEnt
     mk->n_pops = 0;
     mk->work = 0;
     mk->record = 1;
-    if (walk(mk, 0, 0, &mk->start, mk->tmp_mask, err)) return -1;
+    if (walk_from(mk, 0, 0, &mk->start, mk->tmp_mask, err)) return -1;
     mk->stats.computed++;
     *out = (CacheEntry){h, NULL, n, mk->tmp_mask, mk->pops, mk->n_pops, mk->work};
     // keep it: empty the cache first when it would pass its bound or its
     // table would be more than half full (the table does not grow)
     size_t bytes = W * sizeof *mk->tmp_mask + (n + 2 * mk->n_pops) * sizeof *p + sizeof(CacheEntry);
-    if (bytes > mk->lim.max_cache_bytes) return 0;
-    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes || 2 * (mk->n_used + 1) > mk->n_slots) {
+    if (bytes > mk->lim.max_cache_bytes / 2) return 0;
+    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes / 2 || 2 * (mk->n_used + 1) > mk->n_slots) {
         cache_clear(mk);
         slot = (size_t)h & (mk->n_slots - 1);
     }
@@ -628,9 +789,16 @@ static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *
     if (expand(mk->g, &mk->below, &mk->w, 0, k - d, 0, err)) return -1;
     mk->work = 0;
     mk->record = 0;
-    for (size_t i = 0; i < e.n_pops; i++)
-        if (walk(mk, e.pops[2 * i], e.pops[2 * i + 1], &mk->below, mask, err)) return -1;
-    if (mk->work > DEEPEN_WORK && d < k && d < UINT16_MAX) mk->key_depth[top] = (uint16_t)(d + 1);
+    uint64_t visited = mk->stats.nodes_visited;
+    int32_t id = dfa_state(mk, &mk->below, err);
+    if (id == D_ERR) return -1;
+    for (size_t i = 0; i < e.n_pops; i++) {
+        uint32_t node = e.pops[2 * i], depth = e.pops[2 * i + 1];
+        if (id == D_FULL ? walk_below(mk, node, depth, &mk->below, mask, err)
+                         : walk_dfa(mk, node, depth, id, mask, err))
+            return -1;
+    }
+    if (mk->stats.nodes_visited - visited > DEEPEN_NODES && d < UINT16_MAX) mk->key_depth[top] = (uint16_t)(d + 1);
     return charge(mk, total, mk->work, err);
 }
 
@@ -639,6 +807,7 @@ long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *m
     memset(mask, 0, W * sizeof *mask);
     size_t total = 0;
     const StackSet *s = &m->cur;
+    if (mk->ds_bytes > mk->lim.max_cache_bytes / 2 - mk->lim.max_cache_bytes / 8) dfa_clear(mk);  // near its bound
     for (size_t i = 0; i < s->n; i++)
         if (s->st[i].len && stack_mask(mk, s->pool + s->st[i].off, s->st[i].len, mask, &total, err)) return -1;
     if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(s)) mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
