@@ -201,12 +201,14 @@ usage 2 "--grammar and --json-object exclude each other" --json-object --grammar
 usage 2 "--json-object with --draft/--lookup is not supported" --json-object --lookup 2
 "$GPT" -m $MODEL -q -p x --regex a --score > /dev/null 2> "$tmp/err"
 if [ $? -eq 2 ] && grep -qF -- "--regex does not apply to --score" "$tmp/err"; then pass; else fail "--regex --score: $(cat "$tmp/err")"; fi
-# a grammar whose stacks double with each character (64 of them, over the
-# whole trie): the bound on a mask's work ends it with its message
+# a grammar whose stacks double with each character (128 of them, over the
+# whole trie; the mask's automaton computes each state's transitions once,
+# so 64 no longer reach the bound): the bound on a mask's work ends it with
+# its message
 $PY -c '
 print("root ::= x1 [^\"]*")
-for i in range(1, 7):
-    nxt = "x%d" % (i + 1) if i < 6 else ""
+for i in range(1, 8):
+    nxt = "x%d" % (i + 1) if i < 7 else ""
     print("x%d ::= [^\"] %s \"b\" | [^\"] %s \"c\" | \"\"" % (i, nxt, nxt))' > "$tmp/amb.gbnf"
 usage 1 "gpt: grammar: one token mask took more than 67108864 stack steps" --grammar "$tmp/amb.gbnf" -s 1
 refused "a grammar past the mask's bound" /v1/completions \
