@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "mask_check.h"
+#include "model/tokenizer.h"
 #include "grammar/grammar.h"
 #include "sampler.h"
 
@@ -292,6 +293,31 @@ int main(void) {
         }
         CHECK(states > 400, "masks along the texts: %zu states", states);
         mask_vocab_free(&mv);
+
+        // GPT-2's vocabulary (its trie sorted by radix passes): the masks
+        // along a nested text against the definition
+        Tokenizer *tok = tokenizer_load_files("models/vocab.json", "models/merges.txt", &err);
+        CHECK(tok != NULL, "models/vocab.json: %s", err.msg);
+        if (tok) {
+            MaskVocab gv = {malloc(50257 * sizeof *gv.tb), calloc(50257, sizeof *gv.tl), 50257, 50256};
+            for (size_t i = 0; i < gv.V; i++) {
+                gv.tb[i] = tokenizer_token_bytes(tok, (int32_t)i, &gv.tl[i]);
+                if (!gv.tb[i] || (int32_t)i == gv.eos) gv.tl[i] = 0;
+            }
+            Grammar *g = compile(JSON);
+            GrammarVocab *v = grammar_vocab_new(gv.tb, gv.tl, gv.V, &err);
+            GrammarMasker *mk = g && v ? grammar_masker_new(g, v, gv.eos, NULL, &err) : NULL;
+            CHECK(mk != NULL, "masker: %s", err.msg);
+            const char *text = "{\"a\": [\"x\u00e9\", {\"b\": 1}]}";
+            if (mk) CHECK(masks_along(mk, g, &gv, text, strlen(text), "JSON over GPT-2's tokens") == strlen(text) + 1,
+                          "masks along the whole text");
+            grammar_masker_free(mk);
+            grammar_vocab_free(v);
+            grammar_free(g);
+            free(gv.tb);
+            free(gv.tl);
+            tokenizer_free(tok);
+        }
         free(tb);
         free(tl);
     }
