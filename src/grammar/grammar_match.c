@@ -16,16 +16,44 @@
  * state, a depth-first walk reads each edge's byte into the state of its
  * parent node; an edge whose byte no top class holds is dead with its whole
  * subtree (pruned at the first byte), and every token that ends at a live
- * node is allowed. Napkin: GPT-2's 50,257 tokens hold about 330K bytes and
- * the trie about 260K nodes; a state inside a JSON string keeps nearly all
- * of them (a full walk), a state before a key or a number prunes all but a
- * few hundred at the first byte. Masks are cached by the whole state (the
- * set of stacks, serialized): a state that recurs (inside a string, after a
- * comma at the same depth) costs one hash and one copy of V/8 bytes. Each
- * cache entry costs V/8 bytes of mask plus 4 bytes per stack position of
- * its key (about 6.3 KB for GPT-2); the cache is emptied when it would pass
- * max_cache_bytes, so memory stays bounded and results never change (a mask
- * is a function of the state).
+ * node is allowed.
+ *
+ * Napkin (the bound): a walk visits at most the trie's nodes, which are at
+ * most the vocabulary's total bytes (GPT-2: 50,257 tokens, ~330K bytes,
+ * ~260K nodes); a state inside a JSON string keeps nearly all of them, a
+ * state before a key or a number prunes all but a few hundred at the first
+ * byte. At a few ns a node a full walk is ~1 ms, above a small model's
+ * step (0.6 ms on the demo model), so most masks must come from a cache and
+ * a walk's per-node cost must not grow with the stacks.
+ *
+ * Two caches make that so:
+ *   - by stack suffix (xgrammar's idea): the mask of a set of stacks is the
+ *     union of its stacks' masks. A stack's tokens are those read whole by
+ *     its suffix alone (its top, or the top few positions), which do not
+ *     depend on what lies below, plus, below each trie node where the
+ *     suffix's last frame has ended (a "pop"), the walk of that subtree
+ *     from the stack below the suffix, which is the real context. A
+ *     token read exactly to the pop is allowed in every context: every
+ *     alternative the compiler keeps derives a string, so the stack below
+ *     continues. An entry holds the suffix's tokens and its pops, keyed by
+ *     the suffix's positions; it costs V/8 bytes of mask (6.3 KB for GPT-2)
+ *     + 4 per suffix position + 8 per pop + 64. The suffix starts as the
+ *     top alone and grows by one position for a top whose pops, continued,
+ *     visit more than DEEPEN_NODES nodes (a character class inside a
+ *     string: the key must hold the string's frame, so that only a closing
+ *     quote pops).
+ *   - a lazy DFA for the walks themselves: a state is a set of stacks, and
+ *     its transition on a byte is computed once (set_advance) and kept, so
+ *     a walk through states seen before costs a table look-up per node
+ *     whatever the number of stacks. 1 KiB of transitions plus 4 bytes per
+ *     stack position and 16 per stack per state.
+ * The suffix entries take at most half of max_cache_bytes (emptied when
+ * they would pass it), the automaton the other half (emptied at the start
+ * of a fill once near its half; past it in a walk, the walk goes on over
+ * the stacks themselves). Results never depend on what the caches hold: a
+ * mask is a function of the matcher's state. The work bound
+ * (max_mask_work) counts transitions computed plus each suffix entry's
+ * walk whether served or computed; what the automaton has kept lowers it.
  */
 #include "grammar/grammar_impl.h"
 
