@@ -804,7 +804,7 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, CacheEnt
         return 0;
     }
     memcpy(key, p, n * sizeof *p);
-    memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);
+    if (mk->n_pops) memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);  // no pops: mk->pops may be NULL
     memcpy(m, mk->tmp_mask, W * sizeof *m);
     CacheEntry *c = &mk->cache[slot];
     *c = (CacheEntry){h, key, n, m, pops, mk->n_pops, mk->work};
