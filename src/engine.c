@@ -38,7 +38,8 @@ int engine_init(Engine *e, const Model *m, const Tokenizer *tok, const EngineCon
     e->prefilling = calloc(cfg->max_seqs, sizeof *e->prefilling);
     e->verify_tokens = malloc((cfg->max_verify + 1) * sizeof *e->verify_tokens);
     e->raw_logits = malloc((size_t)m->config.vocab_size * sizeof *e->raw_logits);
-    if (!e->inputs || !e->which || !e->prefilling || !e->verify_tokens || !e->raw_logits) {
+    e->grammar_share = grammar_share_new();
+    if (!e->inputs || !e->which || !e->prefilling || !e->verify_tokens || !e->raw_logits || !e->grammar_share) {
         engine_free(e);
         return gpt_error(err, "engine: out of memory");
     }
@@ -70,6 +71,7 @@ void engine_free(Engine *e) {
     free(e->prefilling);
     free(e->verify_tokens);
     free(e->raw_logits);
+    grammar_share_free(e->grammar_share);
     memset(e, 0, sizeof *e);
 }
 

@@ -107,6 +107,13 @@ typedef struct {
     double top_logprobs[LOGPROBS_TOP_MAX];
 } TokenLogprob;
 
+// The grammar maskers of an engine's sequences, one per (grammar,
+// vocabulary) in use (sequence.c): the sequences of one grammar draw their
+// masks from one cache, made once for all of them. A mask is a function of
+// the matcher's state alone, so what else runs changes no mask; only the
+// thread that runs the engine's steps (which samples) touches them.
+typedef struct GrammarShare GrammarShare;
+
 typedef struct {
     int32_t *tokens;        // (tokens_cap) the prompt, then the generated ids
     size_t n_tokens;        // prompt + generated so far
@@ -156,7 +163,8 @@ typedef struct {
     size_t proposed, accepted;  // proposals checked, and those the model picked too
     // a grammar (GenParams.grammar): its state, masks and this draw's mask
     GrammarMatcher *grammar;
-    GrammarMasker *masker;
+    GrammarMasker *masker;  // the engine's for this grammar (GrammarShare), shared
+    GrammarShare *grammar_share;  // the engine's, which holds masker for it
     uint64_t *mask;         // (GRAMMAR_MASK_WORDS(V))
 } Sequence;
 
@@ -201,6 +209,7 @@ typedef struct {
     const Model *model;
     const Tokenizer *tok;
     int32_t eot;              // <|endoftext|>, -1 if the tokenizer has none
+    GrammarShare *grammar_share;
     EngineConfig cfg;
     ForwardState fs;
     SamplerScratch scratch;   // shared by every sequence's sampler
@@ -275,6 +284,10 @@ void sequence_free(Sequence *s, Engine *e);
 // tokenizer lacks are never allowed), for GenParams.grammar_vocab (the
 // caller's to grammar_vocab_free). NULL with err set on failure.
 GrammarVocab *sequence_grammar_vocab(const Tokenizer *tok, size_t V, GptError *err);
+// An engine's shared maskers (engine_init, engine_free: every masker, with
+// any sequence not freed first). NULL on allocation failure.
+GrammarShare *grammar_share_new(void);
+void grammar_share_free(GrammarShare *sh);
 // The ids the model's window holds (the prompt and what followed, or after
 // a context shift the kept ones and what followed): *n of them.
 const int32_t *sequence_context(const Sequence *s, size_t *n);

@@ -91,6 +91,56 @@ size_t sequence_positions(const GPT2Config *c, size_t n_prompt, size_t max_new) 
     return n_prompt + (max_new < room ? max_new : room);
 }
 
+struct GrammarShare {
+    struct {
+        const Grammar *g;
+        const GrammarVocab *v;
+        GrammarMasker *mk;
+        size_t refs;  // sequences holding it; freed at 0, so a grammar freed after its sequences
+                      // and another made at its address never meet its cache
+    } *e;
+    size_t n, cap;
+};
+
+GrammarShare *grammar_share_new(void) { return calloc(1, sizeof(GrammarShare)); }
+
+void grammar_share_free(GrammarShare *sh) {
+    if (!sh) return;
+    for (size_t i = 0; i < sh->n; i++) grammar_masker_free(sh->e[i].mk);
+    free(sh->e);
+    free(sh);
+}
+
+// The masker of (g, v), one more holder. NULL with err set on failure.
+static GrammarMasker *share_take(GrammarShare *sh, const Grammar *g, const GrammarVocab *v, int32_t eot,
+                                 GptError *err) {
+    for (size_t i = 0; i < sh->n; i++)
+        if (sh->e[i].g == g && sh->e[i].v == v) {
+            sh->e[i].refs++;
+            return sh->e[i].mk;
+        }
+    if (grow_array(&sh->e, &sh->cap, sh->n + 1, sizeof *sh->e)) return gpt_error(err, "out of memory"), NULL;
+    GrammarMasker *mk = grammar_masker_new(g, v, eot, NULL, err);
+    if (!mk) return NULL;
+    sh->e[sh->n].g = g;
+    sh->e[sh->n].v = v;
+    sh->e[sh->n].mk = mk;
+    sh->e[sh->n].refs = 1;
+    sh->n++;
+    return mk;
+}
+
+static void share_drop(GrammarShare *sh, GrammarMasker *mk) {
+    for (size_t i = 0; i < sh->n; i++)
+        if (sh->e[i].mk == mk) {
+            if (--sh->e[i].refs == 0) {
+                grammar_masker_free(mk);
+                sh->e[i] = sh->e[--sh->n];
+            }
+            return;
+        }
+}
+
 int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_prompt,
                   const GenParams *p, GptError *err) {
     memset(s, 0, sizeof *s);
@@ -144,8 +194,9 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
         if (!p->grammar_vocab || grammar_vocab_size(p->grammar_vocab) != V)
             return gpt_error(err, "grammar: the vocabulary trie does not match the model's %zu tokens", V);
         if (!(s->grammar = grammar_matcher_new(p->grammar, err)) ||
-            !(s->masker = grammar_masker_new(p->grammar, p->grammar_vocab, e->eot, NULL, err)))
+            !(s->masker = share_take(e->grammar_share, p->grammar, p->grammar_vocab, e->eot, err)))
             return -1;
+        s->grammar_share = e->grammar_share;
         if (!(s->mask = malloc(GRAMMAR_MASK_WORDS(V) * sizeof *s->mask))) return gpt_error(err, "out of memory");
     }
     return 0;
@@ -200,7 +251,7 @@ void sequence_free(Sequence *s, Engine *e) {
     free(s->lp);
     free(s->win);
     grammar_matcher_free(s->grammar);
-    grammar_masker_free(s->masker);
+    if (s->masker && s->grammar_share) share_drop(s->grammar_share, s->masker);
     free(s->mask);
     s->grammar = NULL;
     s->masker = NULL;

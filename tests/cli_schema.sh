@@ -125,6 +125,12 @@ printf '{"prompt":"Record:","seed":5,"json_schema":%s}\n' "$S1" | "$GPT" -m $MOD
 same "--jsonl json_schema" "$tmp/b" "$tmp/one"
 printf 'Record:\n' | "$GPT" -m $MODEL -q -t 2 --batch --json-schema "$S1" -s 5 -n 200 > "$tmp/b"
 same "--batch --json-schema" "$tmp/b" "$tmp/one"
+# the lines of one grammar share its masks' cache (the engine's): the line
+# seeded 5, among others that fill the cache first and beside it, is alone's
+printf '{"prompt":"Record:","seed":7}\n{"prompt":"Record: a","seed":9}\n{"prompt":"Record:","seed":5}\n{"prompt":"x","seed":1}\n' |
+    "$GPT" -m $MODEL -q -t 2 --batch --jsonl --json-schema "$S1" -n 200 > "$tmp/b4"
+sed -n 3p "$tmp/b4" > "$tmp/b"
+same "--batch --jsonl, the third of four lines sharing a schema" "$tmp/b" "$tmp/one"
 printf '%s' "$S1" > "$tmp/s1.json"
 run "$tmp/c" --json-schema "$tmp/s1.json" --completions 2 -s 4 -n 200
 same "--completions 2 (a schema file)" "$tmp/c" "$tmp/one"
@@ -230,12 +236,14 @@ usage 2 "--completions and speculative decoding exclude each other" --json-objec
 usage 2 "--draft-dtype does not apply to --batch" --json-object --draft-dtype q8 --batch
 "$GPT" -m $MODEL -q -p x --regex a --score > /dev/null 2> "$tmp/err"
 if [ $? -eq 2 ] && grep -qF -- "--regex does not apply to --score" "$tmp/err"; then pass; else fail "--regex --score: $(cat "$tmp/err")"; fi
-# a grammar whose stacks double with each character (64 of them, over the
-# whole trie): the bound on a mask's work ends it with its message
+# a grammar whose stacks double with each character (128 of them, over the
+# whole trie; the mask's automaton computes each state's transitions once,
+# so 64 no longer reach the bound): the bound on a mask's work ends it with
+# its message
 $PY -c '
 print("root ::= x1 [^\"]*")
-for i in range(1, 7):
-    nxt = "x%d" % (i + 1) if i < 6 else ""
+for i in range(1, 8):
+    nxt = "x%d" % (i + 1) if i < 7 else ""
     print("x%d ::= [^\"] %s \"b\" | [^\"] %s \"c\" | \"\"" % (i, nxt, nxt))' > "$tmp/amb.gbnf"
 usage 1 "gpt: grammar: one token mask took more than 67108864 stack steps" --grammar "$tmp/amb.gbnf" -s 1
 refused "a grammar past the mask's bound" /v1/completions \

@@ -9,6 +9,8 @@
  *     naming the keyword;
  *   - tests/fixtures/regex_cases.jsonl: each expression's grammar accepts
  *     exactly the strings Python's re.fullmatch(RE, s, re.ASCII) matches;
+ *   - the masks (mask_check.h) at every prefix of every text, one masker
+ *     per grammar, against feeding each token's bytes to a matcher;
  *   - the error messages and the bounds, each naming the keyword, the JSON
  *     pointer or the byte offset.
  * A grammar's language is decided by tests/gbnf_match.py (a plain matcher
@@ -27,6 +29,7 @@
 #include "grammar/grammar.h"
 #include "grammar/regex.h"
 #include "grammar/schema.h"
+#include "mask_check.h"
 
 typedef struct {
     char src[160];
@@ -61,17 +64,28 @@ static void put_query(FILE *f, const char *g, const cJSON *texts) {
 
 // The engine's verdicts on texts for the grammar g: CHECKed against
 // expect (the reference's 0/1 string). Returns the texts checked.
+// masks along every text (mask_check.h), over one vocabulary
+static MaskVocab mask_vocab_;
+static size_t mask_states;
+
 static size_t engine_check(const char *src, const char *g, const cJSON *texts, const char *expect) {
     GptError err = {{0}};
     Grammar *gr = grammar_compile(g, strlen(g), NULL, &err);
     CHECK(gr != NULL, "%s: the engine refuses the grammar: %s", src, err.msg);
     if (!gr) return 0;
+    // one masker for all the texts: its cache carries from text to text
+    GrammarVocab *v = grammar_vocab_new(mask_vocab_.tb, mask_vocab_.tl, mask_vocab_.V, &err);
+    GrammarMasker *mk = v ? grammar_masker_new(gr, v, mask_vocab_.eos, NULL, &err) : NULL;
+    CHECK(mk != NULL, "%s: masker: %s", src, err.msg);
     size_t i = 0;
     for (const cJSON *t = texts->child; t && expect[i]; t = t->next, i++) {
         int m = grammar_match(gr, t->valuestring, strlen(t->valuestring), &err);
         CHECK(m == expect[i] - '0', "%s: text %zu (%s): the engine says %d, the reference %c", src, i, t->valuestring,
               m, expect[i]);
+        if (mk) mask_states += masks_along(mk, gr, &mask_vocab_, t->valuestring, strlen(t->valuestring), src);
     }
+    grammar_masker_free(mk);
+    grammar_vocab_free(v);
     grammar_free(gr);
     return i;
 }
@@ -171,8 +185,8 @@ static void run_cases(void) {
     for (size_t i = 0; i < nq; i++) free(qs[i].expect);
     free(qs);
     unlink(qpath);
-    printf("test_schema: %zu grammars checked on %zu texts (the engine on %zu), %d schemas refused as expected\n", nq,
-           texts, engine_texts, refused);
+    printf("test_schema: %zu grammars checked on %zu texts (the engine on %zu, its masks in %zu states), %d schemas "
+           "refused as expected\n", nq, texts, engine_texts, mask_states, refused);
 }
 
 // schema -> an error that contains each of want (NULL-terminated)
@@ -276,7 +290,9 @@ static void errors(void) {
 }
 
 int main(void) {
+    mask_vocab_ = mask_vocab();
     errors();
     run_cases();
+    mask_vocab_free(&mask_vocab_);
     return check_exit("test_schema");
 }

@@ -27,8 +27,9 @@
  * shared by any number of matchers and threads. A GrammarMatcher is one
  * sequence's state: not thread-safe, cheap to copy (grammar_matcher_copy).
  * A GrammarVocab (the vocabulary's token bytes as a trie) is read-only too.
- * The mask cache lives in a GrammarMasker, one per (grammar, vocab) pair,
- * not thread-safe (one per engine thread).
+ * The mask caches live in a GrammarMasker, one per (grammar, vocab) pair,
+ * not thread-safe: an engine's sequences of one grammar share one, used by
+ * the thread that runs its steps (engine.h, GrammarShare).
  *
  * The library never prints; every failure returns -1 or NULL with err set.
  */
@@ -53,7 +54,8 @@ typedef struct {
                             // expansion of the stacks for one byte takes at most 16x as many steps
     size_t max_stack_depth; // positions on one stack, and rules entered in a row without reading
                             // a byte (default 4096)
-    size_t max_cache_bytes; // a GrammarMasker's cache of masks (default 64 MiB)
+    size_t max_cache_bytes; // a GrammarMasker's caches: masks by stack suffix and the walk's automaton,
+                            // half each (default 64 MiB)
     size_t max_mask_work;   // stacks advanced and made while computing one mask (default 1<<26:
                             // an ambiguous grammar's many stacks times the trie's nodes would
                             // otherwise hold the engine's step for seconds per token)
@@ -128,11 +130,13 @@ void grammar_masker_free(GrammarMasker *mk);
 long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask,
                          GptError *err);
 
-// Statistics of a masker: masks computed, served from cache, trie nodes
-// visited, cache bytes.
+// Statistics of a masker: stack suffixes walked and served from the cache
+// (a fill takes one per live stack), trie nodes visited, cache bytes,
+// masks filled.
 typedef struct {
     uint64_t computed, cached, nodes_visited;
     size_t cache_bytes;
+    uint64_t fills;
 } GrammarMaskerStats;
 GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk);
 

@@ -16,16 +16,44 @@
  * state, a depth-first walk reads each edge's byte into the state of its
  * parent node; an edge whose byte no top class holds is dead with its whole
  * subtree (pruned at the first byte), and every token that ends at a live
- * node is allowed. Napkin: GPT-2's 50,257 tokens hold about 330K bytes and
- * the trie about 260K nodes; a state inside a JSON string keeps nearly all
- * of them (a full walk), a state before a key or a number prunes all but a
- * few hundred at the first byte. Masks are cached by the whole state (the
- * set of stacks, serialized): a state that recurs (inside a string, after a
- * comma at the same depth) costs one hash and one copy of V/8 bytes. Each
- * cache entry costs V/8 bytes of mask plus 4 bytes per stack position of
- * its key (about 6.3 KB for GPT-2); the cache is emptied when it would pass
- * max_cache_bytes, so memory stays bounded and results never change (a mask
- * is a function of the state).
+ * node is allowed.
+ *
+ * Napkin (the bound): a walk visits at most the trie's nodes, which are at
+ * most the vocabulary's total bytes (GPT-2: 50,257 tokens, ~330K bytes,
+ * ~260K nodes); a state inside a JSON string keeps nearly all of them, a
+ * state before a key or a number prunes all but a few hundred at the first
+ * byte. At a few ns a node a full walk is ~1 ms, above a small model's
+ * step (0.6 ms on the demo model), so most masks must come from a cache and
+ * a walk's per-node cost must not grow with the stacks.
+ *
+ * Two caches make that so:
+ *   - by stack suffix (xgrammar's idea): the mask of a set of stacks is the
+ *     union of its stacks' masks. A stack's tokens are those read whole by
+ *     its suffix alone (its top, or the top few positions), which do not
+ *     depend on what lies below, plus, below each trie node where the
+ *     suffix's last frame has ended (a "pop"), the walk of that subtree
+ *     from the stack below the suffix, which is the real context. A
+ *     token read exactly to the pop is allowed in every context: every
+ *     alternative the compiler keeps derives a string, so the stack below
+ *     continues. An entry holds the suffix's tokens and its pops, keyed by
+ *     the suffix's positions; it costs V/8 bytes of mask (6.3 KB for GPT-2)
+ *     + 4 per suffix position + 8 per pop + 64. The suffix starts as the
+ *     top alone and grows by one position for a top whose pops, continued,
+ *     visit more than DEEPEN_NODES nodes (a character class inside a
+ *     string: the key must hold the string's frame, so that only a closing
+ *     quote pops).
+ *   - a lazy DFA for the walks themselves: a state is a set of stacks, and
+ *     its transition on a byte is computed once (set_advance) and kept, so
+ *     a walk through states seen before costs a table look-up per node
+ *     whatever the number of stacks. 1 KiB of transitions plus 4 bytes per
+ *     stack position and 16 per stack per state.
+ * The suffix entries take at most half of max_cache_bytes (emptied when
+ * they would pass it), the automaton the other half (emptied at the start
+ * of a fill once near its half; past it in a walk, the walk goes on over
+ * the stacks themselves). Results never depend on what the caches hold: a
+ * mask is a function of the matcher's state. The work bound
+ * (max_mask_work) counts transitions computed plus each suffix entry's
+ * walk whether served or computed; what the automaton has kept lowers it.
  */
 #include "grammar/grammar_impl.h"
 
@@ -328,6 +356,32 @@ static int tok_cmp(const void *x, const void *y) {
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+// Sorts t[0..n), which agree on their first `depth` bytes, by bytes then
+// id: a most-significant-byte radix pass per depth (stable, so tokens of
+// equal bytes keep the id order they came in), small ranges by insertion.
+// O(total bytes + 258 per range of 32 or more): GPT-2's vocabulary sorts in
+// ~1 ms where qsort's comparisons took ~15 ms.
+static void tok_sort(SortTok *t, SortTok *tmp, size_t n, size_t depth) {
+    if (n < 32) {
+        for (size_t i = 1; i < n; i++) {
+            SortTok x = t[i];
+            size_t j = i;
+            for (; j > 0 && tok_cmp(&t[j - 1], &x) > 0; j--) t[j] = t[j - 1];
+            t[j] = x;
+        }
+        return;
+    }
+    size_t start[258] = {0};  // bucket 0: tokens that end at depth; 1 + b: next byte b
+    for (size_t i = 0; i < n; i++) start[(t[i].len == depth ? 0 : 1 + t[i].b[depth]) + 1]++;
+    for (int k = 1; k < 258; k++) start[k] += start[k - 1];
+    size_t at[257];
+    memcpy(at, start, sizeof at);
+    for (size_t i = 0; i < n; i++) tmp[at[t[i].len == depth ? 0 : 1 + t[i].b[depth]]++] = t[i];
+    memcpy(t, tmp, n * sizeof *t);
+    for (int k = 1; k < 257; k++)
+        if (start[k + 1] - start[k] > 1) tok_sort(t + start[k], tmp, start[k + 1] - start[k], depth + 1);
+}
+
 // Builds the trie from the tokens sorted by bytes: a node per distinct
 // prefix, its edges in byte order, made by one recursive pass over each
 // range of tokens that share a prefix.
@@ -380,7 +434,10 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
         t[i] = (SortTok){token_bytes[i], token_len[i], (uint32_t)i};
         if (token_len[i] > v->max_len) v->max_len = token_len[i];
     }
-    qsort(t, V, sizeof *t, tok_cmp);
+    SortTok *tmp = malloc(V * sizeof *tmp);
+    if (!tmp) goto oom;
+    tok_sort(t, tmp, V, 0);  // t came in id order
+    free(tmp);
     for (size_t i = 0; i < V; i++) v->toks[i] = t[i].id;
     size_t cap_nodes = 0, cap_edges = 0, n_edges = 0;
     if (grow_array(&v->nodes, &cap_nodes, 1, sizeof *v->nodes)) goto oom;
@@ -406,28 +463,69 @@ size_t grammar_vocab_size(const GrammarVocab *v) { return v ? v->V : 0; }
 
 /* ---- masks ---- */
 
+// A stack suffix's walk: the tokens read whole from the suffix alone (a
+// token read up to the point where the suffix's last frame ends is read
+// whole in every context: the grammar's alternatives all derive a string,
+// so the stack below continues), and the trie nodes with children at which
+// the suffix has popped: below them the context decides.
 typedef struct {
     uint64_t hash;
-    uint32_t *key;   // the state serialized: for each stack, its length then its positions
+    uint32_t *key;     // (key_len) the suffix's positions, top last
     size_t key_len;
-    uint64_t *mask;  // (GRAMMAR_MASK_WORDS(V))
-    long n_allowed;
+    uint64_t *mask;    // (GRAMMAR_MASK_WORDS(V)) NULL: a free slot
+    uint32_t *pops;    // (2 * n_pops) pairs (trie node, its depth)
+    size_t n_pops;
+    size_t work;       // the stack steps its walk took (charged on every use)
 } CacheEntry;
+
+// A state of the walk's automaton. 1 KiB of transitions plus its stacks.
+typedef struct {
+    StackSet set;
+    uint64_t hash;
+    GClass first;        // the bytes it can read
+    int can_end;         // it holds the empty stack
+    int32_t next[256];   // D_UNKNOWN, D_DEAD or the state after the byte
+} DState;
+#define D_UNKNOWN (-1)
+#define D_DEAD (-2)
+#define D_FULL (-3)  // not made: the automaton is at its memory bound
+#define D_ERR (-4)
 
 struct GrammarMasker {
     const Grammar *g;
     const GrammarVocab *v;
     int32_t eos;
     GrammarLimits lim;
-    StackSet *level;   // (max_len + 1) the state at each depth of the walk
+    StackSet *level;   // (max_len + 1) the state at each depth of a walk
+    StackSet start;    // a suffix's walk starts here
+    StackSet below;    // the stack below a suffix, normalized: where its pops continue
     Work w;
     CacheEntry *cache; // open addressing, n_slots (a power of two)
     size_t n_slots, n_used, cache_bytes;
-    uint32_t *key;
-    size_t key_cap;
+    uint64_t *tmp_mask;  // (W) the walk's mask before it is kept
+    uint32_t *pops;      // the walk's pops before they are kept
+    size_t n_pops, cap_pops;
+    uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1)
+    int record;          // the walk is a suffix's: record its pops
+    // the walk's automaton, made as it is walked (a lazy DFA): a state is a
+    // set of stacks, its transition on a byte computed once (set_advance)
+    DState *ds;
+    size_t n_ds, cap_ds, ds_bytes;
+    int32_t *dslot;      // (n_dslots, a power of two) states by hash, -1 free
+    size_t n_dslots;
+    StackSet dnext;      // a transition being computed
     GrammarMaskerStats stats;
-    size_t work;       // stacks advanced and made by this fill's walk (lim.max_mask_work)
+    size_t work;         // stack steps of the walk under way
 };
+
+// Cache slots: a table of this many, emptied when half full or past
+// max_cache_bytes.
+#define MASK_SLOTS 4096
+// A stack whose pops visit more than this many trie nodes to continue
+// (of ~260K for GPT-2) uses one more position of itself as its key from
+// then on: its top's frame ends inside most tokens (a character of a
+// string), so the key must hold the frame that does not (the string).
+#define DEEPEN_NODES 2048
 
 GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
                                   const GrammarLimits *limits, GptError *err) {
@@ -438,9 +536,11 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     mk->eos = eos_id;
     mk->lim = grammar_limits_resolve(limits ? limits : &g->lim);
     mk->level = calloc(v->max_len + 1, sizeof *mk->level);
-    mk->n_slots = 1024;
+    mk->n_slots = MASK_SLOTS;
     mk->cache = calloc(mk->n_slots, sizeof *mk->cache);
-    if (!mk->level || !mk->cache) {
+    mk->tmp_mask = malloc(GRAMMAR_MASK_WORDS(v->V) * sizeof *mk->tmp_mask);
+    mk->key_depth = calloc(g->n_el ? g->n_el : 1, sizeof *mk->key_depth);
+    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth) {
         grammar_masker_free(mk);
         return gpt_error(err, "grammar: out of memory"), NULL;
     }
@@ -451,10 +551,19 @@ static void cache_clear(GrammarMasker *mk) {
     for (size_t i = 0; i < mk->n_slots; i++) {
         free(mk->cache[i].key);
         free(mk->cache[i].mask);
+        free(mk->cache[i].pops);
     }
     memset(mk->cache, 0, mk->n_slots * sizeof *mk->cache);
     mk->n_used = 0;
     mk->cache_bytes = 0;
+}
+
+static void dfa_clear(GrammarMasker *mk) {
+    for (size_t i = 0; i < mk->n_ds; i++) set_free(&mk->ds[i].set);
+    mk->n_ds = 0;
+    mk->ds_bytes = 0;
+    if (mk->dslot)
+        for (size_t i = 0; i < mk->n_dslots; i++) mk->dslot[i] = -1;
 }
 
 void grammar_masker_free(GrammarMasker *mk) {
@@ -464,31 +573,43 @@ void grammar_masker_free(GrammarMasker *mk) {
     if (mk->level)
         for (size_t i = 0; i <= mk->v->max_len; i++) set_free(&mk->level[i]);
     free(mk->level);
+    set_free(&mk->start);
+    set_free(&mk->below);
     free(mk->w.buf);
-    free(mk->key);
+    free(mk->tmp_mask);
+    free(mk->pops);
+    free(mk->key_depth);
+    dfa_clear(mk);
+    free(mk->ds);
+    free(mk->dslot);
+    set_free(&mk->dnext);
     free(mk);
 }
 
 GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
     GrammarMaskerStats s = mk->stats;
-    s.cache_bytes = mk->cache_bytes;
+    s.cache_bytes = mk->cache_bytes + mk->ds_bytes;
     return s;
 }
 
-// The DFS of the trie below node, in state level[depth].
-static int walk(GrammarMasker *mk, uint32_t node, size_t depth, uint64_t *mask, long *n, GptError *err) {
+// The DFS of the trie below node (at depth bytes), in state cur, on the
+// stacks themselves (past the automaton's memory bound): every
+// token below whose bytes cur reads whole goes into mask. With mk->record,
+// a child with children where a stack has emptied is kept in mk->pops.
+static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *cur, uint64_t *mask,
+                      GptError *err) {
     const GrammarVocab *v = mk->v;
     const TrieNode *t = &v->nodes[node];
     GClass first;
-    set_first(mk->g, &mk->level[depth], &first);
+    set_first(mk->g, cur, &first);
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
         mk->stats.nodes_visited++;
         StackSet *nx = &mk->level[depth + 1];
-        if (set_advance(mk->g, &mk->level[depth], E->byte, nx, &mk->w, err)) return -1;
+        if (set_advance(mk->g, cur, E->byte, nx, &mk->w, err)) return -1;
         // each stack read, and the stacks made, each compared with those before it
-        mk->work += mk->level[depth].n + nx->n * (nx->n + 1) / 2;
+        mk->work += cur->n + nx->n * (nx->n + 1) / 2;
         if (mk->work > mk->lim.max_mask_work)
             return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar "
                                   "is too ambiguous)", mk->lim.max_mask_work);
@@ -498,77 +619,257 @@ static int walk(GrammarMasker *mk, uint32_t node, size_t depth, uint64_t *mask, 
             uint32_t id = v->toks[c->first_tok + k];
             if ((int32_t)id == mk->eos) continue;
             mask[id >> 6] |= 1ull << (id & 63);
-            (*n)++;
         }
-        if (c->n_edges && walk(mk, E->child, depth + 1, mask, n, err)) return -1;
+        if (!c->n_edges) continue;
+        if (mk->record && set_can_end(nx)) {
+            if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
+                return gpt_error(err, "grammar: out of memory");
+            mk->pops[2 * mk->n_pops] = E->child;
+            mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
+            mk->n_pops++;
+        }
+        if (walk_below(mk, E->child, depth + 1, nx, mask, err)) return -1;
     }
     return 0;
 }
 
-static size_t serialize(GrammarMasker *mk, const StackSet *s, GptError *err) {
-    size_t need = s->n + s->n_pool;
-    if (grow_array(&mk->key, &mk->key_cap, need ? need : 1, sizeof *mk->key)) {
-        gpt_error(err, "grammar: out of memory");
-        return SIZE_MAX;
+static uint64_t set_hash(const StackSet *s) {
+    uint64_t h = 1469598103934665603ull ^ s->n;
+    for (size_t i = 0; i < s->n; i++) h = (h ^ s->st[i].hash) * 1099511628211ull;
+    return h;
+}
+
+static int set_equal(const StackSet *a, const StackSet *b) {
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const StackRef *x = &a->st[i], *y = &b->st[i];
+        if (x->hash != y->hash || x->len != y->len ||
+            (x->len && memcmp(a->pool + x->off, b->pool + y->off, x->len * sizeof *a->pool)))
+            return 0;
     }
-    size_t k = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        mk->key[k++] = s->st[i].len;
-        // an empty stack (the root read whole) has no positions, and the pool may be NULL
-        if (s->st[i].len) memcpy(mk->key + k, s->pool + s->st[i].off, s->st[i].len * sizeof *mk->key);
-        k += s->st[i].len;
+    return 1;
+}
+
+// The automaton's state for the stacks s: found, or made (a copy). D_FULL
+// when it would pass the automaton's share of max_cache_bytes (half), D_ERR
+// with err set.
+static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
+    uint64_t h = set_hash(s);
+    if (mk->n_dslots) {
+        for (size_t i = (size_t)h & (mk->n_dslots - 1);; i = (i + 1) & (mk->n_dslots - 1)) {
+            int32_t id = mk->dslot[i];
+            if (id < 0) break;
+            if (mk->ds[id].hash == h && set_equal(&mk->ds[id].set, s)) return id;
+        }
     }
-    return k;
+    size_t bytes = sizeof(DState) + s->n * sizeof(StackRef) + s->n_pool * sizeof(uint32_t) + 2 * sizeof(int32_t);
+    if (mk->ds_bytes + bytes > mk->lim.max_cache_bytes / 2 || mk->n_ds >= INT32_MAX / 2) return D_FULL;
+    if (2 * (mk->n_ds + 1) > mk->n_dslots) {  // the table doubles, every state placed again
+        size_t n = mk->n_dslots ? 2 * mk->n_dslots : 1024;
+        int32_t *t = malloc(n * sizeof *t);
+        if (!t) return gpt_error(err, "grammar: out of memory"), D_ERR;
+        for (size_t i = 0; i < n; i++) t[i] = -1;
+        for (size_t k = 0; k < mk->n_ds; k++) {
+            size_t i = (size_t)mk->ds[k].hash & (n - 1);
+            while (t[i] >= 0) i = (i + 1) & (n - 1);
+            t[i] = (int32_t)k;
+        }
+        free(mk->dslot);
+        mk->dslot = t;
+        mk->n_dslots = n;
+    }
+    if (grow_array(&mk->ds, &mk->cap_ds, mk->n_ds + 1, sizeof *mk->ds))
+        return gpt_error(err, "grammar: out of memory"), D_ERR;
+    DState *d = &mk->ds[mk->n_ds];
+    memset(&d->set, 0, sizeof d->set);
+    if (set_copy(&d->set, s, err)) {
+        set_free(&d->set);
+        return D_ERR;
+    }
+    d->hash = h;
+    set_first(mk->g, s, &d->first);
+    d->can_end = set_can_end(s);
+    memset(d->next, 0xff, sizeof d->next);  // D_UNKNOWN
+    size_t i = (size_t)h & (mk->n_dslots - 1);
+    while (mk->dslot[i] >= 0) i = (i + 1) & (mk->n_dslots - 1);
+    mk->dslot[i] = (int32_t)mk->n_ds;
+    mk->ds_bytes += bytes;
+    return (int32_t)mk->n_ds++;
+}
+
+// The state after byte b from state id (which can read b): D_DEAD, a state,
+// D_FULL (then mk->dnext holds the stacks), or D_ERR.
+static int32_t dfa_next(GrammarMasker *mk, int32_t id, unsigned b, GptError *err) {
+    int32_t nx = mk->ds[id].next[b];
+    if (nx != D_UNKNOWN) return nx;
+    if (set_advance(mk->g, &mk->ds[id].set, b, &mk->dnext, &mk->w, err)) return D_ERR;
+    // each stack read, and the stacks made, each compared with those before it
+    mk->work += mk->ds[id].set.n + mk->dnext.n * (mk->dnext.n + 1) / 2;
+    if (mk->work > mk->lim.max_mask_work)
+        return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar is too "
+                              "ambiguous)", mk->lim.max_mask_work), D_ERR;
+    nx = mk->dnext.n ? dfa_state(mk, &mk->dnext, err) : D_DEAD;
+    if (nx != D_FULL && nx != D_ERR) mk->ds[id].next[b] = nx;
+    return nx;
+}
+
+// walk's work through the automaton: the same DFS from state id, each
+// transition computed once for all walks; past the automaton's bound the
+// subtree is walked on the stacks themselves (walk).
+static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, uint64_t *mask, GptError *err) {
+    const GrammarVocab *v = mk->v;
+    const TrieNode *t = &v->nodes[node];
+    GClass first = mk->ds[id].first;
+    for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
+        const TrieEdge *E = &v->edges[e];
+        if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        mk->stats.nodes_visited++;
+        int32_t nx = dfa_next(mk, id, E->byte, err);
+        if (nx == D_ERR) return -1;
+        if (nx == D_DEAD) continue;
+        const TrieNode *c = &v->nodes[E->child];
+        for (uint32_t k = 0; k < c->n_tok; k++) {
+            uint32_t tid = v->toks[c->first_tok + k];
+            if ((int32_t)tid == mk->eos) continue;
+            mask[tid >> 6] |= 1ull << (tid & 63);
+        }
+        if (!c->n_edges) continue;
+        int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
+        if (mk->record && can_end) {
+            if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
+                return gpt_error(err, "grammar: out of memory");
+            mk->pops[2 * mk->n_pops] = E->child;
+            mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
+            mk->n_pops++;
+        }
+        if (nx == D_FULL) {
+            if (set_copy(&mk->level[depth + 1], &mk->dnext, err) ||
+                walk_below(mk, E->child, depth + 1, &mk->level[depth + 1], mask, err))
+                return -1;
+        } else if (walk_dfa(mk, E->child, depth + 1, nx, mask, err)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// A walk from the stacks s at trie node `node`: through the automaton.
+static int walk_from(GrammarMasker *mk, uint32_t node, size_t depth, const StackSet *s, uint64_t *mask,
+                     GptError *err) {
+    int32_t id = dfa_state(mk, s, err);
+    if (id == D_ERR) return -1;
+    if (id == D_FULL) return walk_below(mk, node, depth, s, mask, err);
+    return walk_dfa(mk, node, depth, id, mask, err);
+}
+
+// out := the walk of the suffix p[0..n) (its top a byte position), from the
+// cache or computed (and kept when it fits). out's arrays are the cache's
+// or the masker's scratch: valid until the next call.
+static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, CacheEntry *out, GptError *err) {
+    size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
+    uint64_t h = hash_positions(p, n);
+    size_t slot = (size_t)h & (mk->n_slots - 1);
+    while (mk->cache[slot].mask) {
+        CacheEntry *c = &mk->cache[slot];
+        if (c->hash == h && c->key_len == n && memcmp(c->key, p, n * sizeof *p) == 0) {
+            mk->stats.cached++;
+            *out = *c;
+            return 0;
+        }
+        slot = (slot + 1) & (mk->n_slots - 1);
+    }
+    memset(mk->tmp_mask, 0, W * sizeof *mk->tmp_mask);
+    set_clear(&mk->start);
+    if (set_add(&mk->start, p, n, &mk->g->lim, err)) return -1;
+    mk->n_pops = 0;
+    mk->work = 0;
+    mk->record = 1;
+    if (walk_from(mk, 0, 0, &mk->start, mk->tmp_mask, err)) return -1;
+    mk->stats.computed++;
+    *out = (CacheEntry){h, NULL, n, mk->tmp_mask, mk->pops, mk->n_pops, mk->work};
+    // keep it: empty the cache first when it would pass its bound or its
+    // table would be more than half full (the table does not grow)
+    size_t bytes = W * sizeof *mk->tmp_mask + (n + 2 * mk->n_pops) * sizeof *p + sizeof(CacheEntry);
+    if (bytes > mk->lim.max_cache_bytes / 2) return 0;
+    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes / 2 || 2 * (mk->n_used + 1) > mk->n_slots) {
+        cache_clear(mk);
+        slot = (size_t)h & (mk->n_slots - 1);
+    }
+    uint32_t *key = malloc(n * sizeof *p), *pops = malloc((2 * mk->n_pops + 1) * sizeof *p);
+    uint64_t *m = malloc(W * sizeof *m);
+    if (!key || !pops || !m) {  // not kept; out is right
+        free(key);
+        free(pops);
+        free(m);
+        return 0;
+    }
+    memcpy(key, p, n * sizeof *p);
+    if (mk->n_pops) memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);  // no pops: mk->pops may be NULL
+    memcpy(m, mk->tmp_mask, W * sizeof *m);
+    CacheEntry *c = &mk->cache[slot];
+    *c = (CacheEntry){h, key, n, m, pops, mk->n_pops, mk->work};
+    mk->n_used++;
+    mk->cache_bytes += bytes;
+    *out = *c;
+    return 0;
+}
+
+// The work of one fill, bounded by max_mask_work.
+static int charge(GrammarMasker *mk, size_t *total, size_t work, GptError *err) {
+    *total += work;
+    if (*total > mk->lim.max_mask_work)
+        return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar is "
+                              "too ambiguous)", mk->lim.max_mask_work);
+    return 0;
+}
+
+// mask |= the tokens the stack p[0..k) reads whole: its suffix's cached
+// tokens, and below each of the suffix's pops the walk of the stack under
+// the suffix (the real context).
+static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *mask, size_t *total,
+                      GptError *err) {
+    size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
+    uint32_t top = p[k - 1];
+    size_t d = mk->key_depth[top] ? mk->key_depth[top] : 1;
+    if (d > k) d = k;
+    CacheEntry e;
+    if (suffix_entry(mk, p + k - d, d, &e, err) || charge(mk, total, e.work, err)) return -1;
+    for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
+    if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
+    // the stack below the suffix, as the matcher continues it once the
+    // suffix's last frame ends (set_advance)
+    set_clear(&mk->below);
+    mk->w.steps = 0;
+    if (grow_array(&mk->w.buf, &mk->w.cap, k - d, sizeof *mk->w.buf)) return gpt_error(err, "grammar: out of memory");
+    memcpy(mk->w.buf, p, (k - d) * sizeof *p);
+    mk->w.n = k - d;
+    if (expand(mk->g, &mk->below, &mk->w, 0, k - d, 0, err)) return -1;
+    mk->work = 0;
+    mk->record = 0;
+    uint64_t visited = mk->stats.nodes_visited;
+    int32_t id = dfa_state(mk, &mk->below, err);
+    if (id == D_ERR) return -1;
+    for (size_t i = 0; i < e.n_pops; i++) {
+        uint32_t node = e.pops[2 * i], depth = e.pops[2 * i + 1];
+        if (id == D_FULL ? walk_below(mk, node, depth, &mk->below, mask, err)
+                         : walk_dfa(mk, node, depth, id, mask, err))
+            return -1;
+    }
+    if (mk->stats.nodes_visited - visited > DEEPEN_NODES && d < UINT16_MAX) mk->key_depth[top] = (uint16_t)(d + 1);
+    return charge(mk, total, mk->work, err);
 }
 
 long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask, GptError *err) {
     size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
-    size_t klen = serialize(mk, &m->cur, err);
-    if (klen == SIZE_MAX) return -1;
-    uint64_t h = hash_positions(mk->key, klen);
-    size_t slot = (size_t)h & (mk->n_slots - 1);
-    while (mk->cache[slot].mask) {
-        CacheEntry *c = &mk->cache[slot];
-        if (c->hash == h && c->key_len == klen && memcmp(c->key, mk->key, klen * sizeof *mk->key) == 0) {
-            memcpy(mask, c->mask, W * sizeof *mask);
-            mk->stats.cached++;
-            return c->n_allowed;
-        }
-        slot = (slot + 1) & (mk->n_slots - 1);
-    }
     memset(mask, 0, W * sizeof *mask);
+    size_t total = 0;
+    const StackSet *s = &m->cur;
+    if (mk->ds_bytes > mk->lim.max_cache_bytes / 2 - mk->lim.max_cache_bytes / 8) dfa_clear(mk);  // near its bound
+    for (size_t i = 0; i < s->n; i++)
+        if (s->st[i].len && stack_mask(mk, s->pool + s->st[i].off, s->st[i].len, mask, &total, err)) return -1;
+    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(s)) mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
+    mk->stats.fills++;
     long n = 0;
-    mk->work = 0;
-    if (set_copy(&mk->level[0], &m->cur, err) || walk(mk, 0, 0, mask, &n, err)) return -1;
-    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(&m->cur)) {
-        mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
-        n++;
-    }
-    mk->stats.computed++;
-    // keep it: empty the cache first when it would pass its bound or its
-    // table would be more than half full (the table does not grow)
-    size_t bytes = W * sizeof *mask + klen * sizeof *mk->key + sizeof(CacheEntry);
-    if (bytes > mk->lim.max_cache_bytes) return n;
-    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes || 2 * (mk->n_used + 1) > mk->n_slots) {
-        cache_clear(mk);
-        slot = (size_t)h & (mk->n_slots - 1);
-    }
-    CacheEntry *c = &mk->cache[slot];
-    c->mask = malloc(W * sizeof *mask);
-    c->key = malloc((klen ? klen : 1) * sizeof *mk->key);
-    if (!c->mask || !c->key) {
-        free(c->mask);
-        free(c->key);
-        c->mask = NULL;
-        c->key = NULL;
-        return n;  // not cached; the mask is right
-    }
-    memcpy(c->mask, mask, W * sizeof *mask);
-    memcpy(c->key, mk->key, klen * sizeof *mk->key);
-    c->key_len = klen;
-    c->hash = h;
-    c->n_allowed = n;
-    mk->n_used++;
-    mk->cache_bytes += bytes;
+    for (size_t i = 0; i < W; i++) n += __builtin_popcountll(mask[i]);
     return n;
 }
