@@ -410,6 +410,22 @@ int main(int argc, char **argv) {
                 printf(" %s %.0f / %.0f / %.0f (%.2f, %.2f)", names[s], ours[s], dflt[s], blas[s], ours[s] / blas[s],
                        dflt[s] / blas[s]);
             printf("\n");
+            // What else stops the prefill: a token's time is its products'
+            // (at the rates just measured) and the rest of the layers
+            // (attention, norms, GELU, packing), which sgemm's bound leaves
+            // out. With the rest as measured and the products at sgemm's
+            // rate, the bound that counts the rest.
+            const double kn[4] = {3.0 * C * C, 1.0 * C * C, 4.0 * C * C, 4.0 * C * C};
+            double t_ours = 0, t_blas = 0;
+            for (int s = 0; s < 4; s++) {
+                t_ours += 2.0 * kn[s] * (double)L / (ours[s] * 1e9);
+                t_blas += 2.0 * kn[s] * (double)L / (blas[s] * 1e9);
+            }
+            double rest = 1.0 / pre[0] - t_ours;
+            printf("  f32 prefill 512, a token: products %.3f ms (at the rates above), the rest %.3f ms (%.0f%%); "
+                   "with sgemm's products and this rest the bound is %.0f tok/s: ours %.0f%% of it\n",
+                   1e3 * t_ours, 1e3 * rest, 100 * rest * pre[0], 1.0 / (t_blas + rest),
+                   100 * pre[0] * (t_blas + rest));
         }
         // a long context: the KV cache read joins the weights
         if (!on[0]) {
