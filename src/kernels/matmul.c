@@ -58,10 +58,10 @@ static const RowsFn avx2_variants[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARI
 #define AVX2_NAME(R, C, H) #R "x" #C #H,
 static const char *const avx2_names[MATMUL_AVX2_VARIANT_COUNT] = {MATMUL_AVX2_VARIANTS(AVX2_NAME)};
 #if defined(__x86_64__)
-#define AVX512_FN(R, C) MATMUL_AVX512_FN(R, C),
+#define AVX512_FN(R, C, KB, S) MATMUL_AVX512_FN(R, C, S),
 static const RowsFn avx512_variants[MATMUL_AVX512_VARIANT_COUNT] = {MATMUL_AVX512_VARIANTS(AVX512_FN)};
 #endif
-#define AVX512_NAME(R, C) #R "x" #C,
+#define AVX512_NAME(R, C, KB, S) #R "x" #C #S,
 static const char *const avx512_names[MATMUL_AVX512_VARIANT_COUNT] = {MATMUL_AVX512_VARIANTS(AVX512_NAME)};
 
 int matmul_variant_count(CpuIsa isa) {

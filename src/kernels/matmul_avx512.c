@@ -22,6 +22,33 @@
  * none of this changes a result). Decode (B = 1) is bound by reading the
  * weights once: bytes of W / memory bandwidth per token; from B = 8 rows
  * the FMA pipes are the bound (16 lanes x pipes x clock multiply-adds).
+ *
+ * NAPKIN BOUND of a compute-bound tile, per core type. P 512-bit FMA
+ * pipes of latency L (cycles) need P x L independent accumulator chains
+ * to stay busy: Zen 4 (a zmm FMA takes both 256-bit pipes: P = 1, L = 4)
+ * 4; Zen 5 (two full 512-bit pipes) and Xeons with two (ports 0 and 5) 2 x
+ * 4 = 8. An R x C tile has R C chains (the canonical arithmetic allows no
+ * more: one chain per output, so unrolling k adds none, it only saves
+ * loop overhead), 16 to 24 here: every tile meets it. Each k step loads R
+ * weight and C activation vectors and prefetches R lines for R C FMAs:
+ * (R + C) / 2 cycles on the two 512-bit load pipes these cores have,
+ * against R C / P cycles of FMAs (4x4: 4 against 8 at P = 2; 6x4 and 4x6:
+ * 5 against 12; 8x3: 5.5 against 12), so the loads fit too, and the
+ * front end (8 wide on Zen 5, about 50 instructions a step) as well. What
+ * binds at P = 2 is where the vectors come from: the activations stream
+ * from L2 at C x 64 bytes per R C FMAs, 128 / R bytes a cycle at P = 2
+ * (R = 4: 32, half of what L2 gives L1; R = 6: 21), and the weight rows
+ * come from L1 only while a tile's R rows fit beside that stream: hence
+ * the k-blocks (below), whose size is a variant's (12 KiB; "w" 24 KiB;
+ * "f" none). Then the end of each output: the reduction tree is 4 adds
+ * and 4 shuffles per output one at a time, against K / 16 FMAs (48 at K =
+ * 768: 24 cycles at P = 2), so the tiles of R C a multiple of 8 reduce 16
+ * (or 8) outputs side by side (tree16: 45 instructions per 16 outputs).
+ * Not used: an FMA with a memory operand ({1to16} broadcast of one
+ * activation) is the outer-product form, which sums each output over k in
+ * another order than the canonical lanes (other bits than the reference);
+ * and no vector of a tile feeds a single FMA, which a memory operand would
+ * save a load for. The static schedule: tests/bench/mca.sh (llvm-mca).
  *  - A tile is R weight rows x C batch rows (R C zmm accumulators). Every
  *    weight vector is loaded and widened once per tile and feeds C FMAs.
  *  - The hardware prefetchers lose much bandwidth as soon as the inner loop
@@ -36,9 +63,13 @@
  *    L2, not T0; at least 16 KiB ahead).
  *  - For B > C the same R weight rows are re-read for the next C batch
  *    rows; they are then in L1/L2, so memory sees W once per call. Where
- *    R rows exceed 12 KiB (F32 from K = 769) the compute-bound tiles run
+ *    R rows exceed 12 KiB (the default; a variant's own size, see the
+ *    napkin bound) the compute-bound tiles run
  *    in k-blocks (rows_kblocked), so that the rows stay in L1 and only the
- *    activations stream from L2. Napkin: a 4 x 4 tile loads 4 activation
+ *    activations stream from L2. A k-block costs the accumulators' store
+ *    and reload per batch chunk and cuts the activations' stream into
+ *    pieces, so on two pipes blocks of 12 KiB lose where the rows (6 x
+ *    768 floats: 18 KiB) would fit L1 whole. Napkin: a 4 x 4 tile loads 4 activation
  *    vectors per 16 FMAs, 16 bytes per FMA; at two 512-bit FMAs a cycle
  *    that is 32 of L2's 64 bytes a cycle, and with the weights from L2 as
  *    well (mlp.c_proj, K = 3072, 48 KiB of rows) all 64. At one FMA a
@@ -86,7 +117,7 @@ enum {
     R_2 = 4, C_2 = 4,         // otherwise: 4 adjacent rows x 4 (compute-bound; the
                               //   variants, matmul_kernels.h, take other shapes here)
     PF_DIST = 16384,          // adjacent-row tiles: prefetch the next tile this far ahead
-    RMAX = 6, CMAX = 6,       // the largest R and C of any tile
+    RMAX = 8, CMAX = 6,       // the largest R and C of any tile
     ACC_MAX = 24,             // the most accumulators of any tile (of 32 zmm; the rest
                               //   hold the vectors a step loads)
 };
@@ -139,25 +170,18 @@ AI float hsum(__m512 a) {
 }
 
 // The end of every output of a tile (weight rows n, n + rs, ... x batch
-// rows b0 ..): the canonical tree, + bias, + the old value. SKIP4X4: but
-// for the outputs of the first 4 rows x 4 batch rows (finish_tile_4x4's).
-AI void finish_tile_but(int SKIP4X4, int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N,
-                        float *out, const float *bias, int accumulate) {
+// rows b0 ..): the canonical tree, + bias, + the old value.
+AI void finish_tile(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N, float *out,
+                    const float *bias, int accumulate) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++)
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            if (SKIP4X4 && r < 4 && c < 4) continue;
             float s = hsum(acc[r][c]);
             if (bias) s = s + bias[n + (size_t)r * rs];
             float *o = out + (b0 + (size_t)c) * N + n + (size_t)r * rs;
             *o = accumulate ? *o + s : s;
         }
-}
-
-AI void finish_tile(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t rs, size_t b0, size_t N, float *out,
-                    const float *bias, int accumulate) {
-    finish_tile_but(0, R, C, acc, n, rs, b0, N, out, bias, accumulate);
 }
 
 // The canonical tree for 16 accumulators at once, the same adds: each step
@@ -179,6 +203,56 @@ AI __m512 tree_step3(__m512 a, __m512 b) {
 // step 4 (0 + 1) within each pair: [a 0+1, a 2+3, b 0+1, b 2+3]
 AI __m512 tree_step4(__m512 a, __m512 b) {
     return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The canonical trees of 16 accumulators (a[4 j + k], j, k < 4) side by
+// side: lane 4 k + j of the result is the sum of a[4 j + k]. With 8 (a[0
+// .. 7]), lanes 4 k and 4 k + 1 (j < 2) are theirs; the others repeat them.
+AI __m512 tree16(const __m512 *a, int n8) {
+    const __m512 g0 = tree_step2(tree_step1(a[0], a[1]), tree_step1(a[2], a[3]));
+    const __m512 g1 = tree_step2(tree_step1(a[4], a[5]), tree_step1(a[6], a[7]));
+    const __m512 h0 = tree_step3(g0, g1);
+    if (n8) return tree_step4(h0, h0);
+    const __m512 g2 = tree_step2(tree_step1(a[8], a[9]), tree_step1(a[10], a[11]));
+    const __m512 g3 = tree_step2(tree_step1(a[12], a[13]), tree_step1(a[14], a[15]));
+    return tree_step4(h0, tree_step3(g2, g3));
+}
+
+// finish_tile for a tile of R adjacent weight rows x C batch rows with R C
+// a multiple of 8: the trees of 16 (then 8) accumulators side by side
+// (tree16: 15 vector adds and 30 shuffles for 16 outputs, against 16 x 4
+// adds and 8 shuffles, most of them 128-bit or narrower, one by one), then
+// + bias and + the old value, one output at a time. The same operations
+// per output as finish_tile.
+AI void finish_tile_side(int R, int C, __m512 acc[RMAX][CMAX], size_t n, size_t b0, size_t N, float *out,
+                         const float *bias, int accumulate) {
+    __m512 a[RMAX * CMAX];
+    float sums[RMAX * CMAX + 8] __attribute__((aligned(64)));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) a[c * R + r] = acc[r][c];
+#pragma GCC unroll 4
+    for (int i = 0; i + 8 <= R * C; i += 16) {
+        const int n8 = R * C - i < 16;
+        __m512 s = tree16(a + i, n8);
+        float t[16] __attribute__((aligned(64)));
+        _mm512_store_ps(t, s);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)  // with n8, j = 2, 3 repeat 0, 1 past the tile's sums
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) sums[i + 4 * j + k] = t[4 * k + j];
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+        float *o = out + (b0 + (size_t)c) * N + n;
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            float s = sums[c * R + r];
+            if (bias) s = s + bias[n + (size_t)r];
+            o[r] = accumulate ? o[r] + s : s;
+        }
+    }
 }
 
 // finish_tile for a tile of 4 adjacent weight rows x 4 batch rows: the 16
@@ -258,7 +332,11 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
             for (int c = 0; c < C; c++) xv[c] = XV(c, k);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                const __m512 wv = load_w(dt, wr[r], k);
+                __m512 wv = load_w(dt, wr[r], k);
+                // one load into a register: else gcc folds it into each of
+                // the C FMAs as a memory operand, C loads of one vector (8x3:
+                // 27 loads a step, over the load pipes' 12 cycles at P = 2)
+                __asm__("" : "+v"(wv));
 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
             }
@@ -296,9 +374,10 @@ AI void tile_packed_or_not(DType dt, int R, int C, int PFS, int PACKED, const WD
             for (int c = 0; c < C; c++) saved[r * C + c] = acc[r][c];
         return;
     }
-    if (R >= 4 && C >= 4 && rs == 1) {  // the first 4 x 4 side by side (a variant's tile), the rest one by one
+    if (R == 4 && C == 4 && rs == 1) {  // the default's compute-bound tile: 16 trees side by side
         finish_tile_4x4(acc, n, b0, N, out, bias, accumulate);
-        finish_tile_but(1, R, C, acc, n, rs, b0, N, out, bias, accumulate);
+    } else if (rs == 1 && R * C % 8 == 0) {  // a variant's tile (or its tails): 16 or 8 side by side
+        finish_tile_side(R, C, acc, n, b0, N, out, bias, accumulate);
     } else {
         finish_tile(R, C, acc, n, rs, b0, N, out, bias, accumulate);
     }
@@ -726,7 +805,8 @@ AI void rows(DType dt, int R, int CM, int PFS, const WD *W, size_t n, size_t rs,
 // rate on a core with two FMA pipes. The same FMAs per output in the same order.
 enum { KB_BYTES = 12288, KB_CHUNKS = 8 };
 
-AI size_t kblock(int R, DType dt) { return KB_BYTES / ((size_t)R * esize(dt)) / 16 * 16; }
+// The k-block of R rows when they may take kb bytes (kb = 0: KB_BYTES).
+AI size_t kblock(size_t kb, int R, DType dt) { return (kb ? kb : KB_BYTES) / ((size_t)R * esize(dt)) / 16 * 16; }
 
 // rows_kblocked's tile of the C rows at b (C = chunk_rows(), so CM, 4 or
 // fewer than 4: each case a tile of constant shape).
@@ -740,9 +820,9 @@ AI void tile_kblock(DType dt, int R, int CM, size_t C, const WD *W, size_t n, si
     else tile(dt, R, 1, 0, W, n, 1, b, out, inp, x, bias, accumulate, k0, k1, saved);
 }
 
-AI void rows_kblocked(DType dt, int R, int CM, const WD *W, size_t n, float *out, const float *inp, const float *xp,
-                      const float *bias, size_t B, int accumulate) {
-    const size_t K = W->K, KB = kblock(R, dt), span = (size_t)KB_CHUNKS * (size_t)CM;
+AI void rows_kblocked(DType dt, int R, int CM, size_t kb, const WD *W, size_t n, float *out, const float *inp,
+                      const float *xp, const float *bias, size_t B, int accumulate) {
+    const size_t K = W->K, KB = kblock(kb, R, dt), span = (size_t)KB_CHUNKS * (size_t)CM;
     // a pass's chunks: KB_CHUNKS of CM rows, or at B's end up to two more
     // (chunk_rows: 4, then fewer)
     __m512 saved[KB_CHUNKS + 2][ACC_MAX];
@@ -760,8 +840,10 @@ AI void rows_kblocked(DType dt, int R, int CM, const WD *W, size_t n, float *out
 }
 
 // Q8 and Q4 need scratch (matmul_rows in matmul.c sees to it); the others use it from B = 2.
-AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
-                const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+// kb: the bytes a tile's weight rows may take before they run in k-blocks
+// (0: KB_BYTES).
+AI void run_cfg_kb(DType dt, int R, int CM, int SPLIT, int PFS, size_t kb, const WD *W, float *out, const float *inp,
+                   const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     const void *xp = NULL;
     const float *dx = NULL;
     if (dtype_is_blocked(dt)) {
@@ -779,14 +861,19 @@ AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float 
         const size_t part = (n1 - n0) / (size_t)R;
         for (; n < n0 + part; n++) rows(dt, R, CM, PFS, W, n, part, out, inp, xp, dx, bias, B, accumulate);
         n = n0 + part * (size_t)R;
-    } else if (!dtype_is_blocked(dt) && xp && !SPLIT && W->K > kblock(R, dt)) {
+    } else if (!dtype_is_blocked(dt) && xp && !SPLIT && W->K > kblock(kb, R, dt)) {
         for (; n + (size_t)R <= n1; n += (size_t)R)
-            rows_kblocked(dt, R, CM, W, n, out, inp, (const float *)xp, bias, B, accumulate);
+            rows_kblocked(dt, R, CM, kb, W, n, out, inp, (const float *)xp, bias, B, accumulate);
     } else {
         for (; n + (size_t)R <= n1; n += (size_t)R)
             rows(dt, R, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);
     }
     for (; n < n1; n++) rows(dt, 1, CM, PFS, W, n, 1, out, inp, xp, dx, bias, B, accumulate);  // row tail
+}
+
+AI void run_cfg(DType dt, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
+                const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    run_cfg_kb(dt, R, CM, SPLIT, PFS, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
 }
 
 // The default tiles by B; from B_COMPUTE rows, R_2 x C_2.
@@ -833,16 +920,16 @@ AI void run_default(DType dt, const WD *W, float *out, const float *inp, const f
     }
 }
 
-#define A5_VARIANT(R, C)                                                                                     \
+#define A5_VARIANT(R, C, KB, S)                                                                              \
     _Static_assert(R <= RMAX && C <= CMAX && R * C <= ACC_MAX, "a tile within the registers");              \
-    AI void run_##R##x##C(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B,   \
-                          size_t n0, size_t n1, int accumulate, float *scratch) {                           \
-        if (B >= B_COMPUTE && !dtype_is_grouped(dt) && (R != R_2 || C != C_2)) /* 4x4: the default's */       \
-            run_cfg(dt, R, C, 0, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);                      \
+    AI void run_##R##x##C##S(DType dt, const WD *W, float *out, const float *inp, const float *bias, size_t B, \
+                             size_t n0, size_t n1, int accumulate, float *scratch) {                        \
+        if (B >= B_COMPUTE && !dtype_is_grouped(dt) && (R != R_2 || C != C_2 || KB != 0)) /* 4x4: the default */ \
+            run_cfg_kb(dt, R, C, 0, 0, (size_t)(KB) * 1024, W, out, inp, bias, B, n0, n1, accumulate, scratch);    \
         else                                                                                                 \
             run_default(dt, W, out, inp, bias, B, n0, n1, accumulate, scratch);                              \
     }                                                                                                        \
-    MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx512_##R##x##C, TARGET_AVX512, run_##R##x##C)
+    MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx512_##R##x##C##S, TARGET_AVX512, run_##R##x##C##S)
 MATMUL_AVX512_VARIANTS(A5_VARIANT)
 
 TARGET_AVX512 static void matmul_rows_avx512_q4_vnni(const WD *W, float *out, const float *inp, const float *bias,

@@ -185,10 +185,13 @@ void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, cons
 // only: the quantized ones run the default under it), or p (below). The
 // variant's name is R "x" C H, e.g. 3x2, 3x4h; the first is the default
 // (calls of fewer than MATMUL_PLAN_MIN_ROWS rows run it). AVX-512's,
-// X(R, C): the compute-bound tiles (calls of MATMUL_PLAN_MIN_ROWS rows or
+// X(R, C, KB, S): the compute-bound tiles (calls of MATMUL_PLAN_MIN_ROWS rows or
 // more) of R adjacent weight rows x C batch rows, R C of its 32 zmm
 // accumulators, for F32, F16, BF16 and Q8 (Q4 and Q6 run the default under
-// each); 4x4, the first, is matmul_rows_avx512's. Scalar has one variant.
+// each), the float weights' rows in k-blocks of KB KiB where a tile's R rows
+// are longer (0: 12 KiB; 1024: never, for GPT-2's shapes), named R "x" C S
+// (6x4w: 24 KiB; 4x4f: whole rows); 4x4, the first, is matmul_rows_avx512's.
+// Which fits which core: matmul_avx512.c's napkin bound. Scalar has one variant.
 #define MATMUL_AVX2_VARIANTS(X) X(2, 3, ) X(1, 6, ) X(3, 2, ) X(2, 2, ) X(4, 1, ) X(3, 4, h) X(4, 3, h) X(2, 6, h) X(6, 16, p)
 // 6x16p: one lane of the 16 at a time, 6 weight rows x 16 batch rows, the
 // activations packed lane by lane in scratch (matmul_avx2.c, "packed");
@@ -197,12 +200,13 @@ size_t matmul_avx2_packed_floats(size_t B, size_t K);
 enum { MATMUL_AVX2_VARIANT_COUNT = 9 };
 _Static_assert((int)MATMUL_AVX2_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX2_VARIANTS(MATMUL_AVX2_DECLARE)
-#define MATMUL_AVX512_VARIANTS(X) X(4, 4) X(6, 4) X(4, 6)
-#define MATMUL_AVX512_FN(R, C) matmul_rows_avx512_##R##x##C
-#define MATMUL_AVX512_DECLARE(R, C)                                                                          \
-    void MATMUL_AVX512_FN(R, C)(float *out, const float *inp, const Weight *W, const float *bias, size_t B,   \
-                                size_t n0, size_t n1, int accumulate, float *scratch);
-enum { MATMUL_AVX512_VARIANT_COUNT = 3 };
+#define MATMUL_AVX512_VARIANTS(X) X(4, 4, 0, ) X(6, 4, 0, ) X(4, 6, 0, ) X(6, 4, 24, w) X(4, 6, 24, w) X(8, 3, 24, w) \
+    X(4, 4, 1024, f)
+#define MATMUL_AVX512_FN(R, C, S) matmul_rows_avx512_##R##x##C##S
+#define MATMUL_AVX512_DECLARE(R, C, KB, S)                                                                   \
+    void MATMUL_AVX512_FN(R, C, S)(float *out, const float *inp, const Weight *W, const float *bias, size_t B, \
+                                   size_t n0, size_t n1, int accumulate, float *scratch);
+enum { MATMUL_AVX512_VARIANT_COUNT = 7 };
 _Static_assert((int)MATMUL_AVX512_VARIANT_COUNT <= (int)MATMUL_VARIANTS_MAX, "matmul.h holds every variant");
 MATMUL_AVX512_VARIANTS(MATMUL_AVX512_DECLARE)
 

@@ -61,9 +61,16 @@ int tune_mode_from_env(TuneMode dflt, TuneMode *mode) {
 // the unpacking is shared by 6 FMAs). The cache sizes did not decide
 // between the shapes on the products of GPT-2 124M. With AVX-512 (32 zmm),
 // its first, 4x4 (16 accumulators, 8 loads per 16 FMAs), the shape the
-// tiles had before there were variants. The timings behind both:
-// docs/performance.md.
+// tiles had before there were variants; but on AMD from family 26 (Zen 5:
+// two 512-bit FMA pipes, where Zen 4 splits a zmm FMA over its two 256-bit
+// ones), float weights take 6x4w (24 accumulators, 10 loads per 24 FMAs,
+// and weight rows up to 24 KiB unblocked: matmul_avx512.c's napkin bound).
+// The timings behind them: docs/performance.md.
 int tune_default_variant(const CpuInfo *c, CpuIsa isa, DType dt) {
+    if (isa == CPU_AVX512 && strcmp(c->vendor, "AuthenticAMD") == 0 && c->family >= 26 && !dtype_is_blocked(dt)) {
+        int v = matmul_variant_find(isa, "6x4w");
+        return v < 0 ? 0 : v;
+    }
     if (isa != CPU_AVX2 || c->fma_bits < 256) return 0;
     int v = matmul_variant_find(isa, dtype_is_blocked(dt) ? "1x6" : "4x3h");
     return v < 0 ? 0 : v;

@@ -101,8 +101,10 @@ static void sgemm_pass_free(SgemmPass *p) {
 // Each of a layer's four products alone, ours against sgemm on the same
 // shape and weights (layer 0's, F32, T rows), interleaved, best of 3 each:
 // where the prefill falls short of the bound, which shape it is (on a new
-// CPU, the one whose tiles want changing). GFLOP/s into ours[4], blas[4].
-static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, double ours[4], double blas[4]) {
+// CPU, the one whose tiles want changing). GFLOP/s into ours[4] (plan's
+// variants), dflt[4] (the default variant), blas[4].
+static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, const MatmulPlan *plan, double ours[4],
+                              double dflt[4], double blas[4]) {
     const GPT2Layer *lw = &m->weights.layers[0];
     const Weight *w[4] = {&lw->qkv_w, &lw->attn_proj_w, &lw->fc_w, &lw->fc_proj_w};
     size_t C = (size_t)m->config.n_embd, n_threads = (size_t)threadpool_size(pool);
@@ -110,13 +112,14 @@ static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, double
     float *scratch = aligned_alloc(64, n_threads * per_thread * sizeof(float));
     float *x = aligned_alloc(64, T * 4 * C * sizeof(float)), *y = aligned_alloc(64, T * 4 * C * sizeof(float));
     for (size_t i = 0; i < T * 4 * C; i++) x[i] = 0.001f * (float)(i % 97);
-    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa(), NULL};
+    const MatmulContext ctx = {pool, scratch, per_thread, cpu_best_isa(), plan},
+                        ctx0 = {pool, scratch, per_thread, cpu_best_isa(), NULL};
     for (int s = 0; s < 4; s++) {
         size_t K = w[s]->n_in, N = w[s]->n_out;
         double flops = 2.0 * (double)T * (double)K * (double)N;
-        ours[s] = blas[s] = 0;
+        ours[s] = dflt[s] = blas[s] = 0;
         matmul(y, x, w[s], NULL, T, 0, &ctx);  // untimed: the weights into the caches, as for sgemm
-        for (int round = 0; round < 3; round++) {
+        for (int round = 0; round < 5; round++) {
             double t0 = now_seconds();
             matmul(y, x, w[s], NULL, T, 0, &ctx);
             double t1 = now_seconds();
@@ -124,8 +127,11 @@ static void products_by_shape(const Model *m, ThreadPool *pool, size_t T, double
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)N, (int)K, 1.0f, x, (int)K,
                         w[s]->data, (int)K, 0.0f, y, (int)N);
             double t2 = now_seconds();
+            matmul(y, x, w[s], NULL, T, 0, &ctx0);
+            double t3 = now_seconds();
             if (flops / (t1 - t0) / 1e9 > ours[s]) ours[s] = flops / (t1 - t0) / 1e9;
             if (flops / (t2 - t1) / 1e9 > blas[s]) blas[s] = flops / (t2 - t1) / 1e9;
+            if (flops / (t3 - t2) / 1e9 > dflt[s]) dflt[s] = flops / (t3 - t2) / 1e9;
         }
     }
     free(scratch), free(x), free(y);
@@ -138,7 +144,9 @@ static int32_t token_at(size_t i, size_t salt) { return (int32_t)((i * 265443576
 
 // Decode tok/s of B sequences stepping together: prompts of `prompt` tokens,
 // then `steps` steps of one token each. kv: the caches' element type.
-static double decode_tok_s(const Model *m, ThreadPool *pool, size_t B, size_t prompt, size_t steps, DType kv) {
+// plan: the matmul variants (tune.h), NULL for the default ones.
+static double decode_tok_s(const Model *m, ThreadPool *pool, size_t B, size_t prompt, size_t steps, DType kv,
+                           const MatmulPlan *plan) {
     GptError err = {{0}};
     size_t cap = prompt + steps;
     KVCache *caches = calloc(B, sizeof *caches);
@@ -146,6 +154,7 @@ static double decode_tok_s(const Model *m, ThreadPool *pool, size_t B, size_t pr
     int32_t *ids = malloc(prompt * sizeof *ids), *next = malloc(B * sizeof *next);
     ForwardState fs;
     if (forward_state_init(&fs, &m->config, B > prompt ? B : prompt, cap, B, pool, &err) != 0) die(&err);
+    if (plan) fs.plan = *plan;
     for (size_t b = 0; b < B; b++) {
         if (kvcache_init(&caches[b], &m->config, kv, cap, &err) != 0) die(&err);
         for (size_t i = 0; i < prompt; i++) ids[i] = token_at(i, b);
@@ -187,13 +196,14 @@ static void prefill_run(PrefillRun *p) {
     if (gpt2_forward(p->m, &p->fs, &seq, 1, &err) != 0) die(&err);
 }
 
-static void prefill_init(PrefillRun *p, const Model *m, ThreadPool *pool, size_t T) {
+static void prefill_init(PrefillRun *p, const Model *m, ThreadPool *pool, size_t T, const MatmulPlan *plan) {
     GptError err = {{0}};
     p->m = m;
     p->T = T;
     if (kvcache_init(&p->cache, &m->config, DTYPE_F32, T, &err) != 0 ||
         forward_state_init(&p->fs, &m->config, T, T, 1, pool, &err) != 0)
         die(&err);
+    if (plan) p->fs.plan = *plan;
     p->ids = malloc(T * sizeof *p->ids);
     for (size_t i = 0; i < T; i++) p->ids[i] = token_at(i, 0);
     prefill_run(p);
@@ -232,7 +242,8 @@ static int dtype_selected(const char *name) {
 // force` does), and a prefill of PREFILL_TUNED tokens with the default
 // variants and with the chosen ones (interleaved, best of 3 rounds).
 enum { PREFILL_TUNED = 128 };
-static void bench_variants(Model *models, const int *on, int n_dt, const char *const *names) {
+// plans[t - 1][d]: the plan chosen for dtype d on t threads.
+static void bench_variants(Model *models, const int *on, int n_dt, const char *const *names, MatmulPlan plans[2][N_DT]) {
     CpuInfo ci;
     char line[256];
     cpu_info(&ci);
@@ -247,10 +258,10 @@ static void bench_variants(Model *models, const int *on, int n_dt, const char *c
             MatmulPlan plan;
             TuneReport rep;
             tune_model(&models[d], pool, TUNE_FORCE, "bench", &plan, &rep);
+            plans[t - 1][d] = plan;
             PrefillRun dflt, tuned;
-            prefill_init(&dflt, &models[d], pool, PREFILL_TUNED);
-            prefill_init(&tuned, &models[d], pool, PREFILL_TUNED);
-            tuned.fs.plan = plan;
+            prefill_init(&dflt, &models[d], pool, PREFILL_TUNED, NULL);
+            prefill_init(&tuned, &models[d], pool, PREFILL_TUNED, &plan);
             double a = 0, b = 0;
             for (int round = 0; round < 3; round++) {
                 double x = prefill_tok_s(&dflt), y = prefill_tok_s(&tuned);
@@ -297,7 +308,8 @@ int main(int argc, char **argv) {
     printf("cpu: %s\n", cpu);
     printf("model: %s, %zu params; kernels %s; OpenBLAS core %s (the sgemm bound)\n", argv[1], models[0].n_params,
            matmul_isa_in_use(), openblas_get_corename());
-    bench_variants(models, on, N_DT, DTYPES);
+    MatmulPlan plans[2][N_DT];
+    bench_variants(models, on, N_DT, DTYPES, plans);
     for (int t = 1; t <= 2; t++) {
         GptError perr = {{0}};
         ThreadPool *pool = threadpool_create(t, &perr);
@@ -307,13 +319,16 @@ int main(int argc, char **argv) {
         // sgemm's prefill products and each dtype's prefill of 512 tokens,
         // interleaved, best of 3 rounds (the bound and what it bounds
         // measured in the same moments)
-        double gflops = 0, pre[N_DT] = {0};
+        // Each dtype's products run the variants its tuning above chose (as
+        // gpt's do); F32's also with the default variant (4x4), interleaved.
+        double gflops = 0, pre[N_DT] = {0}, pre_default = 0;
         {
             SgemmPass sp;
-            PrefillRun runs[N_DT];
+            PrefillRun runs[N_DT], dflt;
             sgemm_pass_init(&sp, &models[0], PREFILL);
             for (int d = 0; d < N_DT; d++)
-                if (on[d]) prefill_init(&runs[d], &models[d], pool, PREFILL);
+                if (on[d]) prefill_init(&runs[d], &models[d], pool, PREFILL, &plans[t - 1][d]);
+            if (on[0]) prefill_init(&dflt, &models[0], pool, PREFILL, NULL);
             for (int round = 0; round < 3; round++) {
                 double g = sgemm_pass_gflops(&sp);
                 if (g > gflops) gflops = g;
@@ -322,9 +337,14 @@ int main(int argc, char **argv) {
                     double v = prefill_tok_s(&runs[d]);
                     if (v > pre[d]) pre[d] = v;
                 }
+                if (on[0]) {
+                    double v = prefill_tok_s(&dflt);
+                    if (v > pre_default) pre_default = v;
+                }
             }
             for (int d = 0; d < N_DT; d++)
                 if (on[d]) prefill_free(&runs[d]);
+            if (on[0]) prefill_free(&dflt);
             sgemm_pass_free(&sp);
         }
         double prefill_bound = gflops * 1e9 / flops_per_token;
@@ -334,7 +354,7 @@ int main(int argc, char **argv) {
         for (int round = 0; round < 3; round++) {
             for (int d = 0; d < N_DT; d++) {
                 if (!on[d]) continue;
-                double v = decode_tok_s(&models[d], pool, 1, PROMPT, DECODE, DTYPE_F32);
+                double v = decode_tok_s(&models[d], pool, 1, PROMPT, DECODE, DTYPE_F32, &plans[t - 1][d]);
                 if (v > dec[d]) dec[d] = v;
             }
             double again = read_bandwidth(buf, n_words, t, 1);
@@ -355,7 +375,7 @@ int main(int argc, char **argv) {
             const size_t Bs[] = {1, 2, 4, 8, 16};
             double agg[5];
             for (size_t i = 0; i < 5; i++) {
-                agg[i] = decode_tok_s(m, pool, Bs[i], 16, 32, DTYPE_F32);
+                agg[i] = decode_tok_s(m, pool, Bs[i], 16, 32, DTYPE_F32, &plans[t - 1][d]);
                 printf(" %6.1f", agg[i]);
             }
             // Batched decode is compute-bound: at most the sgemm rate over
@@ -372,12 +392,44 @@ int main(int argc, char **argv) {
                    compute < memory ? "compute" : "memory", compute, memory);
         }
         if (on[0]) {
+            // the default variant beside the tuned one (the table's)
+            double b16 = decode_tok_s(&models[0], pool, 16, 16, 32, DTYPE_F32, NULL);
+            double compute = gflops * 1e9 / flops_per_decoded;
+            double step_bytes = (double)models[0].decode_bytes + 16.0 * (double)kv_per_token * (16 + 32 / 2);
+            double memory = 16.0 * bw * 1e9 / step_bytes;
+            printf("  f32 with the default variant (%s) for every product: prefill 512 %.0f tok/s %.0f%% of the bound; "
+                   "B=16 %.1f tok/s %.0f%% of the lower ceiling\n",
+                   matmul_variant_name(cpu_best_isa(), 0), pre_default, 100 * pre_default / prefill_bound, b16,
+                   100 * b16 / (compute < memory ? compute : memory));
             static const char *const names[4] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
-            double ours[4], blas[4];
-            products_by_shape(&models[0], pool, PREFILL, ours, blas);
-            printf("  f32 products alone (layer 0, T = %d), GFLOP/s ours / sgemm:", PREFILL);
-            for (int s = 0; s < 4; s++) printf(" %s %.0f / %.0f (%.2f)", names[s], ours[s], blas[s], ours[s] / blas[s]);
+            double ours[4], dflt[4], blas[4];
+            products_by_shape(&models[0], pool, PREFILL, &plans[t - 1][0], ours, dflt, blas);
+            printf("  f32 products alone (layer 0, T = %d), GFLOP/s ours (tuned) / ours (%s) / sgemm:", PREFILL,
+                   matmul_variant_name(cpu_best_isa(), 0));
+            for (int s = 0; s < 4; s++)
+                printf(" %s %.0f / %.0f / %.0f (%.2f, %.2f)", names[s], ours[s], dflt[s], blas[s], ours[s] / blas[s],
+                       dflt[s] / blas[s]);
             printf("\n");
+            // What else stops the prefill: a token's time is its products'
+            // (at the rates just measured) and the rest of the layers
+            // (attention, norms, GELU, packing), which sgemm's bound leaves
+            // out. With the rest as measured and the products at sgemm's
+            // rate, the bound that counts the rest.
+            const double kn[4] = {3.0 * C * C, 1.0 * C * C, 4.0 * C * C, 4.0 * C * C};
+            double t_ours = 0, t_blas = 0;
+            for (int s = 0; s < 4; s++) {
+                t_ours += 2.0 * kn[s] * (double)L / (ours[s] * 1e9);
+                t_blas += 2.0 * kn[s] * (double)L / (blas[s] * 1e9);
+            }
+            double rest = 1.0 / pre[0] - t_ours;
+            if (rest < 0)  // a product alone was held up more than the prefill was
+                printf("  f32 prefill 512, a token: products %.3f ms alone, over the whole prefill's %.3f ms: "
+                       "a noisy round, no bound of the rest\n", 1e3 * t_ours, 1e3 / pre[0]);
+            else
+                printf("  f32 prefill 512, a token: products %.3f ms (at the rates above), the rest %.3f ms (%.0f%%); "
+                   "with sgemm's products and this rest the bound is %.0f tok/s: ours %.0f%% of it\n",
+                   1e3 * t_ours, 1e3 * rest, 100 * rest * pre[0], 1.0 / (t_blas + rest),
+                   100 * pre[0] * (t_blas + rest));
         }
         // a long context: the KV cache read joins the weights
         if (!on[0]) {
@@ -386,8 +438,8 @@ int main(int argc, char **argv) {
         }
         double kv32 = 0, kv16 = 0;
         for (int round = 0; round < 2; round++) {
-            double a = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F32);
-            double b = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F16);
+            double a = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F32, &plans[t - 1][0]);
+            double b = decode_tok_s(&models[0], pool, 1, LONG_CTX, 64, DTYPE_F16, &plans[t - 1][0]);
             if (a > kv32) kv32 = a;
             if (b > kv16) kv16 = b;
         }
