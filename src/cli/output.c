@@ -26,9 +26,19 @@ static int stdout_failed(void) {
     return -1;
 }
 
+// A write interrupted by a signal (Ctrl-C while a terminal's writes block:
+// gpt installs its SIGINT handler without SA_RESTART so that a read waiting
+// for the user returns) is no failure: the rest is written again.
 int out_write(const void *p, size_t n) {
-    errno = 0;
-    if (n && fwrite(p, 1, n, stdout) != n) return stdout_failed();
+    const char *c = p;
+    for (size_t left = n; left;) {
+        errno = 0;
+        size_t wrote = fwrite(c, 1, left, stdout);
+        c += wrote, left -= wrote;
+        if (!left) break;
+        if (errno != EINTR) return stdout_failed();
+        clearerr(stdout);
+    }
     if (n) line_open = ((const char *)p)[n - 1] != '\n';
     return 0;
 }
@@ -38,8 +48,12 @@ int out_end_text(void) {
 }
 
 int out_flush(void) {
-    errno = 0;
-    return fflush(stdout) == 0 ? 0 : stdout_failed();
+    for (;;) {
+        errno = 0;
+        if (fflush(stdout) == 0) return 0;
+        if (errno != EINTR) return stdout_failed();
+        clearerr(stdout);
+    }
 }
 
 int out_printf(const char *fmt, ...) {
