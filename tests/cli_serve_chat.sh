@@ -217,7 +217,6 @@ while [ $i -lt 16 ]; do
 done
 
 # SIGTERM while 16 chats run: each answer whole and gpt's (or a 503), exit 0
-before=$(grep -c '"path":"/v1/chat/completions"' "$tmp/t.log")
 clients=
 i=0
 while [ $i -lt 16 ]; do
@@ -228,13 +227,17 @@ while [ $i -lt 16 ]; do
     clients="$clients $!"
     i=$((i + 1))
 done
-# once the server has all 16 and one at least still runs: those answered
-# (their request lines) and those queued or running (/metrics) make 16
+# once the server has all 16: those answered (their client has written its
+# status; not the log's request lines, which may come after the client has
+# its answer, so that a line of the batch before could count for one of
+# these that has not connected yet) and those queued or running (/metrics)
+# make 16
 j=0
 while [ $j -lt 1000 ]; do
     get /metrics "$tmp/m" > /dev/null
     inside=$(awk '/^gpt_sequences_(running|queued) / { n += $2 } END { print n + 0 }' "$tmp/m")
-    answered=$(($(grep -c '"path":"/v1/chat/completions"' "$tmp/t.log") - before))
+    answered=0
+    for f in "$tmp"/t16r*.status; do [ -s "$f" ] && answered=$((answered + 1)); done
     [ $((inside + answered)) -ge 16 ] && break
     sleep 0.01
     j=$((j + 1))
