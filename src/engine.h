@@ -288,6 +288,16 @@ GrammarVocab *sequence_grammar_vocab(const Tokenizer *tok, size_t V, GptError *e
 // any sequence not freed first). NULL on allocation failure.
 GrammarShare *grammar_share_new(void);
 void grammar_share_free(GrammarShare *sh);
+// What an engine's maskers hold now (for /metrics): their number, how many
+// no sequence holds (kept for the next request of the same grammar), the
+// bytes of their caches, and the mask walks they have computed and served
+// from a cache in all (a freed masker's are gone from the sums). Call it
+// from the thread that runs the engine's steps.
+typedef struct {
+    size_t maskers, idle, cache_bytes;
+    uint64_t computed, cached;
+} GrammarShareStats;
+GrammarShareStats grammar_share_stats(const GrammarShare *sh);
 // The ids the model's window holds (the prompt and what followed, or after
 // a context shift the kept ones and what followed): *n of them.
 const int32_t *sequence_context(const Sequence *s, size_t *n);

@@ -91,41 +91,73 @@ size_t sequence_positions(const GPT2Config *c, size_t n_prompt, size_t max_new) 
     return n_prompt + (max_new < room ? max_new : room);
 }
 
+// An engine's maskers, one per (grammar, vocabulary), found by the
+// grammar's automaton (grammar_same), not its address: requests that send
+// the same schema compile it each time, and the second finds the masks the
+// first computed. A masker no sequence holds is kept (idle) until
+// SHARE_IDLE_KEPT others are, the least recently used freed first; each
+// holds at most its grammar's max_cache_bytes (CONSTRAINT_CACHE_BYTES,
+// 16 MiB, for the command's and the server's constraints). Results do not
+// depend on what is kept: a mask is a function of the matcher's state.
+enum { SHARE_IDLE_KEPT = 4 };
+
 struct GrammarShare {
     struct {
-        const Grammar *g;
-        const GrammarVocab *v;
+        Grammar *g;  // a reference (grammar_ref): the request that compiled it may end first
+        const GrammarVocab *v;  // the engine's creator's; outlives the engine
         GrammarMasker *mk;
-        size_t refs;  // sequences holding it; freed at 0, so a grammar freed after its sequences
-                      // and another made at its address never meet its cache
+        size_t refs;       // sequences holding it
+        uint64_t last_use; // of use, for the choice of the idle one to free
     } *e;
     size_t n, cap;
+    uint64_t uses;
 };
 
 GrammarShare *grammar_share_new(void) { return calloc(1, sizeof(GrammarShare)); }
 
+static void share_remove(GrammarShare *sh, size_t i) {
+    grammar_masker_free(sh->e[i].mk);
+    grammar_free(sh->e[i].g);
+    sh->e[i] = sh->e[--sh->n];
+}
+
 void grammar_share_free(GrammarShare *sh) {
     if (!sh) return;
-    for (size_t i = 0; i < sh->n; i++) grammar_masker_free(sh->e[i].mk);
+    while (sh->n) share_remove(sh, sh->n - 1);
     free(sh->e);
     free(sh);
+}
+
+GrammarShareStats grammar_share_stats(const GrammarShare *sh) {
+    GrammarShareStats st = {0};
+    for (size_t i = 0; i < sh->n; i++) {
+        GrammarMaskerStats m = grammar_masker_stats(sh->e[i].mk);
+        st.maskers++;
+        st.idle += sh->e[i].refs == 0;
+        st.cache_bytes += m.cache_bytes;
+        st.computed += m.computed;
+        st.cached += m.cached;
+    }
+    return st;
 }
 
 // The masker of (g, v), one more holder. NULL with err set on failure.
 static GrammarMasker *share_take(GrammarShare *sh, const Grammar *g, const GrammarVocab *v, int32_t eot,
                                  GptError *err) {
     for (size_t i = 0; i < sh->n; i++)
-        if (sh->e[i].g == g && sh->e[i].v == v) {
+        if (sh->e[i].v == v && grammar_same(sh->e[i].g, g)) {
             sh->e[i].refs++;
+            sh->e[i].last_use = ++sh->uses;
             return sh->e[i].mk;
         }
     if (grow_array(&sh->e, &sh->cap, sh->n + 1, sizeof *sh->e)) return gpt_error(err, "out of memory"), NULL;
     GrammarMasker *mk = grammar_masker_new(g, v, eot, NULL, err);
     if (!mk) return NULL;
-    sh->e[sh->n].g = g;
+    sh->e[sh->n].g = grammar_ref(g);
     sh->e[sh->n].v = v;
     sh->e[sh->n].mk = mk;
     sh->e[sh->n].refs = 1;
+    sh->e[sh->n].last_use = ++sh->uses;
     sh->n++;
     return mk;
 }
@@ -133,12 +165,19 @@ static GrammarMasker *share_take(GrammarShare *sh, const Grammar *g, const Gramm
 static void share_drop(GrammarShare *sh, GrammarMasker *mk) {
     for (size_t i = 0; i < sh->n; i++)
         if (sh->e[i].mk == mk) {
-            if (--sh->e[i].refs == 0) {
-                grammar_masker_free(mk);
-                sh->e[i] = sh->e[--sh->n];
-            }
-            return;
+            sh->e[i].refs--;
+            break;
         }
+    for (;;) {  // past SHARE_IDLE_KEPT idle ones, the least recently used goes
+        size_t idle = 0, oldest = sh->n;
+        for (size_t i = 0; i < sh->n; i++)
+            if (sh->e[i].refs == 0) {
+                idle++;
+                if (oldest == sh->n || sh->e[i].last_use < sh->e[oldest].last_use) oldest = i;
+            }
+        if (idle <= SHARE_IDLE_KEPT) return;
+        share_remove(sh, oldest);
+    }
 }
 
 int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_prompt,

@@ -170,9 +170,36 @@ completion() {  # completion WHAT MORE EXPECTED [MAX]: /v1/completions with the 
     st=$(post /v1/completions "{\"prompt\":\"Record:\",\"seed\":5,\"max_tokens\":${4:-200}$2}" "$tmp/r")
     if [ "$st" = 200 ]; then same "server: $1" "$tmp/r" "$3"; else fail "server: $1: $st $(cat "$tmp/r")"; fi
 }
+# grammar_metrics: "maskers idle computed cached" from /metrics once no
+# sequence runs (the scheduler writes these with gpt_sequences_running)
+grammar_metrics() {
+    j=0
+    while [ $j -lt 1000 ]; do
+        get /metrics "$tmp/m" > /dev/null
+        grep -q '^gpt_sequences_running 0$' "$tmp/m" && break
+        sleep 0.01
+        j=$((j + 1))
+    done
+    awk '/^gpt_grammar_maskers / { m = $2 } /^gpt_grammar_maskers_idle / { i = $2 }
+         /^gpt_grammar_mask_walks\{from="computed"\}/ { c = $2 } /^gpt_grammar_mask_walks\{from="cache"\}/ { k = $2 }
+         END { print m + 0, i + 0, c + 0, k + 0 }' "$tmp/m"
+}
 completion "json_schema" ",\"json_schema\":$S1" "$tmp/one"
+# shellcheck disable=SC2046 # four numbers
+set -- $(grammar_metrics)
+m1=$1 c1=$3 k1=$4
 completion "response_format json_schema" \
     ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\",\"schema\":$S1,\"strict\":true}}" "$tmp/one"
+# the second request of the same schema (another field, compiled again)
+# finds the first's masks: one masker, kept idle; its walks are served
+# from the cache but for a few (a position whose walks turned out large
+# is keyed deeper from its second visit on: grammar_match.c, DEEPEN_NODES)
+# shellcheck disable=SC2046
+set -- $(grammar_metrics)
+if [ "$m1" = 1 ] && [ "$1" = 1 ] && [ "$2" = 1 ] && [ "$c1" -gt 0 ] && [ $(($3 - c1)) -le $((c1 / 4)) ] &&
+    [ $(($4 - k1)) -ge $((c1 / 2)) ]; then pass
+else fail "the same schema's masks: maskers $m1 then $1 (idle $2), walks computed $c1 then $3, from the cache $k1 then $4"
+fi
 completion "regex" ",\"regex\":\"$RE\"" "$tmp/re"
 completion "grammar" ",\"grammar\":\"root ::= \\\"{\\\\\\\"n\\\\\\\":\\\" [0-9]{1,4} \\\"}\\\"\"" "$tmp/gr"
 # json_object: 40 tokens may end it by length; compare the bits whatever the reason
@@ -187,6 +214,15 @@ printf '%s' "$MSG" | "$GPT" -m $MODEL -q -t 2 --chat-template gpt2 -s 5 -n 200 -
     fail "gpt --chat-template: $(cat "$tmp/err")"
 st=$(post /v1/chat/completions "{\"messages\":$MSG,\"seed\":5,\"max_tokens\":200,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\",\"schema\":$S1}}}" "$tmp/r")
 if [ "$st" = 200 ]; then same "chat response_format json_schema" "$tmp/r" "$tmp/chat1"; else fail "chat: $st $(cat "$tmp/r")"; fi
+
+# past 4 grammars no request uses, the least recently used is dropped
+for re in x y z w v; do
+    st=$(post /v1/completions "{\"prompt\":\"Record:\",\"max_tokens\":3,\"regex\":\"[$re]+\"}" "$tmp/r")
+    [ "$st" = 200 ] || fail "regex [$re]+: $st $(cat "$tmp/r")"
+done
+# shellcheck disable=SC2046
+set -- $(grammar_metrics)
+if [ "$1" = 4 ] && [ "$2" = 4 ]; then pass; else fail "after 5 more grammars: $1 maskers, $2 idle (want 4, 4)"; fi
 
 # ----------------------------------------------------------------------------
 # errors

@@ -9,8 +9,9 @@
  *
  * Every form may come from anyone (a server's request body), so every
  * bound of the translators and of grammar_compile holds (schema.h,
- * regex.h, GrammarLimits), and the mask cache of each sequence is held to
- * CONSTRAINT_CACHE_BYTES (16 sequences of a server together: 256 MiB).
+ * regex.h, GrammarLimits), and the mask cache of each grammar is held to
+ * CONSTRAINT_CACHE_BYTES (a server's 16 sequences of different grammars
+ * and the 4 it keeps idle, sequence.c's GrammarShare: 320 MiB).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -917,6 +917,38 @@ static void parser_free(Parser *p) {
     free(p->classes);
 }
 
+// The arrays grammar_same compares (the names only name rules in messages).
+static size_t n_alts_of(const Grammar *g) { return g->rule_alt_start[g->n_rules]; }
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t grammar_hash(const Grammar *g) {
+    uint64_t h = 1469598103934665603ull;
+    h = hash_bytes(h, g->el, g->n_el * sizeof *g->el);
+    h = hash_bytes(h, g->alts, n_alts_of(g) * sizeof *g->alts);
+    h = hash_bytes(h, g->rule_alt_start, (g->n_rules + 1) * sizeof *g->rule_alt_start);
+    h = hash_bytes(h, g->classes, g->n_classes * sizeof *g->classes);
+    return hash_bytes(h, &g->root, sizeof g->root);
+}
+
+bool grammar_same(const Grammar *a, const Grammar *b) {
+    if (a == b) return true;
+    return a->hash == b->hash && a->n_el == b->n_el && a->n_rules == b->n_rules &&
+           a->n_classes == b->n_classes && a->root == b->root &&
+           memcmp(&a->lim, &b->lim, sizeof a->lim) == 0 &&
+           memcmp(a->el, b->el, a->n_el * sizeof *a->el) == 0 &&
+           memcmp(a->rule_alt_start, b->rule_alt_start, (a->n_rules + 1) * sizeof *a->rule_alt_start) == 0 &&
+           memcmp(a->alts, b->alts, n_alts_of(a) * sizeof *a->alts) == 0 &&
+           memcmp(a->classes, b->classes, a->n_classes * sizeof *a->classes) == 0;
+}
+
 Grammar *grammar_compile(const char *text, size_t len, const GrammarLimits *limits, GptError *err) {
     Parser p = {.s = text, .len = len, .lim = grammar_limits_resolve(limits), .t0 = now_seconds(),
                 .err = err, .any_rule = -1};
@@ -933,6 +965,8 @@ Grammar *grammar_compile(const char *text, size_t len, const GrammarLimits *limi
             gpt_error(err, "grammar: no rule 'root' (the start rule) is defined");
         else if (check_and_build(&p, g, root) == 0) {
             parser_free(&p);
+            g->hash = grammar_hash(g);
+            g->refs = 1;
             return g;
         }
     }
@@ -941,8 +975,14 @@ Grammar *grammar_compile(const char *text, size_t len, const GrammarLimits *limi
     return NULL;
 }
 
+Grammar *grammar_ref(const Grammar *g) {
+    Grammar *held = (Grammar *)g;  // its count of holders is not part of the automaton
+    held->refs++;
+    return held;
+}
+
 void grammar_free(Grammar *g) {
-    if (!g) return;
+    if (!g || --g->refs > 0) return;
     if (g->names)
         for (size_t r = 0; r < g->n_rules; r++) free(g->names[r]);
     free(g->names);

@@ -71,8 +71,16 @@ typedef struct Grammar Grammar;
 // with err set: "LINE:COL: what was expected" or the rule and the bound.
 Grammar *grammar_compile(const char *text, size_t len, const GrammarLimits *limits,
                          GptError *err);
-// NULL-safe.
+// One more holder of g (returned): a cache that outlives the request that
+// compiled g (GrammarShare, engine.h). Thread-safe.
+Grammar *grammar_ref(const Grammar *g);
+// Drops one holder; the last frees. NULL-safe.
 void grammar_free(Grammar *g);
+// True when a and b are the same automaton with the same limits (two
+// compilations of one text, or of texts that compile alike): a matcher of
+// one is a matcher of the other, position for position, so they may share
+// a GrammarMasker.
+bool grammar_same(const Grammar *a, const Grammar *b);
 
 // The number of automaton positions (for --stats and the bounds' tests).
 size_t grammar_size(const Grammar *g);

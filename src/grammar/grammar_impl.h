@@ -33,6 +33,8 @@ struct Grammar {
     size_t n_classes;
     uint32_t root;
     GrammarLimits lim;
+    uint64_t hash;            // of the automaton and the limits (grammar_same)
+    _Atomic size_t refs;      // holders (grammar_ref); freed by the last grammar_free
 };
 
 GrammarLimits grammar_limits_resolve(const GrammarLimits *in);

@@ -1090,6 +1090,17 @@ char *metrics_text(Server *s) {
         kvcache_bytes_per_token(&s->session.model.config, s->limits.kv_dtype));
     PUT("# HELP gpt_kv_blocks_touched KV-cache blocks ever used: the part of the budget that has taken memory.\n"
         "# TYPE gpt_kv_blocks_touched gauge\ngpt_kv_blocks_touched %zu\n", m->kv_blocks_touched);
+    PUT("# HELP gpt_grammar_maskers Compiled grammars' mask caches the engine holds (a request's grammar, JSON "
+        "schema or regex; the same one shares its cache with later requests).\n"
+        "# TYPE gpt_grammar_maskers gauge\ngpt_grammar_maskers %zu\n", m->grammar.maskers);
+    PUT("# HELP gpt_grammar_maskers_idle Of gpt_grammar_maskers, those no request uses now (at most 4 are kept).\n"
+        "# TYPE gpt_grammar_maskers_idle gauge\ngpt_grammar_maskers_idle %zu\n", m->grammar.idle);
+    PUT("# HELP gpt_grammar_cache_bytes Bytes of the grammar maskers' caches (at most 16 MiB each).\n"
+        "# TYPE gpt_grammar_cache_bytes gauge\ngpt_grammar_cache_bytes %zu\n", m->grammar.cache_bytes);
+    PUT("# HELP gpt_grammar_mask_walks Walks of the vocabulary computed for the maskers held, and those served "
+        "from their caches.\n# TYPE gpt_grammar_mask_walks gauge\n"
+        "gpt_grammar_mask_walks{from=\"computed\"} %llu\ngpt_grammar_mask_walks{from=\"cache\"} %llu\n",
+        (unsigned long long)m->grammar.computed, (unsigned long long)m->grammar.cached);
     PUT("# HELP gpt_model_bytes Bytes of the model's weights as held in memory (mapped or converted).\n"
         "# TYPE gpt_model_bytes gauge\ngpt_model_bytes %zu\n", s->session.model.weight_bytes);
     PUT("# HELP gpt_engine_buffer_bytes Bytes of the engine's step buffers (activations, logit rows, sampler), "

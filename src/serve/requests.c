@@ -332,6 +332,7 @@ void *scheduler_main(void *arg) {
         s->metrics.kv_blocks_used = ps.held;
         s->metrics.kv_blocks = ps.n_blocks;
         s->metrics.kv_blocks_touched = ps.touched;
+        s->metrics.grammar = grammar_share_stats(s->engine.grammar_share);
     }
     pthread_mutex_unlock(&s->lock);
     scheduler_free(&sch);

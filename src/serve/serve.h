@@ -152,6 +152,7 @@ typedef struct {
     size_t running, queued;              // sequences now
     size_t kv_blocks_used, kv_blocks;    // of the pool
     size_t kv_blocks_touched;            // of the pool, ever used: they have taken memory
+    GrammarShareStats grammar;           // the engine's maskers (grammar_share_stats)
     // seconds: from a completion request's arrival to each choice's first
     // token; between a choice's tokens; from its arrival to its end; each
     // choice's wait from the arrival to a place in the steps
