@@ -34,12 +34,14 @@ $(error pkg-config finds no $(PKGS_MISSING): install the packages of README.md's
 endif
 endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+# OpenBLAS is not linked into gpt (src/kernels/blas.c opens it for --blas:
+# loading it costs every run ~13 ms); the benches link it for their bound
+PKG_LIBS   := $(shell pkg-config --libs $(filter-out openblas,$(PKGS)))
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
 # BASE_CFLAGS: what every build of the sources needs (also make fuzz's).
 BASE_CFLAGS = -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -Isrc -MMD -MP
-LDLIBS   += $(PKG_LIBS) -lpthread -lm
+LDLIBS   += $(PKG_LIBS) -lpthread -lm -ldl
 
 # The loops marked `#pragma omp simd` (GELU, softmax, layernorm, bias adds)
 # are vectorised: -fopenmp-simd enables those pragmas alone, no OpenMP

@@ -73,11 +73,11 @@ int forward_state_init(ForwardState *s, const GPT2Config *cfg, size_t max_tokens
 int forward_state_use_blas(ForwardState *s, const GPT2Config *cfg, GptError *err) {
     size_t HS = (size_t)(cfg->n_embd / cfg->n_head);
     if (s->use_blas) return 0;
+    if (blas_load(err) != 0) return -1;
     size_t bytes = blas_attention_floats(s->max_tokens, s->max_ctx, HS, threadpool_size(s->pool)) * sizeof(float);
     s->blas_scratch = malloc(bytes);
     if (!s->blas_scratch) return gpt_error(err, "forward: out of memory for the OpenBLAS attention's scratch");
     s->bytes += bytes;
-    blas_single_threaded();  // OpenBLAS runs inside our pool's parts
     s->use_blas = 1;
     return 0;
 }

@@ -11,11 +11,9 @@
  */
 #include <string.h>
 
-#include "kernels/blas.h"
 #include "cli.h"
 
 int main(int argc, char **argv) {
-    blas_stop_threads();  // gpt runs OpenBLAS (--blas) on its own threads: OpenBLAS's would only spin
     if (argc >= 2 && !strcmp(argv[1], "convert")) return run_convert(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return run_serve(argc - 1, argv + 1);

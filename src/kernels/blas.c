@@ -4,7 +4,9 @@
 #include "kernels/blas.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,20 +17,61 @@
 void openblas_set_num_threads(int n);
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
-
 // OpenBLAS's, exported but in no header: ends its threads (its fork handler
-// calls it); weak, so that a build against a BLAS without it still links.
-int blas_thread_shutdown_(void) __attribute__((weak));
+// calls it); a BLAS without it is used with its threads left asleep.
+int blas_thread_shutdown_(void);
 
-void blas_single_threaded(void) { openblas_set_num_threads(1); }
+// OpenBLAS is opened at its first use (blas_load), not linked: loading it
+// costs every run of gpt ~13 ms of CPU (its relocations and the threads its
+// constructor starts), which only --blas needs. The table is written once,
+// under pthread_once, and only read after: the process's one copy of the
+// library, as the dynamic linker's own tables are.
+static struct {
+    __typeof__(cblas_sgemm) *sgemm;
+    __typeof__(openblas_set_num_threads) *set_num_threads;
+    __typeof__(openblas_get_corename) *get_corename;
+    __typeof__(openblas_get_config) *get_config;
+    __typeof__(blas_thread_shutdown_) *thread_shutdown;  // NULL where the library lacks it
+    char error[256];
+} lib;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
-void blas_stop_threads(void) {
-    blas_single_threaded();
-    if (blas_thread_shutdown_) blas_thread_shutdown_();
+// The library's names, Debian's soname first.
+static const char *const LIB_NAMES[] = {"libopenblas.so.0", "libopenblas.so"};
+
+static void lib_open(void) {
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof LIB_NAMES / sizeof *LIB_NAMES && !h; i++) h = dlopen(LIB_NAMES[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        snprintf(lib.error, sizeof lib.error, "cannot load OpenBLAS (%s): %s", LIB_NAMES[0], why ? why : "not found");
+        return;
+    }
+    // dlsym returns void *: POSIX guarantees it converts to a function pointer
+    *(void **)&lib.set_num_threads = dlsym(h, "openblas_set_num_threads");
+    *(void **)&lib.get_corename = dlsym(h, "openblas_get_corename");
+    *(void **)&lib.get_config = dlsym(h, "openblas_get_config");
+    *(void **)&lib.thread_shutdown = dlsym(h, "blas_thread_shutdown_");
+    void *sgemm = dlsym(h, "cblas_sgemm");
+    if (!sgemm || !lib.set_num_threads || !lib.get_corename || !lib.get_config) {
+        snprintf(lib.error, sizeof lib.error, "%s lacks cblas_sgemm or openblas_set_num_threads", LIB_NAMES[0]);
+        return;  // the handle stays open: nothing of it is used
+    }
+    // our pool's threads call it; its own threads, started by its
+    // constructor, would only spin beside them
+    lib.set_num_threads(1);
+    if (lib.thread_shutdown) lib.thread_shutdown();
+    *(void **)&lib.sgemm = sgemm;  // last: set means usable
+}
+
+int blas_load(GptError *err) {
+    pthread_once(&lib_once, lib_open);
+    return lib.sgemm ? 0 : gpt_error(err, "--blas: %s", lib.error);
 }
 
 const char *blas_describe(char *buf, size_t cap) {
-    snprintf(buf, cap, "%s (core %s)", openblas_get_config(), openblas_get_corename());
+    if (blas_load(NULL) != 0) snprintf(buf, cap, "OpenBLAS (not loaded: %s)", lib.error);
+    else snprintf(buf, cap, "%s (core %s)", lib.get_config(), lib.get_corename());
     return buf;
 }
 
@@ -41,7 +84,7 @@ static void product_part(void *arg, int thread, int n_threads) {
     if (n0 >= n1) return;
     float *out = j->out + n0;
     // out(T, n1-n0) = inp(T,K) @ W[n0:n1](n1-n0, K)^T (+ out)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->T, (int)(n1 - n0), (int)K, 1.0f, j->inp, (int)K,
+    lib.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->T, (int)(n1 - n0), (int)K, 1.0f, j->inp, (int)K,
                 (const float *)j->W->data + n0 * K, (int)K, j->accumulate ? 1.0f : 0.0f, out, (int)N);
     if (j->bias)
         for (size_t t = 0; t < j->T; t++)
@@ -105,7 +148,7 @@ static void attention_part(void *arg, int thread, int n_threads) {
     for (size_t h = h0; h < h1; h++) {
         gather(keys, values, c, j->layer, h, Tk);
         // S(n,Tk) = Q(n,HS) @ K(Tk,HS)^T * scale; Q's rows are 3C apart
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS, j->scale, j->qkv + h * HS,
+        lib.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)Tk, (int)HS, j->scale, j->qkv + h * HS,
                     (int)(3 * C), keys, (int)HS, 0.0f, S, (int)Tk);
         for (size_t t = 0; t < n; t++) {
             float *row = S + t * Tk;
@@ -119,7 +162,7 @@ static void attention_part(void *arg, int thread, int n_threads) {
             for (size_t u = 0; u < Tk; u++) row[u] /= sum;
         }
         // O(n,HS) = S(n,Tk) @ V(Tk,HS), into attn's rows (C apart)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)HS, (int)Tk, 1.0f, S, (int)Tk, values,
+        lib.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)HS, (int)Tk, 1.0f, S, (int)Tk, values,
                     (int)HS, 0.0f, j->attn + h * HS, (int)C);
     }
 }

@@ -29,6 +29,7 @@
 
 #include "model/dtype.h"
 #include "model/kvcache.h"
+#include "base/error.h"
 #include "base/threads.h"
 
 // Calls with at least this many rows go to OpenBLAS (measured: below it our
@@ -36,18 +37,12 @@
 // speculative decoding, at most 33 rows, on our kernels).
 enum { BLAS_MIN_ROWS = 64 };
 
-// Makes every OpenBLAS call run on the thread that calls it (its own pool
-// of threads stays asleep): blas_matmul and blas_attention split the work
-// over our pool instead. forward_state_use_blas calls it.
-void blas_single_threaded(void);
-// blas_single_threaded, and OpenBLAS's own threads ended. OpenBLAS starts
-// them when the program loads (one per core but one), and they spin for
-// their first tenth of a second or so before they sleep: on a 2-core
-// machine that is a core taken from our threads while the model loads and
-// the prompt runs (docs/performance.md). gpt calls it first thing. Not
-// thread-safe: call it before any thread of the program uses OpenBLAS. A
-// later call that wants OpenBLAS's threads starts them again.
-void blas_stop_threads(void);
+// Opens OpenBLAS (libopenblas.so.0) the first time, on its own threads'
+// behalf set to run each call on the thread that calls it (blas_matmul and
+// blas_attention split the work over our pool instead; its own threads are
+// ended). Thread-safe. 0, or -1 with err set ("--blas: cannot load
+// OpenBLAS ..."). Every other function here needs it done first.
+int blas_load(GptError *err);
 // "OpenBLAS <version> (<core>)", for reports; buf of cap bytes.
 const char *blas_describe(char *buf, size_t cap);
 

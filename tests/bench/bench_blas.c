@@ -42,7 +42,11 @@ int main(void) {
     char cpu[256];
     cpu_description(cpu, sizeof cpu);
     printf("cpu: %s; kernels %s; OpenBLAS core %s\n", cpu, matmul_isa_in_use(), openblas_get_corename());
-    blas_single_threaded();
+    GptError err = {{0}};
+    if (blas_load(&err) != 0) {
+        fprintf(stderr, "bench_blas: %s\n", err.msg);
+        return 1;
+    }
     float *x = aligned_alloc(64, MAX_T * 3072 * sizeof(float));
     float *out = aligned_alloc(64, MAX_T * 3072 * sizeof(float));
     float *bias = malloc(3072 * sizeof(float));
