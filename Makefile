@@ -34,9 +34,11 @@ $(error pkg-config finds no $(PKGS_MISSING): install the packages of README.md's
 endif
 endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-# OpenBLAS is not linked into gpt (src/kernels/blas.c opens it for --blas:
-# loading it costs every run ~13 ms); the benches link it for their bound
-PKG_LIBS   := $(shell pkg-config --libs $(filter-out openblas,$(PKGS)))
+# OpenBLAS and libmicrohttpd are not linked into gpt: src/kernels/blas.c
+# opens OpenBLAS for --blas, src/serve/http.c libmicrohttpd for gpt serve
+# (loading them, and GnuTLS with the second, cost every run ~20 ms of CPU);
+# the benches link OpenBLAS for their bound
+PKG_LIBS   := $(shell pkg-config --libs $(filter-out openblas libmicrohttpd,$(PKGS)))
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
 # BASE_CFLAGS: what every build of the sources needs (also make fuzz's).

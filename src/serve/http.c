@@ -39,8 +39,10 @@
  */
 #define _GNU_SOURCE  // POLLRDHUP
 #include <cJSON.h>
+#include <dlfcn.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,76 @@
 #include "base/grow.h"
 #include "serve.h"
 #include "base/utf8.h"
+
+// libmicrohttpd is opened when gpt serve starts (http_load), not linked:
+// it brings GnuTLS, whose loading costs every run of gpt ~8 ms of CPU
+// (an empty C program linked with -lgnutls: 11 ms of task-clock against
+// 3), which only the server needs. The table is written once, under
+// pthread_once, and only read after: the process's one copy of the
+// library, as the dynamic linker's own tables are.
+static struct {
+    __typeof__(MHD_add_response_header) *add_response_header;
+    __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+    __typeof__(MHD_lookup_connection_value_n) *lookup_connection_value_n;
+    __typeof__(MHD_lookup_connection_value) *lookup_connection_value;
+    __typeof__(MHD_get_connection_info) *get_connection_info;
+    __typeof__(MHD_suspend_connection) *suspend_connection;
+    __typeof__(MHD_stop_daemon) *stop_daemon;
+    __typeof__(MHD_start_daemon) *start_daemon;
+    __typeof__(MHD_resume_connection) *resume_connection;
+    __typeof__(MHD_quiesce_daemon) *quiesce_daemon;
+    __typeof__(MHD_queue_response) *queue_response;
+    __typeof__(MHD_destroy_response) *destroy_response;
+    __typeof__(MHD_create_response_from_callback) *create_response_from_callback;
+    char error[256];
+    int ok;
+} mhd;
+static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
+
+static const char MHD_LIBRARY[] = "libmicrohttpd.so.12";  // Debian's soname of the API microhttpd.h declares
+
+static void mhd_open(void) {
+    void *h = dlopen(MHD_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        snprintf(mhd.error, sizeof mhd.error, "cannot load libmicrohttpd (%s): %s", MHD_LIBRARY, why ? why : "not found");
+        return;
+    }
+    // dlsym returns void *: POSIX guarantees it converts to a function pointer
+    struct {
+        void **slot;
+        const char *name;
+    } syms[] = {
+        {(void **)&mhd.add_response_header, "MHD_add_response_header"},
+        {(void **)&mhd.create_response_from_buffer, "MHD_create_response_from_buffer"},
+        {(void **)&mhd.lookup_connection_value_n, "MHD_lookup_connection_value_n"},
+        {(void **)&mhd.lookup_connection_value, "MHD_lookup_connection_value"},
+        {(void **)&mhd.get_connection_info, "MHD_get_connection_info"},
+        {(void **)&mhd.suspend_connection, "MHD_suspend_connection"},
+        {(void **)&mhd.stop_daemon, "MHD_stop_daemon"},
+        {(void **)&mhd.start_daemon, "MHD_start_daemon"},
+        {(void **)&mhd.resume_connection, "MHD_resume_connection"},
+        {(void **)&mhd.quiesce_daemon, "MHD_quiesce_daemon"},
+        {(void **)&mhd.queue_response, "MHD_queue_response"},
+        {(void **)&mhd.destroy_response, "MHD_destroy_response"},
+        {(void **)&mhd.create_response_from_callback, "MHD_create_response_from_callback"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
+        if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
+            snprintf(mhd.error, sizeof mhd.error, "%s lacks %s", MHD_LIBRARY, syms[i].name);
+            return;  // the handle stays open: nothing of it is used
+        }
+    mhd.ok = 1;
+}
+
+int http_load(GptError *err) {
+    pthread_once(&mhd_once, mhd_open);
+    return mhd.ok ? 0 : gpt_error(err, "%s", mhd.error);
+}
+
+int http_quiesce(struct MHD_Daemon *d) { return mhd.quiesce_daemon(d); }
+
+void http_stop(struct MHD_Daemon *d) { mhd.stop_daemon(d); }
 
 // The longest Origin kept: longer ones are allowed by no --cors-origin.
 enum { ORIGIN_CAP = 256 };
@@ -157,7 +229,7 @@ static const char *origin_allowed(const Server *s, const char *origin) {
 static void read_origin(Server *s, struct MHD_Connection *c, Conn *k) {
     const char *o;
     size_t n;
-    if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, "Origin", 6, &o, &n) != MHD_YES || !o) return;
+    if (mhd.lookup_connection_value_n(c, MHD_HEADER_KIND, "Origin", 6, &o, &n) != MHD_YES || !o) return;
     k->cors = -1;
     // one with a NUL byte is not the origin its first bytes name
     const char *allowed = strlen(o) == n && n < sizeof k->origin ? origin_allowed(s, o) : NULL;
@@ -169,12 +241,12 @@ static void read_origin(Server *s, struct MHD_Connection *c, Conn *k) {
 // Queues r with the status, and the CORS headers when k's origin is allowed.
 static enum MHD_Result queue(struct MHD_Connection *c, Conn *k, int status, struct MHD_Response *r) {
     if (k->cors > 0) {
-        MHD_add_response_header(r, "Access-Control-Allow-Origin", k->origin);
-        if (strcmp(k->origin, "*")) MHD_add_response_header(r, "Vary", "Origin");  // the answer depends on it
+        mhd.add_response_header(r, "Access-Control-Allow-Origin", k->origin);
+        if (strcmp(k->origin, "*")) mhd.add_response_header(r, "Vary", "Origin");  // the answer depends on it
     }
     k->status = status;
-    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
+    enum MHD_Result rc = mhd.queue_response(c, (unsigned)status, r);
+    mhd.destroy_response(r);
     return rc;
 }
 
@@ -241,19 +313,19 @@ static enum MHD_Result answer(struct MHD_Connection *c, Conn *k, int status, cha
                               "\"code\":null}}";
     struct MHD_Response *r;
     if (body) {
-        r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+        r = mhd.create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     } else {
         status = 500;
         type = "application/json";
-        r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        r = mhd.create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
     }
     if (!r) {
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, get_path(k->path) ? "GET, HEAD" : "POST");
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 503) mhd.add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 405) mhd.add_response_header(r, MHD_HTTP_HEADER_ALLOW, get_path(k->path) ? "GET, HEAD" : "POST");
     return queue(c, k, status, r);
 }
 
@@ -271,16 +343,16 @@ static enum MHD_Result answer_error(struct MHD_Connection *c, Conn *k, int statu
 // anywhere else.
 static enum MHD_Result answer_page(struct MHD_Connection *c, Conn *k) {
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(serve_page_html_len, (void *)serve_page_html, MHD_RESPMEM_PERSISTENT);
+        mhd.create_response_from_buffer(serve_page_html_len, (void *)serve_page_html, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
-    MHD_add_response_header(r, "Content-Security-Policy",
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+    mhd.add_response_header(r, "Content-Security-Policy",
                             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                             "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
                             "frame-ancestors 'none'");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    mhd.add_response_header(r, "X-Content-Type-Options", "nosniff");
+    mhd.add_response_header(r, "Referrer-Policy", "no-referrer");
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     return queue(c, k, 200, r);
 }
 
@@ -290,13 +362,13 @@ static enum MHD_Result answer_preflight(struct MHD_Connection *c, Conn *k) {
     static const char name[] = "Access-Control-Request-Headers";
     const char *asked = NULL;
     size_t n = 0;
-    MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, name, sizeof name - 1, &asked, &n);
+    mhd.lookup_connection_value_n(c, MHD_HEADER_KIND, name, sizeof name - 1, &asked, &n);
     if (allow_headers(asked, n, headers, sizeof headers, why) != 0) return answer_error(c, k, 400, why, NULL);
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = mhd.create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", headers);
-    MHD_add_response_header(r, "Access-Control-Max-Age", CORS_MAX_AGE);
+    mhd.add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    mhd.add_response_header(r, "Access-Control-Allow-Headers", headers);
+    mhd.add_response_header(r, "Access-Control-Max-Age", CORS_MAX_AGE);
     return queue(c, k, 204, r);
 }
 
@@ -304,12 +376,12 @@ static enum MHD_Result answer_preflight(struct MHD_Connection *c, Conn *k) {
 // waiting for the scheduler
 
 static int client_socket(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci = mhd.get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci ? ci->connect_fd : -1;
 }
 
 static Arrival *arrival_of(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *ci = mhd.get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
 }
 
@@ -318,12 +390,12 @@ static Arrival *arrival_of(struct MHD_Connection *c) {
 // lock, so that the news cannot come between the look at j and the park.
 static void park(Request *j, struct MHD_Connection *c) {
     j->parked = c;
-    MHD_suspend_connection(c);
+    mhd.suspend_connection(c);
 }
 
 static void http_resume(Request *j) {
     if (!j->parked) return;
-    MHD_resume_connection(j->parked);
+    mhd.resume_connection(j->parked);
     j->parked = NULL;
 }
 
@@ -420,14 +492,14 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
     pthread_mutex_lock(&s->lock);
     j->refs++;  // the stream's own
     pthread_mutex_unlock(&s->lock);
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
+    struct MHD_Response *r = mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
     if (!r) {
         stream_free(st);
         request_cancel(s, j);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     return queue(c, k, 200, r);
 }
 
@@ -537,7 +609,7 @@ static int key_matches(const char *given, const char *key) {
 
 static int authorized(Server *s, struct MHD_Connection *c) {
     if (!s->limits.api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *h = mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h || strncmp(h, "Bearer ", 7)) return 0;
     return key_matches(h + 7, s->limits.api_key);
 }
@@ -679,7 +751,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->path_cut = snprintf(k->path, sizeof k->path, "%s", url) >= (int)sizeof k->path;
         read_origin(s, c, k);
         *con_cls = k;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl = mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         size_t declared;
         if (cl && parse_size(cl, &declared) == 0 && declared > s->limits.max_body) {
             k->too_large = 1;
@@ -779,7 +851,7 @@ struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
     s->news = http_resume;
     if (ipv6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d =
-        MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+        mhd.start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->limits.max_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, s->limits.timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,

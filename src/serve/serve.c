@@ -398,7 +398,7 @@ static void stop_accepting(Server *s, struct MHD_Daemon *d, int quiet) {
     s->draining = 1;
     size_t left = s->in_flight;
     pthread_mutex_unlock(&s->lock);
-    int listen_fd = MHD_quiesce_daemon(d);
+    int listen_fd = http_quiesce(d);
     if (listen_fd >= 0) close(listen_fd);
     if (!quiet)
         fprintf(stderr, "gpt serve: stopping: %zu requests running or queued, %u s to finish\n", left, s->limits.grace);
@@ -446,7 +446,7 @@ static void serve_until_signal(Server *s, struct MHD_Daemon *d, const sigset_t *
 // Stops whatever runs (libmicrohttpd's threads, the scheduler when
 // scheduler is not NULL) and frees everything; fd, when >= 0, is closed.
 static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, int fd) {
-    if (d) MHD_stop_daemon(d);  // waits for every connection's thread
+    if (d) http_stop(d);  // waits for every connection's thread
     if (scheduler) {
         pthread_mutex_lock(&s->lock);
         s->stopping = 1;
@@ -487,6 +487,11 @@ int run_serve(int argc, char **argv) {
     int log_fd = so.lim.log_fd > STDERR_FILENO ? so.lim.log_fd : -1;  // ours to close
     ChatTemplate chat;
     GptError err = {{0}};
+    if (http_load(&err) != 0) {
+        fprintf(stderr, "gpt serve: %s\n", err.msg);
+        if (log_fd >= 0) close(log_fd);
+        return EXIT_RUNTIME;
+    }
     if (chat_template_open(so.chat_template, &chat, &err) != 0) {
         fprintf(stderr, "gpt serve: --chat-template %s: %s\n", so.chat_template, err.msg);
         if (log_fd >= 0) close(log_fd);

@@ -246,6 +246,14 @@ extern const size_t serve_page_html_len;
 // http.c
 struct MHD_Daemon;
 struct MHD_Connection;
+// Opens libmicrohttpd (libmicrohttpd.so.12) the first time: every other
+// function here needs it. Thread-safe. 0, or -1 with err set ("cannot load
+// libmicrohttpd ...").
+int http_load(GptError *err);
+// libmicrohttpd's MHD_quiesce_daemon (the listening socket, or -1) and
+// MHD_stop_daemon (waits for every connection's thread).
+int http_quiesce(struct MHD_Daemon *d);
+void http_stop(struct MHD_Daemon *d);
 // Starts serving on the listening socket fd (libmicrohttpd's threads), and
 // registers s->news: the connection parked on a request with news goes on
 // (libmicrohttpd asks for its answer, or the stream's next events). NULL
