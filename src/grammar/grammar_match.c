@@ -843,8 +843,8 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
     set_first(mk->g, cur, &first);
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
-        if (depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         mk->stats.nodes_visited++;
         StackSet *nx = &mk->level[depth + 1];
         if (set_advance(mk->g, cur, E->byte, nx, &mk->w, err)) return -1;
@@ -963,8 +963,8 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
     GClass first = mk->ds[id].first;
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
-        if (depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         mk->stats.nodes_visited++;
         int32_t nx = dfa_next(mk, id, E->byte, err);
         if (nx == D_ERR) return -1;
