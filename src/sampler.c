@@ -281,7 +281,20 @@ static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *his
     size_t V = s->vocab_size;
     float *l = s->adjusted;
     if (sp->mask) {  // the grammar first: -inf stays -inf through every later step
-        for (size_t i = 0; i < V; i++)
+        // by mask word: a word of none or all (most of a grammar's mask) is
+        // one fill or copy of 64, the others bit by bit
+        for (size_t w = 0; w < V / 64; w++) {
+            uint64_t m = sp->mask[w];
+            float *o = l + 64 * w;
+            if (m == 0) {
+                for (int j = 0; j < 64; j++) o[j] = -INFINITY;
+            } else if (m == ~0ull) {
+                memcpy(o, logits + 64 * w, 64 * sizeof *o);
+            } else {
+                for (int j = 0; j < 64; j++) o[j] = (m >> j) & 1 ? logits[64 * w + j] : -INFINITY;
+            }
+        }
+        for (size_t i = V / 64 * 64; i < V; i++)
             l[i] = (sp->mask[i >> 6] >> (i & 63)) & 1 ? logits[i] : -INFINITY;
     } else {
         memcpy(l, logits, V * sizeof *l);

@@ -266,7 +266,7 @@ int main(void) {
         MaskVocab mv = mask_vocab();
         GptError err = {{0}};
         struct {
-            const char *grammar, *texts[4];
+            const char *grammar, *texts[5];
         } along[] = {
             {JSON,
              {"{\"a\": \"abc\", \"b\": {\"ab\": [\"abc\", {\"c\": \"ab\"}], \"d\": \"\"}, \"e\": [[\"x\"]]}",
@@ -277,6 +277,23 @@ int main(void) {
             {"root ::= [A-Z] [a-z]{1,4} (\" \" [a-z]{1,4}){2,5} \".\"",
              {"The cat ab abcd a.", "Ab aaaa aaaa aaaa aaaa a.", "Abcd ab a.", NULL}},
             {"root ::= (\"a\" | \"ab\")* \"b\" | \"ab\"+ \"abc\"", {"ababab", "abababc", "aabab", NULL}},
+            // ragged counted repetitions (grammar_match.c's chains and runs: a count's key is served
+            // from its chain's top or its run's first copy for tokens of at most rho bytes only; the
+            // vocabulary's long words cross every count): {0,n} inside a string with escapes and
+            // multi-byte characters, {m,n} of a byte, nested counts after mandatory copies, a
+            // repeated element that may be empty, copies of two bytes or one, two strings
+            {"root ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\n] ){0,16} \"\\\"\" \"}\"?",
+             {"\"aaaaaaaaaaaaaaaa\"}", "\"a\\n\xc3\xa9\xc3\xa9" "a\\\"aaaa\"}", "\"\"", "\"aaaaaaaaaaaaaaa\""}},
+            {"root ::= \"a\"{3,20} \"\\\"}\"?", {"aaaaaaaaaaaaaaaaaaaa\"}", "aaaaa\"}", "aaaaaaaaaaaaaaaaaaaa", NULL}},
+            {"root ::= [A-Z] [a-z]{1,12} (\" \" [a-z]{1,12}){6,9} \".\"",
+             {"Abcd ab ab ab ab ab ab.", "Aaaaaaaaaaaa aaaa aaaa aaaa aaaa abcd abcd abcd abcd.", "Ab a a a a a a a a a.",
+              "Abababababab ab ab ab abcdefgh ab ab ab."}},
+            {"root ::= (\"a\"? \"b\"?){0,6} \".\"", {"ababab.", "aaaaaa.", "bbbbbb.", "."}},
+            {"root ::= (\"ab\" | \"b\"){4,9} \".\" | \"x\"{2,5}", {"abababab.", "bbbbbbbbb.", "bbbbabab.", "xxxxx"}},
+            {"root ::= \"{\\\"a\\\": \\\"\" c{2,10} \"\\\", \\\"b\\\": \\\"\" c{0,30} \"\\\"}\"\n"
+             "c ::= [^\"\\\\] | \"\\\\\" [\"\\\\n]\n",
+             {"{\"a\": \"ab\", \"b\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", "{\"a\": \"abababab\\n\", \"b\": \"\"}",
+              "{\"a\": \"\xc3\xa9\xc3\xa9\", \"b\": \"a\\\"a\\\"a\"}", NULL}},
         };
         size_t states = 0;
         for (size_t i = 0; i < sizeof along / sizeof *along; i++) {
@@ -291,7 +308,7 @@ int main(void) {
             grammar_vocab_free(v);
             grammar_free(g);
         }
-        CHECK(states > 400, "masks along the texts: %zu states", states);
+        CHECK(states > 800, "masks along the texts: %zu states", states);
         mask_vocab_free(&mv);
 
         // GPT-2's vocabulary (its trie sorted by radix passes): the masks
@@ -311,6 +328,27 @@ int main(void) {
             const char *text = "{\"a\": [\"x\u00e9\", {\"b\": 1}]}";
             if (mk) CHECK(masks_along(mk, g, &gv, text, strlen(text), "JSON over GPT-2's tokens") == strlen(text) + 1,
                           "masks along the whole text");
+            // counted repetitions over GPT-2's tokens, where the keys deepen to hold the
+            // count (grammar_match.c): make bench's regex and maxLength strings, each
+            // count's mask from its chain's top for the tokens of at most rho bytes
+            static const char *const counted[][2] = {
+                {"root ::= [A-Z] [a-z]{1,12} (\" \" [a-z]{1,12}){10,60} \".\"",
+                 "Wherefore that they were like the west ministers of worship before all three acts."},
+                {"root ::= \"{\\\"title\\\":\\\"\" c{0,40} \"\\\",\\\"name\\\":\\\"\" c{2,30} \"\\\"}\"\n"
+                 "c ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\bfnrt]\n",
+                 "{\"title\":\" Gaal, seize\\n\\\"\u00e9 answerle,0\",\"name\":\"xxxxxxxxxxxx\"}"},
+            };
+            for (size_t i = 0; i < sizeof counted / sizeof *counted; i++) {
+                Grammar *cg = compile(counted[i][0]);
+                GrammarMasker *cm = cg && v ? grammar_masker_new(cg, v, gv.eos, NULL, &err) : NULL;
+                CHECK(cm != NULL, "masker: %s", err.msg);
+                if (cm)
+                    CHECK(masks_along(cm, cg, &gv, counted[i][1], strlen(counted[i][1]), counted[i][0]) ==
+                              strlen(counted[i][1]) + 1,
+                          "masks along the whole text of %s", counted[i][0]);
+                grammar_masker_free(cm);
+                grammar_free(cg);
+            }
             grammar_masker_free(mk);
             grammar_vocab_free(v);
             grammar_free(g);

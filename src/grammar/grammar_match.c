@@ -39,9 +39,21 @@
  *     the suffix's positions; it costs V/8 bytes of mask (6.3 KB for GPT-2)
  *     + 4 per suffix position + 8 per pop + 64. The suffix starts as the
  *     top alone and grows by one position for a top whose pops, continued,
- *     visit more than DEEPEN_NODES nodes (a character class inside a
- *     string: the key must hold the string's frame, so that only a closing
- *     quote pops).
+ *     visit more than DEEPEN_NODES nodes, or whose walk records more than
+ *     DEEPEN_NODES pops (given up at once for the longer key): a character
+ *     class inside a string, where the key must hold the string's frame,
+ *     so that only a closing quote pops. A position's suffix length is
+ *     learned once for all the copies of a counted repetition.
+ *   - counted repetitions (X{m,n}: m copies, then n - m nested optional
+ *     rules, grammar.c) would make every count a new key and a cold walk
+ *     of nearly the whole trie (a maxLength string, a regex's word count).
+ *     A key is moved to its repetition's representative (the chain's top,
+ *     the run's first copy: chains_find), which reads every string of at
+ *     most rho bytes alike; the key's entry takes the representative's
+ *     tokens and pops no deeper than rho (a length compare per token) and
+ *     walks only the trie's subtrees deeper than rho itself (each node
+ *     knows its subtree's height). The entry is an ordinary one (the same
+ *     bytes); the representative's entry is one more, once per repetition.
  *   - a lazy DFA for the walks themselves: a state is a set of stacks, and
  *     its transition on a byte is computed once (set_advance) and kept, so
  *     a walk through states seen before costs a table look-up per node
@@ -338,6 +350,8 @@ struct GrammarVocab {
     TrieEdge *edges;
     uint32_t *toks;
     size_t max_len;
+    uint16_t *height;   // (n_nodes) the depth of a node's deepest descendant less its own (at most 65535)
+    uint16_t *tok_len;  // (V) each token's byte length (at most 65535)
 };
 
 // A token for sorting by bytes (then id).
@@ -444,6 +458,19 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
     v->n_nodes = 1;
     if (build(v, t, 0, V, 0, 0, &cap_nodes, &cap_edges, &n_edges)) goto oom;
     free(t);
+    t = NULL;
+    v->height = calloc(v->n_nodes, sizeof *v->height);
+    v->tok_len = malloc(V * sizeof *v->tok_len);
+    if (!v->height || !v->tok_len) goto oom;
+    // a child's index is above its parent's (build), so one pass from the
+    // last node up sees every child before its parent
+    for (size_t i = v->n_nodes; i-- > 0;) {
+        uint32_t h = 0;
+        for (uint32_t e = v->nodes[i].first_edge; e < v->nodes[i].first_edge + v->nodes[i].n_edges; e++)
+            if (v->height[v->edges[e].child] + 1u > h) h = v->height[v->edges[e].child] + 1u;
+        v->height[i] = (uint16_t)(h > UINT16_MAX ? UINT16_MAX : h);
+    }
+    for (size_t i = 0; i < V; i++) v->tok_len[i] = (uint16_t)(token_len[i] > UINT16_MAX ? UINT16_MAX : token_len[i]);
     return v;
 oom:
     free(t);
@@ -456,6 +483,8 @@ void grammar_vocab_free(GrammarVocab *v) {
     free(v->nodes);
     free(v->edges);
     free(v->toks);
+    free(v->height);
+    free(v->tok_len);
     free(v);
 }
 
@@ -505,8 +534,16 @@ struct GrammarMasker {
     uint64_t *tmp_mask;  // (W) the walk's mask before it is kept
     uint32_t *pops;      // the walk's pops before they are kept
     size_t n_pops, cap_pops;
-    uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1)
+    uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1), by chain_pos
     int record;          // the walk is a suffix's: record its pops
+    // counted repetitions (chains_find): NULL when the grammar has none;
+    // else for each position its representative (itself when none) and the
+    // bytes rho within which the two read alike (UINT32_MAX: itself)
+    uint32_t *chain_pos, *chain_rem;
+    uint32_t *ckey;      // a suffix's key in its chains' top rules
+    size_t cap_ckey;
+    size_t prune;        // a derived walk's (suffix_entry): subtrees no deeper than this are skipped
+    size_t pop_limit;    // a suffix walk with more pops than this gives up (WALK_DEEPER); 0: none
     // the walk's automaton, made as it is walked (a lazy DFA): a state is a
     // set of stacks, its transition on a byte computed once (set_advance)
     DState *ds;
@@ -527,6 +564,202 @@ struct GrammarMasker {
 // string), so the key must hold the frame that does not (the string).
 #define DEEPEN_NODES 2048
 
+// Rule r has the shape of a counted repetition's link: two alternatives,
+// one empty and one `x r'` (*down := r') or `x` (*down := -1), x one
+// element. *xpos := the position of x.
+static int chain_shape(const Grammar *g, uint32_t r, uint32_t *xpos, int64_t *down) {
+    if (g->rule_alt_start[r + 1] - g->rule_alt_start[r] != 2) return 0;
+    uint32_t a0 = g->alts[g->rule_alt_start[r]], a1 = g->alts[g->rule_alt_start[r] + 1], p;
+    if (g->el[a0].type != EL_END && g->el[a1].type == EL_END) p = a0;
+    else if (g->el[a0].type == EL_END && g->el[a1].type != EL_END) p = a1;
+    else return 0;
+    if (g->el[p + 1].type == EL_END) *down = -1;
+    else if (g->el[p + 1].type == EL_RULE && g->el[p + 2].type == EL_END) *down = g->el[p + 1].value;
+    else return 0;
+    *xpos = p;
+    return 1;
+}
+
+// A lower bound on the bytes of any string an element derives (the least
+// is what a lower bound is safe for: it makes rho smaller, chains_find).
+// A rule under way (a cycle through bytes) and recursion past depth 256
+// count 0; a bound found under such an assumption stays a lower bound.
+#define ML_UNKNOWN UINT32_MAX
+#define ML_BUSY (UINT32_MAX - 1)
+#define ML_CAP (1u << 20)
+static uint32_t minlen_rule(const Grammar *g, uint32_t r, uint32_t *memo, int depth);
+static uint32_t minlen_el(const Grammar *g, GElem e, uint32_t *memo, int depth) {
+    return e.type == EL_BYTES ? 1 : e.type == EL_RULE ? minlen_rule(g, e.value, memo, depth + 1) : 0;
+}
+static uint32_t minlen_rule(const Grammar *g, uint32_t r, uint32_t *memo, int depth) {
+    if (memo[r] == ML_BUSY || depth > 256) return 0;
+    if (memo[r] != ML_UNKNOWN) return memo[r];
+    memo[r] = ML_BUSY;
+    uint32_t best = ML_CAP;
+    for (uint32_t a = g->rule_alt_start[r]; a < g->rule_alt_start[r + 1]; a++)
+        if (g->el[g->alts[a]].type == EL_END) best = 0;  // an empty alternative: no recursion
+    for (uint32_t a = g->rule_alt_start[r]; a < g->rule_alt_start[r + 1] && best; a++) {
+        uint32_t sum = 0;
+        for (uint32_t p = g->alts[a]; g->el[p].type != EL_END && sum < best; p++) {
+            sum += minlen_el(g, g->el[p], memo, depth);
+            if (sum > ML_CAP) sum = ML_CAP;
+        }
+        if (sum < best) best = sum;
+    }
+    memo[r] = best;
+    return best;
+}
+
+// Makes chain_pos and chain_rem (each position itself, no bound). -1: memory.
+static int chain_maps(GrammarMasker *mk) {
+    if (mk->chain_pos) return 0;
+    size_t n = mk->g->n_el;
+    mk->chain_pos = malloc(n * sizeof *mk->chain_pos);
+    mk->chain_rem = malloc(n * sizeof *mk->chain_rem);
+    if (!mk->chain_pos || !mk->chain_rem) return -1;
+    for (size_t i = 0; i < n; i++) {
+        mk->chain_pos[i] = (uint32_t)i;
+        mk->chain_rem[i] = UINT32_MAX;
+    }
+    return 0;
+}
+
+// Counted repetitions. X{m,n} compiles to m copies of X and then n - m
+// nested rules opt_k ::= X opt_{k-1} | "" (opt_1 ::= X | ""; grammar.c).
+// Two kinds of positions are moved to a representative, each with rho, a
+// byte count within which the two read alike (ml: a lower bound on the
+// bytes of a string X derives, minlen_el):
+//   - a chain is any such nest of rules whose X is the same element,
+//     found by shape whoever wrote it. opt_k's rest derives X^c for c <= k,
+//     so a position inside the copy of opt_j (its X, or the return to
+//     opt_{j-1}) and the same place in the chain's top opt_K (K >= j)
+//     differ only in the copies they allow after it: j - 1 against K - 1.
+//     A string of L bytes read (or popped after) from the top's touches at
+//     most (L - 1) / max(ml, 1) + 1 copies past the current one (a copy
+//     that reads no byte can be left out: opt_{k-1} derives a subset of
+//     opt_k), and every string read from opt_j is read from opt_K; so rho
+//     = (j - 2) * max(ml, 1) + 1, moved for j >= 3.
+//   - a run of m equal elements X in one alternative (the m copies), ml >=
+//     1: from its (i+1)-th element, m - i copies of at least ml bytes come
+//     before anything after the run, so a string of at most (m - i) * ml -
+//     1 bytes stays inside the run, as it does from the first: rho = that,
+//     with the first as the representative.
+// A suffix key's positions moved alike (ckey) read every string of at most
+// rho bytes alike, rho the least of the moved positions': the same tokens
+// of at most rho bytes, the same pops at trie depths up to rho. So the
+// key's entry is the moved key's for those, and only deeper trie nodes
+// need a walk of the key's own (suffix_entry): a chain's top is walked
+// once instead of once per count. chain_pos and chain_rem as in
+// GrammarMasker; both NULL when nothing moves. -1: out of memory.
+static int chains_find(GrammarMasker *mk) {
+    const Grammar *g = mk->g;
+    size_t R = g->n_rules ? g->n_rules : 1;
+    uint32_t *delta = calloc(R, sizeof *delta);  // 0 not seen, UINT32_MAX not a chain, else the copies it allows
+    uint32_t *xpos = calloc(R, sizeof *xpos), *path = malloc(R * sizeof *path), *top = malloc(R * sizeof *top);
+    int64_t *up = malloc(R * sizeof *up);  // the rule whose down it is: -1 none, -2 more than one
+    uint8_t *mark = calloc(R, 1);
+    uint32_t *ml = malloc(R * sizeof *ml);
+    int rc = -1;
+    if (!delta || !xpos || !path || !top || !up || !mark || !ml) goto out;
+    R = g->n_rules;
+    for (size_t r = 0; r < R; r++) {
+        size_t n = 0;
+        uint32_t cur = (uint32_t)r, base;
+        for (;;) {
+            uint32_t xp, dxp;
+            int64_t dn, ddn;
+            if (delta[cur]) { base = delta[cur]; break; }
+            if (mark[cur] || !chain_shape(g, cur, &xp, &dn)) { base = UINT32_MAX; break; }  // a cycle, or no chain
+            mark[cur] = 1;
+            path[n++] = cur;
+            xpos[cur] = xp;
+            if (dn < 0) { base = 0; break; }
+            if (!chain_shape(g, (uint32_t)dn, &dxp, &ddn) || g->el[dxp].type != g->el[xp].type ||
+                g->el[dxp].value != g->el[xp].value) {
+                base = UINT32_MAX;
+                break;
+            }
+            cur = (uint32_t)dn;
+        }
+        for (size_t i = n; i-- > 0;) {
+            if (base != UINT32_MAX) base = base + 1 < UINT32_MAX ? base + 1 : UINT32_MAX;
+            delta[path[i]] = base;
+        }
+    }
+    for (size_t r = 0; r < R; r++) up[r] = -1;
+    for (size_t r = 0; r < R; r++) {
+        if (delta[r] == UINT32_MAX || delta[r] < 2) continue;
+        uint32_t dn = g->el[xpos[r] + 1].value;
+        up[dn] = up[dn] == -1 ? (int64_t)r : -2;
+    }
+    // each chain rule's top: up while one rule leads down to it; a rule's
+    // top once known is kept (mark), so each rule is passed once
+    memset(mark, 0, R);
+    for (size_t r = 0; r < R; r++) {
+        if (delta[r] == UINT32_MAX || delta[r] < 2 || mark[r]) continue;
+        size_t n = 0;
+        uint32_t t = (uint32_t)r;
+        while (!mark[t] && up[t] >= 0) {
+            path[n++] = t;
+            t = (uint32_t)up[t];
+        }
+        uint32_t known = mark[t] ? top[t] : t;
+        if (!mark[t]) {
+            mark[t] = 1;
+            top[t] = t;
+        }
+        for (size_t i = 0; i < n; i++) {
+            mark[path[i]] = 1;
+            top[path[i]] = known;
+        }
+    }
+    for (size_t r = 0; r < R; r++) ml[r] = ML_UNKNOWN;
+    for (size_t r = 0; r < R; r++) {
+        if (delta[r] == UINT32_MAX || delta[r] < 3 || top[r] == r) continue;
+        // j - 1 = delta - 1 copies after the current: rho = (j - 2) * minlen + 1
+        // (a string of L bytes touches at most (L - 1) / minlen + 1 copies past the current)
+        uint64_t x = minlen_el(g, g->el[xpos[r]], ml, 0), rho = (uint64_t)(delta[r] - 2) * (x ? x : 1) + 1;
+        if (chain_maps(mk)) goto out;
+        for (uint32_t o = 0; o < 2; o++) {  // X, and the return to the rule below
+            mk->chain_pos[xpos[r] + o] = xpos[top[r]] + o;
+            mk->chain_rem[xpos[r] + o] = rho < UINT32_MAX ? (uint32_t)rho : UINT32_MAX - 1;
+        }
+    }
+    // runs of equal elements in an alternative: from the (i+1)-th of m, m - i
+    // copies of at least minlen bytes each come before anything after the run
+    for (size_t a = 0; a < (size_t)g->rule_alt_start[R]; a++) {
+        for (uint32_t p = g->alts[a]; g->el[p].type != EL_END;) {
+            uint32_t q = p + 1;
+            while (g->el[q].type == g->el[p].type && g->el[q].value == g->el[p].value) q++;
+            uint64_t x = q - p >= 2 ? minlen_el(g, g->el[p], ml, 0) : 0;
+            if (x) {
+                if (chain_maps(mk)) goto out;
+                for (uint32_t i = p + 1; i < q; i++) {
+                    uint64_t rho = (uint64_t)(q - i) * x - 1;
+                    mk->chain_pos[i] = p;
+                    mk->chain_rem[i] = rho < UINT32_MAX ? (uint32_t)rho : UINT32_MAX - 1;
+                }
+            }
+            p = q;
+        }
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(mk->chain_pos);
+        free(mk->chain_rem);
+        mk->chain_pos = mk->chain_rem = NULL;
+    }
+    free(delta);
+    free(xpos);
+    free(path);
+    free(top);
+    free(up);
+    free(mark);
+    free(ml);
+    return rc;
+}
+
 GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
                                   const GrammarLimits *limits, GptError *err) {
     GrammarMasker *mk = calloc(1, sizeof *mk);
@@ -540,7 +773,7 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     mk->cache = calloc(mk->n_slots, sizeof *mk->cache);
     mk->tmp_mask = malloc(GRAMMAR_MASK_WORDS(v->V) * sizeof *mk->tmp_mask);
     mk->key_depth = calloc(g->n_el ? g->n_el : 1, sizeof *mk->key_depth);
-    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth) {
+    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || chains_find(mk)) {
         grammar_masker_free(mk);
         return gpt_error(err, "grammar: out of memory"), NULL;
     }
@@ -579,6 +812,9 @@ void grammar_masker_free(GrammarMasker *mk) {
     free(mk->tmp_mask);
     free(mk->pops);
     free(mk->key_depth);
+    free(mk->chain_pos);
+    free(mk->chain_rem);
+    free(mk->ckey);
     dfa_clear(mk);
     free(mk->ds);
     free(mk->dslot);
@@ -591,6 +827,9 @@ GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
     s.cache_bytes = mk->cache_bytes + mk->ds_bytes;
     return s;
 }
+
+// A suffix walk that gives up: its key is too short (stack_mask).
+#define WALK_DEEPER 1
 
 // The DFS of the trie below node (at depth bytes), in state cur, on the
 // stacks themselves (past the automaton's memory bound): every
@@ -605,6 +844,7 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         mk->stats.nodes_visited++;
         StackSet *nx = &mk->level[depth + 1];
         if (set_advance(mk->g, cur, E->byte, nx, &mk->w, err)) return -1;
@@ -621,14 +861,15 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
             mask[id >> 6] |= 1ull << (id & 63);
         }
         if (!c->n_edges) continue;
-        if (mk->record && set_can_end(nx)) {
+        if (mk->record && depth + 1 > mk->prune && set_can_end(nx)) {
             if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
                 return gpt_error(err, "grammar: out of memory");
             mk->pops[2 * mk->n_pops] = E->child;
             mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
-            mk->n_pops++;
+            if (++mk->n_pops > mk->pop_limit && mk->pop_limit) return WALK_DEEPER;
         }
-        if (walk_below(mk, E->child, depth + 1, nx, mask, err)) return -1;
+        int rc = walk_below(mk, E->child, depth + 1, nx, mask, err);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -723,6 +964,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
+        if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         mk->stats.nodes_visited++;
         int32_t nx = dfa_next(mk, id, E->byte, err);
         if (nx == D_ERR) return -1;
@@ -735,20 +977,20 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
         }
         if (!c->n_edges) continue;
         int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
-        if (mk->record && can_end) {
+        if (mk->record && depth + 1 > mk->prune && can_end) {
             if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
                 return gpt_error(err, "grammar: out of memory");
             mk->pops[2 * mk->n_pops] = E->child;
             mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
-            mk->n_pops++;
+            if (++mk->n_pops > mk->pop_limit && mk->pop_limit) return WALK_DEEPER;
         }
-        if (nx == D_FULL) {
-            if (set_copy(&mk->level[depth + 1], &mk->dnext, err) ||
-                walk_below(mk, E->child, depth + 1, &mk->level[depth + 1], mask, err))
-                return -1;
-        } else if (walk_dfa(mk, E->child, depth + 1, nx, mask, err)) {
-            return -1;
-        }
+        int rc;
+        if (nx == D_FULL)
+            rc = set_copy(&mk->level[depth + 1], &mk->dnext, err) ? -1
+                 : walk_below(mk, E->child, depth + 1, &mk->level[depth + 1], mask, err);
+        else
+            rc = walk_dfa(mk, E->child, depth + 1, nx, mask, err);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -762,10 +1004,14 @@ static int walk_from(GrammarMasker *mk, uint32_t node, size_t depth, const Stack
     return walk_dfa(mk, node, depth, id, mask, err);
 }
 
+// A derived walk's rho is at most this (the trie's heights are kept to 16 bits).
+#define PRUNE_MAX 60000
+
 // out := the walk of the suffix p[0..n) (its top a byte position), from the
 // cache or computed (and kept when it fits). out's arrays are the cache's
 // or the masker's scratch: valid until the next call.
-static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, CacheEntry *out, GptError *err) {
+static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t pop_limit, CacheEntry *out,
+                        GptError *err) {
     size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
     uint64_t h = hash_positions(p, n);
     size_t slot = (size_t)h & (mk->n_slots - 1);
@@ -778,23 +1024,65 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, CacheEnt
         }
         slot = (slot + 1) & (mk->n_slots - 1);
     }
+    // the key moved to its chains' tops (chains_find), and rho
+    size_t rho = 0, moved_work = 0;
+    CacheEntry ce = {0};
+    if (mk->chain_pos) {
+        if (grow_array(&mk->ckey, &mk->cap_ckey, n, sizeof *mk->ckey)) return gpt_error(err, "grammar: out of memory");
+        uint32_t least = UINT32_MAX;
+        for (size_t i = 0; i < n; i++) {
+            mk->ckey[i] = mk->chain_pos[p[i]];
+            if (mk->chain_rem[p[i]] < least) least = mk->chain_rem[p[i]];
+        }
+        rho = least == UINT32_MAX ? 0 : least < PRUNE_MAX ? least : PRUNE_MAX;
+        if (rho) {
+            uint64_t computed = mk->stats.computed;
+            int rc = suffix_entry(mk, mk->ckey, n, pop_limit, &ce, err);  // its key moves no further
+            if (rc) return rc;
+            if (mk->stats.computed != computed) moved_work = ce.work;  // charged where it was walked
+            if (ce.mask == mk->tmp_mask) rho = 0;  // not kept (over the bound): walk the key whole
+        }
+    }
     memset(mk->tmp_mask, 0, W * sizeof *mk->tmp_mask);
+    mk->n_pops = 0;
+    if (rho) {  // the moved key's tokens and pops no deeper than rho
+        const uint16_t *len = mk->v->tok_len;
+        size_t V = mk->v->V;
+        for (size_t i = 0; i < W; i++) {
+            uint64_t keep = 0;
+            size_t base = 64 * i, m = V - base < 64 ? V - base : 64;
+            for (size_t j = 0; j < m; j++) keep |= (uint64_t)(len[base + j] <= rho) << j;
+            mk->tmp_mask[i] = ce.mask[i] & keep;
+        }
+        if (grow_array(&mk->pops, &mk->cap_pops, 2 * ce.n_pops + 2, sizeof *mk->pops))
+            return gpt_error(err, "grammar: out of memory");
+        for (size_t i = 0; i < ce.n_pops; i++)
+            if (ce.pops[2 * i + 1] <= rho) {
+                mk->pops[2 * mk->n_pops] = ce.pops[2 * i];
+                mk->pops[2 * mk->n_pops + 1] = ce.pops[2 * i + 1];
+                mk->n_pops++;
+            }
+    }
     set_clear(&mk->start);
     if (set_add(&mk->start, p, n, &mk->g->lim, err)) return -1;
-    mk->n_pops = 0;
     mk->work = 0;
     mk->record = 1;
-    if (walk_from(mk, 0, 0, &mk->start, mk->tmp_mask, err)) return -1;
+    mk->prune = rho;  // the rest: the deeper nodes, walked from the key itself
+    mk->pop_limit = pop_limit;
+    int rc = walk_from(mk, 0, 0, &mk->start, mk->tmp_mask, err);
+    mk->prune = 0;
+    mk->pop_limit = 0;
+    if (rc) return rc;
+    mk->work += moved_work;
     mk->stats.computed++;
     *out = (CacheEntry){h, NULL, n, mk->tmp_mask, mk->pops, mk->n_pops, mk->work};
     // keep it: empty the cache first when it would pass its bound or its
     // table would be more than half full (the table does not grow)
     size_t bytes = W * sizeof *mk->tmp_mask + (n + 2 * mk->n_pops) * sizeof *p + sizeof(CacheEntry);
     if (bytes > mk->lim.max_cache_bytes / 2) return 0;
-    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes / 2 || 2 * (mk->n_used + 1) > mk->n_slots) {
-        cache_clear(mk);
-        slot = (size_t)h & (mk->n_slots - 1);
-    }
+    if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes / 2 || 2 * (mk->n_used + 1) > mk->n_slots) cache_clear(mk);
+    // a free slot (the moved key's entry may have taken the one found above)
+    for (slot = (size_t)h & (mk->n_slots - 1); mk->cache[slot].mask; slot = (slot + 1) & (mk->n_slots - 1)) {}
     uint32_t *key = malloc(n * sizeof *p), *pops = malloc((2 * mk->n_pops + 1) * sizeof *p);
     uint64_t *m = malloc(W * sizeof *m);
     if (!key || !pops || !m) {  // not kept; out is right
@@ -829,11 +1117,18 @@ static int charge(GrammarMasker *mk, size_t *total, size_t work, GptError *err) 
 static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *mask, size_t *total,
                       GptError *err) {
     size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
-    uint32_t top = p[k - 1];
+    uint32_t top = mk->chain_pos ? mk->chain_pos[p[k - 1]] : p[k - 1];  // one depth for a chain's copies
     size_t d = mk->key_depth[top] ? mk->key_depth[top] : 1;
     if (d > k) d = k;
     CacheEntry e;
-    if (suffix_entry(mk, p + k - d, d, &e, err) || charge(mk, total, e.work, err)) return -1;
+    for (;;) {  // a key that pops at more than DEEPEN_NODES nodes is given up for a longer one
+        int rc = suffix_entry(mk, p + k - d, d, d < k && d < UINT16_MAX ? DEEPEN_NODES : 0, &e, err);
+        if (rc < 0) return -1;
+        if (rc == 0) break;
+        if (charge(mk, total, mk->work, err)) return -1;
+        mk->key_depth[top] = (uint16_t)++d;
+    }
+    if (charge(mk, total, e.work, err)) return -1;
     for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
     if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
     // the stack below the suffix, as the matcher continues it once the
