@@ -87,6 +87,7 @@ Tokenizer *tokenizer_load_files(const char *vocab_json, const char *merges_txt, 
     free(strings);
     cJSON_Delete(root);
     if (!t) return NULL;
+    if (tokenizer_index_strings(t, vocab_json, err)) goto fail;
 
     char *data;
     size_t len;
@@ -108,27 +109,29 @@ Tokenizer *tokenizer_load_files(const char *vocab_json, const char *merges_txt, 
                 n++;
                 continue;
             }
-            char where[600];
-            snprintf(where, sizeof where, "%s:%zu", merges_txt, lineno);
             char *sp = memchr(line, ' ', ll);
             if (!sp || sp == line || sp == line + ll - 1 || memchr(sp + 1, ' ', (size_t)(line + ll - sp - 1))) {
-                gpt_error(err, "%s: expected two tokens separated by one space", where);
+                gpt_error(err, "%s:%zu: expected two tokens separated by one space", merges_txt, lineno);
                 goto fail_data;
             }
             size_t la = (size_t)(sp - line), lb = ll - la - 1;
             int32_t a = tokenizer_string_id(t, line, la), b = tokenizer_string_id(t, sp + 1, lb);
             if (a < 0 || b < 0) {
-                gpt_error(err, "%s: merge names unknown token '%.*s'", where,
+                gpt_error(err, "%s:%zu: merge names unknown token '%.*s'", merges_txt, lineno,
                           (int)(a < 0 ? la : lb), a < 0 ? line : sp + 1);
                 goto fail_data;
             }
-            if (tokenizer_add_merge(t, n, a, b, where, err)) goto fail_data;
+            if (tokenizer_add_merge(t, n, a, b, err)) {
+                GptError inner = *err;
+                gpt_error(err, "%s:%zu: %s", merges_txt, lineno, inner.msg);
+                goto fail_data;
+            }
             n++;
         }
         if (pass == 0 && tokenizer_alloc_merges(t, n, merges_txt, err)) goto fail_data;
     }
     free(data);
-    if (tokenizer_build_pairs(t, merges_txt, err)) goto fail;
+    tokenizer_finish(t);
     return t;
 fail_data:
     free(data);
@@ -159,6 +162,7 @@ Tokenizer *tokenizer_load_json(const char *path, GptError *err) {
     if (!strings) goto done;
     t = tokenizer_new_vocab(path, n_vocab, strings, err);
     if (!t) goto done;
+    if (tokenizer_index_strings(t, path, err)) goto fail;
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     if (!cJSON_IsArray(merges)) {
         gpt_error(err, "%s: model.merges is not an array", path);
@@ -168,7 +172,6 @@ Tokenizer *tokenizer_load_json(const char *path, GptError *err) {
     size_t r = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, merges) {
-        snprintf(what, sizeof what, "%s: model.merges[%zu]", path, r);
         const char *sa, *sb;
         size_t la, lb;
         char *sp;
@@ -187,19 +190,23 @@ Tokenizer *tokenizer_load_json(const char *path, GptError *err) {
             la = strlen(sa);
             lb = strlen(sb);
         } else {
-            gpt_error(err, "%s: expected \"a b\" or [\"a\", \"b\"]", what);
+            gpt_error(err, "%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"]", path, r);
             goto fail;
         }
         int32_t a = tokenizer_string_id(t, sa, la), b = tokenizer_string_id(t, sb, lb);
         if (a < 0 || b < 0) {
-            gpt_error(err, "%s: merge names unknown token '%.*s'", what, (int)(a < 0 ? la : lb),
-                      a < 0 ? sa : sb);
+            gpt_error(err, "%s: model.merges[%zu]: merge names unknown token '%.*s'", path, r,
+                      (int)(a < 0 ? la : lb), a < 0 ? sa : sb);
             goto fail;
         }
-        if (tokenizer_add_merge(t, r, a, b, what, err)) goto fail;
+        if (tokenizer_add_merge(t, r, a, b, err)) {
+            GptError inner = *err;
+            gpt_error(err, "%s: model.merges[%zu]: %s", path, r, inner.msg);
+            goto fail;
+        }
         r++;
     }
-    if (tokenizer_build_pairs(t, path, err)) goto fail;
+    tokenizer_finish(t);
     goto done;
 fail:
     tokenizer_free(t);
