@@ -40,6 +40,7 @@
 #include <utf8proc.h>
 
 #include "base/grow.h"
+#include "base/memory.h"
 #include "model/tokenizer_build.h"
 #include "base/utf8.h"
 
@@ -109,15 +110,18 @@ typedef struct {
 
 struct Tokenizer {
     size_t n_vocab;
-    char *str_arena;          // all token strings, NUL-terminated
-    size_t *str_off;          // (n_vocab)
-    unsigned char *byte_arena;
-    size_t *byte_off;         // (n_vocab + 1): token id's bytes are [off[id], off[id+1])
+    // One block, `hot`, holds what a lookup by bytes touches (see
+    // tokenizer_new_vocab): the bytes table, then the four arrays.
+    void *hot;
+    IdTable by_bytes;         // slots in hot
+    uint32_t *byte_off;       // (n_vocab + 1) in hot: token id's bytes are [off[id], off[id+1])
+    uint32_t *rank_of;        // (n_vocab) in hot: rank of the merge making the token; NO_RANK if none
+    uint32_t *str_off;        // (n_vocab) in hot
+    unsigned char *byte_arena;  // in hot
+    char *str_arena;          // all token strings, NUL-terminated (total < 4 GiB)
     size_t max_token_bytes;
     IdTable by_string;        // empty (slots NULL) except while a reader resolves merges
-    IdTable by_bytes;
     int32_t byte_token[256];  // the token of each single byte
-    uint32_t *rank_of;        // (n_vocab) rank of the merge making the token; NO_RANK if none
     size_t n_merges;
     int32_t (*merges)[2];     // (n_merges) as given
     PairSlot *pair_cache;     // (PAIR_CACHE_SLOTS)
@@ -143,8 +147,11 @@ static const unsigned char *tok_bytes(const Tokenizer *t, uint32_t id, size_t *l
     return t->byte_arena + t->byte_off[id];
 }
 
+// Slots for n keys: at most half full.
+static size_t idtable_cap(size_t n) { return pow2_at_least(2 * n); }
+
 static int idtable_init(IdTable *tab, size_t n) {
-    size_t cap = pow2_at_least(2 * n);
+    size_t cap = idtable_cap(n);
     tab->slots = calloc(cap, sizeof *tab->slots);
     tab->mask = cap - 1;
     return tab->slots ? 0 : -1;
@@ -262,9 +269,8 @@ static int cp_class(int32_t cp) {
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     idtable_free(&t->by_string);
-    idtable_free(&t->by_bytes);
     // every other block it owns (NULL where building stopped early)
-    void *blocks[] = {t->str_arena, t->str_off, t->byte_arena, t->byte_off, t->rank_of, t->merges,
+    void *blocks[] = {t->hot, t->str_arena, t->merges,
                       t->pair_cache, t->cache, t->s_tok, t->s_next, t->s_prev, t->s_heap, t->s_cat};
     for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++) free(blocks[i]);
     free(t);
@@ -289,17 +295,33 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
         }
         total += strlen(strings[i]) + 1;
     }
+    if (total > UINT32_MAX) {
+        gpt_error(err, "%s: token strings total %zu bytes, more than 4 GiB", src, total);
+        tokenizer_free(t);
+        return NULL;
+    }
+    // The hot block: bytes table, byte_off, rank_of, str_off, bytes (a
+    // token's bytes are never longer than its string). Building inserts every
+    // token and looks up every merge at random places in it; on 4 KiB pages
+    // each first touch is a fault and most lookups a TLB miss, so a block of
+    // 1 MiB or more is rounded up to whole 2 MiB huge pages (GPT-2's is 1.93
+    // MiB: 2 MiB, one fault).
+    size_t cap = idtable_cap(n_vocab);
+    size_t hot = cap * sizeof(IdSlot) + (3 * n_vocab + 1) * sizeof(uint32_t) + total;
+    if (hot >= (1u << 20)) hot = (hot + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    t->hot = memory_alloc_large(hot);
     t->str_arena = malloc(total);
-    t->str_off = malloc(n_vocab * sizeof *t->str_off);
-    t->byte_arena = malloc(total);  // a token's bytes are never longer than its string
-    t->byte_off = malloc((n_vocab + 1) * sizeof *t->byte_off);
-    t->rank_of = malloc(n_vocab * sizeof *t->rank_of);
     // The caches are zero pages until encoding touches them.
     t->cache = calloc(CACHE_SLOTS, sizeof *t->cache);
     t->pair_cache = calloc(PAIR_CACHE_SLOTS, sizeof *t->pair_cache);
-    if (!t->str_arena || !t->str_off || !t->byte_arena || !t->byte_off || !t->rank_of ||
-        !t->cache || !t->pair_cache || idtable_init(&t->by_bytes, n_vocab))
-        goto oom;
+    if (!t->hot || !t->str_arena || !t->cache || !t->pair_cache) goto oom;
+    t->by_bytes.slots = t->hot;
+    t->by_bytes.mask = cap - 1;
+    memset(t->by_bytes.slots, 0, cap * sizeof(IdSlot));
+    t->byte_off = (uint32_t *)(t->by_bytes.slots + cap);
+    t->rank_of = t->byte_off + n_vocab + 1;
+    t->str_off = t->rank_of + n_vocab;
+    t->byte_arena = (unsigned char *)(t->str_off + n_vocab);
 
     int16_t cp_to_byte[324];
     for (size_t i = 0; i < 324; i++) cp_to_byte[i] = -1;
@@ -310,12 +332,12 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
         size_t len = strlen(strings[id]);
         const unsigned char *s = (const unsigned char *)strings[id];
         memcpy(t->str_arena + so, s, len + 1);
-        t->str_off[id] = so;
+        t->str_off[id] = (uint32_t)so;
         so += len + 1;
         // The bytes: each character of the string stands for one byte. A
         // string with a character outside that alphabet (an added token
         // written as plain text) stands for its own UTF-8 bytes.
-        t->byte_off[id] = bo;
+        t->byte_off[id] = (uint32_t)bo;
         size_t nb = 0, i = 0;
         int plain = 0;
         while (i < len) {
@@ -336,7 +358,7 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
         if (nb > t->max_token_bytes) t->max_token_bytes = nb;
         t->rank_of[id] = NO_RANK;
     }
-    t->byte_off[n_vocab] = bo;
+    t->byte_off[n_vocab] = (uint32_t)bo;
     if (!(t->s_cat = malloc(t->max_token_bytes ? t->max_token_bytes : 1))) goto oom;
     for (size_t id = 0; id < n_vocab; id++) {
         size_t n;
