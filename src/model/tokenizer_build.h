@@ -42,4 +42,10 @@ int tokenizer_add_merge(Tokenizer *t, size_t rank, int32_t left, int32_t right, 
 // Step 3: frees the string table. Cannot fail.
 void tokenizer_finish(Tokenizer *t);
 
+// tokenizer_load_files, with plain_json != 0 reading vocab.json through
+// cJSON even when its common form could be read directly (tokenizer_files.c),
+// so that a test can compare the two.
+Tokenizer *tokenizer_load_files_with(const char *vocab_json, const char *merges_txt, int plain_json,
+                                     GptError *err);
+
 #endif
