@@ -22,6 +22,7 @@
 #include "base/fileio.h"
 #include "base/grow.h"
 #include "model/tokenizer.h"
+#include "model/tokenizer_build.h"
 #include "base/utf8.h"
 
 // ---------------------------------------------------------------- helpers
@@ -715,6 +716,108 @@ static void test_grow_array(void) {
     free(a);
 }
 
+// Two loads of the same files must agree: both fail with the same message,
+// or both give the same tokens (strings, merges, eot).
+static void check_same_load(Tokenizer *a, const GptError *ea, Tokenizer *b, const GptError *eb,
+                            const char *what) {
+    if (!a || !b) {
+        CHECK(!a && !b && strcmp(ea->msg, eb->msg) == 0, "%s: \"%s\" against \"%s\"", what,
+              a ? "(loaded)" : ea->msg, b ? "(loaded)" : eb->msg);
+        return;
+    }
+    size_t n = tokenizer_vocab_size(a), bad = 0;
+    CHECK(n == tokenizer_vocab_size(b) && tokenizer_n_merges(a) == tokenizer_n_merges(b) &&
+              tokenizer_eot_id(a) == tokenizer_eot_id(b),
+          "%s: sizes differ", what);
+    if (n != tokenizer_vocab_size(b)) return;
+    for (size_t i = 0; i < n; i++)
+        bad += strcmp(tokenizer_token_string(a, (int32_t)i), tokenizer_token_string(b, (int32_t)i)) != 0;
+    for (size_t r = 0; r < tokenizer_n_merges(a) && r < tokenizer_n_merges(b); r++) {
+        int32_t la, ra, lb, rb;
+        tokenizer_merge_pair(a, r, &la, &ra);
+        tokenizer_merge_pair(b, r, &lb, &rb);
+        bad += la != lb || ra != rb;
+    }
+    CHECK(bad == 0, "%s: %zu tokens or merges differ", what, bad);
+}
+
+// vocab.json's common form is read directly, anything else through cJSON
+// (tokenizer_files.c): the reference. Both must agree on GPT-2's files and
+// on each odd entry below, accepted or refused.
+static void test_vocab_fast(Tokenizer *ref) {
+    GptError e1 = {""}, e2 = {""};
+    Tokenizer *plain = tokenizer_load_files_with("models/vocab.json", "models/merges.txt", 1, &e2);
+    check_same_load(ref, &e1, plain, &e2, "GPT-2 vocab.json, direct and through cJSON");
+    tokenizer_free(plain);
+
+    char dir[] = "/tmp/test_tokenizer_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp failed");
+        return;
+    }
+    char v[128], m[128];
+    snprintf(v, sizeof v, "%s/vocab.json", dir);
+    snprintf(m, sizeof m, "%s/merges.txt", dir);
+    write_file(m, "h e\n");
+    static const char *const extras[] = {
+        "\"he\": 256, \"<|endoftext|>\": 257",
+        "\"h\\u00e9\": 256, \"\\u00C9\\u0120\": 257",
+        "\"\\ud83d\\ude00\": 256",          // a surrogate pair
+        "\"\\ud83d\": 256",                   // a lone high surrogate
+        "\"\\ud83dx\\ude00\": 256",
+        "\"\\ude00x\": 256",                  // a lone low surrogate
+        "\"a\\u0000b\": 256",                 // NUL ends cJSON's string
+        "\"x\\/y\\b\\f\\n\\r\\t\\\"\\\\\": 256",
+        "\"x\\q\": 256",                      // no such escape
+        "\"\\u12g4\": 256",
+        "\"\xC3\xA9\": 256, \"\xFF\xFE\": 257",  // raw UTF-8, raw bytes that are not
+        "\"a\tb\": 256",                       // a raw control character
+        "\"x\": 0256",
+        "\"x\": 0, \"y\": 256",
+        "\"x\": 256.0",
+        "\"x\": 2.56e2",
+        "\"x\": -1",
+        "\"x\": \"256\"",
+        "\"x\": [256]",
+        "\"x\":\f256",
+        "\"x\"\n:\r\n256\t",
+        "\"x\": 1234567890",
+        "\"x\": 256, \"x\": 257",             // one string twice: the first id
+        "\"x\": 256}, trailing text",
+        "\"x\": 256,",
+        "\"x\": 256 \"y\": 257",
+        "\"x\" 256",
+        "",
+    };
+    for (size_t k = 0; k < sizeof extras / sizeof *extras; k++) {
+        char *text = tiny_vocab_json(extras[k]);
+        write_file(v, text);
+        free(text);
+        e1.msg[0] = e2.msg[0] = '\0';
+        Tokenizer *a = tokenizer_load_files_with(v, m, 0, &e1);
+        Tokenizer *b = tokenizer_load_files_with(v, m, 1, &e2);
+        char what[128];
+        snprintf(what, sizeof what, "vocab.json with %s", extras[k]);
+        check_same_load(a, &e1, b, &e2, what);
+        tokenizer_free(a);
+        tokenizer_free(b);
+    }
+    // Empty, and not an object.
+    static const char *const whole[] = {"{}", " { } ", "[]", "", "{\"a\": 0"};
+    for (size_t k = 0; k < sizeof whole / sizeof *whole; k++) {
+        write_file(v, whole[k]);
+        e1.msg[0] = e2.msg[0] = '\0';
+        Tokenizer *a = tokenizer_load_files_with(v, m, 0, &e1);
+        Tokenizer *b = tokenizer_load_files_with(v, m, 1, &e2);
+        check_same_load(a, &e1, b, &e2, whole[k]);
+        tokenizer_free(a);
+        tokenizer_free(b);
+    }
+    unlink(v);
+    unlink(m);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     test_grow_array();
     GptError err = {""};
@@ -736,6 +839,7 @@ int main(int argc, char **argv) {
     check_case_file(t, "tests/fixtures/tiktoken_cases.json", NULL);
     for (int i = 1; i < argc; i++) check_case_file(t, argv[i], NULL);
     test_other_loaders(t);
+    test_vocab_fast(t);
     test_errors(t);
     test_round_trips(t);
     test_stream_replacement();

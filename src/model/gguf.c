@@ -893,6 +893,7 @@ static int read_tokenizer(const Gguf *g, size_t V, Tokenizer **out, const char *
     }
     snprintf(src, sizeof src, "%s: tokenizer.ggml.tokens", path);
     if (!(t = tokenizer_new_vocab(src, V, strings, err))) goto done;
+    if (tokenizer_index_strings(t, src, err) != 0) goto done;
     snprintf(src, sizeof src, "%s: tokenizer.ggml.merges", path);
     if (tokenizer_alloc_merges(t, (size_t)merges->count, src, err) != 0) goto done;
     c.pos = merges->at;
@@ -910,10 +911,13 @@ static int read_tokenizer(const Gguf *g, size_t V, Tokenizer **out, const char *
             gpt_error(err, "%s: names a token that is not in tokenizer.ggml.tokens", src);
             goto done;
         }
-        if (tokenizer_add_merge(t, rank, a, b, src, err) != 0) goto done;
+        if (tokenizer_add_merge(t, rank, a, b, err) != 0) {
+            GptError inner = *err;
+            gpt_error(err, "%s: %s", src, inner.msg);
+            goto done;
+        }
     }
-    snprintf(src, sizeof src, "%s: tokenizer.ggml.merges", path);
-    if (tokenizer_build_pairs(t, src, err) != 0) goto done;
+    tokenizer_finish(t);
     *out = t;
     t = NULL;
     rc = 0;

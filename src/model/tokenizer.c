@@ -3,18 +3,26 @@
  *
  * Layout of a Tokenizer:
  *   - every token's vocab.json string and raw bytes, in two arenas;
- *   - two hash tables from those keys back to ids;
- *   - the merge list as given (rank -> left/right id), for the model file;
- *   - a pair table (left id, right id) -> (rank, merged id) that drives BPE;
+ *   - a hash table from a token's bytes back to its id (and, only while a
+ *     file reader resolves merges by name, one from its string);
+ *   - the merge list as given (rank -> left/right id), for the model file,
+ *     and each token's rank: that of the merge that creates it;
+ *   - a direct-mapped cache of pair ranks, (left id, right id) -> (rank,
+ *     merged id), filled as BPE asks;
  *   - a direct-mapped cache of recently encoded pieces, and scratch buffers.
  *
  * tiktoken's rule, which we follow, is not quite "apply the listed merges":
  * it merges any two adjacent parts whose concatenated bytes form a token,
  * lowest-ranked result first, and it takes a whole piece as one token
- * whenever the piece is a token. So the pair table holds every split of every
- * mergeable token into two mergeable tokens, ranked by the rank of the merge
- * that creates the token, not only the listed pairs. (For GPT-2 a token's
- * rank is its id - 256, as in tiktoken.)
+ * whenever the piece is a token. So a pair's rank is found by looking up the
+ * two parts' bytes together in the bytes table (pair_rank_plain), not in the
+ * listed pairs, and is the rank of the merge that creates that token. (For
+ * GPT-2 a token's rank is its id - 256, as in tiktoken.)
+ *
+ * Building does only what every start needs (the arenas, the bytes table, the
+ * ranks): no table of every pair (GPT-2 has 108,299 splits of a token into two
+ * mergeable tokens, 4 MiB of table, where a prompt looks up a few hundred),
+ * and no string table unless merges are named by string.
  *
  * A Tokenizer is built in the steps of tokenizer_build.h, here; the files
  * it is read from (vocab.json + merges.txt, tokenizer.json) are parsed in
@@ -32,6 +40,7 @@
 #include <utf8proc.h>
 
 #include "base/grow.h"
+#include "base/memory.h"
 #include "model/tokenizer_build.h"
 #include "base/utf8.h"
 
@@ -75,13 +84,16 @@ typedef struct {
     size_t mask;
 } IdTable;
 
-// The pair table behind BPE: (left << 32 | right) -> rank and merged id.
+// The pair cache behind BPE: (left << 32 | right) -> rank and merged id,
+// direct-mapped by hash; a slot holds the last pair that mapped to it.
+// Lookups hit it for all but the pairs a text meets first (tokens are below
+// 2^31, so key + 1 neither overflows nor is 0 = empty).
+#define PAIR_CACHE_SLOTS 16384  // 256 KiB
 typedef struct {
-    uint64_t key;     // PAIR_EMPTY when unused
-    uint32_t rank;
+    uint64_t key1;    // key + 1; 0 when unused
+    uint32_t rank;    // NO_RANK: the pair does not merge
     int32_t merged;
 } PairSlot;
-#define PAIR_EMPTY UINT64_MAX
 
 // The piece cache: direct-mapped by hash. Short pieces only; a piece whose
 // encoding does not fit is simply not cached.
@@ -98,19 +110,21 @@ typedef struct {
 
 struct Tokenizer {
     size_t n_vocab;
-    char *str_arena;          // all token strings, NUL-terminated
-    size_t *str_off;          // (n_vocab)
-    unsigned char *byte_arena;
-    size_t *byte_off;         // (n_vocab + 1): token id's bytes are [off[id], off[id+1])
+    // One block, `hot`, holds what a lookup by bytes touches (see
+    // tokenizer_new_vocab): the bytes table, then the four arrays.
+    void *hot;
+    IdTable by_bytes;         // slots in hot
+    uint32_t *byte_off;       // (n_vocab + 1) in hot: token id's bytes are [off[id], off[id+1])
+    uint32_t *rank_of;        // (n_vocab) in hot: rank of the merge making the token; NO_RANK if none
+    uint32_t *str_off;        // (n_vocab) in hot
+    unsigned char *byte_arena;  // in hot
+    char *str_arena;          // all token strings, NUL-terminated (total < 4 GiB)
     size_t max_token_bytes;
-    IdTable by_string;
-    IdTable by_bytes;
+    IdTable by_string;        // empty (slots NULL) except while a reader resolves merges
     int32_t byte_token[256];  // the token of each single byte
-    uint32_t *rank_of;        // (n_vocab) rank of the merge making the token; NO_RANK if none
     size_t n_merges;
     int32_t (*merges)[2];     // (n_merges) as given
-    PairSlot *pairs;
-    size_t pair_mask;
+    PairSlot *pair_cache;     // (PAIR_CACHE_SLOTS)
     int32_t eot;
     // Encoding state: the cache and scratch, reused across calls.
     CacheSlot *cache;
@@ -118,6 +132,7 @@ struct Tokenizer {
     int32_t *s_tok;
     uint32_t *s_next, *s_prev;
     uint64_t *s_heap;
+    unsigned char *s_cat;     // (max_token_bytes) a pair's bytes, joined
 };
 #define NO_RANK UINT32_MAX
 
@@ -132,14 +147,32 @@ static const unsigned char *tok_bytes(const Tokenizer *t, uint32_t id, size_t *l
     return t->byte_arena + t->byte_off[id];
 }
 
+// Slots for n keys: at most half full.
+static size_t idtable_cap(size_t n) { return pow2_at_least(2 * n); }
+
 static int idtable_init(IdTable *tab, size_t n) {
-    size_t cap = pow2_at_least(2 * n);
+    size_t cap = idtable_cap(n);
     tab->slots = calloc(cap, sizeof *tab->slots);
     tab->mask = cap - 1;
     return tab->slots ? 0 : -1;
 }
 
-static void idtable_free(IdTable *tab) { free(tab->slots); }
+static void idtable_free(IdTable *tab) {
+    free(tab->slots);
+    tab->slots = NULL;
+}
+
+// 1 if token id's key (its bytes, or with by_bytes == 0 its string) is key[0..len).
+static inline int key_is(const Tokenizer *t, int by_bytes, uint32_t id, const unsigned char *key,
+                         size_t len) {
+    if (by_bytes) {
+        size_t n;
+        const unsigned char *b = tok_bytes(t, id, &n);
+        return n == len && memcmp(b, key, len) == 0;
+    }
+    const char *s = t->str_arena + t->str_off[id];
+    return strncmp(s, (const char *)key, len) == 0 && s[len] == '\0';
+}
 
 // Returns the id stored under key (hash h), or -1. by_bytes selects the key kind.
 static int32_t idtable_find(const Tokenizer *t, const IdTable *tab, int by_bytes,
@@ -148,41 +181,51 @@ static int32_t idtable_find(const Tokenizer *t, const IdTable *tab, int by_bytes
     for (size_t i = (size_t)h & tab->mask;; i = (i + 1) & tab->mask) {
         uint32_t v = tab->slots[i].id1;
         if (v == 0) return -1;
-        if (tab->slots[i].hash32 != h32) continue;
-        uint32_t id = v - 1;
-        if (by_bytes) {
-            size_t n;
-            const unsigned char *b = tok_bytes(t, id, &n);
-            if (n == len && memcmp(b, key, len) == 0) return (int32_t)id;
-        } else {
-            const char *s = t->str_arena + t->str_off[id];
-            if (strlen(s) == len && memcmp(s, key, len) == 0) return (int32_t)id;
-        }
+        if (tab->slots[i].hash32 == h32 && key_is(t, by_bytes, v - 1, key, len)) return (int32_t)(v - 1);
     }
 }
 
-// Inserts id unless the key is already present (then the first id stays).
+// Inserts id unless the key is already present (then the first id stays):
+// one probe sequence, which ends at the key or at the free slot it takes.
 static void idtable_add(Tokenizer *t, IdTable *tab, int by_bytes, const unsigned char *key,
                         size_t len, uint32_t id) {
     uint64_t h = hash_bytes(key, len);
-    if (idtable_find(t, tab, by_bytes, key, len, h) >= 0) return;
+    uint32_t h32 = (uint32_t)(h >> 32);
     size_t i = (size_t)h & tab->mask;
-    while (tab->slots[i].id1 != 0) i = (i + 1) & tab->mask;
+    for (; tab->slots[i].id1 != 0; i = (i + 1) & tab->mask)
+        if (tab->slots[i].hash32 == h32 && key_is(t, by_bytes, tab->slots[i].id1 - 1, key, len)) return;
     tab->slots[i].id1 = id + 1;
-    tab->slots[i].hash32 = (uint32_t)(h >> 32);
+    tab->slots[i].hash32 = h32;
 }
 
-static size_t pair_slot(const Tokenizer *t, uint64_t key) {
-    size_t i = (size_t)mix64(key) & t->pair_mask;
-    while (t->pairs[i].key != PAIR_EMPTY && t->pairs[i].key != key) i = (i + 1) & t->pair_mask;
-    return i;
+// The rank of merging left and right (both mergeable, as every part BPE holds
+// is), NO_RANK if they do not merge; *merged set when they do. tiktoken's
+// rule itself: the two parts' bytes together must be a token made by a merge.
+// That token is the first with those bytes (the one tokenizer_add_merge gave
+// its rank), and only a first id can be mergeable, so this is exactly what a
+// table of every split of every merged token would answer.
+static uint32_t pair_rank_plain(Tokenizer *t, int32_t left, int32_t right, int32_t *merged) {
+    size_t la, lb;
+    const unsigned char *a = tok_bytes(t, (uint32_t)left, &la);
+    const unsigned char *b = tok_bytes(t, (uint32_t)right, &lb);
+    if (la + lb > t->max_token_bytes) return NO_RANK;  // longer than any token
+    memcpy(t->s_cat, a, la);
+    memcpy(t->s_cat + la, b, lb);
+    int32_t m = idtable_find(t, &t->by_bytes, 1, t->s_cat, la + lb, hash_bytes(t->s_cat, la + lb));
+    if (m < 0 || t->rank_of[m] == NO_RANK) return NO_RANK;
+    *merged = m;
+    return t->rank_of[m];
 }
 
-// The rank of merging left and right, NO_RANK if they do not merge.
-static inline uint32_t pair_rank(const Tokenizer *t, int32_t left, int32_t right, int32_t *merged) {
+// pair_rank_plain through the pair cache.
+static inline uint32_t pair_rank(Tokenizer *t, int32_t left, int32_t right, int32_t *merged) {
     uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-    const PairSlot *s = &t->pairs[pair_slot(t, key)];
-    if (s->key == PAIR_EMPTY) return NO_RANK;
+    PairSlot *s = &t->pair_cache[mix64(key) & (PAIR_CACHE_SLOTS - 1)];
+    if (s->key1 != key + 1) {
+        s->key1 = key + 1;
+        s->merged = -1;
+        s->rank = pair_rank_plain(t, left, right, &s->merged);
+    }
     *merged = s->merged;
     return s->rank;
 }
@@ -226,10 +269,9 @@ static int cp_class(int32_t cp) {
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     idtable_free(&t->by_string);
-    idtable_free(&t->by_bytes);
     // every other block it owns (NULL where building stopped early)
-    void *blocks[] = {t->str_arena, t->str_off, t->byte_arena, t->byte_off, t->rank_of, t->merges,
-                      t->pairs, t->cache, t->s_tok, t->s_next, t->s_prev, t->s_heap};
+    void *blocks[] = {t->hot, t->str_arena, t->merges,
+                      t->pair_cache, t->cache, t->s_tok, t->s_next, t->s_prev, t->s_heap, t->s_cat};
     for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++) free(blocks[i]);
     free(t);
 }
@@ -253,15 +295,33 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
         }
         total += strlen(strings[i]) + 1;
     }
+    if (total > UINT32_MAX) {
+        gpt_error(err, "%s: token strings total %zu bytes, more than 4 GiB", src, total);
+        tokenizer_free(t);
+        return NULL;
+    }
+    // The hot block: bytes table, byte_off, rank_of, str_off, bytes (a
+    // token's bytes are never longer than its string). Building inserts every
+    // token and looks up every merge at random places in it; on 4 KiB pages
+    // each first touch is a fault and most lookups a TLB miss, so a block of
+    // 1 MiB or more is rounded up to whole 2 MiB huge pages (GPT-2's is 1.93
+    // MiB: 2 MiB, one fault).
+    size_t cap = idtable_cap(n_vocab);
+    size_t hot = cap * sizeof(IdSlot) + (3 * n_vocab + 1) * sizeof(uint32_t) + total;
+    if (hot >= (1u << 20)) hot = (hot + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    t->hot = memory_alloc_large(hot);
     t->str_arena = malloc(total);
-    t->str_off = malloc(n_vocab * sizeof *t->str_off);
-    t->byte_arena = malloc(total);  // a token's bytes are never longer than its string
-    t->byte_off = malloc((n_vocab + 1) * sizeof *t->byte_off);
-    t->rank_of = malloc(n_vocab * sizeof *t->rank_of);
+    // The caches are zero pages until encoding touches them.
     t->cache = calloc(CACHE_SLOTS, sizeof *t->cache);
-    if (!t->str_arena || !t->str_off || !t->byte_arena || !t->byte_off || !t->rank_of ||
-        !t->cache || idtable_init(&t->by_string, n_vocab) || idtable_init(&t->by_bytes, n_vocab))
-        goto oom;
+    t->pair_cache = calloc(PAIR_CACHE_SLOTS, sizeof *t->pair_cache);
+    if (!t->hot || !t->str_arena || !t->cache || !t->pair_cache) goto oom;
+    t->by_bytes.slots = t->hot;
+    t->by_bytes.mask = cap - 1;
+    memset(t->by_bytes.slots, 0, cap * sizeof(IdSlot));
+    t->byte_off = (uint32_t *)(t->by_bytes.slots + cap);
+    t->rank_of = t->byte_off + n_vocab + 1;
+    t->str_off = t->rank_of + n_vocab;
+    t->byte_arena = (unsigned char *)(t->str_off + n_vocab);
 
     int16_t cp_to_byte[324];
     for (size_t i = 0; i < 324; i++) cp_to_byte[i] = -1;
@@ -272,12 +332,12 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
         size_t len = strlen(strings[id]);
         const unsigned char *s = (const unsigned char *)strings[id];
         memcpy(t->str_arena + so, s, len + 1);
-        t->str_off[id] = so;
+        t->str_off[id] = (uint32_t)so;
         so += len + 1;
         // The bytes: each character of the string stands for one byte. A
         // string with a character outside that alphabet (an added token
         // written as plain text) stands for its own UTF-8 bytes.
-        t->byte_off[id] = bo;
+        t->byte_off[id] = (uint32_t)bo;
         size_t nb = 0, i = 0;
         int plain = 0;
         while (i < len) {
@@ -298,10 +358,9 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
         if (nb > t->max_token_bytes) t->max_token_bytes = nb;
         t->rank_of[id] = NO_RANK;
     }
-    t->byte_off[n_vocab] = bo;
+    t->byte_off[n_vocab] = (uint32_t)bo;
+    if (!(t->s_cat = malloc(t->max_token_bytes ? t->max_token_bytes : 1))) goto oom;
     for (size_t id = 0; id < n_vocab; id++) {
-        const char *s = t->str_arena + t->str_off[id];
-        idtable_add(t, &t->by_string, 0, (const unsigned char *)s, strlen(s), (uint32_t)id);
         size_t n;
         const unsigned char *b = tok_bytes(t, (uint32_t)id, &n);
         idtable_add(t, &t->by_bytes, 1, b, n, (uint32_t)id);
@@ -315,10 +374,12 @@ Tokenizer *tokenizer_new_vocab(const char *src, size_t n_vocab, const char *cons
             return NULL;
         }
     }
-    static const char eot_str[] = "<|endoftext|>";
-    t->eot = idtable_find(t, &t->by_string, 0, (const unsigned char *)eot_str,
-                          sizeof eot_str - 1, hash_bytes((const unsigned char *)eot_str,
-                                                         sizeof eot_str - 1));
+    // The first token whose string is "<|endoftext|>" is the first whose
+    // bytes are: printable ASCII stands for itself, and a string written as
+    // plain text (its own UTF-8) has a character outside that alphabet.
+    static const unsigned char eot_str[] = "<|endoftext|>";
+    t->eot = idtable_find(t, &t->by_bytes, 1, eot_str, sizeof eot_str - 1,
+                          hash_bytes(eot_str, sizeof eot_str - 1));
     return t;
 oom:
     gpt_error(err, "%s: out of memory", src);
@@ -326,35 +387,43 @@ oom:
     return NULL;
 }
 
+int tokenizer_index_strings(Tokenizer *t, const char *src, GptError *err) {
+    if (t->by_string.slots) return 0;
+    if (idtable_init(&t->by_string, t->n_vocab)) return gpt_error(err, "%s: out of memory", src);
+    for (size_t id = 0; id < t->n_vocab; id++) {
+        const char *s = t->str_arena + t->str_off[id];
+        idtable_add(t, &t->by_string, 0, (const unsigned char *)s, strlen(s), (uint32_t)id);
+    }
+    return 0;
+}
+
 int32_t tokenizer_string_id(const Tokenizer *t, const char *s, size_t len) {
     const unsigned char *key = (const unsigned char *)s;
+    if (!t->by_string.slots) return -1;
     return idtable_find(t, &t->by_string, 0, key, len, hash_bytes(key, len));
 }
 
 // Step 2: merge `rank` joins left and right; records it.
-int tokenizer_add_merge(Tokenizer *t, size_t rank, int32_t left, int32_t right, const char *where,
-                        GptError *err) {
+int tokenizer_add_merge(Tokenizer *t, size_t rank, int32_t left, int32_t right, GptError *err) {
     if (left < 0 || (size_t)left >= t->n_vocab || right < 0 || (size_t)right >= t->n_vocab)
-        return gpt_error(err, "%s: merge names token id out of range (%d, %d)", where,
-                         (int)left, (int)right);
+        return gpt_error(err, "merge names token id out of range (%d, %d)", (int)left, (int)right);
     size_t la, lb;
     const unsigned char *a = tok_bytes(t, (uint32_t)left, &la);
     const unsigned char *b = tok_bytes(t, (uint32_t)right, &lb);
-    // An empty token (a "" key) merges into nothing new, and would count -1
-    // splits in build_pairs.
+    // An empty token (a "" key) merges into nothing new.
     if (la == 0 || lb == 0)
-        return gpt_error(err, "%s: merge '%s %s' names an empty token", where,
-                         t->str_arena + t->str_off[left], t->str_arena + t->str_off[right]);
+        return gpt_error(err, "merge '%s %s' names an empty token", t->str_arena + t->str_off[left],
+                         t->str_arena + t->str_off[right]);
     unsigned char stackbuf[256];
     unsigned char *cat = la + lb <= sizeof stackbuf ? stackbuf : malloc(la + lb);
-    if (!cat) return gpt_error(err, "%s: out of memory", where);
+    if (!cat) return gpt_error(err, "out of memory");
     memcpy(cat, a, la);
     memcpy(cat + la, b, lb);
     int32_t merged = idtable_find(t, &t->by_bytes, 1, cat, la + lb, hash_bytes(cat, la + lb));
     if (cat != stackbuf) free(cat);
     if (merged < 0)
-        return gpt_error(err, "%s: merge '%s %s' makes a token that is not in the vocabulary",
-                         where, t->str_arena + t->str_off[left], t->str_arena + t->str_off[right]);
+        return gpt_error(err, "merge '%s %s' makes a token that is not in the vocabulary",
+                         t->str_arena + t->str_off[left], t->str_arena + t->str_off[right]);
     t->merges[rank][0] = left;
     t->merges[rank][1] = right;
     if (t->rank_of[merged] == NO_RANK) t->rank_of[merged] = (uint32_t)rank;
@@ -368,68 +437,8 @@ static int mergeable(const Tokenizer *t, int32_t id) {
     return t->rank_of[id] != NO_RANK || (n == 1 && t->byte_token[t->byte_arena[t->byte_off[id]]] == id);
 }
 
-// Step 3: the pair table, from every split of every merged token into two
-// mergeable tokens. Gathered first so the table is sized by what it holds
-// (about 1 in 4 splits qualifies), which keeps it small enough to stay in
-// cache while encoding.
-int tokenizer_build_pairs(Tokenizer *t, const char *src, GptError *err) {
-    size_t n_splits = 0;
-    for (size_t id = 0; id < t->n_vocab; id++)
-        if (t->rank_of[id] != NO_RANK) n_splits += t->byte_off[id + 1] - t->byte_off[id] - 1;
-    PairSlot *found = malloc((n_splits ? n_splits : 1) * sizeof *found);
-    // Most splits are not tokens; a one-bit-per-hash filter that fits in
-    // cache answers most of those without touching the (larger) id table.
-    const unsigned filter_bits = 20;
-    uint64_t *filter = calloc((size_t)1 << (filter_bits - 6), sizeof *filter);
-    if (!found || !filter) {
-        free(found);
-        free(filter);
-        return gpt_error(err, "%s: out of memory", src);
-    }
-    for (size_t id = 0; id < t->n_vocab; id++) {
-        size_t n;
-        const unsigned char *b = tok_bytes(t, (uint32_t)id, &n);
-        uint64_t h = hash_bytes(b, n) >> (64 - filter_bits);
-        filter[h >> 6] |= 1ULL << (h & 63);
-    }
-    size_t n_found = 0;
-    for (size_t id = 0; id < t->n_vocab; id++) {
-        if (t->rank_of[id] == NO_RANK) continue;
-        size_t n;
-        const unsigned char *b = tok_bytes(t, (uint32_t)id, &n);
-        for (size_t k = 1; k < n; k++) {
-            uint64_t hl = hash_bytes(b, k), fl = hl >> (64 - filter_bits);
-            if (!(filter[fl >> 6] >> (fl & 63) & 1)) continue;
-            uint64_t hr = hash_bytes(b + k, n - k), fr = hr >> (64 - filter_bits);
-            if (!(filter[fr >> 6] >> (fr & 63) & 1)) continue;
-            int32_t l = idtable_find(t, &t->by_bytes, 1, b, k, hl);
-            if (l < 0 || !mergeable(t, l)) continue;
-            int32_t r = idtable_find(t, &t->by_bytes, 1, b + k, n - k, hr);
-            if (r < 0 || !mergeable(t, r)) continue;
-            found[n_found].key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
-            found[n_found].rank = t->rank_of[id];
-            found[n_found].merged = (int32_t)id;
-            n_found++;
-        }
-    }
-    size_t cap = pow2_at_least(2 * n_found + 2);
-    t->pairs = malloc(cap * sizeof *t->pairs);
-    if (!t->pairs) {
-        free(found);
-        return gpt_error(err, "%s: out of memory", src);
-    }
-    t->pair_mask = cap - 1;
-    for (size_t i = 0; i < cap; i++) t->pairs[i].key = PAIR_EMPTY;
-    for (size_t i = 0; i < n_found; i++) {
-        PairSlot *s = &t->pairs[pair_slot(t, found[i].key)];
-        // Two tokens with the same bytes (possible only in odd tables): the
-        // lower rank wins, as the first would in tiktoken's byte-keyed ranks.
-        if (s->key == PAIR_EMPTY || found[i].rank < s->rank) *s = found[i];
-    }
-    free(found);
-    free(filter);
-    return 0;
-}
+// Step 3: the string table served only the readers.
+void tokenizer_finish(Tokenizer *t) { idtable_free(&t->by_string); }
 
 // Before step 2: the merge list.
 int tokenizer_alloc_merges(Tokenizer *t, size_t n_merges, const char *src, GptError *err) {
@@ -448,11 +457,13 @@ Tokenizer *tokenizer_from_tables(size_t n_vocab, const char *const *token_string
     if (!t) return NULL;
     if (tokenizer_alloc_merges(t, n_merges, src, err)) goto fail;
     for (size_t r = 0; r < n_merges; r++) {
-        char where[64];
-        snprintf(where, sizeof where, "%s: merge %zu", src, r);
-        if (tokenizer_add_merge(t, r, merge_pairs[r][0], merge_pairs[r][1], where, err)) goto fail;
+        if (tokenizer_add_merge(t, r, merge_pairs[r][0], merge_pairs[r][1], err)) {
+            GptError inner = *err;
+            gpt_error(err, "%s: merge %zu: %s", src, r, inner.msg);
+            goto fail;
+        }
     }
-    if (tokenizer_build_pairs(t, src, err)) goto fail;
+    tokenizer_finish(t);
     return t;
 fail:
     tokenizer_free(t);

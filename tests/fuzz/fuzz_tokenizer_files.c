@@ -5,12 +5,33 @@
  * tokenizer_load_json. A tokenizer that loads must give every token's bytes
  * and string, merges inside the vocabulary, and the round trip
  * decode(encode(text)) == text on a fixed text and the input's first bytes
- * (fuzz_common.h).
+ * (fuzz_common.h). vocab.json is read twice, directly and through cJSON
+ * (tokenizer_load_files_with): the two must agree, message for message.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "model/tokenizer_build.h"
+
+// The direct read (t, err) against the one through cJSON.
+static void check_same_as_cjson(const char *vocab, const char *merges, const Tokenizer *t,
+                                const GptError *err) {
+    GptError e2 = {{0}};
+    Tokenizer *p = tokenizer_load_files_with(vocab, merges, 1, &e2);
+    if (!t || !p) {
+        if (t || p || strcmp(err->msg, e2.msg) != 0)
+            fuzz_fail("vocab.json read directly and through cJSON disagree");
+        tokenizer_free(p);
+        return;
+    }
+    if (tokenizer_vocab_size(t) != tokenizer_vocab_size(p) || tokenizer_eot_id(t) != tokenizer_eot_id(p))
+        fuzz_fail("vocab.json read directly and through cJSON: sizes differ");
+    for (size_t i = 0; i < tokenizer_vocab_size(t); i++)
+        if (strcmp(tokenizer_token_string(t, (int32_t)i), tokenizer_token_string(p, (int32_t)i)) != 0)
+            fuzz_fail("vocab.json read directly and through cJSON: a token string differs");
+    tokenizer_free(p);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char a[1024], b[1024];
@@ -22,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_write(a, sizeof a, "vocab.json", data, n);
         fuzz_write(b, sizeof b, "merges.txt", nul + 1, size - n - 1);
         t = tokenizer_load_files(a, b, &err);
+        check_same_as_cjson(a, b, t, &err);
     } else {
         fuzz_write(a, sizeof a, "tokenizer.json", data, size);
         t = tokenizer_load_json(a, &err);
