@@ -105,8 +105,8 @@ void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const floa
     if (variant < 0 || variant >= matmul_variant_count(isa)) variant = 0;
 #if defined(__x86_64__)
     if (W->dtype == DTYPE_Q8 && W->q8_int8) {  // Q8 x int8: one kernel per ISA, no variants
-        // AVX2 has none yet: the scalar kernel (the same bits)
         if (isa == CPU_AVX512) matmul_rows_avx512_q8_int8(vnni, out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        else if (isa == CPU_AVX2) matmul_rows_avx2_q8_int8(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     }

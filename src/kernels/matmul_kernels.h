@@ -195,8 +195,10 @@ void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const flo
 // what matmul_rows runs for CPU_AVX512 where cpu_has_avx512_vnni().
 void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
                              size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
-// Q8 x int8 (W->q8_int8) with AVX-512, VNNI (vnni = 1: the CPU must have
-// it) or not: the same bits as the scalar kernel.
+// Q8 x int8 (W->q8_int8) with AVX2, and with AVX-512, VNNI (vnni = 1: the
+// CPU must have it) or not: the same bits as the scalar kernel.
+void matmul_rows_avx2_q8_int8(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
+                              size_t n0, size_t n1, int accumulate, float *scratch);
 void matmul_rows_avx512_q8_int8(int vnni, float *out, const float *inp, const Weight *W, const float *bias,
                                 size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 // VARIANTS. A variant is a way to arrange a kernel's work: which (b, n)

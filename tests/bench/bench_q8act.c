@@ -5,7 +5,7 @@
  * (Weight.q8_int8, --q8-act int8: vpdpbusd with AVX512-VNNI), 512 rows (a
  * prefill of 512 tokens) at 1 and 2 threads through matmul(); then the
  * single-thread kernels alone (matmul_rows_route, one group of 32 rows), so
- * that int8 with VNNI and without stand beside int16; interleaved, best of
+ * that int8 with VNNI and without stand beside int16, and AVX2's two; interleaved, best of
  * the rounds. Then each one's product error against matmul_reference (the
  * same weights, summed in double): the activations' rounding (2^-15 against
  * 2^-8 of a block's largest input) on the 768x768 product.
@@ -41,11 +41,11 @@ static double products_seconds(size_t T, float *out, const float *x, const Weigh
 }
 
 // Seconds for the four products' kernels on one group of rows, one thread.
-static double kernel_seconds(int vnni, size_t B, float *out, const float *x, const Weight *W, const float *bias,
+static double kernel_seconds(CpuIsa isa, int vnni, size_t B, float *out, const float *x, const Weight *W, const float *bias,
                              float *scratch) {
     double t0 = now_seconds();
     for (int s = 0; s < N_SHAPES; s++)
-        matmul_rows_route(CPU_AVX512, vnni, 0, out, x, &W[s], bias, B, 0, W[s].n_out, 0, scratch);
+        matmul_rows_route(isa, vnni, 0, out, x, &W[s], bias, B, 0, W[s].n_out, 0, scratch);
     return now_seconds() - t0;
 }
 
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 4 * rounds; r++)
             for (int a = 0; a < 3; a++) {
                 if (a == 2 && !vnni) continue;
-                double sec = kernel_seconds(a == 2, MATMUL_GROUP, out, x, W[a > 0], bias, scratch);
+                double sec = kernel_seconds(CPU_AVX512, a == 2, MATMUL_GROUP, out, x, W[a > 0], bias, scratch);
                 if (sec < best[a]) best[a] = sec;
             }
         double g[3];
@@ -122,6 +122,20 @@ int main(int argc, char **argv) {
                g[1], g[1] / g[0]);
         if (vnni) printf(", int8 VNNI %.1f GOP/s (%.2fx)", g[2], g[2] / g[0]);
         printf("\n");
+        free(scratch);
+    }
+    if (cpu_isa_supported(CPU_AVX2)) {  // AVX2's: int16 against int8 (vpmaddubsw + vpmaddwd)
+        size_t per = matmul_scratch_floats(MATMUL_GROUP, 3072);
+        float *scratch = aligned_alloc(64, per * sizeof(float));
+        double best[2] = {1e30, 1e30};
+        for (int r = 0; r < 4 * rounds; r++)
+            for (int a = 0; a < 2; a++) {
+                double sec = kernel_seconds(CPU_AVX2, 0, MATMUL_GROUP, out, x, W[a], bias, scratch);
+                if (sec < best[a]) best[a] = sec;
+            }
+        double g16 = flops_per_row * MATMUL_GROUP / best[0] / 1e9, g8 = flops_per_row * MATMUL_GROUP / best[1] / 1e9;
+        printf("kernels alone (avx2, default tiles, 32 rows, one thread): int16 %.1f, int8 %.1f GOP/s (%.2fx)\n", g16,
+               g8, g8 / g16);
         free(scratch);
     }
 
