@@ -218,6 +218,8 @@ typedef struct {
 // Every Q8 matrix of m multiplies with int8 activations from now on
 // (Weight.q8_int8; WeightOptions.q8_int8 does this at load).
 void model_set_q8_int8(Model *m);
+// Whether a Q8 matrix of m multiplies with int8 activations.
+int model_q8_int8(const Model *m);
 
 // The names --dtype takes for the weights (gpt's --dtype, --draft-dtype,
 // gpt convert --dtype), for messages.
