@@ -19,7 +19,7 @@
 # src/cli/options.c's
 # modes_of);
 # its value: - (none), file, model (a file, model files first), dtype,
-# kvtype, tune, or text (not completed).
+# kvtype, q8act, tune, or text (not completed).
 _gpt_options='
 -m                  gbstdca model
 --model             gbstdca model
@@ -28,6 +28,7 @@ _gpt_options='
 --keep-newline      gstc   -
 --tokenizer         gbstdca file
 --dtype             gbsc   dtype
+--q8-act            gbsc   q8act
 --kv-type           gbsc   kvtype
 --special           gbstc  -
 -n                  gb     text
@@ -107,6 +108,7 @@ _gpt_serve_options='
 --model             c     model
 --tokenizer         c     file
 --dtype             c     dtype
+--q8-act            c     q8act
 --kv-type           c     kvtype
 -t                  c     text
 --threads           c     text
@@ -146,6 +148,7 @@ _gpt_chat_options='
 --model             c     model
 --tokenizer         c     file
 --dtype             c     dtype
+--q8-act            c     q8act
 --kv-type           c     kvtype
 --kv-budget         c     text
 --parallel          c     text
@@ -180,6 +183,7 @@ _gpt_chat_options='
 _gpt_subcommands='chat convert inspect serve tune'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
+_gpt_q8_acts='int16 int8'
 _gpt_tune_modes='on off force'
 
 # _gpt_resolve WORD TABLE: "NAME MODES VALUE" of the option WORD names in
@@ -270,6 +274,7 @@ _gpt() {
                 tune) _gpt_words "$_gpt_tune_modes"; return ;;
                 dtype) _gpt_words "$_gpt_dtypes"; return ;;
                 kvtype) _gpt_words "$_gpt_kv_types"; return ;;
+                q8act) _gpt_words "$_gpt_q8_acts"; return ;;
                 text) COMPREPLY=(); return ;;
             esac
         fi

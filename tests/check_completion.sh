@@ -146,6 +146,7 @@ sample() {
     case $1 in
         -m | --model | --tokenizer) echo /nonexistent/gpt-model ;;
         --dtype | --kv-type) echo f16 ;;
+        --q8-act) echo int8 ;;
         -p | --prompt | --stop) echo x ;;
         --kv-budget) echo 1G ;;
         --chat-template) echo chatml ;;

@@ -19,7 +19,9 @@
  *        Q4 and Q6 2^-7: twice the half steps);
  *        their activations include all-zero, tiny (below 2^-96: counted as
  *        zero), subnormal and huge blocks;
- *    (b) every supported ISA (AVX-512: Q4 and Q6 with VNNI and without, where the
+ *    Q8 x int8 (Weight.q8_int8: Q4's arithmetic on Q8's weights) is swept as
+ *    a dtype of its own, its bound Q4's;
+ *    (b) every supported ISA (AVX-512: Q4, Q6 and Q8 x int8 with VNNI and without, where the
  *        CPU has it), with and without scratch, bitwise equal to CPU_SCALAR; F16/BF16 bitwise equal to the F32 kernel on their
  *        dequantized weights; matmul() on a 2-thread pool the same bits;
  *        a NaN or infinite activation makes its row's outputs NaN (Q8, Q4, Q6)
@@ -40,6 +42,9 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_kernels.h"
 #include "base/threads.h"
+
+// Q8 x int8 (Weight.q8_int8) swept as a dtype past the others.
+#define Q8_INT8 ((DType)DTYPE_COUNT)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t next_random(void) {
@@ -74,13 +79,16 @@ static double q8_activation_error(const float *inp, const Weight *W, size_t t, s
             amax = fmax(amax, fabs(inp[t * W->n_in + k]));
             wsum += fabs(weight_at(W, k, j));
         }
-        // Q8: half a step of amax / 32767, Q4 and Q6: of amax / 127 (twice that, for slack)
-        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : dtype_is_grouped(W->dtype) ? 0x1p-7 : 0x1p-15);
+        // Q8: half a step of amax / 32767, Q4, Q6, Q8 x int8: of amax / 127 (twice that, for slack)
+        e += wsum * amax * (amax < Q8_X_TINY ? 1.0 : weight_is_grouped(W) ? 0x1p-7 : 0x1p-15);
     }
     return e;
 }
 
+// dt Q8_INT8: Q8 x int8 (Weight.q8_int8).
 static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, int accumulate) {
+    const int i8 = dt == Q8_INT8;
+    if (i8) dt = DTYPE_Q8;
     float *w = malloc(K * N * sizeof *w), *inp = malloc(T * K * sizeof *inp);
     float *bias = malloc(N * sizeof *bias), *fast = malloc(T * N * sizeof *fast);
     float *ref = malloc(T * N * sizeof *ref), *prev = malloc(T * N * sizeof *prev);
@@ -93,6 +101,7 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
     memcpy(ref, prev, T * N * sizeof *ref);
     weight_encode(bytes, dt, w, N, K);
     Weight W = weight_view(dt, bytes, N, K);
+    W.q8_int8 = i8;
     const float *b = with_bias ? bias : NULL;
     matmul(fast, inp, &W, b, T, accumulate, NULL);
     matmul_reference(ref, inp, &W, b, T, accumulate);
@@ -107,7 +116,7 @@ static void check_shape(DType dt, size_t T, size_t K, size_t N, int with_bias, i
         }
     double tol = 4e-6 * sqrt((double)K) + 1e-6;
     CHECK(worst <= tol, "%s T %zu K %zu N %zu bias %d acc %d: relative error %.3g at %zu (tolerance %.3g)",
-          dtype_name(dt), T, K, N, with_bias, accumulate, worst, worst_at, tol);
+          i8 ? "Q8 x int8" : dtype_name(dt), T, K, N, with_bias, accumulate, worst, worst_at, tol);
     free(w), free(inp), free(bias), free(fast), free(ref), free(prev), free(bytes);
 }
 
@@ -324,7 +333,10 @@ typedef struct {
     Weight Wdeq;  // deq as an F32 Weight
 } Mat;
 
+// dt Q8_INT8: Q8 x int8 (Weight.q8_int8).
 static void mat_make(Mat *m, DType dt, size_t N, size_t K) {
+    const int i8 = dt == Q8_INT8;
+    if (i8) dt = DTYPE_Q8;
     float *w = malloc(N * K * sizeof *w);
     for (size_t n = 0; n < N; n++) {
         // a scale per row over a wide range; some all-zero rows and blocks
@@ -337,6 +349,7 @@ static void mat_make(Mat *m, DType dt, size_t N, size_t K) {
     m->bytes = malloc(weight_bytes(dt, N, K));
     weight_encode(m->bytes, dt, w, N, K);
     m->W = weight_view(dt, m->bytes, N, K);
+    m->W.q8_int8 = i8;
     m->deq = malloc(N * K * sizeof *m->deq);
     int same = 1;
     for (size_t n = 0; n < N; n++) {
@@ -348,6 +361,9 @@ static void mat_make(Mat *m, DType dt, size_t N, size_t K) {
     m->Wdeq = weight_view(DTYPE_F32, m->deq, N, K);
     free(w);
 }
+
+// The matrix's arithmetic, for messages.
+static const char *mat_label(const Mat *m) { return m->W.q8_int8 ? "Q8 x int8" : mat_label(m); }
 
 static void mat_free(Mat *m) { free(m->bytes), free(m->deq); }
 
@@ -448,7 +464,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
             if (err / tol > worst) worst = err / tol, worst_err = err, worst_tol = tol, worst_at = b * N + n;
         }
     CHECK(worst <= 1.0, "%s K %zu N %zu B %zu: error within the canonical bound expected, got %.3g > %.3g at %zu",
-          dtype_name(m->dt), K, N, B, worst_err, worst_tol, worst_at);
+          mat_label(m), K, N, B, worst_err, worst_tol, worst_at);
 
     // (b) every ISA and every variant of it, with and without scratch, the scalar bits
     for (int isa = CPU_AVX2; isa < N_ROUTES; isa++) {
@@ -459,7 +475,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
                 rows_variant_on(isa, v, u->y, u->x, &m->W, bias, B, 0, N, acc, s ? u->scratch : NULL);
                 size_t d = first_difference(u->y, u->scalar, B * N);
                 CHECK(d == B * N, "%s K %zu N %zu B %zu: %s variant %s%s must give the scalar bits; at %zu %.9g, "
-                      "scalar %.9g", dtype_name(m->dt), K, N, B, isa_label(isa),
+                      "scalar %.9g", mat_label(m), K, N, B, isa_label(isa),
                       matmul_variant_name(route_isa(isa), v), s ? " with scratch" : "", d,
                       d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
             }
@@ -470,7 +486,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
         matmul_rows(CPU_SCALAR, u->y, u->x, &m->Wdeq, bias, B, 0, N, acc, NULL);
         size_t d = first_difference(u->y, u->scalar, B * N);
         CHECK(d == B * N, "%s K %zu N %zu B %zu: the F32 kernel on the dequantized weights must give the same bits; "
-              "at %zu %.9g vs %.9g", dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0,
+              "at %zu %.9g vs %.9g", mat_label(m), K, N, B, d, d < B * N ? u->y[d] : 0.0,
               d < B * N ? u->scalar[d] : 0.0);
     }
     // matmul() on 2 threads with scratch
@@ -479,7 +495,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
     matmul(u->y, u->x, &m->W, bias, B, acc, &ctx);
     size_t d = first_difference(u->y, u->scalar, B * N);
     CHECK(d == B * N, "%s K %zu N %zu B %zu: matmul() on 2 threads must give the scalar bits; at %zu %.9g vs %.9g",
-          dtype_name(m->dt), K, N, B, d, d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
+          mat_label(m), K, N, B, d, d < B * N ? u->y[d] : 0.0, d < B * N ? u->scalar[d] : 0.0);
 
     // Q8, Q4: a NaN or an infinity in row 0 (B > 1) makes every output of
     // row 0 NaN, in every ISA, and leaves the other rows' bits alone
@@ -494,7 +510,7 @@ static void check_batch(const Mat *m, size_t B, Bufs *u) {
             size_t other = first_difference(u->y + N, u->scalar + N, (B - 1) * N);
             CHECK(finite == 0 && other == (B - 1) * N,
                   "%s K %zu N %zu B %zu %s: a non-finite activation in row 0 must make its %zu outputs NaN and no "
-                  "other; %zu finite, other rows differ at %zu", dtype_name(m->dt), K, N, B, isa_label(isa), N, finite,
+                  "other; %zu finite, other rows differ at %zu", mat_label(m), K, N, B, isa_label(isa), N, finite,
                   other);
         }
     }
@@ -557,13 +573,13 @@ static void check_invariance(const Mat *m, int isa, Bufs *u) {
                     }
             }
             CHECK(untouched, "%s %s K %zu N %zu B %zu: a piece [n0, n1) must leave the other columns alone; "
-                  "it wrote past n1", dtype_name(m->dt), name, K, N, B);
+                  "it wrote past n1", mat_label(m), name, K, N, B);
         }
         size_t col;
         float got, want;
         size_t bad = first_bad_row(u->y, alone, idx, T, N, &col, &got, &want);
         CHECK(bad == T, "%s %s K %zu N %zu B %zu (%s): every row must equal the same row computed alone; "
-              "row %zu column %zu is %.9g, alone %.9g", dtype_name(m->dt), name, K, N, T, how, bad, col, got, want);
+              "row %zu column %zu is %.9g, alone %.9g", mat_label(m), name, K, N, T, how, bad, col, got, want);
     }
     // matmul() with no context, and with scratch too small to use: same bits
     if (isa == (int)cpu_best_isa()) {
@@ -577,7 +593,7 @@ static void check_invariance(const Mat *m, int isa, Bufs *u) {
             float got, want;
             size_t bad = first_bad_row(u->y, alone, idx, T, N, &col, &got, &want);
             CHECK(bad == T, "%s K %zu N %zu: matmul() T %zu %s must give each row's bits alone; "
-                  "row %zu column %zu is %.9g, alone %.9g", dtype_name(m->dt), K, N, T,
+                  "row %zu column %zu is %.9g, alone %.9g", mat_label(m), K, N, T,
                   c ? "with too little scratch" : "on one thread", bad, col, got, want);
         }
     }
@@ -593,7 +609,7 @@ static void sweep(void) {
     Bufs u;
     bufs_alloc(&u, 770, 301);
 
-    for (int d = 0; d < DTYPE_COUNT; d++)
+    for (int d = 0; d <= (int)Q8_INT8; d++)  // and Q8 x int8
         for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
             for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
                 Mat m;
@@ -605,7 +621,7 @@ static void sweep(void) {
                 for (size_t i = 0; i < nB; i++) check_batch(&m, Bs[i], &u);
                 for (int isa = 0; isa < N_ROUTES; isa++)
                     if (route_supported(isa) && (isa != CPU_SCALAR || !big) &&
-                        (isa != ROUTE_OTHER_VNNI || dtype_is_grouped(m.dt)))  // the routes differ in Q4 and Q6 only
+                        (isa != ROUTE_OTHER_VNNI || weight_is_grouped(&m.W)))  // the routes differ in these only
                         check_invariance(&m, isa, &u);
                 mat_free(&m);
             }
@@ -625,7 +641,7 @@ static void test_long_rows(void) {
     static const size_t Bs[] = {8, 9, 10, 11, 13, 16, 31, MATMUL_GROUP, MATMUL_GROUP + 3, 2 * MATMUL_GROUP + 7};
     Bufs u;
     bufs_alloc(&u, 3072, 37);
-    const DType dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q4, DTYPE_Q6};
+    const DType dts[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q4, DTYPE_Q6, Q8_INT8};
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
         for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
             for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
@@ -646,7 +662,7 @@ static void test_long_rows(void) {
 static void test_parts_and_then(void) {
     enum { K = 100, N = 67, TMAX = 10 * MATMUL_GROUP };
     static const size_t Ts[] = {1, 5, MATMUL_GROUP, MATMUL_GROUP + 1, 100, 7 * MATMUL_GROUP + 3, TMAX};
-    const DType dts[] = {DTYPE_F32, DTYPE_Q8, DTYPE_Q4, DTYPE_Q6};
+    const DType dts[] = {DTYPE_F32, DTYPE_Q8, DTYPE_Q4, DTYPE_Q6, Q8_INT8};
     GptError err = {{0}};
     float *x = malloc(TMAX * K * sizeof *x), *bias = malloc(N * sizeof *bias);
     float *want = malloc(TMAX * N * sizeof *want), *got = malloc(TMAX * N * sizeof *got);
@@ -672,14 +688,14 @@ static void test_parts_and_then(void) {
                 matmul(got, x, &m.W, bias, T, 0, &ctx);
                 size_t at = first_difference(got, want, T * N);
                 CHECK(at == T * N, "%s T %zu, %d threads, variant %s: matmul() must give the scalar bits; at %zu %.9g, "
-                      "want %.9g", dtype_name(dts[d]), T, threads, matmul_variant_name(ctx.isa, plan.fallback), at,
+                      "want %.9g", mat_label(&m), T, threads, matmul_variant_name(ctx.isa, plan.fallback), at,
                       at < T * N ? got[at] : 0.0, at < T * N ? want[at] : 0.0);
                 activation_gelu_tanh(want, T * N);
                 memset(got, 0xff, T * N * sizeof *got);
                 matmul_then(got, x, &m.W, bias, T, 0, &ctx, activation_gelu_tanh);
                 at = first_difference(got, want, T * N);
                 CHECK(at == T * N, "%s T %zu, %d threads: matmul_then(gelu) must give gelu of the scalar bits; "
-                      "at %zu %.9g, want %.9g", dtype_name(dts[d]), T, threads, at, at < T * N ? got[at] : 0.0,
+                      "at %zu %.9g, want %.9g", mat_label(&m), T, threads, at, at < T * N ? got[at] : 0.0,
                       at < T * N ? want[at] : 0.0);
             }
             mat_free(&m);
@@ -698,7 +714,7 @@ int main(void) {
     const size_t Ts[] = {1, 2, 3, 7, 17};
     const size_t Ks[] = {1, 7, 33, 100, 768};
     const size_t Ns[] = {1, 5, 31, 129};
-    for (int d = 0; d < DTYPE_COUNT; d++)
+    for (int d = 0; d <= (int)Q8_INT8; d++)  // and Q8 x int8
         for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
             for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++)
                 for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)

@@ -143,7 +143,8 @@ size_t peak_rss_bytes(void) {
 
 int session_open(Session *s, const Options *o) {
     ModelOptions mo = {.model_path = o->model_path, .tokenizer_path = o->tokenizer_path,
-                       .weights = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure},
+                       .weights = {.matrix_dtype = o->weight_dtype, .q4_pure = o->weight_q4_pure,
+                                   .q8_int8 = o->weight_q8_int8},
                        .threads = o->threads, .tune = (int)o->tune, .version = GPT_VERSION,
                        .quiet = o->quiet};
     return session_open_model(s, &mo);

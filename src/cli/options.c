@@ -2,7 +2,7 @@
  * options.c - gpt's options: the --help text, parsing argv into Options,
  * and the rules every value follows. argv is read by src/front/
  * model_options.c, which applies the options gpt shares with gpt serve (-m,
- * --tokenizer, --dtype, --kv-type, -t, --tune, -q, --parallel, --kv-budget)
+ * --tokenizer, --dtype, --q8-act, --kv-type, -t, --tune, -q, --parallel, --kv-budget)
  * and hands back the others, applied here.
  *
  * Every value is checked and a bad one is refused: exit 2, one line naming
@@ -50,7 +50,11 @@ static const char *usage_text =
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
     "                          q4 (q4 keeps wte, also the output layer, layer 0 and every\n"
     "                          attn.c_proj in q6) or q4-pure (every matrix in q4)\n"
-    "                          (default: as the file stores them)\n"
+"                          (default: as the file stores them)\n"
+    "      --q8-act A          the activations a q8 matrix multiplies: int16 (default; the\n"
+    "                          same bits on every CPU) or int8 (2^-8 of a block's largest\n"
+    "                          input instead of 2^-15: other bits and a larger error, faster\n"
+    "                          prefill with AVX512-VNNI; docs/models.md)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
     "      --chat-template T   the input is a conversation, OpenAI's messages as JSON\n"
@@ -313,7 +317,7 @@ static int modes_of(int code) {
     case O_KEEP_NEWLINE: return GEN | SCORE | TOK | CHOICE;
     case O_CHAT_TEMPLATE: return GEN | APPLY;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
-    case OPT_DTYPE: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
+    case OPT_DTYPE: case OPT_Q8_ACT: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
@@ -572,6 +576,7 @@ void options_take_shared(Options *o, const SharedOptions *so) {
     o->tokenizer_path = so->model.tokenizer_path;
     o->weight_dtype = so->model.weights.matrix_dtype;
     o->weight_q4_pure = so->model.weights.q4_pure;
+    o->weight_q8_int8 = so->model.weights.q8_int8;
     o->threads = so->model.threads;
     o->tune = so->model.tune;
     o->quiet = so->model.quiet;

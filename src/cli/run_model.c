@@ -167,8 +167,9 @@ static void print_stats(const Model *m, const RunStats *r, long threads) {
     char dts[32];
     fprintf(e, "model:      %s (%s, %d layers, %d heads x %zu dims, %d channels, context %d, vocab %d)\n",
             r->model_file, m->source_kind, c->n_layer, c->n_head, HS, c->n_embd, c->n_ctx, c->vocab_size);
-    fprintf(e, "weights:    %zu params, %zu bytes (%.2f MiB), matrices %s, loaded in %.3f s\n", m->n_params,
-            m->weight_bytes, mib(m->weight_bytes), model_matrix_dtypes(m, dts, sizeof dts), m->load_seconds);
+    fprintf(e, "weights:    %zu params, %zu bytes (%.2f MiB), matrices %s%s, loaded in %.3f s\n", m->n_params,
+            m->weight_bytes, mib(m->weight_bytes), model_matrix_dtypes(m, dts, sizeof dts),
+            model_q8_int8(m) ? " with int8 activations" : "", m->load_seconds);
     fprintf(e, "kv cache:   2 x %d layers x %d heads x %zu dims x %zu bytes (%s) = %zu B/token (%.2f KiB)\n",
             c->n_layer, c->n_head, HS, kv_elem_size(r->kv_dtype), dtype_name(r->kv_dtype), per_token,
             (double)per_token / 1024.0);

@@ -86,7 +86,7 @@ Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char
 typedef struct {
     const char *model_path;      // -m, or NULL: $GPT_MODEL or the search
     const char *tokenizer_path;  // --tokenizer, or NULL
-    WeightOptions weights;       // --dtype
+    WeightOptions weights;       // --dtype, --q8-act
     long threads;                // -t
     int tune;                    // --tune: a TuneMode (0: off)
     const char *version;         // gpt's, for the tuning's wisdom key
@@ -237,7 +237,7 @@ cJSON *chat_logprobs_json(const Tokenizer *tok, const TokenLogprob *lp, size_t n
 // ----------------------------------------------------------------------------
 // model_options.c: a front-end's command line, read with getopt_long. The
 // options of a run with a model are shared: -m, --tokenizer, --dtype,
-// --kv-type, -t, --tune, -q, --parallel and --kv-budget mean the same, take
+// --q8-act, --kv-type, -t, --tune, -q, --parallel and --kv-budget mean the same, take
 // the same values and are refused with the same messages in gpt and gpt
 // serve. A front-end gives its own options beside them.
 
@@ -245,12 +245,12 @@ cJSON *chat_logprobs_json(const Tokenizer *tok, const TokenLogprob *lp, size_t n
 // codes are below OPT_SHARED.
 enum {
     OPT_SHARED = 0x180,
-    OPT_TOKENIZER = OPT_SHARED, OPT_DTYPE, OPT_KV_TYPE, OPT_TUNE, OPT_PARALLEL, OPT_KV_BUDGET,
+    OPT_TOKENIZER = OPT_SHARED, OPT_DTYPE, OPT_KV_TYPE, OPT_TUNE, OPT_PARALLEL, OPT_KV_BUDGET, OPT_Q8_ACT,
     OPT_CODES  // one past the last code
 };
 // The shared options (-m, -t and -q by their letters), and the most a
 // front-end's own and the shared ones may be together.
-enum { N_SHARED_OPTIONS = 9, OPTIONS_MAX = 80 };
+enum { N_SHARED_OPTIONS = 10, OPTIONS_MAX = 80 };
 // options_next's answer after a usage error.
 enum { OPTION_FAILED = -2 };
 

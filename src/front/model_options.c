@@ -30,6 +30,7 @@ static const struct option SHARED_OPTIONS[] = {
     {"quiet", no_argument, 0, 'q'},
     {"parallel", required_argument, 0, OPT_PARALLEL},
     {"kv-budget", required_argument, 0, OPT_KV_BUDGET},
+    {"q8-act", required_argument, 0, OPT_Q8_ACT},
 };
 _Static_assert(sizeof SHARED_OPTIONS / sizeof *SHARED_OPTIONS == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
 
@@ -57,7 +58,12 @@ static int shared_option(SharedOptions *so, int c, const char *flag, const char 
     case 'q': mo->quiet = 1; break;
     case OPT_DTYPE:
         if (weight_options_from_name(v, &wo) != 0) return usage_error(cmd, "%s %s: must be " WEIGHT_DTYPE_NAMES, flag, v);
+        wo.q8_int8 = mo->weights.q8_int8;  // --q8-act's, before or after
         mo->weights = wo;
+        break;
+    case OPT_Q8_ACT:  // Q8's activations: another arithmetic, never chosen by speed (matmul_kernels.h)
+        if (strcmp(v, "int16") && strcmp(v, "int8")) return usage_error(cmd, "%s %s: must be int16 or int8", flag, v);
+        mo->weights.q8_int8 = !strcmp(v, "int8");
         break;
     case OPT_KV_TYPE:
         k = dtype_from_name(v);

@@ -104,6 +104,12 @@ void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const floa
     if (dtype_is_blocked(W->dtype) && !scratch) isa = CPU_SCALAR;
     if (variant < 0 || variant >= matmul_variant_count(isa)) variant = 0;
 #if defined(__x86_64__)
+    if (W->dtype == DTYPE_Q8 && W->q8_int8) {  // Q8 x int8: one kernel per ISA, no variants
+        if (isa == CPU_AVX512) matmul_rows_avx512_q8_int8(vnni, out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        else if (isa == CPU_AVX2) matmul_rows_avx2_q8_int8(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        else matmul_rows_scalar(out, inp, W, bias, B, n0, n1, accumulate, scratch);
+        return;
+    }
     switch (isa) {
     case CPU_AVX512:
         if (vnni) matmul_rows_avx512_vnni(out, inp, W, bias, B, n0, n1, accumulate, scratch);
@@ -122,8 +128,8 @@ void matmul_rows_route(CpuIsa isa, int vnni, int variant, float *out, const floa
 // The default variant (0) unless told (matmul() passes its plan's).
 static void rows_variant(CpuIsa isa, int variant, float *out, const float *inp, const Weight *W, const float *bias,
                          size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    // VNNI serves Q4 and Q6 only; asking costs a few loads (cpu.h)
-    const int vnni = isa == CPU_AVX512 && dtype_is_grouped(W->dtype) && cpu_has_avx512_vnni();
+    // VNNI serves Q4, Q6 and Q8 x int8 only; asking costs a few loads (cpu.h)
+    const int vnni = isa == CPU_AVX512 && weight_is_grouped(W) && cpu_has_avx512_vnni();
     matmul_rows_route(isa, vnni, variant, out, inp, W, bias, B, n0, n1, accumulate, scratch);
 }
 

@@ -597,10 +597,15 @@ AI void unpack_q6_half(int h, __m256i v, __m256i top, __m256i *wlo, __m256i *whi
 }
 
 // Weight rows n, n + rs, ... (R) x batch rows [b0, b0 + C), the rows'
-// activation groups at xg (G apart); dt Q4 or Q6.
+// activation groups at xg (G apart); dt Q4 or Q6, or Q8 for Q8 x int8
+// (matmul_kernels.h): a group 128 bytes of a row, half h blocks 2h and
+// 2h+1, whose inputs 0..15 (16..31) are one vpermq2x128 of the two blocks
+// away; |q| unsigned times the activations with q's sign (vpsignb), the
+// pairs within int16 (2 * 128 * 127), summed in int32, no offset.
 AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const Q4XGroup *xg, const float *bias, int accumulate) {
-    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4, gb = dt == DTYPE_Q6 ? Q6_GROUP_BYTES : 64;
+    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4;
+    const size_t gb = dt == DTYPE_Q6 ? Q6_GROUP_BYTES : dt == DTYPE_Q8 ? 4 * Q8_BLOCK : 64;
     const uint8_t *wr[A2_R];
     const uint16_t *dr[A2_R];
     __m256 acc[A2_R][A2_C][2];
@@ -609,7 +614,7 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
     start_quant_tile(R, C, W, n, rs, wr, dr, acc);
     for (size_t g = 0; g < G; g++) {
         const size_t in = nb - 4 * g < 4 ? nb - 4 * g : 4;  // blocks of the group in the row
-        uint8_t wt[A2_R][64];
+        uint8_t wt[A2_R][4 * Q8_BLOCK];
         __m128 dw4[A2_R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -620,9 +625,9 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
                 memcpy(d16, dr[r] + 4 * g, in * sizeof *d16);
                 dw4[r] = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d16));
             }
-            if (in < 4 && dt == DTYPE_Q4) {  // zeros past the row, not read (Q6 is stored in whole groups)
+            if (in < 4 && dt != DTYPE_Q6) {  // zeros past the row, not read (Q6 is stored in whole groups)
                 memset(wt[r], 0, sizeof wt[r]);
-                memcpy(wt[r], wr[r] + 64 * g, 16 * in);
+                memcpy(wt[r], wr[r] + gb * g, gb / 4 * in);
             }
         }
 #pragma GCC unroll 2
@@ -631,7 +636,13 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
             __m256 dw[A2_R];
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                if (dt == DTYPE_Q6) {
+                if (dt == DTYPE_Q8) {  // signed: the signs go to the activations below
+                    const uint8_t *src = (in == 4 ? wr[r] + gb * g : wt[r]) + 64 * h;
+                    const __m256i b0v = _mm256_loadu_si256((const __m256i *)(const void *)src);
+                    const __m256i b1v = _mm256_loadu_si256((const __m256i *)(const void *)(src + 32));
+                    wlo[r] = _mm256_permute2x128_si256(b0v, b1v, 0x20);
+                    whi[r] = _mm256_permute2x128_si256(b0v, b1v, 0x31);
+                } else if (dt == DTYPE_Q6) {
                     const uint8_t *src = wr[r] + gb * g;
                     unpack_q6_half(h, _mm256_loadu_si256((const __m256i *)(const void *)(src + 32 * h)),
                                    _mm256_loadu_si256((const __m256i *)(const void *)(src + 64)), &wlo[r], &whi[r]);
@@ -652,6 +663,15 @@ AI void tile_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, size_t
                 const __m256 dx = _mm256_load_ps(x->dx + 8 * h);
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++) {
+                    if (dt == DTYPE_Q8) {  // |q| x (xq with q's sign): q xq, pairs <= 32512
+                        const __m256i plo = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(_mm256_abs_epi8(wlo[r]), _mm256_sign_epi8(xlo, wlo[r])), ones);
+                        const __m256i phi = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(_mm256_abs_epi8(whi[r]), _mm256_sign_epi8(xhi, whi[r])), ones);
+                        const __m256i p = _mm256_add_epi32(_mm256_add_epi32(plo, corr), phi);
+                        acc[r][c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][c][h]);
+                        continue;
+                    }
                     // |u x| <= 15 * 127 (Q6: 63 * 127): the pairs, and the sum of two, fit int16 exactly
                     const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(wlo[r], xlo), _mm256_maddubs_epi16(whi[r], xhi));
                     const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(t, ones), corr);
@@ -681,7 +701,7 @@ AI void rows_q4(DType dt, int R, int C, const WD *W, size_t n, size_t rs, float 
 AI void run_q4(DType dt, int R, int C, const WD *W, float *out, const float *inp, const float *bias, size_t B,
                size_t n0, size_t n1, int accumulate, float *scratch) {
     Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
-    quantize_x_q4(xg, inp, B, W->K, q4_offset(dt));
+    quantize_x_q4(xg, inp, B, W->K, dt == DTYPE_Q8 ? 0 : q4_offset(dt));  // Q8 x int8: signed weights
     const size_t part = (n1 - n0) / (size_t)R;
     size_t n = n0;
     for (; n < n0 + part; n++) rows_q4(dt, R, C, W, n, part, out, xg, bias, B, accumulate);
@@ -749,6 +769,14 @@ AI void run(DType dt, int R, int C, int H, const WD *W, float *out, const float 
     }                                                                                                       \
     MATMUL_ROWS_PER_DTYPE_RUN(matmul_rows_avx2_##R##x##C##H, TARGET_AVX2, run_##R##x##C##H)
 MATMUL_AVX2_VARIANTS(A2_VARIANT)
+
+// Q8 x int8 (matmul_kernels.h): Q4's tiles of the default variant, 2 x 3.
+TARGET_AVX2 void matmul_rows_avx2_q8_int8(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
+                                          size_t n0, size_t n1, int accumulate, float *scratch) {
+    if (n0 >= n1 || B == 0) return;
+    const WD d = weight_walk(W);
+    run_q4(DTYPE_Q8, 2, 3, &d, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
 
 #else
 size_t matmul_avx2_packed_floats(size_t B, size_t K) { (void)B, (void)K; return 0; }  // no AVX2 kernels here

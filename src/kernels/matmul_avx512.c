@@ -606,14 +606,20 @@ TARGET_AVX512 static void quantize_x_q4(Q4XGroup *xg, const float *inp, size_t B
 }
 
 // Lane l's integer p: corr + the products of the unsigned nibbles (wlo, whi)
-// with the int8 activations (xlo, xhi), 8 per dword, exact either way.
+// with the int8 activations (xlo, xhi), 8 per dword, exact either way
+// (WIDE: Q8 x int8's |q| up to 128 without VNNI).
 // VNNI: vpdpbusd, written as asm so that this file needs no VNNI target
 // (only matmul_rows_avx512_vnni's instance runs it).
-AI __m512i q4_dot(int VNNI, __m512i corr, __m512i wlo, __m512i xlo, __m512i whi, __m512i xhi) {
+AI __m512i q4_dot(int VNNI, int WIDE, __m512i corr, __m512i wlo, __m512i xlo, __m512i whi, __m512i xhi) {
     if (VNNI) {
         __asm__("vpdpbusd %2, %1, %0" : "+v"(corr) : "v"(wlo), "v"(xlo));
         __asm__("vpdpbusd %2, %1, %0" : "+v"(corr) : "v"(whi), "v"(xhi));
         return corr;
+    }
+    if (WIDE) {  // Q8 x int8: |u x| <= 128 * 127, the pairs fit int16, not the sum of two
+        const __m512i one = _mm512_set1_epi16(1);
+        return _mm512_add_epi32(_mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wlo, xlo), one), corr),
+                                _mm512_madd_epi16(_mm512_maddubs_epi16(whi, xhi), one));
     }
     // |u x| <= 15 * 127 (Q6: 63 * 127): the pairs, and the sum of two, fit int16 exactly
     const __m512i t = _mm512_add_epi16(_mm512_maddubs_epi16(wlo, xlo), _mm512_maddubs_epi16(whi, xhi));
@@ -637,9 +643,11 @@ AI void unpack_q6(const uint8_t *group, __m512i *wlo, __m512i *whi) {
 
 // One Q4 (or Q6: dt) tile: weight rows n, n + rs, ... (R) x the C batch
 // rows of the chunk whose activation groups are at xg ([group][c]).
+// dt DTYPE_Q8: Q8 x int8 (matmul_kernels.h), a group 128 bytes of a row.
 AI void tile_q4(DType dt, int VNNI, int R, int C, int PFS, const WD *W, size_t n, size_t rs, size_t b0, float *out,
                 const Q4XGroup *xg, const float *bias, int accumulate) {
-    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4, gb = dt == DTYPE_Q6 ? Q6_GROUP_BYTES : 64;
+    const size_t N = W->N, nb = W->ldd, G = (nb + 3) / 4;
+    const size_t gb = dt == DTYPE_Q6 ? Q6_GROUP_BYTES : dt == DTYPE_Q8 ? 4 * Q8_BLOCK : 64;
     const uint8_t *wr[RMAX];
     const uint16_t *dr[RMAX];
     __m512 acc[RMAX][CMAX];
@@ -668,6 +676,7 @@ AI void tile_q4(DType dt, int VNNI, int R, int C, int PFS, const WD *W, size_t n
             }
         }
         __m512i wlo[RMAX], whi[RMAX];
+        __mmask64 slo[RMAX], shi[RMAX];  // Q8 x int8 without VNNI: the weights' signs
         __m512 dw[RMAX];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -676,6 +685,22 @@ AI void tile_q4(DType dt, int VNNI, int R, int C, int PFS, const WD *W, size_t n
             else d16 = _mm_maskz_loadu_epi16((__mmask8)((1u << in) - 1), dr[r] + 4 * g);
             if (dt == DTYPE_Q6) {  // stored in whole groups (past the row: q = 0, against zero activations)
                 unpack_q6(wr[r] + gb * g, &wlo[r], &whi[r]);
+            } else if (dt == DTYPE_Q8) {  // [blocks 0 1] [blocks 2 3] -> inputs 0..15, 16..31 of each
+                const uint8_t *p = wr[r] + gb * g;
+                const __m512i a = in >= 2 ? _mm512_loadu_si512((const void *)p)
+                                          : _mm512_maskz_loadu_epi8((__mmask64)0xffffffffull, p);
+                const __m512i b = in == 4 ? _mm512_loadu_si512((const void *)(p + 64))
+                                  : in == 3 ? _mm512_maskz_loadu_epi8((__mmask64)0xffffffffull, p + 64)
+                                            : _mm512_setzero_si512();
+                const __m512i lo = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+                const __m512i hi = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+                if (VNNI) {  // q + 128, unsigned
+                    wlo[r] = _mm512_xor_si512(lo, _mm512_set1_epi8((char)0x80));
+                    whi[r] = _mm512_xor_si512(hi, _mm512_set1_epi8((char)0x80));
+                } else {  // |q| (128 for -128: right as unsigned), its sign to the activations
+                    wlo[r] = _mm512_abs_epi8(lo), slo[r] = _mm512_movepi8_mask(lo);
+                    whi[r] = _mm512_abs_epi8(hi), shi[r] = _mm512_movepi8_mask(hi);
+                }
             } else {
                 const __m512i v = in == 4 ? _mm512_loadu_si512((const void *)(wr[r] + 64 * g))
                                           : _mm512_maskz_loadu_epi8((__mmask64)((1ull << (16 * in)) - 1), wr[r] + 64 * g);
@@ -692,7 +717,14 @@ AI void tile_q4(DType dt, int VNNI, int R, int C, int PFS, const WD *W, size_t n
             const __m512 dx = _mm512_load_ps(x->dx);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                const __m512i p = q4_dot(VNNI, corr, wlo[r], xlo, whi[r], xhi);
+                __m512i p;
+                if (dt == DTYPE_Q8 && !VNNI) {  // |q| x +-xq, corr 0 (run_q4_cfg)
+                    const __m512i z = _mm512_setzero_si512();
+                    p = q4_dot(0, 1, corr, wlo[r], _mm512_mask_sub_epi8(xlo, slo[r], z, xlo), whi[r],
+                               _mm512_mask_sub_epi8(xhi, shi[r], z, xhi));
+                } else {
+                    p = q4_dot(VNNI, 0, corr, wlo[r], xlo, whi[r], xhi);
+                }
                 acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw[r], dx), acc[r][c]);
             }
         }
@@ -730,7 +762,8 @@ AI void rows_q4(DType dt, int VNNI, int R, int CM, int PFS, const WD *W, size_t 
 AI void run_q4_cfg(DType dt, int VNNI, int R, int CM, int SPLIT, int PFS, const WD *W, float *out, const float *inp,
                    const float *bias, size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     Q4XGroup *xg = (Q4XGroup *)(void *)scratch;
-    quantize_x_q4(xg, inp, B, W->K, (size_t)CM, q4_offset(dt));
+    // Q8 x int8 without VNNI multiplies signed weights: no offset
+    quantize_x_q4(xg, inp, B, W->K, (size_t)CM, dt == DTYPE_Q8 && !VNNI ? 0 : q4_offset(dt));
     size_t n = n0;
     if (SPLIT && R > 1) {
         const size_t part = (n1 - n0) / (size_t)R;
@@ -940,6 +973,25 @@ TARGET_AVX512 static void matmul_rows_avx512_q4_vnni(const WD *W, float *out, co
 TARGET_AVX512 static void matmul_rows_avx512_q6_vnni(const WD *W, float *out, const float *inp, const float *bias,
                                                      size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
     run_q4(DTYPE_Q6, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
+
+TARGET_AVX512 static void matmul_rows_avx512_q8i8_vnni(const WD *W, float *out, const float *inp, const float *bias,
+                                                       size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    run_q4(DTYPE_Q8, 1, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
+
+TARGET_AVX512 static void matmul_rows_avx512_q8i8(const WD *W, float *out, const float *inp, const float *bias,
+                                                  size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
+    run_q4(DTYPE_Q8, 0, W, out, inp, bias, B, n0, n1, accumulate, scratch);
+}
+
+TARGET_AVX512 void matmul_rows_avx512_q8_int8(int vnni, float *out, const float *inp, const Weight *W,
+                                              const float *bias, size_t B, size_t n0, size_t n1, int accumulate,
+                                              float *scratch) {
+    if (n0 >= n1 || B == 0) return;
+    const WD d = weight_walk(W);
+    (vnni ? matmul_rows_avx512_q8i8_vnni : matmul_rows_avx512_q8i8)(&d, out, inp, bias, B, n0, n1, accumulate,
+                                                                    scratch);
 }
 
 // VNNI changes Q4 and Q6 only (vpdpbusd for vpmaddubsw + vpmaddwd: the same integers)

@@ -105,6 +105,29 @@
  * vpdpbusd sums 4 in int32, and vpmaddubsw's pairs and the sum of two of
  * them stay within int16 (4 * 63 * 127 = 32004).
  *
+ * Q8 x int8 (Weight.q8_int8: an explicit choice, --q8-act int8; never
+ * picked by a measurement, since its bits differ from Q8's): exactly Q4's
+ * arithmetic, lanes, groups and int8 activations (q4_quantize_x_block),
+ * with q the stored int8 of Q8 (block j: bytes 32j .. 32j+31 of the row),
+ * so |p| <= 8 * 128 * 127 = 130048 < 2^24, exact in float. A group is 128
+ * bytes of a row, two 64-byte loads [blocks 0 1] [blocks 2 3]; one 128-bit
+ * shuffle each (vshufi64x2) makes Q4's two vectors, inputs 0..15 and
+ * 16..31 of the 4 blocks. With VNNI, u = q ^ 0x80 = q + 128 (unsigned) and
+ * the correction -128 sum xq (made with the activations); without, the
+ * signs move to the activations (|q| unsigned times +-xq: vpmaddubsw's
+ * pairs stay within int16, 2 * 128 * 127 = 32512). The integers are the
+ * same either way.
+ *
+ * NAPKIN (compute-bound prefill, per 128 products of one (b, n)): int16
+ * Q8 is 4 x (vpmaddwd of 32 products, vcvtdq2ps, vfmadd); Q8 x int8 with
+ * VNNI is 2 vpdpbusd (64 products and the accumulate each), vcvtdq2ps,
+ * vmulps (the lanes' dw dx), vfmadd. The integer multiplies run on the
+ * pipes of the FMAs (AMD's guide for Zen 4: FP0 and FP1; Zen 5 keeps
+ * two), so those two pipes see 8 operations against 4: int8 can be 2x at
+ * most; the rest (per weight row of a tile 2 shuffles and 2 XORs, per
+ * batch row 4 loads, the conversions) runs beside them. Measured on Zen
+ * 5 (bench_q8act, docs/performance.md): 1.7x for the 4x4 kernels alone.
+ *
  * So a Q8 block costs one integer multiply-add of 32 pairs (vpmaddwd), one
  * conversion and one FMA per 16 lanes, instead of widening 32 weights to
  * float and two FMAs: decode at the memory bound on one core (see the
@@ -130,7 +153,7 @@
  *   m = ceil(K / 16) + 4 + 2   (FMAs per lane, tree adds, bias and out adds)
  * i.e. 3.3e-6 relative at K = 768, 1.2e-5 at K = 3072; for Q8 add
  *   2^-15 sum_k |w_k| amax(block of k)   (the int16 activations)
- * and one more rounding (s) to m; for Q4 the same with 1/254 (half a step
+ * and one more rounding (s) to m; for Q4 (and Q8 x int8) the same with 1/254 (half a step
  * of amax/127) for 2^-15: its int8 activations lose 1/254 of the block's
  * largest input, small beside its 4-bit weights' own error (one step in 16
  * of the block's largest weight; measured: test_accuracy, README); for Q6
@@ -172,6 +195,12 @@ void matmul_rows_avx512(float *out, const float *inp, const Weight *W, const flo
 // what matmul_rows runs for CPU_AVX512 where cpu_has_avx512_vnni().
 void matmul_rows_avx512_vnni(float *out, const float *inp, const Weight *W, const float *bias,
                              size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
+// Q8 x int8 (W->q8_int8) with AVX2, and with AVX-512, VNNI (vnni = 1: the
+// CPU must have it) or not: the same bits as the scalar kernel.
+void matmul_rows_avx2_q8_int8(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
+                              size_t n0, size_t n1, int accumulate, float *scratch);
+void matmul_rows_avx512_q8_int8(int vnni, float *out, const float *inp, const Weight *W, const float *bias,
+                                size_t B, size_t n0, size_t n1, int accumulate, float *scratch);
 // VARIANTS. A variant is a way to arrange a kernel's work: which (b, n)
 // accumulators a register tile holds, so how often each weight and each
 // activation is loaded. Every variant of an ISA obeys the arithmetic above,
@@ -244,8 +273,9 @@ typedef struct {
 } Q4XGroup;
 _Static_assert(sizeof(Q4XGroup) == 256, "a Q4 activation group is 4 cache lines");
 
-// What a grouped dtype stores for q = 0: Q4 q + 8, Q6 q + 32.
-static inline int32_t q4_offset(DType dt) { return dt == DTYPE_Q6 ? 32 : 8; }
+// What a grouped dtype stores for q = 0: Q4 q + 8, Q6 q + 32; and what
+// Q8 x int8's VNNI kernel makes of it (q ^ 0x80 = q + 128).
+static inline int32_t q4_offset(DType dt) { return dt == DTYPE_Q6 ? 32 : dt == DTYPE_Q8 ? 128 : 8; }
 
 // Where Q8 kernels keep a call's quantized activations in scratch: the
 // int16 values first (B x q8_row_quants(K), in a layout of each kernel's

@@ -136,8 +136,8 @@ static void matmul_rows_blocked(float *out, const float *inp, const Weight *W, c
     }
 }
 
-// Q4 and Q6 (matmul_kernels.h: int8 activations, a lane per quarter block,
-// 4 blocks a step; only the weights' values differ). With scratch, every
+// Q4, Q6 and Q8 x int8 (matmul_kernels.h: int8 activations, a lane per
+// quarter block, 4 blocks a step; only the weights' values differ). With scratch, every
 // row's activations are quantized once (int8 [b][Kq], then the scales
 // [b][block] 64-byte aligned); without, each block again for every output.
 static void matmul_rows_grouped(float *out, const float *inp, const Weight *W, const float *bias, size_t B,
@@ -183,7 +183,7 @@ static void matmul_rows_grouped(float *out, const float *inp, const Weight *W, c
 
 void matmul_rows_scalar(float *out, const float *inp, const Weight *W, const float *bias,
                         size_t B, size_t n0, size_t n1, int accumulate, float *scratch) {
-    if (dtype_is_grouped(W->dtype)) {
+    if (weight_is_grouped(W)) {  // Q4, Q6, Q8 x int8
         matmul_rows_grouped(out, inp, W, bias, B, n0, n1, accumulate, scratch);
         return;
     }

@@ -147,7 +147,8 @@ static int measure(const Weight *const *w, TuneProduct *p, int n_products, Threa
             Weight view = *w[i];  // its first rows: the same layout, fewer of them
             if (view.n_out > TUNE_MAX_N) view.n_out = TUNE_MAX_N;
             for (int v = 0; v < n_variants; v++) {
-                if (!matmul_variant_applies(isa, v, p[i].dtype)) continue;
+                // Q8 x int8 (--q8-act int8) has one arrangement per ISA, as Q4 on AVX-512
+                if (!matmul_variant_applies(isa, v, p[i].dtype) || (v != 0 && weight_is_grouped(w[i]))) continue;
                 MatmulPlan forced = {isa, v, 0, {{0}}};
                 MatmulContext ctx = {pool, scratch, per_thread, isa, &forced};
                 double s = now_seconds();
@@ -314,8 +315,9 @@ void tune_model(const Model *m, ThreadPool *pool, TuneMode mode, const char *ver
     char desc[256], dts[32], dir[4000];
     cpu_describe(&cpu, desc, sizeof desc);
     // the variant count: wisdom chosen among fewer variants is stale
-    snprintf(rep->key, sizeof rep->key, "%s; threads %d; dtype %s; variants %d; gpt %s", desc,
-             threadpool_size(pool), model_matrix_dtypes(m, dts, sizeof dts), rep->n_variants, version);
+    snprintf(rep->key, sizeof rep->key, "%s; threads %d; dtype %s%s; variants %d; gpt %s", desc,
+             threadpool_size(pool), model_matrix_dtypes(m, dts, sizeof dts),
+             model_q8_int8(m) ? " x int8" : "", rep->n_variants, version);
     if (mode == TUNE_OFF || rep->n_variants < 2) {
         snprintf(rep->note, sizeof rep->note, "%s", mode == TUNE_OFF ? "tuning off" : "one variant on this CPU");
         plan_from(plan, rep->isa, dflt, rep->product, rep->n_products);

@@ -154,7 +154,17 @@ typedef struct {
     size_t n_in, n_out;       // K and N of the matmul
     const void *data;
     const uint16_t *scales;   // Q8, Q4 and Q6 only
+    int q8_int8;              // Q8 only: 1 multiplies with int8 activations, as Q4
+                              // does (matmul_kernels.h, "Q8 x int8"; an explicit
+                              // choice of another arithmetic: --q8-act int8);
+                              // 0 (the default) with int16 ones
 } Weight;
+
+// Whether W's products take int8 activations in Q4's groups of 4 blocks:
+// Q4, Q6, and Q8 with q8_int8 (matmul_kernels.h).
+static inline int weight_is_grouped(const Weight *W) {
+    return dtype_is_grouped(W->dtype) || (W->dtype == DTYPE_Q8 && W->q8_int8);
+}
 
 // Bytes a matrix of n_out rows of n_in takes in dtype dt (quants and scales).
 size_t weight_bytes(DType dt, size_t n_out, size_t n_in);

@@ -71,6 +71,7 @@ static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *k
         *kind = MODEL_KIND_SAFETENSORS;
     }
     if (FORMATS[*kind]->load(m, st_path, o, err) != 0) goto done;
+    if (o && o->q8_int8) model_set_q8_int8(m);
     snprintf(m->source_kind, sizeof m->source_kind, "%s", FORMATS[*kind]->name);
     m->load_seconds = now_seconds() - t0;
     rc = 0;

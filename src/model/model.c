@@ -482,6 +482,24 @@ TensorRef model_tensor(const Model *m, size_t i) {
     return (TensorRef){wt->dtype, LAYOUT_OUT_IN, wt->data};
 }
 
+void model_set_q8_int8(Model *m) {
+    for (size_t i = 0; i < gpt2_n_tensors(&m->config); i++) {
+        TensorKind kind;
+        void *f = field_of(&m->weights, &m->config, i, &kind);
+        Weight *wt = f;
+        if (kind != TENSOR_VECTOR && wt->dtype == DTYPE_Q8) wt->q8_int8 = 1;
+    }
+}
+
+int model_q8_int8(const Model *m) {
+    for (size_t i = 0; i < gpt2_n_tensors(&m->config); i++) {
+        TensorKind kind;
+        const Weight *wt = field_of((GPT2Weights *)&m->weights, &m->config, i, &kind);
+        if (kind != TENSOR_VECTOR && wt->dtype == DTYPE_Q8 && wt->q8_int8) return 1;
+    }
+    return 0;
+}
+
 size_t model_tensor_bytes(const Model *m, size_t i) {
     TensorKind kind;
     void *f = field_of((GPT2Weights *)&m->weights, &m->config, i, &kind);

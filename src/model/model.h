@@ -211,7 +211,15 @@ typedef struct {
                        // Q4 (model.c), unless q4_pure
     int q4_pure;       // with matrix_dtype Q4: every matrix Q4, wte too,
                        // no Q6 (--dtype q4-pure)
+    int q8_int8;       // every Q8 matrix multiplies with int8 activations
+                       // (Weight.q8_int8, --q8-act int8); 0: int16
 } WeightOptions;
+
+// Every Q8 matrix of m multiplies with int8 activations from now on
+// (Weight.q8_int8; WeightOptions.q8_int8 does this at load).
+void model_set_q8_int8(Model *m);
+// Whether a Q8 matrix of m multiplies with int8 activations.
+int model_q8_int8(const Model *m);
 
 // The names --dtype takes for the weights (gpt's --dtype, --draft-dtype,
 // gpt convert --dtype), for messages.

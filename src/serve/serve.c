@@ -45,6 +45,7 @@ static const char *serve_usage =
     "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
     "                          q4 or q4-pure (default: as the file stores them)\n"
+    "      --q8-act A          q8's activations: int16 (default) or int8, as gpt's --q8-act\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
     "  -t, --threads N         threads of the model (default: the number of cores)\n"
     "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on (default:\n"
@@ -155,7 +156,7 @@ static const char *base_name(const char *path) {
 
 // What gpt serve's options say.
 typedef struct {
-    SharedOptions shared;  // the model's: -m, --tokenizer, --dtype, --kv-type, -t, --tune, -q, --parallel, --kv-budget
+    SharedOptions shared;  // the model's: -m, --tokenizer, --dtype, --q8-act, --kv-type, -t, --tune, -q, --parallel, --kv-budget
     ServeLimits lim;       // the server's: --parallel and --kv-type from shared, the rest its own
     const char *host;
     long port;

@@ -349,6 +349,10 @@ echo "  where --blas starts (blas.h's BLAS_MIN_ROWS), by row count (tests/bench/
 "$BUILD"/bench/bench_blas | sed 's/^/  /'
 
 echo
+echo "== q8's two arithmetics: int16 activations (the default) against int8 (--q8-act int8, vpdpbusd with VNNI) (tests/bench/bench_q8act.c)"
+"$BUILD"/bench/bench_q8act | sed 's/^/  /'
+
+echo
 echo "== constrained decoding: a JSON Schema and a regex beside the plain run (tests/bench/grammar.sh)"
 BUILD=$BUILD CKPT_DIR=$CKPT_DIR DEMO=$DEMO sh tests/bench/grammar.sh
 
