@@ -956,6 +956,7 @@ Grammar *grammar_compile(const char *text, size_t len, const GrammarLimits *limi
         return gpt_error(err, "grammar: %zu bytes, more than %zu (the bound)", len, p.lim.max_text), NULL;
     Grammar *g = calloc(1, sizeof *g);
     if (!g) return gpt_error(err, "grammar: out of memory"), NULL;
+    g->refs = 1;  // the caller's, also on the failure paths below (grammar_free)
     g->lim = p.lim;
     int root = -1;
     if (parse_grammar(&p) == 0) {
@@ -966,7 +967,6 @@ Grammar *grammar_compile(const char *text, size_t len, const GrammarLimits *limi
         else if (check_and_build(&p, g, root) == 0) {
             parser_free(&p);
             g->hash = grammar_hash(g);
-            g->refs = 1;
             return g;
         }
     }
