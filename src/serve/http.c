@@ -62,23 +62,20 @@
 // 3), which only the server needs. The table is written once, under
 // pthread_once, and only read after: the process's one copy of the
 // library, as the dynamic linker's own tables are.
+// The functions http.c calls, each named once: the table's fields and the
+// symbols looked up.
+#define MHD_FUNCTIONS(X)                                                                           \
+    X(add_response_header) X(create_response_from_buffer) X(lookup_connection_value_n)             \
+    X(lookup_connection_value) X(get_connection_info) X(suspend_connection) X(stop_daemon)         \
+    X(start_daemon) X(resume_connection) X(quiesce_daemon) X(queue_response) X(destroy_response)   \
+    X(create_response_from_callback)
+#define MHD_FIELD(name) __typeof__(MHD_##name) *name;
 static struct {
-    __typeof__(MHD_add_response_header) *add_response_header;
-    __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
-    __typeof__(MHD_lookup_connection_value_n) *lookup_connection_value_n;
-    __typeof__(MHD_lookup_connection_value) *lookup_connection_value;
-    __typeof__(MHD_get_connection_info) *get_connection_info;
-    __typeof__(MHD_suspend_connection) *suspend_connection;
-    __typeof__(MHD_stop_daemon) *stop_daemon;
-    __typeof__(MHD_start_daemon) *start_daemon;
-    __typeof__(MHD_resume_connection) *resume_connection;
-    __typeof__(MHD_quiesce_daemon) *quiesce_daemon;
-    __typeof__(MHD_queue_response) *queue_response;
-    __typeof__(MHD_destroy_response) *destroy_response;
-    __typeof__(MHD_create_response_from_callback) *create_response_from_callback;
+    MHD_FUNCTIONS(MHD_FIELD)
     char error[256];
     int ok;
 } mhd;
+#undef MHD_FIELD
 static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
 
 static const char MHD_LIBRARY[] = "libmicrohttpd.so.12";  // Debian's soname of the API microhttpd.h declares
@@ -91,24 +88,12 @@ static void mhd_open(void) {
         return;
     }
     // dlsym returns void *: POSIX guarantees it converts to a function pointer
+#define MHD_SYMBOL(name) {(void **)&mhd.name, "MHD_" #name},
     struct {
         void **slot;
         const char *name;
-    } syms[] = {
-        {(void **)&mhd.add_response_header, "MHD_add_response_header"},
-        {(void **)&mhd.create_response_from_buffer, "MHD_create_response_from_buffer"},
-        {(void **)&mhd.lookup_connection_value_n, "MHD_lookup_connection_value_n"},
-        {(void **)&mhd.lookup_connection_value, "MHD_lookup_connection_value"},
-        {(void **)&mhd.get_connection_info, "MHD_get_connection_info"},
-        {(void **)&mhd.suspend_connection, "MHD_suspend_connection"},
-        {(void **)&mhd.stop_daemon, "MHD_stop_daemon"},
-        {(void **)&mhd.start_daemon, "MHD_start_daemon"},
-        {(void **)&mhd.resume_connection, "MHD_resume_connection"},
-        {(void **)&mhd.quiesce_daemon, "MHD_quiesce_daemon"},
-        {(void **)&mhd.queue_response, "MHD_queue_response"},
-        {(void **)&mhd.destroy_response, "MHD_destroy_response"},
-        {(void **)&mhd.create_response_from_callback, "MHD_create_response_from_callback"},
-    };
+    } syms[] = {MHD_FUNCTIONS(MHD_SYMBOL)};
+#undef MHD_SYMBOL
     for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
         if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
             snprintf(mhd.error, sizeof mhd.error, "%s lacks %s", MHD_LIBRARY, syms[i].name);
