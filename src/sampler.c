@@ -291,7 +291,18 @@ static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *his
             } else if (m == ~0ull) {
                 memcpy(o, logits + 64 * w, 64 * sizeof *o);
             } else {
-                for (int j = 0; j < 64; j++) o[j] = (m >> j) & 1 ? logits[64 * w + j] : -INFINITY;
+                // a select on the bits, not a branch (a grammar's bits are
+                // as good as random to a branch predictor): x where the
+                // bit is set, -inf's bits where it is not
+                uint32_t x[64], ninf;
+                float neg = -INFINITY;
+                memcpy(&ninf, &neg, sizeof ninf);
+                memcpy(x, logits + 64 * w, sizeof x);
+                for (int j = 0; j < 64; j++) {
+                    uint32_t keep = 0u - (uint32_t)((m >> j) & 1);
+                    x[j] = (x[j] & keep) | (ninf & ~keep);
+                }
+                memcpy(o, x, sizeof x);
             }
         }
         for (size_t i = V / 64 * 64; i < V; i++)
