@@ -29,7 +29,7 @@ static const char *const MASK_WORDS[] = {
     "aaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaa", "aaaaa\"", "aaaaaaaaa\"}", "abababababab", "ababab\"", "ababab.",
     "ab ab ab ab", " ab ab", "ab.", " ab.", " abcd", " abcdefgh", "abcd abcd abcd.", "aaaa aaaa aaaa aaaa",
     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", "a\xc3\xa9" "a\xc3\xa9\"", "\\n\\n\\n", "a\\\"a\\\"a\"",
-    "bbbbbbbbbbbb.", "abababab", "bbbb",
+    "bbbbbbbbbbbb.", "abababab", "bbbb", "ab)", "abc)", "ab]", "ab,ab", "abc,", "ab ab (", "c.",
     // every count: runs of 2 to 24 bytes, and of 2 to 9 words
     "aa", "aaa", "aaaa", "aaaaa", "aaaaaa", "aaaaaaa", "aaaaaaaaa", "aaaaaaaaaa", "aaaaaaaaaaa", "aaaaaaaaaaaaa",
     "aaaaaaaaaaaaaa", "aaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaa",

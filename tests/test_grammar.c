@@ -289,6 +289,10 @@ int main(void) {
              {"Abcd ab ab ab ab ab ab.", "Aaaaaaaaaaaa aaaa aaaa aaaa aaaa abcd abcd abcd abcd.", "Ab a a a a a a a a a.",
               "Abababababab ab ab ab abcdefgh ab ab ab."}},
             {"root ::= (\"a\"? \"b\"?){0,6} \".\"", {"ababab.", "aaaaaa.", "bbbbbb.", "."}},
+            // one word in contexts that read different bytes after it: a suffix's pops keep only
+            // the edges its context reads (grammar_match.c), so each context has entries of its own
+            {"root ::= w \".\" | \"(\" w \")\" | \"[\" w (\",\" w)* \"]\" | w \" \" root\nw ::= [a-z]+\n",
+             {"abc.", "(ab)", "[ab,abc,ab]", "ab ab (abc)"}},
             {"root ::= (\"ab\" | \"b\"){4,9} \".\" | \"x\"{2,5}", {"abababab.", "bbbbbbbbb.", "bbbbabab.", "xxxxx"}},
             {"root ::= \"{\\\"a\\\": \\\"\" c{2,10} \"\\\", \\\"b\\\": \\\"\" c{0,30} \"\\\"}\"\n"
              "c ::= [^\"\\\\] | \"\\\\\" [\"\\\\n]\n",
@@ -309,6 +313,55 @@ int main(void) {
             grammar_free(g);
         }
         CHECK(states > 800, "masks along the texts: %zu states", states);
+
+        // The work bound does not depend on what the caches hold: at each
+        // prefix, a masker that has served other states before and a new
+        // one give the same answer, an error or the same mask, under bounds
+        // that refuse some states and not others.
+        {
+            static const char *const texts[] = {
+                "{\"a\": \"abc\", \"b\": {\"ab\": [\"abc\", {\"c\": \"ab\"}], \"d\": \"\"}, \"e\": [[\"x\"]]}",
+                "{\"foo\": [1, \"bar\", {\"foo\": {\"foo\": \"bar\"}}], \"x\": true}"};
+            Grammar *g = compile(JSON);
+            GrammarVocab *v = grammar_vocab_new(mv.tb, mv.tl, mv.V, &err);
+            uint64_t *warm_mask = calloc(GRAMMAR_MASK_WORDS(mv.V), sizeof *warm_mask);
+            uint64_t *cold_mask = calloc(GRAMMAR_MASK_WORDS(mv.V), sizeof *cold_mask);
+            size_t refused = 0, served = 0, differ = 0;
+            for (size_t bound = 64; g && v && bound <= (1u << 16); bound *= 2) {
+                GrammarLimits lim = grammar_limits_default();
+                lim.max_mask_work = bound;
+                GrammarMasker *warm = grammar_masker_new(g, v, mv.eos, &lim, &err);
+                for (size_t t = 0; warm && t < 2; t++) {
+                    GrammarMatcher *m = grammar_matcher_new(g, &err);
+                    for (size_t at = 0; m && at <= strlen(texts[t]); at++) {
+                        GrammarMasker *cold = grammar_masker_new(g, v, mv.eos, &lim, &err);
+                        GptError e1 = {{0}}, e2 = {{0}};
+                        long w = grammar_masker_fill(warm, m, warm_mask, &e1);
+                        long c = cold ? grammar_masker_fill(cold, m, cold_mask, &e2) : -2;
+                        if ((w < 0) != (c < 0) ||
+                            (w >= 0 && memcmp(warm_mask, cold_mask, GRAMMAR_MASK_WORDS(mv.V) * 8) != 0)) {
+                            if (differ++ < 3)
+                                CHECK(0, "bound %zu after \"%.*s\": warm %ld (%s), new %ld (%s)", bound, (int)at,
+                                      texts[t], w, e1.msg, c, e2.msg);
+                        }
+                        refused += w < 0;
+                        served += w >= 0;
+                        grammar_masker_free(cold);
+                        if (at < strlen(texts[t]) && grammar_matcher_feed(m, (const uint8_t *)texts[t] + at, 1, &err))
+                            break;
+                    }
+                    grammar_matcher_free(m);
+                }
+                grammar_masker_free(warm);
+            }
+            CHECK(differ == 0 && refused > 20 && served > 20,
+                  "the work bound, warm against new maskers: %zu differ, %zu refused, %zu served", differ, refused,
+                  served);
+            free(warm_mask);
+            free(cold_mask);
+            grammar_vocab_free(v);
+            grammar_free(g);
+        }
         mask_vocab_free(&mv);
 
         // GPT-2's vocabulary (its trie sorted by radix passes): the masks

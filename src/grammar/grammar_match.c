@@ -35,15 +35,20 @@
  *     from the stack below the suffix, which is the real context. A
  *     token read exactly to the pop is allowed in every context: every
  *     alternative the compiler keeps derives a string, so the stack below
- *     continues. An entry holds the suffix's tokens and its pops, keyed by
- *     the suffix's positions; it costs V/8 bytes of mask (6.3 KB for GPT-2)
- *     + 4 per suffix position + 8 per pop + 64. The suffix starts as the
- *     top alone and grows by one position for a top whose pops, continued,
- *     visit more than DEEPEN_NODES nodes, or whose walk records more than
- *     DEEPEN_NODES pops (given up at once for the longer key): a character
- *     class inside a string, where the key must hold the string's frame,
- *     so that only a closing quote pops. A position's suffix length is
- *     learned once for all the copies of a counted repetition.
+ *     continues. Of a pop's edges only those whose byte the stack below
+ *     reads can continue, and a word, a number or a name pops after each
+ *     of its bytes while what follows it reads a space, a quote or a comma:
+ *     an entry keeps only those edges, and is keyed by the suffix's
+ *     positions and the bytes the stack below reads (the first bytes of
+ *     its normalized stacks). It costs V/8 bytes of mask (6.3 KB for
+ *     GPT-2) + 4 per suffix position + 8 per kept edge + 88. The suffix
+ *     starts as the top alone and grows by one position for a top whose
+ *     pops, continued, visit more than DEEPEN_NODES nodes, or whose walk
+ *     records more than DEEPEN_NODES pops with such an edge (given up at
+ *     once for the longer key): a character class inside a string, where
+ *     the key must hold the string's frame, so that only a closing quote
+ *     pops. A position's suffix length is learned once for all the copies
+ *     of a counted repetition.
  *   - counted repetitions (X{m,n}: m copies, then n - m nested optional
  *     rules, grammar.c) would make every count a new key and a cold walk
  *     of nearly the whole trie (a maxLength string, a regex's word count).
@@ -64,8 +69,12 @@
  * of a fill once near its half; past it in a walk, the walk goes on over
  * the stacks themselves). Results never depend on what the caches hold: a
  * mask is a function of the matcher's state. The work bound
- * (max_mask_work) counts transitions computed plus each suffix entry's
- * walk whether served or computed; what the automaton has kept lowers it.
+ * (max_mask_work) counts each transition a walk takes, kept or computed,
+ * and each suffix entry's walk (with its representative's) whether served
+ * or computed, so that it does not depend on them either: a mask refused
+ * by a new masker is refused by one that has served others. (One choice
+ * still learns: a position's suffix length. Both lengths give the same
+ * mask; the work of the walks they take can differ.)
  */
 #include "grammar/grammar_impl.h"
 
@@ -501,9 +510,14 @@ typedef struct {
     uint64_t hash;
     uint32_t *key;     // (key_len) the suffix's positions, top last
     size_t key_len;
+    GClass below;      // part of the key: the bytes the stack below the suffix reads
     uint64_t *mask;    // (GRAMMAR_MASK_WORDS(V)) NULL: a free slot
-    uint32_t *pops;    // (2 * n_pops) pairs (trie node, its depth)
-    size_t n_pops;
+    // the edges out of the trie nodes where the suffix popped whose byte
+    // the stack below reads: pairs (child, its depth << 8 | the byte). The
+    // others are never walked (most pops of a word or a number continue
+    // only with bytes of the word or number), so they are not kept.
+    uint32_t *pops;
+    size_t n_pops;     // edges
     size_t work;       // the stack steps its walk took (charged on every use)
 } CacheEntry;
 
@@ -532,8 +546,11 @@ struct GrammarMasker {
     CacheEntry *cache; // open addressing, n_slots (a power of two)
     size_t n_slots, n_used, cache_bytes;
     uint64_t *tmp_mask;  // (W) the walk's mask before it is kept
-    uint32_t *pops;      // the walk's pops before they are kept
+    uint32_t *pops;      // the walk's pop edges (CacheEntry) before they are kept
     size_t n_pops, cap_pops;
+    GClass relevant;     // the bytes the stack below a suffix reads: the pop edges kept
+    size_t n_relevant;   // pops with such an edge in the walk under way
+    StackSet cont;       // the stack below after one byte, past the automaton's bound (stack_mask)
     uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1), by chain_pos
     int record;          // the walk is a suffix's: record its pops
     // counted repetitions (chains_find): NULL when the grammar has none;
@@ -543,7 +560,8 @@ struct GrammarMasker {
     uint32_t *ckey;      // a suffix's key in its chains' top rules
     size_t cap_ckey;
     size_t prune;        // a derived walk's (suffix_entry): subtrees no deeper than this are skipped
-    size_t pop_limit;    // a suffix walk with more pops than this gives up (WALK_DEEPER); 0: none
+    size_t pop_limit;    // a suffix walk with more pops than this that the stack below
+                         // continues (a child in relevant) gives up (WALK_DEEPER); 0: none
     // the walk's automaton, made as it is walked (a lazy DFA): a state is a
     // set of stacks, its transition on a byte computed once (set_advance)
     DState *ds;
@@ -811,6 +829,7 @@ void grammar_masker_free(GrammarMasker *mk) {
     free(mk->w.buf);
     free(mk->tmp_mask);
     free(mk->pops);
+    set_free(&mk->cont);
     free(mk->key_depth);
     free(mk->chain_pos);
     free(mk->chain_rem);
@@ -830,6 +849,25 @@ GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
 
 // A suffix walk that gives up: its key is too short (stack_mask).
 #define WALK_DEEPER 1
+
+// Keeps the edges out of a pop at trie node `node` (at depth, with
+// children) whose byte the stack below reads (mk->relevant) in mk->pops.
+// 0, WALK_DEEPER when more than pop_limit pops have one, or -1 with err.
+static int record_pop(GrammarMasker *mk, uint32_t node, size_t depth, GptError *err) {
+    const TrieNode *t = &mk->v->nodes[node];
+    size_t kept = mk->n_pops;
+    for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
+        const TrieEdge *E = &mk->v->edges[e];
+        if (!gclass_has(&mk->relevant, E->byte)) continue;
+        if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
+            return gpt_error(err, "grammar: out of memory");
+        mk->pops[2 * mk->n_pops] = E->child;
+        mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1) << 8 | E->byte;
+        mk->n_pops++;
+    }
+    if (mk->n_pops > kept && mk->pop_limit && ++mk->n_relevant > mk->pop_limit) return WALK_DEEPER;
+    return 0;
+}
 
 // The DFS of the trie below node (at depth bytes), in state cur, on the
 // stacks themselves (past the automaton's memory bound): every
@@ -862,11 +900,8 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
         }
         if (!c->n_edges) continue;
         if (mk->record && depth + 1 > mk->prune && set_can_end(nx)) {
-            if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
-                return gpt_error(err, "grammar: out of memory");
-            mk->pops[2 * mk->n_pops] = E->child;
-            mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
-            if (++mk->n_pops > mk->pop_limit && mk->pop_limit) return WALK_DEEPER;
+            int rc = record_pop(mk, E->child, depth + 1, err);
+            if (rc) return rc;
         }
         int rc = walk_below(mk, E->child, depth + 1, nx, mask, err);
         if (rc) return rc;
@@ -942,15 +977,21 @@ static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
 // D_FULL (then mk->dnext holds the stacks), or D_ERR.
 static int32_t dfa_next(GrammarMasker *mk, int32_t id, unsigned b, GptError *err) {
     int32_t nx = mk->ds[id].next[b];
-    if (nx != D_UNKNOWN) return nx;
-    if (set_advance(mk->g, &mk->ds[id].set, b, &mk->dnext, &mk->w, err)) return D_ERR;
-    // each stack read, and the stacks made, each compared with those before it
-    mk->work += mk->ds[id].set.n + mk->dnext.n * (mk->dnext.n + 1) / 2;
+    if (nx == D_UNKNOWN) {
+        if (set_advance(mk->g, &mk->ds[id].set, b, &mk->dnext, &mk->w, err)) return D_ERR;
+        nx = mk->dnext.n ? dfa_state(mk, &mk->dnext, err) : D_DEAD;
+        if (nx == D_ERR) return D_ERR;
+        if (nx != D_FULL) mk->ds[id].next[b] = nx;
+    }
+    // each stack read, and the stacks made, each compared with those before
+    // it: charged on every use, as the walk on the stacks charges it
+    // (walk_below), so that the bound does not depend on what the automaton
+    // holds
+    size_t made = nx == D_FULL ? mk->dnext.n : nx == D_DEAD ? 0 : mk->ds[nx].set.n;
+    mk->work += mk->ds[id].set.n + made * (made + 1) / 2;
     if (mk->work > mk->lim.max_mask_work)
         return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar is too "
                               "ambiguous)", mk->lim.max_mask_work), D_ERR;
-    nx = mk->dnext.n ? dfa_state(mk, &mk->dnext, err) : D_DEAD;
-    if (nx != D_FULL && nx != D_ERR) mk->ds[id].next[b] = nx;
     return nx;
 }
 
@@ -978,11 +1019,8 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
         if (!c->n_edges) continue;
         int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
         if (mk->record && depth + 1 > mk->prune && can_end) {
-            if (grow_array(&mk->pops, &mk->cap_pops, 2 * mk->n_pops + 2, sizeof *mk->pops))
-                return gpt_error(err, "grammar: out of memory");
-            mk->pops[2 * mk->n_pops] = E->child;
-            mk->pops[2 * mk->n_pops + 1] = (uint32_t)(depth + 1);
-            if (++mk->n_pops > mk->pop_limit && mk->pop_limit) return WALK_DEEPER;
+            int rc = record_pop(mk, E->child, depth + 1, err);
+            if (rc) return rc;
         }
         int rc;
         if (nx == D_FULL)
@@ -1014,10 +1052,12 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
                         GptError *err) {
     size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
     uint64_t h = hash_positions(p, n);
+    for (int i = 0; i < 4; i++) h = (h ^ mk->relevant.bits[i]) * 1099511628211ull;
     size_t slot = (size_t)h & (mk->n_slots - 1);
     while (mk->cache[slot].mask) {
         CacheEntry *c = &mk->cache[slot];
-        if (c->hash == h && c->key_len == n && memcmp(c->key, p, n * sizeof *p) == 0) {
+        if (c->hash == h && c->key_len == n && memcmp(c->key, p, n * sizeof *p) == 0 &&
+            memcmp(&c->below, &mk->relevant, sizeof c->below) == 0) {
             mk->stats.cached++;
             *out = *c;
             return 0;
@@ -1036,10 +1076,11 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
         }
         rho = least == UINT32_MAX ? 0 : least < PRUNE_MAX ? least : PRUNE_MAX;
         if (rho) {
-            uint64_t computed = mk->stats.computed;
             int rc = suffix_entry(mk, mk->ckey, n, pop_limit, &ce, err);  // its key moves no further
             if (rc) return rc;
-            if (mk->stats.computed != computed) moved_work = ce.work;  // charged where it was walked
+            // its work is part of this entry's, whether it was walked now or
+            // before: the bound does not depend on what the cache holds
+            moved_work = ce.work;
             if (ce.mask == mk->tmp_mask) rho = 0;  // not kept (over the bound): walk the key whole
         }
     }
@@ -1054,10 +1095,11 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
             for (size_t j = 0; j < m; j++) keep |= (uint64_t)(len[base + j] <= rho) << j;
             mk->tmp_mask[i] = ce.mask[i] & keep;
         }
+        // a pop at depth <= rho: an edge whose child is at most rho + 1 deep
         if (grow_array(&mk->pops, &mk->cap_pops, 2 * ce.n_pops + 2, sizeof *mk->pops))
             return gpt_error(err, "grammar: out of memory");
         for (size_t i = 0; i < ce.n_pops; i++)
-            if (ce.pops[2 * i + 1] <= rho) {
+            if (ce.pops[2 * i + 1] >> 8 <= rho + 1) {
                 mk->pops[2 * mk->n_pops] = ce.pops[2 * i];
                 mk->pops[2 * mk->n_pops + 1] = ce.pops[2 * i + 1];
                 mk->n_pops++;
@@ -1069,13 +1111,14 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     mk->record = 1;
     mk->prune = rho;  // the rest: the deeper nodes, walked from the key itself
     mk->pop_limit = pop_limit;
+    mk->n_relevant = 0;
     int rc = walk_from(mk, 0, 0, &mk->start, mk->tmp_mask, err);
     mk->prune = 0;
     mk->pop_limit = 0;
     if (rc) return rc;
     mk->work += moved_work;
     mk->stats.computed++;
-    *out = (CacheEntry){h, NULL, n, mk->tmp_mask, mk->pops, mk->n_pops, mk->work};
+    *out = (CacheEntry){h, NULL, n, mk->relevant, mk->tmp_mask, mk->pops, mk->n_pops, mk->work};
     // keep it: empty the cache first when it would pass its bound or its
     // table would be more than half full (the table does not grow)
     size_t bytes = W * sizeof *mk->tmp_mask + (n + 2 * mk->n_pops) * sizeof *p + sizeof(CacheEntry);
@@ -1095,7 +1138,7 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     if (mk->n_pops) memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);  // no pops: mk->pops may be NULL
     memcpy(m, mk->tmp_mask, W * sizeof *m);
     CacheEntry *c = &mk->cache[slot];
-    *c = (CacheEntry){h, key, n, m, pops, mk->n_pops, mk->work};
+    *c = (CacheEntry){h, key, n, mk->relevant, m, pops, mk->n_pops, mk->work};
     mk->n_used++;
     mk->cache_bytes += bytes;
     *out = *c;
@@ -1111,17 +1154,35 @@ static int charge(GrammarMasker *mk, size_t *total, size_t work, GptError *err) 
     return 0;
 }
 
+// mk->below := the stack under the suffix p[0 .. k - d), as the matcher
+// continues it once the suffix's last frame ends (set_advance), and
+// mk->relevant := the bytes it reads. 0, or -1 with err.
+static int below_of(GrammarMasker *mk, const uint32_t *p, size_t k, size_t d, GptError *err) {
+    set_clear(&mk->below);
+    mk->w.steps = 0;
+    if (grow_array(&mk->w.buf, &mk->w.cap, k - d, sizeof *mk->w.buf)) return gpt_error(err, "grammar: out of memory");
+    memcpy(mk->w.buf, p, (k - d) * sizeof *p);
+    mk->w.n = k - d;
+    if (expand(mk->g, &mk->below, &mk->w, 0, k - d, 0, err)) return -1;
+    set_first(mk->g, &mk->below, &mk->relevant);
+    return 0;
+}
+
 // mask |= the tokens the stack p[0..k) reads whole: its suffix's cached
 // tokens, and below each of the suffix's pops the walk of the stack under
-// the suffix (the real context).
+// the suffix (the real context), only through the edges of the bytes it
+// reads.
 static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *mask, size_t *total,
                       GptError *err) {
-    size_t W = GRAMMAR_MASK_WORDS(mk->v->V);
+    const GrammarVocab *v = mk->v;
+    size_t W = GRAMMAR_MASK_WORDS(v->V);
     uint32_t top = mk->chain_pos ? mk->chain_pos[p[k - 1]] : p[k - 1];  // one depth for a chain's copies
     size_t d = mk->key_depth[top] ? mk->key_depth[top] : 1;
     if (d > k) d = k;
     CacheEntry e;
-    for (;;) {  // a key that pops at more than DEEPEN_NODES nodes is given up for a longer one
+    for (;;) {  // a key whose walk pops at more than DEEPEN_NODES nodes that the stack below continues is
+                // given up for a longer one
+        if (d < k ? below_of(mk, p, k, d, err) : (memset(&mk->relevant, 0, sizeof mk->relevant), 0)) return -1;
         int rc = suffix_entry(mk, p + k - d, d, d < k && d < UINT16_MAX ? DEEPEN_NODES : 0, &e, err);
         if (rc < 0) return -1;
         if (rc == 0) break;
@@ -1131,23 +1192,35 @@ static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *
     if (charge(mk, total, e.work, err)) return -1;
     for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
     if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
-    // the stack below the suffix, as the matcher continues it once the
-    // suffix's last frame ends (set_advance)
-    set_clear(&mk->below);
-    mk->w.steps = 0;
-    if (grow_array(&mk->w.buf, &mk->w.cap, k - d, sizeof *mk->w.buf)) return gpt_error(err, "grammar: out of memory");
-    memcpy(mk->w.buf, p, (k - d) * sizeof *p);
-    mk->w.n = k - d;
-    if (expand(mk->g, &mk->below, &mk->w, 0, k - d, 0, err)) return -1;
     mk->work = 0;
     mk->record = 0;
     uint64_t visited = mk->stats.nodes_visited;
     int32_t id = dfa_state(mk, &mk->below, err);
     if (id == D_ERR) return -1;
     for (size_t i = 0; i < e.n_pops; i++) {
-        uint32_t node = e.pops[2 * i], depth = e.pops[2 * i + 1];
-        if (id == D_FULL ? walk_below(mk, node, depth, &mk->below, mask, err)
-                         : walk_dfa(mk, node, depth, id, mask, err))
+        uint32_t child = e.pops[2 * i], depth = e.pops[2 * i + 1] >> 8, b = e.pops[2 * i + 1] & 255;
+        mk->stats.nodes_visited++;
+        int32_t nx;
+        if (id == D_FULL) {  // past the automaton's bound: on the stacks, charged as walk_below charges a node
+            if (set_advance(mk->g, &mk->below, b, &mk->cont, &mk->w, err)) return -1;
+            mk->work += mk->below.n + mk->cont.n * (mk->cont.n + 1) / 2;
+            if (mk->work > mk->lim.max_mask_work)
+                return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the "
+                                      "grammar is too ambiguous)", mk->lim.max_mask_work);
+            nx = mk->cont.n ? D_FULL : D_DEAD;
+        } else if ((nx = dfa_next(mk, id, b, err)) == D_ERR) {
+            return -1;
+        } else if (nx == D_FULL && set_copy(&mk->cont, &mk->dnext, err)) {  // the automaton filled up here
+            return -1;
+        }
+        if (nx == D_DEAD) continue;
+        const TrieNode *c = &v->nodes[child];
+        for (uint32_t t = 0; t < c->n_tok; t++) {
+            uint32_t tid = v->toks[c->first_tok + t];
+            if ((int32_t)tid != mk->eos) mask[tid >> 6] |= 1ull << (tid & 63);
+        }
+        if (c->n_edges && (nx == D_FULL ? walk_below(mk, child, depth, &mk->cont, mask, err)
+                                        : walk_dfa(mk, child, depth, nx, mask, err)))
             return -1;
     }
     if (mk->stats.nodes_visited - visited > DEEPEN_NODES && d < UINT16_MAX) mk->key_depth[top] = (uint16_t)(d + 1);
