@@ -69,12 +69,14 @@
  * of a fill once near its half; past it in a walk, the walk goes on over
  * the stacks themselves). Results never depend on what the caches hold: a
  * mask is a function of the matcher's state. The work bound
- * (max_mask_work) counts each transition a walk takes, kept or computed,
- * and each suffix entry's walk (with its representative's) whether served
- * or computed, so that it does not depend on them either: a mask refused
- * by a new masker is refused by one that has served others. (One choice
- * still learns: a position's suffix length. Both lengths give the same
- * mask; the work of the walks they take can differ.)
+ * (max_mask_work) counts what each walk would cost with nothing kept:
+ * each transition it takes, once, whether computed or kept, and each
+ * suffix entry's walk (with its representative's) whether served or
+ * computed. So it does not depend on the caches either: a mask refused by
+ * a new masker is refused by one that has served others. (Two things
+ * still learn: a position's suffix length, and past the automaton's
+ * memory bound, a walk on the stacks charges every node. Both give the
+ * same mask; the work counted can differ.)
  */
 #include "grammar/grammar_impl.h"
 
@@ -533,6 +535,8 @@ typedef struct {
     GClass first;        // the bytes it can read
     int can_end;         // it holds the empty stack
     int32_t next[256];   // D_UNKNOWN, D_DEAD or the state after the byte
+    uint64_t walk;       // the last walk that took a transition from here (GrammarMasker.walk)
+    uint64_t charged[4]; // the bytes whose transitions that walk was charged for
 } DState;
 #define D_UNKNOWN (-1)
 #define D_DEAD (-2)
@@ -576,6 +580,7 @@ struct GrammarMasker {
     StackSet dnext;      // a transition being computed
     GrammarMaskerStats stats;
     size_t work;         // stack steps of the walk under way
+    uint64_t walk;       // the walk under way, numbered: a transition is charged once a walk (dfa_next)
 };
 
 // Cache slots: a table of this many, emptied when half full or past
@@ -971,6 +976,8 @@ static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
     set_first(mk->g, s, &d->first);
     d->can_end = set_can_end(s);
     memset(d->next, 0xff, sizeof d->next);  // D_UNKNOWN
+    d->walk = 0;  // walks are numbered from 1
+    memset(d->charged, 0, sizeof d->charged);
     size_t i = (size_t)h & (mk->n_dslots - 1);
     while (mk->dslot[i] >= 0) i = (i + 1) & (mk->n_dslots - 1);
     mk->dslot[i] = (int32_t)mk->n_ds;
@@ -989,11 +996,18 @@ static int32_t dfa_next(GrammarMasker *mk, int32_t id, unsigned b, GptError *err
         if (nx != D_FULL) mk->ds[id].next[b] = nx;
     }
     // each stack read, and the stacks made, each compared with those before
-    // it: charged on every use, as the walk on the stacks charges it
-    // (walk_below), so that the bound does not depend on what the automaton
-    // holds
+    // it: charged once a walk, whether computed now or kept, so that the
+    // bound counts what the walk would cost with nothing kept (a new
+    // masker computes each transition once), whatever the automaton holds
+    DState *d = &mk->ds[id];
+    if (d->walk != mk->walk) {
+        d->walk = mk->walk;
+        memset(d->charged, 0, sizeof d->charged);
+    }
+    if (nx != D_FULL && (d->charged[b >> 6] >> (b & 63) & 1)) return nx;
+    d->charged[b >> 6] |= 1ull << (b & 63);
     size_t made = nx == D_FULL ? mk->dnext.n : nx == D_DEAD ? 0 : mk->ds[nx].set.n;
-    mk->work += mk->ds[id].set.n + made * (made + 1) / 2;
+    mk->work += d->set.n + made * (made + 1) / 2;
     if (mk->work > mk->lim.max_mask_work)
         return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the grammar is too "
                               "ambiguous)", mk->lim.max_mask_work), D_ERR;
@@ -1113,6 +1127,7 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     set_clear(&mk->start);
     if (set_add(&mk->start, p, n, &mk->g->lim, err)) return -1;
     mk->work = 0;
+    mk->walk++;
     mk->record = 1;
     mk->prune = rho;  // the rest: the deeper nodes, walked from the key itself
     mk->pop_limit = pop_limit;
@@ -1198,6 +1213,7 @@ static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *
     for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
     if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
     mk->work = 0;
+    mk->walk++;
     mk->record = 0;
     uint64_t visited = mk->stats.nodes_visited;
     int32_t id = dfa_state(mk, &mk->below, err);
