@@ -44,11 +44,11 @@
  *     GPT-2) + 4 per suffix position + 8 per kept edge + 88. The suffix
  *     starts as the top alone and grows by one position for a top whose
  *     pops, continued, visit more than DEEPEN_NODES nodes, or whose walk
- *     records more than DEEPEN_NODES pops with such an edge (given up at
- *     once for the longer key): a character class inside a string, where
- *     the key must hold the string's frame, so that only a closing quote
- *     pops. A position's suffix length is learned once for all the copies
- *     of a counted repetition.
+ *     records more than DEEPEN_NODES pops with such an edge (either is
+ *     given up at once for the longer key, in the same fill): a character
+ *     class inside a string, where the key must hold the string's frame,
+ *     so that only a closing quote pops. A position's suffix length is
+ *     learned once for all the copies of a counted repetition.
  *   - counted repetitions (X{m,n}: m copies, then n - m nested optional
  *     rules, grammar.c) would make every count a new key and a cold walk
  *     of nearly the whole trie (a maxLength string, a regex's word count).
@@ -581,6 +581,7 @@ struct GrammarMasker {
     GrammarMaskerStats stats;
     size_t work;         // stack steps of the walk under way
     uint64_t walk;       // the walk under way, numbered: a transition is charged once a walk (dfa_next)
+    uint64_t node_limit; // a walk past this nodes_visited gives up (WALK_DEEPER); 0: none
 };
 
 // Cache slots: a table of this many, emptied when half full or past
@@ -893,7 +894,7 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
         const TrieEdge *E = &v->edges[e];
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
         if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
-        mk->stats.nodes_visited++;
+        if (++mk->stats.nodes_visited > mk->node_limit && mk->node_limit) return WALK_DEEPER;
         StackSet *nx = &mk->level[depth + 1];
         if (set_advance(mk->g, cur, E->byte, nx, &mk->w, err)) return -1;
         // each stack read, and the stacks made, each compared with those before it
@@ -1025,7 +1026,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
         const TrieEdge *E = &v->edges[e];
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
         if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
-        mk->stats.nodes_visited++;
+        if (++mk->stats.nodes_visited > mk->node_limit && mk->node_limit) return WALK_DEEPER;
         int32_t nx = dfa_next(mk, id, E->byte, err);
         if (nx == D_ERR) return -1;
         if (nx == D_DEAD) continue;
@@ -1188,6 +1189,57 @@ static int below_of(GrammarMasker *mk, const uint32_t *p, size_t k, size_t d, Gp
     return 0;
 }
 
+// mask |= the walks below the pops of entry e from mk->below (its
+// context), through the pop edges whose byte it reads. 0; WALK_DEEPER when
+// give_up and they visit more than DEEPEN_NODES nodes (then the key is too
+// short: a character of a string whose pops each continue the string); or
+// -1 with err. mk->work holds the work.
+static int continue_pops(GrammarMasker *mk, const CacheEntry *e, uint64_t *mask, int give_up, GptError *err) {
+    const GrammarVocab *v = mk->v;
+    mk->work = 0;
+    mk->walk++;
+    mk->record = 0;
+    mk->node_limit = give_up ? mk->stats.nodes_visited + DEEPEN_NODES : 0;
+    int32_t id = dfa_state(mk, &mk->below, err);
+    int rc = id == D_ERR ? -1 : 0;
+    for (size_t i = 0; i < e->n_pops && !rc; i++) {
+        uint32_t child = e->pops[2 * i], depth = e->pops[2 * i + 1] >> 8, b = e->pops[2 * i + 1] & 255;
+        if (++mk->stats.nodes_visited > mk->node_limit && mk->node_limit) {
+            rc = WALK_DEEPER;
+            break;
+        }
+        int32_t nx;
+        if (id == D_FULL) {  // past the automaton's bound: on the stacks, charged as walk_below charges a node
+            if (set_advance(mk->g, &mk->below, b, &mk->cont, &mk->w, err)) {
+                rc = -1;
+                break;
+            }
+            mk->work += mk->below.n + mk->cont.n * (mk->cont.n + 1) / 2;
+            if (mk->work > mk->lim.max_mask_work) {
+                rc = gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the "
+                                    "grammar is too ambiguous)", mk->lim.max_mask_work);
+                break;
+            }
+            nx = mk->cont.n ? D_FULL : D_DEAD;
+        } else if ((nx = dfa_next(mk, id, b, err)) == D_ERR ||
+                   (nx == D_FULL && set_copy(&mk->cont, &mk->dnext, err))) {  // D_FULL: the automaton filled up here
+            rc = -1;
+            break;
+        }
+        if (nx == D_DEAD) continue;
+        const TrieNode *c = &v->nodes[child];
+        for (uint32_t t = 0; t < c->n_tok; t++) {
+            uint32_t tid = v->toks[c->first_tok + t];
+            if ((int32_t)tid != mk->eos) mask[tid >> 6] |= 1ull << (tid & 63);
+        }
+        if (c->n_edges)
+            rc = nx == D_FULL ? walk_below(mk, child, depth, &mk->cont, mask, err)
+                              : walk_dfa(mk, child, depth, nx, mask, err);
+    }
+    mk->node_limit = 0;
+    return rc;
+}
+
 // mask |= the tokens the stack p[0..k) reads whole: its suffix's cached
 // tokens, and below each of the suffix's pops the walk of the stack under
 // the suffix (the real context), only through the edges of the bytes it
@@ -1200,52 +1252,25 @@ static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *
     size_t d = mk->key_depth[top] ? mk->key_depth[top] : 1;
     if (d > k) d = k;
     CacheEntry e;
-    for (;;) {  // a key whose walk pops at more than DEEPEN_NODES nodes that the stack below continues is
-                // given up for a longer one
-        if (d < k ? below_of(mk, p, k, d, err) : (memset(&mk->relevant, 0, sizeof mk->relevant), 0)) return -1;
-        int rc = suffix_entry(mk, p + k - d, d, d < k && d < UINT16_MAX ? DEEPEN_NODES : 0, &e, err);
-        if (rc < 0) return -1;
-        if (rc == 0) break;
-        if (charge(mk, total, mk->work, err)) return -1;
+    for (;;) {  // a key whose pops, continued, visit more than DEEPEN_NODES nodes is given up for a longer one
+        for (;;) {  // a key whose walk pops at more than DEEPEN_NODES nodes that the stack below continues is
+                    // given up for a longer one
+            if (d < k ? below_of(mk, p, k, d, err) : (memset(&mk->relevant, 0, sizeof mk->relevant), 0)) return -1;
+            int rc = suffix_entry(mk, p + k - d, d, d < k && d < UINT16_MAX ? DEEPEN_NODES : 0, &e, err);
+            if (rc < 0) return -1;
+            if (rc == 0) break;
+            if (charge(mk, total, mk->work, err)) return -1;
+            mk->key_depth[top] = (uint16_t)++d;
+        }
+        if (charge(mk, total, e.work, err)) return -1;
+        for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
+        if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
+        int rc = continue_pops(mk, &e, mask, d < UINT16_MAX, err);
+        if (rc < 0 || charge(mk, total, mk->work, err)) return -1;
+        if (rc == 0) return 0;
+        // given up: what it added is this stack's, and the longer key's adds the rest
         mk->key_depth[top] = (uint16_t)++d;
     }
-    if (charge(mk, total, e.work, err)) return -1;
-    for (size_t i = 0; i < W; i++) mask[i] |= e.mask[i];
-    if (!e.n_pops || d == k) return 0;  // a whole stack that pops has accepted: nothing follows
-    mk->work = 0;
-    mk->walk++;
-    mk->record = 0;
-    uint64_t visited = mk->stats.nodes_visited;
-    int32_t id = dfa_state(mk, &mk->below, err);
-    if (id == D_ERR) return -1;
-    for (size_t i = 0; i < e.n_pops; i++) {
-        uint32_t child = e.pops[2 * i], depth = e.pops[2 * i + 1] >> 8, b = e.pops[2 * i + 1] & 255;
-        mk->stats.nodes_visited++;
-        int32_t nx;
-        if (id == D_FULL) {  // past the automaton's bound: on the stacks, charged as walk_below charges a node
-            if (set_advance(mk->g, &mk->below, b, &mk->cont, &mk->w, err)) return -1;
-            mk->work += mk->below.n + mk->cont.n * (mk->cont.n + 1) / 2;
-            if (mk->work > mk->lim.max_mask_work)
-                return gpt_error(err, "grammar: one token mask took more than %zu stack steps (the bound; the "
-                                      "grammar is too ambiguous)", mk->lim.max_mask_work);
-            nx = mk->cont.n ? D_FULL : D_DEAD;
-        } else if ((nx = dfa_next(mk, id, b, err)) == D_ERR) {
-            return -1;
-        } else if (nx == D_FULL && set_copy(&mk->cont, &mk->dnext, err)) {  // the automaton filled up here
-            return -1;
-        }
-        if (nx == D_DEAD) continue;
-        const TrieNode *c = &v->nodes[child];
-        for (uint32_t t = 0; t < c->n_tok; t++) {
-            uint32_t tid = v->toks[c->first_tok + t];
-            if ((int32_t)tid != mk->eos) mask[tid >> 6] |= 1ull << (tid & 63);
-        }
-        if (c->n_edges && (nx == D_FULL ? walk_below(mk, child, depth, &mk->cont, mask, err)
-                                        : walk_dfa(mk, child, depth, nx, mask, err)))
-            return -1;
-    }
-    if (mk->stats.nodes_visited - visited > DEEPEN_NODES && d < UINT16_MAX) mk->key_depth[top] = (uint16_t)(d + 1);
-    return charge(mk, total, mk->work, err);
 }
 
 long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *mask, GptError *err) {
