@@ -363,7 +363,8 @@ struct GrammarVocab {
     uint32_t *toks;
     size_t max_len;
     uint16_t *height;   // (n_nodes) the depth of a node's deepest descendant less its own (at most 65535)
-    uint16_t *tok_len;  // (V) each token's byte length (at most 65535)
+    uint32_t *longest;  // (V) the token ids, longest first
+    uint32_t *n_longer; // (max_len + 1) the tokens longer than L bytes: longest[0 .. n_longer[L])
 };
 
 // A token for sorting by bytes (then id).
@@ -475,8 +476,9 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
     free(t);
     t = NULL;
     v->height = calloc(v->n_nodes, sizeof *v->height);
-    v->tok_len = malloc(V * sizeof *v->tok_len);
-    if (!v->height || !v->tok_len) goto oom;
+    v->longest = malloc(V * sizeof *v->longest);
+    v->n_longer = calloc(v->max_len + 1, sizeof *v->n_longer);
+    if (!v->height || !v->longest || !v->n_longer) goto oom;
     // a child's index is above its parent's (made after it), so one pass from the
     // last node up sees every child before its parent
     for (size_t i = v->n_nodes; i-- > 0;) {
@@ -485,7 +487,19 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
             if (v->height[v->edges[e].child] + 1u > h) h = v->height[v->edges[e].child] + 1u;
         v->height[i] = (uint16_t)(h > UINT16_MAX ? UINT16_MAX : h);
     }
-    for (size_t i = 0; i < V; i++) v->tok_len[i] = (uint16_t)(token_len[i] > UINT16_MAX ? UINT16_MAX : token_len[i]);
+    // the ids by length, longest first (a counting sort; at[L]: where the
+    // next id of L bytes goes)
+    size_t *at = calloc(v->max_len + 1, sizeof *at);
+    if (!at) goto oom;
+    for (size_t i = 0; i < V; i++) at[token_len[i]]++;  // those of each length, for now
+    for (size_t L = v->max_len + 1, above = 0; L-- > 0;) {
+        size_t here = at[L];
+        v->n_longer[L] = (uint32_t)above;
+        at[L] = above;
+        above += here;
+    }
+    for (size_t i = 0; i < V; i++) v->longest[at[token_len[i]]++] = (uint32_t)i;
+    free(at);
     return v;
 oom:
     free(t);
@@ -500,7 +514,8 @@ void grammar_vocab_free(GrammarVocab *v) {
     free(v->edges);
     free(v->toks);
     free(v->height);
-    free(v->tok_len);
+    free(v->longest);
+    free(v->n_longer);
     free(v);
 }
 
@@ -1107,13 +1122,11 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     memset(mk->tmp_mask, 0, W * sizeof *mk->tmp_mask);
     mk->n_pops = 0;
     if (rho) {  // the moved key's tokens and pops no deeper than rho
-        const uint16_t *len = mk->v->tok_len;
-        size_t V = mk->v->V;
-        for (size_t i = 0; i < W; i++) {
-            uint64_t keep = 0;
-            size_t base = 64 * i, m = V - base < 64 ? V - base : 64;
-            for (size_t j = 0; j < m; j++) keep |= (uint64_t)(len[base + j] <= rho) << j;
-            mk->tmp_mask[i] = ce.mask[i] & keep;
+        // its mask less the tokens longer than rho (few when rho is large)
+        memcpy(mk->tmp_mask, ce.mask, W * sizeof *mk->tmp_mask);
+        for (size_t i = 0, n_long = rho < mk->v->max_len ? mk->v->n_longer[rho] : 0; i < n_long; i++) {
+            uint32_t id = mk->v->longest[i];
+            mk->tmp_mask[id >> 6] &= ~(1ull << (id & 63));
         }
         // a pop at depth <= rho: an edge whose child is at most rho + 1 deep
         if (grow_array(&mk->pops, &mk->cap_pops, 2 * ce.n_pops + 2, sizeof *mk->pops))
