@@ -270,6 +270,33 @@ static void apply_presence_frequency(Sampler *sp, float *logits, const int32_t *
 // leaves the caller's row raw, which its log-probabilities need. Either way
 // every path after this one (greedy, the approximate draws, the filters)
 // reads the same adjusted logits: the fields cannot make them disagree.
+void sampler_mask_logits(const float *l, const uint64_t *mask, size_t n, float *out) {
+    // by mask word: a word of none or all (most of a grammar's mask) is one
+    // fill or copy of 64; the others a select on the bits, not a branch (a
+    // grammar's bits are as good as random to a branch predictor): x where
+    // the bit is set, -inf's bits where it is not
+    uint32_t ninf;
+    float neg = -INFINITY;
+    memcpy(&ninf, &neg, sizeof ninf);
+    for (size_t i = 0; i < n; i += 64) {
+        uint64_t m = mask[i / 64];
+        size_t k = n - i < 64 ? n - i : 64;
+        if (m == 0) {
+            for (size_t j = 0; j < k; j++) out[i + j] = -INFINITY;
+        } else if (m == ~0ull) {
+            memcpy(out + i, l + i, k * sizeof *out);
+        } else {
+            uint32_t x[64];
+            memcpy(x, l + i, k * sizeof *x);
+            for (size_t j = 0; j < k; j++) {
+                uint32_t keep = 0u - (uint32_t)((m >> j) & 1);
+                x[j] = (x[j] & keep) | (ninf & ~keep);
+            }
+            memcpy(out + i, x, k * sizeof *x);
+        }
+    }
+}
+
 static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *history, size_t n_history) {
     const SamplerParams *P = &sp->params;
     if (sp->n_prompt == SAMPLER_PROMPT_UNSET) sp->n_prompt = n_history;
@@ -281,32 +308,11 @@ static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *his
     size_t V = s->vocab_size;
     float *l = s->adjusted;
     if (sp->mask) {  // the grammar first: -inf stays -inf through every later step
-        // by mask word: a word of none or all (most of a grammar's mask) is
-        // one fill or copy of 64, the others bit by bit
-        for (size_t w = 0; w < V / 64; w++) {
-            uint64_t m = sp->mask[w];
-            float *o = l + 64 * w;
-            if (m == 0) {
-                for (int j = 0; j < 64; j++) o[j] = -INFINITY;
-            } else if (m == ~0ull) {
-                memcpy(o, logits + 64 * w, 64 * sizeof *o);
-            } else {
-                // a select on the bits, not a branch (a grammar's bits are
-                // as good as random to a branch predictor): x where the
-                // bit is set, -inf's bits where it is not
-                uint32_t x[64], ninf;
-                float neg = -INFINITY;
-                memcpy(&ninf, &neg, sizeof ninf);
-                memcpy(x, logits + 64 * w, sizeof x);
-                for (int j = 0; j < 64; j++) {
-                    uint32_t keep = 0u - (uint32_t)((m >> j) & 1);
-                    x[j] = (x[j] & keep) | (ninf & ~keep);
-                }
-                memcpy(o, x, sizeof x);
-            }
-        }
-        for (size_t i = V / 64 * 64; i < V; i++)
-            l[i] = (sp->mask[i >> 6] >> (i & 63)) & 1 ? logits[i] : -INFINITY;
+#if defined(__x86_64__)
+        if (s->isa == CPU_AVX512) sampler_mask_logits_avx512(logits, sp->mask, V, l);
+        else
+#endif
+            sampler_mask_logits(logits, sp->mask, V, l);
     } else {
         memcpy(l, logits, V * sizeof *l);
     }

@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernels/cpu.h"
+#include "kernels/sampler_kernels.h"
 #include "sampler.h"
 
 #define GPT2_V 50257
@@ -864,6 +866,44 @@ static void test_fast_vs_reference(void) {
     free(cmp.w);
 }
 
+// A grammar's mask applied to the logits: the AVX-512 code against the
+// reference, bitwise, over ragged lengths (a partial last word, fewer than
+// 64) and words of none, all and random bits; and the reference against
+// its definition.
+static void test_mask_logits(void) {
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    size_t checked = 0;
+    for (size_t n = 1; n <= 300; n += n < 70 ? 1 : 37) {
+        float *l = malloc(n * sizeof *l), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+        uint64_t *mask = calloc((n + 63) / 64, sizeof *mask);
+        if (!l || !want || !got || !mask) abort();
+        for (size_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            l[i] = (float)((int64_t)(rng >> 33) % 2001 - 1000) / 16.0f;
+        }
+        for (size_t w = 0; w < (n + 63) / 64; w++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            mask[w] = w % 3 == 0 ? rng : w % 3 == 1 ? ~0ull : 0;
+        }
+        sampler_mask_logits(l, mask, n, want);
+        int ok = 1;
+        for (size_t i = 0; i < n; i++)
+            ok &= (mask[i / 64] >> (i % 64) & 1) ? want[i] == l[i] : want[i] == -INFINITY;
+        CHECK(ok, "mask_logits n=%zu: the reference against the definition", n);
+        if (cpu_isa_supported(CPU_AVX512)) {
+            memset(got, 0, n * sizeof *got);
+            sampler_mask_logits_avx512(l, mask, n, got);
+            CHECK(memcmp(got, want, n * sizeof *got) == 0, "mask_logits n=%zu: avx512 against the reference", n);
+        }
+        checked++;
+        free(l);
+        free(want);
+        free(got);
+        free(mask);
+    }
+    CHECK(checked > 70, "mask_logits: %zu lengths", checked);
+}
+
 int main(void) {
     test_rng();
     test_validate();
@@ -878,5 +918,6 @@ int main(void) {
     test_determinism();
     test_frequencies();
     test_fast_vs_reference();
+    test_mask_logits();
     return check_exit("test_sampler");
 }

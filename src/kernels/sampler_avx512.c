@@ -62,4 +62,15 @@ TARGET_AVX512 double sampler_approx_sl_avx512(const double *sl, size_t n, double
     return sum;
 }
 
+TARGET_AVX512 void sampler_mask_logits_avx512(const float *l, const uint64_t *mask, size_t n, float *out) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t m = mask[i / 64];
+        for (int k = 0; k < 4; k++)  // a masked-off lane is not read
+            _mm512_storeu_ps(out + i + 16 * k, _mm512_mask_loadu_ps(ninf, (__mmask16)(m >> (16 * k)), l + i + 16 * k));
+    }
+    if (i < n) sampler_mask_logits(l + i, mask + i / 64, n - i, out + i);
+}
+
 #endif

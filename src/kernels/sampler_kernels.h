@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define APPROX_FLOOR (-708.0) // below: weight 0 (libm's is < 4e-308)
 
@@ -31,6 +32,15 @@ double sampler_approx_weights_avx2(const float *l, size_t n, double lmax, double
 // The approximate weights of exact scaled logits sl[0..n) into out; their sum.
 double sampler_approx_sl_avx512(const double *sl, size_t n, double *out);
 double sampler_approx_sl_avx2(const double *sl, size_t n, double *out);
+
+// out[i] := l[i] where bit i of mask (word i / 64, bit i % 64) is set,
+// -inf where it is not, for i < n: a grammar's mask, applied before
+// everything else the sampler does. The reference (sampler.c) and AVX-512's
+// (a masked load of 16 lanes); bitwise equal. Napkin: n floats read and
+// written, 400 KB for GPT-2: ~10 us at cache speed, against ~100 us for
+// the reference's 64 selects a word.
+void sampler_mask_logits(const float *l, const uint64_t *mask, size_t n, float *out);
+void sampler_mask_logits_avx512(const float *l, const uint64_t *mask, size_t n, float *out);
 
 // The weight of one scaled logit x <= 0 where the vector code cannot take it
 // (the tail of a block): libm's, exactly, with the floor.
