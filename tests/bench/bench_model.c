@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "base/bytes.h"
 #include "base/clock.h"
@@ -340,10 +339,6 @@ static void decode_parts(const Model *m, ThreadPool *pool, size_t B, size_t ctx,
         double t2 = now_seconds();
         best->sgemm = min_time(best->sgemm, t1 - t0);
         best->sgemm_output = min_time(best->sgemm_output, t2 - t1);
-        // OpenBLAS's threads spin for about 2^28 cycles after a call
-        // (its THREAD_TIMEOUT) before they sleep: waited out here, so that
-        // they do not share the cores with the next round's step
-        nanosleep(&(struct timespec){.tv_nsec = 300 * 1000 * 1000}, NULL);
     }
     for (size_t b = 0; b < B; b++) {
         sampler_free(&samplers[b]);
