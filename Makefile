@@ -5,6 +5,7 @@
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make test-scale two gpt serve behind haproxy (tests/scale/haproxy.sh)
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
+#   make bench-bins the bench programs only (to run one of them by hand)
 #   make compile_commands.json   the compile commands, for editors (clangd)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
@@ -87,7 +88,7 @@ TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-scale asan bench install clean checkpoints test-bins compile_commands.json
+.PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins compile_commands.json
 
 ifeq ($(BUILD),build)
 all: gpt
@@ -171,7 +172,9 @@ asan:
 test-scale: $(BUILD)/gpt
 	GPT=$(BUILD)/gpt sh tests/scale/haproxy.sh
 
-bench: $(BUILD)/gpt $(BENCH_BINS) checkpoints
+bench-bins: $(BUILD)/gpt $(BENCH_BINS)
+
+bench: bench-bins checkpoints
 	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/bench/run.sh
 
 # gpt, the GPT-2 tokenizer files and the demo model (run when no GPT-2 is

@@ -28,6 +28,12 @@
  *   - prefill of 512 tokens (interleaved with the sgemm passes above);
  * and decode at a 900-token context with an F32 and an F16 KV cache; and
  * each of a layer's four F32 products alone against sgemm on its shape.
+ * Taken apart, for F32: a token of the prefill (its products at the rates
+ * measured, and the rest), and a step of 16 sequences decoding together
+ * (decode_parts: the layers' products, the output layer, attention, the
+ * rest, sgemm on the same 16-row products, and the sampling the engine
+ * does after the step), each with the bound that counts what is not a
+ * product.
  * Prints numbers; asserts nothing about time.
  */
 #include <cblas.h>
@@ -38,12 +44,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/bytes.h"
 #include "base/clock.h"
 #include "forward.h"
+#include "kernels/attention.h"
 #include "model/kvcache.h"
 #include "model/loader.h"
 #include "kernels/matmul.h"
 #include "model/model.h"
+#include "sampler.h"
 #include "base/threads.h"
 #include "kernels/tune.h"
 
@@ -177,6 +186,168 @@ static double decode_tok_s(const Model *m, ThreadPool *pool, size_t B, size_t pr
     free(ids);
     free(next);
     return tok_s;
+}
+
+// Where a step of B sequences decoding together goes: the step itself
+// (gpt2_forward, one new token each, every sequence at a context of CTX
+// positions) and its parts alone, through the same code the step runs on
+// the same weights and the same threads (the products with the step's
+// plan), interleaved in rounds, best of the rounds for each:
+//   - products: the 12 layers' four products of B rows (matmul, fc's GELU
+//     made inside it by matmul_then, as the step does);
+//   - output: the logits, B rows x V against the output layer (V, C);
+//   - attention: each (sequence, head) of each layer over its cache
+//     (attention_queries, one part a thread, as the step deals them out);
+//   - the rest: the step less those three (embedding, layer norms, the
+//     keys and values into the caches, the finiteness checks, the threads'
+//     joins);
+//   - sgemm, the same products and output layer through OpenBLAS (B rows,
+//     the model's weights, as sgemm_pass does for the prefill);
+//   - sampling: the engine's step after the forward (engine.c), one
+//     sampler_sample per sequence on the main thread with gpt's default
+//     parameters (temperature 1, no filter), over the step's logits. The
+//     aggregate decode above (decode_tok_s) does not sample: its step is
+//     the forward alone, and so is the step here.
+// Seconds per step, each the best of `rounds`.
+typedef struct {
+    double step, products, output, attention, sgemm, sgemm_output, sample;
+} StepParts;
+
+typedef struct {
+    const SeqInput *seqs;
+    size_t n_seqs, layer, C, NH, n_keys, scores_stride;
+    float *out, *scores;
+    const float *qkv;
+    float scale;
+    CpuIsa isa;
+} DecodeAttention;
+
+// As forward.c's attention_part for one new token a sequence: items
+// (sequence, head) dealt out one by one to the parts.
+static void decode_attention_part(void *arg, int part, int n_parts, int thread) {
+    const DecodeAttention *j = arg;
+    size_t HS = j->C / j->NH;
+    float *scores = j->scores + (size_t)thread * j->scores_stride;
+    for (size_t i = 0, item = 0; i < j->n_seqs; i++)
+        for (size_t h = 0; h < j->NH; h++, item++) {
+            if (item % (size_t)n_parts != (size_t)part) continue;
+            attention_queries(j->isa, j->out + i * j->C + h * HS, j->C, j->qkv + i * 3 * j->C + h * HS, 3 * j->C, 1,
+                              j->seqs[i].cache, j->layer, h, j->n_keys, j->scale, scores);
+        }
+}
+
+static double min_time(double best, double t) { return best == 0 || t < best ? t : best; }
+
+static void decode_parts(const Model *m, ThreadPool *pool, size_t B, size_t ctx, const MatmulPlan *plan, int rounds,
+                         StepParts *best) {
+    GptError err = {{0}};
+    const GPT2Config *cfg = &m->config;
+    const GPT2Weights *w = &m->weights;
+    size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, L = (size_t)cfg->n_layer, V = (size_t)cfg->vocab_size;
+    size_t F = gpt2_mlp_width(cfg);
+    KVCache *caches = calloc(B, sizeof *caches);
+    SeqInput *seqs = calloc(B, sizeof *seqs);
+    int32_t *ids = malloc(ctx * sizeof *ids), *next = malloc(B * sizeof *next);
+    ForwardState fs;
+    if (forward_state_init(&fs, &cfg[0], B > ctx ? B : ctx, ctx, B, pool, &err) != 0) die(&err);
+    if (plan) fs.plan = *plan;
+    for (size_t b = 0; b < B; b++) {
+        if (kvcache_init(&caches[b], cfg, DTYPE_F32, ctx, &err) != 0) die(&err);
+        for (size_t i = 0; i < ctx; i++) ids[i] = token_at(i, b);
+        SeqInput p = {.tokens = ids, .n_tokens = ctx, .cache = &caches[b], .want = LOGITS_LAST};
+        if (gpt2_forward(m, &fs, &p, 1, &err) != 0) die(&err);
+    }
+    // the products' own activations (benign values) and outputs
+    float *in = aligned_alloc(64, round_up(B * F * sizeof(float), 64));
+    float *out = aligned_alloc(64, round_up(B * F * sizeof(float), 64));
+    float *attn = aligned_alloc(64, round_up(B * C * sizeof(float), 64));
+    float *logits = aligned_alloc(64, round_up(B * V * sizeof(float), 64));
+    float *copy = malloc(B * V * sizeof *copy);
+    for (size_t i = 0; i < B * F; i++) in[i] = 0.001f * (float)(i % 97);
+    const MatmulContext mm = {pool, fs.matmul_scratch, fs.matmul_scratch_floats, fs.isa, &fs.plan};
+    const ActivationFn act = activation_kernel(cfg->activation);
+    const Weight *wout = gpt2_output_weight(w, cfg);
+    SamplerParams sp = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f, .seed = 1};
+    Sampler *samplers = calloc(B, sizeof *samplers);
+    SamplerScratch shared;
+    if (sampler_scratch_init(&shared, V, &err) != 0) die(&err);
+    for (size_t b = 0; b < B; b++)
+        if (sampler_init_shared(&samplers[b], &sp, &shared, &err) != 0) die(&err);
+    *best = (StepParts){0};
+    for (int round = 0; round < rounds; round++) {
+        // the step: every sequence back to ctx - 1 positions, one token each
+        for (size_t b = 0; b < B; b++) {
+            caches[b].n_tokens = ctx - 1;
+            next[b] = token_at(ctx + (size_t)round, b);
+            seqs[b] = (SeqInput){.tokens = &next[b], .n_tokens = 1, .cache = &caches[b], .want = LOGITS_LAST};
+        }
+        double t0 = now_seconds();
+        if (gpt2_forward(m, &fs, seqs, B, &err) != 0) die(&err);
+        double t1 = now_seconds();
+        best->step = min_time(best->step, t1 - t0);
+        memcpy(copy, fs.logits, B * V * sizeof *copy);
+        // the products
+        t0 = now_seconds();
+        for (size_t l = 0; l < L; l++) {
+            const GPT2Layer *lw = &w->layers[l];
+            matmul(out, in, &lw->qkv_w, lw->qkv_b, B, 0, &mm);
+            matmul(out, in, &lw->attn_proj_w, lw->attn_proj_b, B, 1, &mm);
+            matmul_then(out, in, &lw->fc_w, lw->fc_b, B, 0, &mm, act);
+            matmul(out, in, &lw->fc_proj_w, lw->fc_proj_b, B, 1, &mm);
+        }
+        t1 = now_seconds();
+        best->products = min_time(best->products, t1 - t0);
+        // the output layer
+        t0 = now_seconds();
+        matmul(logits, in, wout, NULL, B, 0, &mm);
+        t1 = now_seconds();
+        best->output = min_time(best->output, t1 - t0);
+        // attention, over the caches the step has just filled (ctx positions)
+        t0 = now_seconds();
+        for (size_t l = 0; l < L; l++) {
+            DecodeAttention job = {seqs, B, l, C, NH, ctx, ATTENTION_QUERY_BLOCK * round_up(fs.max_ctx, 16),
+                                   attn, fs.scores, fs.qkv, gpt2_attn_scale(cfg, l), fs.isa};
+            threadpool_run_parts(pool, decode_attention_part, &job, threadpool_size(pool));
+        }
+        t1 = now_seconds();
+        best->attention = min_time(best->attention, t1 - t0);
+        // sampling, as the engine's step does after the forward
+        t0 = now_seconds();
+        for (size_t b = 0; b < B; b++)
+            if (sampler_sample(&samplers[b], copy + b * V, &next[b], 1) < 0) {
+                fprintf(stderr, "bench: the sampler found no usable logit\n");
+                exit(1);
+            }
+        t1 = now_seconds();
+        best->sample = min_time(best->sample, t1 - t0);
+        // sgemm on the same products and output layer
+        t0 = now_seconds();
+        for (size_t l = 0; l < L; l++) {
+            const GPT2Layer *lw = &w->layers[l];
+            const Weight *ws[4] = {&lw->qkv_w, &lw->attn_proj_w, &lw->fc_w, &lw->fc_proj_w};
+            for (int s = 0; s < 4; s++) {
+                int K = (int)ws[s]->n_in, N = (int)ws[s]->n_out;
+                // out(B,N) = in(B,K) @ W(N,K)^T
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, N, K, 1.0f, in, K, ws[s]->data, K,
+                            0.0f, out, N);
+            }
+        }
+        t1 = now_seconds();
+        // logits(B,V) = in(B,C) @ out(V,C)^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)V, (int)C, 1.0f, in, (int)C, wout->data,
+                    (int)C, 0.0f, logits, (int)V);
+        double t2 = now_seconds();
+        best->sgemm = min_time(best->sgemm, t1 - t0);
+        best->sgemm_output = min_time(best->sgemm_output, t2 - t1);
+    }
+    for (size_t b = 0; b < B; b++) {
+        sampler_free(&samplers[b]);
+        kvcache_free(&caches[b]);
+    }
+    sampler_scratch_free(&shared);
+    forward_state_free(&fs);
+    free(samplers), free(caches), free(seqs), free(ids), free(next);
+    free(in), free(out), free(attn), free(logits), free(copy);
 }
 
 // A prefill of T tokens into an empty cache, its state kept between runs
@@ -401,6 +572,55 @@ int main(int argc, char **argv) {
                    "B=16 %.1f tok/s %.0f%% of the lower ceiling\n",
                    matmul_variant_name(cpu_best_isa(), 0), pre_default, 100 * pre_default / prefill_bound, b16,
                    100 * b16 / (compute < memory ? compute : memory));
+            // Where the 16-sequence step goes, and the bound that counts
+            // what is not a product: the products and the output layer at
+            // the lower ceiling (its time for 16 tokens), plus attention and
+            // the rest as measured. (The memory ceiling's bytes hold the
+            // caches' reads too, which attention's time holds again: 19 MB
+            // of the step's 517 MB, so that bound is low by at most 4%.)
+            {
+                enum { B = 16, CTX = 16 + 32 / 2 };
+                StepParts sp;
+                decode_parts(&models[0], pool, B, CTX, &plans[t - 1][0], 7, &sp);
+                double rest = sp.step - sp.products - sp.output - sp.attention;
+                double ceil_step = B / (compute < memory ? compute : memory);
+                double run = B / sp.step;
+                double bound = B / (ceil_step + sp.attention + (rest > 0 ? rest : 0));
+                double bound_sgemm = B / (sp.sgemm + sp.sgemm_output + sp.attention + (rest > 0 ? rest : 0));
+                static const char *const part_names[5] = {"the layers' products", "the output layer",
+                                                          "attention", "the rest", "sampling"};
+                double parts[5] = {sp.products, sp.output, sp.attention, rest, sp.sample};
+                int top = 0;
+                for (int i = 1; i < 5; i++)
+                    if (parts[i] > parts[top]) top = i;
+                // f32: 4 bytes of weight per multiply-add of a row, B rows
+                double fl_prod = flops_per_token * B, fl_out = 2.0 * (double)c->vocab_size * (double)C * B;
+                printf("  f32 %d sequences, a step (context %d, best of 7 interleaved): %.2f ms = products %.2f ms "
+                       "(%.0f GFLOP/s, %.1f GB/s of weights) + output layer %.2f ms (%.0f GFLOP/s, %.1f GB/s) + "
+                       "attention %.2f ms + the rest %.2f ms%s; sgemm on the same %d rows: "
+                       "products %.2f ms, output layer %.2f ms; sampling (the engine's step, not this one) %.2f ms; "
+                       "largest: %s, %.0f%% of the step\n",
+                       B, CTX, 1e3 * sp.step, 1e3 * sp.products, fl_prod / sp.products / 1e9,
+                       2.0 * fl_prod / B / sp.products / 1e9, 1e3 * sp.output, fl_out / sp.output / 1e9,
+                       2.0 * fl_out / B / sp.output / 1e9, 1e3 * sp.attention, 1e3 * rest,
+                       rest < 0 ? " (a noisy round: the parts alone took longer than the step)" : "", B,
+                       1e3 * sp.sgemm, 1e3 * sp.sgemm_output, 1e3 * sp.sample, part_names[top],
+                       100 * parts[top] / sp.step);
+                printf("  f32 %d sequences: with the products and output layer at the %s ceiling (%.2f ms a step) "
+                       "and this attention and rest the bound is %.0f tok/s and the run (%.0f tok/s) is %.0f%% of it; "
+                       "with sgemm's %d-row products instead, %.0f tok/s (%.0f%%)\n",
+                       B, compute < memory ? "compute" : "memory", 1e3 * ceil_step, bound, run, 100 * run / bound, B,
+                       bound_sgemm, 100 * run / bound_sgemm);
+                // At B rows a weight serves 2B flops for its 4 bytes, read
+                // from memory once a step: the two ceilings are close, and
+                // a kernel that does not overlap its reads with its FMAs
+                // pays their sum.
+                printf("  f32 %d sequences: products and output layer %.2f ms a step against compute %.2f ms (sgemm's "
+                       "rate) and memory %.2f ms (the read bandwidth): %.2fx the larger, %.2f of their sum\n",
+                       B, 1e3 * (sp.products + sp.output), 1e3 * B / compute, 1e3 * B / memory,
+                       (sp.products + sp.output) / (B / (compute < memory ? compute : memory)),
+                       (sp.products + sp.output) / (B / compute + B / memory));
+            }
             static const char *const names[4] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
             double ours[4], dflt[4], blas[4];
             products_by_shape(&models[0], pool, PREFILL, &plans[t - 1][0], ours, dflt, blas);
