@@ -270,33 +270,6 @@ static void apply_presence_frequency(Sampler *sp, float *logits, const int32_t *
 // leaves the caller's row raw, which its log-probabilities need. Either way
 // every path after this one (greedy, the approximate draws, the filters)
 // reads the same adjusted logits: the fields cannot make them disagree.
-void sampler_mask_logits(const float *l, const uint64_t *mask, size_t n, float *out) {
-    // by mask word: a word of none or all (most of a grammar's mask) is one
-    // fill or copy of 64; the others a select on the bits, not a branch (a
-    // grammar's bits are as good as random to a branch predictor): x where
-    // the bit is set, -inf's bits where it is not
-    uint32_t ninf;
-    float neg = -INFINITY;
-    memcpy(&ninf, &neg, sizeof ninf);
-    for (size_t i = 0; i < n; i += 64) {
-        uint64_t m = mask[i / 64];
-        size_t k = n - i < 64 ? n - i : 64;
-        if (m == 0) {
-            for (size_t j = 0; j < k; j++) out[i + j] = -INFINITY;
-        } else if (m == ~0ull) {
-            memcpy(out + i, l + i, k * sizeof *out);
-        } else {
-            uint32_t x[64];
-            memcpy(x, l + i, k * sizeof *x);
-            for (size_t j = 0; j < k; j++) {
-                uint32_t keep = 0u - (uint32_t)((m >> j) & 1);
-                x[j] = (x[j] & keep) | (ninf & ~keep);
-            }
-            memcpy(out + i, x, k * sizeof *x);
-        }
-    }
-}
-
 static const float *adjust_logits(Sampler *sp, float *logits, const int32_t *history, size_t n_history) {
     const SamplerParams *P = &sp->params;
     if (sp->n_prompt == SAMPLER_PROMPT_UNSET) sp->n_prompt = n_history;

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define APPROX_FLOOR (-708.0) // below: weight 0 (libm's is < 4e-308)
 
@@ -35,12 +36,37 @@ double sampler_approx_sl_avx2(const double *sl, size_t n, double *out);
 
 // out[i] := l[i] where bit i of mask (word i / 64, bit i % 64) is set,
 // -inf where it is not, for i < n: a grammar's mask, applied before
-// everything else the sampler does. The reference (sampler.c) and AVX-512's
-// (a masked load of 16 lanes); bitwise equal. Napkin: n floats read and
-// written, 400 KB for GPT-2: ~10 us at cache speed, against ~100 us for
-// the reference's 64 selects a word.
-void sampler_mask_logits(const float *l, const uint64_t *mask, size_t n, float *out);
+// everything else the sampler does. The reference (here, in C: sampler.c's
+// and the vector code's tail) and AVX-512's (a masked load of 16 lanes);
+// bitwise equal. Napkin: n floats read and written, 400 KB for GPT-2: ~10
+// us at cache speed, against ~100 us for the reference's 64 selects a word.
 void sampler_mask_logits_avx512(const float *l, const uint64_t *mask, size_t n, float *out);
+static inline void sampler_mask_logits(const float *l, const uint64_t *mask, size_t n, float *out) {
+    // by mask word: a word of none or all (most of a grammar's mask) is one
+    // fill or copy of 64; the others a select on the bits, not a branch (a
+    // grammar's bits are as good as random to a branch predictor): x where
+    // the bit is set, -inf's bits where it is not
+    uint32_t ninf;
+    float neg = -INFINITY;
+    memcpy(&ninf, &neg, sizeof ninf);
+    for (size_t i = 0; i < n; i += 64) {
+        uint64_t m = mask[i / 64];
+        size_t k = n - i < 64 ? n - i : 64;
+        if (m == 0) {
+            for (size_t j = 0; j < k; j++) out[i + j] = -INFINITY;
+        } else if (m == ~0ull) {
+            memcpy(out + i, l + i, k * sizeof *out);
+        } else {
+            uint32_t x[64];
+            memcpy(x, l + i, k * sizeof *x);
+            for (size_t j = 0; j < k; j++) {
+                uint32_t keep = 0u - (uint32_t)((m >> j) & 1);
+                x[j] = (x[j] & keep) | (ninf & ~keep);
+            }
+            memcpy(out + i, x, k * sizeof *x);
+        }
+    }
+}
 
 // The weight of one scaled logit x <= 0 where the vector code cannot take it
 // (the tail of a block): libm's, exactly, with the floor.
