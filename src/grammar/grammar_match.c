@@ -876,6 +876,15 @@ GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
 // A suffix walk that gives up: its key is too short (stack_mask).
 #define WALK_DEEPER 1
 
+// mask |= the tokens that end at trie node c (never the end token: it is
+// allowed by the matcher's state alone, grammar_masker_fill).
+static inline void allow_tokens_at(const GrammarMasker *mk, const TrieNode *c, uint64_t *mask) {
+    for (uint32_t k = 0; k < c->n_tok; k++) {
+        uint32_t id = mk->v->toks[c->first_tok + k];
+        if ((int32_t)id != mk->eos) mask[id >> 6] |= 1ull << (id & 63);
+    }
+}
+
 // Keeps the edges out of a pop at trie node `node` (at depth, with
 // children) whose byte the stack below reads (mk->relevant) in mk->pops.
 // 0, WALK_DEEPER when more than pop_limit pops have one, or -1 with err.
@@ -919,11 +928,7 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
                                   "is too ambiguous)", mk->lim.max_mask_work);
         if (nx->n == 0) continue;
         const TrieNode *c = &v->nodes[E->child];
-        for (uint32_t k = 0; k < c->n_tok; k++) {
-            uint32_t id = v->toks[c->first_tok + k];
-            if ((int32_t)id == mk->eos) continue;
-            mask[id >> 6] |= 1ull << (id & 63);
-        }
+        allow_tokens_at(mk, c, mask);
         if (!c->n_edges) continue;
         if (mk->record && depth + 1 > mk->prune && set_can_end(nx)) {
             int rc = record_pop(mk, E->child, depth + 1, err);
@@ -1046,11 +1051,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
         if (nx == D_ERR) return -1;
         if (nx == D_DEAD) continue;
         const TrieNode *c = &v->nodes[E->child];
-        for (uint32_t k = 0; k < c->n_tok; k++) {
-            uint32_t tid = v->toks[c->first_tok + k];
-            if ((int32_t)tid == mk->eos) continue;
-            mask[tid >> 6] |= 1ull << (tid & 63);
-        }
+        allow_tokens_at(mk, c, mask);
         if (!c->n_edges) continue;
         int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
         if (mk->record && depth + 1 > mk->prune && can_end) {
@@ -1241,10 +1242,7 @@ static int continue_pops(GrammarMasker *mk, const CacheEntry *e, uint64_t *mask,
         }
         if (nx == D_DEAD) continue;
         const TrieNode *c = &v->nodes[child];
-        for (uint32_t t = 0; t < c->n_tok; t++) {
-            uint32_t tid = v->toks[c->first_tok + t];
-            if ((int32_t)tid != mk->eos) mask[tid >> 6] |= 1ull << (tid & 63);
-        }
+        allow_tokens_at(mk, c, mask);
         if (c->n_edges)
             rc = nx == D_FULL ? walk_below(mk, child, depth, &mk->cont, mask, err)
                               : walk_dfa(mk, child, depth, nx, mask, err);
