@@ -203,6 +203,7 @@ static void hook_admitted(void *ctx, void *request, size_t index, Sequence *q) {
     Request *j = request;
     pthread_mutex_lock(&s->lock);
     s->metrics.queued--;
+    s->metrics.running++;
     j->completions[index].running = 1;
     histogram_observe(&s->metrics.latency[H_QUEUE], H_QUEUE, now_seconds() - j->arrived);
     s->metrics.prefix_reused += q->prefix_reused;
@@ -236,6 +237,15 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *q) {
     pthread_mutex_unlock(&s->lock);
 }
 
+// The pool's and the grammar maskers' gauges, as they are now; under s->lock.
+static void take_engine_gauges(Server *s) {
+    KVPoolStats ps = kvpool_stats(s->engine.kv);
+    s->metrics.kv_blocks_used = ps.held;
+    s->metrics.kv_blocks = ps.n_blocks;
+    s->metrics.kv_blocks_touched = ps.touched;
+    s->metrics.grammar = grammar_share_stats(s->engine.grammar_share);
+}
+
 static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, SchedEnd why, const GptError *err) {
     Server *s = ctx;
     Request *j = request;
@@ -246,7 +256,10 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, Sche
     size_t positions = q->positions;
     sequence_free(q, e);
     pthread_mutex_lock(&s->lock);
-    if (!c->running) s->metrics.queued--;
+    // the sequence leaves the gauges before its client can have the answer
+    if (c->running) s->metrics.running--;
+    else s->metrics.queued--;
+    take_engine_gauges(s);
     const char *reason = "error";
     switch (why) {
     case SCHED_STOPPED:
@@ -327,12 +340,7 @@ void *scheduler_main(void *arg) {
 
         pthread_mutex_lock(&s->lock);
         s->metrics.busy_seconds = sch.busy_seconds;
-        KVPoolStats ps = kvpool_stats(s->engine.kv);
-        s->metrics.running = sch.n_running;
-        s->metrics.kv_blocks_used = ps.held;
-        s->metrics.kv_blocks = ps.n_blocks;
-        s->metrics.kv_blocks_touched = ps.touched;
-        s->metrics.grammar = grammar_share_stats(s->engine.grammar_share);
+        take_engine_gauges(s);
     }
     pthread_mutex_unlock(&s->lock);
     scheduler_free(&sch);

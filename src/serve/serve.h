@@ -149,7 +149,7 @@ typedef struct {
     uint64_t requests[N_STATUS];         // ... and how many of each
     uint64_t prompt_tokens, generated_tokens, cancelled, prefix_reused;
     double busy_seconds;                 // the scheduler's time in engine steps
-    size_t running, queued;              // sequences now
+    size_t running, queued;              // sequences now, kept by the scheduler hooks under the lock: an ended one has left both before its client can have the answer
     size_t kv_blocks_used, kv_blocks;    // of the pool
     size_t kv_blocks_touched;            // of the pool, ever used: they have taken memory
     GrammarShareStats grammar;           // the engine's maskers (grammar_share_stats)
