@@ -379,7 +379,7 @@ check "port in use: says so" grep -q "Address already in use" "$tmp/inuse"
 case_body() { cat "$tmp/req_$(($1 % n_cases))_0"; }
 case_expected() { echo "$tmp/exp_$(($1 % n_cases))_0"; }
 load 16 "$tmp/t" case_body
-sleep 0.2
+check "SIGTERM: the 16 requests in the server first" all_inside 16 "$tmp/t"
 sigterm "$A_PID"
 check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
 all_whole "SIGTERM under load" 16 "$tmp/t" case_expected

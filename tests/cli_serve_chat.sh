@@ -227,24 +227,7 @@ while [ $i -lt 16 ]; do
     clients="$clients $!"
     i=$((i + 1))
 done
-# once the server has all 16: those answered (their client has written its
-# status; not the log's request lines, which may come after the client has
-# its answer, so that a line of the batch before could count for one of
-# these that has not connected yet) and those queued or running (/metrics)
-# make 16. The statuses are read first: a sequence leaves the gauges before
-# its client has the answer, so none is counted twice (read the other way
-# round, one that ended between the two reads was, and SIGTERM came before
-# the last client had connected)
-j=0
-while [ $j -lt 1000 ]; do
-    answered=0
-    for f in "$tmp"/t16r*.status; do [ -s "$f" ] && answered=$((answered + 1)); done
-    get /metrics "$tmp/m" > /dev/null
-    inside=$(awk '/^gpt_sequences_(running|queued) / { n += $2 } END { print n + 0 }' "$tmp/m")
-    [ $((inside + answered)) -ge 16 ] && break
-    sleep 0.01
-    j=$((j + 1))
-done
+check "SIGTERM: the 16 chats in the server first" all_inside 16 "$tmp/t16r"
 sigterm "$pid"
 check "SIGTERM with 16 chats: exit 0 (exit $rc)" [ "$rc" = 0 ]
 i=0

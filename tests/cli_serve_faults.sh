@@ -359,7 +359,7 @@ loris=$!
 good_body() { printf '%s\n' "$GOOD"; }
 good_expected() { echo "$tmp/good"; }
 load 8 "$tmp/t" good_body
-sleep 0.3
+check "SIGTERM: the 8 requests answered or in the server first" all_inside 8 "$tmp/t"
 sigterm "$SERVER"
 kill "$loris" 2> /dev/null
 wait "$loris" 2> /dev/null

@@ -109,6 +109,30 @@ all_whole() {
     done
 }
 
+# all_inside N OUT: waits (up to 1,000 polls) until each of the N requests
+# of `load N OUT` is answered (its client has written OUTi.status) or in the
+# server (/metrics: queued or running, one sequence each), so that a signal
+# comes after every client has connected. The statuses are read first: a
+# sequence leaves the gauges before its client has the answer, so none is
+# counted twice
+all_inside() {
+    j=0
+    while [ $j -lt 1000 ]; do
+        answered=0
+        i=0
+        while [ $i -lt "$1" ]; do
+            [ -s "$2$i.status" ] && answered=$((answered + 1))
+            i=$((i + 1))
+        done
+        get /metrics "$2.metrics" > /dev/null
+        inside=$(awk '/^gpt_sequences_(running|queued) / { n += $2 } END { print n + 0 }' "$2.metrics")
+        [ $((inside + answered)) -ge "$1" ] && return 0
+        sleep 0.01
+        j=$((j + 1))
+    done
+    return 1
+}
+
 # sigterm PID: SIGTERM to the server PID; waits for it (its exit status in
 # $rc), then for the $clients of load
 sigterm() {
