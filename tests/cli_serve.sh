@@ -479,13 +479,21 @@ gone=$?
 check "a client gone before its whole answer: cancelled, its blocks back ($(grep -E \
     '^gpt_(requests_cancelled|kv_blocks_used|sequences_running)' "$tmp/m" | tr '\n' ' '))" [ $gone = 0 ]
 # past the grace: the running requests end with what they have (1000 tokens:
-# far more than 2 s of decoding, the sleep and the grace, on any machine; 200
+# far more than the wait for both to run and the 1 s grace, on any machine; 200
 # ended in time on a Zen 4 and left nothing to interrupt)
 post /v1/completions '{"prompt":"Hello","max_tokens":1000,"ignore_eos":true}' "$tmp/g0" > "$tmp/g0.status" &
 clients=$!
 post /v1/completions '{"prompt":"Once","max_tokens":1000,"ignore_eos":true,"stream":true}' "$tmp/g1" > "$tmp/g1.status" &
 clients="$clients $!"
-sleep 1
+# both running and the stream begun before the signal
+i=0
+while [ $i -lt 1000 ]; do
+    get /metrics "$tmp/m" > /dev/null
+    grep -q '^gpt_sequences_running 2$' "$tmp/m" && grep -q '^data: {' "$tmp/g1" && break
+    sleep 0.01
+    i=$((i + 1))
+done
+check "past the grace: both running first" [ $i -lt 1000 ]
 kill -TERM "$C_PID"
 wait "$C_PID"
 rc=$?

@@ -155,9 +155,16 @@ check "every answer is gpt --batch's: $same of $N" [ "$same" = "$N" ]
 if [ "$same" != "$N" ]; then
     paste -d '|' "$tmp/got" "$tmp/want" | awk -F'|' '$1 != $2 { print "  got  " $1; print "  want " $2; exit }'
 fi
-sleep 0.3  # a server logs a request just after its answer is sent
-a=$(grep -c '"path":"/v1/completions","status":200' "$tmp/a.log")
-b=$(grep -c '"path":"/v1/completions","status":200' "$tmp/b.log")
+# a server logs a request just after its answer is sent: polled until the
+# two logs hold N answers, at most 30 s
+i=0
+while [ $i -lt 300 ]; do
+    a=$(grep -c '"path":"/v1/completions","status":200' "$tmp/a.log")
+    b=$(grep -c '"path":"/v1/completions","status":200' "$tmp/b.log")
+    [ $((a + b)) -ge "$N" ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
 check "server a answered before the kill ($a)" [ "$a" -gt 0 ]
 check "server b answered ($b)" [ "$b" -gt 0 ]
 check "the other server answered the rest: a $a + b $b >= $N" [ $((a + b)) -ge "$N" ]
@@ -165,9 +172,15 @@ check "killed with $killed_at of $N answered: midway" [ "$killed_at" -lt "$N" ]
 
 # haproxy's health check saw a go (its statistics, as CSV: svname is field
 # 2, wretr 16, wredis 17, status 18)
-sleep 1.2
-curl -s "http://127.0.0.1:$hport/haproxy-stats;csv" > "$tmp/stats.csv"
+# (checked every 500 ms: polled until a is DOWN, at most 30 s)
 field() { awk -F, -v s="$1" -v f="$2" '$1 == "gpt_servers" && $2 == s { print $f }' "$tmp/stats.csv"; }
+i=0
+while [ $i -lt 300 ]; do
+    curl -s "http://127.0.0.1:$hport/haproxy-stats;csv" > "$tmp/stats.csv"
+    [ "$(field a 18)" = DOWN ] && break
+    sleep 0.1
+    i=$((i + 1))
+done
 check "haproxy has a DOWN ($(field a 18)), b UP ($(field b 18))" \
     [ "$(field a 18)/$(field b 18)" = DOWN/UP ]
 echo "scale_haproxy: $N requests in ${seconds} s, server a killed after $killed_at answers; a answered $a, b $b;" \
