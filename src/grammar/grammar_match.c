@@ -347,13 +347,29 @@ int grammar_match(const Grammar *g, const char *s, size_t n, GptError *err) {
 
 typedef struct {
     uint32_t first_edge, n_edges;  // edges[first_edge ..), sorted by byte
-    uint32_t first_tok, n_tok;     // tokens ending here: toks[first_tok ..)
+    // tokens ending here: toks[first_tok .. first_tok + n_tok). The nodes
+    // are made in preorder from the sorted tokens, and a node's own tokens
+    // sort before its descendants', so its subtree's tokens are
+    // toks[first_tok ..) up to the next node's first_tok outside the
+    // subtree (its next sibling's, or its parent's end): first_tok is set
+    // where n_tok is 0 too
+    uint32_t first_tok, n_tok;
 } TrieNode;
 
 typedef struct {
-    uint8_t byte;
     uint32_t child;
+    uint32_t byte : 8;
+    uint32_t below : 24;  // the byte classes on the edges below child (bit k: class k)
 } TrieEdge;
+
+// Byte classes for the subtrees' summaries (TrieEdge.below): lowercase
+// letters, uppercase, digits, the controls (0x00-0x1f, 0x7f), UTF-8
+// continuation bytes (0x80-0xbf), lead bytes (0xc0-0xff), the space and
+// the punctuation of JSON and of common text and code alone, the rest of
+// the punctuation together: 24, to fit beside an edge's byte. An
+// automaton's state often takes every byte of a class to one state (a
+// string's character, a word's letter).
+#define N_BYTE_CLASSES 24
 
 struct GrammarVocab {
     size_t V;
@@ -363,6 +379,9 @@ struct GrammarVocab {
     uint32_t *toks;
     size_t max_len;
     uint16_t *height;   // (n_nodes) the depth of a node's deepest descendant less its own (at most 65535)
+    uint8_t byte_class[256];
+    GClass class_bytes[N_BYTE_CLASSES];
+    uint8_t class_first[N_BYTE_CLASSES];  // its least byte
     uint32_t *longest;  // (V) the token ids, longest first
     uint32_t *n_longer; // (max_len + 1) the tokens longer than L bytes: longest[0 .. n_longer[L])
 };
@@ -407,6 +426,30 @@ static void tok_sort(SortTok *t, SortTok *tmp, size_t n, size_t depth) {
     memcpy(t, tmp, n * sizeof *t);
     for (int k = 1; k < 257; k++)
         if (start[k + 1] - start[k] > 1) tok_sort(t + start[k], tmp, start[k + 1] - start[k], depth + 1);
+}
+
+// v's byte classes (N_BYTE_CLASSES, above).
+static void byte_classes(GrammarVocab *v) {
+    static const char alone[] = " \"\\.,:{}[]-'()/_+";  // 17 classes of one byte
+    memset(v->class_bytes, 0, sizeof v->class_bytes);
+    for (unsigned b = 0; b < 256; b++) {
+        const char *a = b ? strchr(alone, (int)b) : NULL;
+        unsigned k = b >= 'a' && b <= 'z'   ? 0
+                     : b >= 'A' && b <= 'Z' ? 1
+                     : b >= '0' && b <= '9' ? 2
+                     : b < 0x20 || b == 0x7f ? 3
+                     : b >= 0xc0            ? 5
+                     : b >= 0x80            ? 4
+                     : a                    ? 6 + (unsigned)(a - alone)
+                                            : N_BYTE_CLASSES - 1;  // !#$%&*;<=>?@^`|~
+        v->byte_class[b] = (uint8_t)k;
+        v->class_bytes[k].bits[b >> 6] |= 1ull << (b & 63);
+    }
+    for (int k = 0; k < N_BYTE_CLASSES; k++) {
+        unsigned b = 0;
+        while (!gclass_has(&v->class_bytes[k], b)) b++;
+        v->class_first[k] = (uint8_t)b;
+    }
 }
 
 GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t *token_len, size_t V,
@@ -458,7 +501,7 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
         for (size_t i = 0; i < V; i++) {
             for (size_t d = common[i]; d < t[i].len; d++) {
                 TrieNode *parent = &v->nodes[path[d]];
-                if (pass) v->edges[parent->first_edge + parent->n_edges] = (TrieEdge){t[i].b[d], next};
+                if (pass) v->edges[parent->first_edge + parent->n_edges] = (TrieEdge){.child = next, .byte = t[i].b[d]};
                 parent->n_edges++;
                 path[d + 1] = next++;
             }
@@ -479,12 +522,23 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
     v->longest = malloc(V * sizeof *v->longest);
     v->n_longer = calloc(v->max_len + 1, sizeof *v->n_longer);
     if (!v->height || !v->longest || !v->n_longer) goto oom;
+    byte_classes(v);
     // a child's index is above its parent's (made after it), so one pass from the
-    // last node up sees every child before its parent
+    // last node up sees every child before its parent; a node without
+    // tokens of its own starts its subtree's at its first child's
     for (size_t i = v->n_nodes; i-- > 0;) {
+        TrieNode *x = &v->nodes[i];
         uint32_t h = 0;
-        for (uint32_t e = v->nodes[i].first_edge; e < v->nodes[i].first_edge + v->nodes[i].n_edges; e++)
-            if (v->height[v->edges[e].child] + 1u > h) h = v->height[v->edges[e].child] + 1u;
+        for (uint32_t e = x->first_edge; e < x->first_edge + x->n_edges; e++) {
+            TrieEdge *E = &v->edges[e];
+            const TrieNode *c = &v->nodes[E->child];
+            if (v->height[E->child] + 1u > h) h = v->height[E->child] + 1u;
+            uint32_t below = 0;  // the classes below the child: on its edges and below them
+            for (uint32_t f = c->first_edge; f < c->first_edge + c->n_edges; f++)
+                below |= 1u << v->byte_class[v->edges[f].byte] | v->edges[f].below;
+            E->below = below;
+        }
+        if (!x->n_tok && x->n_edges) x->first_tok = v->nodes[v->edges[x->first_edge].child].first_tok;
         v->height[i] = (uint16_t)(h > UINT16_MAX ? UINT16_MAX : h);
     }
     // the ids by length, longest first (a counting sort; at[L]: where the
@@ -543,7 +597,7 @@ typedef struct {
     size_t work;       // the stack steps its walk took (charged on every use)
 } CacheEntry;
 
-// A state of the walk's automaton. 1 KiB of transitions plus its stacks.
+// A state of the walk's automaton. 1.2 KiB (its transitions, 1 KiB) plus its stacks.
 typedef struct {
     StackSet set;
     uint64_t hash;
@@ -552,6 +606,11 @@ typedef struct {
     int32_t next[256];   // D_UNKNOWN, D_DEAD or the state after the byte
     uint64_t walk;       // the last walk that took a transition from here (GrammarMasker.walk)
     uint64_t charged[4]; // the bytes whose transitions that walk was charged for
+    // class_target's answers in walk class_walk (kept a walk, so that each
+    // walk takes, and is charged for, the transitions it asks of)
+    uint64_t class_walk, class_known;
+    int32_t class_to[N_BYTE_CLASSES];
+    uint64_t alike_known, alike;  // the classes whose bytes all go to one state (or none)
 } DState;
 #define D_UNKNOWN (-1)
 #define D_DEAD (-2)
@@ -569,6 +628,12 @@ struct GrammarMasker {
     Work w;
     CacheEntry *cache; // open addressing, n_slots (a power of two)
     size_t n_slots, n_used, cache_bytes;
+    // the entries' masks, keys and pops, one after another (emptied with
+    // the cache): reserved address space on huge pages, since a fresh 4 KiB
+    // page is a fault (microseconds on a virtual machine) and a one-process
+    // run's masks are mostly new (docs/performance.md)
+    unsigned char *store;
+    size_t store_used, store_cap;
     uint64_t *tmp_mask;  // (W) the walk's mask before it is kept
     uint32_t *pops;      // the walk's pop edges (CacheEntry) before they are kept
     size_t n_pops, cap_pops;
@@ -588,7 +653,7 @@ struct GrammarMasker {
                          // continues (a child in relevant) gives up (WALK_DEEPER); 0: none
     // the walk's automaton, made as it is walked (a lazy DFA): a state is a
     // set of stacks, its transition on a byte computed once (set_advance)
-    DState *ds;
+    DState *ds;          // (cap_ds) reserved whole: the states that fit in the automaton's bound
     size_t n_ds, cap_ds, ds_bytes;
     int32_t *dslot;      // (n_dslots, a power of two) states by hash, -1 free
     size_t n_dslots;
@@ -817,7 +882,11 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     mk->cache = calloc(mk->n_slots, sizeof *mk->cache);
     mk->tmp_mask = malloc(GRAMMAR_MASK_WORDS(v->V) * sizeof *mk->tmp_mask);
     mk->key_depth = calloc(g->n_el ? g->n_el : 1, sizeof *mk->key_depth);
-    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || chains_find(mk)) {
+    mk->store_cap = mk->lim.max_cache_bytes / 2;
+    mk->store = memory_reserve(mk->store_cap);
+    mk->cap_ds = mk->lim.max_cache_bytes / 2 / sizeof(DState) + 1;
+    mk->ds = memory_reserve(mk->cap_ds * sizeof(DState));
+    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || !mk->store || !mk->ds || chains_find(mk)) {
         grammar_masker_free(mk);
         return gpt_error(err, "grammar: out of memory"), NULL;
     }
@@ -825,14 +894,10 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
 }
 
 static void cache_clear(GrammarMasker *mk) {
-    for (size_t i = 0; i < mk->n_slots; i++) {
-        free(mk->cache[i].key);
-        free(mk->cache[i].mask);
-        free(mk->cache[i].pops);
-    }
     memset(mk->cache, 0, mk->n_slots * sizeof *mk->cache);
     mk->n_used = 0;
     mk->cache_bytes = 0;
+    mk->store_used = 0;
 }
 
 static void dfa_clear(GrammarMasker *mk) {
@@ -861,7 +926,8 @@ void grammar_masker_free(GrammarMasker *mk) {
     free(mk->chain_rem);
     free(mk->ckey);
     dfa_clear(mk);
-    free(mk->ds);
+    memory_release(mk->store, mk->store_cap);
+    memory_release(mk->ds, mk->cap_ds * sizeof(DState));
     free(mk->dslot);
     set_free(&mk->dnext);
     free(mk);
@@ -985,8 +1051,7 @@ static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
         mk->dslot = t;
         mk->n_dslots = n;
     }
-    if (grow_array(&mk->ds, &mk->cap_ds, mk->n_ds + 1, sizeof *mk->ds))
-        return gpt_error(err, "grammar: out of memory"), D_ERR;
+    if (mk->n_ds >= mk->cap_ds) return D_FULL;
     DState *d = &mk->ds[mk->n_ds];
     memset(&d->set, 0, sizeof d->set);
     if (set_copy(&d->set, s, err)) {
@@ -999,6 +1064,8 @@ static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
     memset(d->next, 0xff, sizeof d->next);  // D_UNKNOWN
     d->walk = 0;  // walks are numbered from 1
     memset(d->charged, 0, sizeof d->charged);
+    d->class_walk = 0;
+    d->alike_known = d->alike = 0;
     size_t i = (size_t)h & (mk->n_dslots - 1);
     while (mk->dslot[i] >= 0) i = (i + 1) & (mk->n_dslots - 1);
     mk->dslot[i] = (int32_t)mk->n_ds;
@@ -1035,15 +1102,102 @@ static int32_t dfa_next(GrammarMasker *mk, int32_t id, unsigned b, GptError *err
     return nx;
 }
 
+// How many of the bytes of class k c holds.
+enum { RANGE_NONE, RANGE_SOME, RANGE_ALL };
+static int gclass_holds(const GClass *c, const GClass *k) {
+    int some = 0, all = 1;
+    for (int w = 0; w < 4; w++) {
+        some |= (c->bits[w] & k->bits[w]) != 0;
+        all &= (c->bits[w] & k->bits[w]) == k->bits[w];
+    }
+    return all ? RANGE_ALL : some ? RANGE_SOME : RANGE_NONE;
+}
+
+// The state to which state id takes every byte of class k, when that is one
+// state of the automaton; D_DEAD when not (a byte it cannot read, two
+// states, or past the automaton's bound); D_ERR with err.
+static int32_t class_target(GrammarMasker *mk, int32_t id, unsigned k, GptError *err) {
+    DState *d = &mk->ds[id];
+    if (d->class_walk != mk->walk) {
+        d->class_walk = mk->walk;
+        d->class_known = 0;
+    }
+    if (d->class_known >> k & 1) return d->class_to[k];
+    // a transition depends only on which stacks' top classes hold the byte
+    // (set_advance): when each holds all of the class or none of it, the
+    // class's bytes go where its first byte goes
+    const GClass *bytes = &mk->v->class_bytes[k];
+    if (!(d->alike_known >> k & 1)) {  // a property of the state: found once
+        int alike = gclass_holds(&d->first, bytes) == RANGE_ALL;
+        for (size_t i = 0; i < d->set.n && alike; i++) {
+            const StackRef *st = &d->set.st[i];
+            if (st->len)
+                alike = gclass_holds(&mk->g->classes[mk->g->el[d->set.pool[st->off + st->len - 1]].value], bytes) !=
+                        RANGE_SOME;
+        }
+        d->alike_known |= 1ull << k;
+        d->alike |= (uint64_t)alike << k;
+    }
+    int alike = d->alike >> k & 1;
+    int32_t to = D_DEAD;
+    if (alike) {
+        to = dfa_next(mk, id, mk->v->class_first[k], err);  // may move mk->ds
+        if (to == D_ERR) return D_ERR;
+        if (to < 0) to = D_DEAD;
+    }
+    d = &mk->ds[id];
+    if (to >= 0)  // the same transitions, known now
+        for (unsigned b = 0; b < 256; b++)
+            if (gclass_has(bytes, b)) d->next[b] = to;
+    d->class_known |= 1ull << k;
+    d->class_to[k] = to;
+    return to;
+}
+
+// 1 when from state id every string of up to `need` bytes of the classes
+// `classes` stays alive: each step takes all those classes to one state (a
+// state that returns to itself reads any length). 0 when that is not so or
+// not shown; -1 with err. At most need * |classes| class_target calls.
+static int reads_all(GrammarMasker *mk, int32_t id, uint32_t classes, uint32_t need, GptError *err) {
+    for (uint32_t step = 0; step < need; step++) {
+        int32_t to = D_DEAD;
+        for (uint32_t c = classes; c; c &= c - 1) {
+            int32_t t = class_target(mk, id, (unsigned)__builtin_ctz(c), err);
+            if (t == D_ERR) return -1;
+            if (t < 0 || (to >= 0 && t != to)) return 0;
+            to = t;
+        }
+        if (to == id) return 1;
+        id = to;
+    }
+    return 1;
+}
+
+// mask |= the tokens toks[lo .. hi) (a subtree's) but the end token.
+static void allow_span(const GrammarMasker *mk, uint32_t lo, uint32_t hi, uint64_t *mask) {
+    for (uint32_t k = lo; k < hi; k++) {
+        uint32_t id = mk->v->toks[k];
+        if ((int32_t)id != mk->eos) mask[id >> 6] |= 1ull << (id & 63);
+    }
+}
+
+// Where a subtree's tokens end (TrieNode.first_tok) is not known: the walk
+// of a pop edge's child (continue_pops) knows no sibling after it.
+#define SPAN_UNKNOWN UINT32_MAX
+
 // walk's work through the automaton: the same DFS from state id, each
 // transition computed once for all walks; past the automaton's bound the
 // subtree is walked on the stacks themselves (walk).
-static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, uint64_t *mask, GptError *err) {
+// tok_end: where node's subtree's tokens end in toks (or SPAN_UNKNOWN).
+static int walk_dfa(GrammarMasker *mk, uint32_t node, uint32_t tok_end, size_t depth, int32_t id, uint64_t *mask,
+                    GptError *err) {
     const GrammarVocab *v = mk->v;
     const TrieNode *t = &v->nodes[node];
     GClass first = mk->ds[id].first;
     for (uint32_t e = t->first_edge; e < t->first_edge + t->n_edges; e++) {
         const TrieEdge *E = &v->edges[e];
+        // the child's subtree's tokens end where its next sibling's begin
+        uint32_t child_end = e + 1 < t->first_edge + t->n_edges ? v->nodes[E[1].child].first_tok : tok_end;
         if (!gclass_has(&first, E->byte)) continue;  // the dead subtree, pruned at its first byte
         if (mk->prune && depth + 1 + v->height[E->child] <= mk->prune) continue;  // the moved key's (suffix_entry)
         if (++mk->stats.nodes_visited > mk->node_limit && mk->node_limit) return WALK_DEEPER;
@@ -1051,8 +1205,27 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
         if (nx == D_ERR) return -1;
         if (nx == D_DEAD) continue;
         const TrieNode *c = &v->nodes[E->child];
+        if (!c->n_edges) {
+            allow_tokens_at(mk, c, mask);
+            continue;
+        }
+        // a subtree whose bytes' classes the state reads to its depth, in
+        // any order, is allowed whole without a walk. (A suffix's walk
+        // keeps no pop edge in it: the tokens below such an edge are the
+        // subtree's, all allowed already.)
+        // (tried where the subtree's tokens are at least the class steps the
+        // proof may take: a thinner subtree is walked for less)
+        uint32_t classes = E->below, need = v->height[E->child];
+        if (nx >= 0 && child_end != SPAN_UNKNOWN &&
+            child_end - c->first_tok >= need * (uint32_t)__builtin_popcount(classes)) {
+            int all = reads_all(mk, nx, classes, need, err);
+            if (all < 0) return -1;
+            if (all) {
+                allow_span(mk, c->first_tok, child_end, mask);
+                continue;
+            }
+        }
         allow_tokens_at(mk, c, mask);
-        if (!c->n_edges) continue;
         int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
         if (mk->record && depth + 1 > mk->prune && can_end) {
             int rc = record_pop(mk, E->child, depth + 1, err);
@@ -1063,7 +1236,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, size_t depth, int32_t id, 
             rc = set_copy(&mk->level[depth + 1], &mk->dnext, err) ? -1
                  : walk_below(mk, E->child, depth + 1, &mk->level[depth + 1], mask, err);
         else
-            rc = walk_dfa(mk, E->child, depth + 1, nx, mask, err);
+            rc = walk_dfa(mk, E->child, child_end, depth + 1, nx, mask, err);
         if (rc) return rc;
     }
     return 0;
@@ -1075,7 +1248,7 @@ static int walk_from(GrammarMasker *mk, uint32_t node, size_t depth, const Stack
     int32_t id = dfa_state(mk, s, err);
     if (id == D_ERR) return -1;
     if (id == D_FULL) return walk_below(mk, node, depth, s, mask, err);
-    return walk_dfa(mk, node, depth, id, mask, err);
+    return walk_dfa(mk, node, node ? SPAN_UNKNOWN : (uint32_t)mk->v->V, depth, id, mask, err);
 }
 
 // A derived walk's rho is at most this (the trie's heights are kept to 16 bits).
@@ -1161,14 +1334,14 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     if (mk->cache_bytes + bytes > mk->lim.max_cache_bytes / 2 || 2 * (mk->n_used + 1) > mk->n_slots) cache_clear(mk);
     // a free slot (the moved key's entry may have taken the one found above)
     for (slot = (size_t)h & (mk->n_slots - 1); mk->cache[slot].mask; slot = (slot + 1) & (mk->n_slots - 1)) {}
-    uint32_t *key = malloc(n * sizeof *p), *pops = malloc((2 * mk->n_pops + 1) * sizeof *p);
-    uint64_t *m = malloc(W * sizeof *m);
-    if (!key || !pops || !m) {  // not kept; out is right
-        free(key);
-        free(pops);
-        free(m);
-        return 0;
-    }
+    // its mask, key and pops in the store (each entry's start 64-byte
+    // aligned; what it holds is at most cache_bytes, which counts more per
+    // entry than the alignment takes)
+    size_t stored = (W * sizeof(uint64_t) + (n + 2 * mk->n_pops) * sizeof *p + 63) & ~(size_t)63;
+    if (stored > mk->store_cap - mk->store_used) return 0;  // not kept; out is right
+    uint64_t *m = (uint64_t *)(void *)(mk->store + mk->store_used);
+    uint32_t *key = (uint32_t *)(void *)(m + W), *pops = key + n;
+    mk->store_used += stored;
     memcpy(key, p, n * sizeof *p);
     if (mk->n_pops) memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);  // no pops: mk->pops may be NULL
     memcpy(m, mk->tmp_mask, W * sizeof *m);
@@ -1245,7 +1418,7 @@ static int continue_pops(GrammarMasker *mk, const CacheEntry *e, uint64_t *mask,
         allow_tokens_at(mk, c, mask);
         if (c->n_edges)
             rc = nx == D_FULL ? walk_below(mk, child, depth, &mk->cont, mask, err)
-                              : walk_dfa(mk, child, depth, nx, mask, err);
+                              : walk_dfa(mk, child, SPAN_UNKNOWN, depth, nx, mask, err);
     }
     mk->node_limit = 0;
     return rc;
