@@ -379,6 +379,7 @@ struct GrammarVocab {
     uint32_t *toks;
     size_t max_len;
     uint16_t *height;   // (n_nodes) the depth of a node's deepest descendant less its own (at most 65535)
+    uint16_t *len_at;   // (V) toks[k]'s length in bytes (at most 65535)
     uint8_t byte_class[256];
     GClass class_bytes[N_BYTE_CLASSES];
     uint8_t class_first[N_BYTE_CLASSES];  // its least byte
@@ -463,7 +464,8 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
     if (!v || !t) goto oom;
     v->V = V;
     v->toks = malloc(V * sizeof *v->toks);
-    if (!v->toks) goto oom;
+    v->len_at = malloc(V * sizeof *v->len_at);
+    if (!v->toks || !v->len_at) goto oom;
     for (size_t i = 0; i < V; i++) {
         t[i] = (SortTok){token_bytes[i], token_len[i], (uint32_t)i};
         if (token_len[i] > v->max_len) v->max_len = token_len[i];
@@ -480,6 +482,7 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
     size_t n_nodes = 1;
     for (size_t i = 0; i < V; i++) {
         v->toks[i] = t[i].id;
+        v->len_at[i] = (uint16_t)(t[i].len > UINT16_MAX ? UINT16_MAX : t[i].len);
         size_t c = 0;
         if (i) {
             size_t m = t[i - 1].len < t[i].len ? t[i - 1].len : t[i].len;
@@ -567,6 +570,7 @@ void grammar_vocab_free(GrammarVocab *v) {
     free(v->nodes);
     free(v->edges);
     free(v->toks);
+    free(v->len_at);
     free(v->height);
     free(v->longest);
     free(v->n_longer);
@@ -611,6 +615,7 @@ typedef struct {
     uint64_t class_walk, class_known;
     int32_t class_to[N_BYTE_CLASSES];
     uint64_t alike_known, alike;  // the classes whose bytes all go to one state (or none)
+    uint32_t dead, dead_known;    // the classes of which it reads no byte
 } DState;
 #define D_UNKNOWN (-1)
 #define D_DEAD (-2)
@@ -638,6 +643,7 @@ struct GrammarMasker {
     uint32_t *pops;      // the walk's pop edges (CacheEntry) before they are kept
     size_t n_pops, cap_pops;
     GClass relevant;     // the bytes the stack below a suffix reads: the pop edges kept
+    uint32_t relevant_classes;  // the byte classes that hold one of them
     size_t n_relevant;   // pops with such an edge in the walk under way
     StackSet cont;       // the stack below after one byte, past the automaton's bound (stack_mask)
     uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1), by chain_pos
@@ -910,8 +916,7 @@ static void dfa_clear(GrammarMasker *mk) {
 
 void grammar_masker_free(GrammarMasker *mk) {
     if (!mk) return;
-    if (mk->cache) cache_clear(mk);
-    free(mk->cache);
+    free(mk->cache);  // its entries are in the store
     if (mk->level)
         for (size_t i = 0; i <= mk->v->max_len; i++) set_free(&mk->level[i]);
     free(mk->level);
@@ -1066,6 +1071,7 @@ static int32_t dfa_state(GrammarMasker *mk, const StackSet *s, GptError *err) {
     memset(d->charged, 0, sizeof d->charged);
     d->class_walk = 0;
     d->alike_known = d->alike = 0;
+    d->dead = d->dead_known = 0;
     size_t i = (size_t)h & (mk->n_dslots - 1);
     while (mk->dslot[i] >= 0) i = (i + 1) & (mk->n_dslots - 1);
     mk->dslot[i] = (int32_t)mk->n_ds;
@@ -1154,12 +1160,32 @@ static int32_t class_target(GrammarMasker *mk, int32_t id, unsigned k, GptError 
     return to;
 }
 
-// 1 when from state id every string of up to `need` bytes of the classes
-// `classes` stays alive: each step takes all those classes to one state (a
-// state that returns to itself reads any length). 0 when that is not so or
-// not shown; -1 with err. At most need * |classes| class_target calls.
-static int reads_all(GrammarMasker *mk, int32_t id, uint32_t classes, uint32_t need, GptError *err) {
+// The classes of which state id reads no byte.
+static uint32_t dead_classes(GrammarMasker *mk, int32_t id) {
+    DState *d = &mk->ds[id];
+    if (!d->dead_known) {  // a property of the state: found once
+        for (unsigned k = 0; k < N_BYTE_CLASSES; k++)
+            if (gclass_holds(&d->first, &mk->v->class_bytes[k]) == RANGE_NONE) d->dead |= 1u << k;
+        d->dead_known = 1;
+    }
+    return d->dead;
+}
+
+// How many bytes of the classes `classes` state id reads, in any order, up
+// to need: 1 and *upto = need when it reads every such string of up to need
+// bytes (each step takes all those classes to one state; a state that
+// returns to itself reads any length); 1 and *upto = r < need when it reads
+// every such string of up to r bytes and none longer (after r, none of the
+// classes); 0 when neither is shown; -1 with err. At most need * |classes|
+// class_target calls.
+static int reads_upto(GrammarMasker *mk, int32_t id, uint32_t classes, uint32_t need, uint32_t *upto,
+                      GptError *err) {
+    *upto = need;
     for (uint32_t step = 0; step < need; step++) {
+        if (!(classes & ~dead_classes(mk, id))) {
+            *upto = step;
+            return 1;
+        }
         int32_t to = D_DEAD;
         for (uint32_t c = classes; c; c &= c - 1) {
             int32_t t = class_target(mk, id, (unsigned)__builtin_ctz(c), err);
@@ -1173,11 +1199,20 @@ static int reads_all(GrammarMasker *mk, int32_t id, uint32_t classes, uint32_t n
     return 1;
 }
 
-// mask |= the tokens toks[lo .. hi) (a subtree's) but the end token.
-static void allow_span(const GrammarMasker *mk, uint32_t lo, uint32_t hi, uint64_t *mask) {
+// The classes in a set (a popcount: the default build's target has no instruction for it).
+static inline uint32_t count_classes(uint32_t x) {
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+}
+
+// mask |= the tokens toks[lo .. hi) (a subtree's) of at most max_len bytes
+// but the end token.
+static void allow_span(const GrammarMasker *mk, uint32_t lo, uint32_t hi, size_t max_len, uint64_t *mask) {
+    const GrammarVocab *v = mk->v;
     for (uint32_t k = lo; k < hi; k++) {
-        uint32_t id = mk->v->toks[k];
-        if ((int32_t)id != mk->eos) mask[id >> 6] |= 1ull << (id & 63);
+        uint32_t id = v->toks[k];
+        if ((int32_t)id != mk->eos && v->len_at[k] <= max_len) mask[id >> 6] |= 1ull << (id & 63);
     }
 }
 
@@ -1210,18 +1245,20 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, uint32_t tok_end, size_t d
             continue;
         }
         // a subtree whose bytes' classes the state reads to its depth, in
-        // any order, is allowed whole without a walk. (A suffix's walk
-        // keeps no pop edge in it: the tokens below such an edge are the
-        // subtree's, all allowed already.)
-        // (tried where the subtree's tokens are at least the class steps the
-        // proof may take: a thinner subtree is walked for less)
-        uint32_t classes = E->below, need = v->height[E->child];
-        if (nx >= 0 && child_end != SPAN_UNKNOWN &&
-            child_end - c->first_tok >= need * (uint32_t)__builtin_popcount(classes)) {
-            int all = reads_all(mk, nx, classes, need, err);
-            if (all < 0) return -1;
-            if (all) {
-                allow_span(mk, c->first_tok, child_end, mask);
+        // any order, is allowed whole without a walk; one whose classes it
+        // reads to a depth and then none of them, up to that depth. (A
+        // suffix's walk keeps no pop edge in the first: the tokens below
+        // such an edge are the subtree's, all allowed already; nor in the
+        // second where the stack below reads none of its classes.) Tried
+        // where the subtree's tokens are at least the class steps the proof
+        // may take: a thinner subtree is walked for less
+        uint32_t classes = E->below, need = v->height[E->child], upto;
+        if (nx >= 0 && child_end != SPAN_UNKNOWN && v->max_len <= UINT16_MAX &&  // (heights and lengths whole)
+            child_end - c->first_tok >= need * count_classes(classes)) {
+            int shown = reads_upto(mk, nx, classes, need, &upto, err);
+            if (shown < 0) return -1;
+            if (shown && (upto == need || !mk->record || !(classes & mk->relevant_classes))) {
+                allow_span(mk, c->first_tok, child_end, depth + 1 + upto, mask);
                 continue;
             }
         }
@@ -1373,6 +1410,9 @@ static int below_of(GrammarMasker *mk, const uint32_t *p, size_t k, size_t d, Gp
     mk->w.n = k - d;
     if (expand(mk->g, &mk->below, &mk->w, 0, k - d, 0, err)) return -1;
     set_first(mk->g, &mk->below, &mk->relevant);
+    mk->relevant_classes = 0;
+    for (unsigned b = 0; b < 256; b++)
+        if (gclass_has(&mk->relevant, b)) mk->relevant_classes |= 1u << mk->v->byte_class[b];
     return 0;
 }
 
@@ -1439,7 +1479,9 @@ static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *
     for (;;) {  // a key whose pops, continued, visit more than DEEPEN_NODES nodes is given up for a longer one
         for (;;) {  // a key whose walk pops at more than DEEPEN_NODES nodes that the stack below continues is
                     // given up for a longer one
-            if (d < k ? below_of(mk, p, k, d, err) : (memset(&mk->relevant, 0, sizeof mk->relevant), 0)) return -1;
+            if (d < k ? below_of(mk, p, k, d, err)
+                      : (memset(&mk->relevant, 0, sizeof mk->relevant), mk->relevant_classes = 0, 0))
+                return -1;
             int rc = suffix_entry(mk, p + k - d, d, d < k && d < UINT16_MAX ? DEEPEN_NODES : 0, &e, err);
             if (rc < 0) return -1;
             if (rc == 0) break;
