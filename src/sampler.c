@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/memory.h"
 #include "kernels/sampler_kernels.h"
 
 // ---------------------------------------------------------------------------
@@ -153,15 +154,31 @@ int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err) {
                          vocab_size);
     s->vocab_size = vocab_size;
     s->isa = cpu_best_isa();
-    s->cand = malloc(vocab_size * sizeof *s->cand);
-    s->sorted = malloc(vocab_size * sizeof *s->sorted);
-    s->heap = malloc(vocab_size * sizeof *s->heap);
-    s->seen = calloc(vocab_size, sizeof *s->seen);
-    s->adjusted = malloc(vocab_size * sizeof *s->adjusted);
-    s->count = calloc(vocab_size, sizeof *s->count);
-    s->bytes = vocab_size * (sizeof *s->cand + sizeof *s->sorted + sizeof *s->heap + sizeof *s->seen +
-                             sizeof *s->adjusted + sizeof *s->count);
-    if (!s->cand || !s->sorted || !s->heap || !s->seen || !s->adjusted || !s->count) {
+    // The six arrays in one block of address space, zero-filled (seen and
+    // count start at zero), whose pages are taken as they are first
+    // touched: on huge pages where the kernel gives them, so that a run's
+    // first draws fault a few times rather than once per 4 KiB (a fresh
+    // page costs microseconds on a virtual machine; a grammar's first mask
+    // pass writes `adjusted` whole)
+    size_t V = vocab_size, at = 0, size[6] = {V * sizeof *s->cand, V * sizeof *s->sorted, V * sizeof *s->heap,
+                                              V * sizeof *s->seen, V * sizeof *s->adjusted, V * sizeof *s->count};
+    size_t start[6];
+    for (int i = 0; i < 6; i++) {
+        start[i] = at;
+        at += (size[i] + 63) & ~(size_t)63;
+    }
+    s->block_bytes = at;
+    unsigned char *b = s->block = memory_reserve(at);
+    if (b) {
+        s->cand = (SamplerCand *)(void *)(b + start[0]);
+        s->sorted = (SamplerCand *)(void *)(b + start[1]);
+        s->heap = (float *)(void *)(b + start[2]);
+        s->seen = b + start[3];
+        s->adjusted = (float *)(void *)(b + start[4]);
+        s->count = (uint32_t *)(void *)(b + start[5]);
+    }
+    s->bytes = size[0] + size[1] + size[2] + size[3] + size[4] + size[5];
+    if (!b) {
         sampler_scratch_free(s);
         return gpt_error(err, "sampler: out of memory for a vocabulary of %zu",
                          vocab_size);
@@ -171,12 +188,7 @@ int sampler_scratch_init(SamplerScratch *s, size_t vocab_size, GptError *err) {
 
 void sampler_scratch_free(SamplerScratch *s) {
     if (!s) return;
-    free(s->cand);
-    free(s->sorted);
-    free(s->heap);
-    free(s->seen);
-    free(s->adjusted);
-    free(s->count);
+    memory_release(s->block, s->block_bytes);
     memset(s, 0, sizeof *s);
 }
 

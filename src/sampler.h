@@ -120,6 +120,8 @@ typedef struct {
     float *adjusted;       // (V) the logits after logit_bias and the penalties
     uint32_t *count;       // (V) presence/frequency: times each id was generated
     size_t bytes;          // of the six
+    void *block;           // the six, one after another (memory_reserve)
+    size_t block_bytes;
 } SamplerScratch;
 
 // Allocates the scratch for a vocabulary of vocab_size (1 .. INT32_MAX).

@@ -639,6 +639,7 @@ struct GrammarMasker {
     // run's masks are mostly new (docs/performance.md)
     unsigned char *store;
     size_t store_used, store_cap;
+    void *reserved;      // the cache's table and its store
     uint64_t *tmp_mask;  // (W) the walk's mask before it is kept
     uint32_t *pops;      // the walk's pop edges (CacheEntry) before they are kept
     size_t n_pops, cap_pops;
@@ -885,11 +886,14 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     mk->lim = grammar_limits_resolve(limits ? limits : &g->lim);
     mk->level = calloc(v->max_len + 1, sizeof *mk->level);
     mk->n_slots = MASK_SLOTS;
-    mk->cache = calloc(mk->n_slots, sizeof *mk->cache);
     mk->tmp_mask = malloc(GRAMMAR_MASK_WORDS(v->V) * sizeof *mk->tmp_mask);
     mk->key_depth = calloc(g->n_el ? g->n_el : 1, sizeof *mk->key_depth);
+    // the table, then the store, in one reservation (zero-filled: the table starts empty)
+    size_t table = (mk->n_slots * sizeof *mk->cache + 63) & ~(size_t)63;
     mk->store_cap = mk->lim.max_cache_bytes / 2;
-    mk->store = memory_reserve(mk->store_cap);
+    mk->reserved = memory_reserve(table + mk->store_cap);
+    mk->cache = mk->reserved ? (CacheEntry *)mk->reserved : NULL;
+    mk->store = mk->reserved ? (unsigned char *)mk->reserved + table : NULL;
     mk->cap_ds = mk->lim.max_cache_bytes / 2 / sizeof(DState) + 1;
     mk->ds = memory_reserve(mk->cap_ds * sizeof(DState));
     if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || !mk->store || !mk->ds || chains_find(mk)) {
@@ -916,7 +920,7 @@ static void dfa_clear(GrammarMasker *mk) {
 
 void grammar_masker_free(GrammarMasker *mk) {
     if (!mk) return;
-    free(mk->cache);  // its entries are in the store
+    memory_release(mk->reserved, (mk->n_slots * sizeof *mk->cache + 63) / 64 * 64 + mk->store_cap);
     if (mk->level)
         for (size_t i = 0; i <= mk->v->max_len; i++) set_free(&mk->level[i]);
     free(mk->level);
@@ -931,7 +935,6 @@ void grammar_masker_free(GrammarMasker *mk) {
     free(mk->chain_rem);
     free(mk->ckey);
     dfa_clear(mk);
-    memory_release(mk->store, mk->store_cap);
     memory_release(mk->ds, mk->cap_ds * sizeof(DState));
     free(mk->dslot);
     set_free(&mk->dnext);
