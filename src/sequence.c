@@ -241,23 +241,14 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     return 0;
 }
 
+static const uint8_t *tokenizer_token(const void *tok, size_t id, size_t *len) {
+    *len = 0;
+    return tokenizer_token_bytes(tok, (int32_t)id, len);
+}
+
 GrammarVocab *sequence_grammar_vocab(const Tokenizer *tok, size_t V, GptError *err) {
-    const uint8_t **b = malloc((V ? V : 1) * sizeof *b);
-    size_t *len = malloc((V ? V : 1) * sizeof *len);
-    GrammarVocab *v = NULL;
-    if (!b || !len) {
-        gpt_error(err, "out of memory");
-    } else {
-        for (size_t i = 0; i < V; i++) {  // ids past the tokenizer's (padding) are empty: never allowed
-            len[i] = 0;
-            b[i] = tokenizer_token_bytes(tok, (int32_t)i, &len[i]);
-            if (!b[i]) len[i] = 0;
-        }
-        v = grammar_vocab_new(b, len, V, err);
-    }
-    free(b);
-    free(len);
-    return v;
+    // ids past the tokenizer's (padding) have no bytes: never allowed
+    return grammar_vocab_new_from(tokenizer_token, tok, V, err);
 }
 
 void sequence_release(Sequence *s, Engine *e) {

@@ -117,6 +117,10 @@ int grammar_match(const Grammar *g, const char *s, size_t n, GptError *err);
 typedef struct GrammarVocab GrammarVocab;
 GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t *token_len,
                                 size_t V, GptError *err);
+// The same, each token's bytes from bytes_of(ctx, id, &len) (NULL: none;
+// read during the call only): no arrays of V made.
+typedef const uint8_t *(*GrammarTokenBytes)(const void *ctx, size_t id, size_t *len);
+GrammarVocab *grammar_vocab_new_from(GrammarTokenBytes bytes_of, const void *ctx, size_t V, GptError *err);
 void grammar_vocab_free(GrammarVocab *v);
 size_t grammar_vocab_size(const GrammarVocab *v);
 

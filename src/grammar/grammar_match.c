@@ -380,6 +380,8 @@ struct GrammarVocab {
     size_t max_len;
     uint16_t *height;   // (n_nodes) the depth of a node's deepest descendant less its own (at most 65535)
     uint16_t *len_at;   // (V) toks[k]'s length in bytes (at most 65535)
+    void *block;        // the arrays above, one after another (grammar_vocab_new_from)
+    size_t block_bytes;
     uint8_t byte_class[256];
     GClass class_bytes[N_BYTE_CLASSES];
     uint8_t class_first[N_BYTE_CLASSES];  // its least byte
@@ -453,8 +455,15 @@ static void byte_classes(GrammarVocab *v) {
     }
 }
 
-GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t *token_len, size_t V,
-                                GptError *err) {
+// The block's parts (one reservation: zero-filled, taken as touched, on
+// huge pages where the kernel gives them; a fresh 4 KiB page is a fault).
+static size_t part(size_t *at, size_t bytes) {
+    size_t start = *at;
+    *at += (bytes + 63) & ~(size_t)63;
+    return start;
+}
+
+GrammarVocab *grammar_vocab_new_from(GrammarTokenBytes bytes_of, const void *ctx, size_t V, GptError *err) {
     if (V == 0 || V > INT32_MAX) return gpt_error(err, "grammar: vocabulary of %zu tokens", V), NULL;
     // the tokens to sort and the sort's scratch, in one allocation (2.4 MB
     // for GPT-2: on huge pages, a few faults instead of 600)
@@ -463,21 +472,41 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
     uint32_t *path = NULL;
     if (!v || !t) goto oom;
     v->V = V;
-    v->toks = malloc(V * sizeof *v->toks);
-    v->len_at = malloc(V * sizeof *v->len_at);
-    if (!v->toks || !v->len_at) goto oom;
+    size_t total = 0;  // the tokens' bytes: at most one node each, and the root
     for (size_t i = 0; i < V; i++) {
-        t[i] = (SortTok){token_bytes[i], token_len[i], (uint32_t)i};
-        if (token_len[i] > v->max_len) v->max_len = token_len[i];
+        size_t len = 0;
+        const uint8_t *b = bytes_of(ctx, i, &len);
+        if (!b) len = 0;
+        t[i] = (SortTok){b, len, (uint32_t)i};
+        if (len > v->max_len) v->max_len = len;
+        if (len > SIZE_MAX / 64 - total - 1) goto oom;
+        total += len;
     }
+    if (total + 1 > UINT32_MAX) goto oom;
+    // every array of the trie in one block, the nodes sized for the most
+    // there can be (what is not touched takes no memory): 7 MB for GPT-2
+    size_t cap = total + 1, at = 0, p_nodes = part(&at, cap * sizeof *v->nodes),
+           p_edges = part(&at, cap * sizeof *v->edges), p_height = part(&at, cap * sizeof *v->height),
+           p_toks = part(&at, V * sizeof *v->toks), p_len = part(&at, V * sizeof *v->len_at),
+           p_longest = part(&at, V * sizeof *v->longest),
+           p_longer = part(&at, (v->max_len + 1) * sizeof *v->n_longer);
+    unsigned char *block = v->block = memory_reserve(at);
+    if (!block) goto oom;
+    v->block_bytes = at;
+    v->nodes = (TrieNode *)(void *)(block + p_nodes);
+    v->edges = (TrieEdge *)(void *)(block + p_edges);
+    v->height = (uint16_t *)(void *)(block + p_height);
+    v->toks = (uint32_t *)(void *)(block + p_toks);
+    v->len_at = (uint16_t *)(void *)(block + p_len);
+    v->longest = (uint32_t *)(void *)(block + p_longest);
+    v->n_longer = (uint32_t *)(void *)(block + p_longer);
     tok_sort(t, t + V, V, 0);  // t came in id order
     // A node per distinct prefix: in byte order, a token's prefixes not
     // made yet are those past its common prefix with the token before it
     // (common[i], in the sort's scratch). So one pass counts the nodes and
     // each node's children, and a second, which makes the same nodes in
     // the same order (a parent before its children, children in byte
-    // order), writes the edges: allocated once, exactly (on huge pages:
-    // 260K nodes and edges, 6 MB for GPT-2).
+    // order), writes the edges.
     uint32_t *common = (uint32_t *)(void *)(t + V);
     size_t n_nodes = 1;
     for (size_t i = 0; i < V; i++) {
@@ -491,12 +520,8 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
         common[i] = (uint32_t)c;
         n_nodes += t[i].len - c;
     }
-    if (n_nodes > UINT32_MAX) goto oom;
-    v->nodes = memory_alloc_large(n_nodes * sizeof *v->nodes);
-    v->edges = memory_alloc_large(n_nodes * sizeof *v->edges);
     path = malloc((v->max_len + 1) * sizeof *path);  // the current token's prefixes' nodes, by length
-    if (!v->nodes || !v->edges || !path) goto oom;
-    memset(v->nodes, 0, n_nodes * sizeof *v->nodes);
+    if (!path) goto oom;
     v->n_nodes = n_nodes;
     for (int pass = 0; pass < 2; pass++) {
         uint32_t next = 1;
@@ -511,20 +536,29 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
             TrieNode *end = &v->nodes[path[t[i].len]];  // tokens of the same bytes are neighbours
             if (!pass && !end->n_tok++) end->first_tok = (uint32_t)i;
         }
-        for (size_t x = 0, at = 0; !pass && x < n_nodes; x++) {  // each node's edges after the last's
-            v->nodes[x].first_edge = (uint32_t)at;
-            at += v->nodes[x].n_edges;
+        for (size_t x = 0, e = 0; !pass && x < n_nodes; x++) {  // each node's edges after the last's
+            v->nodes[x].first_edge = (uint32_t)e;
+            e += v->nodes[x].n_edges;
             v->nodes[x].n_edges = 0;
         }
     }
     free(path);
     path = NULL;
+    // the ids by length, longest first (a counting sort of the sorted
+    // tokens; start[L]: where the next id of L bytes goes)
+    size_t *start = calloc(v->max_len + 1, sizeof *start);
+    if (!start) goto oom;
+    for (size_t i = 0; i < V; i++) start[t[i].len]++;  // those of each length, for now
+    for (size_t L = v->max_len + 1, above = 0; L-- > 0;) {
+        size_t here = start[L];
+        v->n_longer[L] = (uint32_t)above;
+        start[L] = above;
+        above += here;
+    }
+    for (size_t i = 0; i < V; i++) v->longest[start[t[i].len]++] = t[i].id;
+    free(start);
     free(t);
     t = NULL;
-    v->height = calloc(v->n_nodes, sizeof *v->height);
-    v->longest = malloc(V * sizeof *v->longest);
-    v->n_longer = calloc(v->max_len + 1, sizeof *v->n_longer);
-    if (!v->height || !v->longest || !v->n_longer) goto oom;
     byte_classes(v);
     // a child's index is above its parent's (made after it), so one pass from the
     // last node up sees every child before its parent; a node without
@@ -544,19 +578,6 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
         if (!x->n_tok && x->n_edges) x->first_tok = v->nodes[v->edges[x->first_edge].child].first_tok;
         v->height[i] = (uint16_t)(h > UINT16_MAX ? UINT16_MAX : h);
     }
-    // the ids by length, longest first (a counting sort; at[L]: where the
-    // next id of L bytes goes)
-    size_t *at = calloc(v->max_len + 1, sizeof *at);
-    if (!at) goto oom;
-    for (size_t i = 0; i < V; i++) at[token_len[i]]++;  // those of each length, for now
-    for (size_t L = v->max_len + 1, above = 0; L-- > 0;) {
-        size_t here = at[L];
-        v->n_longer[L] = (uint32_t)above;
-        at[L] = above;
-        above += here;
-    }
-    for (size_t i = 0; i < V; i++) v->longest[at[token_len[i]]++] = (uint32_t)i;
-    free(at);
     return v;
 oom:
     free(t);
@@ -565,15 +586,27 @@ oom:
     return gpt_error(err, "grammar: out of memory for the vocabulary trie"), NULL;
 }
 
+// grammar_vocab_new's arrays, read by grammar_vocab_new_from.
+typedef struct {
+    const uint8_t *const *bytes;
+    const size_t *len;
+} TokenArrays;
+
+static const uint8_t *array_token(const void *ctx, size_t id, size_t *len) {
+    const TokenArrays *a = ctx;
+    *len = a->len[id];
+    return a->bytes[id];
+}
+
+GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t *token_len, size_t V,
+                                GptError *err) {
+    TokenArrays a = {token_bytes, token_len};
+    return grammar_vocab_new_from(array_token, &a, V, err);
+}
+
 void grammar_vocab_free(GrammarVocab *v) {
     if (!v) return;
-    free(v->nodes);
-    free(v->edges);
-    free(v->toks);
-    free(v->len_at);
-    free(v->height);
-    free(v->longest);
-    free(v->n_longer);
+    memory_release(v->block, v->block_bytes);
     free(v);
 }
 
