@@ -983,12 +983,13 @@ GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
 // A suffix walk that gives up: its key is too short (stack_mask).
 #define WALK_DEEPER 1
 
-// mask |= the tokens that end at trie node c (never the end token: it is
-// allowed by the matcher's state alone, grammar_masker_fill).
+// mask |= the tokens that end at trie node c. (The walks' masks may hold
+// the end token where its bytes are read; grammar_masker_fill clears it
+// and allows it by the matcher's state alone.)
 static inline void allow_tokens_at(const GrammarMasker *mk, const TrieNode *c, uint64_t *mask) {
     for (uint32_t k = 0; k < c->n_tok; k++) {
         uint32_t id = mk->v->toks[c->first_tok + k];
-        if ((int32_t)id != mk->eos) mask[id >> 6] |= 1ull << (id & 63);
+        mask[id >> 6] |= 1ull << (id & 63);
     }
 }
 
@@ -1243,12 +1244,16 @@ static inline uint32_t count_classes(uint32_t x) {
 }
 
 // mask |= the tokens toks[lo .. hi) (a subtree's) of at most max_len bytes
-// but the end token.
-static void allow_span(const GrammarMasker *mk, uint32_t lo, uint32_t hi, size_t max_len, uint64_t *mask) {
-    const GrammarVocab *v = mk->v;
-    for (uint32_t k = lo; k < hi; k++) {
-        uint32_t id = v->toks[k];
-        if ((int32_t)id != mk->eos && v->len_at[k] <= max_len) mask[id >> 6] |= 1ull << (id & 63);
+// (all of them when all_short).
+static void allow_span(const GrammarMasker *mk, uint32_t lo, uint32_t hi, size_t max_len, int all_short,
+                       uint64_t *mask) {
+    const uint32_t *toks = mk->v->toks;
+    const uint16_t *len = mk->v->len_at;
+    if (all_short) {
+        for (uint32_t k = lo; k < hi; k++) mask[toks[k] >> 6] |= 1ull << (toks[k] & 63);
+    } else {
+        for (uint32_t k = lo; k < hi; k++)
+            mask[toks[k] >> 6] |= (uint64_t)(len[k] <= max_len) << (toks[k] & 63);
     }
 }
 
@@ -1294,7 +1299,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, uint32_t tok_end, size_t d
             int shown = reads_upto(mk, nx, classes, need, &upto, err);
             if (shown < 0) return -1;
             if (shown && (upto == need || !mk->record || !(classes & mk->relevant_classes))) {
-                allow_span(mk, c->first_tok, child_end, depth + 1 + upto, mask);
+                allow_span(mk, c->first_tok, child_end, depth + 1 + upto, upto == need, mask);
                 continue;
             }
         }
@@ -1543,7 +1548,10 @@ long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *m
     if (mk->ds_bytes > mk->lim.max_cache_bytes / 2 - mk->lim.max_cache_bytes / 8) dfa_clear(mk);  // near its bound
     for (size_t i = 0; i < s->n; i++)
         if (s->st[i].len && stack_mask(mk, s->pool + s->st[i].off, s->st[i].len, mask, &total, err)) return -1;
-    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V && set_can_end(s)) mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
+    if (mk->eos >= 0 && (size_t)mk->eos < mk->v->V) {  // by the state alone, whatever a walk read
+        mask[mk->eos >> 6] &= ~(1ull << (mk->eos & 63));
+        if (set_can_end(s)) mask[mk->eos >> 6] |= 1ull << (mk->eos & 63);
+    }
     mk->stats.fills++;
     long n = 0;
     for (size_t i = 0; i < W; i++) n += __builtin_popcountll(mask[i]);
