@@ -26,9 +26,12 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include "base/grow.h"
@@ -289,10 +292,37 @@ done:
 // length; -1 at the end of stdin, -2 when a signal interrupted the wait,
 // -3 when it is longer than CHAT_LINE_MAX (the rest of it read and
 // dropped), -4 on a read error (reported).
+// A Ctrl-C that came after the prompt's check of the flag and before the
+// read began would leave the read waiting for a line: so on a terminal
+// (whose stdin is unbuffered, run_chat: stdio holds nothing unread) each
+// byte is waited for with pselect, which lets the signals in only while it
+// waits, after the flag was checked with them blocked. 0, or -2 when a
+// signal came.
+static int wait_for_stdin(void) {
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int rc = 0;
+    if (was_interrupted()) {
+        rc = -2;
+    } else {
+        fd_set in;
+        FD_ZERO(&in);
+        FD_SET(STDIN_FILENO, &in);
+        if (pselect(STDIN_FILENO + 1, &in, NULL, NULL, NULL, &old) < 0 && errno == EINTR) rc = -2;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
 static long read_line(Chat *c) {
     size_t len = 0;
     int over = 0, ch;
-    while ((ch = getc(stdin)) != EOF && ch != '\n') {
+    for (;;) {
+        if (c->tty && wait_for_stdin() != 0) return -2;
+        if ((ch = getc(stdin)) == EOF || ch == '\n') break;
         if (len < CHAT_LINE_MAX) c->line[len++] = (char)ch;
         else over = 1;
     }
@@ -499,6 +529,7 @@ int run_chat(int argc, char **argv) {
     if (done) return rc;
     const Options *o = &opts;
     Chat c = {.o = o, .tty = isatty(STDIN_FILENO)};
+    if (c.tty) setvbuf(stdin, NULL, _IONBF, 0);  // read_line waits for each byte (wait_for_stdin)
     GptError err = {{0}};
     rc = EXIT_RUNTIME;
     const char *spec = o->chat_template ? o->chat_template : "gpt2";
