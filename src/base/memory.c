@@ -10,6 +10,22 @@
 
 enum { HUGE_PAGE = 2 << 20 };
 
+#if defined(__SANITIZE_ADDRESS__)
+#define GPT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GPT_ASAN 1
+#endif
+#endif
+#ifdef GPT_ASAN
+#include <sanitizer/asan_interface.h>
+void memory_poison(const void *p, size_t bytes) { ASAN_POISON_MEMORY_REGION(p, bytes); }
+void memory_unpoison(const void *p, size_t bytes) { ASAN_UNPOISON_MEMORY_REGION(p, bytes); }
+#else
+void memory_poison(const void *p, size_t bytes) { (void)p, (void)bytes; }
+void memory_unpoison(const void *p, size_t bytes) { (void)p, (void)bytes; }
+#endif
+
 // Advice only: a kernel without transparent huge pages ignores or refuses
 // it, and the memory works the same.
 static void advise_huge_pages(void *p, size_t bytes) {
@@ -52,5 +68,6 @@ void *memory_reserve(size_t bytes) {
 
 void memory_release(void *p, size_t bytes) {
     if (bytes == 0) bytes = 1;
+    if (p) memory_unpoison(p, bytes);  // the address range may be mapped again
     if (p) munmap(p, bytes < HUGE_PAGE ? bytes : round_up(bytes, HUGE_PAGE));
 }

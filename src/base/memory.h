@@ -28,4 +28,11 @@ void *memory_alloc_large(size_t bytes);
 void *memory_reserve(size_t bytes);
 void memory_release(void *p, size_t bytes);
 
+// Under AddressSanitizer, marks bytes of a reserved block that must not be
+// read or written (its unused parts) and makes them usable again, so that a
+// read past a part is reported as a heap overflow would be; nothing
+// otherwise. memory_release makes its whole range usable.
+void memory_poison(const void *p, size_t bytes);
+void memory_unpoison(const void *p, size_t bytes);
+
 #endif

@@ -523,6 +523,9 @@ GrammarVocab *grammar_vocab_new_from(GrammarTokenBytes bytes_of, const void *ctx
     path = malloc((v->max_len + 1) * sizeof *path);  // the current token's prefixes' nodes, by length
     if (!path) goto oom;
     v->n_nodes = n_nodes;
+    memory_poison(v->nodes + n_nodes, (cap - n_nodes) * sizeof *v->nodes);  // never made: never read
+    memory_poison(v->edges + n_nodes, (cap - n_nodes) * sizeof *v->edges);
+    memory_poison(v->height + n_nodes, (cap - n_nodes) * sizeof *v->height);
     for (int pass = 0; pass < 2; pass++) {
         uint32_t next = 1;
         path[0] = 0;
@@ -927,6 +930,7 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     mk->reserved = memory_reserve(table + mk->store_cap);
     mk->cache = mk->reserved ? (CacheEntry *)mk->reserved : NULL;
     mk->store = mk->reserved ? (unsigned char *)mk->reserved + table : NULL;
+    if (mk->store) memory_poison(mk->store, mk->store_cap);  // its entries are made usable as they are kept
     mk->cap_ds = mk->lim.max_cache_bytes / 2 / sizeof(DState) + 1;
     mk->ds = memory_reserve(mk->cap_ds * sizeof(DState));
     if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || !mk->store || !mk->ds || chains_find(mk)) {
@@ -940,6 +944,7 @@ static void cache_clear(GrammarMasker *mk) {
     memset(mk->cache, 0, mk->n_slots * sizeof *mk->cache);
     mk->n_used = 0;
     mk->cache_bytes = 0;
+    memory_poison(mk->store, mk->store_used);
     mk->store_used = 0;
 }
 
@@ -1419,6 +1424,7 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     if (stored > mk->store_cap - mk->store_used) return 0;  // not kept; out is right
     uint64_t *m = (uint64_t *)(void *)(mk->store + mk->store_used);
     uint32_t *key = (uint32_t *)(void *)(m + W), *pops = key + n;
+    memory_unpoison(m, W * sizeof *m + (n + 2 * mk->n_pops) * sizeof *p);
     mk->store_used += stored;
     memcpy(key, p, n * sizeof *p);
     if (mk->n_pops) memcpy(pops, mk->pops, 2 * mk->n_pops * sizeof *p);  // no pops: mk->pops may be NULL
