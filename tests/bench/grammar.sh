@@ -4,8 +4,10 @@
 # model; compiling a schema and the first mask under 20 ms). In the same
 # run, interleaved, best of ROUNDS: decode tok/s (--json's
 # stats.decode_tok_s) of the plain run, a nested JSON Schema and a regex,
-# the ratio to the plain run, and the tokens each made (a constrained run
-# may end early, "grammar"); then the whole process of a one-token run with
+# the tokens each made (a constrained run may end early, "grammar"), and
+# the ratio to the plain run of 128 tokens and to a plain run of as many
+# tokens as the constrained one (the same steps, at the same positions,
+# less the constraint); then the whole process of a one-token run with
 # the schema against the same without it, best of ROUNDS: the difference is
 # the schema's compilation and the first token's mask. Called by run.sh;
 # runs alone too. Environment: BUILD, CKPT_DIR, DEMO (as run.sh), ROUNDS
@@ -39,33 +41,38 @@ json_num() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
 max() { echo "$1 $2" | awk '{ print ($2 > $1) ? $2 : $1 }'; }
 min() { echo "$1 $2" | awk '{ print ($2 < $1) ? $2 : $1 }'; }
 
-# rate KIND MODEL: one run's "decode_tok_s tokens"
+# rate KIND MODEL [N]: one run's "decode_tok_s tokens" (N tokens at most, 128 by default)
 rate() {
+    n=${3:-128}
     case $1 in
-        plain) set -- "$2" --ignore-eos ;;
+        plain*) set -- "$2" --ignore-eos ;;
         schema) set -- "$2" --json-schema "$TMP/schema.json" ;;
         regex) set -- "$2" --regex "$REGEX" ;;
     esac
     model=$1
     shift
-    "$GPT" -m "$model" -q -p "$PROMPT" -n 128 -s 3 -t 1 --json "$@" > "$TMP/out.json"
+    "$GPT" -m "$model" -q -p "$PROMPT" -n "$n" -s 3 -t 1 --json "$@" > "$TMP/out.json"
     echo "$(json_num decode_tok_s "$TMP/out.json") $(jq '.tokens | length' "$TMP/out.json")"
 }
 
 for model in "$DEMO" "$M124"; do
     [ -e "$model" ] || continue
-    best_plain=0 best_schema=0 best_regex=0
+    best_plain=0 best_schema=0 best_regex=0 best_plain_schema=0 best_plain_regex=0
     for round in $(seq "$ROUNDS"); do
-        for kind in plain schema regex; do
-            r=$(rate $kind "$model")
+        for kind in plain schema regex plain_schema plain_regex; do
+            case $kind in
+                plain_*) eval "r=\$(rate plain \"\$model\" \$n_${kind#plain_})" ;;
+                *) r=$(rate $kind "$model") ;;
+            esac
             eval "best_$kind=\$(max \$best_$kind ${r% *})"
             eval "n_$kind=${r#* }"
         done
     done
     echo "$model, one thread, -n 128:"
-    for kind in plain schema regex; do
-        eval "b=\$best_$kind n=\$n_$kind"
-        echo "$b $best_plain $n" | awk -v k=$kind '{ printf "  %-7s %8.1f tok/s  %.2fx plain  (%d tokens)\n", k, $1, $1 / $2, $3 }'
+    printf '  %-7s %8.1f tok/s  1.00x plain  (%d tokens)\n' plain "$best_plain" "$n_plain"
+    for kind in schema regex; do
+        eval "b=\$best_$kind n=\$n_$kind same=\$best_plain_$kind"
+        echo "$b $best_plain $n $same" | awk -v k=$kind '{ printf "  %-7s %8.1f tok/s  %.2fx plain  (%d tokens; %.2fx a plain run of %d tokens, %.1f tok/s)\n", k, $1, $1 / $2, $3, $1 / $4, $3, $4 }'
     done
     # the whole process, one token: with the schema less without it
     wall_plain=1e9 wall_schema=1e9
