@@ -1241,11 +1241,12 @@ static int reads_upto(GrammarMasker *mk, int32_t id, uint32_t classes, uint32_t 
     return 1;
 }
 
-// The classes in a set (a popcount: the default build's target has no instruction for it).
-static inline uint32_t count_classes(uint32_t x) {
-    x = x - ((x >> 1) & 0x55555555u);
-    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
-    return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+// The bits set in x (a popcount inline: the default build's target has
+// no instruction for it, and __builtin_popcountll calls libgcc).
+static inline uint32_t count_bits(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    return (uint32_t)((((x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full) * 0x0101010101010101ull) >> 56);
 }
 
 // mask |= the tokens toks[lo .. hi) (a subtree's) of at most max_len bytes
@@ -1300,7 +1301,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, uint32_t tok_end, size_t d
         // may take: a thinner subtree is walked for less
         uint32_t classes = E->below, need = v->height[E->child], upto;
         if (nx >= 0 && child_end != SPAN_UNKNOWN && v->max_len <= UINT16_MAX &&  // (heights and lengths whole)
-            child_end - c->first_tok >= need * count_classes(classes)) {
+            child_end - c->first_tok >= need * count_bits(classes)) {
             int shown = reads_upto(mk, nx, classes, need, &upto, err);
             if (shown < 0) return -1;
             if (shown && (upto == need || !mk->record || !(classes & mk->relevant_classes))) {
@@ -1379,11 +1380,17 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     memset(mk->tmp_mask, 0, W * sizeof *mk->tmp_mask);
     mk->n_pops = 0;
     if (rho) {  // the moved key's tokens and pops no deeper than rho
-        // its mask less the tokens longer than rho (few when rho is large)
-        memcpy(mk->tmp_mask, ce.mask, W * sizeof *mk->tmp_mask);
-        for (size_t i = 0, n_long = rho < mk->v->max_len ? mk->v->n_longer[rho] : 0; i < n_long; i++) {
-            uint32_t id = mk->v->longest[i];
-            mk->tmp_mask[id >> 6] &= ~(1ull << (id & 63));
+        // its mask's tokens no longer than rho: the long ones cleared from a
+        // copy, or the short ones taken into the empty mask, whichever are
+        // fewer (the ids by length, longest first)
+        const GrammarVocab *v = mk->v;
+        size_t n_long = rho < v->max_len ? v->n_longer[rho] : 0;
+        if (n_long <= v->V - n_long) {
+            memcpy(mk->tmp_mask, ce.mask, W * sizeof *mk->tmp_mask);
+            for (size_t i = 0; i < n_long; i++) mk->tmp_mask[v->longest[i] >> 6] &= ~(1ull << (v->longest[i] & 63));
+        } else {
+            for (size_t i = n_long; i < v->V; i++)
+                mk->tmp_mask[v->longest[i] >> 6] |= ce.mask[v->longest[i] >> 6] & 1ull << (v->longest[i] & 63);
         }
         // a pop at depth <= rho: an edge whose child is at most rho + 1 deep
         if (grow_array(&mk->pops, &mk->cap_pops, 2 * ce.n_pops + 2, sizeof *mk->pops))
@@ -1560,6 +1567,6 @@ long grammar_masker_fill(GrammarMasker *mk, const GrammarMatcher *m, uint64_t *m
     }
     mk->stats.fills++;
     long n = 0;
-    for (size_t i = 0; i < W; i++) n += __builtin_popcountll(mask[i]);
+    for (size_t i = 0; i < W; i++) n += (long)count_bits(mask[i]);
     return n;
 }
