@@ -68,6 +68,5 @@ void *memory_reserve(size_t bytes) {
 
 void memory_release(void *p, size_t bytes) {
     if (bytes == 0) bytes = 1;
-    if (p) memory_unpoison(p, bytes);  // the address range may be mapped again
     if (p) munmap(p, bytes < HUGE_PAGE ? bytes : round_up(bytes, HUGE_PAGE));
 }

@@ -31,7 +31,10 @@ void memory_release(void *p, size_t bytes);
 // Under AddressSanitizer, marks bytes of a reserved block that must not be
 // read or written (its unused parts) and makes them usable again, so that a
 // read past a part is reported as a heap overflow would be; nothing
-// otherwise. memory_release makes its whole range usable.
+// otherwise. Whoever poisons a part unpoisons it before memory_release (the
+// address range may be mapped again): release does not, because a reserved
+// range can be far larger than the memory used (a 200 GB KV budget has 25 GB
+// of shadow).
 void memory_poison(const void *p, size_t bytes);
 void memory_unpoison(const void *p, size_t bytes);
 

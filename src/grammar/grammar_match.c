@@ -609,6 +609,7 @@ GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t 
 
 void grammar_vocab_free(GrammarVocab *v) {
     if (!v) return;
+    if (v->block) memory_unpoison(v->block, v->block_bytes);  // the capacity tails were poisoned
     memory_release(v->block, v->block_bytes);
     free(v);
 }
@@ -958,6 +959,7 @@ static void dfa_clear(GrammarMasker *mk) {
 
 void grammar_masker_free(GrammarMasker *mk) {
     if (!mk) return;
+    if (mk->store) memory_unpoison(mk->store, mk->store_cap);  // poisoned past its kept entries
     memory_release(mk->reserved, (mk->n_slots * sizeof *mk->cache + 63) / 64 * 64 + mk->store_cap);
     if (mk->level)
         for (size_t i = 0; i <= mk->v->max_len; i++) set_free(&mk->level[i]);
