@@ -10,7 +10,9 @@
  * one thread index (what per-thread scratch relies on).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,8 +199,60 @@ static void check_solo(void) {
     threadpool_free(one);
 }
 
+// SigBlk of /proc/self/task/TID/status: the thread's blocked signals, bit
+// sig - 1 for each.
+static unsigned long long blocked_signals(const char *tid) {
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+    FILE *f = fopen(path, "r");
+    unsigned long long mask = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "SigBlk:", 7)) mask = strtoull(line + 7, NULL, 16);
+    fclose(f);
+    return mask;
+}
+
+// A pool's workers block every signal but a fault's (thread_start), so
+// that a SIGINT the main thread has blocked for a moment (gpt chat checks
+// its flag so, then waits in pselect) stays pending for it instead of
+// being taken by a worker. The main thread's own mask is as it was.
+static void check_worker_signals(void) {
+    GptError err = {0};
+    ThreadPool *p = threadpool_create(3, &err);
+    CHECK(p != NULL, "threadpool_create: %s", err.msg);
+    char self[32];
+    snprintf(self, sizeof self, "%d", (int)getpid());
+    const unsigned long long bit_int = 1ull << (SIGINT - 1), bit_term = 1ull << (SIGTERM - 1),
+                             bit_usr1 = 1ull << (SIGUSR1 - 1), bit_segv = 1ull << (SIGSEGV - 1);
+    int workers = 0;
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL, "opendir /proc/self/task");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        unsigned long long m = blocked_signals(e->d_name);
+        // a thread glibc is still starting has every signal blocked, SIGSEGV
+        // too, until it sets the mask it inherited: wait for that (10 s at most)
+        for (int tries = 0; (m & bit_segv) && tries < 10000; tries++) {
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+            m = blocked_signals(e->d_name);
+        }
+        if (!strcmp(e->d_name, self)) {
+            CHECK(!(m & bit_int) && !(m & bit_term), "the main thread's mask is kept (%llx)", m);
+            continue;
+        }
+        workers++;
+        CHECK((m & bit_int) && (m & bit_term) && (m & bit_usr1) && !(m & bit_segv),
+               "worker %s blocks SIGINT, SIGTERM, SIGUSR1 and not SIGSEGV (SigBlk %llx)", e->d_name, m);
+    }
+    if (d) closedir(d);
+    CHECK(workers == 2, "2 workers found in /proc/self/task (%d)", workers);
+    threadpool_free(p);
+}
+
 int main(void) {
     test_thread_range();
+    check_worker_signals();
     check_solo();
     check_pool(1, "1 thread");
     check_pool(2, "2 threads");

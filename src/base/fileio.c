@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/grow.h"
+#include "base/threads.h"
 
 int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err) {
     *data = NULL;
@@ -156,7 +157,7 @@ void file_prefetch(MappedFile *f) {
     p->data = f->data;
     p->size = f->size;
     atomic_init(&p->stop, 0);
-    if (pthread_create(&p->thread, NULL, prefetch_main, p) != 0) {
+    if (thread_start(&p->thread, prefetch_main, p) != 0) {
         free(p);
         return;
     }

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,6 +24,17 @@ enum { SPIN_ITERATIONS = 20000 };
 // compare-and-swap on one word that holds the run's generation (high 32
 // bits) and the next unclaimed part (low 32), so a worker that wakes after
 // its run has ended cannot claim a part of the next run for the old task.
+
+int thread_start(pthread_t *thread, void *(*start)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++) sigdelset(&all, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &all, &old);  // the new thread inherits the mask
+    int rc = pthread_create(thread, NULL, start, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
 
 typedef struct {
     ThreadPool *pool;
@@ -137,7 +149,7 @@ ThreadPool *threadpool_create(int n_threads, GptError *err) {
     }
     for (int i = 1; i < n_threads; i++) {
         p->workers[i] = (Worker){p, i};
-        if (pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]) != 0) {
+        if (thread_start(&p->threads[i], worker_main, &p->workers[i]) != 0) {
             p->n_threads = i;  // join the ones that started
             threadpool_free(p);
             gpt_error(err, "threads: cannot start thread %d of %d", i + 1, n_threads);

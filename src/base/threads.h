@@ -21,6 +21,16 @@
 
 #include "base/error.h"
 
+#include <pthread.h>
+
+// pthread_create(thread, NULL, start, arg), the new thread with every
+// signal blocked but those of a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+// SIGTRAP, SIGSYS): a signal sent to the process then waits for the thread
+// that takes it on purpose (the main thread's handler, gpt chat's pselect,
+// gpt serve's sigwait), and is never consumed by a worker while that
+// thread has it blocked. Every thread gpt starts is started so.
+int thread_start(pthread_t *thread, void *(*start)(void *), void *arg);
+
 typedef struct ThreadPool ThreadPool;
 
 // task(arg, part, n_threads) runs once for each part 0 <= part < n_threads,

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/threads.h"
 #include "model/kvcache.h"
 #include "serve.h"
 
@@ -523,7 +524,7 @@ int run_serve(int argc, char **argv) {
     struct MHD_Daemon *d = http_start(s, fd, ipv6);
     if (d) fd = -1;  // libmicrohttpd's now
     rc = d ? start_engine(s, &so) : EXIT_RUNTIME;
-    if (rc == EXIT_OK && pthread_create(&scheduler, NULL, scheduler_main, s) != 0) {
+    if (rc == EXIT_OK && thread_start(&scheduler, scheduler_main, s) != 0) {
         fprintf(stderr, "gpt serve: cannot start the scheduler thread\n");
         rc = EXIT_RUNTIME;
     }
