@@ -244,6 +244,12 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
             if (allowed == 0) gpt_error(&s->error, "grammar: no token of the vocabulary can continue the text");
             return sequence_stop(s, STOP_ERROR);
         }
+        if (s->ignore_eos && e->eot >= 0 && (s->mask[e->eot / 64] >> (e->eot % 64) & 1)) {
+            // <|endoftext|> ends a run where the grammar accepts; a run that
+            // goes on past it would take it as text the grammar cannot read
+            s->mask[e->eot / 64] &= ~(1ull << (e->eot % 64));
+            if (--allowed == 0) return sequence_stop(s, STOP_GRAMMAR);  // it alone could follow
+        }
         s->sampler.mask = s->mask;
     }
     int32_t next = sampler_sample(&s->sampler, logits, s->tokens, s->n_tokens);

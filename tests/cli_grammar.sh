@@ -10,6 +10,7 @@
 #     are banned by logit_bias;
 #   - --draft-dtype q8/q4, --draft (the tiny checkpoint) and --lookup give
 #     the plain run's bits, greedy and sampled, with guesses rejected;
+#   - --ignore-eos never draws <|endoftext|> under a grammar;
 #   - bad grammars: one line naming the file, LINE:COL and what was
 #     expected, exit 1; --grammar with --lookup in --batch, and with a draft
 #     and --completions, are usage errors (exit 2).
@@ -137,6 +138,14 @@ for s in "--temp 0" "-s 1 --temp 1" "-s 2 --temp 1.5"; do
         same_bits "record grammar $s $d" "$T/plain" "$T/spec"
     done
 done
+
+# --ignore-eos: <|endoftext|>, which ends a run where the grammar accepts,
+# is never drawn (here it is all but forced by its bias), and the run goes
+# on until no byte can follow
+"$GPT" -m $MODEL -q -p Hi -s 1 --ignore-eos --logit-bias 50256=100 --regex 'a{1,5}' -n 50 --json > "$T/out" 2> "$T/err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(jq -r '.text + " " + .stop_reason' "$T/out")" = "aaaaa grammar" ]; then pass
+else fail "--ignore-eos with a regex: exit $rc: $(cat "$T/out" "$T/err")"; fi
 
 # errors
 bad() {  # FILE-CONTENT, expected text in the message
