@@ -366,6 +366,13 @@ size_t sequence_window_prompt(const Sequence *s);
 int sequence_emit(Sequence *s, const char *p, size_t n);
 // s stops for why: the token stream's tail flushed through sequence_emit.
 void sequence_stop(Sequence *s, StopReason why);
+// A run stopped from outside (Ctrl-C) between steps: s->out becomes what
+// s held back, which no stop string followed (the unfinished bytes of its
+// last character, and the text that might have begun a stop string), so
+// that the text so far is all of it. s->stop stays STOP_NONE (STOP_STRING
+// when those bytes complete a stop string; STOP_ERROR out of memory).
+// Nothing for a sequence that stopped by itself.
+void sequence_interrupt(Sequence *s);
 // Appends the log-probability of token id under the row summarized by sum
 // (whose raw logits are row). 0, or -1 out of memory.
 int sequence_add_logprob(Sequence *s, const LogitsSummary *sum, const float *row, int32_t id);

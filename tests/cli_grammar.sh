@@ -10,7 +10,9 @@
 #     are banned by logit_bias;
 #   - --draft-dtype q8/q4, --draft (the tiny checkpoint) and --lookup give
 #     the plain run's bits, greedy and sampled, with guesses rejected;
-#   - --ignore-eos never draws <|endoftext|> under a grammar;
+#   - --ignore-eos never draws <|endoftext|> under a grammar; a run
+#     stopped by SIGTERM while text is held back for a stop string prints
+#     that text too (the uninterrupted run of as many tokens);
 #   - bad grammars: one line naming the file, LINE:COL and what was
 #     expected, exit 1; --grammar with --lookup in --batch, and with a draft
 #     and --completions, are usage errors (exit 2).
@@ -146,6 +148,29 @@ done
 rc=$?
 if [ $rc -eq 0 ] && [ "$(jq -r '.text + " " + .stop_reason' "$T/out")" = "aaaaa grammar" ]; then pass
 else fail "--ignore-eos with a regex: exit $rc: $(cat "$T/out" "$T/err")"; fi
+
+# Stopped by a signal (SIGTERM, as Ctrl-C) while text is held back for a
+# stop string: the text so far is all of it. The output is only "a"s and
+# the stop string 29 "a"s and a "b", so the last "a"s (29 at most) are
+# held back whenever the signal comes; the reference is the same run of as
+# many tokens, uninterrupted.
+STOP_A=aaaaaaaaaaaaaaaaaaaaaaaaaaaaab
+: > "$T/int.out"  # there before the loop reads it
+"$GPT" -m $MODEL -q -p Hi -s 1 --ignore-eos --context-shift -n 1000000 --regex 'a+' --stop $STOP_A --stats \
+    > "$T/int.out" 2> "$T/int.err" &
+pid=$!
+waited=0  # until 100 bytes are out (60 s at most)
+while [ "$(wc -c < "$T/int.out")" -lt 100 ] && [ $waited -lt 600 ] && kill -0 $pid 2> /dev/null; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+kill -TERM $pid 2> /dev/null
+wait $pid
+rc=$?
+n=$(sed -n 's/^stop: *interrupted after \([0-9]*\) new tokens$/\1/p' "$T/int.err")
+"$GPT" -m $MODEL -q -p Hi -s 1 --ignore-eos --context-shift -n "${n:-1}" --regex 'a+' --stop $STOP_A --json > "$T/ref" 2>&1
+if [ $rc -eq 130 ] && [ -n "$n" ] && jq -j .text "$T/ref" | cmp -s - "$T/int.out"; then pass
+else fail "SIGTERM with text held back: exit $rc, $n tokens, $(wc -c < "$T/int.out") bytes out, the run of $n: $(head -c 300 "$T/ref")"; fi
 
 # errors
 bad() {  # FILE-CONTENT, expected text in the message

@@ -237,12 +237,11 @@ static int answer(Chat *c) {
     }
     clear_interrupt();  // a Ctrl-C before the answer began is not meant for it
     Sequence *batch[1] = {&s};
-    while (!s.stop) {
+    while (!s.stop && !interrupted) {
         if (was_interrupted()) {
             interrupted = 1;
-            break;
-        }
-        if (engine_step(&c->e, batch, 1, &err) != 0) {
+            sequence_interrupt(&s);  // what it held back for a stop string is the answer's too
+        } else if (engine_step(&c->e, batch, 1, &err) != 0) {
             report_error(&err);
             goto done;
         }

@@ -506,7 +506,8 @@ static int generation_loop(Generation *g) {
     while (!g->seq.stop) {
         if (was_interrupted()) {
             g->stopped_by_user = 1;
-            break;
+            sequence_interrupt(&g->seq);  // what it held back for a stop string is the text's too
+            return show_step(g);
         }
         if (generation_step(g) != 0 || show_step(g) != 0) return -1;
         if (g->seq.stop == STOP_CONTEXT)
@@ -684,13 +685,18 @@ static int run_completions(const Options *o, const Session *ss, const char *prom
     }
     defer_interrupts();
     for (;;) {
+        long n_live;
         if (was_interrupted()) {
             stopped_by_user = 1;
-            break;
+            // what each held back for a stop string is its text's too
+            n_live = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!seqs[i].stop) sequence_interrupt(&seqs[i]), live[n_live++] = &seqs[i];
+        } else {
+            n_live = step_several(&engine, seqs, n, live);
+            if (n_live < 0) goto done;
+            if (n_live == 0) break;
         }
-        long n_live = step_several(&engine, seqs, n, live);
-        if (n_live < 0) goto done;
-        if (n_live == 0) break;
         for (long i = 0; i < n_live; i++) {
             Sequence *s = live[i];
             size_t k = (size_t)(s - seqs);
@@ -701,6 +707,7 @@ static int run_completions(const Options *o, const Session *ss, const char *prom
             if (s->out_len) memcpy(texts[k] + lens[k], s->out, s->out_len);
             lens[k] += s->out_len;
         }
+        if (stopped_by_user) break;
     }
     cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "prompt_ids", ids_json(ids, n_prompt));
