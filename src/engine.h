@@ -364,7 +364,8 @@ size_t sequence_window_prompt(const Sequence *s);
 // string): 0, 1 when a stop string was found (the text ends before it), -1
 // out of memory.
 int sequence_emit(Sequence *s, const char *p, size_t n);
-// s stops for why: the token stream's tail flushed through sequence_emit.
+// s stops for why: the token stream's tail flushed through sequence_emit
+// (STOP_NONE: sequence_interrupt's, which lets out what s held and no more).
 void sequence_stop(Sequence *s, StopReason why);
 // A run stopped from outside (Ctrl-C) between steps: s->out becomes what
 // s held back, which no stop string followed (the unfinished bytes of its

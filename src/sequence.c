@@ -356,39 +356,31 @@ int sequence_emit(Sequence *s, const char *p, size_t n) {
     return 0;
 }
 
-// Lets out what s held back: the token stream's unfinished character
-// through sequence_emit, then the text that might have begun a stop
-// string. 1 when the character completes a stop string, 0, -1 out of memory.
-static int release_held(Sequence *s) {
+void sequence_stop(Sequence *s, StopReason why) {
+    s->stop = why;
+    if (why == STOP_STRING) return;  // what came after the stop string is dropped
     const char *tail;
     size_t n;
     token_stream_flush(&s->stream, &tail, &n);
     int rc = sequence_emit(s, tail, n);
-    if (rc == 0 && out_append(s, s->held, s->held_len) != 0) rc = -1;  // no stop string after all
-    if (rc != 1) s->held_len = 0;
-    return rc;
-}
-
-void sequence_stop(Sequence *s, StopReason why) {
-    s->stop = why;
-    if (why == STOP_STRING) return;  // what came after the stop string is dropped
-    int rc = release_held(s);
-    if (rc == 1) s->stop = STOP_STRING;
-    else if (rc != 0 && why != STOP_ERROR) {
-        s->stop = STOP_ERROR;
-        gpt_error(&s->error, "out of memory");
+    if (rc == 1) {
+        s->stop = STOP_STRING;
+        return;
     }
+    // the held-back text was no stop string after all
+    if (rc != 0 || out_append(s, s->held, s->held_len) != 0) {
+        if (why != STOP_ERROR) {
+            s->stop = STOP_ERROR;
+            gpt_error(&s->error, "out of memory");
+        }
+    }
+    s->held_len = 0;
 }
 
 void sequence_interrupt(Sequence *s) {
     if (s->stop) return;  // its end let out what it held
     s->out_len = 0;       // the last step's output was taken
-    int rc = release_held(s);
-    if (rc == 1) s->stop = STOP_STRING;
-    else if (rc != 0) {
-        s->stop = STOP_ERROR;
-        gpt_error(&s->error, "out of memory");
-    }
+    sequence_stop(s, STOP_NONE);
 }
 
 // Appends the log-probability of token id under the row summarized by sum
