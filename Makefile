@@ -31,7 +31,7 @@ PKGS     := libcjson libutf8proc openblas libmicrohttpd
 PKGS_MISSING := $(strip $(foreach p,$(PKGS),$(if $(shell pkg-config --exists $(p) && echo y),,$(p))))
 ifneq ($(PKGS_MISSING),)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
-$(error pkg-config finds no $(PKGS_MISSING): install the packages of README.md's first line (Debian, Ubuntu: apt-get install pkg-config libcjson-dev libutf8proc-dev libopenblas-dev libmicrohttpd-dev))
+$(error pkg-config finds no $(PKGS_MISSING): install what building gpt needs with scripts/install-deps.sh build (Debian, Ubuntu))
 endif
 endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))

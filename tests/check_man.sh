@@ -284,7 +284,7 @@ elif command -v mandoc > /dev/null 2>&1; then
     else fail "mandoc -T lint $MAN warns:"; sed 's/^/    /' "$tmp/lint"
     fi
 else
-    echo "check_man: neither groff nor mandoc is installed: the lint is skipped"
+    skip_part "neither groff nor mandoc is installed: the lint"
 fi
 # man ./man/gpt.1 (a name with a / is a file to man-db) from the source tree
 if command -v man > /dev/null 2>&1 && { command -v groff || command -v mandoc; } > /dev/null 2>&1; then
@@ -294,7 +294,7 @@ if command -v man > /dev/null 2>&1 && { command -v groff || command -v mandoc; }
     else fail "man $page did not render it: $(cat "$tmp/err")"
     fi
 else
-    echo "check_man: man (or groff and mandoc) is not installed: man ./$MAN is not tried"
+    skip_part "man (or groff and mandoc) is not installed: man ./$MAN"
 fi
 
 summary

@@ -18,8 +18,9 @@
 # GPT_TEST_REQUIRE_ALL=1). An indented block whose first line is
 # "// docs/examples/FILE: ..." or "# docs/examples/FILE: ..." is that file,
 # every line.
-# Then: the README's table of exit codes is --help's, the licences, and the
-# README's first install line is all gpt needs: with pkg-config seeing only
+# Then: the README's table of exit codes is --help's, the licences, the
+# README's Install section runs scripts/install-deps.sh, and that script's
+# build part is all gpt needs: with pkg-config seeing only
 # the .pc files of the packages it names and of their dependencies (dpkg),
 # make finds every package, every source that includes a dependency's
 # header compiles, and gpt links.
@@ -110,6 +111,25 @@ while [ "$i" -le "$count" ]; do
             continue
         fi ;;
     esac
+    # a tool an example pipes to or calls: skipped with a note where it is
+    # missing (failed under GPT_TEST_REQUIRE_ALL=1, make test's default)
+    absent=
+    for tool in jq curl python3; do
+        case " $cmd " in
+        *[\ \|\;\(]$tool[\ \;\)]*)
+            command -v $tool > /dev/null 2>&1 || absent="$absent $tool" ;;
+        esac
+    done
+    if [ -n "$absent" ]; then
+        if [ "$GPT_TEST_REQUIRE_ALL" = 1 ]; then
+            echo "$where: \$ $cmd: not installed:$absent (install: scripts/install-deps.sh test)"
+            failed=$((failed + 1))
+        else
+            echo "check_readme: $where: skipped (not installed:$absent; install: scripts/install-deps.sh test)"
+        fi
+        i=$((i + 1))
+        continue
+    fi
     case "$cmd" in
     *localhost:8080*|*node\ docs/examples/*)
         if ! serve; then
@@ -266,14 +286,23 @@ depends_closure() {
 }
 installed() { dpkg-query -W -f '${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q '^ii'; }
 
-install_line=$(grep -m1 'apt-get install' README.md | sed 's/.*apt-get install *//; s/ *&&.*//')
+# README.md's Install section runs the script whose list is checked here,
+# and names no package of its own
+install=$(awk '/^## Install/ { on = 1; next } /^## / { on = 0 } on' README.md)
+if echo "$install" | grep -q '^    scripts/install-deps.sh' && ! echo "$install" | grep -q 'apt-get install'; then
+    passed=$((passed + 1))
+else
+    echo "README.md's Install section does not run scripts/install-deps.sh (or installs packages of its own)"
+    failed=$((failed + 1))
+fi
+install_line=$(sh scripts/install-deps.sh --list build)
 if ! command -v dpkg-query > /dev/null; then
     echo "check_readme: no dpkg-query here: the install line '$install_line' is not checked"
 else
     missing=
     for p in $install_line; do installed "$p" || missing="$missing $p"; done
     if [ -n "$missing" ]; then
-        echo "the README's install line names$missing, not installed here (dpkg-query): cannot check it"
+        echo "install-deps.sh's build part names$missing, not installed here (dpkg-query): cannot check it"
         failed=$((failed + 1))
     else
         mkdir "$tmp/pc"
@@ -292,7 +321,7 @@ else
             failed=$((failed + 1))
         elif ! MAKEFLAGS= PKG_CONFIG_LIBDIR="$tmp/pc" PKG_CONFIG_PATH= PKG_CONFIG_SYSROOT_DIR= \
             make -n -B BUILD="$BUILD" "$BUILD/gpt" > "$tmp/make.sh" 2> "$tmp/build.log"; then
-            echo "with only the packages of the README's install line ($install_line)"
+            echo "with only the packages of install-deps.sh's build part ($install_line)"
             echo "and their dependencies, make fails:"
             tail -n 4 "$tmp/build.log" | sed 's/^/    | /'
             failed=$((failed + 1))
@@ -312,7 +341,7 @@ else
             if [ $ok -eq 1 ]; then
                 passed=$((passed + 1))
             else
-                echo "with only the packages of the README's install line ($install_line)"
+                echo "with only the packages of install-deps.sh's build part ($install_line)"
                 echo "and their dependencies, the build fails:"
                 tail -n 8 "$tmp/build.log" | sed 's/^/    | /'
                 failed=$((failed + 1))

@@ -18,15 +18,35 @@ summary() {
     [ "$failed" -eq 0 ]
 }
 
-# skip WHY: "NAME: SKIPPED (WHY)" and the summary, exit 0; or, with
-# GPT_TEST_REQUIRE_ALL=1 (.ci/run), a failure: every test must run there
+# The one way a test meets a missing tool (tests/README.md): a named skip
+# with the install line. skip WHY: "NAME: SKIPPED (WHY; install: ...)" and
+# the summary, exit 0; or, with GPT_TEST_REQUIRE_ALL=1 (make test's
+# default, and CI's), a failure: every test must run there
 skip() {
     if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
-        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run)"
+        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run; install: scripts/install-deps.sh test)"
         summary
         exit 1
     fi
-    echo "$CHECK_NAME: SKIPPED ($1)"
+    echo "$CHECK_NAME: SKIPPED ($1; install: scripts/install-deps.sh test)"
     summary
     exit 0
+}
+
+# skip_part WHY: a part of the test skipped, one line, and the rest goes
+# on; a failure under GPT_TEST_REQUIRE_ALL=1, as skip
+skip_part() {
+    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then
+        fail "$1 (GPT_TEST_REQUIRE_ALL=1: it must run; install: scripts/install-deps.sh test)"
+    else
+        echo "$CHECK_NAME: skipped: $1 (install: scripts/install-deps.sh test)"
+    fi
+}
+
+# need TOOL...: skip unless each is a command here (a path such as
+# /usr/bin/python3 is tried as it is)
+need() {
+    for tool in "$@"; do
+        command -v "$tool" > /dev/null 2>&1 || skip "$tool is not installed"
+    done
 }

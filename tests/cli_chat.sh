@@ -29,4 +29,9 @@
 #     wait is for what gpt writes, with a deadline.
 # Prints "cli_chat: N passed, M failed" like the test binaries.
 # Environment: GPT (default build/gpt).
-GPT=${GPT:-build/gpt} MODEL=models/demo.bin exec /usr/bin/python3 tests/cli_chat.py
+CHECK_NAME=cli_chat
+# shellcheck source=tests/checklib.sh
+. tests/checklib.sh
+need /usr/bin/python3
+GPT=${GPT:-build/gpt} MODEL=models/demo.bin /usr/bin/python3 tests/cli_chat.py
+exit $?

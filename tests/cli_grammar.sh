@@ -22,6 +22,7 @@ CHECK_NAME=cli_grammar
 # shellcheck source=tests/checklib.sh
 . tests/checklib.sh
 PY=/usr/bin/python3
+need $PY
 MODEL=models/demo.bin
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

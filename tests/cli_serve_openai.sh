@@ -19,7 +19,7 @@
 # `ChatOpenAI`'s invoke and stream (one user message), each `gpt -p
 # RENDERED --special -s SEED`'s text, RENDERED from /apply-template.
 # Needs node and the packages in $NODE_DIR, outside the repository (npm install --prefix
-# "$NODE_DIR" openai @langchain/openai; .ci/run does it). Without them it says
+# "$NODE_DIR" openai @langchain/openai; scripts/install-deps.sh test does it). Without them it says
 # "cli_serve_openai: SKIPPED (why)" and passes, unless GPT_TEST_REQUIRE_ALL=1.
 # Prints "cli_serve_openai: N passed, M failed" like the test binaries.
 # Environment: GPT (default build/gpt), NODE_DIR (default ~/.cache/gpt/node, or under $XDG_CACHE_HOME).

@@ -22,13 +22,33 @@
 # in a directory of its own (mkdtemp), its servers listen on a free port
 # (--port 0), and it reads $BUILD and $CKPT_DIR without writing them.
 #
+# Before anything runs, scripts/install-deps.sh --check names each tool or
+# package the tests need that is missing here, and the suite stops (exit
+# 2): make test runs every test, none skips (GPT_TEST_REQUIRE_ALL=1 makes
+# a skip a failure). GPT_TEST_REQUIRE_ALL=0 runs the suite anyway: the
+# missing tools are listed as a note, and the programs that need them
+# print "NAME: SKIPPED (why; the install line)" and pass.
+#
 # Environment: BUILD (build dir, default build), CKPT_DIR (generated
 # checkpoints), TEST_JOBS (programs at a time; default the number of
-# cores, 4 at most; 1 runs them one after another).
+# cores, 4 at most; 1 runs them one after another), GPT_TEST_REQUIRE_ALL
+# (default 1, above).
 BUILD=${BUILD:-build}
 CKPT_DIR=${CKPT_DIR:-build/ckpt}
 GPT=${GPT:-$BUILD/gpt}
 export BUILD CKPT_DIR GPT
+GPT_TEST_REQUIRE_ALL=${GPT_TEST_REQUIRE_ALL:-1}
+export GPT_TEST_REQUIRE_ALL
+if ! missing=$(sh scripts/install-deps.sh --check build test); then
+    if [ "$GPT_TEST_REQUIRE_ALL" = 1 ]; then
+        echo "make test needs what is not installed here:" >&2
+        echo "$missing" | sed 's/^/    /' >&2
+        echo "(or GPT_TEST_REQUIRE_ALL=0 to run without: the tests that need them skip)" >&2
+        exit 2
+    fi
+    echo "note: not installed here, the tests that need them skip:"
+    echo "$missing" | sed 's/^/    /'
+fi
 # One program per core (2 on the CI machine); past 4 the longest program
 # (a few minutes) bounds the time, not the cores.
 if [ -z "${TEST_JOBS:-}" ]; then

@@ -606,10 +606,7 @@ static void test_lines(void) {
 // GNU parallel splits the input across processes; with --first-index from
 // its job number, the joined output is the single run's, line for line.
 static void test_gnu_parallel(void) {
-    if (system("parallel --version >/dev/null 2>&1") != 0) {
-        CHECK(0, "GNU parallel is not installed (apt-get install parallel; .ci/run does)");
-        return;
-    }
+    if (!check_tool("parallel --version", "GNU parallel")) return;
     char input[8192] = "";
     for (int i = 0; i < 40; i++) {
         char line[128];

@@ -10,13 +10,6 @@ pids=""
 trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
 
-# need TOOL...: skip unless each is installed
-need() {
-    for tool in "$@"; do
-        command -v "$tool" > /dev/null 2>&1 || skip "$tool is not installed"
-    done
-}
-
 # start LOG ARGS...: gpt serve --port 0 ARGS in the background, stderr into
 # LOG; waits for its ready line. Sets $pid and $port; 1 if it never came.
 start() {
