@@ -29,6 +29,10 @@
 # missing tools are listed as a note, and the programs that need them
 # print "NAME: SKIPPED (why; the install line)" and pass.
 #
+# `tests/run.sh NAME...` runs only the programs named (test_sampler,
+# cli_serve, cli_serve.sh), each with the environment it gets in the
+# whole suite; a name that matches none is an error (exit 2).
+#
 # Environment: BUILD (build dir, default build), CKPT_DIR (generated
 # checkpoints), TEST_JOBS (programs at a time; default the number of
 # cores, 4 at most; 1 runs them one after another), GPT_TEST_REQUIRE_ALL
@@ -88,6 +92,20 @@ for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
     [ -e "$t" ] || continue
     all="$all $t"
 done
+if [ $# -gt 0 ]; then
+    chosen=""
+    for name in "$@"; do
+        found=""
+        for t in $all; do
+            base=${t##*/}
+            [ "$base" = "$name" ] || [ "${base%.sh}" = "$name" ] || continue
+            chosen="$chosen $t"
+            found=1
+        done
+        [ -n "$found" ] || { echo "tests/run.sh: no test program named '$name'" >&2; exit 2; }
+    done
+    all=$chosen
+fi
 # pick LIST...: the programs of $all whose file names are in LIST, in its order
 pick() {
     for name in "$@"; do
