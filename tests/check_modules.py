@@ -4,7 +4,12 @@
 Two rules, each a test:
   layers   a file includes only headers of its own layer or of the layers
            under it: base <- model <- kernels, grammar <- pipeline (the top of src/)
-           <- front <- cli, serve (cli and serve never include each other).
+           <- front <- cli, serve (cli and serve never include each other,
+           but for the command's main including serve/run_serve.h).
+  map      the folders of src/ are exactly LAYERS' (a new folder fails
+           until it has a layer), and the Makefile's LIB_DIRS (what
+           libgpt.a holds, what check_library.sh reads) are exactly the
+           folders of the library's layers, base to pipeline.
   calls    a module calls only modules of its own layer or under it; the
            one call between cli and serve is the command's main starting
            `gpt serve` (cli/main -> serve/serve).
@@ -28,6 +33,33 @@ def fail(msg):
     global failed
     failed += 1
     print('FAIL: ' + msg)
+
+
+ALLOWED_INCLUDES = {('cli/main.c', 'serve/run_serve.h')}
+LIBRARY_TOP = LAYERS['']  # the library: the layers up to the pipeline
+
+
+def check_map():
+    global passed
+    folders = {d for d in os.listdir(SRC) if os.path.isdir(os.path.join(SRC, d))} | {''}
+    for d in sorted(folders - set(LAYERS)):
+        fail('src/%s has no layer: add it to LAYERS in tests/check_modules.py '
+             '(and to the Makefile, CONTRIBUTING.md, docs/architecture.md)' % d)
+    for d in sorted(set(LAYERS) - folders):
+        fail('LAYERS names src/%s, which does not exist' % d)
+    mk = open(os.path.join(ROOT, 'Makefile')).read()
+    m = re.search(r'^LIB_DIRS\s*:=\s*(.*)$', mk, re.M)
+    if not m:
+        fail('the Makefile has no LIB_DIRS line')
+        return
+    lib_dirs = {os.path.relpath(p, 'src') if p != 'src' else '' for p in m.group(1).split()}
+    want = {d for d, lv in LAYERS.items() if lv <= LIBRARY_TOP}
+    if lib_dirs != want:
+        fail("the Makefile's LIB_DIRS (%s) are not the library's layers (%s)"
+             % (' '.join(sorted('src/' + d if d else 'src' for d in lib_dirs)),
+                ' '.join(sorted('src/' + d if d else 'src' for d in want))))
+    else:
+        passed += 1
 
 
 def layer_of(rel):  # rel: a path under src/
@@ -56,6 +88,10 @@ def check_layers():
                 continue  # generated or outside src/
             td, tl = layer_of(target)
             if tl is None:
+                fail('%s includes %s, in a folder with no layer' % (rel, target))
+                ok = False
+                continue
+            if (rel, target) in ALLOWED_INCLUDES:
                 continue
             if tl > lv or (tl == lv and td != d):
                 fail('%s (layer %s) includes %s (layer %s): base <- model <- kernels <- pipeline '
@@ -72,17 +108,14 @@ def module_of(obj_rel):
 
 def check_circles(build):
     global passed
-    objs = []
-    for d in LAYERS:
-        od = os.path.join(build, 'src', d)
-        if not os.path.isdir(od):
-            continue
-        for f in sorted(os.listdir(od)):
-            src = os.path.join(SRC, d, f[:-2] + '.c')
-            if f.endswith('.o') and os.path.exists(src):  # not a generated or stale one
-                objs.append(os.path.join(d, f) if d else f)
-    if not objs:
-        fail('no object files under %s/src: build first' % build)
+    objs, unbuilt = [], []
+    for d in LAYERS:  # every source's object: a module left out fails
+        for f in sorted(os.listdir(os.path.join(SRC, d))):
+            if f.endswith('.c'):
+                rel = os.path.join(d, f[:-2] + '.o') if d else f[:-2] + '.o'
+                (objs if os.path.exists(os.path.join(build, 'src', rel)) else unbuilt).append(rel)
+    if unbuilt:
+        fail('no object file under %s/src for %s: build first' % (build, ', '.join(unbuilt)))
         return
     defined, used = {}, defaultdict(set)
     for rel in objs:
@@ -150,6 +183,7 @@ def check_circles(build):
 
 
 build = sys.argv[1] if len(sys.argv) > 1 else 'build'
+check_map()
 check_layers()
 check_circles(build)
 print('check_modules: %d passed, %d failed' % (passed, failed))

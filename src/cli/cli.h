@@ -218,7 +218,5 @@ int run_chat(int argc, char **argv);
 // convert.c: argv from the subcommand's name on.
 int run_convert(int argc, char **argv);
 int run_inspect(int argc, char **argv);
-// src/serve/serve.c: gpt serve, argv from the subcommand's name on.
-int run_serve(int argc, char **argv);
 
 #endif

@@ -34,6 +34,7 @@
 #include "base/clock.h"
 #include "base/threads.h"
 #include "model/kvcache.h"
+#include "run_serve.h"
 #include "serve.h"
 
 // The prompt tokens one step reads beside the decodes.
