@@ -13,6 +13,11 @@ Two rules, each a test:
   calls    a module calls only modules of its own layer or under it; the
            one call between cli and serve is the command's main starting
            `gpt serve` (cli/main -> serve/serve).
+  headers  a module calls another's function (or reads its data) only
+           through a header that both include (directly or through
+           another header): a prototype written in the caller alone, or
+           in a header the definition never sees, would compile after
+           the definition changed and break at run time.
   circles  no circle of calls between modules. A module is a .c file
            without its _avx2 / _avx512 / _scalar / _kernels suffix; module
            A calls module B when A's object file refers to a symbol B's
@@ -106,6 +111,47 @@ def module_of(obj_rel):
     return re.sub(r'_(avx2|avx512|scalar|kernels)$', '', base)
 
 
+def includes_of(rel, memo={}):
+    """The headers (paths under src/) a file includes, directly or through
+    other headers of src/."""
+    if rel in memo:
+        return memo[rel]
+    memo[rel] = set()
+    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    out = set()
+    for name in inc.findall(open(os.path.join(SRC, rel)).read()):
+        here = os.path.join(SRC, os.path.dirname(rel), name)
+        target = os.path.relpath(here if os.path.exists(here) else os.path.join(SRC, name), SRC)
+        if not target.startswith('..') and os.path.exists(os.path.join(SRC, target)):
+            out.add(target)
+            out |= includes_of(target)
+    memo[rel] = out
+    return out
+
+
+def check_headers(edges, objs):
+    global passed
+    headers = [h for d in LAYERS for h in (os.path.join(d, f) if d else f
+               for f in sorted(os.listdir(os.path.join(SRC, d)))) if h.endswith('.h')]
+    text = {h: open(os.path.join(SRC, h)).read() for h in headers}
+    sources = defaultdict(list)  # module -> its .c files
+    for o in objs:
+        sources[module_of(o)].append(o[:-2] + '.c')
+    for (a, b), syms in sorted(edges.items()):
+        seen_a = set().union(*(includes_of(c) for c in sources[a]))
+        seen_b = set().union(*(includes_of(c) for c in sources[b]))
+        bad = []
+        for s in sorted(syms):
+            decl = re.compile(r'\b%s\b' % re.escape(s))
+            shared = [h for h in headers if h in seen_a and h in seen_b and decl.search(text[h])]
+            if not shared:
+                bad.append(s)
+        if bad:
+            fail('%s uses %s of %s without a header that both include' % (a, ', '.join(bad), b))
+        else:
+            passed += 1
+
+
 def check_circles(build):
     global passed
     objs, unbuilt = [], []
@@ -131,11 +177,14 @@ def check_circles(build):
         for line in out.splitlines():
             used[mod].add(line.split()[-1])
     graph = defaultdict(set)
+    edges = defaultdict(set)  # (caller, callee) -> the symbols
     for mod, syms in used.items():
         for s in syms:
             t = defined.get(s)
             if t and t != mod:
                 graph[mod].add(t)
+                edges[(mod, t)].add(s)
+    check_headers(edges, objs)
     allowed = {('cli/main', 'serve/serve')}
     for a in sorted(graph):
         da, la = layer_of(a)
