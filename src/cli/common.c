@@ -163,8 +163,8 @@ int options_grammar(const Options *o, Grammar **out) {
     if (!arg && !o->json_object) return EXIT_OK;
     // a value typed on the command line is the option's (exit 2); a file's
     // text is input (exit 1), named by its path. A schema is typed when it
-    // starts with {, a grammar when it holds a rule's ::= (no file name
-    // does); anything else names a file.
+    // starts with {, a grammar when it holds a rule's ::= (so a file whose
+    // name holds ::= cannot be given); anything else names a file.
     const char *flag = kind == CONSTRAINT_GRAMMAR ? "--grammar" : kind == CONSTRAINT_JSON_SCHEMA ? "--json-schema"
                        : kind == CONSTRAINT_REGEX ? "--regex" : "--json-object";
     int inline_value = kind == CONSTRAINT_REGEX || kind == CONSTRAINT_JSON_OBJECT ||

@@ -797,7 +797,7 @@ out:
 // A JSON number of at most SCHEMA_DIGITS digits before its exponent (a 0
 // before the point not counted: each digit is significant) and at most
 // SCHEMA_EXP_DIGITS in it: below 10^17 * 10^99, so every one parses as a
-// finite double, and a run cannot go on writing digits past -n. After the
+// finite double, and a run ends its number within 23 bytes. After the
 // integer part's k-th digit, either its fraction of up to SCHEMA_DIGITS - k
 // digits or its next digit: nested, so that one stack reads each digit.
 static void put_number(GText *t) {
