@@ -117,6 +117,7 @@ _gpt_serve_options='
 --quiet             c     -
 --host              c     text
 --port              c     text
+--port-file         c     file
 --parallel          c     text
 --kv-budget         c     text
 --api-key           c     text

@@ -13,8 +13,11 @@
 #   - --ignore-eos never draws <|endoftext|> under a grammar; a run
 #     stopped by SIGTERM while text is held back for a stop string prints
 #     that text too (the uninterrupted run of as many tokens);
+#   - --grammar TEXT (a value holding ::=) is the grammar itself: the bits
+#     of its file, alone and as --batch's default;
 #   - bad grammars: one line naming the file, LINE:COL and what was
-#     expected, exit 1; --grammar with --lookup in --batch, and with a draft
+#     expected, exit 1 (a typed one: --grammar, exit 2; a value that is
+#     neither a file nor a grammar says so, exit 1); --grammar with --lookup in --batch, and with a draft
 #     and --completions, are usage errors (exit 2).
 # Prints "cli_grammar: N passed, M failed".
 GPT=${GPT:-build/gpt}
@@ -185,6 +188,26 @@ bad 'root ::= ("a"' "1:14: expected ')'"
 bad 'root ::= x
 x ::= x "a" | "b"' "2:1: left recursion: rule 'x'"
 bad 'root ::= "a"{1,200000}' '1:16: repetition count above 10000'
+# --grammar TEXT: a value that holds ::= is the grammar itself, as
+# --json-schema takes a value that starts with {; the same bits as its file
+"$GPT" -m $MODEL -q -p "Record:" --grammar "$T/rec.gbnf" -s 3 -n 80 --json > "$T/file" 2> "$T/err"
+"$GPT" -m $MODEL -q -p "Record:" --grammar "$(cat "$T/rec.gbnf")" -s 3 -n 80 --json > "$T/inline" 2> "$T/err"
+if $PY -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); k=("tokens","text","stop_reason"); sys.exit(0 if [a[x] for x in k]==[b[x] for x in k] and a["stop_reason"]=="grammar" else 1)' "$T/file" "$T/inline" 2> /dev/null
+then pass; else fail "--grammar TEXT: $(head -c 300 "$T/inline") $(cat "$T/err"), the file's: $(head -c 300 "$T/file")"; fi
+printf 'Record:\n' | "$GPT" -m $MODEL -q --batch --grammar "$(cat "$T/rec.gbnf")" -s 3 -n 80 > "$T/b" 2> "$T/err"
+if [ "$(jq -c '[.tokens, .text]' "$T/b")" = "$(jq -c '[.tokens, .text]' "$T/file")" ]; then pass
+else fail "--batch --grammar TEXT: $(cat "$T/b" "$T/err")"; fi
+# a typed grammar's error is the option's: exit 2, LINE:COL in the text typed
+"$GPT" -m $MODEL -q -p x --grammar 'root ::= "a" | nope' -n 5 > /dev/null 2> "$T/err"
+rc=$?
+if [ $rc -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qF -- "gpt: --grammar: 1:16: undefined rule" "$T/err"; then pass
+else fail "--grammar with a bad typed grammar: exit $rc: $(cat "$T/err")"; fi
+# neither a file nor a grammar: one line that says both, exit 1 (a missing file)
+"$GPT" -m $MODEL -q -p x --grammar "$T/none.gbnf" -n 5 > /dev/null 2> "$T/err"
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qF -- "gpt: --grammar $T/none.gbnf: " "$T/err" &&
+    grep -qF "not a grammar" "$T/err"; then pass
+else fail "--grammar with neither a file nor a grammar: exit $rc: $(cat "$T/err")"; fi
 # a grammar with a draft is refused only where no draft applies
 printf 'x\n' | "$GPT" -m $MODEL -q --batch --grammar "$T/rec.gbnf" --lookup 2 -n 5 > /dev/null 2> "$T/err"
 if [ $? -eq 2 ] && grep -q -- "--lookup does not apply to --batch" "$T/err"; then pass; else fail "--grammar --lookup --batch: $(cat "$T/err")"; fi

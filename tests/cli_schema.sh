@@ -97,6 +97,40 @@ property json_schema "$S2"
 property json_object ""
 property regex "$RE"
 
+# a number has at most 17 digits before its exponent and 2 in it
+# (docs/json-schema.md): the longest, -1.2345678901234567e-99, is 23 bytes
+# (25 in [ ]), so 25 tokens always reach the end (stop reason grammar, or
+# eos where the number may end); each is valid JSON and a finite double
+cat > "$tmp/numbers.py" << 'EOF'
+import json, math, re, sys
+n = 0
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    n += 1
+    text, why = d["text"], d["stop_reason"]
+    try:
+        json.loads(text)
+        num = text[1:-1] if text.startswith("[") else text
+        m = re.fullmatch(r"-?(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE][-+]?([0-9]+))?", num)
+        assert why in ("grammar", "eos"), "stopped by %s" % why
+        assert not num or (m and math.isfinite(float(num))), "not a finite number"
+        assert not num or len(m.group(1).lstrip("0") + (m.group(2) or "")) <= 17, "more than 17 digits"
+        assert not num or len(m.group(3) or "") <= 2, "more than 2 exponent digits"
+    except Exception as e:
+        print("line %d: %r (%s)" % (d["index"], text, e))
+        sys.exit(1)
+sys.exit(n != 16)
+EOF
+for schema in '{"type":"number"}' '{"type":"integer"}' '{"type":"array","items":{"type":"number"},"maxItems":1}'; do
+    lines json_schema "$schema" > "$tmp/lines"
+    if "$GPT" -m $MODEL -q -t 2 --batch --jsonl -n 25 < "$tmp/lines" > "$tmp/out" 2> "$tmp/err" &&
+        $PY "$tmp/numbers.py" "$tmp/out" > "$tmp/why"; then
+        pass
+    else
+        fail "$schema within 25 tokens: $(cat "$tmp/why" "$tmp/err" | head -5)"
+    fi
+done
+
 # ----------------------------------------------------------------------------
 # the same bits everywhere: a seeded run's tokens, text and stop reason
 

@@ -440,6 +440,31 @@ check "no model: one line" [ "$(wc -l < "$tmp/nomodel")" = 1 ]
 check "--port 70000: exit 2" [ $? = 2 ]
 check "--port 70000: named" grep -q -- "--port 70000" "$tmp/u"
 
+# --port-file FILE: with -q (no ready line) and no log, the file a script
+# waits for holds the port and a newline, named once the server answers;
+# removed at shutdown
+"$GPT" serve -q --log off --port 0 --port-file "$tmp/port" -m "$MODEL" -t 1 2> "$tmp/pf.log" &
+pid=$!
+pids="$pids $pid"
+i=0
+while [ $i -lt 600 ] && [ ! -e "$tmp/port" ] && kill -0 "$pid" 2> /dev/null; do sleep 0.1; i=$((i + 1)); done
+check "--port-file: written ($(cat "$tmp/pf.log"))" [ -e "$tmp/port" ]
+check "--port-file: one line, the port ($(od -c "$tmp/port" | head -2))" \
+    sh -c "[ \"\$(wc -l < '$tmp/port')\" = 1 ] && grep -qx '[1-9][0-9]*' '$tmp/port'"
+check "--port-file: the server answers there" \
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(cat "$tmp/port")/health")" = 200 ]
+check "--port-file: -q and --log off say nothing ($(cat "$tmp/pf.log"))" [ ! -s "$tmp/pf.log" ]
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "--port-file: exit 0 (got $rc)" [ $rc = 0 ]
+check "--port-file: removed at shutdown" [ ! -e "$tmp/port" ]
+"$GPT" serve -q --port 0 --port-file "$tmp/nodir/port" -m "$MODEL" 2> "$tmp/pf.err"
+rc=$?
+check "--port-file in no directory: exit 1 (got $rc)" [ $rc = 1 ]
+check "--port-file in no directory: one line naming it ($(cat "$tmp/pf.err"))" \
+    sh -c "[ \"\$(wc -l < '$tmp/pf.err')\" = 1 ] && grep -qF -- '--port-file $tmp/nodir/port' '$tmp/pf.err'"
+
 # ----------------------------------------------------------------------------
 # server C: a slow model, to cut requests in the middle
 CKPT=$CKPT_DIR/gpt2-124M-shaped

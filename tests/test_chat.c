@@ -100,13 +100,16 @@ static void test_file(void) {
     expect_render(path_in("empty.json"), "Be brief.HiHello!Name a colour.", none);
 }
 
-// chat_template_open(spec) fails with a one-line message holding want
+// chat_template_open(spec) fails with a one-line message holding want,
+// which sends no one to a source file (an installed gpt has none)
 static void expect_refused(const char *spec, const char *want) {
     ChatTemplate t;
     GptError err = {{0}};
     int rc = chat_template_open(spec, &t, &err);
     CHECK(rc != 0 && strstr(err.msg, want) && !strchr(err.msg, '\n'), "%s: rc %d, message '%s', want '%s'", spec, rc,
           err.msg, want);
+    CHECK(!strstr(err.msg, ".h ") && !strstr(err.msg, ".h)") && !strstr(err.msg, ".c)"),
+          "%s: the message names a source file: '%s'", spec, err.msg);
     if (rc == 0) chat_template_free(&t);
 }
 
@@ -114,10 +117,13 @@ static void test_refused(void) {
     static const struct {
         const char *name, *text, *want;
     } bad[] = {
-        {"not-json.json", "{\"user\": ", "not valid JSON"},
+        {"not-json.json", "{\"user\": ", "not valid JSON (a chat template is a JSON object: man gpt, --chat-template)"},
         {"array.json", "[]", "a chat template is a JSON object"},
-        {"unknown.json", "{\"tool\": {}}", "unknown member \"tool\""},
-        {"unknown-in-role.json", "{\"user\": {\"prefix\": \"a\", \"middle\": \"b\"}}", "unknown member user.\"middle\""},
+        {"unknown.json", "{\"tool\": {}}",
+         "unknown member \"tool\" (a template may have system, user, assistant, generation_prompt or stop; man gpt, "
+         "--chat-template)"},
+        {"unknown-in-role.json", "{\"user\": {\"prefix\": \"a\", \"middle\": \"b\"}}",
+         "unknown member user.\"middle\" (a role may have prefix or suffix; man gpt"},
         {"role-string.json", "{\"user\": \"Q: \"}", "user must be an object"},
         {"prefix-number.json", "{\"user\": {\"prefix\": 3}}", "user.prefix must be a string"},
         {"stop-string.json", "{\"stop\": \"###\"}", "stop must be an array of strings"},

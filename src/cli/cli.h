@@ -65,7 +65,7 @@ typedef struct {
     int ignore_eos, echo, stats, json, special;
     int progress;        // --progress: the progress line even when stderr is no terminal
     int quiet;           // -q: no notes on stderr (the demo model's line, ...), errors still
-    const char *grammar_path;  // --grammar FILE: a GBNF grammar the output matches
+    const char *grammar;       // --grammar FILE|GBNF: a GBNF grammar the output matches
     const char *json_schema;   // --json-schema FILE|JSON: a JSON Schema the output is an instance of
     int json_object;           // --json-object: the output is a JSON object
     const char *regex;         // --regex RE: the output matches RE whole

@@ -155,16 +155,21 @@ int session_open(Session *s, const Options *o) {
 
 int options_grammar(const Options *o, Grammar **out) {
     *out = NULL;
-    ConstraintKind kind = o->grammar_path ? CONSTRAINT_GRAMMAR : o->json_schema ? CONSTRAINT_JSON_SCHEMA
-                          : o->json_object ? CONSTRAINT_JSON_OBJECT : CONSTRAINT_REGEX;
-    const char *arg = o->grammar_path ? o->grammar_path : o->json_schema ? o->json_schema : o->regex;
+    ConstraintKind kind = o->grammar       ? CONSTRAINT_GRAMMAR
+                          : o->json_schema ? CONSTRAINT_JSON_SCHEMA
+                          : o->json_object ? CONSTRAINT_JSON_OBJECT
+                                           : CONSTRAINT_REGEX;
+    const char *arg = o->grammar ? o->grammar : o->json_schema ? o->json_schema : o->regex;
     if (!arg && !o->json_object) return EXIT_OK;
     // a value typed on the command line is the option's (exit 2); a file's
-    // text is input (exit 1), named by its path
+    // text is input (exit 1), named by its path. A schema is typed when it
+    // starts with {, a grammar when it holds a rule's ::= (so a file whose
+    // name holds ::= cannot be given); anything else names a file.
     const char *flag = kind == CONSTRAINT_GRAMMAR ? "--grammar" : kind == CONSTRAINT_JSON_SCHEMA ? "--json-schema"
                        : kind == CONSTRAINT_REGEX ? "--regex" : "--json-object";
     int inline_value = kind == CONSTRAINT_REGEX || kind == CONSTRAINT_JSON_OBJECT ||
-                       (kind == CONSTRAINT_JSON_SCHEMA && arg[strspn(arg, " \t\r\n")] == '{');
+                       (kind == CONSTRAINT_JSON_SCHEMA && arg[strspn(arg, " \t\r\n")] == '{') ||
+                       (kind == CONSTRAINT_GRAMMAR && strstr(arg, "::="));
     GptError err = {{0}};
     char *text = NULL, what[4200];
     size_t len = 0;
@@ -172,7 +177,10 @@ int options_grammar(const Options *o, Grammar **out) {
         snprintf(what, sizeof what, "%s", flag);
     } else {
         if (file_read_all(arg, &text, &len, &err) != 0) {  // err names the path
-            fprintf(stderr, "gpt: %s %s\n", flag, err.msg);
+            const char *hint = path_exists(arg)             ? ""
+                               : kind == CONSTRAINT_GRAMMAR ? " (and not a grammar: GBNF text has a rule, NAME ::= ...)"
+                                                            : " (and not a schema: one typed here starts with {)";
+            fprintf(stderr, "gpt: %s %s%s\n", flag, err.msg, hint);
             return EXIT_RUNTIME;
         }
         // --grammar's messages have always named the file alone

@@ -84,9 +84,10 @@ static const char *usage_text =
     "                          forces it. The order: the bias, --repeat-penalty, then the\n"
     "                          presence and frequency penalties, then --temp and the filters\n"
     "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
-    "      --grammar FILE      the output matches the GBNF grammar in FILE (docs/grammars.md);\n"
-    "                          the stop reason is \"grammar\" when nothing more can follow;\n"
-    "                          with --draft/--lookup the guesses are masked too (same text)\n"
+    "      --grammar FILE      the output matches the GBNF grammar in FILE, or FILE itself when\n"
+    "                          it holds ::= (docs/grammars.md); the stop reason is \"grammar\"\n"
+    "                          when nothing more can follow; with --draft/--lookup the\n"
+    "                          guesses are masked too (same text)\n"
     "      --json-schema SCHEMA\n"
     "                          the output is an instance of the JSON Schema in the file SCHEMA,\n"
     "                          or SCHEMA itself when it starts with {, written compactly\n"
@@ -385,7 +386,7 @@ static int flag_option(Options *o, int c) {
     case O_IGNORE_EOS: o->ignore_eos = 1; break;
     case O_ECHO: o->echo = 1; break;
     case O_CONTEXT_SHIFT: o->context_shift = 1; break;
-    case O_GRAMMAR: o->grammar_path = optarg; break;
+    case O_GRAMMAR: o->grammar = optarg; break;
     case O_JSON_SCHEMA: o->json_schema = optarg; break;
     case O_JSON_OBJECT: o->json_object = 1; break;
     case O_REGEX: o->regex = optarg; break;

@@ -87,14 +87,21 @@ static int string_member(const cJSON *o, const char *key, const char *where, cha
     return *out ? 0 : gpt_error(err, "%s: out of memory", path);
 }
 
-// The members of o must all be in names (n of them). 0, or -1.
+// The members of o must all be in names (n of them). 0, or -1 with err
+// naming the member and the ones there may be (the message points to what
+// an installed gpt has: its manual, not the sources).
 static int only_members(const cJSON *o, const char *const *names, size_t n, const char *where, const char *path,
                         GptError *err) {
     for (const cJSON *m = o->child; m; m = m->next) {
         size_t i = 0;
         while (i < n && strcmp(m->string, names[i]) != 0) i++;
-        if (i == n) return gpt_error(err, "%s: unknown member %s\"%.40s\" (chat.h lists the template's members)", path,
-                                     where, m->string);
+        if (i < n) continue;
+        char list[128] = "";
+        for (i = 0; i < n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? (i + 1 < n ? ", " : " or ") : "",
+                     names[i]);
+        return gpt_error(err, "%s: unknown member %s\"%.40s\" (%s may have %s; man gpt, --chat-template)", path, where,
+                         m->string, *where ? "a role" : "a template", list);
     }
     return 0;
 }
@@ -150,7 +157,8 @@ int chat_template_open(const char *spec, ChatTemplate *t, GptError *err) {
     }
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
-    if (!root) return gpt_error(err, "%s: not valid JSON (a chat template is a JSON object: chat.h)", spec);
+    if (!root)
+        return gpt_error(err, "%s: not valid JSON (a chat template is a JSON object: man gpt, --chat-template)", spec);
     snprintf(t->name, sizeof t->name, "%s", spec);
     int rc = read_template(root, spec, t, err);
     cJSON_Delete(root);

@@ -399,22 +399,21 @@ static void same_len(GText *t, const char *a, const char *b, int n) {
     gtext_puts(t, " )");
 }
 
-// the decimals (no leading zero) of lo..hi, 0 <= lo <= hi; hi < 0: no upper bound
+// the decimals (no leading zero) of lo..hi, 0 <= lo <= hi <= SCHEMA_INT_LIMIT
 static void uint_range(GText *t, long long lo, long long hi) {
     char a[24], b[24];
     int la = snprintf(a, sizeof a, "%lld", lo);
-    int lb = hi < 0 ? la : snprintf(b, sizeof b, "%lld", hi);
+    int lb = snprintf(b, sizeof b, "%lld", hi);
     gtext_puts(t, "( ");
     for (int d = la; d <= lb; d++) {
         char x[24], y[24];
         if (d == la) memcpy(x, a, sizeof x);
         else x[0] = d == 1 ? '0' : '1', memset(x + 1, '0', (size_t)d - 1), x[d] = '\0';
-        if (d == lb && hi >= 0) memcpy(y, b, sizeof y);
+        if (d == lb) memcpy(y, b, sizeof y);
         else memset(y, '9', (size_t)d), y[d] = '\0';
         if (d > la) gtext_puts(t, " | ");
         same_len(t, x, y, d);
     }
-    if (hi < 0) gtext_printf(t, " | [1-9] [0-9]{%d,}", la);
     gtext_puts(t, " )");
 }
 
@@ -448,7 +447,7 @@ static int compile_integer(Sc *c, const cJSON *s, GText *out) {
     if (!hl || lo < 0) {  // negatives: magnitudes from max(1, -hi) to -lo
         long long m1 = hh && hi < 0 ? -hi : 1;
         gtext_puts(out, "\"-\" ");
-        uint_range(out, m1, hl ? -lo : -1);
+        uint_range(out, m1, hl ? -lo : SCHEMA_INT_LIMIT);
         n++;
     }
     if ((!hl || lo <= 0) && (!hh || hi >= 0)) {
@@ -456,7 +455,7 @@ static int compile_integer(Sc *c, const cJSON *s, GText *out) {
     }
     if (!hh || hi > 0) {
         if (n++) gtext_puts(out, " | ");
-        uint_range(out, hl && lo > 1 ? lo : 1, hh ? hi : -1);
+        uint_range(out, hl && lo > 1 ? lo : 1, hh ? hi : SCHEMA_INT_LIMIT);
     }
     gtext_puts(out, " )");
     return 0;
@@ -795,6 +794,19 @@ out:
 
 /* ---- the shared rules ----------------------------------------------------- */
 
+// A JSON number of at most SCHEMA_DIGITS digits before its exponent (a 0
+// before the point not counted: each digit is significant) and at most
+// SCHEMA_EXP_DIGITS in it: below 10^17 * 10^99, so every one parses as a
+// finite double, and a run ends its number within 23 bytes. After the
+// integer part's k-th digit, either its fraction of up to SCHEMA_DIGITS - k
+// digits or its next digit: nested, so that one stack reads each digit.
+static void put_number(GText *t) {
+    gtext_printf(t, "number ::= \"-\"? ( \"0\" ( \".\" [0-9]{1,%d} )? | [1-9] ", SCHEMA_DIGITS);
+    for (int left = SCHEMA_DIGITS - 1; left > 0; left--) gtext_printf(t, "( \".\" [0-9]{1,%d} | [0-9] ", left);
+    for (int left = SCHEMA_DIGITS - 1; left > 0; left--) gtext_puts(t, ")? ");
+    gtext_printf(t, ") ( [eE] [-+]? [0-9]{1,%d} )?\n", SCHEMA_EXP_DIGITS);
+}
+
 static void put_prims(GText *t, unsigned p) {
     if (p & (P_OBJECT | P_ARRAY)) p |= P_VALUE;
     if (p & P_VALUE) p |= P_OBJECT | P_ARRAY | P_STRING | P_NUMBER;
@@ -808,9 +820,8 @@ static void put_prims(GText *t, unsigned p) {
         regex_json_char(t);
         gtext_puts(t, "\n");
     }
-    if (p & P_NUMBER)
-        gtext_puts(t, "number ::= \"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?\n");
-    if (p & P_INTEGER) gtext_puts(t, "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]* )\n");
+    if (p & P_NUMBER) put_number(t);
+    if (p & P_INTEGER) gtext_printf(t, "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,%d} )\n", SCHEMA_DIGITS - 1);
     if (p & P_DATETIME) gtext_puts(t, "date-time ::= date [Tt] time\n");
     if (p & P_DATE)
         gtext_puts(t, "date ::= [0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )"

@@ -19,6 +19,12 @@
  *   JSON pointer: "json-schema: #/properties/tags: uniqueItems is not
  *   supported".
  *
+ * Numbers: "number" and "integer" have at most SCHEMA_DIGITS digits before
+ * the exponent, and "number" at most SCHEMA_EXP_DIGITS in it, so that each
+ * parses as a finite double and a run ends its number within a few tokens
+ * (an integer with a bound on one side only: the other's bound is
+ * +-SCHEMA_INT_LIMIT).
+ *
  * Bounds (gpt serve compiles schemas from anyone): SCHEMA_MAX_BYTES of
  * schema text, SCHEMA_MAX_DEPTH nested subschemas, GRAMMAR_MAX_REPEAT for
  * every count (maxLength, maxItems, regex {m,n}), integer bounds within
@@ -34,6 +40,9 @@
 #define SCHEMA_MAX_BYTES (256u << 10)
 #define SCHEMA_MAX_DEPTH 64
 #define SCHEMA_MAX_INT 1000000000000000LL  // 10^15: integer bounds, exact in a double
+#define SCHEMA_DIGITS 17                    // a double's significant decimal digits
+#define SCHEMA_EXP_DIGITS 2                 // 10^17 * 10^99 is well within a double's range
+#define SCHEMA_INT_LIMIT 99999999999999999LL  // the largest integer of SCHEMA_DIGITS digits
 
 // The GBNF grammar (rule `root` first) for the schema text json[0..n).
 // Returns malloc'd text, or NULL with one line in err naming the keyword

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fileio.h"
 #include "base/threads.h"
 #include "model/kvcache.h"
 #include "run_serve.h"
@@ -57,6 +58,8 @@ static const char *serve_usage =
     "      --host ADDR         the address to listen on (default 127.0.0.1)\n"
     "      --port N            the port (default 8080; 0 picks a free one, which the ready\n"
     "                          line names)\n"
+    "      --port-file FILE    when ready, write the port and a newline to FILE (whole, in\n"
+    "                          one rename; removed at shutdown), for a script (default: none)\n"
     "      --parallel N        sequences decoded together (default 16)\n"
     "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
     "                          (default 1G, or twice what --parallel full contexts take if\n"
@@ -164,13 +167,14 @@ typedef struct {
     long port;
     const char *log;       // --log as given, or NULL
     const char *chat_template;  // --chat-template NAME|FILE (default gpt2)
+    const char *port_file;      // --port-file FILE, or NULL
 } ServeOptions;
 
 // getopt_long codes of gpt serve's own long-only options (the shared ones
 // are front.h's OPT_*)
 enum {
     O_HOST = 256, O_PORT, O_API_KEY, O_CORS_ORIGIN, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE, O_LOG,
-    O_CHAT_TEMPLATE,
+    O_CHAT_TEMPLATE, O_PORT_FILE,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt serve's option codes run into the shared ones");
@@ -189,6 +193,7 @@ static const struct option SERVE_OPTIONS[] = {{"help", no_argument, 0, 'h'},
                                               {"grace", required_argument, 0, O_GRACE},
                                               {"log", required_argument, 0, O_LOG},
                                               {"chat-template", required_argument, 0, O_CHAT_TEMPLATE},
+                                              {"port-file", required_argument, 0, O_PORT_FILE},
                                               {0, 0, 0, 0}};
 
 // A whole number in [lo, hi] for an option: 0, or -1.
@@ -258,6 +263,10 @@ static int serve_option(ServeOptions *so, int c, const char *o) {
     case O_LOG:
         if (!*o) return usage_error("serve", "--log: a file name, - (stdout) or off");
         so->log = o;
+        break;
+    case O_PORT_FILE:
+        if (!*o) return usage_error("serve", "--port-file: a file name");
+        so->port_file = o;
         break;
     case O_TIMEOUT: case O_GRACE:
         if (option_count(o, c == O_GRACE ? 0 : 1, 86400, &v))
@@ -469,6 +478,34 @@ static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, i
     free(s);
 }
 
+// --port-file: the file is opened with no name before the model loads (a
+// directory that cannot take it is an error then, exit 1), and named once
+// the server answers requests, whole: a script that sees the name reads the
+// port and a newline, never part of them. 0, or -1 after reporting.
+static int port_file_open(const char *path, NewFile *nf) {
+    GptError err = {{0}};
+    nf->fd = -1, nf->tmp = NULL;
+    if (!path) return 0;
+    if (newfile_open(nf, path, 0644, &err) == 0) return 0;
+    fprintf(stderr, "gpt serve: --port-file %s\n", err.msg);
+    return -1;
+}
+
+static int port_file_commit(const char *path, NewFile *nf, int port) {
+    GptError err = {{0}};
+    if (!path) return 0;
+    char line[16];
+    int n = snprintf(line, sizeof line, "%d\n", port);
+    if (write(nf->fd, line, (size_t)n) != n) {
+        fprintf(stderr, "gpt serve: --port-file %s: %s\n", path, strerror(errno));
+        newfile_abort(nf);
+        return -1;
+    }
+    if (newfile_commit(nf, path, 1, &err) == 0) return 0;
+    fprintf(stderr, "gpt serve: --port-file %s\n", err.msg);
+    return -1;
+}
+
 int run_serve(int argc, char **argv) {
     ServeOptions so;
     int done, rc = parse_serve_options(argc, argv, &so, &done);
@@ -501,8 +538,11 @@ int run_serve(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     int bound_port = 0, ipv6 = 0, loopback = 0;
-    int fd = listen_on(so.host, so.port, &bound_port, &ipv6, &loopback);
+    NewFile port_file;
+    int fd = -1;
+    if (port_file_open(so.port_file, &port_file) == 0) fd = listen_on(so.host, so.port, &bound_port, &ipv6, &loopback);
     if (fd < 0) {
+        newfile_abort(&port_file);
         if (log_fd >= 0) close(log_fd);
         chat_template_free(&chat);
         return EXIT_RUNTIME;
@@ -515,6 +555,7 @@ int run_serve(int argc, char **argv) {
     else chat_template_free(&chat);
     if (!s) {
         close(fd);
+        newfile_abort(&port_file);
         if (log_fd >= 0) close(log_fd);
         fprintf(stderr, "gpt serve: out of memory\n");
         return EXIT_RUNTIME;
@@ -532,8 +573,14 @@ int run_serve(int argc, char **argv) {
     if (rc == EXIT_OK) {
         scheduler_up = 1;
         announce_ready(s, &so, ipv6, bound_port);
-        serve_until_signal(s, d, &signals, quiet);
+        if (port_file_commit(so.port_file, &port_file, bound_port) == 0) {
+            serve_until_signal(s, d, &signals, quiet);
+            if (so.port_file) unlink(so.port_file);  // no server answers at that port now
+        } else {
+            rc = EXIT_RUNTIME;
+        }
     }
+    newfile_abort(&port_file);
     server_free(s, d, scheduler_up ? &scheduler : NULL, fd);
     if (log_fd >= 0) close(log_fd);
     return rc;
