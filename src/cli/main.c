@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "../serve/run_serve.h"
+#include "serve/run_serve.h"
 #include "cli.h"
 
 int main(int argc, char **argv) {
