@@ -13,7 +13,9 @@
 # mirror, MIRROR, default http://deb.debian.org/debian, and the npm
 # registry); SUITE picks the release (default bookworm). It takes many
 # minutes (the base system, the packages, the build, make test) and is run
-# by hand, not by make test. The whole log is DIR.log.
+# by hand, not by make test. The whole log is DIR.log. The host's CA
+# certificates go to npm in the chroot (NODE_EXTRA_CA_CERTS), for a network
+# behind a TLS-inspecting proxy whose certificate the host trusts.
 # Exit: 0 when every command passed (make test: no failure, and no skip,
 # since a skip fails there), 1 debootstrap failed, else the status of the
 # command that failed; 2 a bad argument or a missing tool.
@@ -66,9 +68,16 @@ git -C "$repo" archive HEAD | tar -x -C "$dir/root/gpt"
 echo "check-fresh-debian: the README's commands, in /root/gpt:"
 echo "$commands" | sed 's/^/    /'
 
+extra_ca=""
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    cp /etc/ssl/certs/ca-certificates.crt "$dir/root/host-ca.crt"
+    extra_ca=NODE_EXTRA_CA_CERTS=/root/host-ca.crt
+fi
+
 status=0
+# shellcheck disable=SC2086  # $extra_ca: one word or none
 chroot "$dir" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin TERM=dumb \
-    LANG=C.UTF-8 /bin/sh -c "cd /root/gpt && set -ex
+    LANG=C.UTF-8 $extra_ca /bin/sh -c "cd /root/gpt && set -ex
 $commands" >> "$log" 2>&1 || status=$?
 
 echo "check-fresh-debian: make test's summary:"
