@@ -12,6 +12,9 @@
 #     (safetensors, model.bin, llm.c, GGUF) is in what describes a model
 #     file: gpt --help's -m and --draft, gpt convert -h's SRC, gpt inspect
 #     -h's FILE, docs/usage.md's -m row and the manual's -m entry;
+#   - chat templates: each built-in of src/front/chat.c is a row of
+#     docs/chat.md's table and named by --help's and the manual's
+#     --chat-template;
 #   - options: every option of gpt --help (its entries and the modes of its
 #     usage lines) is in docs/usage.md's option table or its Modes list,
 #     every option there is in gpt --help, and every subcommand of the
@@ -109,6 +112,24 @@ for d in "help_m:gpt --help's -m" "help_draft:gpt --help's --draft" "convert:gpt
         fi
     done < "$tmp/formats"
 done
+
+# --- chat templates ---------------------------------------------------------
+# src/front/chat.c's BUILTINS, {"NAME", ...}: rows of docs/chat.md's table
+# of built-ins, and named by gpt --help's --chat-template and the manual's
+sed -n '/^static const BuiltinTemplate BUILTINS/,/^};/s/^    {"\([a-z0-9]*\)".*/\1/p' src/front/chat.c > "$tmp/templates"
+[ -s "$tmp/templates" ] || fail "found no BUILTINS in src/front/chat.c: has the table moved?"
+awk -f tests/help_options.awk "$tmp/help" | awk -F '\t' '$1 == "--chat-template" { print $4 }' > "$tmp/t_help"
+awk '/^--chat-template T$/ { n++ } n == 1 { print } n == 1 && /^\.TP/ { exit }' "$tmp/man" > "$tmp/t_man"
+while read -r name; do
+    if grep -q "^| \`$name\`" docs/chat.md; then pass
+    else fail "the chat template $name (src/front/chat.c) is not a row of docs/chat.md's built-ins"
+    fi
+    for d in "help:gpt --help's --chat-template" "man:$MAN's --chat-template"; do
+        if grep -qw -- "$name" "$tmp/t_${d%%:*}"; then pass
+        else fail "${d#*:} does not name the chat template $name (src/front/chat.c)"
+        fi
+    done
+done < "$tmp/templates"
 
 # --- options and modes ------------------------------------------------------
 awk -f tests/help_options.awk "$tmp/help" | cut -f1 > "$tmp/help_opts"
