@@ -21,6 +21,8 @@
 #     usage lines (gpt tune) has its Modes line, whose options are the
 #     subcommand's (gpt convert -h);
 #   - exit codes: docs/usage.md's table has those of gpt --help;
+#   - fields: a generation's --json fields are named by the manual's --json
+#     entry, its stats by docs/usage.md's paragraph of them;
 #   - links: every relative link of README.md and docs/*.md names a file
 #     that exists, and an #anchor a heading of that file (GitHub's ids).
 # Prints "check_docs: N passed, M failed" like the test binaries.
@@ -173,6 +175,34 @@ awk '/^### Exit codes/ { on = 1; next } on && /^#/ { exit } on' "$USAGE" | sed -
     sort -u > "$tmp/usage_codes"
 if [ -s "$tmp/help_codes" ] && cmp -s "$tmp/help_codes" "$tmp/usage_codes"; then pass
 else fail "exit codes: gpt --help has $(tr '\n' ' ' < "$tmp/help_codes"), $USAGE's table $(tr '\n' ' ' < "$tmp/usage_codes")"
+fi
+
+# --- --json's fields ------------------------------------------------------
+# a generation's --json (two threads, past the context: every field there
+# is): its keys are named in the manual's --json entry, its stats' keys in
+# usage.md's paragraph of them (or as stats.KEY)
+if ! command -v jq > /dev/null 2>&1; then
+    if [ "${GPT_TEST_REQUIRE_ALL:-0}" = 1 ]; then fail "jq is not installed: --json's fields are not checked"
+    else echo "check_docs: jq is not installed: --json's fields are not checked"
+    fi
+else
+    GPT_TUNE=off "$GPT" -q -m models/demo.bin -p Hello -n 300 -s 1 -t 2 --context-shift --json > "$tmp/run.json" 2> "$tmp/err" ||
+        fail "gpt --json failed: $(cat "$tmp/err")"
+    awk 'prev == ".TP" && /^--json$/ { n++ } n == 1 { print } n == 1 && /^\.TP/ { exit } { prev = $0 }' "$tmp/man" \
+        > "$tmp/man_json"
+    awk '/With `--json` the same figures/ { on = 1 } on && /^$/ { exit } on' "$USAGE" > "$tmp/usage_stats"
+    grep -o 'stats\.[a-z_]*' "$USAGE" | sed 's/^stats\./`/; s/$/`/' >> "$tmp/usage_stats"
+    [ -s "$tmp/man_json" ] && [ -s "$tmp/usage_stats" ] || fail "found no --json entry in $MAN or stats paragraph in $USAGE"
+    for k in $(jq -r 'keys[]' "$tmp/run.json"); do
+        if grep -qw -- "$k" "$tmp/man_json"; then pass
+        else fail "gpt --json has the field $k, which $MAN's --json entry does not name"
+        fi
+    done
+    for k in $(jq -r '.stats | keys[]' "$tmp/run.json"); do
+        if grep -qF -- "\`$k\`" "$tmp/usage_stats"; then pass
+        else fail "gpt --json's stats has $k, which $USAGE's paragraph of the stats does not name"
+        fi
+    done
 fi
 
 # --- links ------------------------------------------------------------------
