@@ -20,6 +20,8 @@
 #     every option there is in gpt --help, and every subcommand of the
 #     usage lines (gpt tune) has its Modes line, whose options are the
 #     subcommand's (gpt convert -h);
+#   - endpoints: each route of src/serve/http.c is named by gpt serve -h,
+#     docs/serving.md and the manual's gpt serve entry;
 #   - exit codes: docs/usage.md's table has those of gpt --help;
 #   - fields: a generation's --json fields are named by the manual's --json
 #     entry, its stats by docs/usage.md's paragraph of them;
@@ -167,6 +169,32 @@ for sub in $(cat "$tmp/help_subs"); do
         fi
     done
 done
+
+# --- endpoints --------------------------------------------------------------
+# src/serve/http.c's get_path and post_path (strcmp(p, "/PATH"), and the
+# prefix of /v1/models/ID): named in gpt serve -h, docs/serving.md and the
+# manual's gpt serve entry, each with its method in the last two
+sed -n '/^static int get_path/,/^}/p' src/serve/http.c | grep -o 'strcmp(p, "[^"]*")' | sed 's/.*"\(.*\)")/GET \1/' \
+    > "$tmp/routes"
+sed -n 's/.*prefix\[\] = "\(\/v1\/models\/\)";.*/GET \1ID/p' src/serve/http.c >> "$tmp/routes"
+sed -n '/^static int post_path/,/^}/p' src/serve/http.c | grep -o 'strcmp(p, "[^"]*")' | sed 's/.*"\(.*\)")/POST \1/' \
+    >> "$tmp/routes"
+[ "$(wc -l < "$tmp/routes")" -ge 10 ] || fail "found $(wc -l < "$tmp/routes") routes in src/serve/http.c: have they moved?"
+# each document on one line, quotes and fonts gone, for names split across lines
+tr '\n' ' ' < "$tmp/help_serve" | tr -s ' ' > "$tmp/r_help"
+tr '\n`' '  ' < docs/serving.md | tr -s ' ' > "$tmp/r_serving"
+awk '/^gpt serve \[options\]$/ { on = 1 } on && /^\.TP/ { exit } on' "$tmp/man" | tr '\n"' '  ' | tr -s ' ' > "$tmp/r_man"
+while read -r method path; do
+    # a path ends at a space or at , ; ) .: /v1/models is not /v1/models/ID
+    if grep -qE -- "[ ,]$path([ ,;)]|\.( |$))" "$tmp/r_help"; then pass
+    else fail "gpt serve -h does not name the endpoint $path (src/serve/http.c)"
+    fi
+    for d in "serving:docs/serving.md" "man:$MAN's gpt serve entry"; do
+        if grep -qE -- "$method $path([ ,;)]|\.( |$))" "$tmp/r_${d%%:*}"; then pass
+        else fail "${d#*:} does not name the endpoint $method $path (src/serve/http.c)"
+        fi
+    done
+done < "$tmp/routes"
 
 # --- exit codes -------------------------------------------------------------
 sed -n '/^exit codes:/,$p' "$tmp/help" | tr '\n' ' ' | sed 's/^exit codes://' |
