@@ -345,7 +345,8 @@ still_serving "a client that stopped reading"
 # A damaged model (wte row 0 NaN: the logit of token 0 is not finite at the
 # first step): a request fails after its prompt. Not streamed: 500 and the
 # error object. Streamed, the 200 has gone out: the error object as an event
-# (as OpenAI and llama.cpp send it), then [DONE]; no chunk carries a
+# (as OpenAI and llama.cpp send it), then [DONE] (no usage chunk, though
+# include_usage asks for one); no chunk carries a
 # finish_reason or stop_reason but "stop" and "length".
 "$GPT" convert "$MODEL" "$tmp/nan.bin" --dtype f32 2> /dev/null || fail "gpt convert $MODEL --dtype f32 failed"
 python3 - "$tmp/nan.bin" << 'EOF2' || fail "writing NaN into $tmp/nan.bin failed"
@@ -365,7 +366,7 @@ good_port=$port
 nan_check() {
     grep -v '^\[DONE\]$' "$tmp/nan.events" > "$tmp/nan.chunks"
     if [ "$(tail -n 1 "$tmp/nan.events")" = '[DONE]' ] &&
-        tail -n 1 "$tmp/nan.chunks" | jq -e '.error.message | contains("logit of token 0 is not finite")' > /dev/null &&
+        tail -n 1 "$tmp/nan.chunks" | jq -e '.error.message | contains("logit of token 0 is not finite")' > /dev/null 2>&1 &&
         jq -s -e '[.[].choices // [] | .[] | (.finish_reason // "stop"), (.stop_reason // "stop")] |
                   all(. == "stop" or . == "length")' "$tmp/nan.chunks" > /dev/null
     then pass
@@ -383,7 +384,8 @@ if start "$tmp/nan.log" -m "$tmp/nan.bin" -t 1 --log off; then
         if [ "$st" = 500 ] && jq -r .error.message "$tmp/nan.json" | grep -q 'logit of token 0 is not finite'; then pass
         else fail "$path on a damaged model: $st $(head -c 300 "$tmp/nan.json"), want 500 naming the logit"
         fi
-        st=$(post $path "{$req,\"max_tokens\":4,\"stream\":true}" "$tmp/nan.sse")
+        st=$(post $path "{$req,\"max_tokens\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" \
+            "$tmp/nan.sse")
         sed -n 's/^data: //p' "$tmp/nan.sse" > "$tmp/nan.events"
         check "$path streamed on a damaged model: 200 (got $st)" [ "$st" = 200 ]
         nan_check "$path streamed on a damaged model: the error event, [DONE], no finish_reason but OpenAI's"
