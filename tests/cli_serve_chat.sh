@@ -3,7 +3,8 @@
 # with curl, on free loopback ports, against the command:
 #   - the promise: a seeded chat answer is `gpt -p RENDERED --special -s
 #     SEED` with the template's --stop strings, bit for bit (its tokens,
-#     text, finish reason, log-probabilities), RENDERED being what
+#     text, finish reason, stop_reason, seq_tokens, log-probabilities),
+#     RENDERED being what
 #     /apply-template answers for the same messages: for each built-in
 #     template and a template file, alone, streamed (the deltas joined), n 2
 #     (choice 1 is seed + 1), and 16 clients at once, half of them streaming;
@@ -79,14 +80,16 @@ cli_chat() {
 }
 
 # same_chat WHAT RESPONSE EXPECTED [CHOICE]: the chat choice's tokens,
-# content, finish_reason and log-probabilities are gpt's (the chat shape's
-# token, logprob and top_logprobs against the legacy shape's, bit for bit)
+# content, finish_reason, stop_reason, seq_tokens (the positions its cache
+# held) and log-probabilities are gpt's (the chat shape's token, logprob and
+# top_logprobs against the legacy shape's, bit for bit)
 same_chat() {
     k=${4:-0}
-    got=$(jq -c "[.choices[$k] | .tokens, .message.content, .finish_reason,
+    got=$(jq -c "[.choices[$k] | .tokens, .message.content, .finish_reason, .stop_reason, .seq_tokens,
                   (.logprobs.content // [] | map([.token, .logprob, (.top_logprobs | map([.token, .logprob]))]))]" \
         "$2" 2> /dev/null)
     want=$(jq -c '[.tokens, .text, (if .stop_reason == "eos" or .stop_reason == "stop" then "stop" else "length" end),
+                   .stop_reason, .stats.seq_tokens,
                    ([.logprobs.tokens, .logprobs.token_logprobs, .logprobs.top_logprobs] | transpose |
                     map([.[0], .[1], (.[2] | to_entries | map([.key, .value]))]))]' "$3")
     if [ -n "$got" ] && [ "$got" = "$want" ]; then pass
@@ -100,6 +103,8 @@ chat_stream_as_one() {
         {choices: [{tokens: [.[].choices[0].tokens[]],
                     message: {content: (map(.choices[0].delta.content // "") | join(""))},
                     finish_reason: (map(.choices[0].finish_reason | select(. != null)) | last),
+                    stop_reason: (map(.choices[0].stop_reason | select(. != null)) | last),
+                    seq_tokens: (map(.choices[0].seq_tokens | select(. != null)) | last),
                     logprobs: {content: [.[].choices[0].logprobs.content // [] | .[]]}}]}'
 }
 

@@ -5,7 +5,9 @@
 # a body cut short, a slowloris client (a header byte a second: closed
 # after --timeout, others served meanwhile), 200 connections at once (each
 # answered or refused whole), a client that stops reading mid-stream (its
-# sequence dropped, its blocks back), bad stream_options, best_of and
+# sequence dropped, its blocks back), a model whose logits are NaN (a 500,
+# or in a stream the error event: no finish_reason "error"), bad
+# stream_options, best_of and
 # suffix, hostile CORS headers (an Origin of 20 KB or of invalid bytes, an
 # Access-Control-Request-Headers of 100 KB, of a thousand names, with a
 # CR or a NUL in it: never echoed), and SIGTERM under load (exit 0). After
@@ -339,6 +341,59 @@ check "a client that stopped reading: dropped within $(($(date +%s) - t0)) s, bl
 kill "$reader" 2> /dev/null
 wait "$reader" 2> /dev/null
 still_serving "a client that stopped reading"
+
+# A damaged model (wte row 0 NaN: the logit of token 0 is not finite at the
+# first step): a request fails after its prompt. Not streamed: 500 and the
+# error object. Streamed, the 200 has gone out: the error object as an event
+# (as OpenAI and llama.cpp send it), then [DONE] (no usage chunk, though
+# include_usage asks for one); no chunk carries a
+# finish_reason or stop_reason but "stop" and "length".
+"$GPT" convert "$MODEL" "$tmp/nan.bin" --dtype f32 2> /dev/null || fail "gpt convert $MODEL --dtype f32 failed"
+python3 - "$tmp/nan.bin" << 'EOF2' || fail "writing NaN into $tmp/nan.bin failed"
+import math, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    h = f.read(128)
+    table, data = struct.unpack_from("<QQ", h, 88)  # docs/model-format.md
+    f.seek(table)
+    (off,) = struct.unpack_from("<Q", f.read(128), 104)  # tensor 0, wte (F32)
+    f.seek(data + off)
+    f.write(struct.pack("<4f", *[math.nan] * 4))
+EOF2
+good_port=$port
+# nan_check WHAT: the last line of $tmp/nan.events is [DONE], the one
+# before it the error object naming the logit, and no choice has a
+# finish_reason or stop_reason but "stop" and "length"
+nan_check() {
+    grep -v '^\[DONE\]$' "$tmp/nan.events" > "$tmp/nan.chunks"
+    if [ "$(tail -n 1 "$tmp/nan.events")" = '[DONE]' ] &&
+        tail -n 1 "$tmp/nan.chunks" | jq -e '.error.message | contains("logit of token 0 is not finite")' > /dev/null 2>&1 &&
+        jq -s -e '[.[].choices // [] | .[] | (.finish_reason // "stop"), (.stop_reason // "stop")] |
+                  all(. == "stop" or . == "length")' "$tmp/nan.chunks" > /dev/null
+    then pass
+    else fail "$1: $(head -c 800 "$tmp/nan.events")"
+    fi
+}
+if start "$tmp/nan.log" -m "$tmp/nan.bin" -t 1 --log off; then
+    nan_server=$pid
+    for path in /v1/completions /v1/chat/completions; do
+        case $path in
+        */chat/*) req='"messages":[{"role":"user","content":"Hello"}]' ;;
+        *) req='"prompt":"Hello"' ;;
+        esac
+        st=$(post $path "{$req,\"max_tokens\":4}" "$tmp/nan.json")
+        if [ "$st" = 500 ] && jq -r .error.message "$tmp/nan.json" | grep -q 'logit of token 0 is not finite'; then pass
+        else fail "$path on a damaged model: $st $(head -c 300 "$tmp/nan.json"), want 500 naming the logit"
+        fi
+        st=$(post $path "{$req,\"max_tokens\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" \
+            "$tmp/nan.sse")
+        sed -n 's/^data: //p' "$tmp/nan.sse" > "$tmp/nan.events"
+        check "$path streamed on a damaged model: 200 (got $st)" [ "$st" = 200 ]
+        nan_check "$path streamed on a damaged model: the error event, [DONE], no finish_reason but OpenAI's"
+    done
+    kill -TERM "$nan_server"
+    wait "$nan_server"
+fi
+port=$good_port
 
 # SIGTERM under load: a slowloris client, one that stopped reading, and
 # well-formed requests streamed and not; every answer whole, exit 0

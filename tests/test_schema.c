@@ -228,6 +228,9 @@ static void errors(void) {
     expect_error("{\"type\":\"string\",\"format\":\"email\"}", "format \"email\" is not supported");
     expect_error("{\"required\":[\"a\"]}", "required: \"a\" is not in properties");
     expect_error("{\"enum\":[1],\"minLength\":1}", "enum beside minLength is not supported");
+    expect_error("{\"type\":\"string\",\"pattern\":\"^a+$\",\"maxLength\":4}",
+                 "json-schema: #: pattern beside minLength/maxLength is not supported: bound the length in the pattern");
+    expect_error("{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^2\"}", "#: format beside pattern is not supported");
     expect_error("{\"enum\":[\"a\"],\"type\":\"integer\"}", "enum: no value of the type allowed");
     expect_error("false", "json-schema: #: the schema false allows no value here");
     expect_error("{\"type\":", "json-schema: not JSON");

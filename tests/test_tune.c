@@ -6,6 +6,9 @@
  *   - a corrupt file (garbage, cut short, an unknown variant), a stale one
  *     (another key: CPU, threads, dtype, version) and an unwritable cache
  *     directory: measured again, never an error; GPT_TUNE=off and force;
+ *   - each product keeps its fastest variant, or the default when none is
+ *     3% faster, and the printed table says "kept the default" exactly
+ *     where it shows a faster variant;
  *   - every plan, and every variant forced on every product, gives the same
  *     logits bit for bit (prefill and greedy decode) on the tiny checkpoint
  *     in F32, Q8, Q4 and Q6: tuning never changes an output.
@@ -70,6 +73,47 @@ static void tune_in(const char *cache, const Model *m, ThreadPool *pool, TuneMod
 // ---------------------------------------------------------------------------
 // the wisdom file
 
+// The measured choice and its table: each product keeps its fastest
+// variant, or the CPU's default when no variant is 3% faster than it
+// (tune.c's margin); where a variant measured faster than the one kept is
+// printed, the kept one is the default and the line says why.
+static void check_choice(const TuneReport *rep) {
+    CpuInfo cpu;
+    cpu_info(&cpu);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL, "open_memstream");
+    if (!f) return;
+    tune_print(rep, f);
+    fclose(f);
+    const char *line = text;
+    for (int i = 0; i < rep->n_products; i++) {
+        const TuneProduct *p = &rep->product[i];
+        const int dflt = tune_default_variant(&cpu, rep->isa, p->dtype);
+        double best = 0;
+        for (int v = 0; v < rep->n_variants; v++)
+            if (p->gflops[v] > best) best = p->gflops[v];
+        const char *end = strchr(line, '\n');
+        CHECK(end != NULL, "%s: a line of tune_print expected", p->name);
+        if (!end) break;
+        char one[1024];
+        snprintf(one, sizeof one, "%.*s", (int)(end - line), line);
+        int note = strstr(one, "(kept the default: none 3% faster)") != NULL;
+        if (p->gflops[p->variant] < best) {
+            CHECK(p->variant == dflt, "%s: %s kept, slower than the fastest and not the default %s", p->name,
+                  matmul_variant_name(rep->isa, p->variant), matmul_variant_name(rep->isa, dflt));
+            CHECK(best < p->gflops[p->variant] / 0.97, "%s: the default kept though a variant is %.1f%% faster",
+                  p->name, (best / p->gflops[p->variant] - 1) * 100);
+            CHECK(note, "%s: the default kept beside a faster variant without a word: %s", p->name, one);
+        } else {
+            CHECK(!note, "%s: the fastest kept, yet: %s", p->name, one);
+        }
+        line = end + 1;
+    }
+    free(text);
+}
+
 static void test_wisdom(const Model *m, ThreadPool *pool) {
     MatmulPlan plan;
     TuneReport first, rep;
@@ -99,6 +143,25 @@ static void test_wisdom(const Model *m, ThreadPool *pool) {
               first.product[i].name);
     printf("tiny model tuned in %.3f s:\n", first.seconds);
     tune_print(&first, stdout);
+    check_choice(&first);
+    // the same table with the default's neighbour 2% faster (the rule's
+    // other side, whatever this machine measured): the default kept, said
+    TuneReport near = first;
+    CpuInfo cpu;
+    cpu_info(&cpu);
+    for (int i = 0; i < near.n_products; i++) {
+        TuneProduct *p = &near.product[i];
+        p->variant = tune_default_variant(&cpu, near.isa, p->dtype);
+        if (p->gflops[p->variant] <= 0) continue;  // not measured: no table
+        for (int v = 0; v < near.n_variants; v++)
+            if (p->gflops[v] > 0) p->gflops[v] = v == p->variant ? 100.0 : 80.0;
+        for (int v = 0; v < near.n_variants; v++)
+            if (v != p->variant && p->gflops[v] > 0) {
+                p->gflops[v] = 102.0;
+                break;
+            }
+    }
+    check_choice(&near);
 
     // read back
     tune_in(dir, m, pool, TUNE_ON, "1.0", &plan, &rep);

@@ -25,7 +25,8 @@
 static const char *convert_usage =
     "usage: gpt convert SRC OUT.bin [--dtype T] [--tokenizer PATH] [--force]\n"
     "  SRC: a Hugging Face GPT-2 directory or model.safetensors (F32, F16 or BF16),\n"
-    "       an llm.c checkpoint (gpt2_124M.bin, version 3), or a model.bin\n"
+    "       an llm.c checkpoint (gpt2_124M.bin, version 3), a GGUF file of a GPT-2\n"
+    "       model (llama.cpp's; docs/model-format.md: the types read), or a model.bin\n"
     "  --dtype T         the weight matrices in f32, f16, bf16, q8 (int8 in blocks of\n"
     "                    32 with an f16 scale), q6 (6-bit, the same blocks), q4\n"
     "                    (4-bit, the same blocks; wte, also the output layer, layer\n"
@@ -42,7 +43,8 @@ static const char *convert_usage =
 
 static const char *inspect_usage =
     "usage: gpt inspect FILE\n"
-    "  FILE: a model.bin, a Hugging Face directory or model.safetensors, or an llm.c checkpoint\n"
+    "  FILE: a model.bin, a Hugging Face directory or model.safetensors, an llm.c checkpoint,\n"
+    "        or a GGUF file of a GPT-2 model (llama.cpp's)\n"
     "Prints the configuration, the tensors (dtype, shape, file offset) and the KV-cache cost.\n"
     "Shapes are Hugging Face's (a Conv1D matrix [in, out]; \"rows out\" tags a matrix the\n"
     "file stores one row per output, the transpose), an llm.c checkpoint's its own\n"

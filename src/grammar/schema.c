@@ -480,7 +480,9 @@ static int compile_string(Sc *c, const cJSON *s, GText *out) {
         return sc_fail(c, "format \"%.40s\" is not supported (date, time, date-time, uuid are)", fmt->valuestring);
     }
     if (pat) {
-        if (lens) return sc_fail(c, "pattern beside minLength/maxLength is not supported");
+        if (lens)
+            return sc_fail(c, "pattern beside minLength/maxLength is not supported: bound the length in the pattern "
+                              "(^[a-z]{2,8}$)");
         if (!cJSON_IsString(pat)) return sc_fail(c, "pattern: must be a string");
         char what[sizeof c->ptr + 32];
         snprintf(what, sizeof what, "json-schema: #%s/pattern", c->ptr);

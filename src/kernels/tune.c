@@ -348,13 +348,18 @@ void tune_print(const TuneReport *rep, FILE *f) {
         fprintf(f, "  %-9s (%s %zux%zu): %s", p->name, dtype_name(p->dtype), p->K, p->N,
                 matmul_variant_name(rep->isa, p->variant));
         if (p->gflops[p->variant] > 0) {
+            int faster = 0;  // a variant measured faster than the one kept
             fprintf(f, " %.1f GFLOP/s  [", p->gflops[p->variant]);
             for (int v = 0, first = 1; v < rep->n_variants; v++)
                 if (v != p->variant && p->gflops[v] > 0) {  // 0: not measured (matmul_variant_applies)
                     fprintf(f, "%s%s %.1f", first ? "" : ", ", matmul_variant_name(rep->isa, v), p->gflops[v]);
                     first = 0;
+                    faster |= p->gflops[v] > p->gflops[p->variant];
                 }
             fprintf(f, "]");
+            // measure keeps the fastest, or the default when none beats it
+            // by TUNE_MARGIN: a faster one shown means the default was kept
+            if (faster) fprintf(f, "  (kept the default: none %.0f%% faster)", (1.0 - TUNE_MARGIN) * 100.0);
         }
         fprintf(f, "\n");
     }

@@ -625,35 +625,45 @@ static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, 
     return o;
 }
 
+// A choice's finish_reason: NULL while it runs, and for one that failed.
+// "error" is none of OpenAI's finish reasons: a failed request is a 500
+// with the error object, and a stream that fails after its 200 went out
+// sends the error object as an event instead (http.c), as OpenAI and
+// llama.cpp do; the failed choice's text so far is sent without a finish.
+static const char *choice_finish(const Completion *c) {
+    return c->finish && strcmp(c->finish, "error") ? c->finish : NULL;
+}
+
 // The fields a completion's and a chat's choice share, added to c in this
-// order: logprobs (NULL: null), finish_reason (NULL: null, not finished),
-// the seed of completion k (the request's + k), the ids of tokens.
+// order: logprobs (NULL: null), finish_reason (null while done is NULL or
+// has not finished), the seed of completion k (the request's + k), the ids
+// of tokens; once done has finished, gpt's own "stop_reason" (which tells
+// "context" from "length", "eos" from "stop" and "grammar") and
+// "seq_tokens", the positions its KV cache held, as `gpt --json`'s
+// stats.seq_tokens.
 static void add_choice_fields(cJSON *c, const Request *j, size_t k, const int32_t *tokens, size_t n_tokens,
-                              cJSON *logprobs, const char *finish) {
+                              cJSON *logprobs, const Completion *done) {
+    const char *finish = done ? choice_finish(done) : NULL;
     if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
     cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
-}
-
-// Choice `index`, completion k (its seed: the request's + k); logprobs NULL:
-// null. Once it has finished: finish_reason, gpt's own "stop_reason" (which
-// tells "context" from "length", and "eos" from "stop") and "seq_tokens",
-// the positions its KV cache held, as `gpt --json`'s stats.seq_tokens.
-static cJSON *choice_json(const Request *j, size_t index, const Completion *done, const char *text,
-                          const int32_t *tokens, size_t n_tokens, cJSON *logprobs) {
-    size_t k = (size_t)(done - j->completions);
-    const char *finish = done->finish;
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddStringToObject(c, "text", text);
-    cJSON_AddNumberToObject(c, "index", (double)index);
-    add_choice_fields(c, j, k, tokens, n_tokens, logprobs, finish);
     if (finish) {
         cJSON_AddStringToObject(c, "stop_reason", done->stop_reason ? done->stop_reason : finish);
         if (done->stop_reason) cJSON_AddNumberToObject(c, "seq_tokens", (double)done->seq_tokens);
     }
+}
+
+// Choice `index`, completion `done` (its seed: the request's + its index);
+// logprobs NULL: null.
+static cJSON *choice_json(const Request *j, size_t index, const Completion *done, const char *text,
+                          const int32_t *tokens, size_t n_tokens, cJSON *logprobs) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "text", text);
+    cJSON_AddNumberToObject(c, "index", (double)index);
+    add_choice_fields(c, j, (size_t)(done - j->completions), tokens, n_tokens, logprobs, done);
     return c;
 }
 
@@ -671,18 +681,19 @@ static cJSON *chat_choice_logprobs(Server *s, const Request *j, const Completion
 }
 
 // A chat choice: "message" (whole) or "delta" (a stream's piece: role is
-// NULL after the first) with text; logprobs NULL: null. Beside OpenAI's
-// fields, gpt's as in a completion's choice: its seed and the ids of its
-// tokens (in a stream, those since the last event).
+// NULL after the first) with text; logprobs NULL: null; done NULL but in the
+// last piece. Beside OpenAI's fields, gpt's as in a completion's choice: its
+// seed, the ids of its tokens (in a stream, those since the last event),
+// and once finished its stop_reason and seq_tokens.
 static cJSON *chat_choice_json(const Request *j, size_t index, size_t k, const char *key, const char *role,
                                const char *text, const int32_t *tokens, size_t n_tokens, cJSON *logprobs,
-                               const char *finish) {
+                               const Completion *done) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", (double)index);
     cJSON *m = cJSON_AddObjectToObject(c, key);
     if (role) cJSON_AddStringToObject(m, "role", role);
     if (text) cJSON_AddStringToObject(m, "content", text);
-    add_choice_fields(c, j, k, tokens, n_tokens, logprobs, finish);
+    add_choice_fields(c, j, k, tokens, n_tokens, logprobs, done);
     return c;
 }
 
@@ -707,7 +718,7 @@ static char *chat_response(Server *s, const Request *j, const char *id, long cre
         }
         cJSON *lp = chat_choice_logprobs(s, j, c, 0, c->n_tokens);
         cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "message", "assistant", text, c->tokens, c->n_tokens, lp,
-                                                               c->finish));
+                                                               c));
         free(text);
     }
     add_usage(r, j);
@@ -724,6 +735,10 @@ static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long cr
     if (!first && !new_text && !c->finish) return NULL;
     // the finish alone once the text is out: an empty delta, as OpenAI's
     int finish_now = c->finish && !new_text && !first;
+    if (finish_now && !choice_finish(c)) {  // a failed choice: no finish_reason
+        c->sent_finish = *finished = 1;
+        return NULL;
+    }
     char *text = finish_now ? NULL : copy_text(new_text ? c->text + c->sent_text : "", new_text);
     if (!finish_now && !text) return NULL;
     cJSON *r = response_head(s, j, id, created, 1);
@@ -732,7 +747,7 @@ static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long cr
     cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "delta", first ? "assistant" : NULL, text,
                                                    c->tokens ? c->tokens + c->sent_tokens : NULL,
                                                    finish_now ? 0 : c->n_tokens - c->sent_tokens,
-                                                   lp, finish_now ? c->finish : NULL));
+                                                   lp, finish_now ? c : NULL));
     if (j->include_usage) cJSON_AddNullToObject(r, "usage");
     free(text);
     c->sent_echo = 1;
@@ -822,6 +837,10 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     // The echoed prompt's log-probabilities come with its first token.
     if (!new_text && !echo_len && !c->finish) return NULL;
     if (echo && c->params.logprobs && !c->n_tokens && !c->finish) return NULL;
+    if (!new_text && !echo_len && !choice_finish(c)) {  // a failed choice: no finish_reason
+        c->sent_finish = *finished = 1;
+        return NULL;
+    }
     char *text = malloc(echo_len + new_text + 1);
     if (!text) return NULL;
     if (echo_len) memcpy(text, echo, echo_len);

@@ -432,8 +432,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         }
         char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", j->error_param)
                                               : NULL;
-        char *usage = all && j->include_usage ? usage_chunk(s, j, st->id, st->created) : NULL;
-        if (all && j->include_usage && !usage) bad = 1;
+        // a failed request's stream ends with its error, as OpenAI's: no usage after it
+        int with_usage = all && j->include_usage && j->status == 200;
+        char *usage = with_usage ? usage_chunk(s, j, st->id, st->created) : NULL;
+        if (with_usage && !usage) bad = 1;
         if (!all && !bad && !st->len) {  // nothing new yet
             park(j, st->conn);
             pthread_mutex_unlock(&s->lock);
