@@ -56,7 +56,9 @@ typedef enum {
 // reads: its name (--json's "stop_reason": "eos", "length", "context",
 // "stop", "error", "grammar"; "" for STOP_NONE), and OpenAI's finish_reason
 // for it (the server's: eos, stop and grammar -> "stop"; length and context
-// -> "length", both being "no more room"; error -> "error"). A front-end adds
+// -> "length", both being "no more room"; error -> "error", the server's
+// mark of a failed choice, never sent as a finish_reason: serve/api.c's
+// choice_finish sends the error object instead). A front-end adds
 // "interrupted" (Ctrl-C, SIGTERM past the grace) under both names.
 const char *stop_reason_name(StopReason r);
 const char *stop_reason_finish(StopReason r);
