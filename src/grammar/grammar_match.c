@@ -78,7 +78,8 @@
  * memory bound, a walk on the stacks charges every node. Both give the
  * same mask; the work counted can differ.)
  */
-#include "grammar/grammar_impl.h"
+#include "grammar/grammar_chains.h"
+#include "grammar/grammar_trie.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -343,279 +344,6 @@ int grammar_match(const Grammar *g, const char *s, size_t n, GptError *err) {
     return ok;
 }
 
-/* ---- the vocabulary trie ---- */
-
-typedef struct {
-    uint32_t first_edge, n_edges;  // edges[first_edge ..), sorted by byte
-    // tokens ending here: toks[first_tok .. first_tok + n_tok). The nodes
-    // are made in preorder from the sorted tokens, and a node's own tokens
-    // sort before its descendants', so its subtree's tokens are
-    // toks[first_tok ..) up to the next node's first_tok outside the
-    // subtree (its next sibling's, or its parent's end): first_tok is set
-    // where n_tok is 0 too
-    uint32_t first_tok, n_tok;
-} TrieNode;
-
-typedef struct {
-    uint32_t child;
-    uint32_t byte : 8;
-    uint32_t below : 24;  // the byte classes on the edges below child (bit k: class k)
-} TrieEdge;
-
-// Byte classes for the subtrees' summaries (TrieEdge.below): lowercase
-// letters, uppercase, digits, the controls (0x00-0x1f, 0x7f), UTF-8
-// continuation bytes (0x80-0xbf), lead bytes (0xc0-0xff), the space and
-// the punctuation of JSON and of common text and code alone, the rest of
-// the punctuation together: 24, to fit beside an edge's byte. An
-// automaton's state often takes every byte of a class to one state (a
-// string's character, a word's letter).
-#define N_BYTE_CLASSES 24
-
-struct GrammarVocab {
-    size_t V;
-    TrieNode *nodes;
-    size_t n_nodes;
-    TrieEdge *edges;
-    uint32_t *toks;
-    size_t max_len;
-    uint16_t *height;   // (n_nodes) the depth of a node's deepest descendant less its own (at most 65535)
-    uint16_t *len_at;   // (V) toks[k]'s length in bytes (at most 65535)
-    void *block;        // the arrays above, one after another (grammar_vocab_new_from)
-    size_t block_bytes;
-    uint8_t byte_class[256];
-    GClass class_bytes[N_BYTE_CLASSES];
-    uint8_t class_first[N_BYTE_CLASSES];  // its least byte
-    uint32_t *longest;  // (V) the token ids, longest first
-    uint32_t *n_longer; // (max_len + 1) the tokens longer than L bytes: longest[0 .. n_longer[L])
-};
-
-// A token for sorting by bytes (then id).
-typedef struct {
-    const uint8_t *b;
-    size_t len;
-    uint32_t id;
-} SortTok;
-
-static int tok_cmp(const void *x, const void *y) {
-    const SortTok *a = x, *b = y;
-    size_t n = a->len < b->len ? a->len : b->len;
-    int c = n ? memcmp(a->b, b->b, n) : 0;
-    if (c) return c;
-    if (a->len != b->len) return a->len < b->len ? -1 : 1;
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
-// Sorts t[0..n), which agree on their first `depth` bytes, by bytes then
-// id: a most-significant-byte radix pass per depth (stable, so tokens of
-// equal bytes keep the id order they came in), small ranges by insertion.
-// O(total bytes + 258 per range of 32 or more): GPT-2's vocabulary sorts in
-// ~1 ms where qsort's comparisons took ~15 ms.
-static void tok_sort(SortTok *t, SortTok *tmp, size_t n, size_t depth) {
-    if (n < 32) {
-        for (size_t i = 1; i < n; i++) {
-            SortTok x = t[i];
-            size_t j = i;
-            for (; j > 0 && tok_cmp(&t[j - 1], &x) > 0; j--) t[j] = t[j - 1];
-            t[j] = x;
-        }
-        return;
-    }
-    size_t start[258] = {0};  // bucket 0: tokens that end at depth; 1 + b: next byte b
-    for (size_t i = 0; i < n; i++) start[(t[i].len == depth ? 0 : 1 + t[i].b[depth]) + 1]++;
-    for (int k = 1; k < 258; k++) start[k] += start[k - 1];
-    size_t at[257];
-    memcpy(at, start, sizeof at);
-    for (size_t i = 0; i < n; i++) tmp[at[t[i].len == depth ? 0 : 1 + t[i].b[depth]]++] = t[i];
-    memcpy(t, tmp, n * sizeof *t);
-    for (int k = 1; k < 257; k++)
-        if (start[k + 1] - start[k] > 1) tok_sort(t + start[k], tmp, start[k + 1] - start[k], depth + 1);
-}
-
-// v's byte classes (N_BYTE_CLASSES, above).
-static void byte_classes(GrammarVocab *v) {
-    static const char alone[] = " \"\\.,:{}[]-'()/_+";  // 17 classes of one byte
-    memset(v->class_bytes, 0, sizeof v->class_bytes);
-    for (unsigned b = 0; b < 256; b++) {
-        const char *a = b ? strchr(alone, (int)b) : NULL;
-        unsigned k = b >= 'a' && b <= 'z'   ? 0
-                     : b >= 'A' && b <= 'Z' ? 1
-                     : b >= '0' && b <= '9' ? 2
-                     : b < 0x20 || b == 0x7f ? 3
-                     : b >= 0xc0            ? 5
-                     : b >= 0x80            ? 4
-                     : a                    ? 6 + (unsigned)(a - alone)
-                                            : N_BYTE_CLASSES - 1;  // !#$%&*;<=>?@^`|~
-        v->byte_class[b] = (uint8_t)k;
-        v->class_bytes[k].bits[b >> 6] |= 1ull << (b & 63);
-    }
-    for (int k = 0; k < N_BYTE_CLASSES; k++) {
-        unsigned b = 0;
-        while (!gclass_has(&v->class_bytes[k], b)) b++;
-        v->class_first[k] = (uint8_t)b;
-    }
-}
-
-// The block's parts (one reservation: zero-filled, taken as touched, on
-// huge pages where the kernel gives them; a fresh 4 KiB page is a fault).
-static size_t part(size_t *at, size_t bytes) {
-    size_t start = *at;
-    *at += (bytes + 63) & ~(size_t)63;
-    return start;
-}
-
-GrammarVocab *grammar_vocab_new_from(GrammarTokenBytes bytes_of, const void *ctx, size_t V, GptError *err) {
-    if (V == 0 || V > INT32_MAX) return gpt_error(err, "grammar: vocabulary of %zu tokens", V), NULL;
-    // the tokens to sort and the sort's scratch, in one allocation (2.4 MB
-    // for GPT-2: on huge pages, a few faults instead of 600)
-    GrammarVocab *v = calloc(1, sizeof *v);
-    SortTok *t = V <= SIZE_MAX / (2 * sizeof *t) ? memory_alloc_large(2 * V * sizeof *t) : NULL;
-    uint32_t *path = NULL;
-    if (!v || !t) goto oom;
-    v->V = V;
-    size_t total = 0;  // the tokens' bytes: at most one node each, and the root
-    for (size_t i = 0; i < V; i++) {
-        size_t len = 0;
-        const uint8_t *b = bytes_of(ctx, i, &len);
-        if (!b) len = 0;
-        t[i] = (SortTok){b, len, (uint32_t)i};
-        if (len > v->max_len) v->max_len = len;
-        if (len > SIZE_MAX / 64 - total - 1) goto oom;
-        total += len;
-    }
-    if (total + 1 > UINT32_MAX) goto oom;
-    // every array of the trie in one block, the nodes sized for the most
-    // there can be (what is not touched takes no memory): 7 MB for GPT-2
-    size_t cap = total + 1, at = 0, p_nodes = part(&at, cap * sizeof *v->nodes),
-           p_edges = part(&at, cap * sizeof *v->edges), p_height = part(&at, cap * sizeof *v->height),
-           p_toks = part(&at, V * sizeof *v->toks), p_len = part(&at, V * sizeof *v->len_at),
-           p_longest = part(&at, V * sizeof *v->longest),
-           p_longer = part(&at, (v->max_len + 1) * sizeof *v->n_longer);
-    unsigned char *block = v->block = memory_reserve(at);
-    if (!block) goto oom;
-    v->block_bytes = at;
-    v->nodes = (TrieNode *)(void *)(block + p_nodes);
-    v->edges = (TrieEdge *)(void *)(block + p_edges);
-    v->height = (uint16_t *)(void *)(block + p_height);
-    v->toks = (uint32_t *)(void *)(block + p_toks);
-    v->len_at = (uint16_t *)(void *)(block + p_len);
-    v->longest = (uint32_t *)(void *)(block + p_longest);
-    v->n_longer = (uint32_t *)(void *)(block + p_longer);
-    tok_sort(t, t + V, V, 0);  // t came in id order
-    // A node per distinct prefix: in byte order, a token's prefixes not
-    // made yet are those past its common prefix with the token before it
-    // (common[i], in the sort's scratch). So one pass counts the nodes and
-    // each node's children, and a second, which makes the same nodes in
-    // the same order (a parent before its children, children in byte
-    // order), writes the edges.
-    uint32_t *common = (uint32_t *)(void *)(t + V);
-    size_t n_nodes = 1;
-    for (size_t i = 0; i < V; i++) {
-        v->toks[i] = t[i].id;
-        v->len_at[i] = (uint16_t)(t[i].len > UINT16_MAX ? UINT16_MAX : t[i].len);
-        size_t c = 0;
-        if (i) {
-            size_t m = t[i - 1].len < t[i].len ? t[i - 1].len : t[i].len;
-            while (c < m && t[i - 1].b[c] == t[i].b[c]) c++;
-        }
-        common[i] = (uint32_t)c;
-        n_nodes += t[i].len - c;
-    }
-    path = malloc((v->max_len + 1) * sizeof *path);  // the current token's prefixes' nodes, by length
-    if (!path) goto oom;
-    v->n_nodes = n_nodes;
-    memory_poison(v->nodes + n_nodes, (cap - n_nodes) * sizeof *v->nodes);  // never made: never read
-    memory_poison(v->edges + n_nodes, (cap - n_nodes) * sizeof *v->edges);
-    memory_poison(v->height + n_nodes, (cap - n_nodes) * sizeof *v->height);
-    for (int pass = 0; pass < 2; pass++) {
-        uint32_t next = 1;
-        path[0] = 0;
-        for (size_t i = 0; i < V; i++) {
-            for (size_t d = common[i]; d < t[i].len; d++) {
-                TrieNode *parent = &v->nodes[path[d]];
-                if (pass) v->edges[parent->first_edge + parent->n_edges] = (TrieEdge){.child = next, .byte = t[i].b[d]};
-                parent->n_edges++;
-                path[d + 1] = next++;
-            }
-            TrieNode *end = &v->nodes[path[t[i].len]];  // tokens of the same bytes are neighbours
-            if (!pass && !end->n_tok++) end->first_tok = (uint32_t)i;
-        }
-        for (size_t x = 0, e = 0; !pass && x < n_nodes; x++) {  // each node's edges after the last's
-            v->nodes[x].first_edge = (uint32_t)e;
-            e += v->nodes[x].n_edges;
-            v->nodes[x].n_edges = 0;
-        }
-    }
-    free(path);
-    path = NULL;
-    // the ids by length, longest first (a counting sort of the sorted
-    // tokens; start[L]: where the next id of L bytes goes)
-    size_t *start = calloc(v->max_len + 1, sizeof *start);
-    if (!start) goto oom;
-    for (size_t i = 0; i < V; i++) start[t[i].len]++;  // those of each length, for now
-    for (size_t L = v->max_len + 1, above = 0; L-- > 0;) {
-        size_t here = start[L];
-        v->n_longer[L] = (uint32_t)above;
-        start[L] = above;
-        above += here;
-    }
-    for (size_t i = 0; i < V; i++) v->longest[start[t[i].len]++] = t[i].id;
-    free(start);
-    free(t);
-    t = NULL;
-    byte_classes(v);
-    // a child's index is above its parent's (made after it), so one pass from the
-    // last node up sees every child before its parent; a node without
-    // tokens of its own starts its subtree's at its first child's
-    for (size_t i = v->n_nodes; i-- > 0;) {
-        TrieNode *x = &v->nodes[i];
-        uint32_t h = 0;
-        for (uint32_t e = x->first_edge; e < x->first_edge + x->n_edges; e++) {
-            TrieEdge *E = &v->edges[e];
-            const TrieNode *c = &v->nodes[E->child];
-            if (v->height[E->child] + 1u > h) h = v->height[E->child] + 1u;
-            uint32_t below = 0;  // the classes below the child: on its edges and below them
-            for (uint32_t f = c->first_edge; f < c->first_edge + c->n_edges; f++)
-                below |= 1u << v->byte_class[v->edges[f].byte] | v->edges[f].below;
-            E->below = below;
-        }
-        if (!x->n_tok && x->n_edges) x->first_tok = v->nodes[v->edges[x->first_edge].child].first_tok;
-        v->height[i] = (uint16_t)(h > UINT16_MAX ? UINT16_MAX : h);
-    }
-    return v;
-oom:
-    free(t);
-    free(path);
-    grammar_vocab_free(v);
-    return gpt_error(err, "grammar: out of memory for the vocabulary trie"), NULL;
-}
-
-// grammar_vocab_new's arrays, read by grammar_vocab_new_from.
-typedef struct {
-    const uint8_t *const *bytes;
-    const size_t *len;
-} TokenArrays;
-
-static const uint8_t *array_token(const void *ctx, size_t id, size_t *len) {
-    const TokenArrays *a = ctx;
-    *len = a->len[id];
-    return a->bytes[id];
-}
-
-GrammarVocab *grammar_vocab_new(const uint8_t *const *token_bytes, const size_t *token_len, size_t V,
-                                GptError *err) {
-    TokenArrays a = {token_bytes, token_len};
-    return grammar_vocab_new_from(array_token, &a, V, err);
-}
-
-void grammar_vocab_free(GrammarVocab *v) {
-    if (!v) return;
-    if (v->block) memory_unpoison(v->block, v->block_bytes);  // the capacity tails were poisoned
-    memory_release(v->block, v->block_bytes);
-    free(v);
-}
-
-size_t grammar_vocab_size(const GrammarVocab *v) { return v ? v->V : 0; }
-
 /* ---- masks ---- */
 
 // A stack suffix's walk: the tokens read whole from the suffix alone (a
@@ -684,14 +412,10 @@ struct GrammarMasker {
     uint32_t relevant_classes;  // the byte classes that hold one of them
     size_t n_relevant;   // pops with such an edge in the walk under way
     StackSet cont;       // the stack below after one byte, past the automaton's bound (stack_mask)
-    uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1), by chain_pos
+    uint16_t *key_depth; // (g->n_el) the suffix length used for a stack with this top (0: 1),
+                         // by its representative (chains_rep)
     int record;          // the walk is a suffix's: record its pops
-    // counted repetitions (chains_find): NULL when the grammar has none;
-    // else for each position its representative (itself when none) and the
-    // bytes rho within which the two read alike (UINT32_MAX: itself)
-    uint32_t *chain_pos, *chain_rem;
-    uint32_t *ckey;      // a suffix's key in its chains' top rules
-    size_t cap_ckey;
+    Chains chains;       // counted repetitions (grammar_chains.c)
     size_t prune;        // a derived walk's (suffix_entry): subtrees no deeper than this are skipped
     size_t pop_limit;    // a suffix walk with more pops than this that the stack below
                          // continues (a child in relevant) gives up (WALK_DEEPER); 0: none
@@ -717,202 +441,6 @@ struct GrammarMasker {
 // string), so the key must hold the frame that does not (the string).
 #define DEEPEN_NODES 2048
 
-// Rule r has the shape of a counted repetition's link: two alternatives,
-// one empty and one `x r'` (*down := r') or `x` (*down := -1), x one
-// element. *xpos := the position of x.
-static int chain_shape(const Grammar *g, uint32_t r, uint32_t *xpos, int64_t *down) {
-    if (g->rule_alt_start[r + 1] - g->rule_alt_start[r] != 2) return 0;
-    uint32_t a0 = g->alts[g->rule_alt_start[r]], a1 = g->alts[g->rule_alt_start[r] + 1], p;
-    if (g->el[a0].type != EL_END && g->el[a1].type == EL_END) p = a0;
-    else if (g->el[a0].type == EL_END && g->el[a1].type != EL_END) p = a1;
-    else return 0;
-    if (g->el[p + 1].type == EL_END) *down = -1;
-    else if (g->el[p + 1].type == EL_RULE && g->el[p + 2].type == EL_END) *down = g->el[p + 1].value;
-    else return 0;
-    *xpos = p;
-    return 1;
-}
-
-// A lower bound on the bytes of any string an element derives (the least
-// is what a lower bound is safe for: it makes rho smaller, chains_find).
-// A rule under way (a cycle through bytes) and recursion past depth 256
-// count 0; a bound found under such an assumption stays a lower bound.
-#define ML_UNKNOWN UINT32_MAX
-#define ML_BUSY (UINT32_MAX - 1)
-#define ML_CAP (1u << 20)
-static uint32_t minlen_rule(const Grammar *g, uint32_t r, uint32_t *memo, int depth);
-static uint32_t minlen_el(const Grammar *g, GElem e, uint32_t *memo, int depth) {
-    return e.type == EL_BYTES ? 1 : e.type == EL_RULE ? minlen_rule(g, e.value, memo, depth + 1) : 0;
-}
-static uint32_t minlen_rule(const Grammar *g, uint32_t r, uint32_t *memo, int depth) {
-    if (memo[r] == ML_BUSY || depth > 256) return 0;
-    if (memo[r] != ML_UNKNOWN) return memo[r];
-    memo[r] = ML_BUSY;
-    uint32_t best = ML_CAP;
-    for (uint32_t a = g->rule_alt_start[r]; a < g->rule_alt_start[r + 1]; a++)
-        if (g->el[g->alts[a]].type == EL_END) best = 0;  // an empty alternative: no recursion
-    for (uint32_t a = g->rule_alt_start[r]; a < g->rule_alt_start[r + 1] && best; a++) {
-        uint32_t sum = 0;
-        for (uint32_t p = g->alts[a]; g->el[p].type != EL_END && sum < best; p++) {
-            sum += minlen_el(g, g->el[p], memo, depth);
-            if (sum > ML_CAP) sum = ML_CAP;
-        }
-        if (sum < best) best = sum;
-    }
-    memo[r] = best;
-    return best;
-}
-
-// Makes chain_pos and chain_rem (each position itself, no bound). -1: memory.
-static int chain_maps(GrammarMasker *mk) {
-    if (mk->chain_pos) return 0;
-    size_t n = mk->g->n_el;
-    mk->chain_pos = malloc(n * sizeof *mk->chain_pos);
-    mk->chain_rem = malloc(n * sizeof *mk->chain_rem);
-    if (!mk->chain_pos || !mk->chain_rem) return -1;
-    for (size_t i = 0; i < n; i++) {
-        mk->chain_pos[i] = (uint32_t)i;
-        mk->chain_rem[i] = UINT32_MAX;
-    }
-    return 0;
-}
-
-// Counted repetitions. X{m,n} compiles to m copies of X and then n - m
-// nested rules opt_k ::= X opt_{k-1} | "" (opt_1 ::= X | ""; grammar.c).
-// Two kinds of positions are moved to a representative, each with rho, a
-// byte count within which the two read alike (ml: a lower bound on the
-// bytes of a string X derives, minlen_el):
-//   - a chain is any such nest of rules whose X is the same element,
-//     found by shape whoever wrote it. opt_k's rest derives X^c for c <= k,
-//     so a position inside the copy of opt_j (its X, or the return to
-//     opt_{j-1}) and the same place in the chain's top opt_K (K >= j)
-//     differ only in the copies they allow after it: j - 1 against K - 1.
-//     A string of L bytes read (or popped after) from the top's touches at
-//     most (L - 1) / max(ml, 1) + 1 copies past the current one (a copy
-//     that reads no byte can be left out: opt_{k-1} derives a subset of
-//     opt_k), and every string read from opt_j is read from opt_K; so rho
-//     = (j - 2) * max(ml, 1) + 1, moved for j >= 3.
-//   - a run of m equal elements X in one alternative (the m copies), ml >=
-//     1: from its (i+1)-th element, m - i copies of at least ml bytes come
-//     before anything after the run, so a string of at most (m - i) * ml -
-//     1 bytes stays inside the run, as it does from the first: rho = that,
-//     with the first as the representative.
-// A suffix key's positions moved alike (ckey) read every string of at most
-// rho bytes alike, rho the least of the moved positions': the same tokens
-// of at most rho bytes, the same pops at trie depths up to rho. So the
-// key's entry is the moved key's for those, and only deeper trie nodes
-// need a walk of the key's own (suffix_entry): a chain's top is walked
-// once instead of once per count. chain_pos and chain_rem as in
-// GrammarMasker; both NULL when nothing moves. -1: out of memory.
-static int chains_find(GrammarMasker *mk) {
-    const Grammar *g = mk->g;
-    size_t R = g->n_rules ? g->n_rules : 1;
-    uint32_t *delta = calloc(R, sizeof *delta);  // 0 not seen, UINT32_MAX not a chain, else the copies it allows
-    uint32_t *xpos = calloc(R, sizeof *xpos), *path = malloc(R * sizeof *path), *top = malloc(R * sizeof *top);
-    int64_t *up = malloc(R * sizeof *up);  // the rule whose down it is: -1 none, -2 more than one
-    uint8_t *mark = calloc(R, 1);
-    uint32_t *ml = malloc(R * sizeof *ml);
-    int rc = -1;
-    if (!delta || !xpos || !path || !top || !up || !mark || !ml) goto out;
-    R = g->n_rules;
-    for (size_t r = 0; r < R; r++) {
-        size_t n = 0;
-        uint32_t cur = (uint32_t)r, base;
-        for (;;) {
-            uint32_t xp, dxp;
-            int64_t dn, ddn;
-            if (delta[cur]) { base = delta[cur]; break; }
-            if (mark[cur] || !chain_shape(g, cur, &xp, &dn)) { base = UINT32_MAX; break; }  // a cycle, or no chain
-            mark[cur] = 1;
-            path[n++] = cur;
-            xpos[cur] = xp;
-            if (dn < 0) { base = 0; break; }
-            if (!chain_shape(g, (uint32_t)dn, &dxp, &ddn) || g->el[dxp].type != g->el[xp].type ||
-                g->el[dxp].value != g->el[xp].value) {
-                base = UINT32_MAX;
-                break;
-            }
-            cur = (uint32_t)dn;
-        }
-        for (size_t i = n; i-- > 0;) {
-            if (base != UINT32_MAX) base = base + 1 < UINT32_MAX ? base + 1 : UINT32_MAX;
-            delta[path[i]] = base;
-        }
-    }
-    for (size_t r = 0; r < R; r++) up[r] = -1;
-    for (size_t r = 0; r < R; r++) {
-        if (delta[r] == UINT32_MAX || delta[r] < 2) continue;
-        uint32_t dn = g->el[xpos[r] + 1].value;
-        up[dn] = up[dn] == -1 ? (int64_t)r : -2;
-    }
-    // each chain rule's top: up while one rule leads down to it; a rule's
-    // top once known is kept (mark), so each rule is passed once
-    memset(mark, 0, R);
-    for (size_t r = 0; r < R; r++) {
-        if (delta[r] == UINT32_MAX || delta[r] < 2 || mark[r]) continue;
-        size_t n = 0;
-        uint32_t t = (uint32_t)r;
-        while (!mark[t] && up[t] >= 0) {
-            path[n++] = t;
-            t = (uint32_t)up[t];
-        }
-        uint32_t known = mark[t] ? top[t] : t;
-        if (!mark[t]) {
-            mark[t] = 1;
-            top[t] = t;
-        }
-        for (size_t i = 0; i < n; i++) {
-            mark[path[i]] = 1;
-            top[path[i]] = known;
-        }
-    }
-    for (size_t r = 0; r < R; r++) ml[r] = ML_UNKNOWN;
-    for (size_t r = 0; r < R; r++) {
-        if (delta[r] == UINT32_MAX || delta[r] < 3 || top[r] == r) continue;
-        // j - 1 = delta - 1 copies after the current: rho = (j - 2) * minlen + 1
-        // (a string of L bytes touches at most (L - 1) / minlen + 1 copies past the current)
-        uint64_t x = minlen_el(g, g->el[xpos[r]], ml, 0), rho = (uint64_t)(delta[r] - 2) * (x ? x : 1) + 1;
-        if (chain_maps(mk)) goto out;
-        for (uint32_t o = 0; o < 2; o++) {  // X, and the return to the rule below
-            mk->chain_pos[xpos[r] + o] = xpos[top[r]] + o;
-            mk->chain_rem[xpos[r] + o] = rho < UINT32_MAX ? (uint32_t)rho : UINT32_MAX - 1;
-        }
-    }
-    // runs of equal elements in an alternative: from the (i+1)-th of m, m - i
-    // copies of at least minlen bytes each come before anything after the run
-    for (size_t a = 0; a < (size_t)g->rule_alt_start[R]; a++) {
-        for (uint32_t p = g->alts[a]; g->el[p].type != EL_END;) {
-            uint32_t q = p + 1;
-            while (g->el[q].type == g->el[p].type && g->el[q].value == g->el[p].value) q++;
-            uint64_t x = q - p >= 2 ? minlen_el(g, g->el[p], ml, 0) : 0;
-            if (x) {
-                if (chain_maps(mk)) goto out;
-                for (uint32_t i = p + 1; i < q; i++) {
-                    uint64_t rho = (uint64_t)(q - i) * x - 1;
-                    mk->chain_pos[i] = p;
-                    mk->chain_rem[i] = rho < UINT32_MAX ? (uint32_t)rho : UINT32_MAX - 1;
-                }
-            }
-            p = q;
-        }
-    }
-    rc = 0;
-out:
-    if (rc) {
-        free(mk->chain_pos);
-        free(mk->chain_rem);
-        mk->chain_pos = mk->chain_rem = NULL;
-    }
-    free(delta);
-    free(xpos);
-    free(path);
-    free(top);
-    free(up);
-    free(mark);
-    free(ml);
-    return rc;
-}
-
 GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32_t eos_id,
                                   const GrammarLimits *limits, GptError *err) {
     GrammarMasker *mk = calloc(1, sizeof *mk);
@@ -934,7 +462,8 @@ GrammarMasker *grammar_masker_new(const Grammar *g, const GrammarVocab *v, int32
     if (mk->store) memory_poison(mk->store, mk->store_cap);  // its entries are made usable as they are kept
     mk->cap_ds = mk->lim.max_cache_bytes / 2 / sizeof(DState) + 1;
     mk->ds = memory_reserve(mk->cap_ds * sizeof(DState));
-    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || !mk->store || !mk->ds || chains_find(mk)) {
+    if (!mk->level || !mk->cache || !mk->tmp_mask || !mk->key_depth || !mk->store || !mk->ds ||
+        chains_find(&mk->chains, g)) {
         grammar_masker_free(mk);
         return gpt_error(err, "grammar: out of memory"), NULL;
     }
@@ -971,9 +500,7 @@ void grammar_masker_free(GrammarMasker *mk) {
     free(mk->pops);
     set_free(&mk->cont);
     free(mk->key_depth);
-    free(mk->chain_pos);
-    free(mk->chain_rem);
-    free(mk->ckey);
+    chains_free(&mk->chains);
     dfa_clear(mk);
     memory_release(mk->ds, mk->cap_ds * sizeof(DState));
     free(mk->dslot);
@@ -989,16 +516,6 @@ GrammarMaskerStats grammar_masker_stats(const GrammarMasker *mk) {
 
 // A suffix walk that gives up: its key is too short (stack_mask).
 #define WALK_DEEPER 1
-
-// mask |= the tokens that end at trie node c. (The walks' masks may hold
-// the end token where its bytes are read; grammar_masker_fill clears it
-// and allows it by the matcher's state alone.)
-static inline void allow_tokens_at(const GrammarMasker *mk, const TrieNode *c, uint64_t *mask) {
-    for (uint32_t k = 0; k < c->n_tok; k++) {
-        uint32_t id = mk->v->toks[c->first_tok + k];
-        mask[id >> 6] |= 1ull << (id & 63);
-    }
-}
 
 // Keeps the edges out of a pop at trie node `node` (at depth, with
 // children) whose byte the stack below reads (mk->relevant) in mk->pops.
@@ -1043,7 +560,7 @@ static int walk_below(GrammarMasker *mk, uint32_t node, size_t depth, const Stac
                                   "is too ambiguous)", mk->lim.max_mask_work);
         if (nx->n == 0) continue;
         const TrieNode *c = &v->nodes[E->child];
-        allow_tokens_at(mk, c, mask);
+        trie_allow_tokens(mk->v, c, mask);
         if (!c->n_edges) continue;
         if (mk->record && depth + 1 > mk->prune && set_can_end(nx)) {
             int rc = record_pop(mk, E->child, depth + 1, err);
@@ -1290,7 +807,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, uint32_t tok_end, size_t d
         if (nx == D_DEAD) continue;
         const TrieNode *c = &v->nodes[E->child];
         if (!c->n_edges) {
-            allow_tokens_at(mk, c, mask);
+            trie_allow_tokens(mk->v, c, mask);
             continue;
         }
         // a subtree whose bytes' classes the state reads to its depth, in
@@ -1311,7 +828,7 @@ static int walk_dfa(GrammarMasker *mk, uint32_t node, uint32_t tok_end, size_t d
                 continue;
             }
         }
-        allow_tokens_at(mk, c, mask);
+        trie_allow_tokens(mk->v, c, mask);
         int can_end = nx == D_FULL ? set_can_end(&mk->dnext) : mk->ds[nx].can_end;
         if (mk->record && depth + 1 > mk->prune && can_end) {
             int rc = record_pop(mk, E->child, depth + 1, err);
@@ -1362,16 +879,12 @@ static int suffix_entry(GrammarMasker *mk, const uint32_t *p, size_t n, size_t p
     // the key moved to its chains' tops (chains_find), and rho
     size_t rho = 0, moved_work = 0;
     CacheEntry ce = {0};
-    if (mk->chain_pos) {
-        if (grow_array(&mk->ckey, &mk->cap_ckey, n, sizeof *mk->ckey)) return gpt_error(err, "grammar: out of memory");
-        uint32_t least = UINT32_MAX;
-        for (size_t i = 0; i < n; i++) {
-            mk->ckey[i] = mk->chain_pos[p[i]];
-            if (mk->chain_rem[p[i]] < least) least = mk->chain_rem[p[i]];
-        }
+    {
+        uint32_t least;
+        if (chains_move(&mk->chains, p, n, &least)) return gpt_error(err, "grammar: out of memory");
         rho = least == UINT32_MAX ? 0 : least < PRUNE_MAX ? least : PRUNE_MAX;
         if (rho) {
-            int rc = suffix_entry(mk, mk->ckey, n, pop_limit, &ce, err);  // its key moves no further
+            int rc = suffix_entry(mk, mk->chains.key, n, pop_limit, &ce, err);  // its key moves no further
             if (rc) return rc;
             // its work is part of this entry's, whether it was walked now or
             // before: the bound does not depend on what the cache holds
@@ -1511,7 +1024,7 @@ static int continue_pops(GrammarMasker *mk, const CacheEntry *e, uint64_t *mask,
         }
         if (nx == D_DEAD) continue;
         const TrieNode *c = &v->nodes[child];
-        allow_tokens_at(mk, c, mask);
+        trie_allow_tokens(mk->v, c, mask);
         if (c->n_edges)
             rc = nx == D_FULL ? walk_below(mk, child, depth, &mk->cont, mask, err)
                               : walk_dfa(mk, child, SPAN_UNKNOWN, depth, nx, mask, err);
@@ -1528,7 +1041,7 @@ static int stack_mask(GrammarMasker *mk, const uint32_t *p, size_t k, uint64_t *
                       GptError *err) {
     const GrammarVocab *v = mk->v;
     size_t W = GRAMMAR_MASK_WORDS(v->V);
-    uint32_t top = mk->chain_pos ? mk->chain_pos[p[k - 1]] : p[k - 1];  // one depth for a chain's copies
+    uint32_t top = chains_rep(&mk->chains, p[k - 1]);  // one depth for a chain's copies
     size_t d = mk->key_depth[top] ? mk->key_depth[top] : 1;
     if (d > k) d = k;
     CacheEntry e;
