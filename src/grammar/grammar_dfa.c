@@ -118,7 +118,7 @@ int32_t dfa_state(Dfa *d, const StackSet *s, GptError *err) {
     return (int32_t)d->n++;
 }
 
-int32_t dfa_next(Dfa *d, int32_t id, unsigned b, size_t *work, GptError *err) {
+int32_t dfa_next_slow(Dfa *d, int32_t id, unsigned b, size_t *work, GptError *err) {
     int32_t nx = d->ds[id].next[b];
     if (nx == D_UNKNOWN) {
         if (stacks_advance(d->g, &d->ds[id].set, b, &d->next, &d->w, err)) return D_ERR;

@@ -66,7 +66,15 @@ int32_t dfa_state(Dfa *d, const StackSet *s, GptError *err);
 // D_FULL (then d->next holds the stacks), or D_ERR. Charges *work for the
 // transition once a walk, whether computed now or kept: the bound counts
 // what the walk would cost with nothing kept, whatever the automaton holds.
-int32_t dfa_next(Dfa *d, int32_t id, unsigned b, size_t *work, GptError *err);
+// dfa_next_slow does it all; dfa_next answers inline a transition known and
+// charged in this walk already (most of a walk's), and calls it otherwise.
+int32_t dfa_next_slow(Dfa *d, int32_t id, unsigned b, size_t *work, GptError *err);
+static inline int32_t dfa_next(Dfa *d, int32_t id, unsigned b, size_t *work, GptError *err) {
+    const DState *x = &d->ds[id];
+    int32_t nx = x->next[b];  // D_FULL is never kept
+    if (nx != D_UNKNOWN && x->walk == d->walk && (x->charged[b >> 6] >> (b & 63) & 1)) return nx;
+    return dfa_next_slow(d, id, b, work, err);
+}
 // How many bytes of the byte classes `classes` state id reads, in any
 // order, up to need: 1 and *upto = need when it reads every such string of
 // up to need bytes (each step takes all those classes to one state; a
