@@ -57,14 +57,14 @@ typedef struct {
 
 // A work buffer for stacks_expand: each level copies its stack (bounded by
 // max_stack_depth) so that alternatives do not see each other's writes.
-// steps counts the stacks_expand calls of one normalization (a byte read, or the
-// start), bounded by EXPAND_STEPS: a rule reached through k nested
+// steps counts the stacks_expand calls of one normalization (a byte read,
+// or the start), bounded by EXPAND_STEPS: a rule reached through k nested
 // optional rules continues k + 1 ways, so a run of n such elements has
-// (k + 1)^n paths to the same stacks (("a"?)?){50}, with no byte read
-// in between. The depth of its recursion is bounded by
-// max_stack_depth on its own: a rule that ends its alternative replaces the
-// stack's top instead of growing it, so the stack's length does not bound
-// the recursion (a run of nullable elements recurses once per element).
+// (k + 1)^n paths to the same stacks (("a"?)?){50}, with no byte read in
+// between. The depth of its recursion is bounded by max_stack_depth on its
+// own: a rule that ends its alternative replaces the stack's top instead of
+// growing it, so the stack's length does not bound the recursion (a run of
+// nullable elements recurses once per element).
 typedef struct {
     uint32_t *buf;
     size_t n, cap;

@@ -1,8 +1,10 @@
 /*
  * grammar_mask.c - the token masks (grammar.h: GrammarMasker): the tokens
  * whose whole byte string a matcher can read from its state. This file is
- * the walk and the fill; each mechanism that makes them fast is a file of
- * its own with its own struct, and this comment is their map.
+ * the walk and the fill; the four parts they use are each a file with its
+ * own struct, and this comment is their map: the trie (grammar_trie.c),
+ * the mask cache (grammar_cache.c), counted repetitions (grammar_chains.c)
+ * and the lazy automaton (grammar_dfa.c).
  *
  * Masks: the vocabulary is a trie of the tokens' byte strings (the trie:
  * grammar_trie.c, GrammarVocab). From a state, a depth-first walk reads
@@ -18,7 +20,7 @@
  * step (0.6 ms on the demo model), so most masks must come from a cache and
  * a walk's per-node cost must not grow with the stacks.
  *
- * Three mechanisms make that so:
+ * Three mechanisms over the trie make that so:
  *   - the mask cache, by stack suffix (xgrammar's idea; grammar_cache.c,
  *     MaskCache): the mask of a set of stacks is the union of its stacks'
  *     masks. A stack's tokens are those read whole by its suffix alone

@@ -91,7 +91,6 @@ int stacks_expand(const Grammar *g, StackSet *out, Work *w, size_t off, size_t n
     return 0;
 }
 
-// out := the states of in after reading byte b. out is cleared first.
 int stacks_advance(const Grammar *g, const StackSet *in, unsigned b, StackSet *out, Work *w, GptError *err) {
     stacks_clear(out);
     w->steps = 0;
@@ -111,7 +110,6 @@ int stacks_advance(const Grammar *g, const StackSet *in, unsigned b, StackSet *o
     return 0;
 }
 
-// The bytes any stack of s can read next (a union of top classes).
 void stacks_first(const Grammar *g, const StackSet *s, GClass *c) {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < s->n; i++) {
