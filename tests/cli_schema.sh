@@ -227,7 +227,7 @@ completion "response_format json_schema" \
 # the second request of the same schema (another field, compiled again)
 # finds the first's masks: one masker, kept idle; its walks are served
 # from the cache but for a few (a position whose walks turned out large
-# is keyed deeper from its second visit on: grammar_match.c, DEEPEN_NODES)
+# is keyed deeper from its second visit on: grammar_mask.c, DEEPEN_NODES)
 # shellcheck disable=SC2046
 set -- $(grammar_metrics)
 if [ "$m1" = 1 ] && [ "$1" = 1 ] && [ "$2" = 1 ] && [ "$c1" -gt 0 ] && [ $(($3 - c1)) -le $((c1 / 4)) ] &&

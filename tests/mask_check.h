@@ -24,7 +24,7 @@ static const char *const MASK_WORDS[] = {
     "ab", "abc", "abc\"", "foo", "bar\"", "true", "true,", "false", "null", "null}", " {", " \"", " [", "12",
     "1.5", "-1", "0,", "1]", "e+", "\\\"", "\\u00", "\xc3\xa9", "\xc3", "{\"a\": 1}", "[1, 2]", "\"a\"",
     "\"foo\": \"bar\"", " the", "The", " cat", "ing", ".", " a", "Ab", "x.", "aaaaaaaa", "      ",
-    // longer than the counts of the ragged repetitions' tests (grammar_match.c moves a count's
+    // longer than the counts of the ragged repetitions' tests (grammar_chains.c moves a count's
     // key to its chain's top and trusts it only for tokens of at most rho bytes)
     "aaaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaa", "aaaaa\"", "aaaaaaaaa\"}", "abababababab", "ababab\"", "ababab.",
     "ab ab ab ab", " ab ab", "ab.", " ab.", " abcd", " abcdefgh", "abcd abcd abcd.", "aaaa aaaa aaaa aaaa",

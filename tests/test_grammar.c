@@ -277,7 +277,7 @@ int main(void) {
             {"root ::= [A-Z] [a-z]{1,4} (\" \" [a-z]{1,4}){2,5} \".\"",
              {"The cat ab abcd a.", "Ab aaaa aaaa aaaa aaaa a.", "Abcd ab a.", NULL}},
             {"root ::= (\"a\" | \"ab\")* \"b\" | \"ab\"+ \"abc\"", {"ababab", "abababc", "aabab", NULL}},
-            // ragged counted repetitions (grammar_match.c's chains and runs: a count's key is served
+            // ragged counted repetitions (grammar_chains.c: chains and runs: a count's key is served
             // from its chain's top or its run's first copy for tokens of at most rho bytes only; the
             // vocabulary's long words cross every count): {0,n} inside a string with escapes and
             // multi-byte characters, {m,n} of a byte, nested counts after mandatory copies, a
@@ -290,7 +290,7 @@ int main(void) {
               "Abababababab ab ab ab abcdefgh ab ab ab."}},
             {"root ::= (\"a\"? \"b\"?){0,6} \".\"", {"ababab.", "aaaaaa.", "bbbbbb.", "."}},
             // one word in contexts that read different bytes after it: a suffix's pops keep only
-            // the edges its context reads (grammar_match.c), so each context has entries of its own
+            // the edges its context reads (grammar_cache.c), so each context has entries of its own
             {"root ::= w \".\" | \"(\" w \")\" | \"[\" w (\",\" w)* \"]\" | w \" \" root\nw ::= [a-z]+\n",
              {"abc.", "(ab)", "[ab,abc,ab]", "ab ab (abc)"}},
             {"root ::= (\"ab\" | \"b\"){4,9} \".\" | \"x\"{2,5}", {"abababab.", "bbbbbbbbb.", "bbbbabab.", "xxxxx"}},
@@ -382,7 +382,7 @@ int main(void) {
             if (mk) CHECK(masks_along(mk, g, &gv, text, strlen(text), "JSON over GPT-2's tokens") == strlen(text) + 1,
                           "masks along the whole text");
             // counted repetitions over GPT-2's tokens, where the keys deepen to hold the
-            // count (grammar_match.c): make bench's regex and maxLength strings, each
+            // count (grammar_chains.c): make bench's regex and maxLength strings, each
             // count's mask from its chain's top for the tokens of at most rho bytes
             static const char *const counted[][2] = {
                 {"root ::= [A-Z] [a-z]{1,12} (\" \" [a-z]{1,12}){10,60} \".\"",
