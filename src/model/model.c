@@ -370,11 +370,16 @@ static size_t merge_rows(float *w, const Merge *mg, size_t j0, size_t rows, size
             size_t r = mg->d[c]->r;
             const double *b = mg->b[c] + (j0 + j) * r;
             for (size_t k = 0; k < n_in; k++) mg->ba[k] = 0;
+            // each k on its own: vector lanes keep every weight's order of operations
+            double *restrict ba = mg->ba, *restrict acc = mg->acc;
             for (size_t t = 0; t < r; t++) {
-                const double *a = mg->a[c] + t * n_in;
-                for (size_t k = 0; k < n_in; k++) mg->ba[k] += b[t] * a[k];
+                const double *restrict a = mg->a[c] + t * n_in;
+#pragma omp simd
+                for (size_t k = 0; k < n_in; k++) ba[k] += b[t] * a[k];
             }
-            for (size_t k = 0; k < n_in; k++) mg->acc[k] += mg->d[c]->scale * mg->ba[k];
+            double scale = mg->d[c]->scale;
+#pragma omp simd
+            for (size_t k = 0; k < n_in; k++) acc[k] += scale * ba[k];
         }
         for (size_t k = 0; k < n_in; k++) {
             row[k] = (float)mg->acc[k];
