@@ -26,8 +26,9 @@
 # JSON, a missing tensor, a wrong shape or rank, use_dora, modules_to_save,
 # bias all, a target that is no layer matrix, untargeted tensors, an F64
 # tensor, adapter_model.bin alone, a Python-only regex, a layer the base
-# lacks) exits 1 with one line naming it, in gpt, --score, --batch, chat,
-# serve and convert; a --lora value without a path, with an out-of-range
+# lacks), and adapter_model.safetensors cut short at ten places, exit 1
+# with one line naming it, in gpt, --score, --batch, chat, serve and
+# convert; a --lora value without a path, with an out-of-range
 # scale or one adapter too many exits 2.
 # Needs /usr/bin/python3 with numpy (Debian's python3-numpy); skips without.
 # Prints "cli_lora: N passed, M failed" like the test binaries.
@@ -141,6 +142,18 @@ while read -r name word; do
     "$GPT" -m "$B" --lora "$d" -p "$P0" -n 2 -q > /dev/null 2> "$O/$name.err"
     refused "$name: gpt" "$O/$name.err" $? 1 "$word"
 done < "$A/broken.txt"
+# adapter_model.safetensors cut short anywhere: the header's length, its
+# JSON, the data (every tensor's byte range is checked before it is read)
+st=$A/r8/adapter_model.safetensors
+size=$(wc -c < "$st")
+hlen=$(od -An -t u8 -N8 "$st" | tr -d ' ')
+for n in 0 4 8 9 40 $((8 + hlen - 1)) $((8 + hlen)) $((8 + hlen + 100)) $((size / 2)) $((size - 1)); do
+    mkdir -p "$tmp/cut$n"
+    cp "$A/r8/adapter_config.json" "$tmp/cut$n/"
+    head -c "$n" "$st" > "$tmp/cut$n/adapter_model.safetensors"
+    "$GPT" -m "$B" --lora "$tmp/cut$n" -p "$P0" -n 1 -q > /dev/null 2> "$O/cut.err"
+    refused "adapter_model.safetensors cut at $n of $size bytes" "$O/cut.err" $? 1 "adapter_model.safetensors"
+done
 # each mode refuses through the same reader: one fault in each
 d=$A/broken/use_dora
 "$GPT" -m "$B" --lora "$d" --score -p "$P0" -q > /dev/null 2> "$O/m.err"
