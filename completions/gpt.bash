@@ -29,6 +29,7 @@ _gpt_options='
 --tokenizer         gbstdca file
 --dtype             gbsc   dtype
 --q8-act            gbsc   q8act
+--lora              gbsc   file
 --kv-type           gbsc   kvtype
 --special           gbstc  -
 -n                  gb     text
@@ -93,6 +94,7 @@ _gpt_options='
 # The subcommands' options (the modes column is unused: "c").
 _gpt_convert_options='
 --dtype             gbsc  dtype
+--lora              c     file
 --tokenizer         gbstdcfile
 --force             c     -
 --progress          c     -
@@ -109,6 +111,7 @@ _gpt_serve_options='
 --tokenizer         c     file
 --dtype             c     dtype
 --q8-act            c     q8act
+--lora              c     file
 --kv-type           c     kvtype
 -t                  c     text
 --threads           c     text
@@ -150,6 +153,7 @@ _gpt_chat_options='
 --tokenizer         c     file
 --dtype             c     dtype
 --q8-act            c     q8act
+--lora              c     file
 --kv-type           c     kvtype
 --kv-budget         c     text
 --parallel          c     text

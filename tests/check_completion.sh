@@ -239,7 +239,7 @@ expect "--stats-json --stride --stats" gpt --score --st
 expect "--stats-json" gpt --stats --stats  # --stats given: not again
 expect "--stop" gpt --stop x --sto         # --stop repeats
 expect "--unordered" gpt -n 5 --batch --un
-expect "--dtype --tokenizer --force --progress --help" gpt convert --
+expect "--dtype --lora --tokenizer --force --progress --help" gpt convert --
 expect "$_gpt_dtypes" gpt convert --dtype ""
 expect "models/demo.bin" gpt convert models/demo.b
 expect "models/demo.bin" gpt inspect models/demo.b

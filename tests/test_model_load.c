@@ -296,9 +296,9 @@ static void test_q4_pure(void) {
         CHECK(weight_options_from_name(bad_names[k], &b) == -1 && b.matrix_dtype == 7 && b.q4_pure == 3,
               "'%s' taken for a weight dtype", bad_names[k]);
     }
-    CHECK(!strcmp(weight_options_name(&(WeightOptions){DTYPE_Q4, 1, 0}), "q4-pure") &&
-              !strcmp(weight_options_name(&(WeightOptions){DTYPE_Q4, 0, 0}), "q4") &&
-              !strcmp(weight_options_name(&(WeightOptions){-1, 0, 0}), "stored"),
+    CHECK(!strcmp(weight_options_name(&(WeightOptions){.matrix_dtype = DTYPE_Q4, .q4_pure = 1}), "q4-pure") &&
+              !strcmp(weight_options_name(&(WeightOptions){.matrix_dtype = DTYPE_Q4}), "q4") &&
+              !strcmp(weight_options_name(&(WeightOptions){.matrix_dtype = -1}), "stored"),
           "weight_options_name");
 
     Model m, mix;

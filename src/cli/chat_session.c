@@ -417,6 +417,8 @@ static const char chat_usage[] =
     "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
     "                          q4 or q4-pure (default: as the file stores them)\n"
     "      --q8-act A          q8's activations: int16 (default) or int8, as gpt's --q8-act\n"
+    "      --lora PATH         a LoRA adapter merged at load, PATH:SCALE scaled, as gpt's\n"
+    "                          (repeatable)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
     "      --kv-budget SIZE    KV-cache memory, K/M/G suffixes, in whole blocks (default: two\n"
     "                          full contexts, the turn's and the conversation's kept blocks)\n"

@@ -61,6 +61,8 @@ typedef struct {
     int weight_dtype;    // --dtype: matrices converted at load; -1 as stored
     int weight_q4_pure;  // --dtype q4-pure: weight_dtype Q4, with no Q8 (WeightOptions)
     int weight_q8_int8;  // --q8-act int8: Q8 matrices with int8 activations (WeightOptions)
+    LoraRequest lora[LORA_MAX];  // --lora: adapters merged at load (ModelOptions)
+    size_t n_lora;
     DType kv_dtype;      // --kv-type: F32 or F16
     int ignore_eos, echo, stats, json, special;
     int progress;        // --progress: the progress line even when stderr is no terminal

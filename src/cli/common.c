@@ -147,6 +147,8 @@ int session_open(Session *s, const Options *o) {
                                    .q8_int8 = o->weight_q8_int8},
                        .threads = o->threads, .tune = (int)o->tune, .version = GPT_VERSION,
                        .quiet = o->quiet};
+    memcpy(mo.lora, o->lora, sizeof mo.lora);
+    mo.n_lora = o->n_lora;
     return session_open_model(s, &mo);
 }
 

@@ -23,7 +23,7 @@
 #include "progress.h"
 
 static const char *convert_usage =
-    "usage: gpt convert SRC OUT.bin [--dtype T] [--tokenizer PATH] [--force]\n"
+    "usage: gpt convert SRC OUT.bin [--dtype T] [--lora PATH[:SCALE]]... [--tokenizer PATH] [--force]\n"
     "  SRC: a Hugging Face GPT-2 directory or model.safetensors (F32, F16 or BF16),\n"
     "       an llm.c checkpoint (gpt2_124M.bin, version 3), a GGUF file of a GPT-2\n"
     "       model (llama.cpp's; docs/model-format.md: the types read), or a model.bin\n"
@@ -33,6 +33,9 @@ static const char *convert_usage =
     "                    0 and every attn.c_proj in q6) or q4-pure (every matrix in\n"
     "                    q4); norms, biases and wpe stay f32 (default: as SRC\n"
     "                    stores them)\n"
+    "  --lora PATH       a PEFT LoRA adapter directory merged into the weights before\n"
+    "                    --dtype's conversion; PATH:SCALE multiplies its change by\n"
+    "                    SCALE (default 1); repeatable: the adapters add\n"
     "  --tokenizer PATH  vocab.json + merges.txt directory or tokenizer.json (default:\n"
     "                    the one beside SRC, else the shipped GPT-2 files)\n"
     "  --force           replace OUT if it exists (a regular file; it keeps its mode)\n"
@@ -77,15 +80,18 @@ static size_t input_files(const char *src, const char *tokenizer_path, char **ou
 }
 
 int run_convert(int argc, char **argv) {
-    enum { O_TOKENIZER = 256, O_DTYPE, O_FORCE, O_PROGRESS };
+    enum { O_TOKENIZER = 256, O_DTYPE, O_FORCE, O_PROGRESS, O_LORA };
     static const struct option longs[] = {{"help", no_argument, 0, 'h'},
                                           {"tokenizer", required_argument, 0, O_TOKENIZER},
                                           {"dtype", required_argument, 0, O_DTYPE},
                                           {"force", no_argument, 0, O_FORCE},
                                           {"progress", no_argument, 0, O_PROGRESS},
+                                          {"lora", required_argument, 0, O_LORA},
                                           {0, 0, 0, 0}};
     const char *tokenizer_path = NULL;
     WeightOptions wo = {.matrix_dtype = -1};
+    LoraRequest lora[LORA_MAX];
+    size_t n_lora = 0;
     int force = 0, forced_progress = 0;
     opterr = 0;
     optind = 0;
@@ -102,10 +108,15 @@ int run_convert(int argc, char **argv) {
             if (weight_options_from_name(optarg, &wo) != 0)
                 return usage_error("convert", "--dtype %s: must be " WEIGHT_DTYPE_NAMES, optarg);
             break;
+        case O_LORA:
+            if (lora_option(lora, &n_lora, "--lora", optarg, "convert") != 0) return EXIT_USAGE;
+            break;
         case ':': return usage_error("convert", "%s needs a value", arg);
         default: return usage_error("convert", "unknown option '%s'", arg);
         }
     }
+    wo.lora = lora;
+    wo.n_lora = n_lora;
     if (argc - optind < 2) return usage_error("convert", "needs SRC and OUT.bin");
     if (argc - optind > 2) return usage_error("convert", "unexpected argument '%s'", argv[optind + 2]);
     const char *src = argv[optind], *dst = argv[optind + 1];
@@ -130,7 +141,7 @@ int run_convert(int argc, char **argv) {
         goto done;
     }
     catch_interrupts();
-    progress_update(&progress, "gpt convert: reading the model%s",
+    progress_update(&progress, "gpt convert: reading the model%s%s", n_lora ? ", merging the adapters" : "",
                     wo.matrix_dtype >= 0 ? " and converting its matrices" : "");
     int loaded = model_load_with(&m, src, &wo, &err);
     progress_clear(&progress);

@@ -56,6 +56,10 @@ static const char *usage_text =
     "                          same bits on every CPU) or int8 (2^-8 of a block's largest\n"
     "                          input instead of 2^-15: other bits and a larger error, faster\n"
     "                          prefill with AVX512-VNNI; docs/models.md)\n"
+    "      --lora PATH         a PEFT LoRA adapter directory merged into the weights at\n"
+    "                          load, before --dtype's conversion; PATH:SCALE multiplies\n"
+    "                          its change by SCALE (default 1); repeatable: the adapters\n"
+    "                          add (docs/models.md)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
     "      --chat-template T   the input is a conversation, OpenAI's messages as JSON\n"
@@ -321,6 +325,7 @@ static int modes_of(int code) {
     case O_CHAT_TEMPLATE: return GEN | APPLY;
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
     case OPT_DTYPE: case OPT_Q8_ACT: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
+    case OPT_LORA: return MODEL_MODES;
     case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
     case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
@@ -580,6 +585,8 @@ void options_take_shared(Options *o, const SharedOptions *so) {
     o->weight_dtype = so->model.weights.matrix_dtype;
     o->weight_q4_pure = so->model.weights.q4_pure;
     o->weight_q8_int8 = so->model.weights.q8_int8;
+    memcpy(o->lora, so->model.lora, sizeof o->lora);
+    o->n_lora = so->model.n_lora;
     o->threads = so->model.threads;
     o->tune = so->model.tune;
     o->quiet = so->model.quiet;

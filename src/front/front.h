@@ -83,10 +83,15 @@ Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char
 // ----------------------------------------------------------------------------
 // session.c: what a run with a model holds.
 
+// The most --lora adapters one run merges.
+enum { LORA_MAX = 16 };
+
 typedef struct {
     const char *model_path;      // -m, or NULL: $GPT_MODEL or the search
     const char *tokenizer_path;  // --tokenizer, or NULL
     WeightOptions weights;       // --dtype, --q8-act
+    LoraRequest lora[LORA_MAX];  // --lora, in the order given: merged at load
+    size_t n_lora;
     long threads;                // -t
     int tune;                    // --tune: a TuneMode (0: off)
     const char *version;         // gpt's, for the tuning's wisdom key
@@ -246,17 +251,24 @@ cJSON *chat_logprobs_json(const Tokenizer *tok, const TokenLogprob *lp, size_t n
 enum {
     OPT_SHARED = 0x180,
     OPT_TOKENIZER = OPT_SHARED, OPT_DTYPE, OPT_KV_TYPE, OPT_TUNE, OPT_PARALLEL, OPT_KV_BUDGET, OPT_Q8_ACT,
+    OPT_LORA,
     OPT_CODES  // one past the last code
 };
 // The shared options (-m, -t and -q by their letters), and the most a
 // front-end's own and the shared ones may be together.
-enum { N_SHARED_OPTIONS = 10, OPTIONS_MAX = 80 };
+enum { N_SHARED_OPTIONS = 11, OPTIONS_MAX = 80 };
+// --lora PATH[:SCALE] with value v (argv's word): appends the adapter to
+// list[0..*n) (LORA_MAX at most), scaled by SCALE (default 1). SCALE is
+// what follows the last colon when that is a decimal number, and v is then
+// cut there (the path points into it); else all of v is the path. 0, or
+// EXIT_USAGE after reporting (naming flag as typed).
+int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const char *cmd);
 // options_next's answer after a usage error.
 enum { OPTION_FAILED = -2 };
 
 // What the shared options say.
 typedef struct {
-    ModelOptions model;         // -m, --tokenizer, --dtype, -t, --tune, -q
+    ModelOptions model;         // -m, --tokenizer, --dtype, --lora, -t, --tune, -q
     DType kv_dtype;             // --kv-type: F32 (default) or F16
     long parallel;              // --parallel: sequences decoded together (default 16)
     size_t kv_budget;           // --kv-budget in bytes; 0: the default

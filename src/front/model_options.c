@@ -31,6 +31,7 @@ static const struct option SHARED_OPTIONS[] = {
     {"parallel", required_argument, 0, OPT_PARALLEL},
     {"kv-budget", required_argument, 0, OPT_KV_BUDGET},
     {"q8-act", required_argument, 0, OPT_Q8_ACT},
+    {"lora", required_argument, 0, OPT_LORA},
 };
 _Static_assert(sizeof SHARED_OPTIONS / sizeof *SHARED_OPTIONS == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
 
@@ -45,9 +46,28 @@ static int counted(const char *s, long max, long *out) {
     return 0;
 }
 
+int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const char *cmd) {
+    if (*n == LORA_MAX) return usage_error(cmd, "%s %s: at most %d adapters", flag, v, LORA_MAX);
+    LoraRequest *r = &list[*n];
+    const char *colon = strrchr(v, ':');
+    float f;
+    r->path = v;
+    r->scale = 1;
+    int rc = colon ? parse_decimal(colon + 1, &f) : -1;
+    if (rc == -2) return usage_error(cmd, "%s %s: the scale %s is out of range", flag, v, colon + 1);
+    if (rc == 0 && colon == v) return usage_error(cmd, "%s %s: needs a PATH before the scale", flag, v);
+    if (rc == 0) {
+        r->scale = strtod(colon + 1, NULL);  // the decimal in double, as a Python reader gets it
+        v[colon - v] = 0;                    // the path ends at the colon
+    }
+    if (!*r->path) return usage_error(cmd, "%s: needs a PATH", flag);
+    (*n)++;
+    return 0;
+}
+
 // The shared option c with value v (NULL for a flag), into *so: 0, or
 // EXIT_USAGE after reporting, naming flag as typed.
-static int shared_option(SharedOptions *so, int c, const char *flag, const char *v, const char *cmd) {
+static int shared_option(SharedOptions *so, int c, const char *flag, char *v, const char *cmd) {
     ModelOptions *mo = &so->model;
     WeightOptions wo;
     TuneMode t;
@@ -64,6 +84,9 @@ static int shared_option(SharedOptions *so, int c, const char *flag, const char 
     case OPT_Q8_ACT:  // Q8's activations: another arithmetic, never chosen by speed (matmul_kernels.h)
         if (strcmp(v, "int16") && strcmp(v, "int8")) return usage_error(cmd, "%s %s: must be int16 or int8", flag, v);
         mo->weights.q8_int8 = !strcmp(v, "int8");
+        break;
+    case OPT_LORA:
+        if (lora_option(mo->lora, &mo->n_lora, flag, v, cmd) != 0) return EXIT_USAGE;
         break;
     case OPT_KV_TYPE:
         k = dtype_from_name(v);
@@ -153,6 +176,7 @@ static int option_error(const OptionParser *p, char **argv, int c) {
 }
 
 static int repeatable(const OptionParser *p, int c) {
+    if (c == OPT_LORA) return 1;  // each adds an adapter
     for (const int *r = p->repeatable; r && *r; r++)
         if (*r == c) return 1;
     return 0;

@@ -12,7 +12,10 @@
 
 int session_open_model(Session *s, const ModelOptions *mo) {
     memset(s, 0, sizeof *s);
-    int rc = open_model(mo->model_path, &mo->weights, &s->model, s->model_path, sizeof s->model_path, mo->quiet);
+    WeightOptions wo = mo->weights;
+    wo.lora = mo->lora;
+    wo.n_lora = mo->n_lora;
+    int rc = open_model(mo->model_path, &wo, &s->model, s->model_path, sizeof s->model_path, mo->quiet);
     if (rc != EXIT_OK) return rc;
     GptError err = {{0}};
     s->tok = open_tokenizer(mo->tokenizer_path, &s->model, s->model_path, &s->tok_owned, &err);

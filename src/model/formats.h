@@ -75,6 +75,26 @@ typedef struct {
     int (*list)(const unsigned char *file, size_t size, ModelInfo *info, GptError *err);
 } ModelFormat;
 
+// safetensors.c's reading of any safetensors file, for the readers of
+// other files in that format (lora.c): cJSON's tree of the header.
+typedef struct cJSON cJSON;
+// Checks the header length of the file (size bytes, named path in
+// messages) and parses the header: *hdr (cJSON_Delete it), *data the data
+// region of *data_size bytes. 0, or -1 with err set (*hdr NULL).
+int safetensors_header(const unsigned char *file, size_t size, const char *path, cJSON **hdr,
+                       const unsigned char **data, size_t *data_size, GptError *err);
+// One tensor of a header (e: an entry of *hdr; e->string its name).
+typedef struct {
+    DType dtype;  // F32, F16 or BF16 (any other is refused)
+    int ndim;     // up to 8
+    size_t dims[8];
+    size_t begin;  // offset of its bytes in the data region
+} SafetensorsEntry;
+// Reads entry e: its dtype, shape, and byte range, checked to lie in the
+// data region and to hold exactly what dtype and shape need. 0, or -1 with
+// err naming path and the tensor.
+int safetensors_entry(const cJSON *e, size_t data_size, const char *path, SafetensorsEntry *out, GptError *err);
+
 // Hugging Face's model.safetensors, with config.json beside it (safetensors.c).
 extern const ModelFormat SAFETENSORS_FORMAT;
 // gpt's model.bin, its tokenizer included (modelbin.c).

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/fileio.h"
 #include "model/formats.h"
+#include "model/lora.h"
 #include "model/tokenizer.h"
 
 static const ModelFormat *const FORMATS[MODEL_KIND_COUNT] = {
@@ -39,6 +40,7 @@ static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *k
     double t0 = now_seconds();
     memset(m, 0, sizeof *m);
     char *st_path = NULL, *cfg_path = NULL;
+    LoraSet lora = {0};
     int rc = -1;
     int is_dir = path_is_dir(path);
 
@@ -70,12 +72,21 @@ static int load(Model *m, const char *path, const WeightOptions *o, ModelKind *k
         }
         *kind = MODEL_KIND_SAFETENSORS;
     }
-    if (FORMATS[*kind]->load(m, st_path, o, err) != 0) goto done;
+    // adapters: read first (their own errors come before the base's long
+    // load), merged as model_set_weights sets the weights
+    WeightOptions with = o ? *o : (WeightOptions){.matrix_dtype = -1};
+    if (o && o->n_lora) {
+        if (lora_set_open(&lora, o->lora, o->n_lora, err) != 0) goto done;
+        with.deltas_for = lora_set_deltas;
+        with.deltas_ctx = &lora;
+    }
+    if (FORMATS[*kind]->load(m, st_path, &with, err) != 0) goto done;
     if (o && o->q8_int8) model_set_q8_int8(m);
     snprintf(m->source_kind, sizeof m->source_kind, "%s", FORMATS[*kind]->name);
     m->load_seconds = now_seconds() - t0;
     rc = 0;
 done:
+    lora_set_close(&lora);
     free(st_path);
     free(cfg_path);
     if (rc != 0) model_free(m);

@@ -287,28 +287,169 @@ static void matrix_rows(float *out, const TensorRef *t, size_t n_out, size_t n_i
     }
 }
 
-// Writes matrix t into dst as `dt`, one row per output. staging holds
-// n_out * n_in floats for an (in, out) source converted to another dtype,
-// else PACK_ROWS * n_in. Returns the count of weights Q8, Q4 or Q6 could not hold.
-static size_t pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size_t n_out, size_t n_in,
+// ---------------------------------------------------------------------------
+// merging low-rank changes (MatrixDelta): W' = W + sum of scale * B @ A
+
+// The changes of one matrix, widened to float64 once.
+typedef struct {
+    size_t n;               // changes
+    const MatrixDelta **d;  // (n)
+    double **a, **b;        // (n) each: A (r, n_in), B (n_out, r)
+    double *acc, *ba;       // (n_in) each: a row of W', a row of B @ A
+} Merge;
+
+static void merge_free(Merge *mg) {
+    for (size_t k = 0; k < mg->n; k++) free(mg->a[k]), free(mg->b[k]);
+    free(mg->d), free(mg->a), free(mg->b), free(mg->acc), free(mg->ba);
+    memset(mg, 0, sizeof *mg);
+}
+
+// Widens the n F32, F16 or BF16 values at possibly unaligned p into out.
+static void widen(double *out, const void *p, DType dt, size_t n) {
+    float buf[PACK_ROWS];
+    for (size_t at = 0; at < n; at += PACK_ROWS) {
+        size_t m = n - at < PACK_ROWS ? n - at : PACK_ROWS;
+        elements(buf, p, dt, at, m);
+        for (size_t k = 0; k < m; k++) out[at + k] = buf[k];
+    }
+}
+
+// The changes of a model: WeightOptions.deltas_for's answer.
+typedef struct {
+    const MatrixDelta *d;
+    size_t n;
+} Deltas;
+
+// The changes ds makes to tensor `name` (n_out, n_in), widened; mg->n 0
+// when none. -1 when out of memory.
+static int merge_init(Merge *mg, const Deltas *ds, const char *name, size_t n_in) {
+    memset(mg, 0, sizeof *mg);
+    size_t n = 0;
+    for (size_t k = 0; k < ds->n; k++) n += !strcmp(ds->d[k].name, name);
+    if (!n) return 0;
+    mg->d = calloc(n, sizeof *mg->d);
+    mg->a = calloc(n, sizeof *mg->a);
+    mg->b = calloc(n, sizeof *mg->b);
+    mg->acc = malloc(n_in * sizeof *mg->acc);
+    mg->ba = malloc(n_in * sizeof *mg->ba);
+    mg->n = n;
+    if (!mg->d || !mg->a || !mg->b || !mg->acc || !mg->ba) {
+        merge_free(mg);
+        return -1;
+    }
+    n = 0;
+    for (size_t k = 0; k < ds->n; k++) {
+        const MatrixDelta *d = &ds->d[k];
+        if (strcmp(d->name, name)) continue;
+        size_t na = d->a_dims[0] * d->a_dims[1], nb = d->b_dims[0] * d->b_dims[1];
+        mg->d[n] = d;
+        mg->a[n] = malloc(na * sizeof(double));
+        mg->b[n] = malloc(nb * sizeof(double));
+        if (!mg->a[n] || !mg->b[n]) {
+            merge_free(mg);
+            return -1;
+        }
+        widen(mg->a[n], d->a, d->a_dtype, na);
+        widen(mg->b[n], d->b, d->b_dtype, nb);
+        n++;
+    }
+    return 0;
+}
+
+// Rows [j0, j0 + rows) of W, float32 in w (rows, n_in), become W's rows
+// with the changes added: each weight W[j][k] + sum over the changes, in
+// their order, of scale * sum over t < r (ascending) of B[j][t] A[t][k],
+// all in float64, rounded once to float32. Returns the count of merged
+// weights float32 cannot hold (infinite or NaN).
+static size_t merge_rows(float *w, const Merge *mg, size_t j0, size_t rows, size_t n_in) {
+    size_t bad = 0;
+    for (size_t j = 0; j < rows; j++) {
+        float *row = w + j * n_in;
+        for (size_t k = 0; k < n_in; k++) mg->acc[k] = row[k];
+        for (size_t c = 0; c < mg->n; c++) {
+            size_t r = mg->d[c]->r;
+            const double *b = mg->b[c] + (j0 + j) * r;
+            for (size_t k = 0; k < n_in; k++) mg->ba[k] = 0;
+            // each k on its own: vector lanes keep every weight's order of operations
+            double *restrict ba = mg->ba, *restrict acc = mg->acc;
+            for (size_t t = 0; t < r; t++) {
+                const double *restrict a = mg->a[c] + t * n_in;
+#pragma omp simd
+                for (size_t k = 0; k < n_in; k++) ba[k] += b[t] * a[k];
+            }
+            double scale = mg->d[c]->scale;
+#pragma omp simd
+            for (size_t k = 0; k < n_in; k++) acc[k] += scale * ba[k];
+        }
+        for (size_t k = 0; k < n_in; k++) {
+            row[k] = (float)mg->acc[k];
+            bad += !isfinite(row[k]);
+        }
+    }
+    return bad;
+}
+
+// Every change of ds names a matrix of c and fits its shape; 0, or -1 with
+// err naming the change's source.
+static int check_deltas(const Deltas *ds, const GPT2Config *c, GptError *err) {
+    for (size_t k = 0; k < ds->n; k++) {
+        const MatrixDelta *d = &ds->d[k];
+        long layer;
+        long i = gpt2_tensor_index(c, d->name, &layer);
+        size_t mod = strlen(d->name) - (sizeof ".weight" - 1);  // the module's name, for messages
+        if (i < 0 && layer >= 0)
+            return gpt_error(err, "%s: changes %.*s, but the base model has %d layers", d->source, (int)mod, d->name,
+                             c->n_layer);
+        TensorSpec s;
+        if (i >= 0) gpt2_tensor_spec(c, (size_t)i, &s);
+        if (i < 0 || s.kind != TENSOR_MATRIX)
+            return gpt_error(err, "%s: changes %s, which is not a matrix of a GPT-2 layer", d->source, d->name);
+        size_t n_out, n_in;
+        matrix_shape(&s, &n_out, &n_in);
+        if (d->a_dims[0] != d->r || d->a_dims[1] != n_in)
+            return gpt_error(err,
+                             "%s: %.*s.lora_A.weight has shape [%zu,%zu]; rank %zu and the base model imply "
+                             "[%zu,%zu]",
+                             d->source, (int)mod, d->name, d->a_dims[0], d->a_dims[1], d->r, d->r, n_in);
+        if (d->b_dims[0] != n_out || d->b_dims[1] != d->r)
+            return gpt_error(err,
+                             "%s: %.*s.lora_B.weight has shape [%zu,%zu]; rank %zu and the base model imply "
+                             "[%zu,%zu]",
+                             d->source, (int)mod, d->name, d->b_dims[0], d->b_dims[1], d->r, n_out, d->r);
+    }
+    return 0;
+}
+
+// Writes matrix t into dst as `dt`, one row per output, with the changes
+// mg merged (none when mg->n is 0). staging holds n_out * n_in floats for
+// an (in, out) source converted to another dtype, else PACK_ROWS * n_in.
+// Returns the count of weights Q8, Q4 or Q6 (or, merged, float32) could
+// not hold.
+static size_t pack_matrix(unsigned char *dst, DType dt, const TensorRef *t, size_t n_out, size_t n_in, const Merge *mg,
                           float *staging) {
     if (t->layout == LAYOUT_IN_OUT) {
         float *rows = dt == DTYPE_F32 ? (float *)(void *)dst : staging;
         transpose_rows(rows, t, n_out, n_in);
+        size_t bad = mg->n ? merge_rows(rows, mg, 0, n_out, n_in) : 0;
+        if (bad) return bad;
         return dt != DTYPE_F32 ? weight_encode(dst, dt, rows, n_out, n_in) : 0;
     }
     size_t bad = 0;
     for (size_t j0 = 0; j0 < n_out; j0 += PACK_ROWS) {
         size_t rows = n_out - j0 < PACK_ROWS ? n_out - j0 : PACK_ROWS;
         matrix_rows(staging, t, n_out, n_in, j0, rows);
-        bad += weight_encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
+        size_t merged_bad = mg->n ? merge_rows(staging, mg, j0, rows, n_in) : 0;
+        bad += merged_bad ? merged_bad : weight_encode_rows(dst, dt, staging, j0, rows, n_out, n_in);
     }
     return bad;
 }
 
-// Is tensor t usable in place as kind `kind` in dtype dt?
-static int in_place(const TensorRef *t, TensorKind kind, DType dt) {
+// Is tensor t, named `name`, usable in place as kind `kind` in dtype dt
+// (and not changed by ds)?
+static int in_place(const TensorRef *t, TensorKind kind, DType dt, const char *name, const Deltas *ds) {
     if ((uintptr_t)t->data % 4 != 0 || t->dtype != dt) return 0;
+    for (size_t k = 0; k < ds->n; k++)
+        if (!strcmp(ds->d[k].name, name)) return 0;
     return kind == TENSOR_VECTOR || t->layout == LAYOUT_OUT_IN;
 }
 
@@ -364,6 +505,9 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
     w->layers = calloc((size_t)c->n_layer, sizeof *w->layers);
     if (!w->layers) return gpt_error(err, "%s: out of memory", path);
     size_t n = gpt2_n_tensors(c);
+    Deltas ds = {0};
+    if (o && o->deltas_for && o->deltas_for(o->deltas_ctx, c, &ds.d, &ds.n, err) != 0) return -1;
+    if (check_deltas(&ds, c, err) != 0) return -1;
     DType *target = calloc(n, sizeof *target);
     if (!target) return gpt_error(err, "%s: out of memory", path);
     // What each tensor becomes, and how much must be converted.
@@ -394,7 +538,7 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
             size_t need = t[i].layout == LAYOUT_IN_OUT && target[i] != DTYPE_F32 ? n_out * n_in : PACK_ROWS * n_in;
             if (need > staging_floats) staging_floats = need;
         }
-        if (!in_place(&t[i], s.kind, target[i])) {
+        if (!in_place(&t[i], s.kind, target[i], s.name, &ds)) {
             size_t n_out, n_in;
             if (s.kind == TENSOR_VECTOR) n_out = 1, n_in = s.numel;
             else matrix_shape(&s, &n_out, &n_in);
@@ -425,15 +569,28 @@ int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, cons
         if (kind != TENSOR_VECTOR) matrix_shape(&s, &n_out, &n_in);
         size_t bytes = weight_bytes(target[i], n_out, n_in);
         const void *data = t[i].data;
-        if (!in_place(&t[i], kind, target[i])) {
+        if (!in_place(&t[i], kind, target[i], s.name, &ds)) {
             if (kind == TENSOR_VECTOR) {
                 elements((float *)(void *)dst, data, t[i].dtype, 0, s.numel);
             } else {
-                size_t bad = pack_matrix(dst, target[i], &t[i], n_out, n_in, staging);
+                Merge mg;
+                if (merge_init(&mg, &ds, s.name, n_in) != 0) {
+                    free(staging);
+                    free(target);
+                    return gpt_error(err, "%s: out of memory merging adapters into %s", path, s.name);
+                }
+                size_t bad = pack_matrix(dst, target[i], &t[i], n_out, n_in, &mg, staging);
+                size_t merged = mg.n;
+                merge_free(&mg);
                 if (bad) {
                     DType dt = target[i];
                     free(staging);
                     free(target);
+                    if (merged)
+                        return gpt_error(err,
+                                         "%s: tensor %s with the adapters merged holds %zu NaN or infinite "
+                                         "weights, which %s cannot hold",
+                                         path, s.name, bad, dtype_name(dt));
                     return gpt_error(err, "%s: tensor %s holds %zu NaN or infinite weights, which %s cannot hold "
                                           "(the model is damaged)", path, s.name, bad, dtype_name(dt));
                 }

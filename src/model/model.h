@@ -202,6 +202,28 @@ typedef struct {
     const void *data;  // the tensor's bytes; need not be aligned
 } TensorRef;
 
+// An adapter to merge at load (--lora PATH[:SCALE]): a PEFT LoRA directory
+// (model/lora.h), its change multiplied by scale.
+typedef struct {
+    const char *path;
+    double scale;
+} LoraRequest;
+
+// A low-rank change to one matrix, merged at load (model/lora.h reads
+// them): W'(out, in) = W + scale * B @ A, computed in float64 from W's
+// float32 values, then stored in the matrix's dtype. A and B lie as the
+// adapter stores them, possibly unaligned, in F32, F16 or BF16.
+typedef struct {
+    char name[64];       // the matrix's tensor name, "h.0.attn.c_attn.weight"
+    const char *source;  // the adapter's file, for messages
+    double scale;        // the request's scale times alpha / r (or / sqrt(r))
+    size_t r;            // the rank
+    size_t a_dims[2];    // A (r, in): lora_A.weight, as stored
+    size_t b_dims[2];    // B (out, r): lora_B.weight, as stored
+    DType a_dtype, b_dtype;
+    const void *a, *b;
+} MatrixDelta;
+
 // What the weights should become in memory.
 typedef struct {
     int matrix_dtype;  // every MATRIX and EMBEDDING tensor in this DType,
@@ -213,6 +235,15 @@ typedef struct {
                        // no Q6 (--dtype q4-pure)
     int q8_int8;       // every Q8 matrix multiplies with int8 activations
                        // (Weight.q8_int8, --q8-act int8); 0: int16
+    const LoraRequest *lora;  // (n_lora) adapters the loader reads and merges
+    size_t n_lora;
+    // The changes to merge, which depend on the configuration (an adapter
+    // names its matrices by layer and kind): model_set_weights calls it
+    // with the model's configuration before it sets any weight, and merges
+    // *deltas[0..*n) (owned by ctx) in that order. 0, or -1 with err set.
+    // NULL: no changes. The loader sets it from lora (model/lora.h).
+    int (*deltas_for)(void *ctx, const GPT2Config *c, const MatrixDelta **deltas, size_t *n, GptError *err);
+    void *deltas_ctx;
 } WeightOptions;
 
 // Every Q8 matrix of m multiplies with int8 activations from now on
@@ -236,7 +267,10 @@ const char *weight_options_name(const WeightOptions *o);
 // and the (out, in) layout. A tensor already in that form, 4-byte aligned,
 // is used in place (in the file's mapping); the others are converted once
 // into one 64-byte-aligned block (m->owned), and the pages of the mapping
-// they came from are released as they are copied. Allocates
+// they came from are released as they are copied. A matrix that
+// o->deltas_for changes is always converted, the changes added in float64; a delta whose
+// matrix this model lacks, or whose shapes do not fit it, is refused,
+// naming its source. Allocates
 // m->weights.layers; sets n_params and weight_bytes. Returns 0, or -1 with
 // err naming `path`.
 int model_set_weights(Model *m, const TensorRef *t, const WeightOptions *o, const char *path,

@@ -233,11 +233,10 @@ static int check_no_overlap(Range *r, size_t n, const char *path, GptError *err)
 
 // Validates one header entry against the shape it must have and the data
 // region's size; fills dtype and byte range. `key` is the name as stored.
-static int check_entry(const cJSON *e, const char *key, const size_t *dims, int ndim, size_t data_size,
-                       const char *path, DType *dtype, size_t *begin, size_t *end, GptError *err) {
+// An entry's dtype: F32, F16 or BF16.
+static int entry_dtype(const cJSON *e, const char *key, const char *path, DType *dtype, GptError *err) {
     if (!cJSON_IsObject(e)) return gpt_error(err, "%s: tensor %s: header entry is not an object", path, key);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     if (!cJSON_IsString(dt)) return gpt_error(err, "%s: tensor %s has no dtype", path, key);
     if (!strcmp(dt->valuestring, "F32")) *dtype = DTYPE_F32;
     else if (!strcmp(dt->valuestring, "F16")) *dtype = DTYPE_F16;
@@ -245,6 +244,14 @@ static int check_entry(const cJSON *e, const char *key, const size_t *dims, int 
     else
         return gpt_error(err, "%s: tensor %s has dtype %.16s; gpt reads F32, F16 or BF16", path, key,
                          dt->valuestring);
+    return 0;
+}
+
+static int check_entry(const cJSON *e, const char *key, const size_t *dims, int ndim, size_t data_size,
+                       const char *path, DType *dtype, size_t *begin, size_t *end, GptError *err) {
+    if (entry_dtype(e, key, path, dtype, err) != 0) return -1;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
 
     char want[64], got[256];
     format_dims(want, sizeof want, dims, ndim);
@@ -297,11 +304,9 @@ static int safetensors_sniff(const unsigned char *head, size_t n, size_t file_si
 
 // Reads the Hugging Face config.json beside the file into m->config, then
 // the safetensors file already mapped in m->map.
-static int load_mapped(Model *m, const char *path, const char *config_path, const WeightOptions *o,
-                       GptError *err) {
-    if (read_config(config_path, &m->config, err) != 0) return -1;
-    const unsigned char *file = m->map.data;
-    size_t size = m->map.size;
+int safetensors_header(const unsigned char *file, size_t size, const char *path, cJSON **hdr,
+                       const unsigned char **data, size_t *data_size, GptError *err) {
+    *hdr = NULL;
     if (size < 8) return gpt_error(err, "%s: file too short (%zu bytes) for a safetensors header", path, size);
     uint64_t hlen = rd64(file);
     if (hlen > size - 8)
@@ -309,14 +314,48 @@ static int load_mapped(Model *m, const char *path, const char *config_path, cons
                          path, (unsigned long long)hlen, size);
     if (hlen < 2 || hlen >= MAX_HEADER_BYTES)
         return gpt_error(err, "%s: header length %llu is not plausible", path, (unsigned long long)hlen);
-    const unsigned char *data = file + 8 + hlen;
-    size_t data_size = size - 8 - (size_t)hlen;
-
-    cJSON *hdr = cJSON_ParseWithLength((const char *)file + 8, (size_t)hlen);
-    if (!hdr || !cJSON_IsObject(hdr)) {
-        cJSON_Delete(hdr);
+    *data = file + 8 + hlen;
+    *data_size = size - 8 - (size_t)hlen;
+    *hdr = cJSON_ParseWithLength((const char *)file + 8, (size_t)hlen);
+    if (!*hdr || !cJSON_IsObject(*hdr)) {
+        cJSON_Delete(*hdr);
+        *hdr = NULL;
         return gpt_error(err, "%s: the safetensors header is not valid JSON", path);
     }
+    return 0;
+}
+
+int safetensors_entry(const cJSON *e, size_t data_size, const char *path, SafetensorsEntry *out, GptError *err) {
+    const char *key = e->string;
+    memset(out, 0, sizeof *out);
+    if (entry_dtype(e, key, path, &out->dtype, err) != 0) return -1;
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    int nd = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;
+    if (nd < 0 || nd > 8) return gpt_error(err, "%s: tensor %s has no shape of at most 8 dimensions", path, key);
+    size_t need = dtype_size(out->dtype);
+    for (int d = 0; d < nd; d++) {
+        if (json_size(cJSON_GetArrayItem(shape, d), &out->dims[d]) != 0)
+            return gpt_error(err, "%s: tensor %s: shape holds a value that is not a size", path, key);
+        if (out->dims[d] && need > SIZE_MAX / out->dims[d])
+            return gpt_error(err, "%s: tensor %s: shape too large", path, key);
+        need *= out->dims[d];
+    }
+    out->ndim = nd;
+    size_t begin, end;
+    if (entry_range(e, key, data_size, path, &begin, &end, err) != 0) return -1;
+    if (end - begin != need)
+        return gpt_error(err, "%s: tensor %s has %zu bytes of data; its dtype and shape need %zu", path, key,
+                         end - begin, need);
+    out->begin = begin;
+    return 0;
+}
+
+static int load_mapped(Model *m, const char *path, const char *config_path, const WeightOptions *o, GptError *err) {
+    if (read_config(config_path, &m->config, err) != 0) return -1;
+    const unsigned char *data;
+    size_t data_size;
+    cJSON *hdr;
+    if (safetensors_header(m->map.data, m->map.size, path, &hdr, &data, &data_size, err) != 0) return -1;
 
     const GPT2Config *c = &m->config;
     size_t n_slots = gpt2_n_tensors(c);
