@@ -228,7 +228,7 @@ ifeq ($(origin FUZZ_CC),undefined)
 FUZZ_CC := $(shell command -v clang >/dev/null 2>&1 && echo clang || echo clang-14)
 endif
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= tokenizer safetensors model tokenizer_files cli gguf completion chat jsonl grammar schema
+FUZZ_TARGETS ?= tokenizer safetensors model tokenizer_files cli gguf completion chat jsonl grammar schema lora
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := $(BASE_CFLAGS) $(FUZZ_SAN) -g -O1 -fno-omit-frame-pointer -DGPT_FUZZ

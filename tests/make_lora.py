@@ -3,6 +3,7 @@
 base model with adapters merged by PEFT's rules.
 
     /usr/bin/python3 tests/make_lora.py BASE_DIR OUT_DIR
+    /usr/bin/python3 tests/make_lora.py --fuzz-corpus tests/fuzz/corpus/lora
 
 Writes OUT_DIR/NAME/adapter_config.json and adapter_model.safetensors for
 each adapter of ADAPTERS (good ones) and BROKEN (each malformed in one way,
@@ -294,7 +295,28 @@ def broken(m, out):
     return made
 
 
+def fuzz_corpus(out):
+    """the seeds of tests/fuzz/fuzz_lora.c: each good adapter for its base
+    (tests/fuzz/corpus/model/f32: 1 layer, C 4, F 16), as one file:
+    adapter_config.json, "\n#safetensors\n", adapter_model.safetensors"""
+    class Tiny:
+        L, C, F = 1, 4, 16
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, ".tmp.safetensors")
+    for name, (entries, dtype, prefixed) in ADAPTERS.items():
+        cfg = config(entries)
+        write_safetensors(tmp, adapter_tensors(Tiny, name, cfg, dtype, prefixed))
+        with open(tmp, "rb") as f:
+            st = f.read()
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(json.dumps(cfg).encode() + b"\n#safetensors\n" + st)
+    os.remove(tmp)
+
+
 def main():
+    if sys.argv[1] == "--fuzz-corpus":
+        fuzz_corpus(sys.argv[2])
+        return
     base, out = sys.argv[1], sys.argv[2]
     m = rf.load(base)
     os.makedirs(out, exist_ok=True)
