@@ -9,6 +9,7 @@ deadline), never for a fixed time.
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -178,6 +179,9 @@ if check(rc == 0, f"/reset: exit {rc}: {err}"):
 # stops at it and the next one is refused; with it the oldest messages go
 
 LONG = ["Tell me a long story", "Go on", "And then", "What next", "Finish it"]
+rc, info, err = gpt(["inspect", MODEL])
+context = re.search(r"(\d+) bytes for the full context of (\d+)", info.decode())  # the KV cache of n_ctx positions
+context, n_ctx = context[1], context[2]
 rc, out, err = chat("gpt2", LONG, ["-s", "3", "-n", "100", "--ignore-eos"])
 turns = [json.loads(l) for l in out.decode().splitlines()] if out else []
 check(rc == 1 and "the context is full" in err and any(t["stop_reason"] == "context" for t in turns),
@@ -195,6 +199,12 @@ if check(rc == 0, f"--context-shift: exit {rc}: {err}"):
                      ["-n", "100", "--ignore-eos", "--context-shift"])
         if ref:
             same_turn(f"--context-shift turn {k} ({t['dropped_messages']} dropped)", t, ref)
+    # a --kv-budget of one context (the least a chat takes: a turn may need
+    # it whole) gives the same turns, in a pool of half the default's
+    rc, out, err = chat("gpt2", LONG, ["-s", "3", "-n", "100", "--ignore-eos", "--context-shift", "--kv-budget", context])
+    budget = [json.loads(l) for l in out.decode().splitlines()]
+    check(rc == 0 and [(t["text"], t["tokens"]) for t in budget] == [(t["text"], t["tokens"]) for t in turns],
+          f"--kv-budget {context} (one context): exit {rc}, {err!r}, other turns than the default budget's")
 
 # ----------------------------------------------------------------------------
 # faults: one line, exit 1 (input) or 2 (usage); the turns before are answered
@@ -223,6 +233,12 @@ fault("a line over 1 MiB", C, b"x" * (1 << 20 | 5) + b"\n", 1, ["line 1", "longe
 fault("-p", C + ["-p", "Hi"], b"", 2, ["gpt chat:", "-p"])
 fault("--score", C + ["--score"], b"", 2, ["gpt chat:", "--score"])
 fault("--parallel 2", C + ["--parallel", "2"], b"", 2, ["--parallel 2", "one answer at a time"])
+# a --kv-budget that cannot hold a turn's whole context: refused before a
+# line is read, as --batch and gpt serve refuse less than one block
+fault("--kv-budget 100K", C + ["--kv-budget", "100K"], b"Hi\n", 2,
+      ["gpt chat: --kv-budget 100K: less than one block", "(see gpt chat -h)"], 0)
+fault("--kv-budget 128K", C + ["--kv-budget", "128K"], b"Hi\n", 2,
+      ["gpt chat: --kv-budget 128K: less than one context", f"({n_ctx} positions, {context} bytes)"], 0)
 fault("--keep without --context-shift", C + ["--keep", "2"], b"", 2, ["--keep needs --context-shift"])
 fault("--temp -1", C + ["--temp", "-1"], b"", 2, ["gpt chat: --temp -1", "(see gpt chat -h)"])
 fault("--logit-bias x", C + ["--logit-bias", "x"], b"", 2, ["gpt chat: --logit-bias x", "(see gpt chat -h)"])

@@ -419,7 +419,8 @@ static const char chat_usage[] =
     "      --q8-act A          q8's activations: int16 (default) or int8, as gpt's --q8-act\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
     "      --kv-budget SIZE    KV-cache memory, K/M/G suffixes, in whole blocks (default: two\n"
-    "                          full contexts, the turn's and the conversation's kept blocks)\n"
+    "                          full contexts, the turn's and the conversation's kept blocks;\n"
+    "                          at least one full context)\n"
     "      --parallel N        as gpt's; a chat runs one answer at a time: only 1\n"
     "  -t, --threads N         threads (default: the number of cores)\n"
     "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on, off, force\n"
@@ -556,9 +557,27 @@ int run_chat(int argc, char **argv) {
     // One sequence a turn; a whole context in one step (a prompt, or the
     // half a context shift computes again); a pool of two full contexts:
     // the turn's, and the blocks the last turns left for it to share.
+    // --kv-budget may make it less, down to one context: a turn may take a
+    // whole one (its prompt and answer, or a shifted answer's window), and
+    // the conversation's limits (a full context, --context-shift) are the
+    // context's. Less is refused before any line is read.
     const GPT2Config *cfg = &c.ss.model.config;
+    size_t block_bytes = kvcache_bytes_per_token(cfg, o->kv_dtype) * KV_BLOCK;
+    size_t ctx_blocks = ((size_t)cfg->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    size_t kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1);
+    if (kv_blocks == 0) {
+        rc = usage_error("chat", "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
+                         o->kv_budget_arg, KV_BLOCK, block_bytes);
+        goto done;
+    }
+    if (kv_blocks < ctx_blocks) {
+        rc = usage_error("chat", "--kv-budget %s: less than one context of this model's KV cache (%d positions, %zu "
+                                 "bytes), which a turn may take whole", o->kv_budget_arg, cfg->n_ctx, ctx_blocks * block_bytes);
+        goto done;
+    }
+    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, block_bytes);
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = (size_t)cfg->n_ctx, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1),
+                       .kv_blocks = kv_blocks,
                        .share_prefixes = o->share_prefixes, .share_outputs = 1, .pool = c.ss.pool,
                        .plan = &c.ss.plan};
     if (engine_init(&c.e, &c.ss.model, c.ss.tok, &ec, &err) != 0) {
