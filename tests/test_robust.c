@@ -3,8 +3,9 @@
  * lost data or hid a failure, each reproduced here through the shell as a
  * script would meet it.
  *
- *   convert      OUT may not be its own input, a device, or an existing file
- *                without --force; Ctrl-C leaves nothing behind
+ *   convert      OUT may not be its own input, a device, an existing file
+ *                without --force, or named for another format (.gguf);
+ *                Ctrl-C leaves nothing behind
  *   writes       a full disk, a closed stdout, a reader that went away (with
  *                SIGPIPE ignored): named on stderr, exit 1, at once
  *   signals      Ctrl-C during generation: what was generated, stop_reason
@@ -186,6 +187,18 @@ static void test_convert(void) {
     rc = sh("$GPT convert $T/hf/model.safetensors $T/hf/config.json", &err);
     CHECK(rc == 1 && strstr(err, "destroy the input"), "convert onto config.json: rc %d, %s", rc, err);
     free(err);
+    // an OUT named for another format: refused with one line naming it,
+    // exit 2, nothing written (a model.bin was written under that name)
+    static const char *const foreign[] = {"out.gguf", "out.safetensors", "OUT.GGUF", "m.bin.json"};
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "$GPT convert $T/hf $T/%s", foreign[i]);
+        rc = sh(cmd, &err);
+        CHECK(rc == 2 && one_line(err) && strstr(err, foreign[i]) && strstr(err, "only a model.bin") &&
+                  size_of(tmp(foreign[i])) == -1,
+              "convert to %s: rc %d, %s, %lld bytes written", foreign[i], rc, err, (long long)size_of(tmp(foreign[i])));
+        free(err);
+    }
     // 2. a device is refused, and stays a device
     rc = sh("$GPT convert $T/hf /dev/full", &err);
     struct stat st;
