@@ -229,6 +229,8 @@ fault("an unknown command", C, b"Hi\n/frobnicate now\nHi\n", 1, ["/frobnicate", 
 fault("/save without a file", C, b"Hi\n/save\n", 1, ["/save needs a file"], 1)
 fault("/save into no directory", C, b"Hi\n/save /nonexistent/dir/x.json\n", 1, ["/nonexistent/dir/x.json"], 1)
 fault("a line with a NUL byte", C, b"Hi\nA\0B\n", 1, ["line 2", "NUL"], 1)
+fault("/help with an argument", C, b"Hi\n/help me\nHi\n", 1, ["/help me: /help takes no argument"], 1)
+fault("/reset with an argument", C, b"Hi\n/reset now\nHi\n", 1, ["/reset now: /reset takes no argument"], 1)
 fault("a line over 1 MiB", C, b"x" * (1 << 20 | 5) + b"\n", 1, ["line 1", "longer than"], 0)
 fault("-p", C + ["-p", "Hi"], b"", 2, ["gpt chat:", "-p"])
 fault("--score", C + ["--score"], b"", 2, ["gpt chat:", "--score"])
@@ -246,6 +248,13 @@ fault("--stop past the template's", C + ["--chat-template", "transcript"] + ["--
       ["--stop: 15 strings and the chat template's 2"])
 rc, out, err = gpt(C, b"\n\n/help\n")
 check(rc == 0 and out == b"" and "/save FILE" in err, f"empty lines and /help: exit {rc}, {out!r}, {err!r}")
+# blanks at the end of a command line are no part of it
+save = os.path.join(tmp, "blanks.json")
+rc, out, err = chat("transcript", ["Hello", "/reset \t", "/help ", "Hello", f"/save \t{save} \t"], ["-s", "5", "-n", str(N)])
+if check(rc == 0 and "/save FILE" in err, f"commands with blanks at the end: exit {rc}, {err!r}"):
+    with open(save) as f:
+        saved = json.load(f)
+    check(len(saved) == 2 and saved[0]["content"] == "Hello", f"/reset with blanks: the conversation after it {saved}")
 
 # ----------------------------------------------------------------------------
 # a terminal: Ctrl-C stops the answer and the chat goes on; Ctrl-D ends it
@@ -350,6 +359,29 @@ if check(term.wait_for(b"> "), f"terminal 2: no prompt: {term.seen!r}"):
         term.send(b"\x03")
 rc = term.exit_code()
 check(rc == 130, f"terminal 2: Ctrl-C twice at the prompt: exit {rc}: {term.seen[-300:]!r}")
+
+# on a terminal a command with an argument it does not take is reported,
+# the conversation as it was, and the chat goes on: /save then holds the
+# one message answered
+save = os.path.join(tmp, "tty3.json")
+term = Term(["chat", "-m", MODEL, "-n", "4"])
+ok = check(term.wait_for(b"> "), f"terminal 3: no prompt: {term.seen!r}")
+for line, want in [(b"Hello", b"\n> "), (b"/help me", b"takes no argument"),
+                   (f"/save {save}".encode(), b"saved ")]:
+    if not ok:
+        break
+    at = len(term.seen)
+    term.send(line + b"\n")
+    ok = check(term.wait_for(want, after=at + len(line)) and term.wait_for(b"> ", after=term.seen.index(want, at)),
+               f"terminal 3: {line!r}: {term.seen[at:]!r}")
+if ok:
+    with open(save) as f:
+        saved = json.load(f)
+    check([m["content"] for m in saved[0::2]] == ["Hello"] and len(saved) == 2,
+          f"terminal 3: the refused lines changed the conversation: {saved}")
+term.send(b"\x04")
+rc = term.exit_code()
+check(rc == 0, f"terminal 3: Ctrl-D: exit {rc}: {term.seen[-300:]!r}")
 
 print(f"{NAME}: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -339,25 +339,36 @@ static long read_line(Chat *c) {
     return (long)len;
 }
 
-// A command line (it starts with /): 0 done, -1 after reporting a fault.
-static int command(Chat *c, const char *line) {
-    if (!strcmp(line, "/reset")) {
+// A command line (it starts with /), its name, then blanks (spaces, tabs)
+// and its argument; blanks at its end are no part of it (they are cut off
+// here). A command that takes no argument and is given one is a fault, as
+// an unknown one. 0 done, -1 after reporting a fault.
+static int command(Chat *c, char *line, size_t len) {
+    while (len && (line[len - 1] == ' ' || line[len - 1] == '\t')) line[--len] = '\0';
+    int name = (int)strcspn(line, " \t");
+    const char *arg = line + name + strspn(line + name, " \t");
+#define IS(cmd) (name == (int)strlen(cmd) && !memcmp(line, cmd, (size_t)name))
+    if ((IS("/reset") || IS("/help")) && *arg) {
+        fprintf(stderr, "gpt: %s: %.*s takes no argument\n", line, name, line);
+        return -1;
+    }
+    if (IS("/reset")) {
         reset_conversation(c);
         if (c->tty) note(c->o->quiet, "a new conversation");
         return 0;
     }
-    if (!strcmp(line, "/help")) return fputs(help_text, stderr), 0;
-    if (!strncmp(line, "/save", 5) && (line[5] == ' ' || !line[5])) {
-        const char *path = line + 5 + strspn(line + 5, " ");
-        if (!*path) {
+    if (IS("/help")) return fputs(help_text, stderr), 0;
+    if (IS("/save")) {
+        if (!*arg) {
             fprintf(stderr, "gpt: /save needs a file name (/save FILE)\n");
             return -1;
         }
-        if (save_conversation(c, path) != 0) return -1;
-        if (c->tty) note(c->o->quiet, "saved %zu messages to %s", c->n, path);
+        if (save_conversation(c, arg) != 0) return -1;
+        if (c->tty) note(c->o->quiet, "saved %zu messages to %s", c->n, arg);
         return 0;
     }
-    fprintf(stderr, "gpt: %.*s: no such command (/help lists them)\n", (int)strcspn(line, " "), line);
+#undef IS
+    fprintf(stderr, "gpt: %.*s: no such command (/help lists them)\n", name, line);
     return -1;
 }
 
@@ -393,7 +404,7 @@ static int chat_loop(Chat *c) {
         } else if (len == 0) {
             continue;  // an empty line is no turn
         } else if (c->line[0] == '/' && c->line[1] != '/') {
-            rc = command(c, c->line);
+            rc = command(c, c->line, (size_t)len);
         } else {
             const char *text = c->line + (c->line[0] == '/');  // "//x" is the message "/x"
             rc = add_message(c, CHAT_USER, text, (size_t)len - (c->line[0] == '/'));
