@@ -229,6 +229,9 @@ fault("an unknown command", C, b"Hi\n/frobnicate now\nHi\n", 1, ["/frobnicate", 
 fault("/save without a file", C, b"Hi\n/save\n", 1, ["/save needs a file"], 1)
 fault("/save into no directory", C, b"Hi\n/save /nonexistent/dir/x.json\n", 1, ["/nonexistent/dir/x.json"], 1)
 fault("a line with a NUL byte", C, b"Hi\nA\0B\n", 1, ["line 2", "NUL"], 1)
+# a message not valid UTF-8 would run as its bytes and be saved with U+FFFD
+fault("a line not valid UTF-8", C, b"Hi\nA\xffB\n", 1, ["line 2", "not valid UTF-8", "byte 2 (0xff)"], 1)
+fault("a cut character", C, b"Hi\ncaf\xc3\n", 1, ["line 2", "not valid UTF-8", "byte 4 (0xc3)"], 1)
 fault("/help with an argument", C, b"Hi\n/help me\nHi\n", 1, ["/help me: /help takes no argument"], 1)
 fault("/reset with an argument", C, b"Hi\n/reset now\nHi\n", 1, ["/reset now: /reset takes no argument"], 1)
 fault("a line over 1 MiB", C, b"x" * (1 << 20 | 5) + b"\n", 1, ["line 1", "longer than"], 0)
@@ -360,13 +363,13 @@ if check(term.wait_for(b"> "), f"terminal 2: no prompt: {term.seen!r}"):
 rc = term.exit_code()
 check(rc == 130, f"terminal 2: Ctrl-C twice at the prompt: exit {rc}: {term.seen[-300:]!r}")
 
-# on a terminal a command with an argument it does not take is reported,
-# the conversation as it was, and the chat goes on: /save then holds the
-# one message answered
+# on a terminal a message not valid UTF-8 and a command with an argument it
+# does not take are reported, the conversation as it was, and the chat goes
+# on: /save then holds the one message answered
 save = os.path.join(tmp, "tty3.json")
 term = Term(["chat", "-m", MODEL, "-n", "4"])
 ok = check(term.wait_for(b"> "), f"terminal 3: no prompt: {term.seen!r}")
-for line, want in [(b"Hello", b"\n> "), (b"/help me", b"takes no argument"),
+for line, want in [(b"Hello", b"\n> "), (b"caf\xe9", b"not valid UTF-8"), (b"/help me", b"takes no argument"),
                    (f"/save {save}".encode(), b"saved ")]:
     if not ok:
         break

@@ -372,6 +372,18 @@ static int command(Chat *c, char *line, size_t len) {
     return -1;
 }
 
+// The offset of the first byte of s[0..n) that no valid UTF-8 character
+// holds, or -1 when every byte is in one.
+static long invalid_utf8_at(const char *s, size_t n) {
+    for (size_t at = 0; at < n;) {
+        int32_t cp;
+        size_t len = utf8_decode((const unsigned char *)s + at, n - at, &cp);
+        if (cp < 0) return (long)at;
+        at += len;
+    }
+    return -1;
+}
+
 // The turns, until the end of stdin: EXIT_OK; or the exit code of a fault
 // (stdin not a terminal: the first fault ends the chat) or of Ctrl-C twice.
 static int chat_loop(Chat *c) {
@@ -394,6 +406,7 @@ static int chat_loop(Chat *c) {
             return EXIT_OK;
         }
         int rc = 0;
+        long bad;
         if (len == -4) return EXIT_RUNTIME;
         if (len == -3) {
             fprintf(stderr, "gpt: stdin line %zu: longer than %d bytes\n", lineno, CHAT_LINE_MAX);
@@ -405,6 +418,12 @@ static int chat_loop(Chat *c) {
             continue;  // an empty line is no turn
         } else if (c->line[0] == '/' && c->line[1] != '/') {
             rc = command(c, c->line, (size_t)len);
+        } else if ((bad = invalid_utf8_at(c->line, (size_t)len)) >= 0) {
+            // the template renders it and /save writes it as UTF-8: another
+            // message than the bytes that would run
+            fprintf(stderr, "gpt: stdin line %zu: not valid UTF-8 at byte %ld (0x%02x): not sent\n", lineno,
+                    bad + 1, (unsigned char)c->line[bad]);
+            rc = -1;
         } else {
             const char *text = c->line + (c->line[0] == '/');  // "//x" is the message "/x"
             rc = add_message(c, CHAT_USER, text, (size_t)len - (c->line[0] == '/'));
@@ -467,9 +486,9 @@ static const char chat_usage[] =
     "                          cache and those computed, the speed\n"
     "  -h, --help              this help\n"
     "\n"
-    "stdin: one user message a line (an empty line is none; //x is the message /x), or a\n"
-    "command: /reset, /save FILE, /help. On a terminal Ctrl-C stops an answer, Ctrl-D (or\n"
-    "Ctrl-C twice at the prompt) ends the chat.\n"
+    "stdin: one user message a line, valid UTF-8 (an empty line is none; //x is the\n"
+    "message /x), or a command: /reset, /save FILE, /help. On a terminal Ctrl-C stops an\n"
+    "answer, Ctrl-D (or Ctrl-C twice at the prompt) ends the chat.\n"
     "exit codes: 0 end of stdin, 1 load or input error (stdin not a terminal: the first\n"
     "bad line, command or turn), 2 usage error, 130 Ctrl-C at the prompt, or SIGTERM\n";
 
