@@ -9,11 +9,13 @@ deadline), never for a fixed time.
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 
 GPT = os.environ.get("GPT", "build/gpt")
@@ -178,6 +180,9 @@ if check(rc == 0, f"/reset: exit {rc}: {err}"):
 # stops at it and the next one is refused; with it the oldest messages go
 
 LONG = ["Tell me a long story", "Go on", "And then", "What next", "Finish it"]
+rc, info, err = gpt(["inspect", MODEL])
+context = re.search(r"(\d+) bytes for the full context of (\d+)", info.decode())  # the KV cache of n_ctx positions
+context, n_ctx = context[1], context[2]
 rc, out, err = chat("gpt2", LONG, ["-s", "3", "-n", "100", "--ignore-eos"])
 turns = [json.loads(l) for l in out.decode().splitlines()] if out else []
 check(rc == 1 and "the context is full" in err and any(t["stop_reason"] == "context" for t in turns),
@@ -195,6 +200,12 @@ if check(rc == 0, f"--context-shift: exit {rc}: {err}"):
                      ["-n", "100", "--ignore-eos", "--context-shift"])
         if ref:
             same_turn(f"--context-shift turn {k} ({t['dropped_messages']} dropped)", t, ref)
+    # a --kv-budget of one context (the least a chat takes: a turn may need
+    # it whole) gives the same turns, in a pool of half the default's
+    rc, out, err = chat("gpt2", LONG, ["-s", "3", "-n", "100", "--ignore-eos", "--context-shift", "--kv-budget", context])
+    budget = [json.loads(l) for l in out.decode().splitlines()]
+    check(rc == 0 and [(t["text"], t["tokens"]) for t in budget] == [(t["text"], t["tokens"]) for t in turns],
+          f"--kv-budget {context} (one context): exit {rc}, {err!r}, other turns than the default budget's")
 
 # ----------------------------------------------------------------------------
 # faults: one line, exit 1 (input) or 2 (usage); the turns before are answered
@@ -219,10 +230,21 @@ fault("an unknown command", C, b"Hi\n/frobnicate now\nHi\n", 1, ["/frobnicate", 
 fault("/save without a file", C, b"Hi\n/save\n", 1, ["/save needs a file"], 1)
 fault("/save into no directory", C, b"Hi\n/save /nonexistent/dir/x.json\n", 1, ["/nonexistent/dir/x.json"], 1)
 fault("a line with a NUL byte", C, b"Hi\nA\0B\n", 1, ["line 2", "NUL"], 1)
+# a message not valid UTF-8 would run as its bytes and be saved with U+FFFD
+fault("a line not valid UTF-8", C, b"Hi\nA\xffB\n", 1, ["line 2", "not valid UTF-8", "byte 2 (0xff)"], 1)
+fault("a cut character", C, b"Hi\ncaf\xc3\n", 1, ["line 2", "not valid UTF-8", "byte 4 (0xc3)"], 1)
+fault("/help with an argument", C, b"Hi\n/help me\nHi\n", 1, ["/help me: /help takes no argument"], 1)
+fault("/reset with an argument", C, b"Hi\n/reset now\nHi\n", 1, ["/reset now: /reset takes no argument"], 1)
 fault("a line over 1 MiB", C, b"x" * (1 << 20 | 5) + b"\n", 1, ["line 1", "longer than"], 0)
 fault("-p", C + ["-p", "Hi"], b"", 2, ["gpt chat:", "-p"])
 fault("--score", C + ["--score"], b"", 2, ["gpt chat:", "--score"])
 fault("--parallel 2", C + ["--parallel", "2"], b"", 2, ["--parallel 2", "one answer at a time"])
+# a --kv-budget that cannot hold a turn's whole context: refused before a
+# line is read, as --batch and gpt serve refuse less than one block
+fault("--kv-budget 100K", C + ["--kv-budget", "100K"], b"Hi\n", 2,
+      ["gpt chat: --kv-budget 100K: less than one block", "(see gpt chat -h)"], 0)
+fault("--kv-budget 128K", C + ["--kv-budget", "128K"], b"Hi\n", 2,
+      ["gpt chat: --kv-budget 128K: less than one context", f"({n_ctx} positions, {context} bytes)"], 0)
 fault("--keep without --context-shift", C + ["--keep", "2"], b"", 2, ["--keep needs --context-shift"])
 fault("--temp -1", C + ["--temp", "-1"], b"", 2, ["gpt chat: --temp -1", "(see gpt chat -h)"])
 fault("--logit-bias x", C + ["--logit-bias", "x"], b"", 2, ["gpt chat: --logit-bias x", "(see gpt chat -h)"])
@@ -230,6 +252,13 @@ fault("--stop past the template's", C + ["--chat-template", "transcript"] + ["--
       ["--stop: 15 strings and the chat template's 2"])
 rc, out, err = gpt(C, b"\n\n/help\n")
 check(rc == 0 and out == b"" and "/save FILE" in err, f"empty lines and /help: exit {rc}, {out!r}, {err!r}")
+# blanks at the end of a command line are no part of it
+save = os.path.join(tmp, "blanks.json")
+rc, out, err = chat("transcript", ["Hello", "/reset \t", "/help ", "Hello", f"/save \t{save} \t"], ["-s", "5", "-n", str(N)])
+if check(rc == 0 and "/save FILE" in err, f"commands with blanks at the end: exit {rc}, {err!r}"):
+    with open(save) as f:
+        saved = json.load(f)
+    check(len(saved) == 2 and saved[0]["content"] == "Hello", f"/reset with blanks: the conversation after it {saved}")
 
 # ----------------------------------------------------------------------------
 # a terminal: Ctrl-C stops the answer and the chat goes on; Ctrl-D ends it
@@ -237,10 +266,12 @@ check(rc == 0 and out == b"" and "/save FILE" in err, f"empty lines and /help: e
 
 
 class Term:
-    def __init__(self, args):
+    def __init__(self, args, term="xterm"):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             try:
+                # a terminal libedit edits lines on; "dumb", the terminal's own line discipline
+                os.environ["TERM"] = term
                 # a terminal's program gets Ctrl-C: under a shell's `cmd &`
                 # (tests/run.sh) SIGINT comes ignored, and gpt keeps an
                 # ignored SIGINT ignored, as programs started so should
@@ -326,14 +357,72 @@ if ok:
 rc = term.exit_code()
 check(rc == 0, f"terminal: Ctrl-D: exit {rc}: {term.seen[-300:]!r}")
 
+for kind in ["xterm", "dumb"]:  # with line editing and without
+    term = Term(["chat", "-m", MODEL, "-n", "4"], kind)
+    if check(term.wait_for(b"> "), f"terminal 2 ({kind}): no prompt: {term.seen!r}"):
+        term.send(b"abc\x03")  # a line begun, then Ctrl-C: it is dropped
+        if check(term.wait_for(b"Ctrl-C again"), f"terminal 2 ({kind}): Ctrl-C at the prompt: {term.seen!r}"):
+            term.wait_for(b"> ", after=term.seen.index(b"Ctrl-C again"))
+            term.send(b"\x03")
+    rc = term.exit_code()
+    check(rc == 130, f"terminal 2 ({kind}): Ctrl-C twice at the prompt: exit {rc}: {term.seen[-300:]!r}")
+
+# on a terminal a message not valid UTF-8 and a command with an argument it
+# does not take are reported, the conversation as it was, and the chat goes
+# on: /save then holds the one message answered
+save = os.path.join(tmp, "tty3.json")
 term = Term(["chat", "-m", MODEL, "-n", "4"])
-if check(term.wait_for(b"> "), f"terminal 2: no prompt: {term.seen!r}"):
-    term.send(b"\x03")
-    if check(term.wait_for(b"Ctrl-C again"), f"terminal 2: Ctrl-C at the prompt: {term.seen!r}"):
-        term.wait_for(b"> ", after=term.seen.index(b"Ctrl-C again"))
-        term.send(b"\x03")
+ok = check(term.wait_for(b"> "), f"terminal 3: no prompt: {term.seen!r}")
+for line, want in [(b"Hello", b"\n> "), (b"caf\xe9", b"not valid UTF-8"), (b"/help me", b"takes no argument"),
+                   (f"/save {save}".encode(), b"saved ")]:
+    if not ok:
+        break
+    at = len(term.seen)
+    term.send(line + b"\n")
+    ok = check(term.wait_for(want, after=at + len(line)) and term.wait_for(b"> ", after=term.seen.index(want, at)),
+               f"terminal 3: {line!r}: {term.seen[at:]!r}")
+if ok:
+    with open(save) as f:
+        saved = json.load(f)
+    check([m["content"] for m in saved[0::2]] == ["Hello"] and len(saved) == 2,
+          f"terminal 3: the refused lines changed the conversation: {saved}")
+term.send(b"\x04")
 rc = term.exit_code()
-check(rc == 130, f"terminal 2: Ctrl-C twice at the prompt: exit {rc}: {term.seen[-300:]!r}")
+check(rc == 0, f"terminal 3: Ctrl-D: exit {rc}: {term.seen[-300:]!r}")
+
+# line editing (libedit): a key moves in the line (Left, then a letter
+# goes before the last one), Up brings back the line before, Backspace
+# deletes; a character of several bytes is one; the messages are what
+# /save holds. SIGTERM at the prompt (where libedit holds the terminal
+# without echo, a character at a time) gives it back its modes.
+save = os.path.join(tmp, "edit.json")
+term = Term(["chat", "-m", MODEL, "-n", "2", "-s", "1"])
+ok = check(term.wait_for(b"> "), f"line editing: no prompt: {term.seen!r}")
+for keys in [b"ab\x1b[DX\r", b"\x1b[A\r", "caf\u00e9 \u96eax\x7f\r".encode(), f"/save {save}\r".encode()]:
+    if not ok:
+        break
+    at = len(term.seen)
+    term.send(keys)
+    ok = check(term.wait_for(b"\n", after=at) and term.wait_for(b"> ", after=term.seen.index(b"\n", at)),
+               f"line editing: {keys!r}: {term.seen[at:]!r}")
+if ok:
+    with open(save) as f:
+        saved = json.load(f)
+    check([m["content"] for m in saved[0::2]] == ["aXb", "aXb", "caf\u00e9 \u96ea"],
+          f"line editing: the messages {saved[0::2]}")
+    term.send(b"ab")  # libedit takes the terminal's echo when it reads the first key
+    end = time.monotonic() + 60
+    while termios.tcgetattr(term.fd)[3] & termios.ECHO and time.monotonic() < end:
+        select.select([], [], [], 0.01)
+    ok = check(not termios.tcgetattr(term.fd)[3] & termios.ECHO,
+               "line editing: the terminal echoes at the prompt: libedit is not editing")
+if ok:
+    os.kill(term.pid, signal.SIGTERM)
+rc = term.exit_code()
+modes = termios.tcgetattr(term.fd)[3]
+check(rc == 130 and modes & termios.ECHO and modes & termios.ICANON,
+      f"line editing: SIGTERM at the prompt: exit {rc}, the terminal's echo {bool(modes & termios.ECHO)}, "
+      f"lines {bool(modes & termios.ICANON)}")
 
 print(f"{NAME}: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1099,6 +1099,19 @@ static void test_promises(void) {
     CHECK(r.rc == 0 && strstr(r.err, "tuning:     from wisdom ") && strstr(r.err, cache),
           "a run after gpt tune: rc %d, '%s'", r.rc, r.err);
     result_free(&r);
+    // a choice it cannot save (the cache directory is a file: as root too)
+    // is gpt tune's failure, said on stderr: it was a word on stdout, exit 0
+    char unwritable[600];
+    snprintf(unwritable, sizeof unwritable, "%s/cache-file", tmpdir);
+    FILE *cf = fopen(unwritable, "w");
+    if (cf) fclose(cf);
+    setenv("XDG_CACHE_HOME", unwritable, 1);
+    r = RUN("tune", "-m", ckpt("tiny"), "-t", "1");
+    CHECK(r.rc == 1 && one_line(r.err) && !strncmp(r.err, "gpt tune: wisdom not saved: ", 28) &&
+              strstr(r.err, unwritable) && strstr(r.out, "tuning:     measured in ") && !strstr(r.out, ", saved to "),
+          "gpt tune into a cache it cannot write: rc %d, stdout '%s', stderr '%s'", r.rc, r.out, r.err);
+    result_free(&r);
+    setenv("XDG_CACHE_HOME", cache, 1);
     r = RUN("tune", "-m", ckpt("tiny"), "--tune", "off");
     CHECK(r.rc == 2 && one_line(r.err) && strstr(r.err, "gpt tune: unknown option '--tune'"), "gpt tune --tune: rc %d, '%s'",
           r.rc, r.err);

@@ -3,8 +3,9 @@
  * lost data or hid a failure, each reproduced here through the shell as a
  * script would meet it.
  *
- *   convert      OUT may not be its own input, a device, or an existing file
- *                without --force; Ctrl-C leaves nothing behind
+ *   convert      OUT may not be its own input, a device, an existing file
+ *                without --force, or named for another format (.gguf);
+ *                Ctrl-C leaves nothing behind
  *   writes       a full disk, a closed stdout, a reader that went away (with
  *                SIGPIPE ignored): named on stderr, exit 1, at once
  *   signals      Ctrl-C during generation: what was generated, stop_reason
@@ -13,15 +14,18 @@
  *                numbers decimal only; options that do not apply refused
  *   input        the stdin prompt's final newline; --detokenize of a JSON
  *                array; --tokenize -p; clear messages for unreadable stdin,
- *                half a checkpoint, a lone vocab.json
+ *                half a checkpoint, a lone vocab.json; on a pseudo-terminal
+ *                one Ctrl-D ends the text (it took two)
  *   score        the count of scored tokens, the per-token view, --stride
  *   damage       NaN weights: refused with the layer named, never a NaN
  *                perplexity
  *
  * Runs $GPT (default build/gpt) on the checkpoints in $CKPT_DIR.
  */
+#define _XOPEN_SOURCE 700  // posix_openpt, grantpt, unlockpt, ptsname
 #include <cJSON.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,6 +110,57 @@ static int run_signalled(const char *const *args, const char *in, const char *ou
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// Runs gpt with args (NULL-terminated) with a pseudo-terminal as its stdin
+// (stdout into tmp/out, stderr into tmp/err), types `typed` on it, and
+// waits for gpt to exit, at most 60 s: its exit status, or -1 if it was
+// still reading then (it is given a second Ctrl-D, then killed).
+static int run_on_terminal(const char *const *args, const char *typed) {
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = gpt_binary();
+    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) return -2;
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    if (slave < 0) return close(master), -2;
+    char out_path[2048], err_path[2048];
+    snprintf(out_path, sizeof out_path, "%s", tmp("out"));
+    snprintf(err_path, sizeof err_path, "%s", tmp("err"));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(master);
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(slave, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(slave);
+    if (write(master, typed, strlen(typed)) != (ssize_t)strlen(typed)) CHECK(0, "writing to the terminal failed");
+    int st = 0, rc = -1;
+    // waits for the exit, reading what the terminal echoes meanwhile
+    for (int polls = 0; polls < 6000; polls++) {
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            break;
+        }
+        char echo[256];
+        struct pollfd p = {.fd = master, .events = POLLIN};
+        if (poll(&p, 1, 10) == 1 && read(master, echo, sizeof echo) <= 0) (void)poll(NULL, 0, 10);
+    }
+    if (rc == -1) {
+        (void)!write(master, "\x04", 1);
+        for (int polls = 0; polls < 500 && waitpid(pid, &st, WNOHANG) != pid; polls++) (void)poll(NULL, 0, 10);
+        if (kill(pid, SIGKILL) == 0) waitpid(pid, &st, 0);
+    }
+    close(master);
+    return rc;
+}
+
 static char *slurp(const char *path) {
     char *s = NULL;
     size_t len;
@@ -132,6 +187,18 @@ static void test_convert(void) {
     rc = sh("$GPT convert $T/hf/model.safetensors $T/hf/config.json", &err);
     CHECK(rc == 1 && strstr(err, "destroy the input"), "convert onto config.json: rc %d, %s", rc, err);
     free(err);
+    // an OUT named for another format: refused with one line naming it,
+    // exit 2, nothing written (a model.bin was written under that name)
+    static const char *const foreign[] = {"out.gguf", "out.safetensors", "OUT.GGUF", "m.bin.json"};
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "$GPT convert $T/hf $T/%s", foreign[i]);
+        rc = sh(cmd, &err);
+        CHECK(rc == 2 && one_line(err) && strstr(err, foreign[i]) && strstr(err, "only a model.bin") &&
+                  size_of(tmp(foreign[i])) == -1,
+              "convert to %s: rc %d, %s, %lld bytes written", foreign[i], rc, err, (long long)size_of(tmp(foreign[i])));
+        free(err);
+    }
     // 2. a device is refused, and stays a device
     rc = sh("$GPT convert $T/hf /dev/full", &err);
     struct stat st;
@@ -394,6 +461,30 @@ static void test_input(void) {
         free(err);
     }
     (void)out;
+    // a text typed on a terminal ends at one Ctrl-D (VEOF, byte 4) at the
+    // start of a line: gpt answers then, as `wc -c` does, without a second
+    // one; the same answer as from a pipe
+    struct {
+        const char *args[12], *want;
+    } typed[] = {
+        {{"-q", "--tokenize", NULL}, "15496 995\n"},
+        {{"-q", "-m", ckpt("tiny"), "-n", "3", "--temp", "0", NULL}, NULL},
+    };
+    for (size_t i = 0; i < sizeof typed / sizeof *typed; i++) {
+        char cmd[512] = "echo 'Hello world' | $GPT";
+        for (int k = 0; typed[i].args[k]; k++)
+            snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " '%s'", typed[i].args[k]);
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " > $T/piped");
+        sh(cmd, NULL);
+        char *piped = slurp(tmp("piped"));
+        rc = run_on_terminal(typed[i].args, "Hello world\n\x04");
+        out = slurp(tmp("out"));
+        err = slurp(tmp("err"));
+        CHECK(rc == 0 && !strcmp(out, piped) && (!typed[i].want || !strcmp(out, typed[i].want)),
+              "%s, typed on a terminal with one Ctrl-D: rc %d (-1: still reading), stdout '%s' (from a pipe '%s'), stderr '%s'",
+              cmd, rc, out, piped, err);
+        free(piped), free(out), free(err);
+    }
 }
 
 static void test_score(void) {

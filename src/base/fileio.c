@@ -29,9 +29,11 @@ int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptErr
             return gpt_error(err, "%s: out of memory", name);
         }
         errno = 0;
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        size_t want = cap - 1 - n, got = fread(buf + n, 1, want, f);
         n += got;
-        if (got == 0) break;
+        // A short read is the end of the input (or an error): another read
+        // would wait for more, as a terminal's does after its Ctrl-D.
+        if (got < want) break;
     }
     if (ferror(f)) {
         int e = errno;

@@ -20,8 +20,9 @@
 // counted in *len). The caller frees *data. Returns 0, or -1 with err set.
 int file_read_all(const char *path, char **data, size_t *len, GptError *err);
 
-// The same for an open stream (stdin): reads to its end. `name` is what the
-// error message calls it.
+// The same for an open stream (stdin): reads to its end, the first short
+// read (a terminal's one Ctrl-D ends it). `name` is what the error message
+// calls it.
 int file_read_stream(FILE *f, const char *name, char **data, size_t *len, GptError *err);
 
 typedef struct FilePrefetch FilePrefetch;

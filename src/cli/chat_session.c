@@ -19,8 +19,9 @@
  * re-tokenized text does not repeat. Sharing never changes a bit (every
  * row's result is the same however its prefix was computed: engine.h).
  *
- * What this file does not do: edit lines (the terminal's own line
- * discipline does: backspace, Ctrl-U), keep a history, or read messages with
+ * On a terminal the lines are edited with libedit (line_edit.h: the arrow
+ * keys, the session's history), else by the terminal's own line discipline
+ * (backspace, Ctrl-U). What this file does not do: read messages with
  * newlines (`gpt --chat-template T` takes a whole conversation as JSON).
  */
 #include <cJSON.h>
@@ -38,6 +39,7 @@
 #include "base/utf8.h"
 #include "cli.h"
 #include "front/chat.h"
+#include "line_edit.h"
 
 // The longest line (one user message, or a command) read: longer ones are
 // refused, never held whole. Far above what one context of tokens takes.
@@ -69,6 +71,7 @@ typedef struct {
     size_t turns;   // answers so far
     int tty;        // stdin is a terminal: a prompt, and errors do not end the chat
     char *line;     // (CHAT_LINE_MAX + 1) the line read
+    LineEdit *edit; // the lines edited by libedit (stdin and stderr terminals), or NULL
 } Chat;
 
 // ----------------------------------------------------------------------------
@@ -317,6 +320,11 @@ static int wait_for_stdin(void) {
 }
 
 static long read_line(Chat *c) {
+    if (c->edit) {
+        long len = line_edit_read(c->edit, c->line, CHAT_LINE_MAX);
+        if (len == -4) fprintf(stderr, "gpt: stdin: %s\n", strerror(errno));
+        return len;
+    }
     size_t len = 0;
     int over = 0, ch;
     for (;;) {
@@ -339,25 +347,48 @@ static long read_line(Chat *c) {
     return (long)len;
 }
 
-// A command line (it starts with /): 0 done, -1 after reporting a fault.
-static int command(Chat *c, const char *line) {
-    if (!strcmp(line, "/reset")) {
+// A command line (it starts with /), its name, then blanks (spaces, tabs)
+// and its argument; blanks at its end are no part of it (they are cut off
+// here). A command that takes no argument and is given one is a fault, as
+// an unknown one. 0 done, -1 after reporting a fault.
+static int command(Chat *c, char *line, size_t len) {
+    while (len && (line[len - 1] == ' ' || line[len - 1] == '\t')) line[--len] = '\0';
+    int name = (int)strcspn(line, " \t");
+    const char *arg = line + name + strspn(line + name, " \t");
+#define IS(cmd) (name == (int)strlen(cmd) && !memcmp(line, cmd, (size_t)name))
+    if ((IS("/reset") || IS("/help")) && *arg) {
+        fprintf(stderr, "gpt: %s: %.*s takes no argument\n", line, name, line);
+        return -1;
+    }
+    if (IS("/reset")) {
         reset_conversation(c);
         if (c->tty) note(c->o->quiet, "a new conversation");
         return 0;
     }
-    if (!strcmp(line, "/help")) return fputs(help_text, stderr), 0;
-    if (!strncmp(line, "/save", 5) && (line[5] == ' ' || !line[5])) {
-        const char *path = line + 5 + strspn(line + 5, " ");
-        if (!*path) {
+    if (IS("/help")) return fputs(help_text, stderr), 0;
+    if (IS("/save")) {
+        if (!*arg) {
             fprintf(stderr, "gpt: /save needs a file name (/save FILE)\n");
             return -1;
         }
-        if (save_conversation(c, path) != 0) return -1;
-        if (c->tty) note(c->o->quiet, "saved %zu messages to %s", c->n, path);
+        if (save_conversation(c, arg) != 0) return -1;
+        if (c->tty) note(c->o->quiet, "saved %zu messages to %s", c->n, arg);
         return 0;
     }
-    fprintf(stderr, "gpt: %.*s: no such command (/help lists them)\n", (int)strcspn(line, " "), line);
+#undef IS
+    fprintf(stderr, "gpt: %.*s: no such command (/help lists them)\n", name, line);
+    return -1;
+}
+
+// The offset of the first byte of s[0..n) that no valid UTF-8 character
+// holds, or -1 when every byte is in one.
+static long invalid_utf8_at(const char *s, size_t n) {
+    for (size_t at = 0; at < n;) {
+        int32_t cp;
+        size_t len = utf8_decode((const unsigned char *)s + at, n - at, &cp);
+        if (cp < 0) return (long)at;
+        at += len;
+    }
     return -1;
 }
 
@@ -366,7 +397,7 @@ static int command(Chat *c, const char *line) {
 static int chat_loop(Chat *c) {
     int ctrl_c = 0;  // Ctrl-Cs at the prompt in a row
     for (size_t lineno = 1;; lineno++) {
-        if (c->tty) fputs("> ", stderr);
+        if (c->tty && !c->edit) fputs("> ", stderr);
         long len = was_interrupted() ? -2 : read_line(c);
         if (len == -2) {  // Ctrl-C at the prompt
             clear_interrupt();
@@ -383,6 +414,7 @@ static int chat_loop(Chat *c) {
             return EXIT_OK;
         }
         int rc = 0;
+        long bad;
         if (len == -4) return EXIT_RUNTIME;
         if (len == -3) {
             fprintf(stderr, "gpt: stdin line %zu: longer than %d bytes\n", lineno, CHAT_LINE_MAX);
@@ -393,7 +425,13 @@ static int chat_loop(Chat *c) {
         } else if (len == 0) {
             continue;  // an empty line is no turn
         } else if (c->line[0] == '/' && c->line[1] != '/') {
-            rc = command(c, c->line);
+            rc = command(c, c->line, (size_t)len);
+        } else if ((bad = invalid_utf8_at(c->line, (size_t)len)) >= 0) {
+            // the template renders it and /save writes it as UTF-8: another
+            // message than the bytes that would run
+            fprintf(stderr, "gpt: stdin line %zu: not valid UTF-8 at byte %ld (0x%02x): not sent\n", lineno,
+                    bad + 1, (unsigned char)c->line[bad]);
+            rc = -1;
         } else {
             const char *text = c->line + (c->line[0] == '/');  // "//x" is the message "/x"
             rc = add_message(c, CHAT_USER, text, (size_t)len - (c->line[0] == '/'));
@@ -421,7 +459,8 @@ static const char chat_usage[] =
     "                          (repeatable)\n"
     "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
     "      --kv-budget SIZE    KV-cache memory, K/M/G suffixes, in whole blocks (default: two\n"
-    "                          full contexts, the turn's and the conversation's kept blocks)\n"
+    "                          full contexts, the turn's and the conversation's kept blocks;\n"
+    "                          at least one full context)\n"
     "      --parallel N        as gpt's; a chat runs one answer at a time: only 1\n"
     "  -t, --threads N         threads (default: the number of cores)\n"
     "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on, off, force\n"
@@ -457,8 +496,9 @@ static const char chat_usage[] =
     "                          cache and those computed, the speed\n"
     "  -h, --help              this help\n"
     "\n"
-    "stdin: one user message a line (an empty line is none; //x is the message /x), or a\n"
-    "command: /reset, /save FILE, /help. On a terminal Ctrl-C stops an answer, Ctrl-D (or\n"
+    "stdin: one user message a line, valid UTF-8 (an empty line is none; //x is the\n"
+    "message /x), or a command: /reset, /save FILE, /help. On a terminal the line is edited\n"
+    "(libedit: the arrow keys, the session's history), Ctrl-C stops an answer, Ctrl-D (or\n"
     "Ctrl-C twice at the prompt) ends the chat.\n"
     "exit codes: 0 end of stdin, 1 load or input error (stdin not a terminal: the first\n"
     "bad line, command or turn), 2 usage error, 130 Ctrl-C at the prompt, or SIGTERM\n";
@@ -558,9 +598,27 @@ int run_chat(int argc, char **argv) {
     // One sequence a turn; a whole context in one step (a prompt, or the
     // half a context shift computes again); a pool of two full contexts:
     // the turn's, and the blocks the last turns left for it to share.
+    // --kv-budget may make it less, down to one context: a turn may take a
+    // whole one (its prompt and answer, or a shifted answer's window), and
+    // the conversation's limits (a full context, --context-shift) are the
+    // context's. Less is refused before any line is read.
     const GPT2Config *cfg = &c.ss.model.config;
+    size_t block_bytes = kvcache_bytes_per_token(cfg, o->kv_dtype) * KV_BLOCK;
+    size_t ctx_blocks = ((size_t)cfg->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    size_t kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1);
+    if (kv_blocks == 0) {
+        rc = usage_error("chat", "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
+                         o->kv_budget_arg, KV_BLOCK, block_bytes);
+        goto done;
+    }
+    if (kv_blocks < ctx_blocks) {
+        rc = usage_error("chat", "--kv-budget %s: less than one context of this model's KV cache (%d positions, %zu "
+                                 "bytes), which a turn may take whole", o->kv_budget_arg, cfg->n_ctx, ctx_blocks * block_bytes);
+        goto done;
+    }
+    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, block_bytes);
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = (size_t)cfg->n_ctx, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1),
+                       .kv_blocks = kv_blocks,
                        .share_prefixes = o->share_prefixes, .share_outputs = 1, .pool = c.ss.pool,
                        .plan = &c.ss.plan};
     if (engine_init(&c.e, &c.ss.model, c.ss.tok, &ec, &err) != 0) {
@@ -573,8 +631,10 @@ int run_chat(int argc, char **argv) {
         note(o->quiet, "chat with %s, template %s, seed %llu; /help lists the commands, Ctrl-D ends", c.ss.model_path,
              c.t.name, (unsigned long long)c.seed);
     chat_interrupts();
+    if (c.tty && (c.edit = line_edit_open("> ", wait_for_stdin))) interrupts_before_exit(line_edit_restore_terminal);
     rc = chat_loop(&c);
 done:
+    line_edit_close(c.edit);
     reset_conversation(&c);
     free(c.m);
     free(c.line);

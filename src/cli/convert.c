@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>  // strcasecmp
 
 #include "base/bytes.h"
 #include "base/clock.h"
@@ -42,7 +43,9 @@ static const char *convert_usage =
     "  --progress        a progress line on stderr even when it is not a terminal (on a\n"
     "                    terminal it is always shown)\n"
     "Writes one file holding the configuration, the tokenizer and the weights. OUT is\n"
-    "never one of SRC's files, and has its name only once it is complete.\n";
+    "never one of SRC's files, and has its name only once it is complete. An OUT named\n"
+    "for another format (.gguf, .safetensors, .pt, .pth, .ckpt, .onnx, .h5, .json) is\n"
+    "refused (exit 2).\n";
 
 static const char *inspect_usage =
     "usage: gpt inspect FILE\n"
@@ -60,6 +63,17 @@ static void show_write_progress(void *ctx, size_t done, size_t n_tensors, uint64
     double fraction = data_bytes ? (double)bytes_done / (double)data_bytes : 0;
     progress_update(p, "gpt convert: %zu/%zu tensors written, %.0f of %.0f MB%s", done, n_tensors, bytes_done / 1e6,
                     data_bytes / 1e6, progress_eta(p, fraction, eta, sizeof eta));
+}
+
+// OUT's extension when it names a format that is not model.bin (gpt
+// convert writes nothing else), else NULL: a model.bin named out.gguf
+// would be taken for a GGUF file by whoever opens it next.
+static const char *foreign_extension(const char *out) {
+    static const char *const other[] = {"gguf", "safetensors", "pt", "pth", "ckpt", "onnx", "h5", "json"};
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out, *dot = strrchr(base, '.');
+    for (size_t i = 0; dot && i < sizeof other / sizeof *other; i++)
+        if (!strcasecmp(dot + 1, other[i])) return dot + 1;
+    return NULL;
 }
 
 // The files SRC may be made of: OUT must be none of them.
@@ -135,9 +149,15 @@ int run_convert(int argc, char **argv) {
     int owned = 0, rc = EXIT_RUNTIME;
     size_t bytes = 0;
     Tokenizer *tok = NULL;
-    // refused before the (long) load, not after it
+    // refused before the (long) load, not after it; OUT as one of SRC's
+    // files first, the worse mistake
     if (modelbin_check_out(dst, &wopt, &err) != 0) {
         report_error(&err);
+        goto done;
+    }
+    const char *ext = foreign_extension(dst);
+    if (ext) {
+        rc = usage_error("convert", "%s: a .%s name, but gpt convert writes only a model.bin (name it .bin)", dst, ext);
         goto done;
     }
     catch_interrupts();

@@ -6,7 +6,7 @@
  *
  * The choice is kept per CPU, model dtypes, threads and gpt version: tune
  * with the -m, --dtype and -t the runs will use. Tuning never changes an
- * output, only the speed.
+ * output, only the speed. A choice it cannot save is its failure (exit 1).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -28,7 +28,8 @@ static const char *tune_usage =
     "CPU's default (closer is timing noise: the default is kept, and the table says so),\n"
     "the choice saved in ~/.cache/gpt ($XDG_CACHE_HOME/gpt) for runs with the same CPU,\n"
     "model dtypes and threads, and printed on stdout.\n"
-    "Outputs never change. Exit codes: 0 success, 1 load error, 2 usage error.\n";
+    "Outputs never change. Exit codes: 0 success, 1 load error or the choice not saved (the\n"
+    "cache directory not writable: why on stderr), 2 usage error.\n";
 
 int run_tune(int argc, char **argv) {
     static const struct option longs[] = {
@@ -67,6 +68,14 @@ int run_tune(int argc, char **argv) {
                  out_flush()
              ? EXIT_RUNTIME
              : EXIT_OK;
+    // the saved choice is what gpt tune is for: a choice measured and not
+    // saved (its note says why), or never measured (no memory), is its
+    // failure; with one variant on this CPU there is nothing to choose
+    const TuneReport *t = &s.tune;
+    if ((!strcmp(t->source, "measured") && t->note[0]) || (!strcmp(t->source, "default") && t->n_variants > 1)) {
+        fprintf(stderr, "gpt tune: %s\n", t->note[0] ? t->note : "the variants were not measured");
+        rc = EXIT_RUNTIME;
+    }
     session_close(&s);
     return rc;
 }
