@@ -43,6 +43,24 @@ skip_part() {
     fi
 }
 
+# run_gpt OUT ARGS...: $GPT ARGS, its stdout in OUT.json, stderr in OUT.err
+# and exit status in OUT.rc
+run_gpt() {
+    out=$1
+    shift
+    "$GPT" "$@" > "$out.json" 2> "$out.err"
+    echo $? > "$out.rc"
+}
+
+# need_python MODULE...: skip unless /usr/bin/python3 (the tests' python:
+# a python3 earlier on PATH may be another interpreter) imports each
+need_python() {
+    [ -x /usr/bin/python3 ] || skip "/usr/bin/python3 is not installed"
+    for module in "$@"; do
+        /usr/bin/python3 -c "import $module" 2> /dev/null || skip "/usr/bin/python3 with $module is not installed"
+    done
+}
+
 # need TOOL...: skip unless each is a command here (a path such as
 # /usr/bin/python3 is tried as it is)
 need() {

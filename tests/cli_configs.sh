@@ -60,9 +60,7 @@ CHECK_NAME=cli_configs
 # shellcheck source=tests/serve/lib.sh
 . tests/serve/lib.sh
 
-if ! [ -x "$PY" ] || ! "$PY" -c 'import numpy' 2> /dev/null; then
-    skip "$PY with numpy is not installed"
-fi
+need_python numpy
 
 V=$tmp/v
 O=$tmp/out
@@ -343,13 +341,8 @@ while read -r name expect field drafts long; do
 done < "$V/manifest.txt"
 
 # ----------------------------------------------------------------------------
-# the command: each mode's output in OUT.json, stderr in OUT.err, status in OUT.rc
-run() {
-    out=$1
-    shift
-    "$GPT" "$@" > "$out.json" 2> "$out.err"
-    echo $? > "$out.rc"
-}
+# the command: each mode's output in OUT.json, stderr in OUT.err, status in
+# OUT.rc (run_gpt, checklib.sh)
 GEN="-n 6 --temp 0 --ignore-eos --echo --logprobs 1 --json -q -t 1"
 # variant NAME DRAFTS LONG: every command-line mode of one variant
 variant() {
@@ -357,18 +350,18 @@ variant() {
     o=$O/$1
     for k in 0 1 2; do
         # shellcheck disable=SC2086 # GEN is a list of options
-        run "$o.single.$k" -m "$d" -p "$(cat "$tmp/prompt.$k")" $GEN
+        run_gpt "$o.single.$k" -m "$d" -p "$(cat "$tmp/prompt.$k")" $GEN
     done
-    run "$o.score.0" -m "$d" --score --json -q -t 1 -p "$P0"
-    [ "$3" = 1 ] && run "$o.score.long" -m "$d" --score --json -q -t 1 -p "$(cat "$tmp/prompt.long")"
-    run "$o.blas" -m "$d" --score --json --blas -q -t 2 -p "$(cat "$tmp/prompt.mid")"
+    run_gpt "$o.score.0" -m "$d" --score --json -q -t 1 -p "$P0"
+    [ "$3" = 1 ] && run_gpt "$o.score.long" -m "$d" --score --json -q -t 1 -p "$(cat "$tmp/prompt.long")"
+    run_gpt "$o.blas" -m "$d" --score --json --blas -q -t 2 -p "$(cat "$tmp/prompt.mid")"
     # shellcheck disable=SC2086
-    run "$o.kv16" -m "$d" -p "$P0" $GEN --kv-type f16
+    run_gpt "$o.kv16" -m "$d" -p "$P0" $GEN --kv-type f16
     # shellcheck disable=SC2086
-    run "$o.batch" --batch --jsonl -m "$d" --ignore-eos -q -t 1 < "$tmp/batch.jsonl"
+    run_gpt "$o.batch" --batch --jsonl -m "$d" --ignore-eos -q -t 1 < "$tmp/batch.jsonl"
     for dr in $(echo "$2" | tr , ' '); do
         # shellcheck disable=SC2086
-        run "$o.draft.$dr" -m "$d" --draft "$V/$dr" -p "$P0" $GEN
+        run_gpt "$o.draft.$dr" -m "$d" --draft "$V/$dr" -p "$P0" $GEN
     done
     # model.bin: converted as stored, the directory's bits; converted to q8,
     # the bits of the same conversion made at load (--dtype q8)
@@ -376,11 +369,11 @@ variant() {
         "$GPT" convert "$d" "$o.q8.bin" --dtype q8 >> "$o.convert.err" 2>&1
     echo $? > "$o.convert.rc"
     # shellcheck disable=SC2086
-    run "$o.modelbin" -m "$o.bin" -p "$P0" $GEN
+    run_gpt "$o.modelbin" -m "$o.bin" -p "$P0" $GEN
     # shellcheck disable=SC2086
-    run "$o.q8" -m "$d" --dtype q8 -p "$P0" $GEN
+    run_gpt "$o.q8" -m "$d" --dtype q8 -p "$P0" $GEN
     # shellcheck disable=SC2086
-    run "$o.q8bin" -m "$o.q8.bin" -p "$P0" $GEN
+    run_gpt "$o.q8bin" -m "$o.q8.bin" -p "$P0" $GEN
     rm -f "$o.bin" "$o.q8.bin"
 }
 # two lanes at once: the odd lines and the even ones

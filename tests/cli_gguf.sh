@@ -37,7 +37,7 @@ PY=/usr/bin/python3
 WRITE="$PY tests/gguf_write.py"
 TINY=$CKPT_DIR/tiny
 
-$PY -c 'import numpy' 2> /dev/null || skip "$PY with numpy is not installed"
+need_python numpy
 [ -f "$TINY/model.safetensors" ] || { fail "$TINY: no test checkpoint (make checkpoints)"; summary; exit 1; }
 [ -x "$BUILD/tests/gen_checkpoint" ] || { fail "$BUILD/tests/gen_checkpoint is not built"; summary; exit 1; }
 

@@ -41,9 +41,7 @@ CHECK_NAME=cli_lora
 # shellcheck source=tests/serve/lib.sh
 . tests/serve/lib.sh
 
-if ! [ -x "$PY" ] || ! "$PY" -c 'import numpy' 2> /dev/null; then
-    skip "$PY with numpy is not installed"
-fi
+need_python numpy
 
 "$PY" tests/make_variants.py "$tmp/v" --only default > /dev/null || { fail "make_variants.py failed"; summary; exit 1; }
 B=$tmp/v/default
@@ -55,31 +53,23 @@ P0="Hello world, this is a test"
 P1="The quick brown fox jumps over the lazy dog, hitherto unprepared."
 GEN="-n 6 --temp 0 --ignore-eos --echo --logprobs 1 --json -q -t 1"
 
-# run OUT ARGS...: gpt's stdout in OUT.json, stderr in OUT.err, status in OUT.rc
-run() {
-    out=$1
-    shift
-    "$GPT" "$@" > "$out.json" 2> "$out.err"
-    echo $? > "$out.rc"
-}
-
 # ----------------------------------------------------------------------------
 # the runs: each adapter alone (scale 1), and r8 at 0.5 with rslora at -1.5
 TWO="--lora $A/r8:0.5 --lora $A/rslora:-1.5"
 for name in $(jq -r '.good[]' "$A/manifest.json") two; do
     if [ "$name" = two ]; then lora=$TWO; else lora="--lora $A/$name"; fi
     # shellcheck disable=SC2086 # lists of options
-    run "$O/$name.gen" -m "$B" $lora -p "$P0" $GEN
+    run_gpt "$O/$name.gen" -m "$B" $lora -p "$P0" $GEN
     # shellcheck disable=SC2086
-    run "$O/$name.score" -m "$B" $lora --score --json -q -t 1 -p "$P1"
+    run_gpt "$O/$name.score" -m "$B" $lora --score --json -q -t 1 -p "$P1"
 done
 # shellcheck disable=SC2086
-run "$O/two.f16" -m "$B" $TWO --dtype f16 -p "$P0" $GEN
+run_gpt "$O/two.f16" -m "$B" $TWO --dtype f16 -p "$P0" $GEN
 # shellcheck disable=SC2086
-run "$O/r8.f16" -m "$B" --lora "$A/r8" --dtype f16 --score --json -q -t 1 -p "$P1"
+run_gpt "$O/r8.f16" -m "$B" --lora "$A/r8" --dtype f16 --score --json -q -t 1 -p "$P1"
 printf '{"prompt": "%s", "max_tokens": 6, "temperature": 0, "logprobs": 1, "echo": true}\n' "$P0" "$P1" > "$tmp/batch.jsonl"
 # shellcheck disable=SC2086
-run "$O/two.batch" --batch --jsonl -m "$B" $TWO --ignore-eos -q -t 1 < "$tmp/batch.jsonl"
+run_gpt "$O/two.batch" --batch --jsonl -m "$B" $TWO --ignore-eos -q -t 1 < "$tmp/batch.jsonl"
 
 # gpt chat: its turn is the single run of the conversation, adapters and all
 # shellcheck disable=SC2086
@@ -108,9 +98,9 @@ for dt in stored q8; do
     if "$GPT" convert "$B" "$O/merged.$dt.bin" $TWO $dtype_flag 2> "$O/convert.$dt.err"; then
         pass
         # shellcheck disable=SC2086
-        run "$O/merged.$dt" -m "$O/merged.$dt.bin" -p "$P0" $GEN
+        run_gpt "$O/merged.$dt" -m "$O/merged.$dt.bin" -p "$P0" $GEN
         # shellcheck disable=SC2086
-        run "$O/load.$dt" -m "$B" $TWO $dtype_flag -p "$P0" $GEN
+        run_gpt "$O/load.$dt" -m "$B" $TWO $dtype_flag -p "$P0" $GEN
         same_run "gpt convert $TWO ($dt)" "$O/merged.$dt.json" "$O/load.$dt.json"
     else
         fail "gpt convert $TWO ($dt): $(cat "$O/convert.$dt.err")"

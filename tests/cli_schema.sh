@@ -28,7 +28,7 @@ CHECK_NAME=cli_schema
 # shellcheck source=tests/serve/lib.sh
 . tests/serve/lib.sh
 PY=/usr/bin/python3
-$PY -c 'import jsonschema' 2> /dev/null || skip "python3-jsonschema is not installed"
+need_python jsonschema
 need curl
 
 # two schemas whose languages are finite (every string, array and integer

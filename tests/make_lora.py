@@ -42,6 +42,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import reference_forward as rf  # noqa: E402
+from make_variants import to_bytes  # noqa: E402
 
 MATRICES = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]
 
@@ -129,18 +130,6 @@ def pattern(d, key, default):
 
 # ---------------------------------------------------------------------------
 # writing
-
-
-def to_bytes(a, dtype):
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    if dtype == "F32":
-        return a.astype("<f4").tobytes()
-    if dtype == "F16":
-        return a.astype("<f2").tobytes()
-    # BF16: round to nearest even
-    u = a.view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype("<u2").tobytes()
 
 
 def write_safetensors(path, tensors):

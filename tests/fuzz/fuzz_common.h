@@ -93,6 +93,28 @@ static inline const char *fuzz_write(char *buf, size_t n, const char *name, cons
     return buf;
 }
 
+// Writes a safetensors file `name` from st[0..n) (returns its path in buf).
+// An 8-byte length of all 0xFF bytes is filled in: the JSON header runs to
+// the first NUL byte, which is dropped, and is padded with spaces to a
+// multiple of 8 bytes (as writers do), so that mutations that grow or
+// shrink the JSON still meet a matching length.
+static inline const char *fuzz_write_safetensors(char *buf, size_t buf_n, const char *name, const uint8_t *st,
+                                                 size_t n) {
+    static const uint8_t AUTO[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+    const uint8_t *nul = n >= 8 && !memcmp(st, AUTO, 8) ? memchr(st + 8, 0, n - 8) : NULL;
+    if (!nul) return fuzz_write(buf, buf_n, name, st, n);
+    size_t json = (size_t)(nul - st) - 8, hlen = (json + 7) / 8 * 8, rest = n - (size_t)(nul + 1 - st);
+    uint8_t *out = malloc(8 + hlen + rest);
+    if (!out) fuzz_fail("out of memory");
+    for (int k = 0; k < 8; k++) out[k] = (uint8_t)((uint64_t)hlen >> (8 * k));
+    memcpy(out + 8, st + 8, json);
+    memset(out + 8 + json, ' ', hlen - json);
+    memcpy(out + 8 + hlen, nul + 1, rest);
+    fuzz_write(buf, buf_n, name, out, 8 + hlen + rest);
+    free(out);
+    return buf;
+}
+
 // The first occurrence of needle in hay, or NULL.
 static inline const uint8_t *fuzz_find(const uint8_t *hay, size_t n, const char *needle) {
     size_t k = strlen(needle);

@@ -9,9 +9,8 @@
  * bytes pick (fuzz_common.h): a refusal must have a message, and a load
  * that works must hold every weight inside its block.
  *
- * The safetensors part's length is filled in as fuzz_safetensors.c does:
- * an 8-byte length of all 0xFF bytes means the JSON header runs to the
- * first NUL byte, which is dropped, padded with spaces to a multiple of 8.
+ * The safetensors part's length is filled in as fuzz_safetensors.c's is
+ * (fuzz_write_safetensors, fuzz_common.h).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,23 +36,6 @@ static void write_base(void) {
     fuzz_write(base_path, sizeof base_path, "base.bin", buf, n);
 }
 
-// Writes adapter_model.safetensors from st[0..n), filling in the length as above.
-static const char *write_adapter_safetensors(char *path, size_t path_n, const uint8_t *st, size_t n) {
-    static const uint8_t AUTO[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-    const uint8_t *nul = n >= 8 && !memcmp(st, AUTO, 8) ? memchr(st + 8, 0, n - 8) : NULL;
-    if (!nul) return fuzz_write(path, path_n, "adapter_model.safetensors", st, n);
-    size_t json = (size_t)(nul - st) - 8, hlen = (json + 7) / 8 * 8, rest = n - (size_t)(nul + 1 - st);
-    uint8_t *buf = malloc(8 + hlen + rest);
-    if (!buf) fuzz_fail("out of memory");
-    for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)hlen >> (8 * k));
-    memcpy(buf + 8, st + 8, json);
-    memset(buf + 8 + json, ' ', hlen - json);
-    memcpy(buf + 8 + hlen, nul + 1, rest);
-    fuzz_write(path, path_n, "adapter_model.safetensors", buf, 8 + hlen + rest);
-    free(buf);
-    return path;
-}
-
 // One load of the base with the adapter at path; a refusal needs a message.
 static void load_with(const LoraRequest *req, int dtype, const uint8_t *data, size_t size) {
     Model m;
@@ -77,10 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (sep) {
         fuzz_write(cfg, sizeof cfg, "adapter_config.json", data, (size_t)(sep - data));
         size_t skip = (size_t)(sep - data) + strlen(SEPARATOR);
-        write_adapter_safetensors(st, sizeof st, data + skip, size - skip);
+        fuzz_write_safetensors(st, sizeof st, "adapter_model.safetensors", data + skip, size - skip);
     } else {
         fuzz_write(cfg, sizeof cfg, "adapter_config.json", DEFAULT_CONFIG, strlen(DEFAULT_CONFIG));
-        write_adapter_safetensors(st, sizeof st, data, size);
+        fuzz_write_safetensors(st, sizeof st, "adapter_model.safetensors", data, size);
     }
     unsigned sum = 0;
     for (size_t i = 0; i < size; i++) sum += data[i];
