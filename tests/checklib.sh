@@ -43,6 +43,21 @@ skip_part() {
     fi
 }
 
+# add_counts LOG WHAT: a checking program's output in LOG, printed but for
+# its last line "RESULT PASSED FAILED", whose counts are added to ours; a
+# LOG without that line (WHAT did not finish) is one failure
+add_counts() {
+    grep -v '^RESULT ' "$1"
+    # shellcheck disable=SC2046 # two numbers
+    set -- $(sed -n 's/^RESULT //p' "$1") "$2"
+    if [ $# -eq 3 ]; then
+        passed=$((passed + $1))
+        failed=$((failed + $2))
+    else
+        fail "$1 did not finish"
+    fi
+}
+
 # run_gpt OUT ARGS...: $GPT ARGS, its stdout in OUT.json, stderr in OUT.err
 # and exit status in OUT.rc
 run_gpt() {

@@ -434,13 +434,5 @@ while read -r name spid; do
 done < "$tmp/servers"
 
 "$PY" "$tmp/configs.py" check "$tmp" > "$tmp/check.log" 2>&1
-grep -v '^RESULT ' "$tmp/check.log"
-# shellcheck disable=SC2046 # two numbers
-set -- $(sed -n 's/^RESULT //p' "$tmp/check.log")
-if [ $# -eq 2 ]; then
-    passed=$((passed + $1))
-    failed=$((failed + $2))
-else
-    fail "configs.py check did not finish"
-fi
+add_counts "$tmp/check.log" "configs.py check"
 summary

@@ -322,13 +322,5 @@ except (OSError, ValueError, KeyError, TypeError) as e:
 print("RESULT %d %d" % (passed, failed))
 EOF
 "$PY" "$tmp/check.py" "$B" "$A" "$O" > "$tmp/check.log" 2>&1
-grep -v '^RESULT ' "$tmp/check.log"
-# shellcheck disable=SC2046 # two numbers
-set -- $(sed -n 's/^RESULT //p' "$tmp/check.log")
-if [ $# -eq 2 ]; then
-    passed=$((passed + $1))
-    failed=$((failed + $2))
-else
-    fail "check.py did not finish"
-fi
+add_counts "$tmp/check.log" check.py
 summary
