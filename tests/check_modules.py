@@ -133,7 +133,7 @@ def check_headers(edges, objs):
     global passed
     headers = [h for d in LAYERS for h in (os.path.join(d, f) if d else f
                for f in sorted(os.listdir(os.path.join(SRC, d)))) if h.endswith('.h')]
-    text = {h: open(os.path.join(SRC, h)).read() for h in headers}
+    words = {h: set(re.findall(r'\w+', open(os.path.join(SRC, h)).read())) for h in headers}
     sources = defaultdict(list)  # module -> its .c files
     for o in objs:
         sources[module_of(o)].append(o[:-2] + '.c')
@@ -141,10 +141,9 @@ def check_headers(edges, objs):
         seen_a = set().union(*(includes_of(c) for c in sources[a]))
         seen_b = set().union(*(includes_of(c) for c in sources[b]))
         bad = []
+        both = seen_a & seen_b
         for s in sorted(syms):
-            decl = re.compile(r'\b%s\b' % re.escape(s))
-            shared = [h for h in headers if h in seen_a and h in seen_b and decl.search(text[h])]
-            if not shared:
+            if not any(s in words[h] for h in both if h in words):
                 bad.append(s)
         if bad:
             fail('%s uses %s of %s without a header that both include' % (a, ', '.join(bad), b))
