@@ -403,7 +403,9 @@ for keys in [b"ab\x1b[DX\r", b"\x1b[A\r", "caf\u00e9 \u96eax\x7f\r".encode(), f"
         break
     at = len(term.seen)
     term.send(keys)
-    ok = check(term.wait_for(b"\n", after=at) and term.wait_for(b"> ", after=term.seen.index(b"\n", at)),
+    # a message's turn ends at the next prompt; /save's at its answer, then the prompt
+    done = b"saved " if keys.startswith(b"/save") else b"\n"
+    ok = check(term.wait_for(done, after=at) and term.wait_for(b"> ", after=term.seen.index(done, at)),
                f"line editing: {keys!r}: {term.seen[at:]!r}")
 if ok:
     with open(save) as f:
