@@ -24,7 +24,7 @@ CFLAGS   ?= -O2
 # cJSON and utf8proc for gpt, libmicrohttpd for gpt serve; OpenBLAS for gpt --blas (src/kernels/blas.c) and for
 # `make bench`, whose sgemm is the bound prefill is measured against (the
 # default kernels are gpt's own).
-PKGS     := libcjson libutf8proc openblas libmicrohttpd libedit
+PKGS     := libcjson libutf8proc openblas libmicrohttpd
 # Each package named on its own when pkg-config lacks it: `pkg-config
 # --cflags` of all three prints nothing if one is missing, and the build
 # would fail on the first #include without a word of which.
@@ -39,9 +39,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 # opens OpenBLAS for --blas, src/serve/http.c libmicrohttpd for gpt serve
 # (loading them, and GnuTLS with the second, cost every run ~20 ms of CPU);
 # the benches link OpenBLAS for their bound
-PKG_LIBS   := $(shell pkg-config --libs $(filter-out openblas libmicrohttpd libedit,$(PKGS)))
-# libedit for gpt chat's line editing on a terminal (src/cli/chat_session.c), gpt's alone
-EDIT_LIBS  := $(shell pkg-config --libs libedit)
+PKG_LIBS   := $(shell pkg-config --libs $(filter-out openblas libmicrohttpd,$(PKGS)))
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
 BLAS_LIBS   := $(shell pkg-config --libs openblas)
 # BASE_CFLAGS: what every build of the sources needs (also make fuzz's).
@@ -105,7 +103,7 @@ $(LIB): $(LIB_OBJS)
 	$(AR) rcs $@ $^
 
 $(BUILD)/gpt: $(CLI_OBJS) $(PAGE_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(EDIT_LIBS) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # gpt serve's page at / (src/serve/page.html) as a C array in the binary,
 # written with od and sed (xxd is not everywhere).

@@ -10,7 +10,7 @@
 #   scripts/install-deps.sh --list PART...      print PART's Debian packages on one line
 #
 # PART is one of
-#   build   compile gpt: the compiler, pkg-config and the five libraries
+#   build   compile gpt: the compiler, pkg-config and the four libraries
 #   test    make test: the tools the test scripts call (curl, jq, python3
 #           with numpy and jsonschema, GNU parallel, groff and man, node
 #           with the `openai` and `@langchain/openai` npm clients, chromium)
@@ -38,8 +38,7 @@ pkg-config:cmd:pkg-config
 libopenblas-dev:pc:openblas
 libcjson-dev:pc:libcjson
 libutf8proc-dev:pc:libutf8proc
-libmicrohttpd-dev:pc:libmicrohttpd
-libedit-dev:pc:libedit"
+libmicrohttpd-dev:pc:libmicrohttpd"
 test_reqs="curl:cmd:curl
 jq:cmd:jq
 python3:cmd:/usr/bin/python3

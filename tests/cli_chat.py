@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import termios
 import time
 
 GPT = os.environ.get("GPT", "build/gpt")
@@ -266,12 +265,10 @@ if check(rc == 0 and "/save FILE" in err, f"commands with blanks at the end: exi
 
 
 class Term:
-    def __init__(self, args, term="xterm"):
+    def __init__(self, args):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             try:
-                # a terminal libedit edits lines on; "dumb", the terminal's own line discipline
-                os.environ["TERM"] = term
                 # a terminal's program gets Ctrl-C: under a shell's `cmd &`
                 # (tests/run.sh) SIGINT comes ignored, and gpt keeps an
                 # ignored SIGINT ignored, as programs started so should
@@ -357,15 +354,14 @@ if ok:
 rc = term.exit_code()
 check(rc == 0, f"terminal: Ctrl-D: exit {rc}: {term.seen[-300:]!r}")
 
-for kind in ["xterm", "dumb"]:  # with line editing and without
-    term = Term(["chat", "-m", MODEL, "-n", "4"], kind)
-    if check(term.wait_for(b"> "), f"terminal 2 ({kind}): no prompt: {term.seen!r}"):
-        term.send(b"abc\x03")  # a line begun, then Ctrl-C: it is dropped
-        if check(term.wait_for(b"Ctrl-C again"), f"terminal 2 ({kind}): Ctrl-C at the prompt: {term.seen!r}"):
-            term.wait_for(b"> ", after=term.seen.index(b"Ctrl-C again"))
-            term.send(b"\x03")
-    rc = term.exit_code()
-    check(rc == 130, f"terminal 2 ({kind}): Ctrl-C twice at the prompt: exit {rc}: {term.seen[-300:]!r}")
+term = Term(["chat", "-m", MODEL, "-n", "4"])
+if check(term.wait_for(b"> "), f"terminal 2: no prompt: {term.seen!r}"):
+    term.send(b"\x03")
+    if check(term.wait_for(b"Ctrl-C again"), f"terminal 2: Ctrl-C at the prompt: {term.seen!r}"):
+        term.wait_for(b"> ", after=term.seen.index(b"Ctrl-C again"))
+        term.send(b"\x03")
+rc = term.exit_code()
+check(rc == 130, f"terminal 2: Ctrl-C twice at the prompt: exit {rc}: {term.seen[-300:]!r}")
 
 # on a terminal a message not valid UTF-8 and a command with an argument it
 # does not take are reported, the conversation as it was, and the chat goes
@@ -389,42 +385,6 @@ if ok:
 term.send(b"\x04")
 rc = term.exit_code()
 check(rc == 0, f"terminal 3: Ctrl-D: exit {rc}: {term.seen[-300:]!r}")
-
-# line editing (libedit): a key moves in the line (Left, then a letter
-# goes before the last one), Up brings back the line before, Backspace
-# deletes; a character of several bytes is one; the messages are what
-# /save holds. SIGTERM at the prompt (where libedit holds the terminal
-# without echo, a character at a time) gives it back its modes.
-save = os.path.join(tmp, "edit.json")
-term = Term(["chat", "-m", MODEL, "-n", "2", "-s", "1"])
-ok = check(term.wait_for(b"> "), f"line editing: no prompt: {term.seen!r}")
-for keys in [b"ab\x1b[DX\r", b"\x1b[A\r", "caf\u00e9 \u96eax\x7f\r".encode(), f"/save {save}\r".encode()]:
-    if not ok:
-        break
-    at = len(term.seen)
-    term.send(keys)
-    # a message's turn ends at the next prompt; /save's at its answer, then the prompt
-    done = b"saved " if keys.startswith(b"/save") else b"\n"
-    ok = check(term.wait_for(done, after=at) and term.wait_for(b"> ", after=term.seen.index(done, at)),
-               f"line editing: {keys!r}: {term.seen[at:]!r}")
-if ok:
-    with open(save) as f:
-        saved = json.load(f)
-    check([m["content"] for m in saved[0::2]] == ["aXb", "aXb", "caf\u00e9 \u96ea"],
-          f"line editing: the messages {saved[0::2]}")
-    term.send(b"ab")  # libedit takes the terminal's echo when it reads the first key
-    end = time.monotonic() + 60
-    while termios.tcgetattr(term.fd)[3] & termios.ECHO and time.monotonic() < end:
-        select.select([], [], [], 0.01)
-    ok = check(not termios.tcgetattr(term.fd)[3] & termios.ECHO,
-               "line editing: the terminal echoes at the prompt: libedit is not editing")
-if ok:
-    os.kill(term.pid, signal.SIGTERM)
-rc = term.exit_code()
-modes = termios.tcgetattr(term.fd)[3]
-check(rc == 130 and modes & termios.ECHO and modes & termios.ICANON,
-      f"line editing: SIGTERM at the prompt: exit {rc}, the terminal's echo {bool(modes & termios.ECHO)}, "
-      f"lines {bool(modes & termios.ICANON)}")
 
 print(f"{NAME}: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -19,9 +19,8 @@
  * re-tokenized text does not repeat. Sharing never changes a bit (every
  * row's result is the same however its prefix was computed: engine.h).
  *
- * On a terminal the lines are edited with libedit (line_edit.h: the arrow
- * keys, the session's history), else by the terminal's own line discipline
- * (backspace, Ctrl-U). What this file does not do: read messages with
+ * What this file does not do: edit lines (the terminal's own line
+ * discipline does: backspace, Ctrl-U), keep a history, or read messages with
  * newlines (`gpt --chat-template T` takes a whole conversation as JSON).
  */
 #include <cJSON.h>
@@ -39,7 +38,6 @@
 #include "base/utf8.h"
 #include "cli.h"
 #include "front/chat.h"
-#include "line_edit.h"
 
 // The longest line (one user message, or a command) read: longer ones are
 // refused, never held whole. Far above what one context of tokens takes.
@@ -71,7 +69,6 @@ typedef struct {
     size_t turns;   // answers so far
     int tty;        // stdin is a terminal: a prompt, and errors do not end the chat
     char *line;     // (CHAT_LINE_MAX + 1) the line read
-    LineEdit *edit; // the lines edited by libedit (stdin and stderr terminals), or NULL
 } Chat;
 
 // ----------------------------------------------------------------------------
@@ -320,11 +317,6 @@ static int wait_for_stdin(void) {
 }
 
 static long read_line(Chat *c) {
-    if (c->edit) {
-        long len = line_edit_read(c->edit, c->line, CHAT_LINE_MAX);
-        if (len == -4) fprintf(stderr, "gpt: stdin: %s\n", strerror(errno));
-        return len;
-    }
     size_t len = 0;
     int over = 0, ch;
     for (;;) {
@@ -397,7 +389,7 @@ static long invalid_utf8_at(const char *s, size_t n) {
 static int chat_loop(Chat *c) {
     int ctrl_c = 0;  // Ctrl-Cs at the prompt in a row
     for (size_t lineno = 1;; lineno++) {
-        if (c->tty && !c->edit) fputs("> ", stderr);
+        if (c->tty) fputs("> ", stderr);
         long len = was_interrupted() ? -2 : read_line(c);
         if (len == -2) {  // Ctrl-C at the prompt
             clear_interrupt();
@@ -497,9 +489,8 @@ static const char chat_usage[] =
     "  -h, --help              this help\n"
     "\n"
     "stdin: one user message a line, valid UTF-8 (an empty line is none; //x is the\n"
-    "message /x), or a command: /reset, /save FILE, /help. On a terminal the line is edited\n"
-    "(libedit: the arrow keys, the session's history), Ctrl-C stops an answer, Ctrl-D (or\n"
-    "Ctrl-C twice at the prompt) ends the chat.\n"
+    "message /x), or a command: /reset, /save FILE, /help. On a terminal Ctrl-C stops an\n"
+    "answer, Ctrl-D (or Ctrl-C twice at the prompt) ends the chat.\n"
     "exit codes: 0 end of stdin, 1 load or input error (stdin not a terminal: the first\n"
     "bad line, command or turn), 2 usage error, 130 Ctrl-C at the prompt, or SIGTERM\n";
 
@@ -631,10 +622,8 @@ int run_chat(int argc, char **argv) {
         note(o->quiet, "chat with %s, template %s, seed %llu; /help lists the commands, Ctrl-D ends", c.ss.model_path,
              c.t.name, (unsigned long long)c.seed);
     chat_interrupts();
-    if (c.tty && (c.edit = line_edit_open("> ", wait_for_stdin))) interrupts_before_exit(line_edit_restore_terminal);
     rc = chat_loop(&c);
 done:
-    line_edit_close(c.edit);
     reset_conversation(&c);
     free(c.m);
     free(c.line);

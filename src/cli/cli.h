@@ -146,9 +146,6 @@ void defer_interrupts(void);
 // of stdin it interrupts returns (EINTR); SIGTERM ends the process (130).
 // clear_interrupt() lowers the flag.
 void chat_interrupts(void);
-// fn (async-signal-safe: it runs in the handler) before a signal ends the
-// process: gpt chat's line editing gives the terminal its modes back.
-void interrupts_before_exit(void (*fn)(void));
 void clear_interrupt(void);
 int was_interrupted(void);
 const volatile sig_atomic_t *interrupt_flag(void);  // for a library call to poll

@@ -47,13 +47,8 @@ static volatile sig_atomic_t interrupted;  // the flags a signal handler may set
 static volatile sig_atomic_t deferred;     // 0: exit at once
 static volatile sig_atomic_t repeating;    // gpt chat: SIGINT sets the flag every time
 
-static void (*before_exit)(void);  // interrupts_before_exit's
-
 static void on_interrupt(int sig) {
-    if (!deferred || (repeating && sig != SIGINT)) {
-        if (before_exit) before_exit();
-        _exit(EXIT_INTERRUPTED);
-    }
+    if (!deferred || (repeating && sig != SIGINT)) _exit(EXIT_INTERRUPTED);
     interrupted = 1;
     if (!repeating) signal(sig, SIG_DFL);
 }
@@ -86,8 +81,6 @@ void chat_interrupts(void) {
     deferred = 1;
     sigaction(SIGINT, &sa, NULL);
 }
-
-void interrupts_before_exit(void (*fn)(void)) { before_exit = fn; }
 
 void clear_interrupt(void) { interrupted = 0; }
 
