@@ -132,8 +132,8 @@ def pattern(d, key, default):
 # writing
 
 
-def write_safetensors(path, tensors):
-    """tensors: [(name, array, dtype)]"""
+def safetensors_bytes(tensors):
+    """a safetensors file of tensors: [(name, array, dtype)]"""
     header, blobs, off = {}, [], 0
     for name, a, dt in tensors:
         b = to_bytes(a, dt)
@@ -142,8 +142,12 @@ def write_safetensors(path, tensors):
         off += len(b)
     h = json.dumps(header).encode()
     h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def write_safetensors(path, tensors):
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+        f.write(safetensors_bytes(tensors))
 
 
 def shapes(m):
@@ -291,15 +295,11 @@ def fuzz_corpus(out):
     class Tiny:
         L, C, F = 1, 4, 16
     os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, ".tmp.safetensors")
     for name, (entries, dtype, prefixed) in ADAPTERS.items():
         cfg = config(entries)
-        write_safetensors(tmp, adapter_tensors(Tiny, name, cfg, dtype, prefixed))
-        with open(tmp, "rb") as f:
-            st = f.read()
+        st = safetensors_bytes(adapter_tensors(Tiny, name, cfg, dtype, prefixed))
         with open(os.path.join(out, name), "wb") as f:
             f.write(json.dumps(cfg).encode() + b"\n#safetensors\n" + st)
-    os.remove(tmp)
 
 
 def main():
