@@ -88,7 +88,7 @@ TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins compile_commands.json
+.PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
 
 ifeq ($(BUILD),build)
 all: gpt
@@ -145,11 +145,22 @@ $(BUILD)/bench/%.o: tests/bench/%.c
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(LDLIBS)
 
+# The docs that the table of generation settings says (src/front/settings.c):
+# `make docs` writes them between the "BEGIN generated settings" and "END
+# generated settings" lines of docs/usage.md, man/gpt.1 and
+# completions/gpt.bash; tests/check_settings.sh fails when they differ.
+SETTINGS_DOCS_OBJS := $(addprefix $(BUILD)/src/front/,settings.o constrain.o numbers.o report.o)
+$(BUILD)/settings_docs: scripts/settings_docs.c $(SETTINGS_DOCS_OBJS) $(LIB)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o %.a,$^) $(LDLIBS)
+
+docs: $(BUILD)/settings_docs
+	SETTINGS_DOCS=$(BUILD)/settings_docs sh scripts/settings-docs.sh
+
 # Keep the test and bench objects: as intermediates make would delete them,
 # and each `make test` would compile every test program again.
 .SECONDARY: $(TEST_BINS:%=%.o) $(TOOL_BINS:%=%.o) $(BENCH_BINS:%=%.o)
 
-test-bins: all $(TEST_BINS) $(TOOL_BINS)
+test-bins: all $(TEST_BINS) $(TOOL_BINS) $(BUILD)/settings_docs
 
 # The deterministic checkpoints of tests/fixtures/FORMULA.md, written by our
 # own generator and verified against the published sha256 sums.
@@ -269,14 +280,15 @@ $(FUZZ_DIR)/tests/%.o: tests/fuzz/%.c
 # parse_options (and the stdout writes of --help, the number rules of
 # src/front/numbers.c) without main(): the harness provides usage_error.
 $(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o $(FUZZ_DIR)/src/cli/output.o \
-                      $(FUZZ_DIR)/src/front/numbers.o $(FUZZ_DIR)/src/front/model_options.o $(FUZZ_DIR)/libgpt.a
+                      $(FUZZ_DIR)/src/front/numbers.o $(FUZZ_DIR)/src/front/model_options.o \
+                      $(FUZZ_DIR)/src/front/settings.o $(FUZZ_DIR)/src/front/constrain.o $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 
 # gpt serve's body parsers (api.c, with request_new/request_free of
 # requests.c) and what they use of src/front/, without http.c or serve.c:
 # the harnesses build a stub Server (fuzz_serve.h).
-FUZZ_SERVE_OBJS := $(addprefix $(FUZZ_DIR)/src/,serve/api.o serve/requests.o front/chat.o front/request.o front/constrain.o \
-                     front/numbers.o front/json.o front/session.o front/locate.o front/report.o)
+FUZZ_SERVE_OBJS := $(addprefix $(FUZZ_DIR)/src/,serve/api.o serve/requests.o front/chat.o front/request.o front/settings.o \
+                     front/constrain.o front/numbers.o front/json.o front/session.o front/locate.o front/report.o)
 $(FUZZ_DIR)/fuzz_completion $(FUZZ_DIR)/fuzz_chat: $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_SERVE_OBJS) \
                                                   $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
@@ -284,7 +296,8 @@ $(FUZZ_DIR)/fuzz_completion $(FUZZ_DIR)/fuzz_chat: $(FUZZ_DIR)/fuzz_%: $(FUZZ_DI
 # a --batch --jsonl line: batch.c (batch_line_error) and what it links of
 # the command, parse_options for the options, without main.c.
 FUZZ_JSONL_OBJS := $(addprefix $(FUZZ_DIR)/src/,cli/batch.o cli/common.o cli/probs.o cli/progress.o cli/output.o \
-                     cli/options.o front/model_options.o front/numbers.o front/request.o front/constrain.o front/json.o \
+                     cli/options.o front/model_options.o front/numbers.o front/request.o front/settings.o front/constrain.o \
+                     front/json.o \
                      front/session.o front/locate.o front/report.o)
 $(FUZZ_DIR)/fuzz_jsonl: $(FUZZ_DIR)/tests/fuzz_jsonl.o $(FUZZ_JSONL_OBJS) $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm

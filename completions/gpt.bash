@@ -32,25 +32,6 @@ _gpt_options='
 --lora              gbsc   file
 --kv-type           gbsc   kvtype
 --special           gbstc  -
--n                  gb     text
---max-tokens        gb     text
---temp              gb     text
---top-k             gb     text
---top-p             gb     text
---min-p             gb     text
---repeat-penalty    gb     text
---presence-penalty  gb     text
---frequency-penalty gb     text
---logit-bias        gb     text
--s                  gb     text
---seed              gb     text
---stop              gb     text
---grammar           gb     file
---json-schema       gb     file
---json-object       gb     -
---regex             gb     text
---ignore-eos        gb     -
---echo              gb     -
 --draft             g      model
 --draft-dtype       g      dtype
 --draft-tokens      g      text
@@ -81,11 +62,7 @@ _gpt_options='
 --progress          bs     -
 --blas              gs     -
 --tune              gbsc   tune
---logprobs          gb     text
 --choice            c      text
---context-shift     gb     -
---keep              gb     text
---completions       gb     text
 --chat-template     ga     file
 --apply-template    a      -
 -q                  gbstdca -
@@ -163,28 +140,59 @@ _gpt_chat_options='
 -q                  c     -
 --quiet             c     -
 --chat-template     c     file
--n                  c     text
---max-tokens        c     text
---temp              c     text
---top-k             c     text
---top-p             c     text
---min-p             c     text
---repeat-penalty    c     text
---presence-penalty  c     text
---frequency-penalty c     text
---logit-bias        c     text
--s                  c     text
---seed              c     text
---stop              c     text
---ignore-eos        c     -
---context-shift     c     -
---keep              c     text
 --no-prefix-sharing c     -
 --json              c     -
 --stats             c     -
 -h                  c     -
 --help              c     -
 '
+# BEGIN generated settings (make docs; do not edit)
+# gpt's generation settings (the modes: generation and --batch)
+_gpt_settings='
+-n                  gb     text
+--max-tokens        gb     text
+--temp              gb     text
+--top-k             gb     text
+--top-p             gb     text
+--min-p             gb     text
+--repeat-penalty    gb     text
+--presence-penalty  gb     text
+--frequency-penalty gb     text
+--logit-bias        gb     text
+-s                  gb     text
+--seed              gb     text
+--grammar           gb     file
+--json-schema       gb     file
+--json-object       gb     -
+--regex             gb     text
+--stop              gb     text
+--ignore-eos        gb     -
+--context-shift     gb     -
+--keep              gb     text
+--completions       gb     text
+--echo              gb     -
+--logprobs          gb     text
+'
+# gpt chat's
+_gpt_chat_settings='
+-n                  c      text
+--max-tokens        c      text
+--temp              c      text
+--top-k             c      text
+--top-p             c      text
+--min-p             c      text
+--repeat-penalty    c      text
+--presence-penalty  c      text
+--frequency-penalty c      text
+--logit-bias        c      text
+-s                  c      text
+--seed              c      text
+--stop              c      text
+--ignore-eos        c      -
+--context-shift     c      -
+--keep              c      text
+'
+# END generated settings
 _gpt_subcommands='chat convert inspect serve tune'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
@@ -244,7 +252,7 @@ _gpt_models() {
 }
 
 _gpt() {
-    local cur=${COMP_WORDS[COMP_CWORD]} prev='' prefix='' table=$_gpt_options sub='' mode='' seen=' '
+    local cur=${COMP_WORDS[COMP_CWORD]} prev='' prefix='' table=$_gpt_options$_gpt_settings sub='' mode='' seen=' '
     local i w r name modes value list=
     ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
     # --opt=value: bash splits the word at "=" (--dtype, =, f1) unless
@@ -264,7 +272,7 @@ _gpt() {
             inspect) sub=inspect table=$_gpt_inspect_options ;;
             serve) sub=serve table=$_gpt_serve_options ;;
             tune) sub=tune table=$_gpt_tune_options ;;
-            chat) sub=chat table=$_gpt_chat_options ;;
+            chat) sub=chat table=$_gpt_chat_options$_gpt_chat_settings ;;
         esac
     fi
 

@@ -82,7 +82,7 @@ if ! "$GPT" --help > "$tmp/help" 2> "$tmp/err"; then
     summary
     exit 1
 fi
-check_table gpt "$tmp/help" "$_gpt_options"
+check_table gpt "$tmp/help" "$_gpt_options$_gpt_settings"
 subs=$(sed -n 's/^\(usage:\)\{0,1\} *gpt \([a-z][a-z]*\)\( .*\)\{0,1\}$/\2/p' "$tmp/help" | sort -u | tr '\n' ' ')
 if [ "${subs% }" = "$(tr ' ' '\n' <<< "$_gpt_subcommands" | sort -u | tr '\n' ' ' | sed 's/ $//')" ]; then pass
 else fail "subcommands: gpt --help has '${subs% }', $COMPLETION '$_gpt_subcommands'"
@@ -94,7 +94,8 @@ for sub in $subs; do
         continue
     fi
     "$GPT" "$sub" --help > "$tmp/help_$sub" 2>&1 || fail "$GPT $sub --help failed"
-    check_table "gpt $sub" "$tmp/help_$sub" "${!table_var}"
+    settings_var=_gpt_${sub}_settings  # the generated rows of the settings it takes (make docs)
+    check_table "gpt $sub" "$tmp/help_$sub" "${!table_var}${!settings_var-}"
 done
 
 # The values of --dtype and --kv-type: the words like f16 or q4-pure in
@@ -188,7 +189,7 @@ while read -r name modes value; do
         else fail "gpt $* (mode $m): $COMPLETION says $name $want, gpt exits $rc: $(head -c 200 "$tmp/err")"
         fi
     done
-done <<< "$_gpt_options"
+done <<< "$_gpt_options$_gpt_settings"
 
 # What it completes.
 # complete WORD... : COMPREPLY for the command line WORDS, the last being
@@ -234,7 +235,7 @@ expect "models/vocab.json" gpt --tokenizer models/vocab
 expect "convert" gpt conv
 expect_has "inspect" gpt ""
 expect_has "--batch" gpt ""
-expect "--json-schema --json-object --jsonl" gpt --batch --j  # not --json
+expect "--jsonl --json-schema --json-object" gpt --batch --j  # not --json
 expect "--stats-json --stride --stats" gpt --score --st
 expect "--stats-json" gpt --stats --stats  # --stats given: not again
 expect "--stop" gpt --stop x --sto         # --stop repeats

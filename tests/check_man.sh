@@ -25,7 +25,8 @@
 #     `man ./man/gpt.1` renders it; each is skipped, saying so, where the
 #     tool is not installed.
 # Prints "check_man: N passed, M failed" like the test binaries.
-# Environment: GPT (default build/gpt), MAN (default man/gpt.1).
+# Environment: GPT (default build/gpt), MAN (default man/gpt.1), SETTINGS_DOCS
+# (default: settings_docs beside $GPT).
 GPT=${GPT:-build/gpt}
 MAN=${MAN:-man/gpt.1}
 CHECK_NAME=check_man
@@ -127,6 +128,8 @@ compare() {
     done
 }
 
+# the table of settings' getopt entries (scripts/settings_docs.c), beside gpt
+SETTINGS_DOCS=${SETTINGS_DOCS:-$(dirname "$GPT")/settings_docs}
 # The options of a run with a model that gpt and gpt serve share: one
 # table, which each parser that reads argv with options_begin (front.h) has.
 SHARED_OPTIONS=src/front/model_options.c
@@ -153,6 +156,9 @@ parser_options() {
             sed -E "s/^.*(no|required|optional)_argument, *0, *'(.)'/-\\2 \\1/" |
             awk '{ print $1 "\t" ($2 == "no" ? 0 : 1) }'
     fi
+    # the generation settings a parser takes from the table (settings.c)
+    if grep -q 'settings_options(IN_GPT' "$1"; then "$SETTINGS_DOCS" options gpt; fi
+    if grep -q 'settings_options(IN_CHAT' "$1"; then "$SETTINGS_DOCS" options chat; fi
     grep -oE 'getopt_long\(argc, argv, "[^"]*"' "$tmp/parser_src" | sed 's/.*"\(.*\)"/\1/' |
         awk '{ s = $0; sub(/^:/, "", s)
                for (i = 1; i <= length(s); i++) {

@@ -184,8 +184,9 @@ for shown in "$tmp"/shown/*.where; do
 done
 
 # The fields of a request: docs/usage.md's table names each field that
-# the sources read (gen_field_from_json in src/front/request.c, both
-# front-ends'; line_field in src/cli/batch.c, a --jsonl line's own;
+# the sources read (the settings' JSON fields, from the table of
+# src/front/settings.c as settings_docs prints it; line_field in
+# src/cli/batch.c, a --jsonl line's own;
 # read_completion_fields and read_chat_field in src/serve/api.c, the
 # server's), and no other; its --jsonl column says "—" exactly for the
 # fields a line does not take.
@@ -204,9 +205,10 @@ fields_of() {
                  s = substr(s, RSTART + RLENGTH) } }
     ' "$file"
 }
-fields_of src/front/request.c gen_field_from_json > "$tmp/f_gen"
+"${SETTINGS_DOCS:-$(dirname "$GPT")/settings_docs}" keys | awk -F'\t' '$2 == "jsonl" { print $1 }' > "$tmp/f_gen"
+"${SETTINGS_DOCS:-$(dirname "$GPT")/settings_docs}" keys | awk -F'\t' '$3 == "serve" { print $1 }' >> "$tmp/f_serve"
 fields_of src/cli/batch.c line_field > "$tmp/f_line"
-fields_of src/serve/api.c read_completion_fields read_chat_field > "$tmp/f_serve"
+fields_of src/serve/api.c read_completion_fields read_chat_field >> "$tmp/f_serve"
 sed -n '/^### The fields of a request/,/^#/p' docs/usage.md | grep '^| `' > "$tmp/rows"
 # each field of a row (the first column's `names`), with its --jsonl column
 awk -F' [|] ' '{ col = $2; n = split($1, a, "`"); for (i = 2; i <= n; i += 2) print a[i] "\t" col }' "$tmp/rows" \
@@ -216,7 +218,7 @@ cut -f1 "$tmp/f_doc" | sort -u > "$tmp/f_docnames"
 if [ "$(wc -l < "$tmp/f_gen")" -ge 10 ] && [ "$(wc -l < "$tmp/f_line")" -ge 4 ] && [ "$(wc -l < "$tmp/f_serve")" -ge 8 ]; then
     check "docs/usage.md's table of fields: the fields the sources read (one a line)" "$tmp/f_docnames" "$tmp/f_src"
 else
-    echo "check_readme: the fields were not found in src/front/request.c, src/cli/batch.c, src/serve/api.c"
+    echo "check_readme: the fields were not found in settings_docs keys, src/cli/batch.c, src/serve/api.c"
     failed=$((failed + 1))
 fi
 sort -u "$tmp/f_gen" "$tmp/f_line" > "$tmp/f_jsonl"

@@ -307,11 +307,11 @@ err() {
 }
 err 400 "bad JSON" POST /v1/completions '{"prompt": "x",' "invalid JSON at byte"
 err 400 "not an object" POST /v1/completions '[1,2]' "must be a JSON object"
-err 400 "a wrong type" POST /v1/completions '{"prompt":"x","max_tokens":"5"}' "max_tokens must be an integer >= 0"
-err 400 "top_p out of range" POST /v1/completions '{"prompt":"x","top_p":1.5}' "top_p 1.5: must be in (0, 1]"
-err 400 "temperature out of range" POST /v1/completions '{"prompt":"x","temperature":-1}' "must be >= 0"
+err 400 "a wrong type" POST /v1/completions '{"prompt":"x","max_tokens":"5"}' "max_tokens must be an integer in [0, "
+err 400 "top_p out of range" POST /v1/completions '{"prompt":"x","top_p":1.5}' "top_p must be a number in (0, 1]"
+err 400 "temperature out of range" POST /v1/completions '{"prompt":"x","temperature":-1}' "temperature must be a number >= 0"
 err 400 "a fractional seed" POST /v1/completions '{"prompt":"x","seed":1.5}' "seed must be an integer below 2^53"
-err 400 "a huge number" POST /v1/completions '{"prompt":"x","max_tokens":1e300}' "max_tokens must be at most"
+err 400 "a huge number" POST /v1/completions '{"prompt":"x","max_tokens":1e300}' "max_tokens must be an integer in [0, "
 err 400 "logprobs out of range" POST /v1/completions '{"prompt":"x","logprobs":21}' "logprobs must be an integer in [0, 20]"
 err 400 "keep without context_shift" POST /v1/completions '{"prompt":"x","keep":2}' "keep needs context_shift"
 err 400 "keep over half the context" POST /v1/completions '{"prompt":"x","context_shift":true,"keep":129}' \
@@ -322,7 +322,8 @@ err 400 "an unknown field" POST /v1/completions '{"prompt":"x","temprature":1}' 
 err 400 "no prompt" POST /v1/completions '{"max_tokens":1}' 'no "prompt" field'
 err 400 "a NUL" POST /v1/completions '{"prompt":"a\u0000b"}' "a NUL byte"
 err 400 "a bad token id" POST /v1/completions '{"prompt":[50257]}' "not a token id"
-err 400 "n out of range" POST /v1/completions '{"prompt":"x","n":0}' "n must be an integer in [1, 16]"
+err 400 "n out of range" POST /v1/completions '{"prompt":"x","n":0}' "n must be an integer in [1, 64]"
+err 400 "n over 64" POST /v1/completions '{"prompt":"x","n":65}' "n must be an integer in [1, 64]"
 err 400 "stream_options without stream" POST /v1/completions '{"prompt":"x","stream_options":{"include_usage":true}}' \
     "stream_options is only allowed with"
 err 400 "stream_options with stream false" POST /v1/completions '{"prompt":"x","stream":false,"stream_options":{}}' \
@@ -330,7 +331,7 @@ err 400 "stream_options with stream false" POST /v1/completions '{"prompt":"x","
 err 400 "best_of < n" POST /v1/completions '{"prompt":"x","n":3,"best_of":2}' "best_of must be >= n"
 err 400 "best_of streamed" POST /v1/completions '{"prompt":"x","best_of":2,"stream":true}' "cannot be streamed"
 err 400 "best_of 3 > n 2 streamed" POST /v1/completions '{"prompt":"x","n":2,"best_of":3,"stream":true}' "cannot be streamed"
-err 400 "best_of over 16" POST /v1/completions '{"prompt":"x","best_of":17}' "best_of must be an integer in [1, 16]"
+err 400 "best_of over 64" POST /v1/completions '{"prompt":"x","best_of":65}' "best_of must be an integer in [1, 64]"
 err 400 "5 prompts x best_of 16" POST /v1/completions '{"prompt":["a","b","c","d","e"],"best_of":16}' "more than 64"
 err 400 "a logit_bias id past the vocabulary" POST /v1/completions '{"prompt":"x","logit_bias":{"50257":1}}' \
     'logit_bias: key "50257" is not a token id'

@@ -312,7 +312,7 @@ refused "top_logprobs without logprobs" '{"messages":[{"role":"user","content":"
 refused "top_logprobs 21" '{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}' top_logprobs \
     'in [0, 20]'
 refused "max_completion_tokens -1" '{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":-1}' \
-    max_completion_tokens 'max_completion_tokens must be an integer >= 0'
+    max_completion_tokens 'max_completion_tokens must be an integer in [0, '
 refused "temperature a string" '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}' temperature \
     'temperature must be a number'
 many=$(jq -cn '[range(10000) | {role: "user", content: "x"}]')

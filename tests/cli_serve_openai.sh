@@ -62,7 +62,7 @@ check "bad key: AuthenticationError, 401 ($(call 'bad key'))" \
     [ "$(call 'bad key' | jq -c '[.error, .status, .auth, .type]')" = '["AuthenticationError",401,true,"authentication_error"]' ]
 check "bad value: BadRequestError, 400 ($(call 'bad value'))" \
     [ "$(call 'bad value' | jq -c '[.error, .status, .bad_request, .param]')" = '["BadRequestError",400,true,"temperature"]' ]
-check "bad value: the command's message" sh -c "jq -r 'select(.call == \"bad value\") | .message' '$tmp/out' | grep -q 'must be >= 0'"
+check "bad value: the command's message" sh -c "jq -r 'select(.call == \"bad value\") | .message' '$tmp/out' | grep -q 'must be a number >= 0'"
 check "stream with include_usage: gpt's text" [ "$(call 'stream usage' | jq -c .text)" = "$want_text" ]
 check "stream with include_usage: the plain call's usage ($(call 'stream usage' | jq -c .usage))" \
     [ "$(call 'stream usage' | jq -c .usage)" = "$(call 'plain usage' | jq -c .usage)" ]

@@ -282,7 +282,7 @@ static void test_lines(void) {
     const char *want_err[] = {NULL,
                               "invalid JSON at byte 0",
                               "prompt must be a string",
-                              "top_p 1.5: must be in (0, 1]",
+                              "top_p must be a number in (0, 1]",
                               "unknown field \"temprature\"",
                               "no \"prompt\"",
                               "not a JSON object",
@@ -754,7 +754,7 @@ static void test_completions(void) {
     n = split_lines(r.out, lines, 8);
     CHECK(r.rc == 1 && n == 5, "bad n: rc %d, %zu lines", r.rc, n);
     for (size_t i = 0; i < n && i < 5; i++)
-        CHECK(strstr(lines[i], i < 4 ? "\"error\":\"n must be a whole number from 1 to 64\""
+        CHECK(strstr(lines[i], i < 4 ? "\"error\":\"n must be an integer in [1, 64]\""
                                      : "\"error\":\"n does not apply to a line with \\\"choices\\\""),
               "bad n, line %zu: %s", i, lines[i]);
     result_free(&r);

@@ -54,26 +54,27 @@ static void test_usage(void) {
         const char *message;
     } bad[] = {
         {{"--frobnicate"}, "unknown option '--frobnicate'"},
-        {{"-n", "-5"}, "-n -5: must be an integer >= 0"},
+        {{"-n", "-5"}, "-n -5: must be an integer in [0, 1000000000]"},
         {{"-n", "ten"}, "-n ten"},
-        {{"--top-p", "1.5"}, "--top-p 1.5: must be in (0, 1]"},
-        {{"--top-p", "0"}, "--top-p 0: must be in (0, 1]"},
-        {{"--temp", "-1"}, "--temp -1: must be >= 0"},
-        {{"--temp", "nan"}, "--temp nan: not a number"},
+        {{"--top-p", "1.5"}, "--top-p 1.5: must be a number in (0, 1]"},
+        {{"--top-p", "0"}, "--top-p 0: must be a number in (0, 1]"},
+        {{"--temp", "-1"}, "--temp -1: must be a number >= 0"},
+        {{"--temp", "nan"}, "--temp nan: must be a number >= 0"},
         {{"--top-k", "-2"}, "--top-k -2"},
-        // a number too large is out of range, not "must be an integer >= 0"
-        {{"--top-k", "99999999999"}, "--top-k 99999999999: out of range (at most 2147483647)"},
-        {{"-n", "99999999999999999999"}, "-n 99999999999999999999: out of range"},
-        {{"-n", "-99999999999999999999"}, "must be an integer >= 0"},
+        // a number too large names the range's end, not only "an integer"
+        {{"--top-k", "99999999999"}, "--top-k 99999999999: must be an integer in [0, 2147483647]"},
+        {{"-n", "1000000001"}, "-n 1000000001: must be an integer in [0, 1000000000]"},
+        {{"-n", "99999999999999999999"}, "-n 99999999999999999999: must be an integer in [0, 1000000000]"},
+        {{"-n", "-99999999999999999999"}, "must be an integer in [0, 1000000000]"},
         {{"--score", "--stride", "99999999999999999999"}, "--stride 99999999999999999999: out of range"},
-        {{"--min-p", "1.5"}, "--min-p 1.5: must be in [0, 1]"},
-        {{"--repeat-penalty", "0"}, "--repeat-penalty 0: must be > 0"},
+        {{"--min-p", "1.5"}, "--min-p 1.5: must be a number in [0, 1]"},
+        {{"--repeat-penalty", "0"}, "--repeat-penalty 0: must be a number > 0"},
         {{"-t", "0"}, "-t 0: must be an integer in [1, 1024]"},
         {{"-s", "-1"}, "-s -1"},
         // strtoull skips the blank and negates: " -5" was taken as seed 2^64 - 5
         {{"-s", " -5"}, "-s  -5: must be an integer"},
-        {{"-n", " 3"}, "-n  3: must be an integer >= 0"},
-        {{"--temp", " 1"}, "--temp  1: not a number"},
+        {{"-n", " 3"}, "-n  3: must be an integer in [0, 1000000000]"},
+        {{"--temp", " 1"}, "--temp  1: must be a number >= 0"},
         {{"--max-tokens"}, "--max-tokens needs a value"},
         {{"--batch", "--blas"}, "--blas does not apply to --batch (OpenBLAS's bits depend on the rows in a call"},
         {{"--tokenize", "--blas"}, "--blas does not apply to --tokenize"},
@@ -146,7 +147,7 @@ static void test_usage(void) {
 
     // --flag=value is the same as --flag value
     r = RUN("-m", ckpt("tiny"), "-p", "x", "--top-p=2");
-    CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
+    CHECK(r.rc == 2 && strstr(r.err, "--top-p 2: must be a number in (0, 1]"), "--top-p=2: rc %d %s", r.rc, r.err);
     result_free(&r);
 }
 

@@ -357,8 +357,8 @@ static void test_options(void) {
         {"$GPT -m$TINY -pHello -n3 --temp=0 > $T/o", 0, NULL},
         {"$GPT -m $TINY --max=3 --tem 0 -p Hello > $T/o", 0, NULL},  // abbreviations
         {"$GPT -m $TINY -n 3 --temp 0 -- -p > $T/o", 2, "unexpected argument '-p'"},
-        {"$GPT -m $TINY -p x --temp 0x10", 2, "--temp 0x10: not a number"},
-        {"$GPT -m $TINY -p x --temp inf", 2, "--temp inf: not a number"},
+        {"$GPT -m $TINY -p x --temp 0x10", 2, "--temp 0x10: must be a number >= 0"},
+        {"$GPT -m $TINY -p x --temp inf", 2, "--temp inf: must be a number >= 0"},
         {"$GPT -m $TINY -p x --top-p 2.5e-400", 2, "--top-p 2.5e-400: out of range"},
         {"$GPT -m $TINY -p x --temp 1e50", 2, "--temp 1e50: out of range"},
         {"$GPT -m $TINY -p x --te 1", 2, "ambiguous"},  // --temp or --text

@@ -215,9 +215,9 @@ static int echo_prompt(Request *j, const char *p, size_t n) {
     return 0;
 }
 
-// One field of a --jsonl line that is not a generation field: "prompt"
-// (a string into *prompt, pointing into f; token ids, each below vocab, into
-// j->ids), "id", "n", "echo", "choices". 0, or -1 (the request failed).
+// One field of a --jsonl line that is not a setting: "prompt" (a string
+// into *prompt, pointing into f; token ids, each below vocab, into j->ids),
+// "id", "choices". 0, or -1 (the request failed).
 static int line_field(Request *j, const cJSON *f, size_t vocab, const char **prompt, size_t *prompt_len) {
     const char *k = f->string;
     if (!strcmp(k, "prompt")) {
@@ -237,14 +237,6 @@ static int line_field(Request *j, const cJSON *f, size_t vocab, const char **pro
     } else if (!strcmp(k, "id")) {
         cJSON_Delete(j->id);  // given twice: the last one, as for every field
         j->id = cJSON_Duplicate(f, 1);
-    } else if (!strcmp(k, "n")) {
-        double n = cJSON_IsNumber(f) ? f->valuedouble : 0;
-        if (!(n >= 1 && n <= MAX_CHOICES && n == (double)(long)n))
-            return request_fail(j, "n must be a whole number from 1 to %d", MAX_CHOICES);
-        j->n_completions = (size_t)n;
-    } else if (!strcmp(k, "echo")) {
-        if (!cJSON_IsBool(f)) return request_fail(j, "echo must be true or false");
-        j->echo = cJSON_IsTrue(f);
     } else if (!strcmp(k, "choices")) {
         size_t n = cJSON_IsArray(f) ? (size_t)cJSON_GetArraySize(f) : 0;
         int bad = n == 0;
@@ -262,7 +254,7 @@ static int line_field(Request *j, const cJSON *f, size_t vocab, const char **pro
 }
 
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
-static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, const char **prompt,
+static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, size_t n_ctx, const char **prompt,
                        size_t *prompt_len, int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
@@ -282,12 +274,14 @@ static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, c
         return request_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
     }
     int rc = -1;
-    GenFields g = {.params = &j->params, .stops = j->stops, .stop_json = &j->stop_json};
+    // the line's settings over the options' (j's), copied back below
+    GenSettings g = {.params = j->params, .n = j->n_completions, .echo = j->echo};
+    GenLimits limits = {.vocab_size = vocab};
     const char *generation_field = NULL;  // a field of generation the line has, if any
     size_t member = 0;  // f's place in the object
     for (const cJSON *f = o->child; f; f = f->next, member++) {
         const char *k = f->string;
-        int known = gen_field_from_json(&g, f, line, len, member, msg, sizeof msg);
+        int known = setting_from_json(&g, &limits, f, line, len, member, msg, sizeof msg);
         if (known < 0) {
             request_fail(j, "%s", msg);
             goto done;
@@ -298,6 +292,10 @@ static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, c
     if (j->n_candidates && generation_field) {
         request_fail(j, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
                      generation_field);
+        goto done;
+    }
+    if (settings_check_keep(&g, g.given[SETTING_KEEP], 1, n_ctx, msg, sizeof msg) != 0) {
+        request_fail(j, "%s", msg);
         goto done;
     }
     *seed_given = g.seed_given;
@@ -323,7 +321,17 @@ static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, c
     *prompt = copy;
     rc = 0;
 done:
-    j->grammar = g.grammar;  // the line's own, set or not: the request's to free
+    // the line's settings into j: its stops (when it gave "stop") and its
+    // grammar (set or not: the request's to free) with them
+    j->params = g.params;
+    if (g.stop_json) {
+        memcpy(j->stops, g.stops, sizeof j->stops);
+        j->params.stops = j->stops;
+        j->stop_json = g.stop_json;
+    }
+    j->n_completions = g.n;
+    j->echo = g.echo;
+    j->grammar = g.grammar;
     cJSON_Delete(o);
     return rc;
 }
@@ -378,7 +386,7 @@ static Request *request_from_line(const Options *o, Tokenizer *tok, const Model 
     }
     if (o->jsonl) {
         prompt = NULL;
-        if (parse_jsonl(j, line, len, (size_t)m->config.vocab_size, &prompt, &prompt_len, &seed_given) != 0)
+        if (parse_jsonl(j, line, len, (size_t)m->config.vocab_size, (size_t)m->config.n_ctx, &prompt, &prompt_len, &seed_given) != 0)
             return j;
         owned_prompt = (char *)prompt;
     }
@@ -814,9 +822,9 @@ static int batch_open(Batch *b, const Session *ss) {
                            "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
                            o->kv_budget_arg, KV_BLOCK, block_bytes);
     note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, block_bytes);
-    if (o->context_shift && (size_t)o->keep > (size_t)mp->config.n_ctx / 2)
-        return usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
-                           mp->config.n_ctx / 2);
+    char why[160];
+    if (settings_check_keep(&o->gen, 0, 0, (size_t)mp->config.n_ctx, why, sizeof why) != 0)
+        return usage_error(NULL, "%s", why);
     EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
                        .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
                        .pool = ss->pool, .plan = &ss->plan, .prompt_logit_rows = (size_t)o->prefill_chunk};

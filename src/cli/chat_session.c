@@ -438,7 +438,8 @@ static int chat_loop(Chat *c) {
 // the options: gpt's (options.c applies each value with gpt's rules), those
 // that a chat has
 
-static const char chat_usage[] =
+// --help: chat_usage_head, the settings' lines, chat_usage_tail
+static const char chat_usage_head[] =
     "usage: gpt chat [options]       a conversation: each line of stdin a user message, each\n"
     "                                answered on stdout (one line of --json per turn)\n"
     "  -m, --model PATH        the model, as gpt's -m (default: $GPT_MODEL, else gpt's search;\n"
@@ -460,26 +461,10 @@ static const char chat_usage[] =
     "                          context); errors and --stats still\n"
     "      --chat-template T   gpt2 (each message then <|endoftext|>; the default),\n"
     "                          transcript (User: ...\\nAssistant:), chatml, or a template\n"
-    "                          file (JSON: docs/chat.md); its stops end an answer\n"
-    "  -n, --max-tokens N      tokens per answer at most (default 256)\n"
-    "      --temp T            temperature, 0 = greedy (default 1.0)\n"
-    "      --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
-    "      --top-p P           keep the smallest set reaching probability P (default 1.0)\n"
-    "      --min-p P           drop tokens below P x the top probability (default 0)\n"
-    "      --repeat-penalty R  CTRL repetition penalty, 1.0 = off (default 1.0)\n"
-    "      --presence-penalty X\n"
-    "                          OpenAI's presence penalty, in [-2, 2] (default 0)\n"
-    "      --frequency-penalty X\n"
-    "                          OpenAI's frequency penalty, in [-2, 2] (default 0)\n"
-    "      --logit-bias BIAS   ID=B: add B, in [-100, 100], to token ID's logit (repeatable)\n"
-    "  -s, --seed N            answer k (from 0) samples with seed N + k (default: random\n"
-    "                          below 2^53, shown on a terminal and in --json)\n"
-    "      --stop STR          an answer also ends at STR (repeatable; C escapes as gpt's)\n"
-    "      --ignore-eos        an answer goes on after <|endoftext|>\n"
-    "      --context-shift     when the conversation leaves an answer less than -n tokens\n"
-    "                          (at most half the context), drop its oldest messages; an\n"
-    "                          answer past the context goes on as gpt's --context-shift\n"
-    "      --keep N            the prompt tokens an answer's shift keeps (default 0)\n"
+    "                          file (JSON: docs/chat.md); its stops end an answer\n";
+
+// after the settings' lines (settings.c)
+static const char chat_usage_tail[] =
     "      --no-prefix-sharing each turn computes its whole prompt (the same answers)\n"
     "      --json              one JSON line per turn: text, tokens, stop_reason, seed, and\n"
     "                          prompt_tokens, cached_tokens, prefill_tokens, kv_positions,\n"
@@ -494,58 +479,62 @@ static const char chat_usage[] =
     "exit codes: 0 end of stdin, 1 load or input error (stdin not a terminal: the first\n"
     "bad line, command or turn), 2 usage error, 130 Ctrl-C at the prompt, or SIGTERM\n";
 
-enum { C_TEMPLATE = 256, C_TEMP, C_TOP_K, C_TOP_P, C_MIN_P, C_REPEAT, C_PRESENCE, C_FREQUENCY, C_BIAS, C_STOP,
-       C_IGNORE_EOS, C_SHIFT, C_KEEP, C_NO_PREFIX, C_JSON, C_STATS };
+enum { C_TEMPLATE = 256, C_NO_PREFIX, C_JSON, C_STATS };
 
-// gpt chat's own options (the shared ones are model_options.c's), each
-// named as gpt's option whose rules it follows.
+// gpt chat's own options besides the settings it takes (IN_CHAT; the
+// shared ones are model_options.c's), each named as gpt's option whose
+// rules it follows.
 static const struct option CHAT_OPTIONS[] = {
     {"help", no_argument, 0, 'h'},
     {"chat-template", required_argument, 0, C_TEMPLATE},
-    {"max-tokens", required_argument, 0, 'n'},
-    {"temp", required_argument, 0, C_TEMP},
-    {"top-k", required_argument, 0, C_TOP_K},
-    {"top-p", required_argument, 0, C_TOP_P},
-    {"min-p", required_argument, 0, C_MIN_P},
-    {"repeat-penalty", required_argument, 0, C_REPEAT},
-    {"presence-penalty", required_argument, 0, C_PRESENCE},
-    {"frequency-penalty", required_argument, 0, C_FREQUENCY},
-    {"logit-bias", required_argument, 0, C_BIAS},
-    {"seed", required_argument, 0, 's'},
-    {"stop", required_argument, 0, C_STOP},
-    {"ignore-eos", no_argument, 0, C_IGNORE_EOS},
-    {"context-shift", no_argument, 0, C_SHIFT},
-    {"keep", required_argument, 0, C_KEEP},
     {"no-prefix-sharing", no_argument, 0, C_NO_PREFIX},
     {"json", no_argument, 0, C_JSON},
     {"stats", no_argument, 0, C_STATS},
     {0, 0, 0, 0},
 };
 
+// gpt chat --help on stdout: EXIT_OK, or EXIT_RUNTIME when stdout fails.
+static int chat_help(void) {
+    char settings[8192];
+    size_t n = settings_help(IN_CHAT, settings, sizeof settings);
+    if (n >= sizeof settings) return EXIT_RUNTIME;  // the table outgrew the buffer: a test catches it
+    return out_write(chat_usage_head, strlen(chat_usage_head)) || out_write(settings, n) ||
+                   out_write(chat_usage_tail, strlen(chat_usage_tail)) || out_flush()
+               ? EXIT_RUNTIME
+               : EXIT_OK;
+}
+
 // argv (from "chat" on) into *o: 0 to run, else the exit code to leave
 // with (after --help, or a usage error).
 static int chat_options(int argc, char **argv, Options *o, int *done) {
-    static const int repeatable[] = {C_STOP, C_BIAS, 0};
+    const int repeatable[] = {setting_code(setting_of(SETTING_STOP)), setting_code(setting_of(SETTING_LOGIT_BIAS)), 0};
+    struct option table[OPTIONS_MAX + 1];
+    size_t n = 0;
+    for (const struct option *lo = CHAT_OPTIONS; lo->name; lo++) table[n++] = *lo;
+    n += settings_options(IN_CHAT, table + n, OPTIONS_MAX - n);
+    table[n] = (struct option){0, 0, 0, 0};
     OptionParser p;
-    options_begin(&p, "chat", CHAT_OPTIONS, repeatable);
+    options_begin(&p, "chat", table, repeatable);
     options_defaults(o);
     o->mode = MODE_CHAT;
     *done = 1;
     for (int c; (c = options_next(&p, argc, argv)) != -1;) {
         if (c == OPTION_FAILED) return EXIT_USAGE;
-        if (c == 'h') return out_write(chat_usage, strlen(chat_usage)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
-        for (const struct option *lo = CHAT_OPTIONS; lo->name; lo++)
+        if (c == 'h') return chat_help();
+        for (const struct option *lo = table; lo->name; lo++)
             if (lo->val == c) {
                 int rc = option_apply(o, lo->name, p.flag, p.value);
                 if (rc != 0) return rc;
             }
     }
     options_take_shared(o, &p.shared);
+    options_take_settings(o);
     if (p.given[OPT_PARALLEL] && o->parallel != 1)
         return usage_error("chat", "%s %ld: a chat runs one answer at a time (only 1)", p.given[OPT_PARALLEL],
                            o->parallel);
-    if (p.given[C_KEEP] && !o->context_shift)
-        return usage_error("chat", "--keep needs --context-shift (it says what a shift keeps)");
+    char msg[160];
+    if (settings_check_keep(&o->gen, p.given[setting_code(setting_of(SETTING_KEEP))] != NULL, 0, 0, msg, sizeof msg))
+        return usage_error("chat", "%s", msg);
     note_greedy_ignores(o);
     *done = 0;
     return 0;
@@ -594,6 +583,11 @@ int run_chat(int argc, char **argv) {
     // the conversation's limits (a full context, --context-shift) are the
     // context's. Less is refused before any line is read.
     const GPT2Config *cfg = &c.ss.model.config;
+    char why[160];
+    if (settings_check_keep(&o->gen, 0, 0, (size_t)cfg->n_ctx, why, sizeof why) != 0) {
+        rc = usage_error("chat", "%s", why);
+        goto done;
+    }
     size_t block_bytes = kvcache_bytes_per_token(cfg, o->kv_dtype) * KV_BLOCK;
     size_t ctx_blocks = ((size_t)cfg->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
     size_t kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1);

@@ -54,6 +54,8 @@ typedef struct {
     const char *tokenizer_path;
     const char *prompt;  // NULL: read stdin
     int keep_newline;    // keep the final newline of a prompt read from stdin
+    GenSettings gen;     // the generation settings as given (settings.c); options_take_settings copies
+                         // them into the fields below that the modes read
     long max_tokens;
     SamplerParams sampling;
     int have_seed;
@@ -112,6 +114,7 @@ int parse_options(int argc, char **argv, Options *o, int *done);
 void options_defaults(Options *o);
 int option_apply(Options *o, const char *name, const char *flag, char *value);
 void options_take_shared(Options *o, const SharedOptions *so);
+void options_take_settings(Options *o);
 // The note that --top-k, --top-p, --min-p and -s do nothing with --temp 0.
 void note_greedy_ignores(const Options *o);
 

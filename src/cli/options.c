@@ -20,7 +20,8 @@
 
 #include "cli.h"
 
-static const char *usage_text =
+// --help: usage_head, the settings' lines, usage_tail
+static const char *usage_head =
     "usage: gpt [options]                       generate text from a prompt\n"
     "       gpt --batch [options] < prompts     one JSON line per prompt line (see below)\n"
     "       gpt --score [options]               log-probability of each token of a text\n"
@@ -70,60 +71,10 @@ static const char *usage_text =
     "                          chatml, or a template file (JSON: docs/chat.md); the answer is\n"
     "                          gpt serve's /v1/chat/completions answer with T\n"
     "      --apply-template    print the prompt the conversation renders to, and nothing else\n"
-    "generation:\n"
-    "  -n, --max-tokens N      tokens to generate (default 256)\n"
-    "      --temp T            temperature, 0 = greedy (default 1.0)\n"
-    "      --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
-    "      --top-p P           keep the smallest set reaching probability P, in (0,1] (default 1.0)\n"
-    "      --min-p P           drop tokens below P x the top probability, 0 = off (default 0)\n"
-    "      --repeat-penalty R  CTRL repetition penalty over the prompt and the output, 1.0 = off\n"
-    "                          (default 1.0)\n"
-    "      --presence-penalty X\n"
-    "                          subtract X, in [-2, 2], from the logit of every token already\n"
-    "                          generated (OpenAI's presence penalty; default 0)\n"
-    "      --frequency-penalty X\n"
-    "                          subtract X, in [-2, 2], times the times a token was generated\n"
-    "                          from its logit (OpenAI's frequency penalty; default 0)\n"
-    "      --logit-bias BIAS   ID=B: add B, in [-100, 100], to the logit of token ID\n"
-    "                          (repeatable, up to 300 tokens): -100 bans it, 100 all but\n"
-    "                          forces it. The order: the bias, --repeat-penalty, then the\n"
-    "                          presence and frequency penalties, then --temp and the filters\n"
-    "  -s, --seed N            random seed (default: random below 2^53, shown by --stats)\n"
-    "      --grammar FILE      the output matches the GBNF grammar in FILE, or FILE itself when\n"
-    "                          it holds ::= (docs/grammars.md); the stop reason is \"grammar\"\n"
-    "                          when nothing more can follow; with --draft/--lookup the\n"
-    "                          guesses are masked too (same text)\n"
-    "      --json-schema SCHEMA\n"
-    "                          the output is an instance of the JSON Schema in the file SCHEMA,\n"
-    "                          or SCHEMA itself when it starts with {, written compactly\n"
-    "                          (docs/json-schema.md: the subset, what is refused)\n"
-    "      --json-object       the output is a JSON object, written compactly\n"
-    "      --regex RE          the output matches the regular expression RE whole\n"
-    "                          (Python's re.fullmatch; the subset in docs/json-schema.md);\n"
-    "                          --grammar, --json-schema, --json-object and --regex exclude\n"
-    "                          each other; in --batch they are every line's default\n"
-    "      --stop STR          stop when the text contains STR (repeatable); STR is not output:\n"
-    "                          the text ends before it, but tokens and logprobs keep the token\n"
-    "                          that carried it (--json, --per-token: the tokens as generated);\n"
-    "                          C escapes in STR: \\n \\t \\r \\\\ \\\" \\xHH (not \\x00)\n"
-    "      --ignore-eos        keep going after <|endoftext|>\n"
-    "      --context-shift     past the context, go on: the window starts again from the\n"
-    "                          --keep first prompt tokens and the latest, half the context in\n"
-    "                          all, computed anew (exactly a fresh run from those tokens with\n"
-    "                          the sampler's state carried over); without it generation stops\n"
-    "      --keep N            the prompt tokens every shift keeps (default 0; at most half\n"
-    "                          the context; more than the prompt: the prompt)\n"
-    "      --completions N     N continuations of the prompt, with --json (needed): a list\n"
-    "                          \"completions\" (1 to 64, default 1); seeds -s, -s + 1, ...: each\n"
-    "                          the run with its seed; the prompt computed once; in --batch\n"
-    "                          every line's (a --jsonl line's \"n\"), listed when more than\n"
-    "                          one (not with --text)\n"
-    "      --echo              print the prompt before the continuation (--json: the text\n"
-    "                          starts with it; with --logprobs, its tokens get theirs too)\n"
-    "      --logprobs N        each generated token's log-probability and the N most likely\n"
-    "                          tokens' (N in [0, 20]) under the model's distribution: the\n"
-    "                          log-softmax of the raw logits, before the bias, the penalties,\n"
-    "                          --temp and the filters; in --json, else as --per-token's lines\n"
+    "generation:\n";
+
+// after the settings' lines (settings.c)
+static const char *usage_tail =
     "multiple choice (a prompt and its candidate continuations):\n"
     "      --choice TEXT       a continuation to score (repeatable, up to 64): prints the\n"
     "                          most likely; --json: each one's tokens, log-probabilities,\n"
@@ -199,42 +150,6 @@ static int parse_bounded(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
-// The C escape at r (a backslash): its length (2, or 4 for \xHH) with its
-// byte in *byte, or 0 if it is none. \x00 is none: it would end the string.
-static int escape_at(const char *r, char *byte) {
-    static const char from[] = "ntr\\\"", to[] = "\n\t\r\\\"";
-    const char *known = r[1] ? strchr(from, r[1]) : NULL;
-    if (known) {
-        *byte = to[known - from];
-        return 2;
-    }
-    if (r[1] != 'x' || !isxdigit((unsigned char)r[2]) || !isxdigit((unsigned char)r[3])) return 0;
-    char hex[3] = {r[2], r[3], 0};
-    *byte = (char)strtol(hex, NULL, 16);
-    return *byte ? 4 : 0;
-}
-
-// --stop's value with its C escapes read, so that --stop "\n\n" means what
-// a JSONL "stop":"\n\n" means. In place (a byte takes less room than its
-// escape), once every escape is known to be one; else -1 with *bad at the
-// first that is not, the text untouched.
-static int unescape(char *s, const char **bad) {
-    char byte;
-    for (const char *r = s; (r = strchr(r, '\\')); r += 2)
-        if (!escape_at(r, &byte)) {
-            *bad = r;
-            return -1;
-        }
-    char *w = s;
-    for (const char *r = s; *r;) {
-        int n = *r == '\\' ? escape_at(r, &byte) : 0;
-        *w++ = n ? byte : *r;
-        r += n ? n : 1;
-    }
-    *w = '\0';
-    return 0;
-}
-
 // ----------------------------------------------------------------------------
 // the options and the modes they apply to
 
@@ -248,41 +163,23 @@ enum {
 // getopt_long codes of gpt's own long-only options (the shared ones are
 // front.h's OPT_*)
 enum {
-    O_VERSION = 256, O_SPECIAL, O_KEEP_NEWLINE, O_TEMP, O_TOP_K, O_TOP_P,
-    O_MIN_P, O_REPEAT, O_STOP, O_GRAMMAR, O_JSON_SCHEMA, O_JSON_OBJECT, O_REGEX, O_IGNORE_EOS, O_ECHO, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
+    O_VERSION = 256, O_SPECIAL, O_KEEP_NEWLINE, O_JSON, O_STATS, O_SCORE, O_TOKENIZE, O_DETOKENIZE,
     O_BATCH, O_JSONL, O_UNORDERED, O_TEXT, O_FIRST_INDEX, O_PREFILL_CHUNK,
     O_NO_PREFIX, O_STATS_JSON, O_PER_TOKEN, O_STRIDE, O_DRAFT, O_DRAFT_DTYPE, O_DRAFT_TOKENS, O_LOOKUP, O_PROGRESS, O_BLAS,
-    O_LOGPROBS, O_CHOICE, O_CONTEXT_SHIFT, O_KEEP, O_COMPLETIONS, O_PRESENCE, O_FREQUENCY, O_LOGIT_BIAS,
-    O_CHAT_TEMPLATE, O_APPLY_TEMPLATE, O_PREPEND_EOS,
+    O_CHOICE, O_CHAT_TEMPLATE, O_APPLY_TEMPLATE, O_PREPEND_EOS,
     O_COUNT  // one past the last
 };
-_Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt's option codes run into the shared ones");
+_Static_assert((int)O_COUNT <= (int)SETTING_CODE_BASE, "gpt's option codes run into the settings'");
 
-// gpt's own options; src/front/model_options.c adds the shared ones. An
-// option whose code is a letter is also -LETTER.
+// gpt's own options besides the settings (settings.c), which gpt_options
+// adds; src/front/model_options.c adds the shared ones. An option whose
+// code is a letter is also -LETTER.
 static const struct option LONG_OPTIONS[] = {
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, O_VERSION},
     {"prompt", required_argument, 0, 'p'},
     {"keep-newline", no_argument, 0, O_KEEP_NEWLINE},
     {"special", no_argument, 0, O_SPECIAL},
-    {"max-tokens", required_argument, 0, 'n'},
-    {"temp", required_argument, 0, O_TEMP},
-    {"top-k", required_argument, 0, O_TOP_K},
-    {"top-p", required_argument, 0, O_TOP_P},
-    {"min-p", required_argument, 0, O_MIN_P},
-    {"repeat-penalty", required_argument, 0, O_REPEAT},
-    {"presence-penalty", required_argument, 0, O_PRESENCE},
-    {"frequency-penalty", required_argument, 0, O_FREQUENCY},
-    {"logit-bias", required_argument, 0, O_LOGIT_BIAS},
-    {"seed", required_argument, 0, 's'},
-    {"stop", required_argument, 0, O_STOP},
-    {"grammar", required_argument, 0, O_GRAMMAR},
-    {"json-schema", required_argument, 0, O_JSON_SCHEMA},
-    {"json-object", no_argument, 0, O_JSON_OBJECT},
-    {"regex", required_argument, 0, O_REGEX},
-    {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
-    {"echo", no_argument, 0, O_ECHO},
     {"json", no_argument, 0, O_JSON},
     {"stats", no_argument, 0, O_STATS},
     {"score", no_argument, 0, O_SCORE},
@@ -304,20 +201,27 @@ static const struct option LONG_OPTIONS[] = {
     {"lookup", required_argument, 0, O_LOOKUP},
     {"progress", no_argument, 0, O_PROGRESS},
     {"blas", no_argument, 0, O_BLAS},
-    {"logprobs", required_argument, 0, O_LOGPROBS},
     {"choice", required_argument, 0, O_CHOICE},
-    {"context-shift", no_argument, 0, O_CONTEXT_SHIFT},
-    {"keep", required_argument, 0, O_KEEP},
-    {"completions", required_argument, 0, O_COMPLETIONS},
     {"chat-template", required_argument, 0, O_CHAT_TEMPLATE},
     {"apply-template", no_argument, 0, O_APPLY_TEMPLATE},
     {"prepend-eos", no_argument, 0, O_PREPEND_EOS},
     {0, 0, 0, 0},
 };
-_Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + N_SHARED_OPTIONS <= OPTIONS_MAX, "OPTIONS_MAX");
+_Static_assert(sizeof LONG_OPTIONS / sizeof *LONG_OPTIONS - 1 + SETTING_COUNT + N_SHARED_OPTIONS <= OPTIONS_MAX,
+               "OPTIONS_MAX");
+
+// gpt's options: LONG_OPTIONS, then the settings gpt takes; a zero entry
+// ends them (out holds OPTIONS_MAX + 1).
+static void gpt_options(struct option *out) {
+    size_t n = 0;
+    for (const struct option *lo = LONG_OPTIONS; lo->name; lo++) out[n++] = *lo;
+    n += settings_options(IN_GPT, out + n, OPTIONS_MAX - n);
+    out[n] = (struct option){0, 0, 0, 0};
+}
 
 // The modes each option applies to, by its code.
 static int modes_of(int code) {
+    if (setting_by_code(code)) return GEN | BATCH;  // a generation setting: generation and the lines' defaults
     switch (code) {
     case 'm': case OPT_TOKENIZER: return ALL;
     case 'p': return GEN | SCORE | TOK | DETOK | CHOICE | APPLY;
@@ -326,12 +230,7 @@ static int modes_of(int code) {
     case O_SPECIAL: return GEN | SCORE | TOK | BATCH | CHOICE;
     case OPT_DTYPE: case OPT_Q8_ACT: case OPT_KV_TYPE: case 't': case O_STATS: case OPT_TUNE: return MODEL_MODES;
     case OPT_LORA: return MODEL_MODES;
-    case 'n': case O_TEMP: case O_TOP_K: case O_TOP_P: case O_MIN_P: case O_REPEAT: case 's':
-    case O_STOP: case O_IGNORE_EOS: case O_PRESENCE: case O_FREQUENCY: case O_LOGIT_BIAS: return GEN | BATCH;
     case O_DRAFT: case O_DRAFT_DTYPE: case O_DRAFT_TOKENS: case O_LOOKUP: return GEN;
-    case O_COMPLETIONS: return GEN | BATCH;
-    case O_GRAMMAR: case O_JSON_SCHEMA: case O_JSON_OBJECT: case O_REGEX: return GEN | BATCH;
-    case O_ECHO: case O_LOGPROBS: case O_CONTEXT_SHIFT: case O_KEEP: return GEN | BATCH;
     case O_CHOICE: return CHOICE;
     case O_JSON: return GEN | SCORE | TOK | CHOICE;
     case O_JSONL: case OPT_PARALLEL: case OPT_KV_BUDGET: case O_UNORDERED: case O_TEXT: case O_FIRST_INDEX:
@@ -373,16 +272,11 @@ enum { NOT_MINE = -1 };
 void options_defaults(Options *o) {
     memset(o, 0, sizeof *o);
     o->mode = MODE_GENERATE;
-    o->max_tokens = 256;
-    o->sampling.temperature = 1.0f;
-    o->sampling.top_p = 1.0f;
-    o->sampling.repeat_penalty = 1.0f;
+    settings_defaults(&o->gen);
     o->prefill_chunk = 128;
     o->share_prefixes = 1;
     o->draft_dtype = -1;
     o->draft_tokens = 0;  // 0: chosen by the draft's cost (run_model.c)
-    o->logprobs = -1;
-    o->completions = 1;
 }
 
 // The options without a value: 0, or NOT_MINE.
@@ -390,13 +284,6 @@ static int flag_option(Options *o, int c) {
     switch (c) {
     case O_KEEP_NEWLINE: o->keep_newline = 1; break;
     case O_SPECIAL: o->special = 1; break;
-    case O_IGNORE_EOS: o->ignore_eos = 1; break;
-    case O_ECHO: o->echo = 1; break;
-    case O_CONTEXT_SHIFT: o->context_shift = 1; break;
-    case O_GRAMMAR: o->grammar = optarg; break;
-    case O_JSON_SCHEMA: o->json_schema = optarg; break;
-    case O_JSON_OBJECT: o->json_object = 1; break;
-    case O_REGEX: o->regex = optarg; break;
     case O_JSON: o->json = 1; break;
     case O_STATS: o->stats = 1; break;
     case O_STATS_JSON: o->stats_json = 1; break;
@@ -413,108 +300,11 @@ static int flag_option(Options *o, int c) {
     return 0;
 }
 
-// --temp, --top-p, --min-p, --repeat-penalty and the presence and frequency
-// penalties: 0, or the usage error's code.
-static int sampling_decimal(Options *o, int c, const char *flag, const char *v) {
-    float f;
-    int rc = parse_decimal(v, &f);
-    if (rc == -1) return FAIL("%s %s: not a number", flag, v);
-    if (rc == -2) return FAIL("%s %s: out of range", flag, v);
-    if (c == O_TEMP && !(f >= 0)) return FAIL("%s %s: must be >= 0", flag, v);
-    if (c == O_TOP_P && !(f > 0 && f <= 1)) return FAIL("%s %s: must be in (0, 1]", flag, v);
-    if (c == O_MIN_P && !(f >= 0 && f <= 1)) return FAIL("%s %s: must be in [0, 1]", flag, v);
-    if (c == O_REPEAT && !(f > 0)) return FAIL("%s %s: must be > 0", flag, v);
-    if ((c == O_PRESENCE || c == O_FREQUENCY) && !(fabsf(f) <= SAMPLER_PENALTY_MAX))
-        return FAIL("%s %s: must be in [-2, 2]", flag, v);
-    if (c == O_PRESENCE) o->sampling.presence_penalty = f;
-    if (c == O_FREQUENCY) o->sampling.frequency_penalty = f;
-    if (c == O_TEMP) o->sampling.temperature = f;
-    if (c == O_TOP_P) o->sampling.top_p = f;
-    if (c == O_MIN_P) o->sampling.min_p = f;
-    if (c == O_REPEAT) o->sampling.repeat_penalty = f;
-    return 0;
-}
-
-// --logit-bias ID=B: one more entry (the id is checked against the model's
-// vocabulary when the sampler starts). 0, or the usage error's code.
-static int logit_bias_option(Options *o, const char *flag, const char *v) {
-    const char *eq = strchr(v, '=');
-    char id_text[16];
-    long id;
-    float b;
-    if (!eq || eq == v || (size_t)(eq - v) >= sizeof id_text)
-        return FAIL("%s %s: must be ID=BIAS (a token id, then a number in [-100, 100])", flag, v);
-    memcpy(id_text, v, (size_t)(eq - v));
-    id_text[eq - v] = '\0';
-    if (parse_bounded(id_text, 0, INT32_MAX - 1, &id) != 0)
-        return FAIL("%s %s: the token id must be an integer in [0, %ld)", flag, v, (long)INT32_MAX);
-    if (parse_decimal(eq + 1, &b) != 0 || !(fabsf(b) <= SAMPLER_BIAS_LIMIT))
-        return FAIL("%s %s: the bias must be a number in [-100, 100]", flag, v);
-    SamplerParams *sp = &o->sampling;
-    for (size_t i = 0; i < sp->n_bias; i++)
-        if (sp->bias[i].id == (int32_t)id) return FAIL("%s %s: token %ld has a bias already", flag, v, id);
-    if (sp->n_bias == SAMPLER_BIAS_MAX) return FAIL("%s: at most %d tokens", flag, SAMPLER_BIAS_MAX);
-    sp->bias[sp->n_bias++] = (SamplerBias){.id = (int32_t)id, .bias = b};
-    return 0;
-}
-
-// -n, the sampler's options, -s and --stop: 0, the usage error's code, or
-// NOT_MINE. v is the argv word itself (--stop's escapes are read in place).
-static int sampling_option(Options *o, int c, const char *flag, char *v) {
-    long k;
-    int rc;
-    const char *bad;
-    switch (c) {
-    case 'n':
-        rc = parse_bounded(v, 0, LONG_MAX, &o->max_tokens);
-        if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
-        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
-        return 0;
-    case O_TEMP: case O_TOP_P: case O_MIN_P: case O_REPEAT: case O_PRESENCE: case O_FREQUENCY:
-        return sampling_decimal(o, c, flag, v);
-    case O_LOGIT_BIAS: return logit_bias_option(o, flag, v);
-    case O_TOP_K:
-        rc = parse_bounded(v, 0, INT32_MAX, &k);
-        if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
-        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, (long)INT32_MAX);
-        o->sampling.top_k = (int)k;
-        return 0;
-    case 's':
-        if (parse_u64(v, &o->sampling.seed)) return FAIL("%s %s: must be an integer in [0, 2^64)", flag, v);
-        o->have_seed = 1;
-        return 0;
-    case O_STOP:
-        if (!*v) return FAIL("%s: an empty stop string would stop at once", flag);
-        if (unescape(v, &bad) != 0)
-            return FAIL("%s %s: '%.*s' is not an escape (\\n \\t \\r \\\\ \\\" or \\xHH, not \\x00)", flag, v,
-                        bad[1] == 'x' ? 4 : 2, bad);
-        if (o->n_stops == MAX_STOPS) return FAIL("%s: at most %d stop strings", flag, MAX_STOPS);
-        o->stops[o->n_stops++] = v;
-        return 0;
-    }
-    return NOT_MINE;
-}
-
-// -p, --logprobs, --completions, --keep, --choice and speculative
-// decoding's options: 0, the usage error's code, or NOT_MINE.
+// -p, --choice and speculative decoding's options: 0, the usage error's code, or NOT_MINE.
 static int generation_option(Options *o, int c, const char *flag, const char *v) {
     WeightOptions wo;
-    int rc;
     switch (c) {
     case 'p': o->prompt = v; return 0;
-    case O_LOGPROBS:
-        rc = parse_bounded(v, 0, LOGPROBS_TOP_MAX, &o->logprobs);
-        if (rc != 0) return FAIL("%s %s: must be an integer in [0, %d]", flag, v, LOGPROBS_TOP_MAX);
-        return 0;
-    case O_COMPLETIONS:
-        if (counted(v, MAX_CHOICES, &o->completions) != 0)
-            return FAIL("%s %s: must be an integer in [1, %d]", flag, v, MAX_CHOICES);
-        return 0;
-    case O_KEEP:
-        rc = parse_bounded(v, 0, LONG_MAX, &o->keep);
-        if (rc == -1) return FAIL("%s %s: must be an integer >= 0", flag, v);
-        if (rc == -2) return FAIL("%s %s: out of range (at most %ld)", flag, v, LONG_MAX);
-        return 0;
     case O_CHOICE:
         if (!*v) return FAIL("%s: an empty choice has no tokens to score", flag);
         if (o->n_choices == MAX_CHOICES) return FAIL("%s: at most %d choices", flag, MAX_CHOICES);
@@ -565,17 +355,42 @@ static int apply_option(Options *o, int c, const char *flag, char *v) {
         o->chat_template = v;
         return 0;
     }
+    const Setting *s = setting_by_code(c);
+    char msg[320];
+    if (s) return setting_from_arg(&o->gen, s, flag, v, msg, sizeof msg) != 0 ? FAIL("%s", msg) : 0;
     int rc = flag_option(o, c);
-    if (rc == NOT_MINE) rc = sampling_option(o, c, flag, v);
     if (rc == NOT_MINE) rc = generation_option(o, c, flag, v);
     if (rc == NOT_MINE) rc = batch_option(o, c, flag, v);
     return rc == NOT_MINE ? 0 : rc;
 }
 
 int option_apply(Options *o, const char *name, const char *flag, char *value) {
+    const Setting *s = setting_by_flag(name);
+    if (s) return apply_option(o, setting_code(s), flag, value);
     for (const struct option *lo = LONG_OPTIONS; lo->name; lo++)
         if (!strcmp(lo->name, name)) return apply_option(o, lo->val, flag, value);
     return FAIL("%s: not an option of gpt", flag);
+}
+
+// What the settings said (o->gen), into the fields the modes read.
+void options_take_settings(Options *o) {
+    const GenSettings *g = &o->gen;
+    o->max_tokens = (long)g->params.max_new;
+    o->sampling = g->params.sampling;
+    o->have_seed = g->seed_given;
+    o->ignore_eos = g->params.ignore_eos;
+    o->context_shift = g->params.context_shift;
+    o->keep = (long)g->params.keep;
+    o->logprobs = g->params.logprobs ? (long)g->params.top_logprobs : -1;
+    o->completions = (long)g->n;
+    o->echo = g->echo;
+    memcpy(o->stops, g->stops, sizeof o->stops);
+    o->n_stops = g->params.n_stops;
+    const char *constraint = *g->constraint_by ? g->constraint_text : NULL;
+    o->grammar = g->constraint == CONSTRAINT_GRAMMAR ? constraint : NULL;
+    o->json_schema = g->constraint == CONSTRAINT_JSON_SCHEMA ? constraint : NULL;
+    o->regex = g->constraint == CONSTRAINT_REGEX ? constraint : NULL;
+    o->json_object = *g->constraint_by && g->constraint == CONSTRAINT_JSON_OBJECT;
 }
 
 // What the shared options said, into the fields the modes read.
@@ -630,19 +445,9 @@ static int check_combinations(const Options *o, const char *const *given) {
         return FAIL("--lookup and --draft/--draft-dtype exclude each other (one draft per run)");
     if (given[O_DRAFT_TOKENS] && !o->lookup_n && !o->draft_path && o->draft_dtype < 0)
         return FAIL("--draft-tokens needs a draft (--draft, --draft-dtype or --lookup)");
-    // the output's constraint: one of four
-    static const int constraints[] = {O_GRAMMAR, O_JSON_SCHEMA, O_JSON_OBJECT, O_REGEX};
-    const char *first = NULL;
-    for (size_t i = 0; i < sizeof constraints / sizeof *constraints; i++) {
-        const char *g = given[constraints[i]];
-        if (!g) continue;
-        int len = (int)strcspn(g, "=");
-        if (first)
-            return FAIL("%.*s and %.*s exclude each other (the output matches one grammar)", (int)strcspn(first, "="),
-                        first, len, g);
-        first = g;
-    }
-    if (given[O_KEEP] && !o->context_shift) return FAIL("--keep needs --context-shift (it says what a shift keeps)");
+    char msg[160];
+    if (settings_check_keep(&o->gen, given[setting_code(setting_of(SETTING_KEEP))] != NULL, 0, 0, msg, sizeof msg))
+        return FAIL("%s", msg);
     if (o->completions > 1 && o->mode == MODE_GENERATE && !o->json)
         return FAIL("--completions %ld writes a list of results: it needs --json", o->completions);
     // --text writes one text per input line and nothing else: what has no
@@ -667,7 +472,15 @@ static int check_combinations(const Options *o, const char *const *given) {
 // --help and --version: the text on stdout; EXIT_OK, or EXIT_RUNTIME when
 // stdout fails.
 static int print_help_or_version(int c) {
-    if (c == 'h') return out_write(usage_text, strlen(usage_text)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
+    if (c == 'h') {
+        char settings[8192];
+        size_t n = settings_help(IN_GPT, settings, sizeof settings);
+        if (n >= sizeof settings) return EXIT_RUNTIME;  // the table outgrew the buffer: a test catches it
+        return out_write(usage_head, strlen(usage_head)) || out_write(settings, n) ||
+                       out_write(usage_tail, strlen(usage_tail)) || out_flush()
+                   ? EXIT_RUNTIME
+                   : EXIT_OK;
+    }
     return out_printf("gpt " GPT_VERSION "\n") || out_flush() ? EXIT_RUNTIME : EXIT_OK;
 }
 
@@ -677,9 +490,13 @@ static Mode mode_of_option(int c) {
 }
 
 int parse_options(int argc, char **argv, Options *o, int *done) {
-    static const int repeatable[] = {O_STOP, O_CHOICE, O_LOGIT_BIAS, 0};  // each adds one
+    // each adds one
+    const int repeatable[] = {setting_code(setting_of(SETTING_STOP)), O_CHOICE,
+                              setting_code(setting_of(SETTING_LOGIT_BIAS)), 0};
+    struct option table[OPTIONS_MAX + 1];
+    gpt_options(table);
     OptionParser p;
-    options_begin(&p, NULL, LONG_OPTIONS, repeatable);
+    options_begin(&p, NULL, table, repeatable);
     options_defaults(o);
     *done = 1;  // until the options are read whole and agree
     int n_modes = 0, rc = 0;
@@ -694,6 +511,7 @@ int parse_options(int argc, char **argv, Options *o, int *done) {
     }
     if (rc != 0) return rc;
     options_take_shared(o, &p.shared);
+    options_take_settings(o);
     if (n_modes > 1) return FAIL("--score, --tokenize, --detokenize, --batch and --apply-template exclude each other");
     // --choice turns generation into multiple choice (or is refused by a mode)
     if (o->n_choices && o->mode == MODE_GENERATE) o->mode = MODE_CHOICE;

@@ -1007,9 +1007,9 @@ int run_model(const Options *o) {
                         "in windows)\n", n, m->config.n_ctx);
         goto done;
     }
-    if (o->context_shift && (size_t)o->keep > (size_t)m->config.n_ctx / 2) {
-        rc = usage_error(NULL, "--keep %ld: more than half the model's context (%d): a shift keeps half", o->keep,
-                         m->config.n_ctx / 2);
+    char why[160];
+    if (settings_check_keep(&o->gen, 0, 0, (size_t)m->config.n_ctx, why, sizeof why) != 0) {
+        rc = usage_error(NULL, "%s", why);
         goto done;
     }
     if (!scoring && check_prompt_length(&m->config, n, &err) != 0) {

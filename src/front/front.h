@@ -9,8 +9,12 @@
  *   session.c    a run's set-up: the model, its tokenizer, the threads; the
  *                seed drawn when none is given
  *   numbers.c    the rules of numbers typed as option values
- *   request.c    the rules of a generation request's JSON fields
- *                (--batch --jsonl lines, gpt serve's request bodies)
+ *   settings.c   the generation settings in one table: each one's flag,
+ *                JSON key, range, where it is taken, the field it sets and
+ *                its help; read from argv and from JSON through it
+ *   request.c    the JSON of a request besides its settings (a --batch
+ *                --jsonl line, a gpt serve body): parse errors, NULs,
+ *                token ids, exact numbers
  *   constrain.c  a grammar from GBNF, a JSON Schema, "any JSON object" or
  *                a regular expression, with the bounds for untrusted input
  *   json.c       the JSON of tokens both write: ids, exact integers, and
@@ -37,6 +41,8 @@
 #include "base/threads.h"
 #include "kernels/tune.h"
 #include "model/tokenizer.h"
+
+typedef struct cJSON cJSON;
 
 #define GPT_VERSION "0.1.0"  // gpt --version; part of the tuning wisdom's key
 
@@ -152,46 +158,118 @@ typedef enum {
 Grammar *constraint_compile(ConstraintKind kind, const char *text, size_t len, const char *what, GptError *err);
 
 // ----------------------------------------------------------------------------
-// request.c: the JSON fields of a generation request, with the same rules
-// and messages wherever they come from (a --batch --jsonl line, a gpt serve
-// body): max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-// presence_penalty, frequency_penalty, logit_bias, seed, stop, logprobs,
-// context_shift, ignore_eos, keep; and what the output must match: grammar
-// (GBNF text), json_schema (a schema object), regex (a string),
-// response_format (OpenAI's: {"type": "text"}, which asks for nothing,
-// {"type": "json_object"}, {"type": "json_schema", "json_schema": {"name",
-// "schema", "strict"}}), at most one of the last four (docs/usage.md's
-// table of fields, which tests/check_readme.sh holds to these).
+// settings.c: the generation settings, in one table (the flag, the JSON
+// key, the kind and range, where each is taken, the field it sets, the
+// help). Every front-end reads them through it: one range and one message
+// per setting wherever it is given.
 
-typedef struct cJSON cJSON;
+// Where a setting is taken: gpt's command line (generation, and --batch's
+// defaults), gpt chat's, a --batch --jsonl line, a gpt serve body.
+enum { IN_GPT = 1, IN_CHAT = 2, IN_JSONL = 4, IN_SERVE = 8, IN_ALL = 15 };
+
+// The most completions of one prompt (--completions, "n").
+enum { SETTINGS_N_MAX = 64 };
+
+typedef enum {
+    SETTING_MAX_TOKENS, SETTING_TEMPERATURE, SETTING_TOP_K, SETTING_TOP_P, SETTING_MIN_P, SETTING_REPEAT_PENALTY,
+    SETTING_PRESENCE_PENALTY, SETTING_FREQUENCY_PENALTY, SETTING_LOGIT_BIAS, SETTING_SEED, SETTING_GRAMMAR,
+    SETTING_JSON_SCHEMA, SETTING_JSON_OBJECT, SETTING_REGEX, SETTING_RESPONSE_FORMAT, SETTING_STOP,
+    SETTING_IGNORE_EOS, SETTING_CONTEXT_SHIFT, SETTING_KEEP, SETTING_N, SETTING_ECHO, SETTING_LOGPROBS,
+    SETTING_COUNT
+} SettingId;
+
+typedef enum {
+    VALUE_INTEGER,     // a whole number in [lo, hi]
+    VALUE_NUMBER,      // a decimal number in [lo, hi] ((lo, hi] when lo_open; hi INFINITY: no end)
+    VALUE_SWITCH,      // a flag; a JSON true or false
+    VALUE_SEED,          // 0 to 2^64 - 1 (JSON: digits below 2^53, or a string of digits)
+    VALUE_BIAS,        // ID=B, repeatable; JSON {"ID": B}
+    VALUE_STOP,          // a string, repeatable (argv: C escapes read); JSON a string or an array
+    VALUE_CONSTRAINT,  // what the output matches: one of grammar, json_schema, json_object, regex,
+                         // response_format
+} ValueKind;
 
 typedef struct {
-    GenParams *params;       // the defaults, updated field by field
-    const char **stops;      // (MAX_STOPS) params->stops: into *stop_json
-    cJSON **stop_json;       // a copy of the "stop" value, the caller's to delete
-    int seed_given;          // set when a "seed" field was read
-    size_t max_tokens_limit; // max_tokens above this is out of range (0: 1e9)
-    size_t vocab_size;       // logit_bias ids from this on are refused (0: not known; ids
-                             // past int32 are, and sampler_init refuses the rest)
-    Grammar *grammar;        // the output's grammar when a field gave one (params->grammar points
-                             // at it): the caller's to grammar_free, after the sequences that use it
-    const char *grammar_field;  // the field that gave it (a second one is refused)
-} GenFields;
+    SettingId id;
+    const char *flag;       // the long option ("max-tokens"); NULL: JSON only
+    char letter;            // its short option, or 0
+    const char *arg;        // its value's name in --help ("N"); NULL: a switch
+    const char *key;        // the JSON field; NULL: the command line's only
+    ValueKind kind;
+    double lo, hi;          // VALUE_INTEGER, VALUE_NUMBER: the range
+    int lo_open;            // (lo, hi] rather than [lo, hi]
+    unsigned in;            // IN_*: where it is taken
+    const char *help;       // gpt --help's text, lines split by \n
+    const char *chat_help;  // gpt chat --help's, where it differs (NULL: help)
+} Setting;
 
+// What the settings say: a run's, a line's or a request's.
+typedef struct {
+    GenParams params;               // the sampling, max_new, ignore_eos, stops, logprobs, context_shift, keep, grammar
+    const char *stops[MAX_STOPS];   // params.stops: into argv, or into stop_json
+    cJSON *stop_json;               // a copy of a JSON "stop" value (the owner's to cJSON_Delete)
+    size_t n;                       // completions of each prompt (default 1)
+    int echo;                       // the prompt before the continuation
+    int seed_given;                 // a seed was given (params.sampling.seed)
+    unsigned char given[SETTING_COUNT];  // JSON: the fields read
+    // the output's constraint, the first of the four given (a second is
+    // refused): from argv its kind and text (a file's name or the text,
+    // compiled by the front-end); from JSON compiled here
+    char constraint_by[40];         // the flag or field that gave it ("" none)
+    ConstraintKind constraint;
+    const char *constraint_text;
+    Grammar *grammar;               // JSON's, compiled (params.grammar points at it): the owner's to grammar_free
+} GenSettings;
+
+// The limits of a JSON reader: max_tokens above max_tokens_limit is
+// refused (0: the table's 10^9), and logit_bias ids from vocab_size on (0:
+// not known, then ids past int32; sampler_init refuses the rest).
+typedef struct {
+    size_t max_tokens_limit;
+    size_t vocab_size;
+} GenLimits;
+
+// The table's rows in order (NULL past the end); by id, JSON key, long flag.
+const Setting *setting_at(size_t i);
+const Setting *setting_of(SettingId id);
+const Setting *setting_by_key(const char *key);
+const Setting *setting_by_flag(const char *flag);
+// The defaults: temperature 1, top_p 1, repeat_penalty 1, 256 tokens, n 1.
+void settings_defaults(GenSettings *g);
+// What a value of s must be, in words: "an integer in [0, 20]".
+void setting_range(const Setting *s, char *buf, size_t cap);
+// The value v (argv's word, NULL for a switch; --stop's escapes are read
+// in place) of setting s given as flag (as typed): 0, or -1 with the reason
+// in msg ("--temp x: must be a number >= 0").
+int setting_from_arg(GenSettings *g, const Setting *s, const char *flag, char *v, char *msg, size_t cap);
 // Member number `member` (from 0, in the order of the text, which is
-// cJSON's order) of the JSON object whose text is text[0..len): f. Applies
-// it to g when it is one of the fields above. Returns 1 when it was one and
-// its value is good, 0 when it is no such field (the caller knows it, or
-// refuses it), -1 with the reason in msg (cap bytes) when its value is bad
-// ("max_tokens must be an integer >= 0"). presence_penalty and
-// frequency_penalty are checked here ([-2, 2]), and logit_bias whole (its
-// keys, values, count; "logit_bias: key \"x\" is not a token id (a decimal
-// integer in [0, 50257))"). A seed is read from its text,
-// exactly: an integer below 2^53 in digits, or a string of digits up to
-// 2^64 - 1. The ranges of the sampling values are sampler_params_validate's,
-// checked by the caller once every field is read.
-int gen_field_from_json(GenFields *g, const cJSON *f, const char *text, size_t len, size_t member, char *msg,
-                        size_t cap);
+// cJSON's order) of the JSON object whose text is text[0..len): f. 1 when
+// it is a setting taken from JSON and its value is good (applied to g), 0
+// when it is none (the caller knows the field, or refuses it), -1 with the
+// reason in msg ("max_tokens must be an integer in [0, 1000000000]").
+int setting_from_json(GenSettings *g, const GenLimits *lim, const cJSON *f, const char *text, size_t len,
+                      size_t member, char *msg, size_t cap);
+// The --keep rules, named as flags or (json) fields: keep needs
+// context_shift (keep_given: it was given), and is at most half the
+// context n_ctx (0: not known yet). 0, or -1 with the reason.
+int settings_check_keep(const GenSettings *g, int keep_given, int json, size_t n_ctx, char *msg, size_t cap);
+// The getopt code of a setting with a flag: its letter, else
+// SETTING_CODE_BASE + its id; and back (NULL: no setting's).
+enum { SETTING_CODE_BASE = 0x140 };
+int setting_code(const Setting *s);
+const Setting *setting_by_code(int code);
+// getopt_long's entries of the settings with a flag taken `in`, in the
+// table's order, into out[0..cap): how many.
+size_t settings_options(unsigned in, struct option *out, size_t cap);
+// --help's lines of the settings taken `in` (IN_GPT or IN_CHAT), in the
+// table's order, into out (cap bytes): "  -n, --max-tokens N      tokens ...".
+// Returns the length it needs.
+size_t settings_help(unsigned in, char *out, size_t cap);
+
+// ----------------------------------------------------------------------------
+// request.c: the checks of a JSON text that both make first, and the JSON
+// numbers they write exactly.
+
 // Token ids, as a --jsonl line's and a gpt serve body's prompt gives them:
 // a JSON array a of integers, each in [0, vocab) (empty: *n 0, the caller
 // decides). 0 with *ids (malloc'd) and *n; -1 with the reason in msg (cap
@@ -249,7 +327,7 @@ cJSON *chat_logprobs_json(const Tokenizer *tok, const TokenLogprob *lp, size_t n
 // The codes of the shared options without a letter; a front-end's own
 // codes are below OPT_SHARED.
 enum {
-    OPT_SHARED = 0x180,
+    OPT_SHARED = 0x180,  // above the settings' codes (SETTING_CODE_BASE + id)
     OPT_TOKENIZER = OPT_SHARED, OPT_DTYPE, OPT_KV_TYPE, OPT_TUNE, OPT_PARALLEL, OPT_KV_BUDGET, OPT_Q8_ACT,
     OPT_LORA,
     OPT_CODES  // one past the last code

@@ -31,7 +31,7 @@
 static char *print(cJSON *root);
 
 // The most completions one request may have (prompts x n).
-enum { MAX_CHOICES = 64, MAX_N = 16 };
+enum { MAX_CHOICES = 64, MAX_N = SETTINGS_N_MAX };
 
 // A request's error: *msg (malloc'd) and *param; returns the status.
 static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...)
@@ -113,17 +113,14 @@ static const char *sampling_param(const char *m) {
 
 // What a completion body says, as read by read_completion_fields.
 typedef struct {
-    GenParams gp;              // the generation fields over their defaults
-    const char *stops[MAX_STOPS];
-    cJSON *stop_json;          // what stops[] point into
-    GenFields g;
+    GenSettings gs;            // the settings over the endpoint's defaults (settings.c)
+    GenLimits limits;          // the server's --max-tokens, the model's vocabulary
     const cJSON *prompt;
     const cJSON *messages;     // a chat's
     int chat;                  // /v1/chat/completions: messages, its logprobs and max_completion_tokens
     int max_given;             // max_tokens or max_completion_tokens was given
-    long n;                    // choices per prompt
-    long best_of;              // completions computed per prompt (0: n)
-    int echo, stream;
+    size_t best_of;            // completions computed per prompt (0: gs.n)
+    int stream;
     int stream_options, include_usage;  // stream_options given (not null); its include_usage
     size_t top_logprobs;       // a chat's top_logprobs
     int top_given;
@@ -161,12 +158,12 @@ static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, 
     } else if (!strcmp(k, "max_completion_tokens")) {
         cJSON alias = *f;  // max_tokens' rules, under this name
         alias.string = (char *)"max_tokens";
-        if (gen_field_from_json(&b->g, &alias, body, len, member, why, sizeof why) < 0)
+        if (setting_from_json(&b->gs, &b->limits, &alias, body, len, member, why, sizeof why) < 0)
             *status = fail(400, msg, param, k, "max_completion_tokens%s", why + strlen("max_tokens"));
         b->max_given = 1;
     } else if (!strcmp(k, "logprobs")) {
         if (!cJSON_IsBool(f)) *status = fail(400, msg, param, k, "logprobs must be true or false");
-        b->gp.logprobs = cJSON_IsTrue(f);
+        b->gs.params.logprobs = cJSON_IsTrue(f);
     } else if (!strcmp(k, "top_logprobs")) {
         long top;
         if (json_int(f, 0, LOGPROBS_TOP_MAX, &top) != 0)
@@ -183,7 +180,7 @@ static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, 
 static int read_completion_fields(Server *s, const cJSON *o, const char *body, size_t len, CompletionBody *b,
                                   char **msg, char *param) {
     const GPT2Config *cfg = &s->session.model.config;
-    int status = 0, keep_given = 0;
+    int status = 0;
     char why[512];
     size_t member = 0;
     for (const cJSON *f = o->child; f && !status; f = f->next, member++) {
@@ -193,23 +190,25 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             int chat_known = read_chat_field(b, f, body, len, member, &status, msg, param);
             if (chat_known) continue;
         }
-        int known = gen_field_from_json(&b->g, f, body, len, member, why, sizeof why);
+        if (b->chat && (!strcmp(k, "echo"))) {
+            status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
+            continue;
+        }
+        int known = setting_from_json(&b->gs, &b->limits, f, body, len, member, why, sizeof why);
         if (known > 0 && !strcmp(k, "max_tokens")) b->max_given = 1;
         if (known < 0) status = fail(400, msg, param, k, "%s", why);
-        if (known > 0 && !strcmp(k, "keep")) keep_given = 1;
         if (known) continue;
         if (!strcmp(k, "prompt") && !b->chat) {
             b->prompt = f;
         } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
             if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
-        } else if (!strcmp(k, "n")) {
-            if (json_int(f, 1, MAX_N, &b->n) != 0)
-                status = fail(400, msg, param, k, "n must be an integer in [1, %d]", MAX_N);
-        } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "echo") || !strcmp(k, "suffix"))) {
+        } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "suffix"))) {
             status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
         } else if (!strcmp(k, "best_of")) {
-            if (json_int(f, 1, MAX_N, &b->best_of) != 0)
+            long best_of;
+            if (json_int(f, 1, MAX_N, &best_of) != 0)
                 status = fail(400, msg, param, k, "best_of must be an integer in [1, %d]", MAX_N);
+            else b->best_of = (size_t)best_of;
         } else if (!strcmp(k, "stream_options")) {
             status = read_stream_options(f, b, msg, param);
         } else if (!strcmp(k, "suffix")) {
@@ -217,11 +216,9 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             if (!cJSON_IsString(f) || *f->valuestring)
                 status = fail(400, msg, param, k, "suffix is not supported: GPT-2 has no infilling (it continues a "
                                                   "prompt, it cannot fill in before a suffix)");
-        } else if (!strcmp(k, "echo") || !strcmp(k, "stream")) {
+        } else if (!strcmp(k, "stream")) {
             if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
-            int v = cJSON_IsTrue(f);
-            if (!strcmp(k, "echo")) b->echo = v;
-            else b->stream = v;
+            b->stream = cJSON_IsTrue(f);
         } else {
             status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
         }
@@ -231,32 +228,28 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
     if (!b->chat && !b->prompt) return fail(400, msg, param, "prompt", "no \"prompt\" field");
     if (b->stream_options && !b->stream)
         return fail(400, msg, param, "stream_options", "stream_options is only allowed with \"stream\": true");
-    if (!b->best_of) b->best_of = b->n;
-    if (b->best_of < b->n)
-        return fail(400, msg, param, "best_of", "best_of %ld is less than n %ld: best_of must be >= n", b->best_of,
-                    b->n);
-    if (b->best_of > b->n && b->stream)
-        return fail(400, msg, param, "best_of", "best_of %ld (more than n %ld) cannot be streamed: the best are known "
-                    "at the end", b->best_of, b->n);
-    // --keep's rules: it says what a shift keeps, at most half the context
-    if (keep_given && !b->gp.context_shift)
-        return fail(400, msg, param, "keep", "keep needs context_shift (it says what a shift keeps)");
-    if (b->gp.context_shift && b->gp.keep > (size_t)cfg->n_ctx / 2)
-        return fail(400, msg, param, "keep", "keep %zu: more than half the model's context (%d): a shift keeps half",
-                    b->gp.keep, cfg->n_ctx / 2);
+    if (!b->best_of) b->best_of = b->gs.n;
+    if (b->best_of < b->gs.n)
+        return fail(400, msg, param, "best_of", "best_of %zu is less than n %zu: best_of must be >= n", b->best_of,
+                    b->gs.n);
+    if (b->best_of > b->gs.n && b->stream)
+        return fail(400, msg, param, "best_of", "best_of %zu (more than n %zu) cannot be streamed: the best are known "
+                    "at the end", b->best_of, b->gs.n);
+    if (settings_check_keep(&b->gs, b->gs.given[SETTING_KEEP], 1, (size_t)cfg->n_ctx, why, sizeof why) != 0)
+        return fail(400, msg, param, "keep", "%s", why);
     if (b->chat) {
-        if (b->top_given && !b->gp.logprobs)
+        if (b->top_given && !b->gs.params.logprobs)
             return fail(400, msg, param, "top_logprobs", "top_logprobs needs \"logprobs\": true");
-        b->gp.top_logprobs = b->top_logprobs;
+        b->gs.params.top_logprobs = b->top_logprobs;
         // OpenAI's default: as long as the context allows (and --max-tokens)
         if (!b->max_given)
-            b->gp.max_new = s->limits.max_tokens < (size_t)cfg->n_ctx ? s->limits.max_tokens : (size_t)cfg->n_ctx;
+            b->gs.params.max_new = s->limits.max_tokens < (size_t)cfg->n_ctx ? s->limits.max_tokens : (size_t)cfg->n_ctx;
     }
     // echo: the prompt's tokens get their log-probabilities too, from its
     // second (the first has none)
-    if (b->echo && b->gp.logprobs) b->gp.logprobs_from = 1;
+    if (b->gs.echo && b->gs.params.logprobs) b->gs.params.logprobs_from = 1;
     GptError err = {{0}};
-    if (sampler_params_validate(&b->gp.sampling, &err) != 0)
+    if (sampler_params_validate(&b->gs.params.sampling, &err) != 0)
         return fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
     return 0;
 }
@@ -269,7 +262,7 @@ static int check_fits(Server *s, size_t n_ids, const CompletionBody *b, char **m
     GptError err = {{0}};
     if (check_prompt_length(cfg, n_ids, &err) != 0)
         return fail(400, msg, param, b->chat ? "messages" : "prompt", "%s", err.msg);
-    size_t blocks = (sequence_positions(cfg, n_ids, b->gp.max_new) + KV_BLOCK - 1) / KV_BLOCK;
+    size_t blocks = (sequence_positions(cfg, n_ids, b->gs.params.max_new) + KV_BLOCK - 1) / KV_BLOCK;
     if (blocks > s->kv_blocks)
         return fail(400, msg, param, "max_tokens",
                     "the prompt and max_tokens need %zu KV blocks; the server's --kv-budget holds %zu", blocks,
@@ -291,12 +284,12 @@ static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_
         if (encode_locked(s, text, strlen(text), 1, ids, n_ids, &err) != 0)
             return fail(500, msg, param, NULL, "%s", err.msg);
         // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
-        if (b->echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL)))
+        if (b->gs.echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL)))
             return fail(500, msg, param, NULL, "out of memory");
     } else {
         if ((status = json_ids(it, (size_t)cfg->vocab_size, ids, n_ids, msg, param, "prompt"))) return status;
         if (*n_ids == 0) return fail(400, msg, param, "prompt", "prompt has an empty array of token ids");
-        if (b->echo) {
+        if (b->gs.echo) {
             char *bytes;
             size_t n_bytes;
             if (tokenizer_decode(s->session.tok, *ids, *n_ids, &bytes, &n_bytes, &err) != 0)
@@ -320,8 +313,8 @@ static int read_prompts(Server *s, const CompletionBody *b, Request **out, char 
                                                "or an array of arrays of token ids");
     if (n_prompts == 0) return fail(400, msg, param, "prompt", "prompt is an empty array");
     if (n_prompts * (size_t)b->best_of > MAX_CHOICES)
-        return fail(400, msg, param, b->best_of > b->n ? "best_of" : "n", "%zu prompts x %s %ld is more than %d "
-                    "completions", n_prompts, b->best_of > b->n ? "best_of" : "n", b->best_of, MAX_CHOICES);
+        return fail(400, msg, param, b->best_of > b->gs.n ? "best_of" : "n", "%zu prompts x %s %zu is more than %d "
+                    "completions", n_prompts, b->best_of > b->gs.n ? "best_of" : "n", b->best_of, MAX_CHOICES);
     Request *j = request_new(n_prompts);
     if (!j) return fail(500, msg, param, NULL, "out of memory");
     const cJSON *it = one_string || one_ids ? prompt : first;
@@ -345,17 +338,17 @@ static int read_prompts(Server *s, const CompletionBody *b, Request **out, char 
 // j's completions: best_of per prompt, seeds seed, seed + 1, ...; the stop
 // strings copied into j (the completions' params point at them). 0 or -1.
 static int make_completions(Request *j, CompletionBody *b) {
-    if (b->gp.n_stops) {
-        j->stop_strings = calloc(b->gp.n_stops, sizeof *j->stop_strings);
-        for (size_t i = 0; j->stop_strings && i < b->gp.n_stops; i++, j->n_stops++)
-            if (!(j->stop_strings[i] = strdup(b->stops[i]))) break;
-        if (j->n_stops != b->gp.n_stops) return -1;
-        b->gp.stops = (const char *const *)j->stop_strings;
+    if (b->gs.params.n_stops) {
+        j->stop_strings = calloc(b->gs.params.n_stops, sizeof *j->stop_strings);
+        for (size_t i = 0; j->stop_strings && i < b->gs.params.n_stops; i++, j->n_stops++)
+            if (!(j->stop_strings[i] = strdup(b->gs.stops[i]))) break;
+        if (j->n_stops != b->gs.params.n_stops) return -1;
+        b->gs.params.stops = (const char *const *)j->stop_strings;
     }
-    j->seed = b->g.seed_given ? b->gp.sampling.seed : draw_seed();
-    j->n = (size_t)b->n;
+    j->seed = b->gs.seed_given ? b->gs.params.sampling.seed : draw_seed();
+    j->n = b->gs.n;
     j->best_of = (size_t)b->best_of;
-    j->show_logprobs = b->gp.logprobs;
+    j->show_logprobs = b->gs.params.logprobs;
     j->include_usage = b->include_usage;
     j->n_completions = j->n_prompts * j->best_of;
     j->completions = calloc(j->n_completions, sizeof *j->completions);
@@ -365,7 +358,7 @@ static int make_completions(Request *j, CompletionBody *b) {
         c->prompt = k / j->best_of;
         c->ids = j->prompt_ids[c->prompt];
         c->n_ids = j->prompt_lens[c->prompt];
-        c->params = b->gp;
+        c->params = b->gs.params;
         c->params.sampling.seed = j->seed + k;
         // the ranking's log-probabilities (computing them changes no token)
         if (j->best_of > j->n) c->params.logprobs = 1;
@@ -382,13 +375,13 @@ static int read_conversation(Server *s, CompletionBody *b, Request **out, char *
     char why[512];
     if (chat_conversation_from_json(b->messages, &conv, why, sizeof why) != 0)
         return fail(400, msg, param, "messages", "%s", why);
-    if (b->gp.n_stops + t->n_stops > MAX_STOPS) {
+    if (b->gs.params.n_stops + t->n_stops > MAX_STOPS) {
         chat_conversation_free(&conv);
         return fail(400, msg, param, "stop", "stop: %zu strings and the chat template's %zu are more than %d",
-                    b->gp.n_stops, t->n_stops, MAX_STOPS);
+                    b->gs.params.n_stops, t->n_stops, MAX_STOPS);
     }
-    for (size_t i = 0; i < t->n_stops; i++) b->stops[b->gp.n_stops++] = t->stops[i];
-    b->gp.stops = b->stops;
+    for (size_t i = 0; i < t->n_stops; i++) b->gs.stops[b->gs.params.n_stops++] = t->stops[i];
+    b->gs.params.stops = b->gs.stops;
     Request *j = request_new(1);
     GptError err = {{0}};
     int status = 0;
@@ -422,28 +415,27 @@ static int body_request(Server *s, int chat, const char *body, size_t len, Reque
     int status = 400;
     cJSON *o = parse_body(body, len, &status, msg, param);
     if (!o) return status;
-    CompletionBody b = {.gp = {.sampling = {.temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
-                               .max_new = chat ? 0 : 16},
-                        .n = 1, .chat = chat};
-    b.g = (GenFields){.params = &b.gp, .stops = b.stops, .stop_json = &b.stop_json,
-                      .max_tokens_limit = s->limits.max_tokens,
-                      .vocab_size = (size_t)s->session.model.config.vocab_size};
-    b.gp.grammar_vocab = s->grammar_vocab;
+    CompletionBody b = {.chat = chat,
+                        .limits = {.max_tokens_limit = s->limits.max_tokens,
+                                   .vocab_size = (size_t)s->session.model.config.vocab_size}};
+    settings_defaults(&b.gs);
+    b.gs.params.max_new = chat ? 0 : 16;
+    b.gs.params.grammar_vocab = s->grammar_vocab;
     Request *j = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
     if (!status) status = chat ? read_conversation(s, &b, &j, msg, param) : read_prompts(s, &b, &j, msg, param);
     if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
-        j->grammar = b.g.grammar;  // the completions' params point at it
-        j->grammar_field = b.g.grammar_field;
-        b.g.grammar = NULL;
+        j->grammar = b.gs.grammar;  // the completions' params point at it
+        j->grammar_field = b.gs.grammar ? setting_by_key(b.gs.constraint_by)->key : NULL;
+        b.gs.grammar = NULL;
         *out = j;
         *stream = b.stream;
         j = NULL;
     }
     request_free(j);
-    grammar_free(b.g.grammar);
-    cJSON_Delete(b.stop_json);
+    grammar_free(b.gs.grammar);
+    cJSON_Delete(b.gs.stop_json);
     cJSON_Delete(o);
     return status;
 }
