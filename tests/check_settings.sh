@@ -9,6 +9,9 @@
 #     range (settings_docs bad) is refused with the same "must be ..." by
 #     gpt's option, gpt chat's option (where chat takes it) and a
 #     --batch --jsonl line's field;
+#   - the shared options' help (src/front/model_options.c's table) the
+#     same in gpt --help, gpt chat --help and gpt serve --help, and the
+#     settings' the same in gpt's and chat's where chat says nothing else;
 #   - the --keep rules alike in gpt, gpt chat and a --jsonl line: keep
 #     needs context_shift, and at most half the context (the demo model's
 #     256: 128).
@@ -36,6 +39,27 @@ for file in docs/usage.md man/gpt.1 completions/gpt.bash; do
         fail "settings-docs.sh --check passed a $file with a generated line edited"
     elif grep -q "settings-docs: $file differs" "$tmp/out"; then pass
     else fail "settings-docs.sh --check on an edited $file: $(head -c 300 "$tmp/out")"
+    fi
+done
+
+# each option's entry in the three help texts (help_options.awk: OPTION TAB
+# ARG TAB DEFAULTS TAB TEXT)
+"$GPT" --help | awk -f tests/help_options.awk > "$tmp/h_gpt"
+"$GPT" chat --help | awk -f tests/help_options.awk > "$tmp/h_chat"
+"$GPT" serve --help | awk -f tests/help_options.awk > "$tmp/h_serve"
+for o in --model --tokenizer --dtype --q8-act --lora --kv-type --threads --tune --temp --top-p --repeat-penalty; do
+    g=$(awk -F'\t' -v o="$o" '$1 == o' "$tmp/h_gpt")
+    for who in chat serve; do
+        other=$(awk -F'\t' -v o="$o" '$1 == o' "$tmp/h_$who")
+        [ -z "$other" ] && [ $who = serve ] && case $o in --temp | --top-p | --repeat-penalty) continue ;; esac
+        if [ -n "$g" ] && [ "$g" = "$other" ]; then pass
+        else fail "$o: gpt $who --help says '$other', gpt --help '$g'"
+        fi
+    done
+done
+for o in --parallel --kv-budget; do
+    if [ "$(awk -F'\t' -v o="$o" '$1 == o' "$tmp/h_gpt")" = "$(awk -F'\t' -v o="$o" '$1 == o' "$tmp/h_serve")" ]; then pass
+    else fail "$o: gpt serve --help and gpt --help differ"
     fi
 done
 

@@ -438,33 +438,22 @@ static int chat_loop(Chat *c) {
 // the options: gpt's (options.c applies each value with gpt's rules), those
 // that a chat has
 
-// --help: chat_usage_head, the settings' lines, chat_usage_tail
-static const char chat_usage_head[] =
+// --help, with the settings' lines and the shared options' (help_from_template)
+static const char chat_usage[] =
     "usage: gpt chat [options]       a conversation: each line of stdin a user message, each\n"
     "                                answered on stdout (one line of --json per turn)\n"
-    "  -m, --model PATH        the model, as gpt's -m (default: $GPT_MODEL, else gpt's search;\n"
-    "                          with no GPT-2, the demo model)\n"
-    "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
-    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
-    "                          q4 or q4-pure (default: as the file stores them)\n"
-    "      --q8-act A          q8's activations: int16 (default) or int8, as gpt's --q8-act\n"
-    "      --lora PATH         a LoRA adapter merged at load, PATH:SCALE scaled, as gpt's\n"
-    "                          (repeatable)\n"
-    "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
+    "@shared model tokenizer dtype q8-act lora kv-type\n"
     "      --kv-budget SIZE    KV-cache memory, K/M/G suffixes, in whole blocks (default: two\n"
     "                          full contexts, the turn's and the conversation's kept blocks;\n"
     "                          at least one full context)\n"
     "      --parallel N        as gpt's; a chat runs one answer at a time: only 1\n"
-    "  -t, --threads N         threads (default: the number of cores)\n"
-    "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on, off, force\n"
+    "@shared threads tune\n"
     "  -q, --quiet             no notes on stderr (the banner, a stopped answer, a full\n"
     "                          context); errors and --stats still\n"
     "      --chat-template T   gpt2 (each message then <|endoftext|>; the default),\n"
     "                          transcript (User: ...\\nAssistant:), chatml, or a template\n"
-    "                          file (JSON: docs/chat.md); its stops end an answer\n";
-
-// after the settings' lines (settings.c)
-static const char chat_usage_tail[] =
+    "                          file (JSON: docs/chat.md); its stops end an answer\n"
+    "@settings\n"
     "      --no-prefix-sharing each turn computes its whole prompt (the same answers)\n"
     "      --json              one JSON line per turn: text, tokens, stop_reason, seed, and\n"
     "                          prompt_tokens, cached_tokens, prefill_tokens, kv_positions,\n"
@@ -495,13 +484,11 @@ static const struct option CHAT_OPTIONS[] = {
 
 // gpt chat --help on stdout: EXIT_OK, or EXIT_RUNTIME when stdout fails.
 static int chat_help(void) {
-    char settings[8192];
-    size_t n = settings_help(IN_CHAT, settings, sizeof settings);
-    if (n >= sizeof settings) return EXIT_RUNTIME;  // the table outgrew the buffer: a test catches it
-    return out_write(chat_usage_head, strlen(chat_usage_head)) || out_write(settings, n) ||
-                   out_write(chat_usage_tail, strlen(chat_usage_tail)) || out_flush()
-               ? EXIT_RUNTIME
-               : EXIT_OK;
+    char *help = help_from_template(chat_usage, IN_CHAT);
+    int rc = !help || out_write(help, strlen(help)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
+    if (!help) fprintf(stderr, "gpt: out of memory\n");
+    free(help);
+    return rc;
 }
 
 // argv (from "chat" on) into *o: 0 to run, else the exit code to leave

@@ -20,8 +20,8 @@
 
 #include "cli.h"
 
-// --help: usage_head, the settings' lines, usage_tail
-static const char *usage_head =
+// --help, with the settings' lines and the shared options' (help_from_template)
+static const char *usage_text =
     "usage: gpt [options]                       generate text from a prompt\n"
     "       gpt --batch [options] < prompts     one JSON line per prompt line (see below)\n"
     "       gpt --score [options]               log-probability of each token of a text\n"
@@ -38,30 +38,12 @@ static const char *usage_head =
     "       gpt serve [options]                 an OpenAI-compatible HTTP server (see gpt serve -h)\n"
     "\n"
     "model and input:\n"
-    "  -m, --model PATH        model.bin, a Hugging Face GPT-2 directory, model.safetensors,\n"
-    "                          an llm.c checkpoint or a GGUF file of a GPT-2 model (llama.cpp's)\n"
-    "                          (default: $GPT_MODEL, else the first of\n"
-    "                          ./models/gpt2.bin, ./models/gpt2/, ~/.local/share/gpt/gpt2.bin\n"
-    "                          ($XDG_DATA_HOME), share/gpt/gpt2.bin; with no GPT-2, the demo\n"
-    "                          model demo.bin shipped with gpt)\n"
+    "@shared model\n"
     "  -p, --prompt TEXT       the prompt (or text); without it, all of stdin less one final\n"
     "                          newline (or CR LF), in every mode; an empty prompt (an empty\n"
     "                          stdin too, with a note) starts from <|endoftext|>\n"
     "      --keep-newline      keep the final newline of a text read from stdin\n"
-    "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
-    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
-    "                          q4 (q4 keeps wte, also the output layer, layer 0 and every\n"
-    "                          attn.c_proj in q6) or q4-pure (every matrix in q4)\n"
-"                          (default: as the file stores them)\n"
-    "      --q8-act A          the activations a q8 matrix multiplies: int16 (default; the\n"
-    "                          same bits on every CPU) or int8 (2^-8 of a block's largest\n"
-    "                          input instead of 2^-15: other bits and a larger error, faster\n"
-    "                          prefill with AVX512-VNNI; docs/models.md)\n"
-    "      --lora PATH         a PEFT LoRA adapter directory merged into the weights at\n"
-    "                          load, before --dtype's conversion; PATH:SCALE multiplies\n"
-    "                          its change by SCALE (default 1); repeatable: the adapters\n"
-    "                          add (docs/models.md)\n"
-    "      --kv-type T         KV-cache elements: f32 (default) or f16 (half the memory)\n"
+    "@shared tokenizer dtype q8-act lora kv-type\n"
     "      --special           a literal <|endoftext|> in the input is the special token\n"
     "      --chat-template T   the input is a conversation, OpenAI's messages as JSON\n"
     "                          ([{\"role\": \"user\", \"content\": \"Hi\"}]), rendered with the\n"
@@ -71,10 +53,8 @@ static const char *usage_head =
     "                          chatml, or a template file (JSON: docs/chat.md); the answer is\n"
     "                          gpt serve's /v1/chat/completions answer with T\n"
     "      --apply-template    print the prompt the conversation renders to, and nothing else\n"
-    "generation:\n";
-
-// after the settings' lines (settings.c)
-static const char *usage_tail =
+    "generation:\n"
+    "@settings\n"
     "multiple choice (a prompt and its candidate continuations):\n"
     "      --choice TEXT       a continuation to score (repeatable, up to 64): prints the\n"
     "                          most likely; --json: each one's tokens, log-probabilities,\n"
@@ -97,10 +77,7 @@ static const char *usage_tail =
     "                          \"n\", \"ignore_eos\", \"context_shift\", \"keep\", \"choices\",\n"
     "                          \"grammar\" (GBNF text), \"json_schema\" (an object), \"regex\",\n"
     "                          \"response_format\" (OpenAI's)}; the options are the defaults\n"
-    "      --parallel N        sequences decoded together (default 16)\n"
-    "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
-    "                          (default 1G, or twice what --parallel full contexts take if\n"
-    "                          that is less)\n"
+    "@shared parallel kv-budget\n"
     "      --unordered         write each result when it is done, not in input order\n"
     "      --text              one completion per line, \\ as \\\\, newline as \\n, CR as \\r\n"
     "      --first-index N     the first line's index, 0 to 2^52 (default 0); seeds are -s + index\n"
@@ -127,10 +104,7 @@ static const char *usage_tail =
     "                          not a terminal (on a terminal it is always shown)\n"
     "      --blas              prompts of 64 tokens or more through OpenBLAS's sgemm (float32\n"
     "                          matrices): not bitwise our kernels' result (see README)\n"
-    "  -t, --threads N         threads (default: the number of cores)\n"
-    "      --tune MODE         the matmul kernels' variants: on (default: measured once per\n"
-    "                          CPU, model and threads, kept in ~/.cache/gpt), off, force\n"
-    "                          (measure again); $GPT_TUNE the same; outputs never change\n"
+    "@shared threads tune\n"
     "  -h, --help              this help\n"
     "      --version           print the version\n"
     "\n"
@@ -473,13 +447,11 @@ static int check_combinations(const Options *o, const char *const *given) {
 // stdout fails.
 static int print_help_or_version(int c) {
     if (c == 'h') {
-        char settings[8192];
-        size_t n = settings_help(IN_GPT, settings, sizeof settings);
-        if (n >= sizeof settings) return EXIT_RUNTIME;  // the table outgrew the buffer: a test catches it
-        return out_write(usage_head, strlen(usage_head)) || out_write(settings, n) ||
-                       out_write(usage_tail, strlen(usage_tail)) || out_flush()
-                   ? EXIT_RUNTIME
-                   : EXIT_OK;
+        char *help = help_from_template(usage_text, IN_GPT);
+        int rc = !help || out_write(help, strlen(help)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
+        if (!help) fprintf(stderr, "gpt: out of memory\n");
+        free(help);
+        return rc;
     }
     return out_printf("gpt " GPT_VERSION "\n") || out_flush() ? EXIT_RUNTIME : EXIT_OK;
 }

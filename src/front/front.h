@@ -341,6 +341,13 @@ enum { N_SHARED_OPTIONS = 11, OPTIONS_MAX = 80 };
 // cut there (the path points into it); else all of v is the path. 0, or
 // EXIT_USAGE after reporting (naming flag as typed).
 int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const char *cmd);
+// A front-end's --help from its template, malloc'd (NULL when out of
+// memory, or when an "@shared" names an option without help): the
+// template's lines as they are, but a line "@settings" is the lines of the
+// settings taken settings_in (IN_GPT, IN_CHAT, or 0 for none; settings.c),
+// and a line "@shared NAME..." the lines of those shared options (long
+// names), in its order, as the shared table words them.
+char *help_from_template(const char *template, unsigned settings_in);
 // options_next's answer after a usage error.
 enum { OPTION_FAILED = -2 };
 

@@ -19,21 +19,44 @@
 
 #include "front.h"
 
-// The shared options; an option whose code is a letter is also -LETTER.
-static const struct option SHARED_OPTIONS[] = {
-    {"model", required_argument, 0, 'm'},
-    {"tokenizer", required_argument, 0, OPT_TOKENIZER},
-    {"dtype", required_argument, 0, OPT_DTYPE},
-    {"kv-type", required_argument, 0, OPT_KV_TYPE},
-    {"threads", required_argument, 0, 't'},
-    {"tune", required_argument, 0, OPT_TUNE},
-    {"quiet", no_argument, 0, 'q'},
-    {"parallel", required_argument, 0, OPT_PARALLEL},
-    {"kv-budget", required_argument, 0, OPT_KV_BUDGET},
-    {"q8-act", required_argument, 0, OPT_Q8_ACT},
-    {"lora", required_argument, 0, OPT_LORA},
+// The shared options, with their help (each front-end's --help prints
+// these lines: help_from_template's "@shared"); an option whose code is a
+// letter is also -LETTER. -q's help is each front-end's own (what notes it has).
+static const struct {
+    struct option opt;
+    const char *arg;   // the value's name in --help, NULL for a flag
+    const char *help;  // lines split by \n; NULL: the front-end writes its own
+} SHARED[] = {
+    {{"model", required_argument, 0, 'm'}, "PATH",
+     "model.bin, a Hugging Face GPT-2 directory, model.safetensors,\nan llm.c checkpoint or a GGUF file of a GPT-2 "
+     "model (llama.cpp's)\n(default: $GPT_MODEL, else the first of\n./models/gpt2.bin, ./models/gpt2/, "
+     "~/.local/share/gpt/gpt2.bin\n($XDG_DATA_HOME), share/gpt/gpt2.bin; with no GPT-2, the demo\nmodel demo.bin "
+     "shipped with gpt)"},
+    {{"tokenizer", required_argument, 0, OPT_TOKENIZER}, "PATH",
+     "directory with vocab.json + merges.txt, or a tokenizer.json"},
+    {{"dtype", required_argument, 0, OPT_DTYPE}, "T",
+     "convert the weight matrices at load: f32, f16, bf16, q8, q6,\nq4 (q4 keeps wte, also the output layer, layer 0 "
+     "and every\nattn.c_proj in q6) or q4-pure (every matrix in q4)\n(default: as the file stores them)"},
+    {{"kv-type", required_argument, 0, OPT_KV_TYPE}, "T",
+     "KV-cache elements: f32 (default) or f16 (half the memory)"},
+    {{"threads", required_argument, 0, 't'}, "N", "threads (default: the number of cores)"},
+    {{"tune", required_argument, 0, OPT_TUNE}, "MODE",
+     "the matmul kernels' variants: on (default: measured once per\nCPU, model and threads, kept in ~/.cache/gpt), "
+     "off, force\n(measure again); $GPT_TUNE the same; outputs never change"},
+    {{"quiet", no_argument, 0, 'q'}, NULL, NULL},
+    {{"parallel", required_argument, 0, OPT_PARALLEL}, "N", "sequences decoded together (default 16)"},
+    {{"kv-budget", required_argument, 0, OPT_KV_BUDGET}, "SIZE",
+     "KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n(default 1G, or twice what --parallel full "
+     "contexts take if\nthat is less)"},
+    {{"q8-act", required_argument, 0, OPT_Q8_ACT}, "A",
+     "the activations a q8 matrix multiplies: int16 (default; the\nsame bits on every CPU) or int8 (2^-8 of a "
+     "block's largest\ninput instead of 2^-15: other bits and a larger error, faster\nprefill with AVX512-VNNI; "
+     "docs/models.md)"},
+    {{"lora", required_argument, 0, OPT_LORA}, "PATH",
+     "a PEFT LoRA adapter directory merged into the weights at\nload, before --dtype's conversion; PATH:SCALE "
+     "multiplies\nits change by SCALE (default 1); repeatable: the adapters\nadd (docs/models.md)"},
 };
-_Static_assert(sizeof SHARED_OPTIONS / sizeof *SHARED_OPTIONS == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
+_Static_assert(sizeof SHARED / sizeof *SHARED == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
 
 // The largest --kv-budget: 128 TiB, a 64-bit process's address space.
 #define KV_BUDGET_MAX ((size_t)1 << 47)
@@ -134,7 +157,7 @@ void options_begin(OptionParser *p, const char *cmd, const struct option *own, c
     size_t n = 0, s = 0;
     p->shorts[s++] = ':';  // a missing value is ':', not '?'
     for (const struct option *o = own; o->name && n < OPTIONS_MAX - N_SHARED_OPTIONS; o++) p->table[n++] = *o;
-    for (size_t i = 0; i < N_SHARED_OPTIONS; i++) p->table[n++] = SHARED_OPTIONS[i];
+    for (size_t i = 0; i < N_SHARED_OPTIONS; i++) p->table[n++] = SHARED[i].opt;
     for (size_t i = 0; i < n; i++)
         if (p->table[i].val > ' ' && p->table[i].val < 127) {
             p->shorts[s++] = (char)p->table[i].val;
@@ -184,7 +207,7 @@ static int repeatable(const OptionParser *p, int c) {
 
 static int is_shared(int c) {
     for (size_t i = 0; i < N_SHARED_OPTIONS; i++)
-        if (SHARED_OPTIONS[i].val == c) return 1;
+        if (SHARED[i].opt.val == c) return 1;
     return 0;
 }
 
@@ -225,4 +248,80 @@ int options_next(OptionParser *p, int argc, char **argv) {
     p->given[c] = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
     if (is_shared(c) && shared_option(&p->shared, c, p->flag, optarg, p->cmd) != 0) return OPTION_FAILED;
     return c;
+}
+
+// ----------------------------------------------------------------------------
+// --help
+
+// Appends text[0..n) to the buffer *b (*len used, *cap allocated): 0, or -1
+// out of memory.
+static int append(char **b, size_t *len, size_t *cap, const char *text, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t want = 2 * (*len + n + 1);
+        char *grown = realloc(*b, want);
+        if (!grown) return -1;
+        *b = grown;
+        *cap = want;
+    }
+    memcpy(*b + *len, text, n);
+    *len += n;
+    (*b)[*len] = '\0';
+    return 0;
+}
+
+// The --help lines of the shared option with the long name name[0..len)
+// (the layout of settings_help: the text from column 26, on the next line
+// past 24 columns): 0, or -1 (out of memory, or no shared option has help
+// by that name).
+static int shared_help(const char *name, size_t name_len, char **b, size_t *len, size_t *cap) {
+    for (size_t i = 0; i < N_SHARED_OPTIONS; i++) {
+        const struct option *o = &SHARED[i].opt;
+        if (strlen(o->name) != name_len || strncmp(o->name, name, name_len) || !SHARED[i].help) continue;
+        char line[128];
+        int n = o->val < 128 ? snprintf(line, sizeof line, "  -%c, --%s", o->val, o->name)
+                             : snprintf(line, sizeof line, "      --%s", o->name);
+        if (SHARED[i].arg) n += snprintf(line + n, sizeof line - (size_t)n, " %s", SHARED[i].arg);
+        n += n <= 24 ? snprintf(line + n, sizeof line - (size_t)n, "%*s", 26 - n, "")
+                     : snprintf(line + n, sizeof line - (size_t)n, "\n%26s", "");
+        if (append(b, len, cap, line, (size_t)n)) return -1;
+        for (const char *h = SHARED[i].help; *h;) {
+            size_t end = strcspn(h, "\n");
+            if (append(b, len, cap, h, end) || append(b, len, cap, "\n", 1)) return -1;
+            h += end;
+            if (*h == '\n' && *++h && append(b, len, cap, "                          ", 26)) return -1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+char *help_from_template(const char *template, unsigned settings_in) {
+    char *b = NULL;
+    size_t len = 0, cap = 0;
+    if (append(&b, &len, &cap, "", 0)) return NULL;
+    for (const char *line = template; *line;) {
+        size_t end = strcspn(line, "\n");
+        end += line[end] == '\n';
+        int rc = 0;
+        if (!strncmp(line, "@settings\n", 10)) {
+            size_t need = settings_help(settings_in, NULL, 0);
+            char *part = malloc(need + 1);
+            rc = !part || (settings_help(settings_in, part, need + 1), append(&b, &len, &cap, part, need));
+            free(part);
+        } else if (!strncmp(line, "@shared ", 8)) {
+            for (const char *w = line + 8; !rc && w < line + end;) {
+                size_t n = strcspn(w, " \n");
+                if (n) rc = shared_help(w, n, &b, &len, &cap);
+                w += n + 1;
+            }
+        } else {
+            rc = append(&b, &len, &cap, line, end);
+        }
+        if (rc) {
+            free(b);
+            return NULL;
+        }
+        line += end;
+    }
+    return b;
 }

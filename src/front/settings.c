@@ -15,6 +15,7 @@
  */
 #include <cJSON.h>
 #include <ctype.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -290,7 +291,8 @@ int setting_from_arg(GenSettings *g, const Setting *s, const char *flag, char *v
         if (parse_long(v, &n) != 0 || !in_range(s, (double)n)) return fail(msg, cap, "%s %s: must be %s", flag, v, range);
         set_value(g, s->id, (double)n);
         return 0;
-    case VALUE_NUMBER:
+    case VALUE_NUMBER:  // past float (1e50, 1e-400): out of range, whatever the setting's range
+        if (parse_decimal(v, &f) == -2) return fail(msg, cap, "%s %s: out of range (a float)", flag, v);
         if (parse_decimal(v, &f) != 0 || !in_range(s, f)) return fail(msg, cap, "%s %s: must be %s", flag, v, range);
         set_value(g, s->id, f);
         return 0;
@@ -554,6 +556,7 @@ int setting_from_json(GenSettings *g, const GenLimits *lim, const cJSON *f, cons
         set_value(g, s->id, d);
         break;
     case VALUE_NUMBER:
+        if (isfinite(d) && fabs(d) > FLT_MAX) return fail(msg, cap, "%s %g: out of range (a float)", s->key, d);
         if (!in_range(s, d)) return fail(msg, cap, "%s must be %s", s->key, range);
         set_value(g, s->id, d);
         break;

@@ -41,20 +41,10 @@
 // The prompt tokens one step reads beside the decodes.
 enum { PREFILL_CHUNK = 128 };
 
+// --help, with the shared options' lines (help_from_template)
 static const char *serve_usage =
     "usage: gpt serve [options]      the model behind an OpenAI-compatible HTTP API\n"
-    "  -m, --model PATH        the model, as gpt's -m (default: $GPT_MODEL, else gpt's search;\n"
-    "                          with no GPT-2, the demo model)\n"
-    "      --tokenizer PATH    directory with vocab.json + merges.txt, or a tokenizer.json\n"
-    "      --dtype T           convert the weight matrices at load: f32, f16, bf16, q8, q6,\n"
-    "                          q4 or q4-pure (default: as the file stores them)\n"
-    "      --q8-act A          q8's activations: int16 (default) or int8, as gpt's --q8-act\n"
-    "      --lora PATH         a LoRA adapter merged at load, PATH:SCALE scaled, as gpt's\n"
-    "                          (repeatable)\n"
-    "      --kv-type T         KV-cache elements: f32 (default) or f16\n"
-    "  -t, --threads N         threads of the model (default: the number of cores)\n"
-    "      --tune MODE         the matmul kernels' variants, as gpt's --tune: on (default:\n"
-    "                          measured once per CPU, model and threads), off, force\n"
+    "@shared model tokenizer dtype q8-act lora kv-type threads tune\n"
     "  -q, --quiet             no notes on stderr (the demo model's line, the ready line,\n"
     "                          the shutdown's); errors, warnings and the request lines still\n"
     "      --host ADDR         the address to listen on (default 127.0.0.1)\n"
@@ -62,10 +52,7 @@ static const char *serve_usage =
     "                          line names)\n"
     "      --port-file FILE    when ready, write the port and a newline to FILE (whole, in\n"
     "                          one rename; removed at shutdown), for a script (default: none)\n"
-    "      --parallel N        sequences decoded together (default 16)\n"
-    "      --kv-budget SIZE    KV-cache memory for all of them, K/M/G suffixes, in whole blocks\n"
-    "                          (default 1G, or twice what --parallel full contexts take if\n"
-    "                          that is less)\n"
+    "@shared parallel kv-budget\n"
     "      --api-key KEY       requests must send Authorization: Bearer KEY, all but GET /\n"
     "                          and /health (default: $GPT_API_KEY; without either, no key)\n"
     "      --cors-origin ORIGIN\n"
@@ -297,9 +284,11 @@ static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *don
     for (int c, rc; (c = options_next(&p, argc, argv)) != -1;) {
         if (c == OPTION_FAILED) return EXIT_USAGE;
         if (c == 'h') {
-            if (fputs(serve_usage, stdout) != EOF && fflush(stdout) == 0) return EXIT_OK;
-            fprintf(stderr, "gpt: stdout: %s\n", strerror(errno));
-            return EXIT_RUNTIME;
+            char *help = help_from_template(serve_usage, 0);
+            int ok = help && fputs(help, stdout) != EOF && fflush(stdout) == 0;
+            if (!ok) fprintf(stderr, "gpt: %s\n", help ? strerror(errno) : "out of memory");
+            free(help);
+            return ok ? EXIT_OK : EXIT_RUNTIME;
         }
         if ((rc = serve_option(so, c, p.value)) != 0) return rc;
     }
