@@ -94,7 +94,7 @@ for body in '{"prompt":5}' '{"prompt":{"a":1}}' '{"prompt":true}' '{"prompt":[1,
     '{"prompt":"x","stream":true,"stream_options":{"include_usage":true,"x":1}}' \
     '{"prompt":"x","stream_options":{"include_usage":true}}' '{"prompt":"x","stream":false,"stream_options":{}}' \
     '{"prompt":"x","best_of":0}' '{"prompt":"x","best_of":"2"}' '{"prompt":"x","best_of":1.5}' \
-    '{"prompt":"x","best_of":-1}' '{"prompt":"x","best_of":1e300}' '{"prompt":"x","best_of":17}' \
+    '{"prompt":"x","best_of":-1}' '{"prompt":"x","best_of":1e300}' '{"prompt":"x","best_of":65}' \
     '{"prompt":"x","n":4,"best_of":3}' '{"prompt":"x","n":2,"best_of":5,"stream":true}' \
     '{"prompt":["a","b","c","d","e"],"best_of":13}' '{"prompt":"x","suffix":5}' '{"prompt":"x","suffix":"y"}' \
     '{"prompt":"x","suffix":[]}' '{"prompt":"x","suffix":" "}' '{"prompt":"x","logit_bias":{"a":1}}' \

@@ -78,7 +78,7 @@ static int add_message(Chat *c, ChatRole role, const char *text, size_t len) {
     char *copy = malloc(len + 1);
     if (!copy || grow_array(&c->m, &c->cap, c->n + 1, sizeof *c->m) != 0) {
         free(copy);
-        fprintf(stderr, "gpt: out of memory for the conversation\n");
+        runtime_error(NULL, "out of memory for the conversation");
         return -1;
     }
     if (len) memcpy(copy, text, len);
@@ -115,7 +115,7 @@ static int save_conversation(const Chat *c, const char *path) {
     char *text = ok ? cJSON_PrintUnformatted(a) : NULL;
     cJSON_Delete(a);
     if (!text) {
-        fprintf(stderr, "gpt: /save: out of memory\n");
+        runtime_error(NULL, "/save: out of memory");
         return -1;
     }
     FILE *f = fopen(path, "w");
@@ -123,7 +123,7 @@ static int save_conversation(const Chat *c, const char *path) {
     if (f && fclose(f) != 0) bad = 1;
     free(text);
     if (bad) {
-        fprintf(stderr, "gpt: /save %s: %s\n", path, strerror(errno));
+        runtime_error(NULL, "/save %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -152,10 +152,10 @@ static int turn_prompt(Chat *c, int32_t **ids, size_t *n_ids) {
     }
     if (*n_ids < n_ctx) return 0;
     if (c->o->context_shift)
-        fprintf(stderr, "gpt: the message is %zu tokens with the template's; the context holds %zu\n", *n_ids, n_ctx);
+        runtime_error(NULL, "the message is %zu tokens with the template's; the context holds %zu", *n_ids, n_ctx);
     else
-        fprintf(stderr, "gpt: the context is full: the conversation is %zu tokens, the context holds %zu (/reset starts "
-                        "a new one; --context-shift drops the oldest messages)\n", *n_ids, n_ctx);
+        runtime_error(NULL, "the context is full: the conversation is %zu tokens, the context holds %zu (/reset starts "
+                      "a new one; --context-shift drops the oldest messages)", *n_ids, n_ctx);
     free(*ids);
     *ids = NULL;
     return -1;
@@ -250,7 +250,7 @@ static int answer(Chat *c) {
             goto done;
         }
         if (s.out_len && grow_array(&r.text, &r.cap, r.len + s.out_len + 1, 1) != 0) {
-            fprintf(stderr, "gpt: out of memory for the answer\n");
+            runtime_error(NULL, "out of memory for the answer");
             goto done;
         }
         if (s.out_len) memcpy(r.text + r.len, s.out, s.out_len);
@@ -329,7 +329,7 @@ static long read_line(Chat *c) {
         int why = errno;
         clearerr(stdin);
         if (why == EINTR) return -2;
-        fprintf(stderr, "gpt: stdin: %s\n", strerror(why));
+        runtime_error(NULL, "stdin: %s", strerror(why));
         return -4;
     }
     if (ch == EOF && !len) return -1;
@@ -349,7 +349,7 @@ static int command(Chat *c, char *line, size_t len) {
     const char *arg = line + name + strspn(line + name, " \t");
 #define IS(cmd) (name == (int)strlen(cmd) && !memcmp(line, cmd, (size_t)name))
     if ((IS("/reset") || IS("/help")) && *arg) {
-        fprintf(stderr, "gpt: %s: %.*s takes no argument\n", line, name, line);
+        runtime_error(NULL, "%s: %.*s takes no argument", line, name, line);
         return -1;
     }
     if (IS("/reset")) {
@@ -360,7 +360,7 @@ static int command(Chat *c, char *line, size_t len) {
     if (IS("/help")) return fputs(help_text, stderr), 0;
     if (IS("/save")) {
         if (!*arg) {
-            fprintf(stderr, "gpt: /save needs a file name (/save FILE)\n");
+            runtime_error(NULL, "/save needs a file name (/save FILE)");
             return -1;
         }
         if (save_conversation(c, arg) != 0) return -1;
@@ -368,7 +368,7 @@ static int command(Chat *c, char *line, size_t len) {
         return 0;
     }
 #undef IS
-    fprintf(stderr, "gpt: %.*s: no such command (/help lists them)\n", name, line);
+    runtime_error(NULL, "%.*s: no such command (/help lists them)", name, line);
     return -1;
 }
 
@@ -409,10 +409,10 @@ static int chat_loop(Chat *c) {
         long bad;
         if (len == -4) return EXIT_RUNTIME;
         if (len == -3) {
-            fprintf(stderr, "gpt: stdin line %zu: longer than %d bytes\n", lineno, CHAT_LINE_MAX);
+            runtime_error(NULL, "stdin line %zu: longer than %d bytes", lineno, CHAT_LINE_MAX);
             rc = -1;
         } else if (nul_at(c->line, (size_t)len, 0) >= 0) {
-            fprintf(stderr, "gpt: stdin line %zu: holds a NUL byte\n", lineno);
+            runtime_error(NULL, "stdin line %zu: holds a NUL byte", lineno);
             rc = -1;
         } else if (len == 0) {
             continue;  // an empty line is no turn
@@ -421,8 +421,8 @@ static int chat_loop(Chat *c) {
         } else if ((bad = invalid_utf8_at(c->line, (size_t)len)) >= 0) {
             // the template renders it and /save writes it as UTF-8: another
             // message than the bytes that would run
-            fprintf(stderr, "gpt: stdin line %zu: not valid UTF-8 at byte %ld (0x%02x): not sent\n", lineno,
-                    bad + 1, (unsigned char)c->line[bad]);
+            runtime_error(NULL, "stdin line %zu: not valid UTF-8 at byte %ld (0x%02x): not sent", lineno,
+                          bad + 1, (unsigned char)c->line[bad]);
             rc = -1;
         } else {
             const char *text = c->line + (c->line[0] == '/');  // "//x" is the message "/x"
@@ -486,7 +486,7 @@ static const struct option CHAT_OPTIONS[] = {
 static int chat_help(void) {
     char *help = help_from_template(chat_usage, IN_CHAT);
     int rc = !help || out_write(help, strlen(help)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
-    if (!help) fprintf(stderr, "gpt: out of memory\n");
+    if (!help) runtime_error(NULL, "out of memory");
     free(help);
     return rc;
 }
@@ -543,20 +543,20 @@ int run_chat(int argc, char **argv) {
     const char *spec = o->chat_template ? o->chat_template : "gpt2";
     catch_interrupts();
     if (chat_template_open(spec, &c.t, &err) != 0) {
-        fprintf(stderr, "gpt: --chat-template %s: %s\n", spec, err.msg);
+        runtime_error(NULL, "--chat-template %s: %s", spec, err.msg);
         return EXIT_RUNTIME;
     }
     c.template_up = 1;
     if (o->n_stops + c.t.n_stops > MAX_STOPS) {
-        fprintf(stderr, "gpt: --stop: %zu strings and the chat template's %zu are more than %d\n", o->n_stops,
-                c.t.n_stops, MAX_STOPS);
+        runtime_error(NULL, "--stop: %zu strings and the chat template's %zu are more than %d", o->n_stops,
+                      c.t.n_stops, MAX_STOPS);
         goto done;
     }
     for (size_t i = 0; i < o->n_stops; i++) c.stops[c.n_stops++] = o->stops[i];
     for (size_t i = 0; i < c.t.n_stops; i++) c.stops[c.n_stops++] = c.t.stops[i];
     c.line = malloc(CHAT_LINE_MAX + 1);
     if (!c.line) {
-        fprintf(stderr, "gpt: out of memory\n");
+        runtime_error(NULL, "out of memory");
         goto done;
     }
     if ((rc = session_open(&c.ss, o)) != EXIT_OK) goto done;

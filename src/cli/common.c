@@ -97,7 +97,7 @@ int read_prompt(const Options *o, char **text, size_t *len) {
         *len = strlen(o->prompt);
         *text = malloc(*len + 1);
         if (!*text) {
-            fprintf(stderr, "gpt: out of memory\n");
+            runtime_error(NULL, "out of memory");
             return -1;
         }
         memcpy(*text, o->prompt, *len + 1);
@@ -182,7 +182,7 @@ int options_grammar(const Options *o, Grammar **out) {
             const char *hint = path_exists(arg)             ? ""
                                : kind == CONSTRAINT_GRAMMAR ? " (and not a grammar: GBNF text has a rule, NAME ::= ...)"
                                                             : " (and not a schema: one typed here starts with {)";
-            fprintf(stderr, "gpt: %s %s%s\n", flag, err.msg, hint);
+            runtime_error(NULL, "%s %s%s", flag, err.msg, hint);
             return EXIT_RUNTIME;
         }
         // --grammar's messages have always named the file alone

@@ -22,7 +22,7 @@ static int open_conversation(const Options *o, const char *text, size_t len, Cha
     const char *spec = o->chat_template ? o->chat_template : "gpt2";
     memset(c, 0, sizeof *c);
     if (chat_template_open(spec, t, &err) != 0) {
-        fprintf(stderr, "gpt: --chat-template %s: %s\n", spec, err.msg);
+        runtime_error(NULL, "--chat-template %s: %s", spec, err.msg);
         return -1;
     }
     const char *end = NULL;
@@ -30,7 +30,7 @@ static int open_conversation(const Options *o, const char *text, size_t len, Cha
     if (!root) {
         char why[256];
         json_parse_error(text, len, end, why, sizeof why);
-        fprintf(stderr, "gpt: the conversation (a JSON array of messages): %s\n", why);
+        runtime_error(NULL, "the conversation (a JSON array of messages): %s", why);
         chat_template_free(t);
         return -1;
     }
@@ -39,7 +39,7 @@ static int open_conversation(const Options *o, const char *text, size_t len, Cha
     int rc = chat_conversation_from_json(messages, c, msg, sizeof msg);
     cJSON_Delete(root);
     if (rc != 0) {
-        fprintf(stderr, "gpt: the conversation: %s\n", msg);
+        runtime_error(NULL, "the conversation: %s", msg);
         chat_template_free(t);
         return -1;
     }
@@ -65,8 +65,8 @@ int conversation_prompt(Options *o, Tokenizer *tok, char **text, size_t *len, Ch
         return -1;
     }
     if (o->n_stops + t->n_stops > MAX_STOPS) {
-        fprintf(stderr, "gpt: --stop: %zu strings and the chat template's %zu are more than %d\n", o->n_stops,
-                t->n_stops, MAX_STOPS);
+        runtime_error(NULL, "--stop: %zu strings and the chat template's %zu are more than %d", o->n_stops,
+                      t->n_stops, MAX_STOPS);
         free(rendered);
         free(*ids);
         *ids = NULL;

@@ -181,11 +181,11 @@ int run_convert(int argc, char **argv) {
     }
     const GPT2Config *c = &m.config;
     char dts[32];
-    fprintf(stderr, "gpt: wrote %s: %zu params (%d layers, %d heads, %d channels, context %d, vocab %d), "
-                    "matrices %s, %zu bytes, from %s %s in %.2f s\n",
-            dst, m.n_params, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size,
-            model_matrix_dtypes(&m, dts, sizeof dts),
-            bytes, m.source_kind, src, now_seconds() - t0);
+    note(0, "wrote %s: %zu params (%d layers, %d heads, %d channels, context %d, vocab %d), "
+         "matrices %s, %zu bytes, from %s %s in %.2f s",
+         dst, m.n_params, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size,
+         model_matrix_dtypes(&m, dts, sizeof dts),
+         bytes, m.source_kind, src, now_seconds() - t0);
     rc = EXIT_OK;
 done:
     for (size_t i = 0; i < n_inputs; i++) free(inputs[i]);

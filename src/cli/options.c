@@ -449,7 +449,7 @@ static int print_help_or_version(int c) {
     if (c == 'h') {
         char *help = help_from_template(usage_text, IN_GPT);
         int rc = !help || out_write(help, strlen(help)) || out_flush() ? EXIT_RUNTIME : EXIT_OK;
-        if (!help) fprintf(stderr, "gpt: out of memory\n");
+        if (!help) runtime_error(NULL, "out of memory");
         free(help);
         return rc;
     }

@@ -22,7 +22,7 @@ static int line_open;  // the last byte out_write wrote was not a newline
 
 static int stdout_failed(void) {
     int e = errno ? errno : EIO;
-    fprintf(stderr, "gpt: stdout: %s\n", strerror(e));
+    runtime_error(NULL, "stdout: %s", strerror(e));
     return -1;
 }
 
@@ -68,7 +68,7 @@ int out_printf(const char *fmt, ...) {
 int out_json_line(const cJSON *root) {
     char *s = cJSON_PrintUnformatted(root);
     if (!s) {
-        fprintf(stderr, "gpt: out of memory\n");
+        runtime_error(NULL, "out of memory");
         return -1;
     }
     int rc = out_write(s, strlen(s)) || out_write("\n", 1) ? -1 : 0;

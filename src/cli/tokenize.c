@@ -32,7 +32,7 @@ static int parse_ids(const char *input, size_t len, size_t vocab, int32_t **ids,
         cJSON *a = cJSON_ParseWithLength(input, len);
         if (!cJSON_IsArray(a)) {
             cJSON_Delete(a);
-            fprintf(stderr, "gpt: --detokenize: the input starts with '[' but is not a JSON array\n");
+            runtime_error(NULL, "--detokenize: the input starts with '[' but is not a JSON array");
             return -1;
         }
         const cJSON *it;
@@ -42,8 +42,8 @@ static int parse_ids(const char *input, size_t len, size_t vocab, int32_t **ids,
             // range first: a double beyond long's range must not be cast
             if (!cJSON_IsNumber(it) || d < 0 || d >= (double)vocab || d != floor(d)) {
                 char *s = cJSON_PrintUnformatted(it);
-                fprintf(stderr, "gpt: --detokenize: element %zu (%.40s) is not a token id in [0, %zu)\n", i,
-                        s ? s : "?", vocab);
+                runtime_error(NULL, "--detokenize: element %zu (%.40s) is not a token id in [0, %zu)", i,
+                              s ? s : "?", vocab);
                 free(s);
                 cJSON_Delete(a);
                 return -1;
@@ -69,11 +69,11 @@ static int parse_ids(const char *input, size_t len, size_t vocab, int32_t **ids,
         snprintf(word, sizeof word, "%.*s", (int)(wl < 31 ? wl : 31), start);
         // a NUL would end `word` early: "5\0x" is not the id 5
         if (wl >= sizeof word || memchr(start, '\0', wl) || parse_long(word, &id) != 0) {
-            fprintf(stderr, "gpt: --detokenize: '%.*s' is not a token id\n", (int)(wl < 40 ? wl : 40), start);
+            runtime_error(NULL, "--detokenize: '%.*s' is not a token id", (int)(wl < 40 ? wl : 40), start);
             return -1;
         }
         if (id < 0 || (size_t)id >= vocab) {
-            fprintf(stderr, "gpt: --detokenize: token id %ld outside the vocabulary [0, %zu)\n", id, vocab);
+            runtime_error(NULL, "--detokenize: token id %ld outside the vocabulary [0, %zu)", id, vocab);
             return -1;
         }
         if (push_id(ids, &n, &cap, (int32_t)id) != 0) return -1;
@@ -93,13 +93,13 @@ int run_tokenize(const Options *o) {
     const char *named_by = o->model_path ? "" : " (the model named by $GPT_MODEL)";
     GptError err = {{0}};
     if (model_path && !path_exists(model_path)) {
-        fprintf(stderr, "gpt: %s: No such file or directory%s\n", model_path, named_by);
+        runtime_error(NULL, "%s: No such file or directory%s", model_path, named_by);
         return EXIT_RUNTIME;
     }
     // A model file may carry its own tokenizer; a directory is looked into.
     if (model_path && !o->tokenizer_path && !path_is_dir(model_path) && model_load(&m, model_path, &err) != 0) {
         if (!*named_by) return report_error(&err);
-        fprintf(stderr, "gpt: %s%s\n", err.msg, named_by);
+        runtime_error(NULL, "%s%s", err.msg, named_by);
         return EXIT_RUNTIME;
     }
     int owned = 0, rc = EXIT_RUNTIME;
@@ -124,7 +124,7 @@ int run_tokenize(const Options *o) {
         if (parse_ids(input, len, tokenizer_vocab_size(tok), &ids, &n) != 0) goto done;
         size_t text_len;
         if (tokenizer_decode(tok, ids, n, &text, &text_len, &err) != 0) {
-            fprintf(stderr, "gpt: --detokenize: %s\n", err.msg);
+            runtime_error(NULL, "--detokenize: %s", err.msg);
             goto done;
         }
         if (out_write(text, text_len) != 0 || out_end_text() != 0) goto done;

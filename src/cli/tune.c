@@ -73,8 +73,7 @@ int run_tune(int argc, char **argv) {
     // failure; with one variant on this CPU there is nothing to choose
     const TuneReport *t = &s.tune;
     if ((!strcmp(t->source, "measured") && t->note[0]) || (!strcmp(t->source, "default") && t->n_variants > 1)) {
-        fprintf(stderr, "gpt tune: %s\n", t->note[0] ? t->note : "the variants were not measured");
-        rc = EXIT_RUNTIME;
+        rc = runtime_error("tune", "%s", t->note[0] ? t->note : "the variants were not measured");
     }
     session_close(&s);
     return rc;

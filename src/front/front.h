@@ -52,13 +52,21 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 enum { MAX_STOPS = 16 };
 
 // ----------------------------------------------------------------------------
-// report.c: the two ways to report a failure, each one line on stderr.
+// report.c: the one writer of the front-ends' messages (failures,
+// warnings, notes), each one line on stderr.
 
 // "gpt: MESSAGE"; returns EXIT_RUNTIME.
 int report_error(const GptError *err);
 // "gpt[ CMD]: MESSAGE (see gpt[ CMD] --help)"; returns EXIT_USAGE. cmd is
 // NULL for the main command, or "convert", "inspect", "serve".
 int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// "gpt[ CMD]: MESSAGE" (cmd NULL for the main command, or "serve",
+// "tune", ...); returns EXIT_RUNTIME.
+int runtime_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// "gpt[ CMD]: warning: MESSAGE": something the user should know, no failure.
+void warning(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// note() of a subcommand: "gpt CMD: MESSAGE", unless quiet.
+void note_of(const char *cmd, int quiet, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // A note, not a failure (the demo model runs, generation stopped at the end
 // of the context): "gpt: MESSAGE" on stderr, unless quiet (-q).
 void note(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

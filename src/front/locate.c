@@ -171,9 +171,13 @@ const char *resolve_model_path(const char *model_flag, char *buf, size_t cap, in
 static void report_no_model(void) {
     Places p;
     model_places(&p);
-    fprintf(stderr, "gpt: no model: pass -m PATH or set GPT_MODEL; searched");
-    for (int i = 0; i < p.n; i++) fprintf(stderr, "%s %s", i ? "," : "", p.path[i]);
-    fprintf(stderr, ". gpt-get-gpt2 (scripts/get-gpt2.sh in the source) fetches and converts GPT-2\n");
+    char searched[sizeof p.path];  // every place, ", " between
+    size_t n = 0;
+    searched[0] = '\0';
+    for (int i = 0; i < p.n && n < sizeof searched; i++)
+        n += (size_t)snprintf(searched + n, sizeof searched - n, "%s %s", i ? "," : "", p.path[i]);
+    runtime_error(NULL, "no model: pass -m PATH or set GPT_MODEL; searched%s. gpt-get-gpt2 (scripts/get-gpt2.sh in "
+                  "the source) fetches and converts GPT-2", searched);
 }
 
 // What fetches GPT-2, as this user can run it: the source tree's
@@ -201,16 +205,16 @@ int open_model(const char *model_flag, const WeightOptions *wo, Model *m, char *
     if (model_load_with(m, path, wo, &err) != 0) {
         // neither -m nor the search: a stale $GPT_MODEL is easy to forget
         if (!model_flag && path != found) {
-            fprintf(stderr, "gpt: %s (the model named by $GPT_MODEL)\n", err.msg);
+            runtime_error(NULL, "%s (the model named by $GPT_MODEL)", err.msg);
             return EXIT_RUNTIME;
         }
         // nor one found by the search, which the user never named: a stray
         // ./models/gpt2/ (a clone without its LFS files) would fail every run
         if (!model_flag) {
             int dir = path_is_dir(path), relative = path[0] != '/';
-            fprintf(stderr, "gpt: %s (the default %s%s%s, found %s; -m PATH or $GPT_MODEL names another)\n", err.msg,
-                    relative ? "./" : "", path, dir ? "/" : "",
-                    relative ? "in the working directory" : "where gpt looks for GPT-2");
+            runtime_error(NULL, "%s (the default %s%s%s, found %s; -m PATH or $GPT_MODEL names another)", err.msg,
+                          relative ? "./" : "", path, dir ? "/" : "",
+                          relative ? "in the working directory" : "where gpt looks for GPT-2");
             return EXIT_RUNTIME;
         }
         return report_error(&err);

@@ -24,7 +24,7 @@ int session_open_model(Session *s, const ModelOptions *mo) {
         return report_error(&err);
     }
     if ((size_t)s->model.config.vocab_size != tokenizer_vocab_size(s->tok)) {
-        fprintf(stderr, "gpt: %s: the model's vocabulary has %d tokens, the tokenizer %zu\n", s->model_path,
+        runtime_error(NULL, "%s: the model's vocabulary has %d tokens, the tokenizer %zu", s->model_path,
                 s->model.config.vocab_size, tokenizer_vocab_size(s->tok));
         session_close(s);
         return EXIT_RUNTIME;

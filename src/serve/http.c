@@ -843,6 +843,6 @@ struct MHD_Daemon *http_start(Server *s, int fd, int ipv6) {
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->limits.max_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, s->limits.timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                          s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
-    if (!d) fprintf(stderr, "gpt serve: libmicrohttpd could not start\n");
+    if (!d) runtime_error("serve", "libmicrohttpd could not start");
     return d;
 }

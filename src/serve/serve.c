@@ -95,7 +95,7 @@ static int listen_on(const char *host, long port, int *port_out, int *ipv6, int 
     struct addrinfo *res;
     int rc = getaddrinfo(host, service, &hints, &res);
     if (rc != 0) {
-        fprintf(stderr, "gpt serve: --host %s: %s\n", host, gai_strerror(rc));
+        runtime_error("serve", "--host %s: %s", host, gai_strerror(rc));
         return -1;
     }
     int fd = -1, saved = 0;
@@ -117,7 +117,7 @@ static int listen_on(const char *host, long port, int *port_out, int *ipv6, int 
     }
     freeaddrinfo(res);
     if (fd < 0) {
-        fprintf(stderr, "gpt serve: %s:%ld: %s\n", host, port, strerror(saved));
+        runtime_error("serve", "%s:%ld: %s", host, port, strerror(saved));
         return -1;
     }
     struct sockaddr_storage ss;
@@ -286,7 +286,7 @@ static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *don
         if (c == 'h') {
             char *help = help_from_template(serve_usage, 0);
             int ok = help && fputs(help, stdout) != EOF && fflush(stdout) == 0;
-            if (!ok) fprintf(stderr, "gpt: %s\n", help ? strerror(errno) : "out of memory");
+            if (!ok) runtime_error(NULL, "%s", help ? strerror(errno) : "out of memory");
             free(help);
             return ok ? EXIT_OK : EXIT_RUNTIME;
         }
@@ -403,8 +403,7 @@ static void stop_accepting(Server *s, struct MHD_Daemon *d, int quiet) {
     pthread_mutex_unlock(&s->lock);
     int listen_fd = http_quiesce(d);
     if (listen_fd >= 0) close(listen_fd);
-    if (!quiet)
-        fprintf(stderr, "gpt serve: stopping: %zu requests running or queued, %u s to finish\n", left, s->limits.grace);
+    note_of("serve", quiet, "stopping: %zu requests running or queued, %u s to finish", left, s->limits.grace);
 }
 
 // Shutdown 2, the grace: until nothing runs, the time is up, or a second
@@ -426,7 +425,7 @@ static void wait_grace(Server *s, const sigset_t *signals) {
 // seconds), then the connections may close.
 static void finish_now(Server *s, int quiet) {
     pthread_mutex_lock(&s->lock);
-    if (s->in_flight && !quiet) fprintf(stderr, "gpt serve: the grace is over: %zu requests end now\n", s->in_flight);
+    if (s->in_flight) note_of("serve", quiet, "the grace is over: %zu requests end now", s->in_flight);
     s->hard_stop = 1;
     pthread_cond_signal(&s->wake);
     while (s->in_flight) pthread_cond_wait(&s->idle, &s->lock);
@@ -478,7 +477,7 @@ static int port_file_open(const char *path, NewFile *nf) {
     nf->fd = -1, nf->tmp = NULL;
     if (!path) return 0;
     if (newfile_open(nf, path, 0644, &err) == 0) return 0;
-    fprintf(stderr, "gpt serve: --port-file %s\n", err.msg);
+    runtime_error("serve", "--port-file %s", err.msg);
     return -1;
 }
 
@@ -488,12 +487,12 @@ static int port_file_commit(const char *path, NewFile *nf, int port) {
     char line[16];
     int n = snprintf(line, sizeof line, "%d\n", port);
     if (write(nf->fd, line, (size_t)n) != n) {
-        fprintf(stderr, "gpt serve: --port-file %s: %s\n", path, strerror(errno));
+        runtime_error("serve", "--port-file %s: %s", path, strerror(errno));
         newfile_abort(nf);
         return -1;
     }
     if (newfile_commit(nf, path, 1, &err) == 0) return 0;
-    fprintf(stderr, "gpt serve: --port-file %s\n", err.msg);
+    runtime_error("serve", "--port-file %s", err.msg);
     return -1;
 }
 
@@ -509,7 +508,7 @@ int run_serve(int argc, char **argv) {
     if (so.log && strcmp(so.log, "-") && strcmp(so.log, "off")) {
         so.lim.log_fd = open(so.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (so.lim.log_fd < 0) {
-            fprintf(stderr, "gpt serve: --log %s: %s\n", so.log, strerror(errno));
+            runtime_error("serve", "--log %s: %s", so.log, strerror(errno));
             return EXIT_RUNTIME;
         }
     } else if (so.log) {
@@ -519,12 +518,12 @@ int run_serve(int argc, char **argv) {
     ChatTemplate chat;
     GptError err = {{0}};
     if (http_load(&err) != 0) {
-        fprintf(stderr, "gpt serve: %s\n", err.msg);
+        runtime_error("serve", "%s", err.msg);
         if (log_fd >= 0) close(log_fd);
         return EXIT_RUNTIME;
     }
     if (chat_template_open(so.chat_template, &chat, &err) != 0) {
-        fprintf(stderr, "gpt serve: --chat-template %s: %s\n", so.chat_template, err.msg);
+        runtime_error("serve", "--chat-template %s: %s", so.chat_template, err.msg);
         if (log_fd >= 0) close(log_fd);
         return EXIT_RUNTIME;
     }
@@ -539,8 +538,8 @@ int run_serve(int argc, char **argv) {
         return EXIT_RUNTIME;
     }
     if (!loopback && !so.lim.api_key)
-        fprintf(stderr, "gpt serve: warning: listening on %s without --api-key: anyone who can reach this port can "
-                        "use the model\n", so.host);
+        warning("serve", "listening on %s without --api-key: anyone who can reach this port can use the model",
+                so.host);
     Server *s = server_new(&so.lim);
     if (s) s->chat_template = chat;  // the server's from now on
     else chat_template_free(&chat);
@@ -548,7 +547,7 @@ int run_serve(int argc, char **argv) {
         close(fd);
         newfile_abort(&port_file);
         if (log_fd >= 0) close(log_fd);
-        fprintf(stderr, "gpt serve: out of memory\n");
+        runtime_error("serve", "out of memory");
         return EXIT_RUNTIME;
     }
     pthread_t scheduler;
@@ -558,7 +557,7 @@ int run_serve(int argc, char **argv) {
     if (d) fd = -1;  // libmicrohttpd's now
     rc = d ? start_engine(s, &so) : EXIT_RUNTIME;
     if (rc == EXIT_OK && thread_start(&scheduler, scheduler_main, s) != 0) {
-        fprintf(stderr, "gpt serve: cannot start the scheduler thread\n");
+        runtime_error("serve", "cannot start the scheduler thread");
         rc = EXIT_RUNTIME;
     }
     if (rc == EXIT_OK) {
