@@ -270,13 +270,13 @@ static int check_fits(Server *s, size_t n_ids, const CompletionBody *b, char **m
     return 0;
 }
 
-// Prompt p of j from `it`, a string or an array of token ids: its tokens,
+// Prompt p of req from `it`, a string or an array of token ids: its tokens,
 // its text for echo, and the checks that it fits. 0, or the status.
-static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_string, const CompletionBody *b,
+static int read_prompt(Server *s, ApiRequest *req, size_t p, const cJSON *it, int is_string, const CompletionBody *b,
                        char **msg, char *param) {
     const GPT2Config *cfg = &s->session.model.config;
-    int32_t **ids = &j->prompt_ids[p];
-    size_t *n_ids = &j->prompt_lens[p];
+    int32_t **ids = &req->prompt_ids[p];
+    size_t *n_ids = &req->prompt_lens[p];
     GptError err = {{0}};
     int status;
     if (is_string) {
@@ -284,7 +284,7 @@ static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_
         if (encode_locked(s, text, strlen(text), 1, ids, n_ids, &err) != 0)
             return fail(500, msg, param, NULL, "%s", err.msg);
         // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
-        if (b->gs.echo && !(j->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL)))
+        if (b->gs.echo && !(req->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL)))
             return fail(500, msg, param, NULL, "out of memory");
     } else {
         if ((status = json_ids(it, (size_t)cfg->vocab_size, ids, n_ids, msg, param, "prompt"))) return status;
@@ -294,7 +294,7 @@ static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_
             size_t n_bytes;
             if (tokenizer_decode(s->session.tok, *ids, *n_ids, &bytes, &n_bytes, &err) != 0)
                 return fail(400, msg, param, "prompt", "%s", err.msg);
-            j->echo[p] = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
+            req->echo[p] = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
             free(bytes);
         }
     }
@@ -303,7 +303,7 @@ static int read_prompt(Server *s, Request *j, size_t p, const cJSON *it, int is_
 
 // The request of b's prompts: a string, strings, token ids, or arrays of
 // token ids. 0 with *out, or the status.
-static int read_prompts(Server *s, const CompletionBody *b, Request **out, char **msg, char *param) {
+static int read_prompts(Server *s, const CompletionBody *b, ApiRequest **out, char **msg, char *param) {
     const cJSON *prompt = b->prompt;
     const cJSON *first = cJSON_IsArray(prompt) ? prompt->child : NULL;
     int one_string = cJSON_IsString(prompt), one_ids = first && cJSON_IsNumber(first);
@@ -315,53 +315,53 @@ static int read_prompts(Server *s, const CompletionBody *b, Request **out, char 
     if (n_prompts * (size_t)b->best_of > MAX_CHOICES)
         return fail(400, msg, param, b->best_of > b->gs.n ? "best_of" : "n", "%zu prompts x %s %zu is more than %d "
                     "completions", n_prompts, b->best_of > b->gs.n ? "best_of" : "n", b->best_of, MAX_CHOICES);
-    Request *j = request_new(n_prompts);
-    if (!j) return fail(500, msg, param, NULL, "out of memory");
+    ApiRequest *req = api_request_new(n_prompts);
+    if (!req) return fail(500, msg, param, NULL, "out of memory");
     const cJSON *it = one_string || one_ids ? prompt : first;
     int status = 0;
     for (size_t p = 0; p < n_prompts && !status; p++, it = it->next) {
         int is_string = cJSON_IsString(it) && (one_string || cJSON_IsString(first));
         int is_ids = cJSON_IsArray(it) && (one_ids || cJSON_IsArray(first));
-        if (is_string || is_ids) status = read_prompt(s, j, p, it, is_string, b, msg, param);
+        if (is_string || is_ids) status = read_prompt(s, req, p, it, is_string, b, msg, param);
         else
             status = fail(400, msg, param, "prompt", "prompt %zu: an array of prompts holds strings alone, or "
                                                      "arrays of token ids alone", p);
     }
     if (status) {
-        request_free(j);
+        api_request_free(req);
         return status;
     }
-    *out = j;
+    *out = req;
     return 0;
 }
 
-// j's completions: best_of per prompt, seeds seed, seed + 1, ...; the stop
-// strings copied into j (the completions' params point at them). 0 or -1.
-static int make_completions(Request *j, CompletionBody *b) {
+// req's completions: best_of per prompt, seeds seed, seed + 1, ...; the stop
+// strings copied into req (the completions' params point at them). 0 or -1.
+static int make_completions(ApiRequest *req, CompletionBody *b) {
     if (b->gs.params.n_stops) {
-        j->stop_strings = calloc(b->gs.params.n_stops, sizeof *j->stop_strings);
-        for (size_t i = 0; j->stop_strings && i < b->gs.params.n_stops; i++, j->n_stops++)
-            if (!(j->stop_strings[i] = strdup(b->gs.stops[i]))) break;
-        if (j->n_stops != b->gs.params.n_stops) return -1;
-        b->gs.params.stops = (const char *const *)j->stop_strings;
+        req->stop_strings = calloc(b->gs.params.n_stops, sizeof *req->stop_strings);
+        for (size_t i = 0; req->stop_strings && i < b->gs.params.n_stops; i++, req->n_stops++)
+            if (!(req->stop_strings[i] = strdup(b->gs.stops[i]))) break;
+        if (req->n_stops != b->gs.params.n_stops) return -1;
+        b->gs.params.stops = (const char *const *)req->stop_strings;
     }
-    j->seed = b->gs.seed_given ? b->gs.params.sampling.seed : draw_seed();
-    j->n = b->gs.n;
-    j->best_of = (size_t)b->best_of;
-    j->show_logprobs = b->gs.params.logprobs;
-    j->include_usage = b->include_usage;
-    j->n_completions = j->n_prompts * j->best_of;
-    j->completions = calloc(j->n_completions, sizeof *j->completions);
-    if (!j->completions) return -1;
-    for (size_t k = 0; k < j->n_completions; k++) {
-        Completion *c = &j->completions[k];
-        c->prompt = k / j->best_of;
-        c->ids = j->prompt_ids[c->prompt];
-        c->n_ids = j->prompt_lens[c->prompt];
+    req->seed = b->gs.seed_given ? b->gs.params.sampling.seed : draw_seed();
+    req->n = b->gs.n;
+    req->best_of = (size_t)b->best_of;
+    req->show_logprobs = b->gs.params.logprobs;
+    req->include_usage = b->include_usage;
+    req->n_completions = req->n_prompts * req->best_of;
+    req->completions = calloc(req->n_completions, sizeof *req->completions);
+    if (!req->completions) return -1;
+    for (size_t k = 0; k < req->n_completions; k++) {
+        ApiChoice *c = &req->completions[k];
+        c->prompt = k / req->best_of;
+        c->ids = req->prompt_ids[c->prompt];
+        c->n_ids = req->prompt_lens[c->prompt];
         c->params = b->gs.params;
-        c->params.sampling.seed = j->seed + k;
+        c->params.sampling.seed = req->seed + k;
         // the ranking's log-probabilities (computing them changes no token)
-        if (j->best_of > j->n) c->params.logprobs = 1;
+        if (req->best_of > req->n) c->params.logprobs = 1;
     }
     return 0;
 }
@@ -369,7 +369,7 @@ static int make_completions(Request *j, CompletionBody *b) {
 // The request of a chat body b: its messages under the server's template,
 // one prompt; the template's stops after the request's. 0 with *out, or
 // the status.
-static int read_conversation(Server *s, CompletionBody *b, Request **out, char **msg, char *param) {
+static int read_conversation(Server *s, CompletionBody *b, ApiRequest **out, char **msg, char *param) {
     const ChatTemplate *t = &s->chat_template;
     ChatConversation conv;
     char why[512];
@@ -382,24 +382,24 @@ static int read_conversation(Server *s, CompletionBody *b, Request **out, char *
     }
     for (size_t i = 0; i < t->n_stops; i++) b->gs.stops[b->gs.params.n_stops++] = t->stops[i];
     b->gs.params.stops = b->gs.stops;
-    Request *j = request_new(1);
+    ApiRequest *req = api_request_new(1);
     GptError err = {{0}};
     int status = 0;
-    if (!j) status = fail(500, msg, param, NULL, "out of memory");
+    if (!req) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         pthread_mutex_lock(&s->tok_lock);
-        int rc = chat_tokens(s->session.tok, t, conv.m, conv.n, 1, &j->prompt_ids[0], &j->prompt_lens[0], &err);
+        int rc = chat_tokens(s->session.tok, t, conv.m, conv.n, 1, &req->prompt_ids[0], &req->prompt_lens[0], &err);
         pthread_mutex_unlock(&s->tok_lock);
         if (rc != 0) status = fail(500, msg, param, NULL, "%s", err.msg);
     }
     chat_conversation_free(&conv);
-    if (!status) status = check_fits(s, j->prompt_lens[0], b, msg, param);
+    if (!status) status = check_fits(s, req->prompt_lens[0], b, msg, param);
     if (status) {
-        request_free(j);
+        api_request_free(req);
         return status;
     }
-    j->chat = 1;
-    *out = j;
+    req->chat = 1;
+    *out = req;
     return 0;
 }
 
@@ -407,7 +407,7 @@ static int read_conversation(Server *s, CompletionBody *b, Request **out, char *
 // (chat 1: its messages under the server's template), read by the same
 // field table; a completion's max_tokens defaults to 16 as OpenAI's, a
 // chat's to the end of the context. 0 with *out and *stream, or the status.
-static int body_request(Server *s, int chat, const char *body, size_t len, Request **out, int *stream, char **msg,
+static int body_request(Server *s, int chat, const char *body, size_t len, ApiRequest **out, int *stream, char **msg,
                         char *param) {
     *out = NULL;
     *stream = 0;
@@ -421,31 +421,31 @@ static int body_request(Server *s, int chat, const char *body, size_t len, Reque
     settings_defaults(&b.gs);
     b.gs.params.max_new = chat ? 0 : 16;
     b.gs.params.grammar_vocab = s->grammar_vocab;
-    Request *j = NULL;
+    ApiRequest *req = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
-    if (!status) status = chat ? read_conversation(s, &b, &j, msg, param) : read_prompts(s, &b, &j, msg, param);
-    if (!status && make_completions(j, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
+    if (!status) status = chat ? read_conversation(s, &b, &req, msg, param) : read_prompts(s, &b, &req, msg, param);
+    if (!status && make_completions(req, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
-        j->grammar = b.gs.grammar;  // the completions' params point at it
-        j->grammar_field = b.gs.grammar ? setting_by_key(b.gs.constraint_by)->key : NULL;
+        req->grammar = b.gs.grammar;  // the completions' params point at it
+        req->grammar_field = b.gs.grammar ? setting_by_key(b.gs.constraint_by)->key : NULL;
         b.gs.grammar = NULL;
-        *out = j;
+        *out = req;
         *stream = b.stream;
-        j = NULL;
+        req = NULL;
     }
-    request_free(j);
+    api_request_free(req);
     grammar_free(b.gs.grammar);
     cJSON_Delete(b.gs.stop_json);
     cJSON_Delete(o);
     return status;
 }
 
-int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
+int completion_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg,
                        char *param) {
     return body_request(s, 0, body, len, out, stream, msg, param);
 }
 
-int chat_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg, char *param) {
+int chat_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param) {
     return body_request(s, 1, body, len, out, stream, msg, param);
 }
 
@@ -483,7 +483,7 @@ char *apply_template_response(Server *s, const char *body, size_t len, int *stat
     return out;
 }
 
-int score_request(Server *s, const char *body, size_t len, Request **out, char **msg, char *param) {
+int score_request(Server *s, const char *body, size_t len, ApiRequest **out, char **msg, char *param) {
     *out = NULL;
     *param = '\0';
     int status = 400;
@@ -494,7 +494,7 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
     long stride = 0;
     int prepend_eos = 0;
     GptError err = {{0}};
-    Request *j = NULL;
+    ApiRequest *req = NULL;
     status = 0;
     for (const cJSON *f = o->child; f && !status; f = f->next) {
         const char *k = f->string;
@@ -515,23 +515,23 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
         status = fail(400, msg, param, "prompt", "prompt must be a string or an array of token ids");
         goto done;
     }
-    if (!(j = request_new(1))) {
+    if (!(req = api_request_new(1))) {
         status = fail(500, msg, param, NULL, "out of memory");
         goto done;
     }
-    j->kind = REQUEST_SCORE;
-    j->stride = (size_t)stride;
+    req->kind = REQUEST_SCORE;
+    req->stride = (size_t)stride;
     if (cJSON_IsString(prompt)) {
-        if (encode_locked(s, prompt->valuestring, strlen(prompt->valuestring), 0, &j->prompt_ids[0],
-                          &j->prompt_lens[0], &err) != 0) {
+        if (encode_locked(s, prompt->valuestring, strlen(prompt->valuestring), 0, &req->prompt_ids[0],
+                          &req->prompt_lens[0], &err) != 0) {
             status = fail(500, msg, param, NULL, "%s", err.msg);
             goto done;
         }
-    } else if ((status = json_ids(prompt, (size_t)cfg->vocab_size, &j->prompt_ids[0], &j->prompt_lens[0], msg, param,
+    } else if ((status = json_ids(prompt, (size_t)cfg->vocab_size, &req->prompt_ids[0], &req->prompt_lens[0], msg, param,
                                   "prompt"))) {
         goto done;
     }
-    size_t n = j->prompt_lens[0];
+    size_t n = req->prompt_lens[0];
     if (n == 0) {
         status = fail(400, msg, param, "prompt", "the text is empty");
         goto done;
@@ -545,20 +545,20 @@ int score_request(Server *s, const char *body, size_t len, Request **out, char *
     }
     if (with) {
         with[0] = eot;
-        memcpy(with + 1, j->prompt_ids[0], n * sizeof *with);
-        free(j->prompt_ids[0]);
-        j->prompt_ids[0] = with;
-        j->prompt_lens[0] = ++n;
+        memcpy(with + 1, req->prompt_ids[0], n * sizeof *with);
+        free(req->prompt_ids[0]);
+        req->prompt_ids[0] = with;
+        req->prompt_lens[0] = ++n;
     }
     if (n > (size_t)cfg->n_ctx && !stride) {
         status = fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
                                                  "scores longer texts in windows)", n, cfg->n_ctx);
         goto done;
     }
-    *out = j;
-    j = NULL;
+    *out = req;
+    req = NULL;
 done:
-    request_free(j);
+    api_request_free(req);
     cJSON_Delete(o);
     return status;
 }
@@ -573,10 +573,10 @@ static char *print(cJSON *root) {
 }
 
 // "usage": the prompts' tokens and those of every completion computed (best_of's left out ones too).
-static void add_usage(cJSON *r, const Request *j) {
+static void add_usage(cJSON *r, const ApiRequest *req) {
     size_t prompt_tokens = 0, completion_tokens = 0;
-    for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
-    for (size_t k = 0; k < j->n_completions; k++) completion_tokens += j->completions[k].n_tokens;
+    for (size_t p = 0; p < req->n_prompts; p++) prompt_tokens += req->prompt_lens[p];
+    for (size_t k = 0; k < req->n_completions; k++) completion_tokens += req->completions[k].n_tokens;
     cJSON *u = cJSON_AddObjectToObject(r, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)completion_tokens);
@@ -584,14 +584,14 @@ static void add_usage(cJSON *r, const Request *j) {
 }
 
 // chunk: the head of a stream's event (a chat's object differs).
-static cJSON *response_head(Server *s, const Request *j, const char *id, long created, int chunk) {
+static cJSON *response_head(Server *s, const ApiRequest *req, const char *id, long created, int chunk) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "id", id);
-    cJSON_AddStringToObject(r, "object", !j->chat ? "text_completion" : chunk ? "chat.completion.chunk"
+    cJSON_AddStringToObject(r, "object", !req->chat ? "text_completion" : chunk ? "chat.completion.chunk"
                                                                              : "chat.completion");
     cJSON_AddNumberToObject(r, "created", (double)created);
     cJSON_AddStringToObject(r, "model", s->model_name);
-    cJSON_AddItemToObject(r, "seed", seed_json(j->seed));
+    cJSON_AddItemToObject(r, "seed", seed_json(req->seed));
     return r;
 }
 
@@ -600,9 +600,9 @@ static cJSON *response_head(Server *s, const Request *j, const char *id, long cr
 // them (with --echo from 0, else from the prompt's end); NULL without
 // "logprobs". Tokens whose log-probability has not come yet are left out.
 // Under Server.lock.
-static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, size_t from, size_t to) {
-    if (!j->show_logprobs) return NULL;
-    size_t start = j->echo[c->prompt] ? 0 : c->n_ids;  // text_offset counts from here
+static cJSON *choice_logprobs(Server *s, const ApiRequest *req, const ApiChoice *c, size_t from, size_t to) {
+    if (!req->show_logprobs) return NULL;
+    size_t start = req->echo[c->prompt] ? 0 : c->n_ids;  // text_offset counts from here
     if (to > c->lp_from + c->n_lp) to = c->lp_from + c->n_lp;
     if (to < from) to = from;
     int32_t *ids = malloc((to - start + 1) * sizeof *ids);
@@ -622,7 +622,7 @@ static cJSON *choice_logprobs(Server *s, const Request *j, const Completion *c, 
 // with the error object, and a stream that fails after its 200 went out
 // sends the error object as an event instead (http.c), as OpenAI and
 // llama.cpp do; the failed choice's text so far is sent without a finish.
-static const char *choice_finish(const Completion *c) {
+static const char *choice_finish(const ApiChoice *c) {
     return c->finish && strcmp(c->finish, "error") ? c->finish : NULL;
 }
 
@@ -633,14 +633,14 @@ static const char *choice_finish(const Completion *c) {
 // "context" from "length", "eos" from "stop" and "grammar") and
 // "seq_tokens", the positions its KV cache held, as `gpt --json`'s
 // stats.seq_tokens.
-static void add_choice_fields(cJSON *c, const Request *j, size_t k, const int32_t *tokens, size_t n_tokens,
-                              cJSON *logprobs, const Completion *done) {
+static void add_choice_fields(cJSON *c, const ApiRequest *req, size_t k, const int32_t *tokens, size_t n_tokens,
+                              cJSON *logprobs, const ApiChoice *done) {
     const char *finish = done ? choice_finish(done) : NULL;
     if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
-    cJSON_AddItemToObject(c, "seed", seed_json(j->seed + k));
+    cJSON_AddItemToObject(c, "seed", seed_json(req->seed + k));
     cJSON_AddItemToObject(c, "tokens", ids_json(tokens, n_tokens));
     if (finish) {
         cJSON_AddStringToObject(c, "stop_reason", done->stop_reason ? done->stop_reason : finish);
@@ -650,20 +650,20 @@ static void add_choice_fields(cJSON *c, const Request *j, size_t k, const int32_
 
 // Choice `index`, completion `done` (its seed: the request's + its index);
 // logprobs NULL: null.
-static cJSON *choice_json(const Request *j, size_t index, const Completion *done, const char *text,
+static cJSON *choice_json(const ApiRequest *req, size_t index, const ApiChoice *done, const char *text,
                           const int32_t *tokens, size_t n_tokens, cJSON *logprobs) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "text", text);
     cJSON_AddNumberToObject(c, "index", (double)index);
-    add_choice_fields(c, j, (size_t)(done - j->completions), tokens, n_tokens, logprobs, done);
+    add_choice_fields(c, req, (size_t)(done - req->completions), tokens, n_tokens, logprobs, done);
     return c;
 }
 
 // The chat log-probabilities of choice c's generated tokens from..to
 // (counted from its first generated token; those whose numbers have not
 // come yet are left out); NULL without "logprobs". Under Server.lock.
-static cJSON *chat_choice_logprobs(Server *s, const Request *j, const Completion *c, size_t from, size_t to) {
-    if (!j->show_logprobs) return NULL;
+static cJSON *chat_choice_logprobs(Server *s, const ApiRequest *req, const ApiChoice *c, size_t from, size_t to) {
+    if (!req->show_logprobs) return NULL;
     // lp[i] is position lp_from + i of the prompt and generated ids
     size_t first = c->n_ids + from >= c->lp_from ? c->n_ids + from - c->lp_from : 0;
     size_t last = c->n_ids + to >= c->lp_from ? c->n_ids + to - c->lp_from : 0;
@@ -677,15 +677,15 @@ static cJSON *chat_choice_logprobs(Server *s, const Request *j, const Completion
 // last piece. Beside OpenAI's fields, gpt's as in a completion's choice: its
 // seed, the ids of its tokens (in a stream, those since the last event),
 // and once finished its stop_reason and seq_tokens.
-static cJSON *chat_choice_json(const Request *j, size_t index, size_t k, const char *key, const char *role,
+static cJSON *chat_choice_json(const ApiRequest *req, size_t index, size_t k, const char *key, const char *role,
                                const char *text, const int32_t *tokens, size_t n_tokens, cJSON *logprobs,
-                               const Completion *done) {
+                               const ApiChoice *done) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", (double)index);
     cJSON *m = cJSON_AddObjectToObject(c, key);
     if (role) cJSON_AddStringToObject(m, "role", role);
     if (text) cJSON_AddStringToObject(m, "content", text);
-    add_choice_fields(c, j, k, tokens, n_tokens, logprobs, done);
+    add_choice_fields(c, req, k, tokens, n_tokens, logprobs, done);
     return c;
 }
 
@@ -698,30 +698,30 @@ static char *copy_text(const char *p, size_t n) {
     return t;
 }
 
-static char *chat_response(Server *s, const Request *j, const char *id, long created) {
-    cJSON *r = response_head(s, j, id, created, 0);
+static char *chat_response(Server *s, const ApiRequest *req, const char *id, long created) {
+    cJSON *r = response_head(s, req, id, created, 0);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
-    for (size_t k = 0; k < j->n_completions; k++) {
-        const Completion *c = &j->completions[k];
+    for (size_t k = 0; k < req->n_completions; k++) {
+        const ApiChoice *c = &req->completions[k];
         char *text = copy_text(c->text, c->text_len);
         if (!text) {
             cJSON_Delete(r);
             return NULL;
         }
-        cJSON *lp = chat_choice_logprobs(s, j, c, 0, c->n_tokens);
-        cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "message", "assistant", text, c->tokens, c->n_tokens, lp,
+        cJSON *lp = chat_choice_logprobs(s, req, c, 0, c->n_tokens);
+        cJSON_AddItemToArray(choices, chat_choice_json(req, k, k, "message", "assistant", text, c->tokens, c->n_tokens, lp,
                                                                c));
         free(text);
     }
-    add_usage(r, j);
+    add_usage(r, req);
     return print(r);
 }
 
 // A chat stream's next event for choice k: the role first (with the text
 // so far), then each new piece of text (whole UTF-8 characters), then the
 // finish reason with an empty delta; NULL when there is nothing new.
-static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long created, int *finished) {
-    Completion *c = &j->completions[k];
+static char *chat_chunk(Server *s, ApiRequest *req, size_t k, const char *id, long created, int *finished) {
+    ApiChoice *c = &req->completions[k];
     size_t new_text = c->text_len - c->sent_text;
     int first = !c->sent_echo;  // sent_echo: the role has been sent
     if (!first && !new_text && !c->finish) return NULL;
@@ -733,14 +733,14 @@ static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long cr
     }
     char *text = finish_now ? NULL : copy_text(new_text ? c->text + c->sent_text : "", new_text);
     if (!finish_now && !text) return NULL;
-    cJSON *r = response_head(s, j, id, created, 1);
+    cJSON *r = response_head(s, req, id, created, 1);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
-    cJSON *lp = finish_now ? NULL : chat_choice_logprobs(s, j, c, c->sent_tokens, c->n_tokens);
-    cJSON_AddItemToArray(choices, chat_choice_json(j, k, k, "delta", first ? "assistant" : NULL, text,
+    cJSON *lp = finish_now ? NULL : chat_choice_logprobs(s, req, c, c->sent_tokens, c->n_tokens);
+    cJSON_AddItemToArray(choices, chat_choice_json(req, k, k, "delta", first ? "assistant" : NULL, text,
                                                    c->tokens ? c->tokens + c->sent_tokens : NULL,
                                                    finish_now ? 0 : c->n_tokens - c->sent_tokens,
                                                    lp, finish_now ? c : NULL));
-    if (j->include_usage) cJSON_AddNullToObject(r, "usage");
+    if (req->include_usage) cJSON_AddNullToObject(r, "usage");
     free(text);
     c->sent_echo = 1;
     c->sent_text = c->text_len;
@@ -751,7 +751,7 @@ static char *chat_chunk(Server *s, Request *j, size_t k, const char *id, long cr
 
 // The mean log-probability per generated token of completion c, best_of's
 // measure; -infinity for one with no tokens (it ranks last).
-static double mean_logprob(const Completion *c) {
+static double mean_logprob(const ApiChoice *c) {
     double sum = 0.0;
     size_t n = 0;
     for (size_t i = 0; i < c->n_lp; i++)
@@ -761,15 +761,15 @@ static double mean_logprob(const Completion *c) {
 
 // The completions answered, in order: with best_of > n, the n best of each
 // prompt's best_of (the highest mean log-probability first, equal ones in
-// seed order); else every one. picked has j->n_prompts * j->n.
-static void pick_choices(const Request *j, size_t *picked) {
-    for (size_t p = 0; p < j->n_prompts; p++) {
-        size_t *out = picked + p * j->n;
+// seed order); else every one. picked has req->n_prompts * req->n.
+static void pick_choices(const ApiRequest *req, size_t *picked) {
+    for (size_t p = 0; p < req->n_prompts; p++) {
+        size_t *out = picked + p * req->n;
         double best[MAX_N];
         size_t order[MAX_N];
-        for (size_t i = 0; i < j->best_of; i++) {
-            size_t k = p * j->best_of + i, at = i;
-            double m = j->best_of > j->n ? mean_logprob(&j->completions[k]) : 0.0;
+        for (size_t i = 0; i < req->best_of; i++) {
+            size_t k = p * req->best_of + i, at = i;
+            double m = req->best_of > req->n ? mean_logprob(&req->completions[k]) : 0.0;
             // insertion: after every one not worse (NaN ranks below all)
             while (at > 0 && (m > best[at - 1] || (isnan(best[at - 1]) && !isnan(m)))) {
                 best[at] = best[at - 1];
@@ -779,20 +779,20 @@ static void pick_choices(const Request *j, size_t *picked) {
             best[at] = m;
             order[at] = k;
         }
-        for (size_t i = 0; i < j->n; i++) out[i] = order[i];
+        for (size_t i = 0; i < req->n; i++) out[i] = order[i];
     }
 }
 
-char *completion_response(Server *s, const Request *j, const char *id, long created) {
-    if (j->chat) return chat_response(s, j, id, created);
-    cJSON *r = response_head(s, j, id, created, 0);
+char *completion_response(Server *s, const ApiRequest *req, const char *id, long created) {
+    if (req->chat) return chat_response(s, req, id, created);
+    cJSON *r = response_head(s, req, id, created, 0);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
     size_t picked[MAX_CHOICES];
-    pick_choices(j, picked);
-    for (size_t i = 0; i < j->n_prompts * j->n; i++) {
+    pick_choices(req, picked);
+    for (size_t i = 0; i < req->n_prompts * req->n; i++) {
         size_t k = picked[i];
-        const Completion *c = &j->completions[k];
-        const char *echo = j->echo[c->prompt];
+        const ApiChoice *c = &req->completions[k];
+        const char *echo = req->echo[c->prompt];
         size_t echo_len = echo ? strlen(echo) : 0;
         char *text = malloc(echo_len + c->text_len + 1);
         if (!text) {
@@ -802,27 +802,27 @@ char *completion_response(Server *s, const Request *j, const char *id, long crea
         if (echo_len) memcpy(text, echo, echo_len);
         if (c->text_len) memcpy(text + echo_len, c->text, c->text_len);
         text[echo_len + c->text_len] = '\0';
-        cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
-        cJSON_AddItemToArray(completions, choice_json(j, i, c, text, c->tokens, c->n_tokens, lp));
+        cJSON *lp = choice_logprobs(s, req, c, echo ? 0 : c->n_ids, c->n_ids + c->n_tokens);
+        cJSON_AddItemToArray(completions, choice_json(req, i, c, text, c->tokens, c->n_tokens, lp));
         free(text);
     }
-    add_usage(r, j);
+    add_usage(r, req);
     return print(r);
 }
 
-char *usage_chunk(Server *s, const Request *j, const char *id, long created) {
-    cJSON *r = response_head(s, j, id, created, 1);
+char *usage_chunk(Server *s, const ApiRequest *req, const char *id, long created) {
+    cJSON *r = response_head(s, req, id, created, 1);
     cJSON_AddArrayToObject(r, "choices");
-    add_usage(r, j);
+    add_usage(r, req);
     return print(r);
 }
 
-char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long created, int *finished) {
-    Completion *c = &j->completions[k];
+char *completion_chunk(Server *s, ApiRequest *req, size_t k, const char *id, long created, int *finished) {
+    ApiChoice *c = &req->completions[k];
     *finished = c->sent_finish;
     if (c->sent_finish) return NULL;
-    if (j->chat) return chat_chunk(s, j, k, id, created, finished);
-    const char *echo = c->sent_echo ? NULL : j->echo[c->prompt];
+    if (req->chat) return chat_chunk(s, req, k, id, created, finished);
+    const char *echo = c->sent_echo ? NULL : req->echo[c->prompt];
     size_t new_text = c->text_len - c->sent_text, echo_len = echo ? strlen(echo) : 0;
     // a piece of text (whole UTF-8 characters: the engine's stream holds a
     // partial one back), and the tokens since the last piece; or the end.
@@ -838,12 +838,12 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     if (echo_len) memcpy(text, echo, echo_len);
     if (new_text) memcpy(text + echo_len, c->text + c->sent_text, new_text);  // no text yet: c->text is NULL
     text[echo_len + new_text] = '\0';
-    cJSON *r = response_head(s, j, id, created, 1);
+    cJSON *r = response_head(s, req, id, created, 1);
     cJSON *completions = cJSON_AddArrayToObject(r, "choices");
-    cJSON *lp = choice_logprobs(s, j, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
-    cJSON_AddItemToArray(completions, choice_json(j, k, c, text, c->tokens + c->sent_tokens,
+    cJSON *lp = choice_logprobs(s, req, c, echo ? 0 : c->n_ids + c->sent_tokens, c->n_ids + c->n_tokens);
+    cJSON_AddItemToArray(completions, choice_json(req, k, c, text, c->tokens + c->sent_tokens,
                                                   c->n_tokens - c->sent_tokens, lp));
-    if (j->include_usage) cJSON_AddNullToObject(r, "usage");  // as OpenAI's: null but in the last
+    if (req->include_usage) cJSON_AddNullToObject(r, "usage");  // as OpenAI's: null but in the last
     free(text);
     c->sent_echo = 1;
     c->sent_text = c->text_len;
@@ -852,21 +852,21 @@ char *completion_chunk(Server *s, Request *j, size_t k, const char *id, long cre
     return print(r);
 }
 
-char *score_response(Server *s, const Request *j) {
-    size_t n = j->prompt_lens[0];
+char *score_response(Server *s, const ApiRequest *req) {
+    size_t n = req->prompt_lens[0];
     double sum = 0.0;
-    for (size_t i = 0; i + 1 < n; i++) sum += j->logprobs[i];  // as gpt --score adds them
+    for (size_t i = 0; i + 1 < n; i++) sum += req->logprobs[i];  // as gpt --score adds them
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "object", "score");
     cJSON_AddStringToObject(r, "model", s->model_name);
-    cJSON_AddItemToObject(r, "tokens", ids_json(j->prompt_ids[0], n));
+    cJSON_AddItemToObject(r, "tokens", ids_json(req->prompt_ids[0], n));
     cJSON *lp = cJSON_AddArrayToObject(r, "logprobs");  // lined up with tokens: the first's is null
     cJSON_AddItemToArray(lp, cJSON_CreateNull());
-    for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(j->logprobs[i]));
+    for (size_t i = 0; i + 1 < n; i++) cJSON_AddItemToArray(lp, exact_json(req->logprobs[i]));
     cJSON_AddItemToObject(r, "sum", exact_json(sum));
     if (n > 1 && isfinite(sum)) cJSON_AddItemToObject(r, "perplexity", exact_json(exp(-sum / (double)(n - 1))));
     else cJSON_AddNullToObject(r, "perplexity");
-    cJSON_AddNumberToObject(r, "windows", (double)j->windows);
+    cJSON_AddNumberToObject(r, "windows", (double)req->windows);
     return print(r);
 }
 

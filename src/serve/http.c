@@ -12,12 +12,12 @@
  *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
  *      /tokenize, /detokenize and /apply-template at once (tokenizing under
  *      the tokenizer's lock); POST /v1/completions, /v1/chat/completions
- *      and /v1/score become a Request for the
+ *      and /v1/score become an ApiRequest for the
  *      scheduler, and the connection is parked (suspended: its thread goes
  *      on with the others) until the engine thread has news (Server.news, http_resume);
  *      then it answers: the whole JSON once the request is done, or the
  *      server-sent events of the new text, and parks again till the next.
- *      A client that goes away while parked cancels its Request
+ *      A client that goes away while parked cancels its ApiRequest
  *      (http_deadlines);
  *   4. one JSON line (on stderr, or --log's file) says what was asked and answered.
  *
@@ -125,7 +125,7 @@ typedef struct {
     size_t len, cap;
     int too_large;
     int status;         // what was answered
-    Request *request;   // a completion or score request, held until the HTTP request ends
+    ApiRequest *request;   // a completion or score request, held until the HTTP request ends
     int stream;
 } Conn;
 
@@ -137,7 +137,7 @@ enum { HTTP_THREADS = 2 };
 // A streamed answer: the reader libmicrohttpd calls for more of it.
 typedef struct {
     Server *s;
-    Request *request;   // one reference of its own
+    ApiRequest *request;   // one reference of its own
     struct MHD_Connection *conn;  // parked on the request between events
     char id[40];
     long created;
@@ -156,7 +156,7 @@ typedef struct Arrival {
     int fd;
     double since;       // when the connection opened, or its last request ended
     int arriving;       // a request is on its way (or the next one may come)
-    Request *request;   // what its current request asked, while held (its connection may be parked on it)
+    ApiRequest *request;   // what its current request asked, while held (its connection may be parked on it)
     struct Arrival *prev, *next;
 } Arrival;
 
@@ -370,25 +370,25 @@ static Arrival *arrival_of(struct MHD_Connection *c) {
     return ci ? ci->socket_context : NULL;
 }
 
-// Parks c on j until the scheduler has news for it: libmicrohttpd stops
+// Parks c on req until the scheduler has news for it: libmicrohttpd stops
 // serving c (and goes on with the others) until http_resume. Under the
-// lock, so that the news cannot come between the look at j and the park.
-static void park(Request *j, struct MHD_Connection *c) {
-    j->parked = c;
+// lock, so that the news cannot come between the look at req and the park.
+static void park(ApiRequest *req, struct MHD_Connection *c) {
+    req->parked = c;
     mhd.suspend_connection(c);
 }
 
-static void http_resume(Request *j) {
-    if (!j->parked) return;
-    mhd.resume_connection(j->parked);
-    j->parked = NULL;
+static void http_resume(ApiRequest *req) {
+    if (!req->parked) return;
+    mhd.resume_connection(req->parked);
+    req->parked = NULL;
 }
 
-static void completion_id(Server *s, const Request *j, char *id, size_t cap) {
+static void completion_id(Server *s, const ApiRequest *req, char *id, size_t cap) {
     pthread_mutex_lock(&s->lock);
     uint64_t n = s->next_id++;
     pthread_mutex_unlock(&s->lock);
-    snprintf(id, cap, "%s-%016llx", j->chat ? "chatcmpl" : "cmpl", (unsigned long long)n);
+    snprintf(id, cap, "%s-%016llx", req->chat ? "chatcmpl" : "cmpl", (unsigned long long)n);
 }
 
 // ----------------------------------------------------------------------------
@@ -406,7 +406,7 @@ static int stream_put(Stream *st, const char *a, const char *b, const char *c) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     Stream *st = cls;
     Server *s = st->s;
-    Request *j = st->request;
+    ApiRequest *req = st->request;
     (void)pos;
     for (;;) {
         if (st->pos < st->len) {
@@ -419,25 +419,25 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         st->len = st->pos = 0;
         int all = 1, bad = 0;
         pthread_mutex_lock(&s->lock);
-        if (j->cancelled) {  // the client went away (http_deadlines)
+        if (req->cancelled) {  // the client went away (http_deadlines)
             pthread_mutex_unlock(&s->lock);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        for (size_t k = 0; k < j->n_completions && !bad; k++) {
+        for (size_t k = 0; k < req->n_completions && !bad; k++) {
             int finished;
-            char *chunk = completion_chunk(s, j, k, st->id, st->created, &finished);
+            char *chunk = completion_chunk(s, req, k, st->id, st->created, &finished);
             if (chunk) bad = stream_put(st, "data: ", chunk, "\n\n");
             free(chunk);
             all &= finished;
         }
-        char *error = all && j->status != 200 ? error_json(j->status, j->error ? j->error : "failed", j->error_param)
+        char *error = all && req->status != 200 ? error_json(req->status, req->error ? req->error : "failed", req->error_param)
                                               : NULL;
         // a failed request's stream ends with its error, as OpenAI's: no usage after it
-        int with_usage = all && j->include_usage && j->status == 200;
-        char *usage = with_usage ? usage_chunk(s, j, st->id, st->created) : NULL;
+        int with_usage = all && req->include_usage && req->status == 200;
+        char *usage = with_usage ? usage_chunk(s, req, st->id, st->created) : NULL;
         if (with_usage && !usage) bad = 1;
         if (!all && !bad && !st->len) {  // nothing new yet
-            park(j, st->conn);
+            park(req, st->conn);
             pthread_mutex_unlock(&s->lock);
             return 0;
         }
@@ -447,7 +447,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         free(error);
         free(usage);
         if (bad) {
-            request_cancel(s, j);
+            api_request_cancel(s, req);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (all) {
@@ -460,29 +460,29 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
 
 static void stream_free(void *cls) {
     Stream *st = cls;
-    request_unref(st->s, st->request);
+    api_request_unref(st->s, st->request);
     free(st->buf);
     free(st);
 }
 
-static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *k, Request *j) {
+static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *k, ApiRequest *req) {
     Stream *st = calloc(1, sizeof *st);
     if (!st) {
-        request_cancel(s, j);
+        api_request_cancel(s, req);
         return answer_error(c, k, 500, "out of memory", NULL);
     }
     st->s = s;
-    st->request = j;
+    st->request = req;
     st->conn = c;
     st->created = (long)time(NULL);
-    completion_id(s, j, st->id, sizeof st->id);
+    completion_id(s, req, st->id, sizeof st->id);
     pthread_mutex_lock(&s->lock);
-    j->refs++;  // the stream's own
+    req->refs++;  // the stream's own
     pthread_mutex_unlock(&s->lock);
     struct MHD_Response *r = mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
     if (!r) {
         stream_free(st);
-        request_cancel(s, j);
+        api_request_cancel(s, req);
         return MHD_NO;
     }
     mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -493,44 +493,44 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
 // ----------------------------------------------------------------------------
 // the routes
 
-// The request k on c answers request j: counted until its answer is all sent,
+// The request k on c answers request req: counted until its answer is all sent,
 // so that a shutdown closes no connection in the middle of one.
-static void hold(Server *s, struct MHD_Connection *c, Conn *k, Request *j) {
-    k->request = j;
+static void hold(Server *s, struct MHD_Connection *c, Conn *k, ApiRequest *req) {
+    k->request = req;
     Arrival *a = arrival_of(c);
     pthread_mutex_lock(&s->lock);
     s->answering++;
-    if (a) a->request = j;
+    if (a) a->request = req;
     pthread_mutex_unlock(&s->lock);
 }
 
 // A parsed request: when parsing failed (status, msg, param), answers
-// that; else queues j for the scheduler and holds it for k, or, when the
+// that; else queues req for the scheduler and holds it for k, or, when the
 // queue is full or the server drains, frees it and answers 503. 0 queued,
 // or -1 with the answer in *refused. Frees msg.
-static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char *msg, const char *param, Request *j,
+static int submit(Server *s, struct MHD_Connection *c, Conn *k, int status, char *msg, const char *param, ApiRequest *req,
                   enum MHD_Result *refused) {
     if (status) {
         *refused = answer_error(c, k, status, msg ? msg : "out of memory", param);
         free(msg);
         return -1;
     }
-    if (request_submit(s, j) != 0) {
-        request_free(j);
+    if (api_request_submit(s, req) != 0) {
+        api_request_free(req);
         *refused = answer_error(c, k, 503, s->draining ? "the server is shutting down"
                                                        : "too many requests waiting: try again shortly", NULL);
         return -1;
     }
-    hold(s, c, k, j);
+    hold(s, c, k, req);
     return 0;
 }
 
 // A finished request that failed: its error answered, 1; or 0 when it did not.
-static int answer_failed_request(Server *s, struct MHD_Connection *c, Conn *k, const Request *j, enum MHD_Result *rc) {
+static int answer_failed_request(Server *s, struct MHD_Connection *c, Conn *k, const ApiRequest *req, enum MHD_Result *rc) {
     pthread_mutex_lock(&s->lock);
-    int status = j->status;
-    char *why = status != 200 && j->error ? strdup(j->error) : NULL;
-    const char *param = j->error_param;
+    int status = req->status;
+    char *why = status != 200 && req->error ? strdup(req->error) : NULL;
+    const char *param = req->error_param;
     pthread_mutex_unlock(&s->lock);
     if (status == 200) return 0;
     *rc = answer_error(c, k, status, why ? why : "failed", param);
@@ -542,46 +542,46 @@ static int answer_failed_request(Server *s, struct MHD_Connection *c, Conn *k, c
 // once it is done; till then c is parked on it, and libmicrohttpd calls
 // on_request again when the scheduler resumes it.
 static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Conn *k) {
-    Request *j = k->request;
+    ApiRequest *req = k->request;
     pthread_mutex_lock(&s->lock);
-    int done = j->done, gone = j->cancelled;
-    if (!done && !gone) park(j, c);
+    int done = req->done, gone = req->cancelled;
+    if (!done && !gone) park(req, c);
     pthread_mutex_unlock(&s->lock);
     if (gone) return MHD_NO;  // the client went away: nobody to answer
     if (!done) return MHD_YES;
     enum MHD_Result rc;
-    if (answer_failed_request(s, c, k, j, &rc)) return rc;
-    if (j->kind == REQUEST_SCORE) return answer_json(c, k, 200, score_response(s, j));  // the scheduler wrote its last
+    if (answer_failed_request(s, c, k, req, &rc)) return rc;
+    if (req->kind == REQUEST_SCORE) return answer_json(c, k, 200, score_response(s, req));  // the scheduler wrote its last
     char id[40];
-    completion_id(s, j, id, sizeof id);
+    completion_id(s, req, id, sizeof id);
     pthread_mutex_lock(&s->lock);
-    char *body = completion_response(s, j, id, (long)time(NULL));
+    char *body = completion_response(s, req, id, (long)time(NULL));
     pthread_mutex_unlock(&s->lock);
     return answer_json(c, k, 200, body);
 }
 
 // POST /v1/completions, or (chat) /v1/chat/completions.
 static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k, int chat) {
-    Request *j;
+    ApiRequest *req;
     char *msg = NULL;
     char param[PARAM_CAP];
     int stream;
-    int status = (chat ? chat_request : completion_request)(s, k->body ? k->body : "", k->len, &j, &stream, &msg,
+    int status = (chat ? chat_request : completion_request)(s, k->body ? k->body : "", k->len, &req, &stream, &msg,
                                                            param);
     enum MHD_Result refused;
-    if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
+    if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
     k->stream = stream;
-    if (stream) return answer_stream(s, c, k, j);
+    if (stream) return answer_stream(s, c, k, req);
     return answer_when_done(s, c, k);
 }
 
 static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) {
-    Request *j;
+    ApiRequest *req;
     char *msg = NULL;
     char param[PARAM_CAP];
-    int status = score_request(s, k->body ? k->body : "", k->len, &j, &msg, param);
+    int status = score_request(s, k->body ? k->body : "", k->len, &req, &msg, param);
     enum MHD_Result refused;
-    if (submit(s, c, k, status, msg, param, j, &refused) != 0) return refused;
+    if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
     return answer_when_done(s, c, k);
 }
 
@@ -716,7 +716,7 @@ void http_deadlines(Server *s) {
         if (a->request && a->request->parked && a->fd >= 0) {
             struct pollfd p = {.fd = a->fd, .events = POLLRDHUP};
             if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                request_cancel_locked(s, a->request);
+                api_request_cancel_locked(s, a->request);
         }
         if (!a->arriving || now - a->since < (double)s->limits.timeout || a->fd < 0) continue;
         // libmicrohttpd reads the end of the stream and closes the connection
@@ -786,10 +786,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     int done = 1;
     pthread_mutex_lock(&s->lock);
     if (k->request) {
-        Request *j = k->request;
-        for (size_t p = 0; p < j->n_prompts; p++) prompt_tokens += j->prompt_lens[p];
-        for (size_t i = 0; i < j->n_completions; i++) completion_tokens += j->completions[i].n_tokens;
-        done = j->done;
+        ApiRequest *req = k->request;
+        for (size_t p = 0; p < req->n_prompts; p++) prompt_tokens += req->prompt_lens[p];
+        for (size_t i = 0; i < req->n_completions; i++) completion_tokens += req->completions[i].n_tokens;
+        done = req->done;
     }
     int status = k->status ? k->status : 499;  // 499: the client went away before an answer (nginx's)
     count_status(s, status);
@@ -798,8 +798,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (a) a->request = NULL;
     pthread_mutex_unlock(&s->lock);
     if (k->request) {
-        if (!done) request_cancel(s, k->request);
-        request_unref(s, k->request);
+        if (!done) api_request_cancel(s, k->request);
+        api_request_unref(s, k->request);
     }
     cJSON *l = cJSON_CreateObject();
     char when[32];

@@ -2,9 +2,9 @@
  * requests.c - the life of gpt serve's requests, and the one thread that owns the
  * Engine and runs them.
  *
- * A request is made by the HTTP side (request_new, filled by api.c), submitted to
- * the inbox (request_submit), possibly cancelled (request_cancel: the client went
- * away) and let go by both sides (request_unref: the last frees it). Its
+ * A request is made by the HTTP side (api_request_new, filled by api.c), submitted to
+ * the inbox (api_request_submit), possibly cancelled (api_request_cancel: the client went
+ * away) and let go by both sides (api_request_unref: the last frees it). Its
  * completions are Sequences that the engine thread drives through the
  * library's scheduler (scheduler.h), which is also what `gpt --batch`
  * drives. The engine thread sleeps until a request comes, then loops:
@@ -15,7 +15,7 @@
  *   2. one scheduler_step: the sequences of cancelled requests dropped (all of
  *      them once the grace after SIGTERM ran out), waiting ones admitted,
  *      one engine step, and through the hooks below, under the lock, each
- *      one's new text, tokens and log-probabilities into its Completion,
+ *      one's new text, tokens and log-probabilities into its ApiChoice,
  *      and the finished ones ended;
  *   3. the HTTP side is told of each request that has news through the callback
  *      it registered (Server.news): it never is called by name from here.
@@ -34,88 +34,88 @@
 #include "score.h"
 #include "serve.h"
 
-Request *request_new(size_t n_prompts) {
-    Request *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    j->refs = 2;  // the HTTP side and the engine thread
-    j->status = 200;
-    j->n_prompts = n_prompts;
-    j->prompt_ids = calloc(n_prompts, sizeof *j->prompt_ids);
-    j->prompt_lens = calloc(n_prompts, sizeof *j->prompt_lens);
-    j->echo = calloc(n_prompts, sizeof *j->echo);
-    if (!j->prompt_ids || !j->prompt_lens || !j->echo) {
-        request_free(j);
+ApiRequest *api_request_new(size_t n_prompts) {
+    ApiRequest *req = calloc(1, sizeof *req);
+    if (!req) return NULL;
+    req->refs = 2;  // the HTTP side and the engine thread
+    req->status = 200;
+    req->n_prompts = n_prompts;
+    req->prompt_ids = calloc(n_prompts, sizeof *req->prompt_ids);
+    req->prompt_lens = calloc(n_prompts, sizeof *req->prompt_lens);
+    req->echo = calloc(n_prompts, sizeof *req->echo);
+    if (!req->prompt_ids || !req->prompt_lens || !req->echo) {
+        api_request_free(req);
         return NULL;
     }
-    return j;
+    return req;
 }
 
-void request_free(Request *j) {
-    if (!j) return;
-    for (size_t i = 0; i < j->n_completions; i++) {
-        free(j->completions[i].text);
-        free(j->completions[i].tokens);
-        free(j->completions[i].lp);
+void api_request_free(ApiRequest *req) {
+    if (!req) return;
+    for (size_t i = 0; i < req->n_completions; i++) {
+        free(req->completions[i].text);
+        free(req->completions[i].tokens);
+        free(req->completions[i].lp);
     }
-    free(j->completions);
-    for (size_t i = 0; i < j->n_prompts; i++) {
-        free(j->prompt_ids[i]);
-        free(j->echo ? j->echo[i] : NULL);
+    free(req->completions);
+    for (size_t i = 0; i < req->n_prompts; i++) {
+        free(req->prompt_ids[i]);
+        free(req->echo ? req->echo[i] : NULL);
     }
-    free(j->prompt_ids);
-    free(j->prompt_lens);
-    free(j->echo);
-    for (size_t i = 0; i < j->n_stops; i++) free(j->stop_strings[i]);
-    free(j->stop_strings);
-    free(j->error);
-    free(j->logprobs);
-    grammar_free(j->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
-    free(j);
+    free(req->prompt_ids);
+    free(req->prompt_lens);
+    free(req->echo);
+    for (size_t i = 0; i < req->n_stops; i++) free(req->stop_strings[i]);
+    free(req->stop_strings);
+    free(req->error);
+    free(req->logprobs);
+    grammar_free(req->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
+    free(req);
 }
 
-void request_unref(Server *s, Request *j) {
+void api_request_unref(Server *s, ApiRequest *req) {
     pthread_mutex_lock(&s->lock);
-    int last = --j->refs == 0;
+    int last = --req->refs == 0;
     pthread_mutex_unlock(&s->lock);
-    if (last) request_free(j);
+    if (last) api_request_free(req);
 }
 
-int request_submit(Server *s, Request *j) {
+int api_request_submit(Server *s, ApiRequest *req) {
     pthread_mutex_lock(&s->lock);
     if (s->draining || s->in_flight >= s->limits.parallel + s->limits.queue) {
         pthread_mutex_unlock(&s->lock);
         return -1;
     }
     s->in_flight++;
-    j->arrived = now_seconds();
-    j->next = NULL;
-    j->live = j->kind == REQUEST_SCORE ? 1 : j->n_completions;
-    if (s->inbox_tail) s->inbox_tail->next = j;
-    else s->inbox = j;
-    s->inbox_tail = j;
-    s->metrics.queued += j->kind == REQUEST_SCORE ? 0 : j->n_completions;
-    for (size_t i = 0; i < j->n_prompts; i++) s->metrics.prompt_tokens += j->prompt_lens[i];
+    req->arrived = now_seconds();
+    req->next = NULL;
+    req->live = req->kind == REQUEST_SCORE ? 1 : req->n_completions;
+    if (s->inbox_tail) s->inbox_tail->next = req;
+    else s->inbox = req;
+    s->inbox_tail = req;
+    s->metrics.queued += req->kind == REQUEST_SCORE ? 0 : req->n_completions;
+    for (size_t i = 0; i < req->n_prompts; i++) s->metrics.prompt_tokens += req->prompt_lens[i];
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
 
-void request_cancel_locked(Server *s, Request *j) {
-    if (!j->done && !j->cancelled) {
-        j->cancelled = 1;
+void api_request_cancel_locked(Server *s, ApiRequest *req) {
+    if (!req->done && !req->cancelled) {
+        req->cancelled = 1;
         s->metrics.cancelled++;
         pthread_cond_signal(&s->wake);
     }
 }
 
-void request_cancel(Server *s, Request *j) {
+void api_request_cancel(Server *s, ApiRequest *req) {
     pthread_mutex_lock(&s->lock);
-    request_cancel_locked(s, j);
+    api_request_cancel_locked(s, req);
     pthread_mutex_unlock(&s->lock);
 }
 
 // Appends n bytes to a choice's text, or n ids to its tokens. 0 or -1.
-static int add_text(Completion *c, const char *p, size_t n) {
+static int add_text(ApiChoice *c, const char *p, size_t n) {
     if (grow_array(&c->text, &c->text_cap, c->text_len + n + 1, 1) != 0) return -1;
     memcpy(c->text + c->text_len, p, n);
     c->text_len += n;
@@ -123,7 +123,7 @@ static int add_text(Completion *c, const char *p, size_t n) {
     return 0;
 }
 
-static int add_tokens(Completion *c, const int32_t *ids, size_t n) {
+static int add_tokens(ApiChoice *c, const int32_t *ids, size_t n) {
     if (n && grow_array(&c->tokens, &c->tokens_cap, c->n_tokens + n, sizeof *c->tokens) != 0) return -1;
     if (n) memcpy(c->tokens + c->n_tokens, ids, n * sizeof *ids);
     c->n_tokens += n;
@@ -131,7 +131,7 @@ static int add_tokens(Completion *c, const int32_t *ids, size_t n) {
 }
 
 // The log-probabilities q has that c has not yet.
-static int add_logprobs(Completion *c, const Sequence *q) {
+static int add_logprobs(ApiChoice *c, const Sequence *q) {
     size_t n = q->n_lp - c->n_lp;
     c->lp_from = q->lp_from;
     if (n && grow_array(&c->lp, &c->lp_cap, c->n_lp + n, sizeof *c->lp) != 0) return -1;
@@ -142,70 +142,70 @@ static int add_logprobs(Completion *c, const Sequence *q) {
 
 // A failure of the request found here: its status and message (the first one
 // wins). Under the lock.
-static void request_fail(Request *j, int status, const char *msg) {
-    if (j->status != 200) return;
-    j->status = status;
-    j->error = strdup(msg);
+static void request_fail(ApiRequest *req, int status, const char *msg) {
+    if (req->status != 200) return;
+    req->status = status;
+    req->error = strdup(msg);
 }
 
-// The scheduler lets go of one choice of j (finished or dropped); the last
+// The scheduler lets go of one choice of req (finished or dropped); the last
 // one ends the request. Under the lock.
-static void completion_done(Server *s, Request *j, Completion *c, const char *finish) {
+static void completion_done(Server *s, ApiRequest *req, ApiChoice *c, const char *finish) {
     if (c && !c->finish) {
         c->finish = finish;
-        j->finished++;
+        req->finished++;
     }
-    if (--j->live) return;
-    j->done = 1;
-    if (j->kind == REQUEST_COMPLETION)
-        histogram_observe(&s->metrics.latency[H_REQUEST], H_REQUEST, now_seconds() - j->arrived);
+    if (--req->live) return;
+    req->done = 1;
+    if (req->kind == REQUEST_COMPLETION)
+        histogram_observe(&s->metrics.latency[H_REQUEST], H_REQUEST, now_seconds() - req->arrived);
     s->in_flight--;
     pthread_cond_broadcast(&s->idle);
-    s->news(j);  // the HTTP side has news
-    if (--j->refs == 0) request_free(j);  // the HTTP side has gone already
+    s->news(req);  // the HTTP side has news
+    if (--req->refs == 0) api_request_free(req);  // the HTTP side has gone already
 }
 
 // --score over HTTP: runs between two steps, on the engine's threads.
-static void run_score(Server *s, Request *j) {
+static void run_score(Server *s, ApiRequest *req) {
     GptError err = {{0}};
-    size_t n = j->prompt_lens[0];
+    size_t n = req->prompt_lens[0];
     double *lp = calloc(n, sizeof *lp);
     ScoreStats st = {0};
-    ScoreConfig how = {.model = &s->session.model, .stride = j->stride, .kv_dtype = s->limits.kv_dtype,
+    ScoreConfig how = {.model = &s->session.model, .stride = req->stride, .kv_dtype = s->limits.kv_dtype,
                        .pool = s->session.pool, .plan = &s->session.plan};
-    int rc = lp ? score_tokens(&how, j->prompt_ids[0], n, lp, &st, &err) : gpt_error(&err, "out of memory");
+    int rc = lp ? score_tokens(&how, req->prompt_ids[0], n, lp, &st, &err) : gpt_error(&err, "out of memory");
     pthread_mutex_lock(&s->lock);
     if (rc != 0) {
-        request_fail(j, 500, err.msg);
+        request_fail(req, 500, err.msg);
         free(lp);
     } else {
-        j->logprobs = lp;
-        j->windows = st.windows;
+        req->logprobs = lp;
+        req->windows = st.windows;
     }
-    completion_done(s, j, NULL, NULL);
+    completion_done(s, req, NULL, NULL);
     pthread_mutex_unlock(&s->lock);
 }
 
-// The scheduler's hooks (scheduler.h): request is the Request, index the
+// The scheduler's hooks (scheduler.h): request is the ApiRequest, index the
 // completion's. Each takes the lock for the Job's shared fields.
 
 static int hook_dropped(void *ctx, void *request) {
     Server *s = ctx;
-    Request *j = request;
+    ApiRequest *req = request;
     pthread_mutex_lock(&s->lock);
-    int drop = j->cancelled || s->hard_stop;
+    int drop = req->cancelled || s->hard_stop;
     pthread_mutex_unlock(&s->lock);
     return drop;
 }
 
 static void hook_admitted(void *ctx, void *request, size_t index, Sequence *q) {
     Server *s = ctx;
-    Request *j = request;
+    ApiRequest *req = request;
     pthread_mutex_lock(&s->lock);
     s->metrics.queued--;
     s->metrics.running++;
-    j->completions[index].running = 1;
-    histogram_observe(&s->metrics.latency[H_QUEUE], H_QUEUE, now_seconds() - j->arrived);
+    req->completions[index].running = 1;
+    histogram_observe(&s->metrics.latency[H_QUEUE], H_QUEUE, now_seconds() - req->arrived);
     s->metrics.prefix_reused += q->prefix_reused;
     pthread_mutex_unlock(&s->lock);
 }
@@ -213,14 +213,14 @@ static void hook_admitted(void *ctx, void *request, size_t index, Sequence *q) {
 // A step's news: the completion's new text, tokens and log-probabilities.
 static void hook_stepped(void *ctx, void *request, size_t index, Sequence *q) {
     Server *s = ctx;
-    Request *j = request;
-    Completion *c = &j->completions[index];
+    ApiRequest *req = request;
+    ApiChoice *c = &req->completions[index];
     pthread_mutex_lock(&s->lock);
     size_t before = c->n_tokens;
     if ((q->out_len && add_text(c, q->out, q->out_len) != 0) ||
         add_tokens(c, q->tokens + q->n_prompt + c->n_tokens, q->n_generated - c->n_tokens) != 0 ||
         add_logprobs(c, q) != 0) {
-        request_fail(j, 500, "out of memory");
+        request_fail(req, 500, "out of memory");
         q->stop = STOP_ERROR;
     }
     s->metrics.generated_tokens += c->n_tokens - before;
@@ -228,12 +228,12 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *q) {
         // the first token's wait, then the gaps (a step's several tokens share its gap)
         double now = now_seconds();
         size_t k = c->n_tokens - before;
-        if (before == 0) histogram_observe(&s->metrics.latency[H_FIRST_TOKEN], H_FIRST_TOKEN, now - j->arrived), k--;
+        if (before == 0) histogram_observe(&s->metrics.latency[H_FIRST_TOKEN], H_FIRST_TOKEN, now - req->arrived), k--;
         for (size_t i = 0; i < k; i++)
             histogram_observe(&s->metrics.latency[H_INTER_TOKEN], H_INTER_TOKEN, (now - c->t_last) / (double)k);
         c->t_last = now;
     }
-    if (q->out_len || q->stop) s->news(j);  // the HTTP side has news
+    if (q->out_len || q->stop) s->news(req);  // the HTTP side has news
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -248,8 +248,8 @@ static void take_engine_gauges(Server *s) {
 
 static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, SchedEnd why, const GptError *err) {
     Server *s = ctx;
-    Request *j = request;
-    Completion *c = &j->completions[index];
+    ApiRequest *req = request;
+    ApiChoice *c = &req->completions[index];
     Engine *e = &s->engine;
     StopReason stop = q->stop;
     GptError seq_error = q->error;
@@ -265,44 +265,44 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *q, Sche
     case SCHED_STOPPED:
         // a grammar past a bound of its matcher is the request's fault, found
         // only now: 400 naming its field, as when it would not compile
-        if (stop == STOP_ERROR && j->grammar && !strncmp(seq_error.msg, "grammar: ", 9)) {
+        if (stop == STOP_ERROR && req->grammar && !strncmp(seq_error.msg, "grammar: ", 9)) {
             char msg[sizeof seq_error.msg + 32];
-            snprintf(msg, sizeof msg, "%s: %s", j->grammar_field, seq_error.msg + 9);
-            request_fail(j, 400, msg);
-            if (j->status == 400 && !j->error_param) j->error_param = j->grammar_field;
+            snprintf(msg, sizeof msg, "%s: %s", req->grammar_field, seq_error.msg + 9);
+            request_fail(req, 400, msg);
+            if (req->status == 400 && !req->error_param) req->error_param = req->grammar_field;
         } else if (stop == STOP_ERROR) {
-            request_fail(j, 500, seq_error.msg);
+            request_fail(req, 500, seq_error.msg);
         }
         reason = *stop_reason_finish(stop) ? stop_reason_finish(stop) : "error";
         if (!c->finish) c->stop_reason = *stop_reason_name(stop) ? stop_reason_name(stop) : "error";
         c->seq_tokens = positions;
         break;
     case SCHED_DROPPED: reason = "interrupted"; break;
-    case SCHED_REFUSED: request_fail(j, 400, err->msg); break;
-    case SCHED_NO_ROOM: request_fail(j, 503, "the KV pool cannot take this sequence now"); break;
-    case SCHED_FAILED: request_fail(j, 500, err->msg); break;
+    case SCHED_REFUSED: request_fail(req, 400, err->msg); break;
+    case SCHED_NO_ROOM: request_fail(req, 503, "the KV pool cannot take this sequence now"); break;
+    case SCHED_FAILED: request_fail(req, 500, err->msg); break;
     }
-    completion_done(s, j, c, reason);
+    completion_done(s, req, c, reason);
     pthread_mutex_unlock(&s->lock);
 }
 
 // A completion request's sequences, to the scheduler in arrival order; a
 // choice whose sequence cannot be made ends the request with a 500.
-static void start_completions(Server *s, Scheduler *sch, Request *j) {
+static void start_completions(Server *s, Scheduler *sch, ApiRequest *req) {
     GptError err = {{0}};
-    for (size_t i = 0; i < j->n_completions; i++) {
-        Completion *c = &j->completions[i];
+    for (size_t i = 0; i < req->n_completions; i++) {
+        ApiChoice *c = &req->completions[i];
         err.msg[0] = '\0';
         if (sequence_init(&c->seq, &s->engine, c->ids, c->n_ids, &c->params, &err) == 0 &&
-            scheduler_add(sch, j, i, &c->seq, &err) == 0) {
+            scheduler_add(sch, req, i, &c->seq, &err) == 0) {
             continue;
         }
         sequence_free(&c->seq, &s->engine);
         pthread_mutex_lock(&s->lock);
-        request_fail(j, 500, err.msg[0] ? err.msg : "out of memory");
+        request_fail(req, 500, err.msg[0] ? err.msg : "out of memory");
         s->metrics.queued--;
-        int last = j->live == 1;  // then the request may be freed
-        completion_done(s, j, c, "error");
+        int last = req->live == 1;  // then the request may be freed
+        completion_done(s, req, c, "error");
         pthread_mutex_unlock(&s->lock);
         if (last) break;
     }
@@ -325,15 +325,15 @@ void *scheduler_main(void *arg) {
     for (;;) {
         while (!s->inbox && !scheduler_held(&sch) && !s->stopping) pthread_cond_wait(&s->wake, &s->lock);
         if (s->stopping && !s->inbox && !scheduler_held(&sch)) break;
-        Request *inbox = s->inbox;
+        ApiRequest *inbox = s->inbox;
         s->inbox = s->inbox_tail = NULL;
         pthread_mutex_unlock(&s->lock);
 
         // 1. the new requests
-        for (Request *j = inbox, *next; j; j = next) {
-            next = j->next;
-            if (j->kind == REQUEST_SCORE) run_score(s, j);
-            else start_completions(s, &sch, j);
+        for (ApiRequest *req = inbox, *next; req; req = next) {
+            next = req->next;
+            if (req->kind == REQUEST_SCORE) run_score(s, req);
+            else start_completions(s, &sch, req);
         }
         // 2. one turn of the scheduler (a failed step has ended its sequences)
         scheduler_step(&sch, &err);

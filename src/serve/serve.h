@@ -9,20 +9,20 @@
  *                 the library's scheduler (scheduler.h), as --batch does
  *   http.c        libmicrohttpd's side: the routes, the request bodies, the
  *                 responses (JSON, server-sent events), the log line
- *   api.c         the endpoints' JSON: a completion body read into a Request,
- *                 a finished Request written as OpenAI's response
+ *   api.c         the endpoints' JSON: a completion body read into an ApiRequest,
+ *                 a finished ApiRequest written as OpenAI's response
  *
  * Threads. One scheduler thread owns the Engine, its KV pool and the thread
  * pool: nothing else touches them. libmicrohttpd runs a few threads
  * (HTTP_THREADS), each polling its share of the connections: it parses and
  * checks a request, tokenizes it (under Server.tok_lock: a Tokenizer
- * encodes on one thread at a time), enqueues a Request and parks the connection
+ * encodes on one thread at a time), enqueues an ApiRequest and parks the connection
  * (suspends it, and goes on with the others) until the scheduler has news
- * for the Request and resumes it (http_resume); then it writes the answer, or
+ * for the ApiRequest and resumes it (http_resume); then it writes the answer, or
  * the stream's new events. No thread is started or woken for a request but
  * these two. While a connection is parked, libmicrohttpd does not watch its
  * socket: the main thread looks every half second for a client that went
- * away (http_deadlines). Everything the sides share (the inbox, each Request's
+ * away (http_deadlines). Everything the sides share (the inbox, each ApiRequest's
  * text and state, the counters) is guarded by Server.lock; the scheduler
  * sleeps on Server.wake when it has nothing to do. No thread spins.
  */
@@ -44,7 +44,7 @@ typedef enum { REQUEST_COMPLETION, REQUEST_SCORE } RequestKind;
 // One sequence of a completion request: choice `index` of its response.
 typedef struct {
     // set before the request is enqueued, then read-only
-    const int32_t *ids;      // its prompt (the Request's)
+    const int32_t *ids;      // its prompt (the ApiRequest's)
     size_t n_ids;
     size_t prompt;           // which of the request's prompts
     GenParams params;        // seed: the request's seed + index
@@ -66,12 +66,12 @@ typedef struct {
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
     int sent_echo, sent_finish;
-} Completion;
+} ApiChoice;
 
-typedef struct Request {
+typedef struct ApiRequest {
     RequestKind kind;
     // set before the request is enqueued, then read-only
-    Completion *completions;
+    ApiChoice *completions;
     size_t n_completions;
     int32_t **prompt_ids;    // (n_prompts) each prompt's tokens
     size_t *prompt_lens;
@@ -101,9 +101,9 @@ typedef struct Request {
     double *logprobs;        // REQUEST_SCORE: (n_ids - 1)
     size_t windows;
     double arrived;          // when it was submitted (now_seconds), for the latency histograms
-    struct Request *next;    // the inbox
+    struct ApiRequest *next;    // the inbox
     size_t live;             // the scheduler's: completions it still holds
-} Request;
+} ApiRequest;
 
 // Limits and settings, from the options.
 enum { MAX_CORS_ORIGINS = 32 };
@@ -173,7 +173,7 @@ typedef struct Server {
     pthread_mutex_t lock;      // everything below, and the Requests' shared fields
     pthread_cond_t wake;       // the scheduler: a request came, or it must stop
     pthread_cond_t idle;       // the main thread: in_flight or answering went down
-    Request *inbox, *inbox_tail;
+    ApiRequest *inbox, *inbox_tail;
     size_t in_flight;          // requests accepted and not yet finished
     size_t answering;          // HTTP requests whose answer is not all sent
     int ready;                 // the model and the engine are up (till then: 503 "loading")
@@ -185,8 +185,8 @@ typedef struct Server {
     Metrics metrics;
     struct Arrival *arrivals;  // http.c's: the open connections, for their requests' deadline
     // The HTTP side's callback, registered by http_start: the engine thread
-    // has news for j (text, a finish). Under the lock.
-    void (*news)(Request *j);
+    // has news for req (text, a finish). Under the lock.
+    void (*news)(ApiRequest *req);
 } Server;
 
 // requests.c
@@ -194,36 +194,36 @@ typedef struct Server {
 void *scheduler_main(void *server);
 // A request of n_prompts prompts, refs 2 (the HTTP side and the engine thread),
 // status 200, for api.c to fill. NULL when out of memory.
-Request *request_new(size_t n_prompts);
-// Enqueues j (its refs include the engine thread's). 0, or -1 when the queue is
+ApiRequest *api_request_new(size_t n_prompts);
+// Enqueues req (its refs include the engine thread's). 0, or -1 when the queue is
 // full or the server is draining (then nothing was enqueued).
-int request_submit(Server *s, Request *j);
-// The client of j went away: the scheduler drops it at its next step.
-void request_cancel(Server *s, Request *j);
-void request_cancel_locked(Server *s, Request *j);  // the same, under Server.lock
+int api_request_submit(Server *s, ApiRequest *req);
+// The client of req went away: the scheduler drops it at its next step.
+void api_request_cancel(Server *s, ApiRequest *req);
+void api_request_cancel_locked(Server *s, ApiRequest *req);  // the same, under Server.lock
 // Drops one reference; the last frees the request. Takes Server.lock.
-void request_unref(Server *s, Request *j);
-void request_free(Request *j);
+void api_request_unref(Server *s, ApiRequest *req);
+void api_request_free(ApiRequest *req);
 
 // api.c: the endpoints' JSON. Each parser returns 0, or the HTTP status of
 // the error with *msg (malloc'd) and param (PARAM_CAP bytes: the field at
 // fault, or "") set.
 enum { PARAM_CAP = 64 };
-int completion_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg,
+int completion_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg,
                    char *param);
 // /v1/chat/completions: the messages rendered with the server's chat
 // template into one prompt (chat_tokens), the template's stops added to
-// the body's; the answers in the chat shapes (Request.chat).
-int chat_request(Server *s, const char *body, size_t len, Request **out, int *stream, char **msg, char *param);
+// the body's; the answers in the chat shapes (ApiRequest.chat).
+int chat_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param);
 // POST /apply-template: {"messages"} -> {"prompt": the rendered text}, as llama-server's.
 char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
-int score_request(Server *s, const char *body, size_t len, Request **out, char **msg, char *param);
+int score_request(Server *s, const char *body, size_t len, ApiRequest **out, char **msg, char *param);
 // The response of a finished completion request (or, with choice != SIZE_MAX,
 // one stream chunk: the choice's new text and tokens, and its finish
 // reason once it has one); a malloc'd JSON text. Under Server.lock.
-char *completion_response(Server *s, const Request *j, const char *id, long created);
-char *completion_chunk(Server *s, Request *j, size_t choice, const char *id, long created, int *finished);
-char *score_response(Server *s, const Request *j);
+char *completion_response(Server *s, const ApiRequest *req, const char *id, long created);
+char *completion_chunk(Server *s, ApiRequest *req, size_t choice, const char *id, long created, int *finished);
+char *score_response(Server *s, const ApiRequest *req);
 char *tokenizer_info_response(Server *s);
 char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
@@ -234,7 +234,7 @@ char *models_response(Server *s);
 char *model_response(Server *s, const char *id, int *status);
 // A stream's last chunk before [DONE] with stream_options.include_usage:
 // no choices, the request's usage. Under Server.lock.
-char *usage_chunk(Server *s, const Request *j, const char *id, long created);
+char *usage_chunk(Server *s, const ApiRequest *req, const char *id, long created);
 char *metrics_text(Server *s);  // Prometheus' text format
 // {"error": {"message", "type", "param", "code"}}
 char *error_json(int status, const char *msg, const char *param);  // param NULL or "": null

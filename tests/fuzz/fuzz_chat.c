@@ -3,7 +3,7 @@
  * templates of src/front/chat.c): any bytes as the body of POST
  * /v1/chat/completions (chat_request: parsed, every field checked, the
  * messages read and rendered with the chat template into one prompt,
- * tokenized and checked, the Request built) and of POST /apply-template.
+ * tokenized and checked, the ApiRequest built) and of POST /apply-template.
  * The template is one of the three built-ins (gpt2, transcript, chatml),
  * picked by the sum of the input's bytes; the Server is the stub of
  * fuzz_serve.h.
@@ -24,23 +24,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const ChatTemplate *t = &srv->chat_template;
 
     char *msg = NULL, param[PARAM_CAP];
-    Request *j = NULL;
+    ApiRequest *req = NULL;
     int stream = 0;
-    int status = chat_request(srv, body, size, &j, &stream, &msg, param);
+    int status = chat_request(srv, body, size, &req, &stream, &msg, param);
     if (status) {
-        if (j) fuzz_fail("chat_request: status %d with a request", status);
+        if (req) fuzz_fail("chat_request: status %d with a request", status);
         fuzz_check_refusal("chat_request", status, msg, param);
     } else {
-        if (!j || msg || !j->chat || j->n_prompts != 1) fuzz_fail("chat_request: a bad request");
+        if (!req || msg || !req->chat || req->n_prompts != 1) fuzz_fail("chat_request: a bad request");
         // the template's stops end every completion's turn
-        const GenParams *gp = &j->completions[0].params;
+        const GenParams *gp = &req->completions[0].params;
         for (size_t i = 0; i < t->n_stops; i++) {
             size_t k = 0;
             while (k < gp->n_stops && strcmp(gp->stops[k], t->stops[i])) k++;
             if (k == gp->n_stops) fuzz_fail("chat_request: the template's stop %zu is not among the request's", i);
         }
-        fuzz_check_request(srv, j, stream);
-        request_free(j);
+        fuzz_check_request(srv, req, stream);
+        api_request_free(req);
     }
 
     msg = NULL;

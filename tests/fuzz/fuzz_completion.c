@@ -2,7 +2,7 @@
  * fuzz_completion.c - gpt serve's request bodies on the completions side
  * (src/serve/api.c): any bytes as the body of POST /v1/completions
  * (completion_request: parsed, every field checked, the prompts tokenized
- * and checked against the context and the KV pool, the Request built),
+ * and checked against the context and the KV pool, the ApiRequest built),
  * and the same bytes as the body of /v1/score, /tokenize and /detokenize.
  * The Server is the stub of fuzz_serve.h (the GPT-2 tokenizer, no weights).
  *
@@ -18,32 +18,32 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *body = (const char *)data;
     char *msg = NULL, param[PARAM_CAP];
-    Request *j = NULL;
+    ApiRequest *req = NULL;
     int stream = 0;
-    int status = completion_request(srv, body, size, &j, &stream, &msg, param);
+    int status = completion_request(srv, body, size, &req, &stream, &msg, param);
     if (status) {
-        if (j) fuzz_fail("completion_request: status %d with a request", status);
+        if (req) fuzz_fail("completion_request: status %d with a request", status);
         fuzz_check_refusal("completion_request", status, msg, param);
     } else {
-        if (!j || msg) fuzz_fail("completion_request: accepted without a request, or with a message");
-        fuzz_check_request(srv, j, stream);
-        request_free(j);
+        if (!req || msg) fuzz_fail("completion_request: accepted without a request, or with a message");
+        fuzz_check_request(srv, req, stream);
+        api_request_free(req);
     }
 
     msg = NULL;
-    j = NULL;
-    status = score_request(srv, body, size, &j, &msg, param);
+    req = NULL;
+    status = score_request(srv, body, size, &req, &msg, param);
     if (status) {
-        if (j) fuzz_fail("score_request: status %d with a request", status);
+        if (req) fuzz_fail("score_request: status %d with a request", status);
         fuzz_check_refusal("score_request", status, msg, param);
     } else {
-        if (!j || j->kind != REQUEST_SCORE || !j->prompt_lens[0]) fuzz_fail("score_request: a bad request");
-        for (size_t i = 0; i < j->prompt_lens[0]; i++)
-            if (j->prompt_ids[0][i] < 0 || j->prompt_ids[0][i] >= srv->session.model.config.vocab_size)
-                fuzz_fail("score_request: token %zu is id %d", i, j->prompt_ids[0][i]);
-        if (!j->stride && j->prompt_lens[0] > (size_t)srv->session.model.config.n_ctx)
-            fuzz_fail("score_request: %zu tokens without a stride", j->prompt_lens[0]);
-        request_free(j);
+        if (!req || req->kind != REQUEST_SCORE || !req->prompt_lens[0]) fuzz_fail("score_request: a bad request");
+        for (size_t i = 0; i < req->prompt_lens[0]; i++)
+            if (req->prompt_ids[0][i] < 0 || req->prompt_ids[0][i] >= srv->session.model.config.vocab_size)
+                fuzz_fail("score_request: token %zu is id %d", i, req->prompt_ids[0][i]);
+        if (!req->stride && req->prompt_lens[0] > (size_t)srv->session.model.config.n_ctx)
+            fuzz_fail("score_request: %zu tokens without a stride", req->prompt_lens[0]);
+        api_request_free(req);
     }
 
     for (int detok = 0; detok < 2; detok++) {

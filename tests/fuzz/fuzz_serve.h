@@ -80,29 +80,29 @@ static inline void fuzz_check_json(const char *what, char *text) {
 // context, its sampling parameters valid, its stops non-empty strings;
 // then its answer, as if each completion had generated one token ("x"),
 // written whole and (a stream) chunk by chunk, must be JSON.
-static inline void fuzz_check_request(Server *s, Request *j, int stream) {
+static inline void fuzz_check_request(Server *s, ApiRequest *req, int stream) {
     const GPT2Config *cfg = &s->session.model.config;
-    if (!j->n_prompts || !j->n || j->best_of < j->n || j->n_completions != j->n_prompts * j->best_of ||
-        j->n_completions > 64)
-        fuzz_fail("request of %zu prompts, n %zu, best_of %zu, %zu completions", j->n_prompts, j->n, j->best_of,
-                  j->n_completions);
-    for (size_t p = 0; p < j->n_prompts; p++) {
-        if (!j->prompt_lens[p] || j->prompt_lens[p] > (size_t)cfg->n_ctx)
-            fuzz_fail("prompt %zu has %zu tokens", p, j->prompt_lens[p]);
-        for (size_t i = 0; i < j->prompt_lens[p]; i++)
-            if (j->prompt_ids[p][i] < 0 || j->prompt_ids[p][i] >= cfg->vocab_size)
-                fuzz_fail("prompt %zu: token %zu is id %d", p, i, j->prompt_ids[p][i]);
+    if (!req->n_prompts || !req->n || req->best_of < req->n || req->n_completions != req->n_prompts * req->best_of ||
+        req->n_completions > 64)
+        fuzz_fail("request of %zu prompts, n %zu, best_of %zu, %zu completions", req->n_prompts, req->n, req->best_of,
+                  req->n_completions);
+    for (size_t p = 0; p < req->n_prompts; p++) {
+        if (!req->prompt_lens[p] || req->prompt_lens[p] > (size_t)cfg->n_ctx)
+            fuzz_fail("prompt %zu has %zu tokens", p, req->prompt_lens[p]);
+        for (size_t i = 0; i < req->prompt_lens[p]; i++)
+            if (req->prompt_ids[p][i] < 0 || req->prompt_ids[p][i] >= cfg->vocab_size)
+                fuzz_fail("prompt %zu: token %zu is id %d", p, i, req->prompt_ids[p][i]);
     }
     int32_t eot = tokenizer_eot_id(s->session.tok);
-    for (size_t k = 0; k < j->n_completions; k++) {
-        Completion *c = &j->completions[k];
+    for (size_t k = 0; k < req->n_completions; k++) {
+        ApiChoice *c = &req->completions[k];
         GptError err = {{0}};
         if (sampler_params_validate(&c->params.sampling, &err) != 0) fuzz_fail("completion %zu: %s", k, err.msg);
         if (c->params.max_new > s->limits.max_tokens) fuzz_fail("completion %zu: max_new %zu", k, c->params.max_new);
         if (c->params.n_stops > MAX_STOPS) fuzz_fail("completion %zu: %zu stops", k, c->params.n_stops);
         for (size_t i = 0; i < c->params.n_stops; i++)
             if (!c->params.stops[i] || !*c->params.stops[i]) fuzz_fail("completion %zu: stop %zu is empty", k, i);
-        if (c->ids != j->prompt_ids[c->prompt] || c->n_ids != j->prompt_lens[c->prompt])
+        if (c->ids != req->prompt_ids[c->prompt] || c->n_ids != req->prompt_lens[c->prompt])
             fuzz_fail("completion %zu is not its prompt's", k);
         c->text = strdup("x");
         c->text_len = c->text_cap = 1;
@@ -114,17 +114,17 @@ static inline void fuzz_check_request(Server *s, Request *j, int stream) {
         c->stop_reason = "length";
     }
     if (stream) {
-        for (size_t k = 0; k < j->n_completions; k++) {
+        for (size_t k = 0; k < req->n_completions; k++) {
             int finished = 0;
             for (int round = 0; round < 3 && !finished; round++) {
-                char *chunk = completion_chunk(s, j, k, "cmpl-0", 0, &finished);
+                char *chunk = completion_chunk(s, req, k, "cmpl-0", 0, &finished);
                 if (chunk) fuzz_check_json("completion_chunk", chunk);
             }
             if (!finished) fuzz_fail("completion %zu: a stream that never finishes", k);
         }
-        if (j->include_usage) fuzz_check_json("usage_chunk", usage_chunk(s, j, "cmpl-0", 0));
+        if (req->include_usage) fuzz_check_json("usage_chunk", usage_chunk(s, req, "cmpl-0", 0));
     } else {
-        fuzz_check_json("completion_response", completion_response(s, j, "cmpl-0", 0));
+        fuzz_check_json("completion_response", completion_response(s, req, "cmpl-0", 0));
     }
 }
 
