@@ -134,8 +134,12 @@ $(BUILD)/tests/%.o: tests/%.c
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# the tests link the library; test_chat also the front-end's chat templates
+# the tests link the library; test_chat also the front-end's chat templates,
+# test_request the readers of a request's settings and JSON
 $(BUILD)/tests/test_chat: $(BUILD)/tests/test_chat.o $(BUILD)/src/front/chat.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tests/test_request: $(BUILD)/tests/test_request.o \
+                             $(addprefix $(BUILD)/src/front/,settings.o constrain.o numbers.o report.o request.o) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/%.o: tests/bench/%.c
