@@ -253,6 +253,20 @@ static int line_field(Request *j, const cJSON *f, size_t vocab, const char **pro
     return 0;
 }
 
+// A line's settings g (read over j's defaults) into j: its stops (when it
+// gave "stop") and its grammar (set or not: the request's to free) with them.
+static void take_line_settings(Request *j, GenSettings *g) {
+    j->params = g->params;
+    if (g->stop_json) {
+        memcpy(j->stops, g->stops, sizeof j->stops);
+        j->params.stops = j->stops;
+        j->stop_json = g->stop_json;
+    }
+    j->n_completions = g->n;
+    j->echo = g->echo;
+    j->grammar = g->grammar;
+}
+
 // The fields of a --jsonl line over the defaults in j->params. 0 or -1.
 static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, size_t n_ctx, const char **prompt,
                        size_t *prompt_len, int *seed_given) {
@@ -321,17 +335,7 @@ static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, s
     *prompt = copy;
     rc = 0;
 done:
-    // the line's settings into j: its stops (when it gave "stop") and its
-    // grammar (set or not: the request's to free) with them
-    j->params = g.params;
-    if (g.stop_json) {
-        memcpy(j->stops, g.stops, sizeof j->stops);
-        j->params.stops = j->stops;
-        j->stop_json = g.stop_json;
-    }
-    j->n_completions = g.n;
-    j->echo = g.echo;
-    j->grammar = g.grammar;
+    take_line_settings(j, &g);
     cJSON_Delete(o);
     return rc;
 }

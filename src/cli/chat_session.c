@@ -530,6 +530,33 @@ static int chat_options(int argc, char **argv, Options *o, int *done) {
 // ----------------------------------------------------------------------------
 // the session
 
+// The limits the model sets a chat, checked before any line is read: the
+// --keep rules, and the KV pool. One sequence a turn; a whole context in one
+// step (a prompt, or the half a context shift computes again); a pool of
+// two full contexts: the turn's, and the blocks the last turns left for it
+// to share. --kv-budget may make it less, down to one context: a turn may
+// take a whole one (its prompt and answer, or a shifted answer's window),
+// and the conversation's limits (a full context, --context-shift) are the
+// context's. 0 with *kv_blocks, or EXIT_USAGE after reporting.
+static int chat_limits(const Options *o, const GPT2Config *cfg, size_t *kv_blocks) {
+    char why[160];
+    if (settings_check_keep(&o->gen, 0, 0, (size_t)cfg->n_ctx, why, sizeof why) != 0)
+        return usage_error("chat", "%s", why);
+    size_t block_bytes = kvcache_bytes_per_token(cfg, o->kv_dtype) * KV_BLOCK;
+    size_t ctx_blocks = ((size_t)cfg->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    *kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1);
+    if (*kv_blocks == 0)
+        return usage_error("chat", "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu "
+                                   "bytes)", o->kv_budget_arg, KV_BLOCK, block_bytes);
+    if (*kv_blocks < ctx_blocks)
+        return usage_error("chat", "--kv-budget %s: less than one context of this model's KV cache (%d positions, %zu "
+                                   "bytes), which a turn may take whole", o->kv_budget_arg, cfg->n_ctx,
+                           ctx_blocks * block_bytes);
+    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, *kv_blocks, block_bytes);
+    return 0;
+}
+
+
 int run_chat(int argc, char **argv) {
     Options opts;
     int done;
@@ -561,34 +588,10 @@ int run_chat(int argc, char **argv) {
     }
     if ((rc = session_open(&c.ss, o)) != EXIT_OK) goto done;
     c.session_up = 1;
-    rc = EXIT_RUNTIME;
-    // One sequence a turn; a whole context in one step (a prompt, or the
-    // half a context shift computes again); a pool of two full contexts:
-    // the turn's, and the blocks the last turns left for it to share.
-    // --kv-budget may make it less, down to one context: a turn may take a
-    // whole one (its prompt and answer, or a shifted answer's window), and
-    // the conversation's limits (a full context, --context-shift) are the
-    // context's. Less is refused before any line is read.
     const GPT2Config *cfg = &c.ss.model.config;
-    char why[160];
-    if (settings_check_keep(&o->gen, 0, 0, (size_t)cfg->n_ctx, why, sizeof why) != 0) {
-        rc = usage_error("chat", "%s", why);
-        goto done;
-    }
-    size_t block_bytes = kvcache_bytes_per_token(cfg, o->kv_dtype) * KV_BLOCK;
-    size_t ctx_blocks = ((size_t)cfg->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    size_t kv_blocks = kv_blocks_for_budget(cfg, o->kv_dtype, o->kv_budget, 1);
-    if (kv_blocks == 0) {
-        rc = usage_error("chat", "--kv-budget %s: less than one block of this model's KV cache (%d positions, %zu bytes)",
-                         o->kv_budget_arg, KV_BLOCK, block_bytes);
-        goto done;
-    }
-    if (kv_blocks < ctx_blocks) {
-        rc = usage_error("chat", "--kv-budget %s: less than one context of this model's KV cache (%d positions, %zu "
-                                 "bytes), which a turn may take whole", o->kv_budget_arg, cfg->n_ctx, ctx_blocks * block_bytes);
-        goto done;
-    }
-    note_kv_budget(o->quiet, o->kv_budget_arg, o->kv_budget, kv_blocks, block_bytes);
+    size_t kv_blocks = 0;
+    if ((rc = chat_limits(o, cfg, &kv_blocks)) != 0) goto done;
+    rc = EXIT_RUNTIME;
     EngineConfig ec = {.max_seqs = 1, .max_step_tokens = (size_t)cfg->n_ctx, .kv_dtype = o->kv_dtype,
                        .kv_blocks = kv_blocks,
                        .share_prefixes = o->share_prefixes, .share_outputs = 1, .pool = c.ss.pool,
