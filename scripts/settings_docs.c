@@ -73,7 +73,7 @@ static void roff(const char *s) {
 }
 
 static void man(void) {
-    printf(".TS\nl l l l.\n");
+    printf(".TS\nl l lx l.\n");
     printf("\\fBoption\\fR\t\\fBJSON field\\fR\t\\fBvalue\\fR\t\\fBtaken by\\fR\n");
     for (size_t i = 0; setting_at(i); i++) {
         const Setting *s = setting_at(i);
