@@ -8,7 +8,9 @@
  * through it) and src/front/numbers.c (the number rules), without main.c
  * or report.c, and provides its own
  * usage_error that formats the message into a buffer (so every format and
- * its arguments are exercised) and counts the calls. Nothing it calls exits
+ * its arguments are exercised) and counts the calls, and a runtime_error
+ * that fails (parsing has none: only --help's out of memory or a failed
+ * stdout would, and stdout is /dev/null). Nothing it calls exits
  * or reads stdin; stdout goes to /dev/null.
  *
  * Checked after each parse:
@@ -42,6 +44,15 @@ int usage_error(const char *cmd, const char *fmt, ...) {
     if (n < 0) fuzz_fail("usage_error: vsnprintf failed for format '%s'", fmt);
     if (cmd) fuzz_fail("parse_options reported for subcommand '%s'", cmd);
     return EXIT_USAGE;
+}
+
+int runtime_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_end(ap);
+    fuzz_fail("runtime_error(%s) while parsing: %s", cmd ? cmd : "gpt", last_message);
+    return EXIT_RUNTIME;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
