@@ -350,7 +350,7 @@ static int candidates_tokenize(Request *j, Tokenizer *tok, const Model *m, int s
 // A multiple-choice line's choices, tokenized (candidates_tokenize). 0, or -1
 // (the request failed).
 static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
-                             size_t prompt_len) {
+                                size_t prompt_len) {
     if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates))) return request_fail(j, "out of memory");
     size_t i = 0;
     for (const cJSON *c = j->candidates_json->child; c; c = c->next, i++) j->candidates[i].text = c->valuestring;

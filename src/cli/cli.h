@@ -222,7 +222,7 @@ typedef struct {
     const Sequence *seqs;         // one per completion (seeds seed, seed + 1, ...) or per choice
     size_t n_seqs;
     const char *const *texts;     // completion k's text (with --echo, after the prompt); NULL for choices
-    Candidate *candidates;        // the choices, measured (candidate_measure) unless interrupted; else NULL
+    Candidate *candidates;        // the choices, measured (candidate_measure) unless interrupted; NULL for completions
     uint64_t seed;                // the first completion's
     int interrupted;              // Ctrl-C or SIGTERM ended it (the text held back for a stop string let out)
 } OneRun;
