@@ -2,15 +2,16 @@
  * engine.c - the generation engine (engine.h): the sequences' shared
  * memory, admission into the KV pool, and the step.
  *
- * One step, for the sequences given:
- *   1. the batch: each decoding sequence feeds the token it sampled last;
- *      each sequence still reading its prompt feeds the next chunk that fits
- *      in the step's token budget (logits only when the chunk ends the prompt);
- *   2. one gpt2_forward over all of it;
- *   3. each sequence with logits samples, appends the id, turns it into text
- *      and checks its stop conditions (sequence.c), in the order the command
- *      line always had: length, then the end of the context, then
- *      <|endoftext|>.
+ * One step, for the sequences given, in three phases:
+ *   1. step_build, the batch: each decoding sequence feeds the token it
+ *      sampled last; each sequence still reading its prompt feeds the next
+ *      chunk that fits in the step's token budget (logits only when the
+ *      chunk ends the prompt);
+ *   2. step_forward: one gpt2_forward over all of it;
+ *   3. step_harvest: each sequence with logits samples, appends the id,
+ *      turns it into text and checks its stop conditions (sequence.c), in
+ *      the order the command line always had: length, then the end of the
+ *      context, then <|endoftext|>.
  */
 #include "engine.h"
 
@@ -289,11 +290,14 @@ static void sample_next(Engine *e, Sequence *s, float *logits) {
     }
 }
 
-int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
-    if (n > e->cfg.max_seqs)
-        return gpt_error(err, "engine: %zu sequences in one step, at most %zu", n, e->cfg.max_seqs);
-    // The batch: decodes first (one token each), then prompt chunks in the
-    // budget that is left.
+// 1. The step's batch in e->inputs (input j is sequence e->which[j] of
+// seqs): each decoding sequence's last sampled token first, then the next
+// chunk of each prompt still being read, in the token budget that is left
+// (logits only when the chunk ends the prompt, or all its rows' where it
+// holds prompt tokens whose log-probabilities are reported). A sequence
+// whose window cannot shift or grow stops with STOP_ERROR. Returns the
+// inputs' count.
+static size_t step_build(Engine *e, Sequence *const *seqs, size_t n) {
     size_t budget = e->cfg.max_step_tokens, n_in = 0;
     size_t logit_rows = e->cfg.prompt_logit_rows;  // left for prompts' log-probabilities
     size_t *which = e->which;                // input j is sequence which[j]
@@ -342,10 +346,17 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
             budget -= take;
         }
     }
-    int decoding_only = n_in > 0;  // a step of one row a sequence: the steps the thread choice times
-    for (size_t j = 0; j < n_in; j++) decoding_only &= e->inputs[j].n_tokens == 1 && !prefilling[which[j]];
-    // A step with a prompt's rows is compute-bound: every thread, whatever
-    // the choice for decode steps (which may be one thread), then back
+    return n_in;
+}
+
+// 2. One gpt2_forward over the batch's n_in inputs, *seconds its wall time.
+// A step of one decode row a sequence is what the thread choice times
+// (choose_threads); a step with a prompt's rows is compute-bound and runs
+// on every thread, whatever that choice. Returns gpt2_forward's result.
+static int step_forward(Engine *e, size_t n_in, double *seconds, GptError *err) {
+    int decoding_only = n_in > 0;
+    for (size_t j = 0; j < n_in; j++) decoding_only &= e->inputs[j].n_tokens == 1 && !e->prefilling[e->which[j]];
+    // every thread for a prompt's rows, then back to the choice
     int was_solo = !decoding_only && threadpool_is_solo(e->cfg.pool);
     if (was_solo) threadpool_set_solo(e->cfg.pool, 0);
     // A prompt's step before the first decode step: how long its joins
@@ -362,42 +373,57 @@ int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
     if (rc == 0 && first_prompt && t1 - t0 >= BUSY_MIN_SECONDS &&
         threadpool_stats(e->cfg.pool).wait_seconds - waited >= BUSY_WAIT * (t1 - t0))
         threadpool_set_solo(e->cfg.pool, 1);
-    if (rc == 0) {
-        e->steps++;
-        e->forward_seconds += t1 - t0;
-        for (size_t j = 0; j < n_in; j++) kvcache_mark_filled(e->inputs[j].cache);
-        size_t V = (size_t)e->model->config.vocab_size;
-        for (size_t j = 0; j < n_in; j++) {
-            Sequence *s = seqs[which[j]];
-            const SeqInput *in = &e->inputs[j];
-            double ts = now_seconds();
-            const float *rows = e->fs.logits + in->logits_row * V;
-            size_t at = (size_t)(in->tokens - sequence_window_ids(s));
-            if (in->want == LOGITS_ALL && add_prompt_logprobs(e, s, at, in->n_tokens, rows) != 0) {
-                gpt_error(&s->error, "out of memory");
-                sequence_stop(s, STOP_ERROR);
-            }
-            // the last row of a chunk that ends the prompt, or of a decode
-            if (!s->stop && in->want != LOGITS_NONE && at + in->n_tokens >= sequence_window_prompt(s))
-                sample_next(e, s, e->fs.logits + (in->logits_row + (in->want == LOGITS_ALL ? in->n_tokens - 1 : 0)) * V);
-            double sample_seconds = now_seconds() - ts;
-            if (prefilling[which[j]]) {
-                e->prefill_tokens += e->inputs[j].n_tokens;
-                s->prefill_tokens += e->inputs[j].n_tokens;
-                s->prefill_seconds += t1 - t0;
-                s->decode_seconds += sample_seconds;
-            } else {
-                e->decode_tokens += 1;
-                s->decode_tokens += 1;
-                s->decode_steps += 1;
-                s->decode_seconds += t1 - t0 + sample_seconds;
-            }
-            s->positions = s->cache.n_tokens;
+    *seconds = t1 - t0;
+    return rc;
+}
+
+// 3. After the forward pass of `seconds`: each input's prompt rows'
+// log-probabilities, each sequence with logits samples (sample_next), what
+// the step cost goes to the sequence and the engine, and each sequence that
+// stopped gives its blocks back now.
+static void step_harvest(Engine *e, Sequence *const *seqs, size_t n_in, double seconds) {
+    e->steps++;
+    e->forward_seconds += seconds;
+    for (size_t j = 0; j < n_in; j++) kvcache_mark_filled(e->inputs[j].cache);
+    size_t V = (size_t)e->model->config.vocab_size;
+    for (size_t j = 0; j < n_in; j++) {
+        Sequence *s = seqs[e->which[j]];
+        const SeqInput *in = &e->inputs[j];
+        double ts = now_seconds();
+        const float *rows = e->fs.logits + in->logits_row * V;
+        size_t at = (size_t)(in->tokens - sequence_window_ids(s));
+        if (in->want == LOGITS_ALL && add_prompt_logprobs(e, s, at, in->n_tokens, rows) != 0) {
+            gpt_error(&s->error, "out of memory");
+            sequence_stop(s, STOP_ERROR);
         }
-        // A sequence that stopped gives its blocks back now.
-        for (size_t j = 0; j < n_in; j++)
-            if (seqs[which[j]]->stop) sequence_release(seqs[which[j]], e);
+        // the last row of a chunk that ends the prompt, or of a decode
+        if (!s->stop && in->want != LOGITS_NONE && at + in->n_tokens >= sequence_window_prompt(s))
+            sample_next(e, s, e->fs.logits + (in->logits_row + (in->want == LOGITS_ALL ? in->n_tokens - 1 : 0)) * V);
+        double sample_seconds = now_seconds() - ts;
+        if (e->prefilling[e->which[j]]) {
+            e->prefill_tokens += in->n_tokens;
+            s->prefill_tokens += in->n_tokens;
+            s->prefill_seconds += seconds;
+            s->decode_seconds += sample_seconds;
+        } else {
+            e->decode_tokens += 1;
+            s->decode_tokens += 1;
+            s->decode_steps += 1;
+            s->decode_seconds += seconds + sample_seconds;
+        }
+        s->positions = s->cache.n_tokens;
     }
+    for (size_t j = 0; j < n_in; j++)
+        if (seqs[e->which[j]]->stop) sequence_release(seqs[e->which[j]], e);
+}
+
+int engine_step(Engine *e, Sequence *const *seqs, size_t n, GptError *err) {
+    if (n > e->cfg.max_seqs)
+        return gpt_error(err, "engine: %zu sequences in one step, at most %zu", n, e->cfg.max_seqs);
+    size_t n_in = step_build(e, seqs, n);
+    double seconds;
+    int rc = step_forward(e, n_in, &seconds, err);
+    if (rc == 0) step_harvest(e, seqs, n_in, seconds);
     return rc;
 }
 

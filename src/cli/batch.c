@@ -42,6 +42,7 @@
 #include "base/clock.h"
 #include "engine.h"
 #include "scheduler.h"
+#include "score.h"
 #include "model/kvcache.h"
 #include "kernels/matmul.h"
 #include "progress.h"
@@ -159,6 +160,8 @@ typedef struct {
     Completion *outs;       // its completions (seeds seed, seed + 1, ...), or NULL for choices
     size_t n_completions;   // --completions or the line's "n" (1: the line's result is the completion's)
     size_t input_bytes;     // its line's bytes in the input, the newline too
+    int command;            // the command's --completions or --choice (run_one_request): a
+                            // message names the flag, and a sequence's error is its own
     int done;
     const char *stop_reason;
 } Request;
@@ -340,22 +343,30 @@ done:
     return rc;
 }
 
-// A multiple-choice line's choices, each tokenized with the prompt
-// (candidate_tokens) and checked against the context. 0, or -1 (the request failed).
-static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
-                             size_t prompt_len) {
-    if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates))) return request_fail(j, "out of memory");
+// A multiple-choice request's choices (their texts set), each tokenized
+// with the prompt (candidate_tokens) and checked against the context. 0, or
+// -1 (the request failed).
+static int candidates_tokenize(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
+                               size_t prompt_len) {
     GptError err = {{0}};
-    size_t i = 0;
-    for (const cJSON *c = j->candidates_json->child; c; c = c->next, i++) {
+    for (size_t i = 0; i < j->n_candidates; i++) {
         Candidate *r = &j->candidates[i];
-        r->text = c->valuestring;
         if (candidate_tokens(tok, prompt, prompt_len, r->text, strlen(r->text), special, &r->ids, &r->n, &r->first,
                           &err) != 0 ||
             check_prompt_length(&m->config, r->n, &err) != 0)
-            return request_fail(j, "choice %zu: %s", i + 1, err.msg);
+            return request_fail(j, "%schoice %zu: %s", j->command ? "--" : "", i + 1, err.msg);
     }
     return 0;
+}
+
+// A multiple-choice line's choices, tokenized (candidates_tokenize). 0, or -1
+// (the request failed).
+static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
+                                size_t prompt_len) {
+    if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates))) return request_fail(j, "out of memory");
+    size_t i = 0;
+    for (const cJSON *c = j->candidates_json->child; c; c = c->next, i++) j->candidates[i].text = c->valuestring;
+    return candidates_tokenize(j, tok, m, special, prompt, prompt_len);
 }
 
 // A request for input line `index`: parsed, tokenized and checked, or failed.
@@ -760,7 +771,8 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *s) {
     Request *j = request;
     if (j->n_candidates || j->done) return;
     Completion *c = &j->outs[index];
-    if (s->out_len && append_text(c, s->out, s->out_len) != 0) request_fail(j, "out of memory");
+    if (s->out_len && append_text(c, s->out, s->out_len) != 0)
+        request_fail(j, "out of memory%s", j->command ? " for the --json text" : "");
     if (s->last_token >= 0) {
         b->generated++;
         double now = b->sched.last_step_end;
@@ -775,7 +787,8 @@ static void candidates_done(Request *j, const Tokenizer *tok) {
         j->candidates[i].lp = j->seqs[i].lp;
         candidate_measure(tok, &j->candidates[i]);
         if (!isfinite(j->candidates[i].sum)) {
-            request_fail(j, "choice %zu: the model produced a non-finite log-probability", i + 1);
+            request_fail(j, "%schoice %zu: the model produced a non-finite log-probability", j->command ? "--" : "",
+                         i + 1);
             return;
         }
     }
@@ -798,7 +811,8 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *s, Sche
     case SCHED_STOPPED: break;
     }
     if (s->stop == STOP_ERROR) {
-        if (j->n_candidates) request_fail(j, "choice %zu: %s", index + 1, s->error.msg);
+        if (j->command) request_fail(j, "%s", s->error.msg);
+        else if (j->n_candidates) request_fail(j, "choice %zu: %s", index + 1, s->error.msg);
         else if (j->n_seqs > 1) request_fail(j, "completion %zu: %s", index, s->error.msg);
         else request_fail(j, "%s", s->error.msg);
         return;
@@ -811,6 +825,30 @@ static void hook_ended(void *ctx, void *request, size_t index, Sequence *s, Sche
 
 // ----------------------------------------------------------------------------
 // the run
+
+// The engine as ec says, and its scheduler of `parallel` places with the
+// hooks above. 0, or an exit code after reporting.
+static int batch_engine(Batch *b, const Session *ss, const EngineConfig *ec, size_t parallel) {
+    SchedulerHooks hooks = {.ctx = b, .dropped = hook_dropped, .stepped = hook_stepped, .ended = hook_ended};
+    GptError err = {{0}};
+    if (engine_init(&b->engine, &ss->model, b->tok, ec, &err) != 0) return report_error(&err);
+    if (scheduler_init(&b->sched, &b->engine, parallel, &hooks, &err) != 0) {
+        engine_free(&b->engine);
+        return report_error(&err);
+    }
+    return EXIT_OK;
+}
+
+// A request's sequences (request_sequences), handed to the scheduler. 0, or
+// -1 with err set (the ones handed over stay held).
+static int request_submit(Batch *b, Request *j, GptError *err) {
+    if (request_sequences(j, &b->engine, err) != 0) return -1;
+    int rc = 0;
+    for (size_t k = 0; k < j->n_seqs && rc == 0; k++)
+        if ((rc = scheduler_add(&b->sched, j, k, &j->seqs[k], err)) == 0) j->n_held++;
+    if (j->n_held) b->in_flight++;
+    return rc;
+}
 
 // The engine and its scheduler for the options. 0, or an exit code after
 // reporting.
@@ -832,14 +870,7 @@ static int batch_open(Batch *b, const Session *ss) {
     EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
                        .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
                        .pool = ss->pool, .plan = &ss->plan, .prompt_logit_rows = (size_t)o->prefill_chunk};
-    SchedulerHooks hooks = {.ctx = b, .dropped = hook_dropped, .stepped = hook_stepped, .ended = hook_ended};
-    GptError err = {{0}};
-    if (engine_init(&b->engine, mp, b->tok, &ec, &err) != 0) return report_error(&err);
-    if (scheduler_init(&b->sched, &b->engine, (size_t)o->parallel, &hooks, &err) != 0) {
-        engine_free(&b->engine);
-        return report_error(&err);
-    }
-    return EXIT_OK;
+    return batch_engine(b, ss, &ec, (size_t)o->parallel);
 }
 
 // Reads new lines while fewer than --parallel requests are in flight and the
@@ -876,18 +907,7 @@ static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t windo
             continue;
         }
         j->params.grammar_vocab = b->vocab;
-        if (request_sequences(j, &b->engine, &err) != 0) {
-            request_fail(j, "%s", err.msg);
-            continue;
-        }
-        for (size_t k = 0; k < j->n_seqs; k++) {
-            if (scheduler_add(&b->sched, j, k, &j->seqs[k], &err) != 0) {
-                request_fail(j, "%s", err.msg);
-                break;
-            }
-            j->n_held++;
-        }
-        if (j->n_held) b->in_flight++;
+        if (request_submit(b, j, &err) != 0) request_fail(j, "%s", err.msg);
     }
     return in->error ? -1 : 0;
 }
@@ -964,5 +984,130 @@ done:
     grammar_free(b.grammar);
     grammar_vocab_free(b.vocab);
     session_close(&ss);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// one request of the command: --completions N, --choice
+
+// The engine for the command's one request j alone: a place and a pool for
+// every sequence at once, and each prompt in one step; for choices, every
+// choice's rows with logits in one step (up to a bound on the logits'
+// memory); for completions with --echo and log-probabilities, SCORE_CHUNK
+// prompt rows a step, and with a context shift, half the context in one
+// step.
+static EngineConfig one_request_engine(const Options *o, const Session *ss, const Request *j) {
+    EngineConfig ec = {.kv_dtype = o->kv_dtype, .share_prefixes = 1, .pool = ss->pool, .plan = &ss->plan};
+    if (j->n_candidates) {
+        size_t longest = 0, rows = 0;
+        for (size_t i = 0; i < j->n_candidates; i++) {
+            const Candidate *c = &j->candidates[i];
+            if (c->n > longest) longest = c->n;
+            rows += c->n - c->first + 1;
+            ec.kv_blocks += (c->n + KV_BLOCK - 1) / KV_BLOCK;
+        }
+        ec.max_seqs = j->n_candidates;
+        ec.prompt_logit_rows = rows < 512 ? rows : 512;
+        ec.max_step_tokens = longest > ec.prompt_logit_rows ? longest : ec.prompt_logit_rows;
+        return ec;
+    }
+    size_t n = j->n_completions, n_prompt = j->n_ids, half = (size_t)ss->model.config.n_ctx / 2;
+    size_t positions = sequence_positions(&ss->model.config, n_prompt, j->params.max_new);
+    ec.max_seqs = n;
+    ec.max_step_tokens = o->context_shift && half > n_prompt ? half + n : n_prompt + n;
+    ec.kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK);
+    if (j->params.logprobs && j->echo) ec.prompt_logit_rows = n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK;
+    return ec;
+}
+
+// The command's request for in: the prompt's tokens and text (--completions)
+// or the choices tokenized with it (--choice). 0, or -1 after reporting.
+static int one_request_fill(Request *j, const Options *o, const Session *ss, const OneRequest *in) {
+    j->command = 1;
+    j->params.grammar_vocab = in->vocab;
+    if (echo_prompt(j, in->prompt, in->prompt_len) != 0) return fprintf(stderr, "gpt: out of memory\n"), -1;
+    if (o->mode == MODE_CHOICE) {
+        j->n_candidates = o->n_choices;
+        if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates)))
+            return fprintf(stderr, "gpt: out of memory\n"), -1;
+        for (size_t i = 0; i < j->n_candidates; i++) j->candidates[i].text = o->choices[i];
+        if (candidates_tokenize(j, ss->tok, &ss->model, o->special, in->prompt, in->prompt_len) != 0)
+            return fprintf(stderr, "gpt: %s\n", j->error), -1;
+        return 0;
+    }
+    if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
+    if (!(j->ids = malloc(in->n_ids * sizeof *j->ids))) return fprintf(stderr, "gpt: out of memory\n"), -1;
+    memcpy(j->ids, in->ids, in->n_ids * sizeof *j->ids);
+    j->n_ids = in->n_ids;
+    return 0;
+}
+
+// Ctrl-C: every sequence not stopped lets out what it held back for a stop
+// string, which is its text's too.
+static void one_request_interrupt(Request *j) {
+    for (size_t k = 0; k < j->n_seqs; k++) {
+        Sequence *s = &j->seqs[k];
+        if (s->stop) continue;
+        sequence_interrupt(s);
+        if (j->outs && s->out_len && append_text(&j->outs[k], s->out, s->out_len) != 0)
+            request_fail(j, "out of memory for the --json text");
+    }
+}
+
+int run_one_request(const Options *o, const Session *ss, const OneRequest *in, OneReport report, void *ctx) {
+    Batch b = {.o = o, .m = &ss->model, .model_file = ss->model_path, .tok = ss->tok};
+    GptError err = {{0}};
+    int rc = EXIT_RUNTIME, engine_up = 0, interrupted = 0;
+    const char **texts = NULL;
+    Request *j = request_new(o, in->grammar, run_seed(o), 0);
+    if (!j) {
+        fprintf(stderr, "gpt: out of memory\n");
+        return rc;
+    }
+    if (one_request_fill(j, o, ss, in) != 0) goto done;
+    EngineConfig ec = one_request_engine(o, ss, j);
+    if (batch_engine(&b, ss, &ec, ec.max_seqs) != EXIT_OK) goto done;
+    engine_up = 1;
+    if (request_submit(&b, j, &err) != 0) {
+        report_error(&err);
+        goto done;
+    }
+    defer_interrupts();  // from here on a signal ends the run after its step
+    while (scheduler_held(&b.sched) && !j->error) {
+        if ((interrupted = was_interrupted())) {
+            one_request_interrupt(j);
+            break;
+        }
+        if (scheduler_step(&b.sched, &err) != 0) {
+            report_error(&err);
+            goto done;
+        }
+    }
+    if (j->error) {
+        fprintf(stderr, "gpt: %s\n", j->error);
+        goto done;
+    }
+    OneRun run = {.engine = &b.engine, .seqs = j->seqs, .n_seqs = j->n_seqs, .candidates = j->candidates,
+                  .seed = j->params.sampling.seed, .interrupted = interrupted};
+    if (j->outs) {
+        if (!(texts = calloc(j->n_seqs, sizeof *texts))) {
+            fprintf(stderr, "gpt: out of memory\n");
+            goto done;
+        }
+        for (size_t k = 0; k < j->n_seqs; k++) {
+            if (j->outs[k].text) j->outs[k].text[j->outs[k].len] = '\0';
+            texts[k] = j->outs[k].text ? j->outs[k].text : "";
+        }
+        run.texts = texts;
+    }
+    rc = report(ctx, &run);
+done:
+    free(texts);
+    if (engine_up) scheduler_drop_all(&b.sched);
+    request_free(j, &b.engine);
+    if (engine_up) {
+        scheduler_free(&b.sched);
+        engine_free(&b.engine);
+    }
     return rc;
 }

@@ -7,10 +7,12 @@
  *                  src/front/model_options.c, with the options gpt serve shares)
  *   common.c       what the modes share: Ctrl-C, the prompt, JSON helpers,
  *                  and a run's set-up (model, tokenizer, threads) from Options
- *   run_model.c    generation and scoring: output, --stats, --json
+ *   run_model.c    generation and scoring: output, --stats, --json (and the
+ *                  reports of --completions and --choice)
  *   probs.c        log-probabilities out (--logprobs, --per-token, JSON) and
  *                  --choice, multiple choice by likelihood
- *   batch.c        --batch: prompts from stdin, one result line each
+ *   batch.c        --batch: prompts from stdin, one result line each; and
+ *                  --completions N and --choice, run as one request of it
  *   tokenize.c     --tokenize and --detokenize
  *   conversation.c --chat-template's input (messages) and --apply-template
  *   chat_session.c gpt chat: turns read from a terminal or a transcript,
@@ -203,6 +205,32 @@ int run_batch(const Options *o);
 // drives it.
 char *batch_line_error(const Options *o, Tokenizer *tok, const Model *m, uint64_t index, const char *line,
                        size_t len);
+// --completions N and --choice: the prompt as one request of the kind a
+// --batch line makes (n completions, or choices), its sequences run through
+// the scheduler (scheduler.h) with --batch's hooks, on an engine sized for
+// it alone; then report(ctx, run) writes the result and returns the exit
+// code. The command's own errors (a choice with no room in the context, a
+// sequence's error) are reported here, as EXIT_RUNTIME.
+typedef struct {
+    const char *prompt;           // the prompt's text: --echo's, and each --choice is tokenized after it
+    size_t prompt_len;
+    const int32_t *ids;           // --completions: the prompt's tokens
+    size_t n_ids;
+    const Grammar *grammar;       // --completions: the output's grammar and its trie, or NULL
+    const GrammarVocab *vocab;
+} OneRequest;
+// What ran, for the report (valid during its call).
+typedef struct {
+    const Engine *engine;
+    const Sequence *seqs;         // one per completion (seeds seed, seed + 1, ...) or per choice
+    size_t n_seqs;
+    const char *const *texts;     // completion k's text (with --echo, after the prompt); NULL for choices
+    Candidate *candidates;        // the choices, measured (candidate_measure) unless interrupted; NULL for completions
+    uint64_t seed;                // the first completion's
+    int interrupted;              // Ctrl-C or SIGTERM ended it (the text held back for a stop string let out)
+} OneRun;
+typedef int (*OneReport)(void *ctx, const OneRun *run);
+int run_one_request(const Options *o, const Session *ss, const OneRequest *in, OneReport report, void *ctx);
 // tokenize.c
 int run_tokenize(const Options *o);
 // conversation.c

@@ -2,6 +2,9 @@
  * run_model.c - `gpt` and `gpt --score`: generation as a client of the
  * engine (one sequence, checked against a draft's guesses when speculating),
  * streaming the text, scoring, and the --stats and --json reports.
+ * --completions N and --choice run several sequences: as one request of
+ * --batch's kind, through the scheduler (batch.c); only their reports are
+ * here.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -602,129 +605,44 @@ done:
 }
 
 // ----------------------------------------------------------------------------
-// several sequences of one engine: --completions N, --choice
+// the reports of --completions N and --choice, which run as one request of
+// --batch's kind (run_one_request, batch.c)
 
-// Admits, in order, what the pool lets in (a sequence may wait for the
-// prefix another computes), then runs one step of every admitted sequence
-// not done, listed in live. Returns how many stepped (0: all were done), or
-// -1 after reporting an error.
-static long step_several(Engine *e, Sequence *seqs, size_t n, Sequence **live) {
-    GptError err = {{0}};
-    for (size_t i = 0; i < n; i++) {
-        int a = seqs[i].admitted ? 1 : engine_admit(e, &seqs[i], &err);
-        if (a < 0) return report_error(&err), -1;
-        if (a == 0) break;
-    }
-    size_t n_live = 0, waiting = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
-        waiting += !seqs[i].admitted;
-    }
-    if (n_live == 0 && waiting) return report_error(&(GptError){"engine: the pool admits none of them"}), -1;
-    if (n_live == 0) return 0;
-    if (engine_step(e, live, n_live, &err) != 0) return report_error(&err), -1;
-    for (size_t i = 0; i < n_live; i++)
-        if (live[i]->stop == STOP_ERROR) return report_error(&live[i]->error), -1;
-    return (long)n_live;
-}
+typedef struct {
+    const Options *o;
+    const Session *ss;
+    const int32_t *ids;  // --completions: the prompt's tokens
+    size_t n_prompt;
+} OneReportCtx;
 
-// N continuations of one prompt, seeds seed, seed + 1, ...: N sequences of
-// one engine; the first computes the prompt, the others share its blocks,
-// and they decode together. Each is the single run with its seed, bit for
-// bit (a row's result never depends on the others in the step). --json only.
-static int run_completions(const Options *o, const Session *ss, const char *prompt, size_t prompt_len,
-                           const int32_t *ids, size_t n_prompt, const RunGrammar *gg) {
-    const Model *m = &ss->model;
-    Tokenizer *tok = ss->tok;
-    GptError err = {{0}};
-    size_t n = (size_t)o->completions, half = (size_t)m->config.n_ctx / 2;
-    Engine engine;
-    int engine_up = 0, rc = EXIT_RUNTIME, stopped_by_user = 0;
-    Sequence *seqs = calloc(n, sizeof *seqs);
-    Sequence **live = calloc(n, sizeof *live);
-    char **texts = calloc(n, sizeof *texts);
-    size_t *lens = calloc(n, sizeof *lens), *caps = calloc(n, sizeof *caps);
-    RunStats r = {.model_file = ss->model_path, .kv_dtype = o->kv_dtype, .tune = &ss->tune, .have_seed = 1,
-                  .prompt_tokens = n_prompt,
-                  .context_shift = o->context_shift};
-    if (!seqs || !live || !texts || !lens || !caps) {
-        fprintf(stderr, "gpt: out of memory\n");
-        goto done;
-    }
-    GenParams gp = {.sampling = o->sampling, .max_new = (size_t)o->max_tokens, .ignore_eos = o->ignore_eos,
-                    .stops = o->stops, .n_stops = o->n_stops, .logprobs = o->logprobs >= 0,
-                    .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0, .logprobs_from = o->echo ? 1 : 0,
-                    .context_shift = o->context_shift, .keep = (size_t)o->keep < n_prompt ? (size_t)o->keep : n_prompt,
-                    .grammar = gg->grammar, .grammar_vocab = gg->vocab};
-    r.seed = gp.sampling.seed = run_seed(o);
-    size_t positions = sequence_positions(&m->config, n_prompt, (size_t)o->max_tokens);
-    size_t step_tokens = n_prompt + n, rows = gp.logprobs && o->echo ? (n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK) : 0;
-    if (o->context_shift && half + n > step_tokens) step_tokens = half + n;
-    EngineConfig ec = {.max_seqs = n, .max_step_tokens = step_tokens, .kv_dtype = o->kv_dtype,
-                       .kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK), .share_prefixes = 1, .pool = ss->pool,
-                       .plan = &ss->plan,
-                       .prompt_logit_rows = rows};
-    if (engine_init(&engine, m, tok, &ec, &err) != 0) {
-        report_error(&err);
-        goto done;
-    }
-    engine_up = 1;
-    for (size_t i = 0; i < n; i++) {
-        GenParams own = gp;
-        own.sampling.seed = gp.sampling.seed + i;
-        if (sequence_init(&seqs[i], &engine, ids, n_prompt, &own, &err) != 0) {
-            report_error(&err);
-            goto done;
-        }
-        // the text starts with the prompt when echoed (as UTF-8)
-        if (o->echo && !(texts[i] = utf8_replace_invalid((const unsigned char *)prompt, prompt_len, &lens[i]))) {
-            fprintf(stderr, "gpt: out of memory\n");
-            goto done;
-        }
-        caps[i] = lens[i];
-    }
-    defer_interrupts();
-    for (;;) {
-        long n_live;
-        if (was_interrupted()) {
-            stopped_by_user = 1;
-            // what each held back for a stop string is its text's too
-            n_live = 0;
-            for (size_t i = 0; i < n; i++)
-                if (!seqs[i].stop) sequence_interrupt(&seqs[i]), live[n_live++] = &seqs[i];
-        } else {
-            n_live = step_several(&engine, seqs, n, live);
-            if (n_live < 0) goto done;
-            if (n_live == 0) break;
-        }
-        for (long i = 0; i < n_live; i++) {
-            Sequence *s = live[i];
-            size_t k = (size_t)(s - seqs);
-            if (grow_array(&texts[k], &caps[k], lens[k] + s->out_len + 1, 1) != 0) {
-                fprintf(stderr, "gpt: out of memory for the --json text\n");
-                goto done;
-            }
-            if (s->out_len) memcpy(texts[k] + lens[k], s->out, s->out_len);
-            lens[k] += s->out_len;
-        }
-        if (stopped_by_user) break;
-    }
+// N continuations of one prompt, seeds seed, seed + 1, ...: the first
+// computed the prompt, the others shared its blocks, and they decoded
+// together. Each is the single run with its seed, bit for bit (a row's result
+// never depends on the others in the step). --json only.
+static int report_completions(void *ctx, const OneRun *run) {
+    const OneReportCtx *x = ctx;
+    const Options *o = x->o;
+    const Model *m = &x->ss->model;
+    const Engine *engine = run->engine;
+    size_t n = run->n_seqs, n_prompt = x->n_prompt;
+    RunStats r = {.model_file = x->ss->model_path, .kv_dtype = o->kv_dtype, .tune = &x->ss->tune, .have_seed = 1,
+                  .seed = run->seed, .prompt_tokens = n_prompt, .context_shift = o->context_shift};
     cJSON *root = cJSON_CreateObject(), *list = cJSON_CreateArray();
-    cJSON_AddItemToObject(root, "prompt_ids", ids_json(ids, n_prompt));
+    cJSON_AddItemToObject(root, "prompt_ids", ids_json(x->ids, n_prompt));
     cJSON_AddNumberToObject(root, "prompt_tokens", (double)n_prompt);
     for (size_t i = 0; i < n; i++) {
-        const Sequence *s = &seqs[i];
+        const Sequence *s = &run->seqs[i];
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", (double)i);
-        cJSON_AddItemToObject(c, "seed", seed_json(gp.sampling.seed + i));
+        cJSON_AddItemToObject(c, "seed", seed_json(run->seed + i));
         cJSON_AddItemToObject(c, "tokens", ids_json(s->tokens + n_prompt, s->n_generated));
-        if (texts[i]) texts[i][lens[i]] = '\0';
-        cJSON_AddStringToObject(c, "text", texts[i] ? texts[i] : "");
-        cJSON_AddStringToObject(c, "stop_reason", stopped_by_user && !s->stop ? "interrupted" : stop_reason_name(s->stop));
-        if (gp.logprobs)
+        cJSON_AddStringToObject(c, "text", run->texts[i]);
+        cJSON_AddStringToObject(c, "stop_reason",
+                                run->interrupted && !s->stop ? "interrupted" : stop_reason_name(s->stop));
+        if (o->logprobs >= 0)
             cJSON_AddItemToObject(c, "logprobs",
-                                  o->echo ? logprobs_json(tok, s->tokens, s->n_tokens, s->lp, s->lp_from, 0)
-                                          : logprobs_json(tok, s->tokens + n_prompt, s->n_generated, s->lp, 0, 0));
+                                  o->echo ? logprobs_json(x->ss->tok, s->tokens, s->n_tokens, s->lp, s->lp_from, 0)
+                                          : logprobs_json(x->ss->tok, s->tokens + n_prompt, s->n_generated, s->lp, 0, 0));
         cJSON_AddItemToArray(list, c);
         r.generated += s->n_generated;
         r.prefill_tokens += s->prefill_tokens;
@@ -733,143 +651,81 @@ static int run_completions(const Options *o, const Session *ss, const char *prom
         r.shifts += s->shifts;
         r.shift_tokens += s->shift_tokens;
     }
-    r.prefill_seconds = seqs[0].prefill_seconds;
-    r.decode_seconds = engine.forward_seconds - r.prefill_seconds;
-    KVPoolStats ps = kvpool_stats(engine.kv);
+    r.prefill_seconds = run->seqs[0].prefill_seconds;
+    r.decode_seconds = engine->forward_seconds - r.prefill_seconds;
+    KVPoolStats ps = kvpool_stats(engine->kv);
     r.kv_allocated = ps.peak_held * ps.block_bytes;
-    cJSON_AddItemToObject(root, "seed", seed_json(gp.sampling.seed));  // completion i's: seed + i
+    cJSON_AddItemToObject(root, "seed", seed_json(run->seed));  // completion i's: seed + i
     cJSON_AddItemToObject(root, "completions", list);
-    cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
+    cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine->prefix_tokens_reused);
     cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
     int bad = out_json_line(root);
     cJSON_Delete(root);
-    if (bad || out_flush() != 0) goto done;
-    rc = stopped_by_user ? EXIT_INTERRUPTED : EXIT_OK;
+    if (bad || out_flush() != 0) return EXIT_RUNTIME;
     if (o->stats) {
         fprintf(stderr, "completions: %zu, seeds %llu to %llu; the prompt computed once, %zu tokens reused\n", n,
-                (unsigned long long)gp.sampling.seed, (unsigned long long)(gp.sampling.seed + n - 1),
-                engine.prefix_tokens_reused);
+                (unsigned long long)run->seed, (unsigned long long)(run->seed + n - 1),
+                engine->prefix_tokens_reused);
         print_stats(m, &r, o->threads);
     }
     if (o->stats_json) print_stats_json(m, &r);
-done:
-    for (size_t i = 0; seqs && engine_up && i < n; i++) sequence_free(&seqs[i], &engine);
-    if (engine_up) engine_free(&engine);
-    for (size_t i = 0; texts && i < n; i++) free(texts[i]);
-    free(texts);
-    free(lens);
-    free(caps);
-    free(seqs);
-    free(live);
-    return rc;
+    return run->interrupted ? EXIT_INTERRUPTED : EXIT_OK;
 }
 
-// ----------------------------------------------------------------------------
-// --choice
-
 // The prompt's continuations o->choices ranked by likelihood. Each choice
-// is a sequence of the engine over prompt + choice (candidate_tokens) that
-// generates nothing and reports the log-probabilities of its own tokens:
-// the first computes the prompt, the others share its blocks (prefix
-// sharing) and all of them run their tokens in one more step. Bit for
-// bit, each log-probability is the one --score gives that token of the
-// same text (every row has the same bits however it is batched or shared).
-static int run_choice(const Options *o, Session *ss, const char *prompt, size_t prompt_len) {
-    const Model *m = &ss->model;
-    GptError err = {{0}};
-    size_t nc = o->n_choices, longest = 0, scored_rows = 0, blocks = 0;
-    Candidate *c = calloc(nc, sizeof *c);
-    Sequence *seqs = calloc(nc, sizeof *seqs);
-    Sequence **live = calloc(nc, sizeof *live);
-    Engine engine;
-    int engine_up = 0, rc = EXIT_RUNTIME;
-    RunStats r = {.model_file = ss->model_path, .kv_dtype = o->kv_dtype, .tune = &ss->tune};
-    if (!c || !seqs || !live) {
-        fprintf(stderr, "gpt: out of memory\n");
-        goto done;
-    }
+// was a sequence over prompt + choice (candidate_tokens) that generated
+// nothing and reported the log-probabilities of its own tokens: the first
+// computed the prompt, the others shared its blocks (prefix sharing) and all
+// of them ran their tokens in one more step. Bit for bit, each
+// log-probability is the one --score gives that token of the same text
+// (every row has the same bits however it is batched or shared).
+static int report_choice(void *ctx, const OneRun *run) {
+    const OneReportCtx *x = ctx;
+    const Options *o = x->o;
+    const Model *m = &x->ss->model;
+    const Candidate *c = run->candidates;
+    size_t nc = run->n_seqs;
+    if (run->interrupted) return EXIT_INTERRUPTED;
+    RunStats r = {.model_file = x->ss->model_path, .kv_dtype = o->kv_dtype, .tune = &x->ss->tune};
     for (size_t i = 0; i < nc; i++) {
-        c[i].text = o->choices[i];
-        if (candidate_tokens(ss->tok, prompt, prompt_len, c[i].text, strlen(c[i].text), o->special, &c[i].ids, &c[i].n,
-                          &c[i].first, &err) != 0 ||
-            check_prompt_length(&m->config, c[i].n, &err) != 0) {
-            fprintf(stderr, "gpt: --choice %zu: %s\n", i + 1, err.msg);
-            goto done;
-        }
-        if (c[i].n > longest) longest = c[i].n;
-        scored_rows += c[i].n - c[i].first + 1;
-        blocks += (c[i].n + KV_BLOCK - 1) / KV_BLOCK;
-    }
-    // every choice's rows with logits in one step (up to a bound on the logits' memory)
-    size_t logit_rows = scored_rows < 512 ? scored_rows : 512;
-    EngineConfig ec = {.max_seqs = nc, .max_step_tokens = longest > logit_rows ? longest : logit_rows,
-                       .kv_dtype = o->kv_dtype, .kv_blocks = blocks, .share_prefixes = 1, .pool = ss->pool,
-                       .plan = &ss->plan,
-                       .prompt_logit_rows = logit_rows};
-    if (engine_init(&engine, m, ss->tok, &ec, &err) != 0) {
-        report_error(&err);
-        goto done;
-    }
-    engine_up = 1;
-    for (size_t i = 0; i < nc; i++) {
-        GenParams gp = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}, .max_new = 0,
-                        .logprobs = 1, .logprobs_from = c[i].first};
-        if (sequence_init(&seqs[i], &engine, c[i].ids, c[i].n, &gp, &err) != 0) {
-            report_error(&err);
-            goto done;
-        }
-    }
-    defer_interrupts();
-    for (long stepped = 1; stepped;) {
-        if (was_interrupted()) {
-            rc = EXIT_INTERRUPTED;
-            goto done;
-        }
-        if ((stepped = step_several(&engine, seqs, nc, live)) < 0) goto done;
-    }
-    for (size_t i = 0; i < nc; i++) {
-        c[i].lp = seqs[i].lp;
-        candidate_measure(ss->tok, &c[i]);
-        r.prefill_tokens += seqs[i].prefill_tokens;
-        r.prefill_seconds += seqs[i].prefill_seconds;
-        r.seq_tokens += seqs[i].positions;
-        if (!isfinite(c[i].sum)) {
-            fprintf(stderr, "gpt: --choice %zu: the model produced a non-finite log-probability\n", i + 1);
-            goto done;
-        }
+        r.prefill_tokens += run->seqs[i].prefill_tokens;
+        r.prefill_seconds += run->seqs[i].prefill_seconds;
+        r.seq_tokens += run->seqs[i].positions;
     }
     r.prompt_tokens = c[0].first;
-    KVPoolStats ps = kvpool_stats(engine.kv);
+    KVPoolStats ps = kvpool_stats(run->engine->kv);
     r.kv_allocated = ps.peak_held * ps.block_bytes;
     size_t best = candidate_best(c, nc, 0);
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
         add_candidates_json(root, c, nc);
-        cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)engine.prefix_tokens_reused);
+        cJSON_AddNumberToObject(root, "prefix_tokens_reused", (double)run->engine->prefix_tokens_reused);
         cJSON_AddItemToObject(root, "stats", stats_json(m, &r));
         int bad = out_json_line(root);
         cJSON_Delete(root);
-        if (bad) goto done;
+        if (bad) return EXIT_RUNTIME;
     } else if (out_write(c[best].text, strlen(c[best].text)) != 0 || out_end_text() != 0) {
-        goto done;
+        return EXIT_RUNTIME;
     }
-    if (out_flush() != 0) goto done;
-    rc = EXIT_OK;
+    if (out_flush() != 0) return EXIT_RUNTIME;
     if (o->stats) {
         // the index counts from 0, as --json's "index" and "best" do
         fprintf(stderr, "choices:    %zu, best %zu (sum %.6f); prompt computed once, %zu tokens reused\n", nc, best,
-                c[best].sum, engine.prefix_tokens_reused);
+                c[best].sum, run->engine->prefix_tokens_reused);
         print_stats(m, &r, o->threads);
     }
     if (o->stats_json) print_stats_json(m, &r);
-done:
-    for (size_t i = 0; seqs && engine_up && i < nc; i++) sequence_free(&seqs[i], &engine);
-    if (engine_up) engine_free(&engine);
-    for (size_t i = 0; c && i < nc; i++) free(c[i].ids);
-    free(c);
-    free(seqs);
-    free(live);
-    return rc;
+    return EXIT_OK;
+}
+
+// --completions N (ids[0..n_prompt) the prompt's tokens) or --choice (ids
+// NULL): run and reported. An exit code.
+static int run_one(const Options *o, const Session *ss, const char *prompt, size_t prompt_len, const int32_t *ids,
+                   size_t n_prompt, const RunGrammar *gg) {
+    OneReportCtx x = {.o = o, .ss = ss, .ids = ids, .n_prompt = n_prompt};
+    OneRequest in = {.prompt = prompt, .prompt_len = prompt_len, .ids = ids, .n_ids = n_prompt,
+                     .grammar = gg->grammar, .vocab = gg->vocab};
+    return run_one_request(o, ss, &in, ids ? report_completions : report_choice, &x);
 }
 
 // ----------------------------------------------------------------------------
@@ -972,7 +828,7 @@ int run_model(const Options *o) {
     }
     if (read_prompt(o, &prompt, &prompt_len) != 0) goto done;
     if (o->mode == MODE_CHOICE) {
-        rc = run_choice(o, &ss, prompt, prompt_len);
+        rc = run_one(o, &ss, prompt, prompt_len, NULL, 0, &gg);
         goto done;
     }
     size_t n;
@@ -1018,7 +874,7 @@ int run_model(const Options *o) {
     }
     if (!scoring && load_grammar_vocab(&ss, &gg) != 0) goto done;
     rc = scoring                ? run_score(o, &ss, ids, n)
-         : o->completions > 1 ? run_completions(o, &ss, prompt, prompt_len, ids, n, &gg)
+         : o->completions > 1 ? run_one(o, &ss, prompt, prompt_len, ids, n, &gg)
                               : run_generate(o, &ss, prompt, prompt_len, ids, n, &dm, &gg);
 done:
     grammar_free(gg.grammar);
