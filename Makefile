@@ -58,6 +58,12 @@ BASE_CFLAGS += -fopenmp-simd -fno-trapping-math
 # the kernels fix their order of operations (and where they fuse, with
 # fmaf or intrinsics) so that every ISA and every batch gives the same bits.
 BASE_CFLAGS += -ffp-contract=off
+# Every object may go into the shared library (libgpt.so): position-
+# independent, and no symbol exported but those gpt.h marks GPT_API. With
+# hidden visibility -fPIC compiles to the instructions of the -fPIE that
+# gcc builds executables with by default (no call goes through the PLT), so
+# the gpt binary built from the same objects loses nothing.
+BASE_CFLAGS += -fPIC -fvisibility=hidden
 ALL_CFLAGS  = $(CFLAGS) $(BASE_CFLAGS)
 
 # SANITIZE=address,undefined builds everything with those sanitizers.
@@ -81,6 +87,13 @@ LIB        := $(BUILD)/libgpt.a
 # the front-ends: the command line, the server, and what they share (src/front/)
 CLI_SRCS   := $(wildcard src/cli/*.c src/front/*.c src/serve/*.c)
 CLI_OBJS   := $(CLI_SRCS:src/%.c=$(BUILD)/src/%.o)
+# the public C API (src/api/, its header src/api/gpt.h installed as gpt.h):
+# libgpt.so holds it, src/front/ and the library; only gpt_* is exported
+API_SRCS   := $(wildcard src/api/*.c)
+API_OBJS   := $(API_SRCS:src/%.c=$(BUILD)/src/%.o)
+FRONT_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(wildcard src/front/*.c))
+SONAME     := libgpt.so.0
+SO         := $(BUILD)/$(SONAME)
 PAGE_OBJ   := $(BUILD)/src/serve/page_html.o
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -91,11 +104,11 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 .PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
 
 ifeq ($(BUILD),build)
-all: gpt
+all: gpt $(SO) $(BUILD)/libgpt.so $(BUILD)/gpt.pc
 gpt: $(BUILD)/gpt
 	cp $< $@
 else
-all: $(BUILD)/gpt
+all: $(BUILD)/gpt $(SO) $(BUILD)/libgpt.so $(BUILD)/gpt.pc
 endif
 
 $(LIB): $(LIB_OBJS)
@@ -104,6 +117,29 @@ $(LIB): $(LIB_OBJS)
 
 $(BUILD)/gpt: $(CLI_OBJS) $(PAGE_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The shared library: the API, src/front/ and the library's objects; -z
+# defs: every symbol it uses is in them or in the libraries it names;
+# src/api/exports.map: only gpt_* exported.
+$(SO): $(API_OBJS) $(FRONT_OBJS) $(LIB_OBJS) src/api/exports.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,--version-script=src/api/exports.map \
+	  -o $@ $(filter %.o,$^) $(LDLIBS)
+
+$(BUILD)/libgpt.so: $(SO)
+	ln -sf $(SONAME) $@
+
+# pkg-config's gpt.pc for PREFIX (written again whenever PREFIX or the
+# version differs from the file's): the shared library; cJSON and utf8proc
+# only for a static link (Requires.private).
+GPT_VERSION := $(shell sed -n 's/^\#define GPT_VERSION "\([^"]*\)".*/\1/p' src/front/front.h)
+.PHONY: FORCE
+$(BUILD)/gpt.pc: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: gpt' 'Description: a small, exact GPT-2 runtime' 'Version: $(GPT_VERSION)' \
+	  'Requires.private: libcjson libutf8proc' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lgpt' \
+	  'Libs.private: -lpthread -lm -ldl' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
 # gpt serve's page at / (src/serve/page.html) as a C array in the binary,
 # written with od and sed (xxd is not everywhere).
@@ -136,6 +172,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB)
 
 # the tests link the library; test_chat also the front-end's chat templates
 $(BUILD)/tests/test_chat: $(BUILD)/tests/test_chat.o $(BUILD)/src/front/chat.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# test_api: the public API linked from its objects (so that make asan
+# checks it under the sanitizers too)
+$(BUILD)/tests/test_api: $(BUILD)/tests/test_api.o $(API_OBJS) $(FRONT_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/%.o: tests/bench/%.c
@@ -192,7 +232,7 @@ bench: bench-bins checkpoints
 # installed) where it looks for them (PREFIX/share/gpt), and
 # scripts/get-gpt2.sh as gpt-get-gpt2; the manual page gpt(1) and the bash
 # completion (which bash-completion loads from share/bash-completion).
-install: $(BUILD)/gpt
+install: $(BUILD)/gpt $(SO) $(BUILD)/gpt.pc
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
 	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
@@ -201,6 +241,11 @@ install: $(BUILD)/gpt
 	install -m 644 man/gpt.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpt.1
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 completions/gpt.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpt
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 src/api/gpt.h $(DESTDIR)$(PREFIX)/include/gpt.h
+	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libgpt.so
+	install -m 644 $(BUILD)/gpt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/gpt.pc
 
 clean:
 	rm -rf build build-asan gpt

@@ -1,0 +1,437 @@
+/*
+ * gpt.c - the public C API (gpt.h): a third front-end, beside the command
+ * and the server, on the same library calls. A model is a Session
+ * (front.h) opened from a path; a generation is one sequence of its own
+ * engine, as `gpt -p` runs it (src/cli/run_model.c), so its bits are the
+ * command's; the settings are the one table's (src/front/settings.c), read
+ * from JSON text as a gpt serve body's fields are. Nothing here prints:
+ * every failure is a gpt_status and a message in the caller's gpt_err.
+ */
+#include <cJSON.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/gpt.h"
+#include "base/grow.h"
+#include "base/utf8.h"
+#include "engine.h"
+#include "front/front.h"
+#include "model/loader.h"
+#include "score.h"
+
+struct gpt_model {
+    Session s;
+    DType kv_dtype;
+    pthread_mutex_t tok_lock;    // tokenizer_encode: the tokenizer's scratch
+    pthread_mutex_t pool_lock;   // held by the generation that runs on s.pool
+    pthread_mutex_t vocab_lock;  // making vocab
+    GrammarVocab *vocab;         // the tokens' trie, for grammars; made at the first
+};
+
+struct gpt_settings {
+    GenSettings g;
+};
+
+struct gpt_result {
+    char *text;
+    size_t text_len, text_cap;
+    int32_t *prompt, *tokens;
+    size_t n_prompt, n_tokens;
+    gpt_stop stop;
+    uint64_t seed;
+    char *logprobs;  // JSON text, or NULL
+};
+
+// ----------------------------------------------------------------------------
+// errors
+
+static void clear(gpt_err *err) {
+    if (err) *err = (gpt_err){0};
+}
+
+static int fail(gpt_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(gpt_err *err, int code, const char *fmt, ...) {
+    if (err) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *gpt_version(void) { return GPT_VERSION; }
+
+int gpt_abi_version(void) { return GPT_ABI_VERSION; }
+
+const char *gpt_status_name(int code) {
+    static const char *const names[] = {"ok", "argument", "setting", "model", "input", "memory", "runtime"};
+    return code >= 0 && code < (int)(sizeof names / sizeof *names) ? names[code] : "unknown";
+}
+
+void gpt_free(void *p) { free(p); }
+
+// ----------------------------------------------------------------------------
+// the model
+
+gpt_model_options gpt_model_options_default(void) { return (gpt_model_options){0}; }
+
+// What the options say, as the shared options of the command read them:
+// GPT_OK, or GPT_ERR_ARGUMENT naming the field.
+static int read_options(const gpt_model_options *o, ModelOptions *mo, DType *kv, gpt_err *err) {
+    if (o->dtype && weight_options_from_name(o->dtype, &mo->weights) != 0)
+        return fail(err, GPT_ERR_ARGUMENT, "dtype \"%.40s\": must be " WEIGHT_DTYPE_NAMES, o->dtype);
+    int k = o->kv_type ? dtype_from_name(o->kv_type) : DTYPE_F32;
+    if (k != DTYPE_F32 && k != DTYPE_F16)
+        return fail(err, GPT_ERR_ARGUMENT, "kv_type \"%.40s\": must be f32 or f16", o->kv_type);
+    *kv = (DType)k;
+    if (o->n_threads < 0) return fail(err, GPT_ERR_ARGUMENT, "n_threads %d: must be 0 (one per core) or more", o->n_threads);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    mo->threads = o->n_threads ? o->n_threads : cores > 0 ? cores : 1;
+    TuneMode tune = TUNE_ON;
+    if (o->tune ? tune_mode_parse(o->tune, &tune) != 0 : tune_mode_from_env(TUNE_ON, &tune) != 0)
+        return o->tune ? fail(err, GPT_ERR_ARGUMENT, "tune \"%.40s\": must be on, off or force", o->tune)
+                       : fail(err, GPT_ERR_ARGUMENT, "$GPT_TUNE=%.40s: must be on, off or force", getenv("GPT_TUNE"));
+    mo->tune = (int)tune;
+    return GPT_OK;
+}
+
+int gpt_model_open(const char *path, const gpt_model_options *options, gpt_model **out, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (!path || !out) return fail(err, GPT_ERR_ARGUMENT, "gpt_model_open: %s is NULL", path ? "out" : "path");
+    gpt_model_options o = options ? *options : gpt_model_options_default();
+    ModelOptions mo = {.model_path = path, .tokenizer_path = o.tokenizer, .weights = {.matrix_dtype = -1},
+                       .version = GPT_VERSION, .quiet = 1};
+    DType kv = DTYPE_F32;
+    int rc = read_options(&o, &mo, &kv, err);
+    if (rc != GPT_OK) return rc;
+    gpt_model *m = calloc(1, sizeof *m);
+    if (!m) return fail(err, GPT_ERR_MEMORY, "out of memory");
+    if (strlen(path) >= sizeof m->s.model_path) {
+        free(m);
+        return fail(err, GPT_ERR_ARGUMENT, "%.80s...: the path is too long", path);
+    }
+    snprintf(m->s.model_path, sizeof m->s.model_path, "%s", path);
+    GptError e = {{0}};
+    if (model_load_with(&m->s.model, path, &mo.weights, &e) != 0 || session_finish(&m->s, &mo, &e) != 0) {
+        model_free(&m->s.model);
+        free(m);
+        return fail(err, GPT_ERR_MODEL, "%s", e.msg);
+    }
+    m->kv_dtype = kv;
+    pthread_mutex_init(&m->tok_lock, NULL);
+    pthread_mutex_init(&m->pool_lock, NULL);
+    pthread_mutex_init(&m->vocab_lock, NULL);
+    *out = m;
+    return GPT_OK;
+}
+
+void gpt_model_close(gpt_model *m) {
+    if (!m) return;
+    grammar_vocab_free(m->vocab);
+    session_close(&m->s);
+    pthread_mutex_destroy(&m->tok_lock);
+    pthread_mutex_destroy(&m->pool_lock);
+    pthread_mutex_destroy(&m->vocab_lock);
+    free(m);
+}
+
+size_t gpt_model_context(const gpt_model *m) { return m ? (size_t)m->s.model.config.n_ctx : 0; }
+
+size_t gpt_model_vocab(const gpt_model *m) { return m ? (size_t)m->s.model.config.vocab_size : 0; }
+
+int gpt_tokenize(gpt_model *m, const char *text, size_t len, int32_t **ids, size_t *n, gpt_err *err) {
+    clear(err);
+    if (ids) *ids = NULL;
+    if (n) *n = 0;
+    if (!m || (!text && len) || !ids || !n)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_tokenize: %s is NULL", !m ? "the model" : !ids ? "ids" : !n ? "n" : "text");
+    GptError e = {{0}};
+    pthread_mutex_lock(&m->tok_lock);
+    int rc = tokenizer_encode(m->s.tok, text ? text : "", len, 0, ids, n, &e);
+    pthread_mutex_unlock(&m->tok_lock);
+    return rc == 0 ? GPT_OK : fail(err, GPT_ERR_INPUT, "%s", e.msg);
+}
+
+int gpt_detokenize(gpt_model *m, const int32_t *ids, size_t n, char **text, size_t *len, gpt_err *err) {
+    clear(err);
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!m || (!ids && n) || !text)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_detokenize: %s is NULL", !m ? "the model" : !text ? "text" : "ids");
+    GptError e = {{0}};
+    size_t got = 0;
+    static const int32_t none[1];
+    if (tokenizer_decode(m->s.tok, ids ? ids : none, n, text, &got, &e) != 0)
+        return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    if (len) *len = got;
+    return GPT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// settings
+
+gpt_settings *gpt_settings_new(void) {
+    gpt_settings *s = calloc(1, sizeof *s);
+    if (s) settings_defaults(&s->g);
+    return s;
+}
+
+static void settings_release(GenSettings *g) {
+    cJSON_Delete(g->stop_json);
+    grammar_free(g->grammar);
+}
+
+void gpt_settings_free(gpt_settings *s) {
+    if (!s) return;
+    settings_release(&s->g);
+    free(s);
+}
+
+int gpt_settings_set(gpt_settings *s, const char *name, const char *json_value, gpt_err *err) {
+    clear(err);
+    if (!s || !name || !json_value)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_settings_set: %s is NULL",
+                    !s ? "the settings" : !name ? "name" : "json_value");
+    const Setting *st = setting_by_key(name);
+    if (!st || !(st->in & (IN_JSONL | IN_SERVE)))
+        return fail(err, GPT_ERR_SETTING, "\"%.60s\" is no setting (the JSON names of docs/usage.md's table: "
+                                          "max_tokens, temperature, top_p, seed, stop, ...)", name);
+    // {"NAME":VALUE}, read as a gpt serve body's field (a key of the table
+    // has nothing to escape); VALUE must be one JSON value
+    size_t cap = strlen(name) + strlen(json_value) + 8;
+    char *text = malloc(cap);
+    if (!text) return fail(err, GPT_ERR_MEMORY, "out of memory");
+    snprintf(text, cap, "{\"%s\":%s}", name, json_value);
+    size_t len = strlen(text);
+    cJSON *obj = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);  // the NUL included: nothing may follow
+    if (!obj || !obj->child || obj->child->next || strcmp(obj->child->string, name)) {
+        cJSON_Delete(obj);
+        free(text);
+        return fail(err, GPT_ERR_SETTING, "%s: the value is not one JSON value: %.60s", name, json_value);
+    }
+    if (st->id == SETTING_N && !(cJSON_IsNumber(obj->child) && obj->child->valuedouble == 1)) {
+        cJSON_Delete(obj);
+        free(text);
+        return fail(err, GPT_ERR_SETTING, "n must be 1: gpt_generate makes one completion");
+    }
+    // on a copy, so that a refused value leaves the settings as they were
+    GenSettings t = s->g;
+    if (st->kind == VALUE_STOP) t.stop_json = NULL;  // the old one stays s's until t is taken
+    GenLimits lim = {0};
+    char msg[sizeof err->message];
+    int rc = setting_from_json(&t, &lim, obj->child, text, len, 0, msg, sizeof msg);
+    cJSON_Delete(obj);
+    free(text);
+    if (rc < 0) {
+        if (st->kind == VALUE_STOP) cJSON_Delete(t.stop_json);
+        if (t.grammar != s->g.grammar) grammar_free(t.grammar);
+        return fail(err, strstr(msg, "out of memory") ? GPT_ERR_MEMORY : GPT_ERR_SETTING, "%s", msg);
+    }
+    if (st->kind == VALUE_STOP) cJSON_Delete(s->g.stop_json);
+    s->g = t;
+    s->g.params.stops = s->g.stops;  // t's array was a copy's
+    return GPT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// generation
+
+// The model's trie of its tokens' bytes, made by the first generation with
+// a grammar. NULL with err set.
+static const GrammarVocab *model_vocab(gpt_model *m, GptError *err) {
+    pthread_mutex_lock(&m->vocab_lock);
+    if (!m->vocab) m->vocab = sequence_grammar_vocab(m->s.tok, (size_t)m->s.model.config.vocab_size, err);
+    const GrammarVocab *v = m->vocab;
+    pthread_mutex_unlock(&m->vocab_lock);
+    return v;
+}
+
+static int append(gpt_result *r, const char *p, size_t n) {
+    if (grow_array(&r->text, &r->text_cap, r->text_len + n + 1, 1) != 0) return -1;
+    if (n) memcpy(r->text + r->text_len, p, n);
+    r->text_len += n;
+    r->text[r->text_len] = '\0';
+    return 0;
+}
+
+void gpt_result_free(gpt_result *r) {
+    if (!r) return;
+    free(r->text);
+    free(r->prompt);
+    free(r->tokens);
+    free(r->logprobs);
+    free(r);
+}
+
+// One generation: the engine, its sequence, the steps.
+typedef struct {
+    gpt_model *m;
+    const GenSettings *g;
+    GenParams gp;
+    ThreadPool *pool;  // the model's (pool_lock held), or NULL: the calling thread
+    Engine engine;
+    int engine_up;
+    Sequence seq;
+    gpt_result *r;
+} Run;
+
+// As run_model.c's generation_start: one sequence, the whole prompt in one
+// step, a pool of its size.
+static int run_start(Run *run, gpt_err *err) {
+    const Session *ss = &run->m->s;
+    gpt_result *r = run->r;
+    size_t n = r->n_prompt, half = (size_t)ss->model.config.n_ctx / 2;
+    size_t positions = sequence_positions(&ss->model.config, n, run->gp.max_new);
+    size_t rows = run->gp.logprobs && run->g->echo ? (n < SCORE_CHUNK ? n : SCORE_CHUNK) : 0;
+    EngineConfig ec = {.max_seqs = 1, .max_step_tokens = run->gp.context_shift && half > n ? half : n,
+                       .kv_dtype = run->m->kv_dtype, .kv_blocks = (positions + KV_BLOCK - 1) / KV_BLOCK,
+                       .pool = run->pool, .plan = &ss->plan, .prompt_logit_rows = rows};
+    GptError e = {{0}};
+    if (engine_init(&run->engine, &ss->model, ss->tok, &ec, &e) != 0) return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    run->engine_up = 1;
+    if (sequence_init(&run->seq, &run->engine, r->prompt, n, &run->gp, &e) != 0)
+        return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    if (engine_admit(&run->engine, &run->seq, &e) != 1) return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    return GPT_OK;
+}
+
+// The steps until the sequence stops or the callback stops it.
+static int run_loop(Run *run, gpt_token_callback cb, void *user_data, gpt_err *err) {
+    Sequence *seq = &run->seq;
+    gpt_result *r = run->r;
+    GptError e = {{0}};
+    while (!seq->stop) {
+        if (engine_step(&run->engine, &(Sequence *){seq}, 1, &e) != 0) return fail(err, GPT_ERR_RUNTIME, "%s", e.msg);
+        if (seq->stop == STOP_ERROR) return fail(err, GPT_ERR_RUNTIME, "%s", seq->error.msg);
+        if (append(r, seq->out, seq->out_len) != 0) return fail(err, GPT_ERR_MEMORY, "out of memory");
+        if (cb && cb(user_data, seq->out, seq->out_len, seq->last_token) && !seq->stop) {
+            sequence_interrupt(seq);  // what it held back for a stop string is the text's too
+            if (seq->stop == STOP_ERROR || append(r, seq->out, seq->out_len) != 0)
+                return fail(err, GPT_ERR_MEMORY, "out of memory");
+            cb(user_data, seq->out, seq->out_len, -1);
+            r->stop = GPT_STOP_CANCELLED;
+            return GPT_OK;
+        }
+    }
+    r->stop = (gpt_stop)seq->stop;
+    return GPT_OK;
+}
+
+// The result's tokens and log-probabilities from the finished sequence.
+static int run_finish(Run *run, gpt_err *err) {
+    const Sequence *seq = &run->seq;
+    gpt_result *r = run->r;
+    size_t n = r->n_prompt;
+    r->n_tokens = seq->n_generated;
+    if (!(r->tokens = malloc((r->n_tokens ? r->n_tokens : 1) * sizeof *r->tokens)))
+        return fail(err, GPT_ERR_MEMORY, "out of memory");
+    if (r->n_tokens) memcpy(r->tokens, seq->tokens + n, r->n_tokens * sizeof *r->tokens);
+    if (!run->gp.logprobs) return GPT_OK;
+    const Tokenizer *tok = run->m->s.tok;
+    cJSON *lp = run->g->echo ? logprobs_json(tok, seq->tokens, seq->n_tokens, seq->lp, seq->lp_from, 0)
+                             : logprobs_json(tok, seq->tokens + n, seq->n_generated, seq->lp, 0, 0);
+    r->logprobs = lp ? cJSON_PrintUnformatted(lp) : NULL;
+    cJSON_Delete(lp);
+    return r->logprobs ? GPT_OK : fail(err, GPT_ERR_MEMORY, "out of memory");
+}
+
+int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s, gpt_token_callback callback,
+                 void *user_data, gpt_result **out, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (!m || !prompt || !out)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_generate: %s is NULL", !m ? "the model" : !prompt ? "prompt" : "out");
+    GenSettings defaults;
+    settings_defaults(&defaults);
+    Run run = {.m = m, .g = s ? &s->g : &defaults};
+    const GenSettings *g = run.g;
+    const GPT2Config *c = &m->s.model.config;
+    char why[256];
+    if (settings_check_keep(g, g->given[SETTING_KEEP], 1, (size_t)c->n_ctx, why, sizeof why) != 0)
+        return fail(err, GPT_ERR_SETTING, "%s", why);
+    gpt_result *r = run.r = calloc(1, sizeof *r);
+    if (!r || append(r, "", 0) != 0) {
+        free(r);
+        return fail(err, GPT_ERR_MEMORY, "out of memory");
+    }
+    // the prompt's tokens, as -p's (an empty one: <|endoftext|>)
+    GptError e = {{0}};
+    pthread_mutex_lock(&m->tok_lock);
+    int rc = prompt_tokens(m->s.tok, prompt, strlen(prompt), 0, &r->prompt, &r->n_prompt, &e);
+    pthread_mutex_unlock(&m->tok_lock);
+    if (rc != 0 || check_prompt_length(c, r->n_prompt, &e) != 0) {
+        gpt_result_free(r);
+        return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    }
+    run.gp = g->params;
+    run.gp.sampling.seed = r->seed = g->seed_given ? g->params.sampling.seed : draw_seed();
+    if (g->echo && run.gp.logprobs) run.gp.logprobs_from = 1;
+    if (run.gp.context_shift && run.gp.keep > r->n_prompt) run.gp.keep = r->n_prompt;  // as gpt --keep
+    if (run.gp.grammar && !(run.gp.grammar_vocab = model_vocab(m, &e))) {
+        gpt_result_free(r);
+        return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    }
+    // echo: the prompt first, as UTF-8 (gpt --json's text)
+    if (g->echo) {
+        size_t len;
+        char *valid = utf8_replace_invalid((const unsigned char *)prompt, strlen(prompt), &len);
+        rc = !valid || append(r, valid, len) != 0;
+        free(valid);
+        if (rc) {
+            gpt_result_free(r);
+            return fail(err, GPT_ERR_MEMORY, "out of memory");
+        }
+    }
+    int pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
+    run.pool = pooled ? m->s.pool : NULL;
+    rc = run_start(&run, err);
+    if (rc == GPT_OK) rc = run_loop(&run, callback, user_data, err);
+    if (rc == GPT_OK) rc = run_finish(&run, err);
+    if (run.engine_up) {
+        sequence_free(&run.seq, &run.engine);
+        engine_free(&run.engine);
+    }
+    if (pooled) pthread_mutex_unlock(&m->pool_lock);
+    if (rc != GPT_OK) {
+        gpt_result_free(r);
+        return rc;
+    }
+    *out = r;
+    return GPT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// the result
+
+const char *gpt_result_text(const gpt_result *r, size_t *len) {
+    if (len) *len = r ? r->text_len : 0;
+    return r ? r->text : NULL;
+}
+
+const int32_t *gpt_result_tokens(const gpt_result *r, size_t *n) {
+    if (n) *n = r ? r->n_tokens : 0;
+    return r ? r->tokens : NULL;
+}
+
+const int32_t *gpt_result_prompt_tokens(const gpt_result *r, size_t *n) {
+    if (n) *n = r ? r->n_prompt : 0;
+    return r ? r->prompt : NULL;
+}
+
+gpt_stop gpt_result_stop(const gpt_result *r) { return r ? r->stop : (gpt_stop)0; }
+
+const char *gpt_result_stop_reason(const gpt_result *r) {
+    if (!r) return "";
+    return r->stop == GPT_STOP_CANCELLED ? "cancelled" : stop_reason_name((StopReason)r->stop);
+}
+
+uint64_t gpt_result_seed(const gpt_result *r) { return r ? r->seed : 0; }
+
+const char *gpt_result_logprobs_json(const gpt_result *r) { return r ? r->logprobs : NULL; }
