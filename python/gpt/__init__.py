@@ -1,0 +1,395 @@
+"""gpt: GPT-2 from Python, with the gpt command's exact bits.
+
+Pure ctypes over libgpt.so (gpt's C library, src/api/gpt.h); the standard
+library alone. The surface follows llama_cpp.Llama's, so that code ports:
+
+    import gpt
+    model = gpt.Model("models/demo.bin")
+    out = model.create_completion("And it came to pass", max_tokens=12, seed=2)
+    print(out["choices"][0]["text"])      # what `gpt -p ... -n 12 -s 2` prints
+
+The library is found through $GPT_LIBRARY (a path), then beside this
+package (libgpt.so.0 in its directory), then on the loader's path.
+
+The defaults are gpt's, not llama_cpp's: temperature 1.0, top_p 1.0,
+top_k 0 (off), min_p 0 (off), repeat_penalty 1.0, a seed drawn at random
+(the result's "seed" says which). docs/library.md says what the C calls do.
+"""
+import ctypes
+import ctypes.util
+import json
+import os
+import queue
+import threading
+import time
+import uuid
+
+__all__ = ["Model", "GptError", "library"]
+
+
+class GptError(Exception):
+    """A failure of libgpt: .code is its gpt_status, the message its line."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class _Err(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 512)]
+
+
+class _ModelOptions(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_char_p), ("n_threads", ctypes.c_int), ("kv_type", ctypes.c_char_p),
+                ("tokenizer", ctypes.c_char_p), ("tune", ctypes.c_char_p)]
+
+
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t,
+                             ctypes.c_int32)
+_OK, _ERR_ARGUMENT, _ERR_SETTING, _ERR_MODEL, _ERR_INPUT, _ERR_MEMORY = 0, 1, 2, 3, 4, 5
+_STOP_CANCELLED = 100
+_ABI = 0  # GPT_ABI_VERSION this package speaks
+
+
+def _candidates():
+    env = os.environ.get("GPT_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libgpt.so.0")
+    found = ctypes.util.find_library("gpt")
+    return [p for p in (here if os.path.exists(here) else None, found, "libgpt.so.0") if p]
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+            continue
+        break
+    else:
+        raise ImportError("gpt: libgpt.so not found: tried %s; set GPT_LIBRARY to its path, or install gpt "
+                          "(make install)" % ", ".join(tried))
+    P, S, I, V = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, None
+    E = ctypes.POINTER(_Err)
+    sigs = {
+        "gpt_version": ([], ctypes.c_char_p), "gpt_abi_version": ([], I), "gpt_free": ([P], V),
+        "gpt_model_options_default": ([], _ModelOptions),
+        "gpt_model_open": ([ctypes.c_char_p, ctypes.POINTER(_ModelOptions), ctypes.POINTER(P), E], I),
+        "gpt_model_close": ([P], V), "gpt_model_context": ([P], S), "gpt_model_vocab": ([P], S),
+        "gpt_tokenize": ([P, ctypes.c_char_p, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
+                          ctypes.POINTER(S), E], I),
+        "gpt_detokenize": ([P, ctypes.POINTER(ctypes.c_int32), S, ctypes.POINTER(P), ctypes.POINTER(S), E], I),
+        "gpt_settings_new": ([], P), "gpt_settings_free": ([P], V),
+        "gpt_settings_set": ([P, ctypes.c_char_p, ctypes.c_char_p, E], I),
+        "gpt_generate": ([P, ctypes.c_char_p, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
+        "gpt_result_free": ([P], V),
+        "gpt_result_text": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_char)),
+        "gpt_result_tokens": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_int32)),
+        "gpt_result_prompt_tokens": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_int32)),
+        "gpt_result_stop": ([P], I), "gpt_result_stop_reason": ([P], ctypes.c_char_p),
+        "gpt_result_seed": ([P], ctypes.c_uint64), "gpt_result_logprobs_json": ([P], ctypes.c_char_p),
+    }
+    for name, (args, res) in sigs.items():
+        f = getattr(lib, name)
+        f.argtypes, f.restype = args, res
+    if lib.gpt_abi_version() != _ABI:
+        raise ImportError("gpt: %s speaks ABI %d, this package %d" % (path, lib.gpt_abi_version(), _ABI))
+    return lib
+
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def library():
+    """The loaded libgpt (ctypes.CDLL), loaded at the first call."""
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            _lib = _load()
+    return _lib
+
+
+def _raise(code, err):
+    msg = err.message.decode("utf-8", "replace")
+    if code in (_ERR_ARGUMENT, _ERR_SETTING, _ERR_INPUT):
+        raise ValueError(msg)
+    if code == _ERR_MEMORY:
+        raise MemoryError(msg)
+    raise GptError(code, msg)
+
+
+def _ids(seq):
+    arr = (ctypes.c_int32 * len(seq))()
+    for i, t in enumerate(seq):
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise TypeError("token ids must be ints, not %s" % type(t).__name__)
+        if not -2 ** 31 <= t < 2 ** 31:
+            raise ValueError("token id %d: outside the vocabulary" % t)
+        arr[i] = t
+    return arr
+
+
+class _Settings:
+    """A gpt_settings, set from keyword values (None: not set)."""
+
+    def __init__(self, lib, values):
+        self._lib = lib
+        self.ptr = lib.gpt_settings_new()
+        if not self.ptr:
+            raise MemoryError("gpt: out of memory")
+        for name, value in values.items():
+            if value is None:
+                continue
+            text = json.dumps(value, allow_nan=False)
+            err = _Err()
+            rc = lib.gpt_settings_set(self.ptr, name.encode(), text.encode(), ctypes.byref(err))
+            if rc != _OK:
+                self.close()
+                _raise(rc, err)
+
+    def close(self):
+        if self.ptr:
+            self._lib.gpt_settings_free(self.ptr)
+            self.ptr = None
+
+
+def _finish_reason(stop):
+    # the server's finish_reason: eos, stop and grammar end as "stop"; length and context as "length"
+    return {"eos": "stop", "stop": "stop", "grammar": "stop", "length": "length", "context": "length"}.get(stop)
+
+
+class Model:
+    """A model opened from any path `gpt -m` takes (model.bin, a Hugging Face
+    directory, a .safetensors file, an llm.c checkpoint, a GGUF file).
+
+    n_threads: the threads of a generation (None: one per core); dtype: the
+    matrices converted at load ("f16", "bf16", "q8", "q6", "q4", "q4-pure";
+    None as stored); kv_type "f32" or "f16"; tokenizer: a directory or
+    tokenizer.json (None: the model's own, else beside it). One Model may be
+    used by many threads at once."""
+
+    def __init__(self, model_path, n_threads=None, dtype=None, kv_type=None, tokenizer=None, verbose=False):
+        lib = self._lib = library()
+        self._ptr = None
+        if not isinstance(model_path, (str, os.PathLike)):
+            raise TypeError("model_path must be a path, not %s" % type(model_path).__name__)
+        if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1):
+            raise ValueError("n_threads must be a positive integer or None, not %r" % (n_threads,))
+        opts = lib.gpt_model_options_default()
+        opts.n_threads = n_threads or 0
+        keep = [s.encode() if isinstance(s, str) else s for s in (dtype, kv_type, tokenizer and os.fspath(tokenizer))]
+        opts.dtype, opts.kv_type, opts.tokenizer = keep
+        ptr, err = ctypes.c_void_p(), _Err()
+        self.model_path = os.fspath(model_path)
+        rc = lib.gpt_model_open(self.model_path.encode(), ctypes.byref(opts), ctypes.byref(ptr), ctypes.byref(err))
+        if rc != _OK:
+            msg = err.message.decode("utf-8", "replace")
+            if rc == _ERR_MODEL:
+                raise OSError(msg)
+            raise ValueError(msg)
+        self._ptr = ptr.value
+
+    def close(self):
+        if self._ptr:
+            self._lib.gpt_model_close(self._ptr)
+            self._ptr = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def n_ctx(self):
+        return self._lib.gpt_model_context(self._ptr)
+
+    def n_vocab(self):
+        return self._lib.gpt_model_vocab(self._ptr)
+
+    def tokenize(self, text, add_bos=False, special=False):
+        """text (bytes, or str as UTF-8) -> token ids; GPT-2 has no BOS, and
+        "<|endoftext|>" in the text is text (special=True is refused)."""
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError("text must be bytes or str, not %s" % type(text).__name__)
+        if special:
+            raise ValueError("special=True: gpt's library reads <|endoftext|> in a text as text")
+        ids, n, err = ctypes.POINTER(ctypes.c_int32)(), ctypes.c_size_t(), _Err()
+        rc = self._lib.gpt_tokenize(self._ptr, bytes(text), len(text), ctypes.byref(ids), ctypes.byref(n),
+                                    ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        out = ids[:n.value]
+        self._lib.gpt_free(ids)
+        return out
+
+    def detokenize(self, tokens):
+        """token ids -> their exact bytes."""
+        arr = _ids(list(tokens))
+        text, n, err = ctypes.c_void_p(), ctypes.c_size_t(), _Err()
+        rc = self._lib.gpt_detokenize(self._ptr, arr, len(arr), ctypes.byref(text), ctypes.byref(n),
+                                      ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        out = ctypes.string_at(text.value, n.value)
+        self._lib.gpt_free(text)
+        return out
+
+    def create_completion(self, prompt, max_tokens=16, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, stop=None,
+                          seed=None, logprobs=None, echo=False, repeat_penalty=1.0, presence_penalty=0.0,
+                          frequency_penalty=0.0, logit_bias=None, grammar=None, json_schema=None, regex=None,
+                          stream=False):
+        """A completion of prompt, in OpenAI's shape (llama_cpp.Llama's):
+        {"id", "object": "text_completion", "created", "model", "choices":
+        [{"text", "index", "logprobs", "finish_reason"}], "usage"}, plus
+        "seed". With stream=True an iterator of chunks of the same shape,
+        each with a piece of the text (the last with finish_reason).
+        max_tokens None: up to the context. Bad arguments raise TypeError
+        or ValueError naming the field; Ctrl-C stops the generation and
+        raises KeyboardInterrupt."""
+        if not isinstance(prompt, str):
+            raise TypeError("prompt must be a str, not %s" % type(prompt).__name__)
+        if "\0" in prompt:
+            raise ValueError("prompt holds a NUL character")
+        if isinstance(stop, str):
+            stop = [stop] if stop else None
+        elif stop is not None:
+            stop = list(stop) or None
+        if logit_bias is not None:
+            if not isinstance(logit_bias, dict):
+                raise TypeError("logit_bias must be a dict {token id: bias}")
+            logit_bias = {str(int(k)): v for k, v in logit_bias.items()}
+        if isinstance(json_schema, str):
+            json_schema = json.loads(json_schema)
+        if max_tokens is None or (isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens <= 0):
+            max_tokens = self.n_ctx()  # llama_cpp's: up to the context
+        values = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "top_k": top_k,
+                  "min_p": min_p, "repeat_penalty": repeat_penalty, "presence_penalty": presence_penalty,
+                  "frequency_penalty": frequency_penalty, "logit_bias": logit_bias, "stop": stop,
+                  "seed": seed if seed is None or seed < 2 ** 53 else str(seed), "logprobs": logprobs,
+                  "echo": bool(echo) or None, "grammar": grammar, "json_schema": json_schema, "regex": regex}
+        for k, v in values.items():
+            if isinstance(v, bool) and k != "echo":
+                raise TypeError("%s must be a number, not a bool" % k)
+        settings = _Settings(self._lib, values)
+        meta = {"id": "cmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": self.model_path}
+        if stream:
+            return self._stream(prompt, settings, meta, bool(echo))
+        try:
+            result = self._generate(prompt, settings, None)
+        finally:
+            settings.close()
+        return self._completion(meta, result)
+
+    __call__ = create_completion
+
+    def _generate(self, prompt, settings, on_piece):
+        """gpt_generate; on_piece(bytes) per step (None: none). Returns the
+        result's fields; KeyboardInterrupt during it stops it and is raised."""
+        state = {"interrupted": False, "error": None}
+
+        def callback(user, text, n, token):
+            try:
+                if state["interrupted"]:
+                    return 1
+                if on_piece is not None and n:
+                    if on_piece(ctypes.string_at(text, n)):
+                        state["interrupted"] = True
+                        return 1
+                return 0
+            except KeyboardInterrupt:
+                state["interrupted"] = True
+                return 1
+            except BaseException as e:  # raised after the call returns
+                state["error"] = e
+                return 1
+
+        cb = _CALLBACK(callback)
+        res, err = ctypes.c_void_p(), _Err()
+        rc = self._lib.gpt_generate(self._ptr, prompt.encode("utf-8"), settings.ptr, cb, None, ctypes.byref(res),
+                                    ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        lib, r = self._lib, res.value
+        try:
+            n = ctypes.c_size_t()
+            text = lib.gpt_result_text(r, ctypes.byref(n))
+            out = {"text": ctypes.string_at(text, n.value).decode("utf-8"), "stop": lib.gpt_result_stop_reason(r).decode(),
+                   "seed": lib.gpt_result_seed(r)}
+            ids = lib.gpt_result_tokens(r, ctypes.byref(n))
+            out["tokens"] = ids[:n.value]
+            ids = lib.gpt_result_prompt_tokens(r, ctypes.byref(n))
+            out["prompt_tokens"] = ids[:n.value]
+            lp = lib.gpt_result_logprobs_json(r)
+            out["logprobs"] = json.loads(lp) if lp else None
+        finally:
+            lib.gpt_result_free(r)
+        if state["error"] is not None:
+            raise state["error"]
+        if state["interrupted"] and on_piece is None:
+            raise KeyboardInterrupt
+        return out
+
+    def _completion(self, meta, r):
+        choice = {"text": r["text"], "index": 0, "logprobs": r["logprobs"], "finish_reason": _finish_reason(r["stop"])}
+        n_prompt, n_gen = len(r["prompt_tokens"]), len(r["tokens"])
+        return {"id": meta["id"], "object": "text_completion", "created": meta["created"], "model": meta["model"],
+                "choices": [choice], "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen,
+                                               "total_tokens": n_prompt + n_gen},
+                "seed": r["seed"], "tokens": r["tokens"], "stop_reason": r["stop"]}
+
+    def _stream(self, prompt, settings, meta, echo):
+        """The generation on a thread of its own; its pieces through a queue.
+        Closing the iterator (or Ctrl-C while waiting) stops it."""
+        pieces, cancel = queue.Queue(), threading.Event()
+        pending = bytearray()
+
+        def on_piece(b):
+            pieces.put(b)
+            return cancel.is_set()
+
+        def run():
+            try:
+                pieces.put(("done", self._generate(prompt, settings, on_piece)))
+            except BaseException as e:
+                pieces.put(("error", e))
+
+        def chunk(text, finish=None, logprobs=None):
+            return {"id": meta["id"], "object": "text_completion", "created": meta["created"], "model": meta["model"],
+                    "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        try:
+            if echo:
+                yield chunk(prompt)
+            while True:
+                try:
+                    item = pieces.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if isinstance(item, bytes):
+                    pending.extend(item)  # whole UTF-8 characters, held back only at a stop string's start
+                    text = pending.decode("utf-8", "replace")
+                    pending.clear()
+                    yield chunk(text)
+                    continue
+                kind, value = item
+                if kind == "error":
+                    raise value
+                if cancel.is_set():
+                    return
+                yield chunk("", _finish_reason(value["stop"]), value["logprobs"])
+                return
+        finally:
+            cancel.set()
+            worker.join()
+            settings.close()
