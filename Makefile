@@ -7,7 +7,7 @@
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
 #   make bench-bins the bench programs only (to run one of them by hand)
 #   make compile_commands.json   the compile commands, for editors (clangd)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=  (gpt, libgpt.so, gpt.h, gpt.pc, python/gpt)
 #   make clean
 #
 # Layout (docs/architecture.md): the library (libgpt.a: it computes, never
@@ -104,11 +104,11 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 .PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
 
 ifeq ($(BUILD),build)
-all: gpt $(SO) $(BUILD)/libgpt.so $(BUILD)/gpt.pc
+all: gpt $(SO) $(BUILD)/libgpt.so
 gpt: $(BUILD)/gpt
 	cp $< $@
 else
-all: $(BUILD)/gpt $(SO) $(BUILD)/libgpt.so $(BUILD)/gpt.pc
+all: $(BUILD)/gpt $(SO) $(BUILD)/libgpt.so
 endif
 
 $(LIB): $(LIB_OBJS)
@@ -128,18 +128,20 @@ $(SO): $(API_OBJS) $(FRONT_OBJS) $(LIB_OBJS) src/api/exports.map
 $(BUILD)/libgpt.so: $(SO)
 	ln -sf $(SONAME) $@
 
-# pkg-config's gpt.pc for PREFIX (written again whenever PREFIX or the
-# version differs from the file's): the shared library; cJSON and utf8proc
-# only for a static link (Requires.private).
+# pkg-config's gpt.pc, which make install writes for PREFIX: the shared
+# library; cJSON and utf8proc only for a static link (Requires.private).
 GPT_VERSION := $(shell sed -n 's/^\#define GPT_VERSION "\([^"]*\)".*/\1/p' src/front/front.h)
-.PHONY: FORCE
-$(BUILD)/gpt.pc: FORCE
-	@mkdir -p $(dir $@)
-	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
-	  'Name: gpt' 'Description: a small, exact GPT-2 runtime' 'Version: $(GPT_VERSION)' \
-	  'Requires.private: libcjson libutf8proc' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lgpt' \
-	  'Libs.private: -lpthread -lm -ldl' > $@.tmp
-	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+GPT_PC = 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+  'Name: gpt' 'Description: a small, exact GPT-2 runtime' 'Version: $(GPT_VERSION)' \
+  'Requires.private: libcjson libutf8proc' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lgpt' \
+  'Libs.private: -lpthread -lm -ldl'
+# Where the system python3 (PYTHON) finds a package under PREFIX: its own
+# site-packages when that lies under PREFIX (Debian's /usr/local/lib/
+# python3.X/dist-packages), else PREFIX's lib/python3.X/site-packages.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYDIR ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = sysconfig.get_path("purelib"); \
+  print(p if p.startswith(sys.argv[1] + "/") else sysconfig.get_path("purelib", "posix_prefix", vars={"base": sys.argv[1]}))' \
+  '$(PREFIX)' 2> /dev/null)
 
 # gpt serve's page at / (src/serve/page.html) as a C array in the binary,
 # written with od and sed (xxd is not everywhere).
@@ -231,8 +233,11 @@ bench: bench-bins checkpoints
 # gpt, the GPT-2 tokenizer files and the demo model (run when no GPT-2 is
 # installed) where it looks for them (PREFIX/share/gpt), and
 # scripts/get-gpt2.sh as gpt-get-gpt2; the manual page gpt(1) and the bash
-# completion (which bash-completion loads from share/bash-completion).
-install: $(BUILD)/gpt $(SO) $(BUILD)/gpt.pc
+# completion (which bash-completion loads from share/bash-completion); the
+# C library (include/gpt.h, lib/libgpt.so.0 and its libgpt.so link,
+# lib/pkgconfig/gpt.pc) and the Python package (PYDIR/gpt, with a link to the
+# library beside it).
+install: $(BUILD)/gpt $(SO)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
 	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
@@ -245,7 +250,10 @@ install: $(BUILD)/gpt $(SO) $(BUILD)/gpt.pc
 	install -m 644 src/api/gpt.h $(DESTDIR)$(PREFIX)/include/gpt.h
 	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libgpt.so
-	install -m 644 $(BUILD)/gpt.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/gpt.pc
+	printf '%s\n' $(GPT_PC) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gpt.pc
+	@if [ -z "$(PYDIR)" ]; then echo "make install: no python3: the Python package (python/gpt) not installed"; else \
+	  install -d $(DESTDIR)$(PYDIR)/gpt && install -m 644 python/gpt/__init__.py $(DESTDIR)$(PYDIR)/gpt/ && \
+	  ln -sf $(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PYDIR)/gpt/$(SONAME); fi
 
 clean:
 	rm -rf build build-asan gpt
