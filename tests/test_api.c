@@ -8,6 +8,8 @@
  *     the callback's pieces together are the text; a callback that stops
  *     the run leaves the tokens a prefix of the full run's; 4 threads on
  *     one model each get the single run's result;
+ *   - every model format -m takes (the test checkpoints, $CKPT_DIR): the
+ *     same bits as the command;
  *   - tokenize and detokenize: `gpt --tokenize`'s ids, the exact bytes back;
  *   - misuse: every NULL handle and argument, an unknown setting, values out
  *     of range or not JSON, a second grammar, bad model options, a missing
@@ -32,10 +34,11 @@
 
 static char scratch[] = "/tmp/test_api_XXXXXX";
 static gpt_model *model;
+static const char *model_path = MODEL;  // model's, for gpt -m
 
 // gpt's --json object for args (after -m MODEL), or NULL.
 static cJSON *gpt_json(const char *const *args) {
-    const char *argv[40] = {"-m", MODEL, "-q", "--json"};
+    const char *argv[40] = {"-m", model_path, "-q", "--json"};
     int n = 4;
     for (int i = 0; args[i] && n < 39; i++) argv[n++] = args[i];
     argv[n] = NULL;
@@ -434,6 +437,30 @@ static void test_open(void) {
     }
 }
 
+// Every format -m takes: the test checkpoints as a Hugging Face directory,
+// its model.safetensors, an llm.c checkpoint (the tokenizer beside it or
+// the shipped GPT-2 one), each the command's bits.
+static void test_formats(void) {
+    const char *paths[] = {ckpt("tiny"), ckpt("tiny/model.safetensors"), ckpt("tiny-llmc.bin"), ckpt("tiny-f16")};
+    gpt_model_options o = gpt_model_options_default();
+    o.n_threads = 2;
+    o.tune = "off";
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        gpt_model *m = NULL;
+        gpt_err err;
+        CHECK(gpt_model_open(paths[i], &o, &m, &err) == GPT_OK, "%s: %s", paths[i], err.message);
+        if (!m) continue;
+        gpt_model *keep = model;
+        model = m;
+        model_path = paths[i];
+        check_same(paths[i], PROMPT, (const char *[]){"seed", "5", "max_tokens", "10", "temperature", "0.9", NULL},
+                   (const char *[]){"-p", PROMPT, "-s", "5", "-n", "10", "--temp", "0.9", NULL});
+        model = keep;
+        model_path = MODEL;
+        gpt_model_close(m);
+    }
+}
+
 static void test_versions(void) {
     const char *args[] = {"--version", NULL};
     Result r = run_gpt(scratch, NULL, 0, args);
@@ -460,6 +487,7 @@ int main(void) {
     }
     test_versions();
     test_open();
+    test_formats();
     test_tokenize();
     test_settings();
     test_generate_same_bits();
