@@ -160,6 +160,16 @@ static void test_generate_same_bits(void) {
                (const char *[]){"-p", PROMPT, "-s", "6", "-n", "40", "--json-schema",
                                 "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}}, "
                                 "\"required\": [\"a\"]}", NULL});
+    // past the context: stopped there, or shifted (the demo model's context is 256)
+    check_same("context", PROMPT, (const char *[]){"seed", "12", "max_tokens", "300", "ignore_eos", "true", NULL},
+               (const char *[]){"-p", PROMPT, "-s", "12", "-n", "300", "--ignore-eos", NULL});
+    check_same("context_shift", PROMPT,
+               (const char *[]){"seed", "12", "max_tokens", "300", "ignore_eos", "true", "context_shift", "true", "keep",
+                                "3", NULL},
+               (const char *[]){"-p", PROMPT, "-s", "12", "-n", "300", "--ignore-eos", "--context-shift", "--keep", "3",
+                                NULL});
+    check_same("no tokens", PROMPT, (const char *[]){"seed", "1", "max_tokens", "0", NULL},
+               (const char *[]){"-p", PROMPT, "-s", "1", "-n", "0", NULL});
     check_same("a big seed as a string", PROMPT,
                (const char *[]){"seed", "\"18446744073709551615\"", "max_tokens", "10", NULL},
                (const char *[]){"-p", PROMPT, "-s", "18446744073709551615", "-n", "10", NULL});
