@@ -5,7 +5,8 @@
  *     of gpt_generate equal `gpt -m MODEL -p PROMPT ... --json`'s for the
  *     same settings (sampling, filters, penalties, logit_bias, stop
  *     strings, echo, logprobs, a regex and a JSON Schema, context_shift);
- *     the callback's pieces together are the text; a callback that stops
+ *     gpt_generate_tokens equals a --batch --jsonl line with the ids as its
+ *     prompt; the callback's pieces together are the text; a callback that stops
  *     the run leaves the tokens a prefix of the full run's; 4 threads on
  *     one model each get the single run's result;
  *   - every model format -m takes (the test checkpoints, $CKPT_DIR): the
@@ -173,6 +174,69 @@ static void test_generate_same_bits(void) {
     check_same("a big seed as a string", PROMPT,
                (const char *[]){"seed", "\"18446744073709551615\"", "max_tokens", "10", NULL},
                (const char *[]){"-p", PROMPT, "-s", "18446744073709551615", "-n", "10", NULL});
+}
+
+// gpt_generate_tokens against gpt --batch --jsonl's {"prompt": [ids]}
+// line (ids no text tokenizes to), and on a text's ids against
+// gpt_generate of the text; its misuse.
+static void test_generate_tokens(void) {
+    const int32_t ids[] = {50256, 464, 1, 40, 3290};
+    const char *line = "{\"prompt\": [50256, 464, 1, 40, 3290], \"seed\": 3, \"max_tokens\": 8, \"echo\": true, "
+                       "\"logprobs\": 2, \"stop\": \" the\"}\n";
+    const char *args[] = {"--batch", "--jsonl", "-q", "-m", MODEL, NULL};
+    Result out = run_gpt(scratch, line, strlen(line), args);
+    cJSON *want = cJSON_Parse(out.out);
+    gpt_settings *s = settings_of((const char *[]){"seed", "3", "max_tokens", "8", "echo", "true", "logprobs", "2",
+                                                   "stop", "\" the\"", NULL});
+    gpt_result *r = NULL;
+    gpt_err err;
+    CHECK(want && gpt_generate_tokens(model, ids, 5, s, NULL, NULL, &r, &err) == GPT_OK, "%s", err.message);
+    if (want && r) {
+        size_t n;
+        const int32_t *got = gpt_result_tokens(r, &n);
+        CHECK(same_ids(got, n, cJSON_GetObjectItem(want, "tokens")), "tokens differ from --batch --jsonl's");
+        got = gpt_result_prompt_tokens(r, &n);
+        CHECK(same_ids(got, n, cJSON_GetObjectItem(want, "prompt_ids")), "prompt ids");
+        CHECK(!strcmp(gpt_result_text(r, NULL), cJSON_GetObjectItem(want, "text")->valuestring), "text [%s]",
+              gpt_result_text(r, NULL));
+        CHECK(!strcmp(gpt_result_stop_reason(r), cJSON_GetObjectItem(want, "stop_reason")->valuestring), "stop %s",
+              gpt_result_stop_reason(r));
+        cJSON *lp = cJSON_Parse(gpt_result_logprobs_json(r));
+        CHECK(lp && cJSON_Compare(lp, cJSON_GetObjectItem(want, "logprobs"), 1), "logprobs");
+        cJSON_Delete(lp);
+    }
+    gpt_result_free(r);
+    cJSON_Delete(want);
+    result_free(&out);
+    gpt_settings_free(s);
+    // a text's ids: the text's run
+    int32_t *tids = NULL;
+    size_t nt = 0;
+    gpt_result *a = NULL, *b = NULL;
+    s = settings_of((const char *[]){"seed", "4", "max_tokens", "12", NULL});
+    CHECK(gpt_tokenize(model, PROMPT, strlen(PROMPT), &tids, &nt, &err) == GPT_OK &&
+              gpt_generate_tokens(model, tids, nt, s, NULL, NULL, &a, &err) == GPT_OK &&
+              gpt_generate(model, PROMPT, s, NULL, NULL, &b, &err) == GPT_OK &&
+              !strcmp(gpt_result_text(a, NULL), gpt_result_text(b, NULL)),
+          "the text's ids: %s", err.message);
+    gpt_result_free(a);
+    gpt_result_free(b);
+    gpt_free(tids);
+    // misuse
+    int32_t bad[] = {464, 50257};
+    CHECK(gpt_generate_tokens(model, bad, 2, s, NULL, NULL, &a, &err) == GPT_ERR_INPUT && !a &&
+              strstr(err.message, "element 1 (50257)"),
+          "%s", err.message);
+    bad[1] = -1;
+    CHECK(gpt_generate_tokens(model, bad, 2, s, NULL, NULL, &a, &err) == GPT_ERR_INPUT, "%s", err.message);
+    CHECK(gpt_generate_tokens(model, bad, 0, s, NULL, NULL, &a, &err) == GPT_ERR_INPUT &&
+              strstr(err.message, "no token ids"),
+          "%s", err.message);
+    CHECK(gpt_generate_tokens(model, NULL, 2, s, NULL, NULL, &a, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "ids"),
+          "%s", err.message);
+    CHECK(gpt_generate_tokens(NULL, bad, 1, s, NULL, NULL, &a, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_generate_tokens(model, bad, 1, s, NULL, NULL, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    gpt_settings_free(s);
 }
 
 // A callback that stops after 3 calls: the tokens are the full run's first
@@ -501,6 +565,7 @@ int main(void) {
     test_tokenize();
     test_settings();
     test_generate_same_bits();
+    test_generate_tokens();
     test_callback_stops();
     test_threads();
     test_generate_misuse();

@@ -92,6 +92,25 @@ class TestPython(unittest.TestCase):
         self.same(self.model.create_completion(PROMPT, max_tokens=20, grammar='root ::= " Amen" [.!]', seed=1),
                   command("-p", PROMPT, "-n", "20", "--grammar", 'root ::= " Amen" [.!]', "-s", "1"))
 
+    def test_token_ids(self):
+        ids = [50256, 464, 1, 40, 3290]
+        line = json.dumps({"prompt": ids, "seed": 3, "max_tokens": 8, "echo": True, "logprobs": 2})
+        out = subprocess.run([GPT, "--batch", "--jsonl", "-q", "-m", MODEL], input=line.encode(), capture_output=True,
+                             check=True)
+        want = json.loads(out.stdout)
+        got = self.model.create_completion(ids, max_tokens=8, seed=3, echo=True, logprobs=2)
+        self.assertEqual(got["choices"][0]["text"], want["text"])
+        self.assertEqual(got["tokens"], want["tokens"])
+        self.assertEqual(got["choices"][0]["logprobs"], want["logprobs"])
+        chunks = list(self.model.create_completion(ids, max_tokens=8, seed=3, echo=True, stream=True))
+        self.assertEqual("".join(c["choices"][0]["text"] for c in chunks), want["text"])
+        self.assertEqual(self.model.create_completion(self.model.tokenize(PROMPT), max_tokens=9, seed=1)["choices"],
+                         self.model.create_completion(PROMPT, max_tokens=9, seed=1)["choices"])
+        with self.assertRaises(ValueError):
+            self.model.create_completion([], max_tokens=2)
+        with self.assertRaises(ValueError):
+            self.model.create_completion([50257], max_tokens=2)
+
     def test_call_and_max_tokens_none(self):
         a = self.model(PROMPT, max_tokens=12, seed=8)
         b = self.model.create_completion(PROMPT, max_tokens=12, seed=8)

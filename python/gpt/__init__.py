@@ -85,6 +85,7 @@ def _load():
         "gpt_settings_new": ([], P), "gpt_settings_free": ([P], V),
         "gpt_settings_set": ([P, ctypes.c_char_p, ctypes.c_char_p, E], I),
         "gpt_generate": ([P, ctypes.c_char_p, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
+        "gpt_generate_tokens": ([P, ctypes.POINTER(ctypes.c_int32), S, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
         "gpt_result_free": ([P], V),
         "gpt_result_text": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_char)),
         "gpt_result_tokens": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_int32)),
@@ -247,7 +248,7 @@ class Model:
                           seed=None, logprobs=None, echo=False, repeat_penalty=1.0, presence_penalty=0.0,
                           frequency_penalty=0.0, logit_bias=None, grammar=None, json_schema=None, regex=None,
                           stream=False):
-        """A completion of prompt, in OpenAI's shape (llama_cpp.Llama's):
+        """A completion of prompt (a str, or a list of token ids), in OpenAI's shape (llama_cpp.Llama's):
         {"id", "object": "text_completion", "created", "model", "choices":
         [{"text", "index", "logprobs", "finish_reason"}], "usage"}, plus
         "seed". With stream=True an iterator of chunks of the same shape,
@@ -255,9 +256,11 @@ class Model:
         max_tokens None: up to the context. Bad arguments raise TypeError
         or ValueError naming the field; Ctrl-C stops the generation and
         raises KeyboardInterrupt."""
-        if not isinstance(prompt, str):
-            raise TypeError("prompt must be a str, not %s" % type(prompt).__name__)
-        if "\0" in prompt:
+        if isinstance(prompt, (list, tuple)):
+            prompt = _ids(prompt)  # token ids, as llama_cpp takes them
+        elif not isinstance(prompt, str):
+            raise TypeError("prompt must be a str or a list of token ids, not %s" % type(prompt).__name__)
+        elif "\0" in prompt:
             raise ValueError("prompt holds a NUL character")
         if isinstance(stop, str):
             stop = [stop] if stop else None
@@ -314,8 +317,12 @@ class Model:
 
         cb = _CALLBACK(callback)
         res, err = ctypes.c_void_p(), _Err()
-        rc = self._lib.gpt_generate(self._ptr, prompt.encode("utf-8"), settings.ptr, cb, None, ctypes.byref(res),
-                                    ctypes.byref(err))
+        if isinstance(prompt, str):
+            rc = self._lib.gpt_generate(self._ptr, prompt.encode("utf-8"), settings.ptr, cb, None, ctypes.byref(res),
+                                        ctypes.byref(err))
+        else:
+            rc = self._lib.gpt_generate_tokens(self._ptr, prompt, len(prompt), settings.ptr, cb, None,
+                                               ctypes.byref(res), ctypes.byref(err))
         if rc != _OK:
             _raise(rc, err)
         lib, r = self._lib, res.value
@@ -370,7 +377,7 @@ class Model:
         worker.start()
         try:
             if echo:
-                yield chunk(prompt)
+                yield chunk(prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace"))
             while True:
                 try:
                     item = pieces.get(timeout=0.1)

@@ -342,52 +342,73 @@ static int run_finish(Run *run, gpt_err *err) {
     return r->logprobs ? GPT_OK : fail(err, GPT_ERR_MEMORY, "out of memory");
 }
 
-int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s, gpt_token_callback callback,
-                 void *user_data, gpt_result **out, gpt_err *err) {
-    clear(err);
-    if (out) *out = NULL;
-    if (!m || !prompt || !out)
-        return fail(err, GPT_ERR_ARGUMENT, "gpt_generate: %s is NULL", !m ? "the model" : !prompt ? "prompt" : "out");
+// The prompt's tokens into r->prompt: text's as -p's (an empty one:
+// <|endoftext|>), or a copy of ids[0..n) checked against the vocabulary;
+// and with echo its text (the ids' bytes) into r's text, as UTF-8.
+static int prompt_of(gpt_model *m, gpt_result *r, const char *text, const int32_t *ids, size_t n, int echo,
+                     gpt_err *err) {
+    GptError e = {{0}};
+    char *decoded = NULL;
+    size_t len = text ? strlen(text) : 0, vocab = (size_t)m->s.model.config.vocab_size;
+    if (text) {
+        pthread_mutex_lock(&m->tok_lock);
+        int rc = prompt_tokens(m->s.tok, text, len, 0, &r->prompt, &r->n_prompt, &e);
+        pthread_mutex_unlock(&m->tok_lock);
+        if (rc != 0) return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    } else {
+        if (n == 0) return fail(err, GPT_ERR_INPUT, "prompt has no token ids");
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] < 0 || (size_t)ids[i] >= vocab)
+                return fail(err, GPT_ERR_INPUT, "prompt: element %zu (%d) is not a token id in [0, %zu)", i,
+                            (int)ids[i], vocab);
+        if (!(r->prompt = malloc(n * sizeof *r->prompt))) return fail(err, GPT_ERR_MEMORY, "out of memory");
+        memcpy(r->prompt, ids, n * sizeof *ids);
+        r->n_prompt = n;
+        if (echo && tokenizer_decode(m->s.tok, ids, n, &decoded, &len, &e) != 0)
+            return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+        text = decoded;
+    }
+    if (check_prompt_length(&m->s.model.config, r->n_prompt, &e) != 0) {
+        free(decoded);
+        return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    }
+    if (!echo) return GPT_OK;
+    size_t valid_len;
+    char *valid = utf8_replace_invalid((const unsigned char *)text, len, &valid_len);
+    int bad = !valid || append(r, valid, valid_len) != 0;
+    free(valid);
+    free(decoded);
+    return bad ? fail(err, GPT_ERR_MEMORY, "out of memory") : GPT_OK;
+}
+
+// gpt_generate and gpt_generate_tokens: the prompt as text, or as ids[0..n).
+static int generate(gpt_model *m, const char *text, const int32_t *ids, size_t n, const gpt_settings *s,
+                    gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err) {
     GenSettings defaults;
     settings_defaults(&defaults);
     Run run = {.m = m, .g = s ? &s->g : &defaults};
     const GenSettings *g = run.g;
-    const GPT2Config *c = &m->s.model.config;
     char why[256];
-    if (settings_check_keep(g, g->given[SETTING_KEEP], 1, (size_t)c->n_ctx, why, sizeof why) != 0)
+    if (settings_check_keep(g, g->given[SETTING_KEEP], 1, (size_t)m->s.model.config.n_ctx, why, sizeof why) != 0)
         return fail(err, GPT_ERR_SETTING, "%s", why);
     gpt_result *r = run.r = calloc(1, sizeof *r);
     if (!r || append(r, "", 0) != 0) {
         free(r);
         return fail(err, GPT_ERR_MEMORY, "out of memory");
     }
-    // the prompt's tokens, as -p's (an empty one: <|endoftext|>)
-    GptError e = {{0}};
-    pthread_mutex_lock(&m->tok_lock);
-    int rc = prompt_tokens(m->s.tok, prompt, strlen(prompt), 0, &r->prompt, &r->n_prompt, &e);
-    pthread_mutex_unlock(&m->tok_lock);
-    if (rc != 0 || check_prompt_length(c, r->n_prompt, &e) != 0) {
+    int rc = prompt_of(m, r, text, ids, n, g->echo, err);
+    if (rc != GPT_OK) {
         gpt_result_free(r);
-        return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+        return rc;
     }
     run.gp = g->params;
     run.gp.sampling.seed = r->seed = g->seed_given ? g->params.sampling.seed : draw_seed();
     if (g->echo && run.gp.logprobs) run.gp.logprobs_from = 1;
     if (run.gp.context_shift && run.gp.keep > r->n_prompt) run.gp.keep = r->n_prompt;  // as gpt --keep
+    GptError e = {{0}};
     if (run.gp.grammar && !(run.gp.grammar_vocab = model_vocab(m, &e))) {
         gpt_result_free(r);
         return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
-    }
-    // echo: the prompt first, as UTF-8 (gpt --json's text)
-    if (g->echo) {
-        size_t len;
-        char *valid = utf8_replace_invalid((const unsigned char *)prompt, strlen(prompt), &len);
-        rc = !valid || append(r, valid, len) != 0;
-        free(valid);
-        if (rc) {
-            gpt_result_free(r);
-            return fail(err, GPT_ERR_MEMORY, "out of memory");
-        }
     }
     int pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
     run.pool = pooled ? m->s.pool : NULL;
@@ -405,6 +426,25 @@ int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s, gpt_to
     }
     *out = r;
     return GPT_OK;
+}
+
+int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s, gpt_token_callback callback,
+                 void *user_data, gpt_result **out, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (!m || !prompt || !out)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_generate: %s is NULL", !m ? "the model" : !prompt ? "prompt" : "out");
+    return generate(m, prompt, NULL, 0, s, callback, user_data, out, err);
+}
+
+int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_settings *s,
+                        gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (!m || (!ids && n) || !out)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_generate_tokens: %s is NULL",
+                    !m ? "the model" : !out ? "out" : "ids");
+    return generate(m, NULL, ids, n, s, callback, user_data, out, err);
 }
 
 // ----------------------------------------------------------------------------

@@ -170,6 +170,12 @@ typedef enum {
 GPT_API int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s, gpt_token_callback callback,
                          void *user_data, gpt_result **out, gpt_err *err);
 
+// The same from the prompt's token ids ids[0..n) (n >= 1, each in [0,
+// gpt_model_vocab)): a --batch --jsonl line's {"prompt": [ids]}. With echo
+// the text starts with the ids' bytes as UTF-8.
+GPT_API int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_settings *s,
+                                gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err);
+
 GPT_API void gpt_result_free(gpt_result *r);  // NULL-safe
 // The text: the generation's (with echo the prompt first, its invalid UTF-8
 // replaced by U+FFFD), NUL-terminated; *len (may be NULL) its bytes.
