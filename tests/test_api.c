@@ -11,6 +11,8 @@
  *     one model each get the single run's result;
  *   - every model format -m takes (the test checkpoints, $CKPT_DIR): the
  *     same bits as the command;
+ *   - gpt_score: gpt --score --json's tokens and log-probabilities, bit for
+ *     bit, with --prepend-eos and --stride;
  *   - tokenize and detokenize: `gpt --tokenize`'s ids, the exact bytes back;
  *   - misuse: every NULL handle and argument, an unknown setting, values out
  *     of range or not JSON, a second grammar, bad model options, a missing
@@ -237,6 +239,64 @@ static void test_generate_tokens(void) {
     CHECK(gpt_generate_tokens(NULL, bad, 1, s, NULL, NULL, &a, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
     CHECK(gpt_generate_tokens(model, bad, 1, s, NULL, NULL, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
     gpt_settings_free(s);
+}
+
+// gpt_score against gpt --score --json (every log-probability's bits),
+// --prepend-eos and --stride; its misuse.
+static void check_score(const char *what, const char *text, int prepend_eos, size_t stride) {
+    char stride_arg[32];
+    snprintf(stride_arg, sizeof stride_arg, "%zu", stride);
+    const char *args[12] = {"--score", "--json", "-q", "-m", MODEL, "-p", text};
+    int k = 7;
+    if (prepend_eos) args[k++] = "--prepend-eos";
+    if (stride) args[k++] = "--stride", args[k++] = stride_arg;
+    args[k] = NULL;
+    Result out = run_gpt(scratch, NULL, 0, args);
+    cJSON *want = cJSON_Parse(out.out), *wl = cJSON_GetObjectItem(want, "logprobs");
+    int32_t *ids = NULL;
+    double *lp = NULL;
+    size_t n = 0;
+    gpt_err err;
+    CHECK(want && gpt_score(model, text, strlen(text), prepend_eos, stride, &ids, &lp, &n, &err) == GPT_OK, "%s: %s",
+          what, err.message);
+    if (want && ids) {
+        CHECK(same_ids(ids, n, cJSON_GetObjectItem(want, "tokens")), "%s: tokens", what);
+        int same = cJSON_GetArraySize(wl) == (int)n && cJSON_IsNull(cJSON_GetArrayItem(wl, 0));
+        for (size_t i = 1; same && i < n; i++) same = cJSON_GetArrayItem(wl, (int)i)->valuedouble == lp[i - 1];
+        CHECK(same, "%s: log-probabilities differ from gpt --score's", what);
+    }
+    gpt_free(ids);
+    gpt_free(lp);
+    cJSON_Delete(want);
+    result_free(&out);
+}
+
+static void test_score(void) {
+    check_score("a text", PROMPT " unto Moses", 0, 0);
+    check_score("prepend_eos", PROMPT, 1, 0);
+    char long_text[4000] = "";
+    while (strlen(long_text) + 40 < sizeof long_text) strcat(long_text, "And the LORD spake unto Moses, saying, ");
+    check_score("stride", long_text, 0, 100);
+    int32_t *ids = NULL;
+    double *lp = NULL;
+    size_t n = 0;
+    gpt_err err;
+    CHECK(gpt_score(model, "", 0, 0, 0, &ids, &lp, &n, &err) == GPT_ERR_INPUT && strstr(err.message, "empty") && !ids,
+          "%s", err.message);
+    CHECK(gpt_score(model, long_text, strlen(long_text), 0, 0, &ids, &lp, &n, &err) == GPT_ERR_INPUT &&
+              strstr(err.message, "context holds 256"),
+          "%s", err.message);
+    CHECK(gpt_score(model, PROMPT, 5, 0, 257, &ids, &lp, &n, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "stride"),
+          "%s", err.message);
+    CHECK(gpt_score(NULL, PROMPT, 5, 0, 0, &ids, &lp, &n, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_score(model, NULL, 5, 0, 0, &ids, &lp, &n, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_score(model, PROMPT, 5, 0, 0, NULL, &lp, &n, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_score(model, PROMPT, 5, 0, 0, &ids, NULL, &n, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_score(model, PROMPT, 5, 0, 0, &ids, &lp, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    // one token: nothing to score, no error
+    CHECK(gpt_score(model, "And", 3, 0, 0, &ids, &lp, &n, &err) == GPT_OK && n == 1, "%s", err.message);
+    gpt_free(ids);
+    gpt_free(lp);
 }
 
 // A callback that stops after 3 calls: the tokens are the full run's first
@@ -566,6 +626,7 @@ int main(void) {
     test_settings();
     test_generate_same_bits();
     test_generate_tokens();
+    test_score();
     test_callback_stops();
     test_threads();
     test_generate_misuse();

@@ -1,7 +1,7 @@
 """The Python package gpt (python/gpt/), each call against the gpt command's
 output for the same seed and settings (`gpt -m models/demo.bin ... --json`):
 create_completion's text, tokens, finish_reason, usage, seed and
-log-probabilities; the stream's chunks together equal the whole answer;
+log-probabilities (from a text or token ids); score (gpt --score); the stream's chunks together equal the whole answer;
 __call__; tokenize (gpt --tokenize) and detokenize; 4 Python threads
 sharing one Model each get the single call's result; every bad argument an
 exception naming the field; a missing library a clear ImportError.
@@ -110,6 +110,22 @@ class TestPython(unittest.TestCase):
             self.model.create_completion([], max_tokens=2)
         with self.assertRaises(ValueError):
             self.model.create_completion([50257], max_tokens=2)
+
+    def test_score(self):
+        long_text = "And the LORD spake unto Moses, saying, " * 90
+        for text, kw, args in ((PROMPT + " unto Moses", {}, []), (PROMPT, {"prepend_eos": True}, ["--prepend-eos"]),
+                               (long_text, {"stride": 100}, ["--stride", "100"])):
+            want = command("--score", "-p", text, *args)
+            got = self.model.score(text, **kw)
+            for k in ("tokens", "logprobs", "sum", "perplexity"):
+                self.assertEqual(got[k], want[k], k)
+        with self.assertRaises(ValueError):
+            self.model.score("")
+        with self.assertRaises(ValueError) as cm:
+            self.model.score(long_text)
+        self.assertIn("context", str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.model.score(PROMPT, stride=-1)
 
     def test_call_and_max_tokens_none(self):
         a = self.model(PROMPT, max_tokens=12, seed=8)

@@ -18,6 +18,7 @@ top_k 0 (off), min_p 0 (off), repeat_penalty 1.0, a seed drawn at random
 import ctypes
 import ctypes.util
 import json
+import math
 import os
 import queue
 import threading
@@ -86,6 +87,8 @@ def _load():
         "gpt_settings_set": ([P, ctypes.c_char_p, ctypes.c_char_p, E], I),
         "gpt_generate": ([P, ctypes.c_char_p, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
         "gpt_generate_tokens": ([P, ctypes.POINTER(ctypes.c_int32), S, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
+        "gpt_score": ([P, ctypes.c_char_p, S, I, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
+                       ctypes.POINTER(ctypes.POINTER(ctypes.c_double)), ctypes.POINTER(S), E], I),
         "gpt_result_free": ([P], V),
         "gpt_result_text": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_char)),
         "gpt_result_tokens": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_int32)),
@@ -243,6 +246,33 @@ class Model:
         out = ctypes.string_at(text.value, n.value)
         self._lib.gpt_free(text)
         return out
+
+    def score(self, text, prepend_eos=False, stride=0):
+        """gpt --score --json's answer for text (bytes, or str as UTF-8):
+        {"tokens", "logprobs" (None for the first token, then each token's
+        given those before it), "sum", "perplexity" (None for one token)}.
+        prepend_eos: <|endoftext|> first, so the text's first token is scored
+        too; stride: windows every stride tokens for a text past the context."""
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError("text must be bytes or str, not %s" % type(text).__name__)
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
+            raise ValueError("stride must be an integer >= 0, not %r" % (stride,))
+        ids, lp = ctypes.POINTER(ctypes.c_int32)(), ctypes.POINTER(ctypes.c_double)()
+        n, err = ctypes.c_size_t(), _Err()
+        rc = self._lib.gpt_score(self._ptr, bytes(text), len(text), 1 if prepend_eos else 0, stride, ctypes.byref(ids),
+                                 ctypes.byref(lp), ctypes.byref(n), ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        tokens, logprobs = ids[:n.value], lp[:n.value - 1]
+        self._lib.gpt_free(ids)
+        self._lib.gpt_free(lp)
+        total = 0.0
+        for v in logprobs:  # in order, as gpt adds them
+            total += v
+        return {"tokens": tokens, "logprobs": [None] + logprobs, "sum": total,
+                "perplexity": math.exp(-total / len(logprobs)) if logprobs else None}
 
     def create_completion(self, prompt, max_tokens=16, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, stop=None,
                           seed=None, logprobs=None, echo=False, repeat_penalty=1.0, presence_penalty=0.0,

@@ -8,6 +8,7 @@
  * every failure is a gpt_status and a message in the caller's gpt_err.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -445,6 +446,76 @@ int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_se
         return fail(err, GPT_ERR_ARGUMENT, "gpt_generate_tokens: %s is NULL",
                     !m ? "the model" : !out ? "out" : "ids");
     return generate(m, NULL, ids, n, s, callback, user_data, out, err);
+}
+
+// ----------------------------------------------------------------------------
+// scoring
+
+int gpt_score(gpt_model *m, const char *text, size_t len, int prepend_eos, size_t stride, int32_t **ids,
+              double **logprobs, size_t *n, gpt_err *err) {
+    clear(err);
+    if (ids) *ids = NULL;
+    if (logprobs) *logprobs = NULL;
+    if (n) *n = 0;
+    if (!m || (!text && len) || !ids || !logprobs || !n)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_score: %s is NULL",
+                    !m ? "the model" : !ids ? "ids" : !logprobs ? "logprobs" : !n ? "n" : "text");
+    size_t ctx = (size_t)m->s.model.config.n_ctx;
+    if (stride > ctx) return fail(err, GPT_ERR_ARGUMENT, "stride %zu: must be at most the model's context, %zu", stride, ctx);
+    // the text's tokens as gpt --score's (--prepend-eos: <|endoftext|> first)
+    GptError e = {{0}};
+    int32_t *t = NULL, eot = tokenizer_eot_id(m->s.tok);
+    size_t k = 0;
+    pthread_mutex_lock(&m->tok_lock);
+    int rc = tokenizer_encode(m->s.tok, text ? text : "", len, 0, &t, &k, &e);
+    pthread_mutex_unlock(&m->tok_lock);
+    if (rc != 0) return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    if (k == 0) {
+        free(t);
+        return fail(err, GPT_ERR_INPUT, "the text is empty");
+    }
+    if (prepend_eos) {
+        int32_t *with = eot >= 0 ? malloc((k + 1) * sizeof *with) : NULL;
+        if (!with) {
+            free(t);
+            return eot < 0 ? fail(err, GPT_ERR_INPUT, "prepend_eos: the tokenizer has no <|endoftext|>")
+                           : fail(err, GPT_ERR_MEMORY, "out of memory");
+        }
+        with[0] = eot;
+        memcpy(with + 1, t, k * sizeof *t);
+        free(t);
+        t = with;
+        k++;
+    }
+    if (k > ctx && !stride) {
+        free(t);
+        return fail(err, GPT_ERR_INPUT, "the text is %zu tokens; the model's context holds %zu (a stride scores "
+                                        "longer texts in windows)", k, ctx);
+    }
+    double *lp = malloc(k * sizeof *lp);  // k - 1 used
+    if (!lp) {
+        free(t);
+        return fail(err, GPT_ERR_MEMORY, "out of memory");
+    }
+    int pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
+    ScoreConfig how = {.model = &m->s.model, .stride = stride, .kv_dtype = m->kv_dtype,
+                       .pool = pooled ? m->s.pool : NULL, .plan = &m->s.plan};
+    ScoreStats st;
+    rc = score_tokens(&how, t, k, lp, &st, &e);
+    if (pooled) pthread_mutex_unlock(&m->pool_lock);
+    size_t bad = 0;
+    while (rc == 0 && bad + 1 < k && isfinite(lp[bad])) bad++;
+    if (rc != 0 || bad + 1 < k) {
+        free(t);
+        free(lp);
+        // a NaN or infinite log-probability: the model's numbers went wrong, as gpt --score refuses them
+        return rc != 0 ? fail(err, GPT_ERR_RUNTIME, "%s", e.msg)
+                       : fail(err, GPT_ERR_RUNTIME, "the model produced a non-finite log-probability (token %zu)", bad + 1);
+    }
+    *ids = t;
+    *logprobs = lp;
+    *n = k;
+    return GPT_OK;
 }
 
 // ----------------------------------------------------------------------------

@@ -176,6 +176,20 @@ GPT_API int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s
 GPT_API int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_settings *s,
                                 gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err);
 
+// ----------------------------------------------------------------------------
+// scoring, as gpt --score: the tokens of text[0..len) (with prepend_eos,
+// <|endoftext|> first, so that the text's first token is scored too) in *ids,
+// *n of them (n >= 1), and in *logprobs the log-probability of each but the
+// first given those before it (logprobs[i] is ids[i + 1]'s, n - 1 of them),
+// in double; both gpt_free. A text longer than the context needs stride (1 to
+// the context: windows every stride tokens, each token scored once, as gpt
+// --stride); 0: it must fit.
+GPT_API int gpt_score(gpt_model *m, const char *text, size_t len, int prepend_eos, size_t stride, int32_t **ids,
+                      double **logprobs, size_t *n, gpt_err *err);
+
+// ----------------------------------------------------------------------------
+// the result
+
 GPT_API void gpt_result_free(gpt_result *r);  // NULL-safe
 // The text: the generation's (with echo the prompt first, its invalid UTF-8
 // replaced by U+FFFD), NUL-terminated; *len (may be NULL) its bytes.
