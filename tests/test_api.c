@@ -13,6 +13,10 @@
  *     same bits as the command;
  *   - gpt_score: gpt --score --json's tokens and log-probabilities, bit for
  *     bit, with --prepend-eos and --stride;
+ *   - gpt_chat: gpt --chat-template T --json's prompt ids, tokens, text and
+ *     stop for each built-in template (a content's <|endoftext|> text, a
+ *     stop of the settings beside the template's); gpt_chat_render: gpt
+ *     --apply-template's bytes;
  *   - tokenize and detokenize: `gpt --tokenize`'s ids, the exact bytes back;
  *   - misuse: every NULL handle and argument, an unknown setting, values out
  *     of range or not JSON, a second grammar, bad model options, a missing
@@ -297,6 +301,85 @@ static void test_score(void) {
     CHECK(gpt_score(model, "And", 3, 0, 0, &ids, &lp, &n, &err) == GPT_OK && n == 1, "%s", err.message);
     gpt_free(ids);
     gpt_free(lp);
+}
+
+// gpt_chat against gpt --chat-template T --json, gpt_chat_render against
+// gpt --apply-template, per built-in template; the misuse.
+static void test_chat(void) {
+    const gpt_message msgs[] = {{"system", "You answer from the books."},
+                                {"user", "Who spoke unto Moses? <|endoftext|>"},
+                                {"assistant", " The LORD."},
+                                {"user", "And then?"}};
+    const char *json = "[{\"role\": \"system\", \"content\": \"You answer from the books.\"}, "
+                       "{\"role\": \"user\", \"content\": \"Who spoke unto Moses? <|endoftext|>\"}, "
+                       "{\"role\": \"assistant\", \"content\": \" The LORD.\"}, "
+                       "{\"role\": \"user\", \"content\": \"And then?\"}]";
+    const char *templates[] = {"gpt2", "transcript", "chatml"};
+    gpt_settings *s = settings_of((const char *[]){"seed", "7", "max_tokens", "24", "stop", "\"Moses\"", NULL});
+    for (size_t i = 0; i < 3; i++) {
+        const char *args[] = {"-m", MODEL, "-q", "--json", "--chat-template", templates[i], "-s", "7", "-n", "24",
+                              "--stop", "Moses", NULL};
+        Result out = run_gpt(scratch, json, strlen(json), args);
+        cJSON *want = cJSON_Parse(out.out);
+        gpt_result *r = NULL;
+        gpt_err err;
+        CHECK(want && gpt_chat(model, templates[i], msgs, 4, s, NULL, NULL, &r, &err) == GPT_OK, "%s: %s [%s]",
+              templates[i], err.message, out.err);
+        if (want && r) {
+            size_t n;
+            const int32_t *ids = gpt_result_prompt_tokens(r, &n);
+            CHECK(same_ids(ids, n, cJSON_GetObjectItem(want, "prompt_ids")), "%s: the prompt's ids", templates[i]);
+            ids = gpt_result_tokens(r, &n);
+            CHECK(same_ids(ids, n, cJSON_GetObjectItem(want, "tokens")), "%s: tokens", templates[i]);
+            CHECK(!strcmp(gpt_result_text(r, NULL), cJSON_GetObjectItem(want, "text")->valuestring), "%s: text [%s]",
+                  templates[i], gpt_result_text(r, NULL));
+            CHECK(!strcmp(gpt_result_stop_reason(r), cJSON_GetObjectItem(want, "stop_reason")->valuestring),
+                  "%s: stop %s", templates[i], gpt_result_stop_reason(r));
+        }
+        gpt_result_free(r);
+        cJSON_Delete(want);
+        result_free(&out);
+        const char *apply[] = {"--apply-template", "--chat-template", templates[i], NULL};
+        out = run_gpt(scratch, json, strlen(json), apply);
+        char *text = NULL;
+        size_t len = 0;
+        CHECK(gpt_chat_render(templates[i], msgs, 4, 1, &text, &len, &err) == GPT_OK && out.rc == 0 &&
+                  len == out.out_len && !memcmp(text, out.out, len),
+              "%s: rendered [%s], gpt's [%s]", templates[i], text ? text : err.message, out.out);
+        gpt_free(text);
+        result_free(&out);
+    }
+    // misuse
+    gpt_result *r = NULL;
+    gpt_err err;
+    char *text = NULL;
+    const gpt_message tool[] = {{"user", "hi"}, {"tool", "x"}}, null_content[] = {{"user", NULL}};
+    CHECK(gpt_chat(model, NULL, tool, 2, s, NULL, NULL, &r, &err) == GPT_ERR_INPUT && !r &&
+              strstr(err.message, "messages[1].role: \"tool\""),
+          "%s", err.message);
+    CHECK(gpt_chat(model, NULL, null_content, 1, s, NULL, NULL, &r, &err) == GPT_ERR_ARGUMENT &&
+              strstr(err.message, "messages[0].content"),
+          "%s", err.message);
+    CHECK(gpt_chat(model, NULL, msgs, 0, s, NULL, NULL, &r, &err) == GPT_ERR_INPUT, "%s", err.message);
+    CHECK(gpt_chat(model, NULL, NULL, 2, s, NULL, NULL, &r, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_chat(model, "no/such/template.json", msgs, 1, s, NULL, NULL, &r, &err) == GPT_ERR_ARGUMENT &&
+              strstr(err.message, "no/such/template.json"),
+          "%s", err.message);
+    CHECK(gpt_chat(NULL, NULL, msgs, 1, s, NULL, NULL, &r, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_chat(model, NULL, msgs, 1, s, NULL, NULL, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_chat_render("chatml", tool, 2, 1, &text, NULL, &err) == GPT_ERR_INPUT && !text, "%s", err.message);
+    CHECK(gpt_chat_render("chatml", msgs, 1, 1, NULL, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_chat_render(NULL, msgs, 1, 0, &text, NULL, &err) == GPT_OK && !strcmp(text, "You answer from the books.<|endoftext|>"),
+          "the default template: %s", text ? text : err.message);
+    gpt_free(text);
+    // the settings' 16 stops and the template's: too many
+    gpt_settings *many = gpt_settings_new();
+    CHECK(gpt_settings_set(many, "stop", "[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"a\",\"b\",\"c\",\"d\","
+                                         "\"e\",\"f\",\"g\"]", &err) == GPT_OK, "%s", err.message);
+    CHECK(gpt_chat(model, "chatml", msgs, 1, many, NULL, NULL, &r, &err) == GPT_ERR_SETTING && strstr(err.message, "stop"),
+          "%s", err.message);
+    gpt_settings_free(many);
+    gpt_settings_free(s);
 }
 
 // A callback that stops after 3 calls: the tokens are the full run's first
@@ -627,6 +710,7 @@ int main(void) {
     test_generate_same_bits();
     test_generate_tokens();
     test_score();
+    test_chat();
     test_callback_stops();
     test_threads();
     test_generate_misuse();

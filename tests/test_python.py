@@ -1,7 +1,9 @@
 """The Python package gpt (python/gpt/), each call against the gpt command's
 output for the same seed and settings (`gpt -m models/demo.bin ... --json`):
 create_completion's text, tokens, finish_reason, usage, seed and
-log-probabilities (from a text or token ids); score (gpt --score); the stream's chunks together equal the whole answer;
+log-probabilities (from a text or token ids); score (gpt --score);
+create_chat_completion and apply_chat_template (gpt --chat-template,
+--apply-template, per built-in template); the stream's chunks together equal the whole answer;
 __call__; tokenize (gpt --tokenize) and detokenize; 4 Python threads
 sharing one Model each get the single call's result; every bad argument an
 exception naming the field; a missing library a clear ImportError.
@@ -126,6 +128,41 @@ class TestPython(unittest.TestCase):
         self.assertIn("context", str(cm.exception))
         with self.assertRaises(ValueError):
             self.model.score(PROMPT, stride=-1)
+
+    def test_chat(self):
+        msgs = [{"role": "system", "content": "You answer from the books."},
+                {"role": "user", "content": "Who spoke unto Moses? <|endoftext|>"},
+                {"role": "assistant", "content": " The LORD."}, {"role": "user", "content": "And then?"}]
+        for template in ("gpt2", "transcript", "chatml"):
+            out = subprocess.run([GPT, "-m", MODEL, "-q", "--json", "--chat-template", template, "-s", "7", "-n", "24",
+                                  "--stop", "Moses"], input=json.dumps(msgs).encode(), capture_output=True, check=True)
+            want = json.loads(out.stdout)
+            got = self.model.create_chat_completion(msgs, chat_template=template, max_tokens=24, seed=7, stop="Moses")
+            self.assertEqual(got["object"], "chat.completion")
+            self.assertEqual(got["choices"][0]["message"], {"role": "assistant", "content": want["text"]})
+            self.assertEqual(got["tokens"], want["tokens"])
+            self.assertEqual(got["usage"]["prompt_tokens"], want["prompt_tokens"])
+            chunks = list(self.model.create_chat_completion(msgs, chat_template=template, max_tokens=24, seed=7,
+                                                            stop="Moses", stream=True))
+            self.assertEqual(chunks[0]["choices"][0]["delta"], {"role": "assistant"})
+            self.assertEqual("".join(c["choices"][0]["delta"].get("content", "") for c in chunks), want["text"])
+            self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], got["choices"][0]["finish_reason"])
+            out = subprocess.run([GPT, "--apply-template", "--chat-template", template], input=json.dumps(msgs).encode(),
+                                 capture_output=True, check=True)
+            self.assertEqual(self.model.apply_chat_template(msgs, template).encode(), out.stdout)
+        # response_format: --json-object's bits
+        out = subprocess.run([GPT, "-m", MODEL, "-q", "--json", "--chat-template", "chatml", "-s", "3", "-n", "30",
+                              "--json-object"], input=json.dumps(msgs[:2]).encode(), capture_output=True, check=True)
+        got = self.model.create_chat_completion(msgs[:2], chat_template="chatml", max_tokens=30, seed=3,
+                                                response_format={"type": "json_object"})
+        self.assertEqual(got["tokens"], json.loads(out.stdout)["tokens"])
+        with self.assertRaises(ValueError) as cm:
+            self.model.create_chat_completion([{"role": "tool", "content": "x"}])
+        self.assertIn("tool", str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.model.create_chat_completion([])
+        with self.assertRaises(ValueError):
+            self.model.create_chat_completion(msgs, chat_template="no/such/template.json")
 
     def test_call_and_max_tokens_none(self):
         a = self.model(PROMPT, max_tokens=12, seed=8)

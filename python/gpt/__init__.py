@@ -40,6 +40,32 @@ class _Err(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char * 512)]
 
 
+class _Message(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+class _Chat:
+    """A conversation to answer: its template and its messages as gpt_message."""
+
+    def __init__(self, template, messages):
+        if template is not None and not isinstance(template, (str, os.PathLike)):
+            raise TypeError("chat_template must be a name or a path, not %s" % type(template).__name__)
+        if not isinstance(messages, (list, tuple)) or not messages:
+            raise ValueError("messages must be a non-empty list of {\"role\", \"content\"}")
+        self.template = os.fspath(template).encode() if template is not None else None
+        self.array = (_Message * len(messages))()
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise ValueError("messages[%d] must be a dict with a \"role\"" % i)
+            content = m.get("content", "")
+            if isinstance(content, list):  # OpenAI's parts: the texts joined
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+            if not isinstance(content, str) or "\0" in content:
+                raise ValueError("messages[%d].content must be a string without NUL" % i)
+            role = "system" if m["role"] == "developer" else m["role"]
+            self.array[i].role, self.array[i].content = role.encode(), content.encode()
+
+
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_char_p), ("n_threads", ctypes.c_int), ("kv_type", ctypes.c_char_p),
                 ("tokenizer", ctypes.c_char_p), ("tune", ctypes.c_char_p)]
@@ -87,6 +113,9 @@ def _load():
         "gpt_settings_set": ([P, ctypes.c_char_p, ctypes.c_char_p, E], I),
         "gpt_generate": ([P, ctypes.c_char_p, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
         "gpt_generate_tokens": ([P, ctypes.POINTER(ctypes.c_int32), S, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
+        "gpt_chat": ([P, ctypes.c_char_p, ctypes.POINTER(_Message), S, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
+        "gpt_chat_render": ([ctypes.c_char_p, ctypes.POINTER(_Message), S, I, ctypes.POINTER(P), ctypes.POINTER(S),
+                             E], I),
         "gpt_score": ([P, ctypes.c_char_p, S, I, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
                        ctypes.POINTER(ctypes.POINTER(ctypes.c_double)), ctypes.POINTER(S), E], I),
         "gpt_result_free": ([P], V),
@@ -292,6 +321,66 @@ class Model:
             raise TypeError("prompt must be a str or a list of token ids, not %s" % type(prompt).__name__)
         elif "\0" in prompt:
             raise ValueError("prompt holds a NUL character")
+        settings = self._settings(max_tokens, temperature, top_p, top_k, min_p, stop, seed, logprobs, echo,
+                                  repeat_penalty, presence_penalty, frequency_penalty, logit_bias, grammar,
+                                  json_schema, regex)
+        meta = {"id": "cmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": self.model_path}
+        if stream:
+            return self._stream(prompt, settings, meta, bool(echo))
+        try:
+            result = self._generate(prompt, settings, None)
+        finally:
+            settings.close()
+        return self._completion(meta, result)
+
+    __call__ = create_completion
+
+    def create_chat_completion(self, messages, chat_template=None, max_tokens=None, temperature=1.0, top_p=1.0,
+                               top_k=0, min_p=0.0, stop=None, seed=None, repeat_penalty=1.0, presence_penalty=0.0,
+                               frequency_penalty=0.0, logit_bias=None, grammar=None, json_schema=None, regex=None,
+                               response_format=None, stream=False):
+        """The assistant's answer to messages (OpenAI's [{"role", "content"}])
+        rendered with chat_template (a built-in, "gpt2" (None), "transcript",
+        "chatml", or a template file; docs/chat.md), its stops after stop's:
+        gpt serve's /v1/chat/completions answer, {"id", "object":
+        "chat.completion", "created", "model", "choices": [{"index",
+        "message": {"role": "assistant", "content"}, "logprobs": None,
+        "finish_reason"}], "usage"}, plus "seed"; with stream=True chunks
+        ("chat.completion.chunk", a "delta" each). response_format:
+        {"type": "json_object"} or {"type": "json_schema", "json_schema":
+        {"schema": ...}}."""
+        chat = _Chat(chat_template, messages)
+        settings = self._settings(max_tokens, temperature, top_p, top_k, min_p, stop, seed, None, False,
+                                  repeat_penalty, presence_penalty, frequency_penalty, logit_bias, grammar,
+                                  json_schema, regex, response_format)
+        meta = {"id": "chatcmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": self.model_path}
+        if stream:
+            return self._stream(chat, settings, meta, False)
+        try:
+            r = self._generate(chat, settings, None)
+        finally:
+            settings.close()
+        out = self._completion(meta, r)
+        out["object"] = "chat.completion"
+        out["choices"] = [{"index": 0, "message": {"role": "assistant", "content": r["text"]}, "logprobs": None,
+                           "finish_reason": _finish_reason(r["stop"])}]
+        return out
+
+    def apply_chat_template(self, messages, chat_template=None, add_generation_prompt=True):
+        """The prompt messages render to (gpt --apply-template)."""
+        chat = _Chat(chat_template, messages)
+        text, n, err = ctypes.c_void_p(), ctypes.c_size_t(), _Err()
+        rc = self._lib.gpt_chat_render(chat.template, chat.array, len(chat.array), 1 if add_generation_prompt else 0,
+                                       ctypes.byref(text), ctypes.byref(n), ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        out = ctypes.string_at(text.value, n.value)
+        self._lib.gpt_free(text)
+        return out.decode("utf-8")
+
+    def _settings(self, max_tokens, temperature, top_p, top_k, min_p, stop, seed, logprobs, echo, repeat_penalty,
+                  presence_penalty, frequency_penalty, logit_bias, grammar, json_schema, regex, response_format=None):
+        """The keyword arguments as a gpt_settings: each through the table."""
         if isinstance(stop, str):
             stop = [stop] if stop else None
         elif stop is not None:
@@ -308,21 +397,12 @@ class Model:
                   "min_p": min_p, "repeat_penalty": repeat_penalty, "presence_penalty": presence_penalty,
                   "frequency_penalty": frequency_penalty, "logit_bias": logit_bias, "stop": stop,
                   "seed": seed if seed is None or seed < 2 ** 53 else str(seed), "logprobs": logprobs,
-                  "echo": bool(echo) or None, "grammar": grammar, "json_schema": json_schema, "regex": regex}
+                  "echo": bool(echo) or None, "grammar": grammar, "json_schema": json_schema, "regex": regex,
+                  "response_format": response_format}
         for k, v in values.items():
             if isinstance(v, bool) and k != "echo":
                 raise TypeError("%s must be a number, not a bool" % k)
-        settings = _Settings(self._lib, values)
-        meta = {"id": "cmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": self.model_path}
-        if stream:
-            return self._stream(prompt, settings, meta, bool(echo))
-        try:
-            result = self._generate(prompt, settings, None)
-        finally:
-            settings.close()
-        return self._completion(meta, result)
-
-    __call__ = create_completion
+        return _Settings(self._lib, values)
 
     def _generate(self, prompt, settings, on_piece):
         """gpt_generate; on_piece(bytes) per step (None: none). Returns the
@@ -347,7 +427,10 @@ class Model:
 
         cb = _CALLBACK(callback)
         res, err = ctypes.c_void_p(), _Err()
-        if isinstance(prompt, str):
+        if isinstance(prompt, _Chat):
+            rc = self._lib.gpt_chat(self._ptr, prompt.template, prompt.array, len(prompt.array), settings.ptr, cb, None,
+                                    ctypes.byref(res), ctypes.byref(err))
+        elif isinstance(prompt, str):
             rc = self._lib.gpt_generate(self._ptr, prompt.encode("utf-8"), settings.ptr, cb, None, ctypes.byref(res),
                                         ctypes.byref(err))
         else:
@@ -399,13 +482,24 @@ class Model:
             except BaseException as e:
                 pieces.put(("error", e))
 
+        chat = isinstance(prompt, _Chat)
+
         def chunk(text, finish=None, logprobs=None):
-            return {"id": meta["id"], "object": "text_completion", "created": meta["created"], "model": meta["model"],
-                    "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
+            c = {"id": meta["id"], "object": "text_completion", "created": meta["created"], "model": meta["model"],
+                 "choices": [{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish}]}
+            if chat:  # OpenAI's chat chunk: a delta, the role in the first
+                c["object"] = "chat.completion.chunk"
+                c["choices"] = [{"index": 0, "delta": {"content": text} if text or finish is None else {},
+                                 "logprobs": None, "finish_reason": finish}]
+            return c
 
         worker = threading.Thread(target=run, daemon=True)
         worker.start()
         try:
+            if chat:
+                first = chunk("")
+                first["choices"][0]["delta"] = {"role": "assistant"}
+                yield first
             if echo:
                 yield chunk(prompt if isinstance(prompt, str) else self.detokenize(prompt).decode("utf-8", "replace"))
             while True:

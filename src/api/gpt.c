@@ -20,6 +20,7 @@
 #include "base/grow.h"
 #include "base/utf8.h"
 #include "engine.h"
+#include "front/chat.h"
 #include "front/front.h"
 #include "model/loader.h"
 #include "score.h"
@@ -382,9 +383,11 @@ static int prompt_of(gpt_model *m, gpt_result *r, const char *text, const int32_
     return bad ? fail(err, GPT_ERR_MEMORY, "out of memory") : GPT_OK;
 }
 
-// gpt_generate and gpt_generate_tokens: the prompt as text, or as ids[0..n).
-static int generate(gpt_model *m, const char *text, const int32_t *ids, size_t n, const gpt_settings *s,
-                    gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err) {
+// gpt_generate, gpt_generate_tokens and gpt_chat: the prompt as text, or as
+// ids[0..n); a chat template's stops (t, or NULL) after the settings'.
+static int generate(gpt_model *m, const char *text, const int32_t *ids, size_t n, const ChatTemplate *t,
+                    const gpt_settings *s, gpt_token_callback callback, void *user_data, gpt_result **out,
+                    gpt_err *err) {
     GenSettings defaults;
     settings_defaults(&defaults);
     Run run = {.m = m, .g = s ? &s->g : &defaults};
@@ -398,11 +401,21 @@ static int generate(gpt_model *m, const char *text, const int32_t *ids, size_t n
         return fail(err, GPT_ERR_MEMORY, "out of memory");
     }
     int rc = prompt_of(m, r, text, ids, n, g->echo, err);
+    if (rc == GPT_OK && t && g->params.n_stops + t->n_stops > MAX_STOPS)
+        rc = fail(err, GPT_ERR_SETTING, "stop: %zu strings and the chat template's %zu are more than %d",
+                  g->params.n_stops, t->n_stops, MAX_STOPS);
     if (rc != GPT_OK) {
         gpt_result_free(r);
         return rc;
     }
     run.gp = g->params;
+    const char *stops[MAX_STOPS];  // the settings', then the template's (as gpt --chat-template)
+    if (t) {
+        memcpy(stops, g->stops, g->params.n_stops * sizeof *stops);
+        memcpy(stops + g->params.n_stops, t->stops, t->n_stops * sizeof *stops);
+        run.gp.stops = stops;
+        run.gp.n_stops = g->params.n_stops + t->n_stops;
+    }
     run.gp.sampling.seed = r->seed = g->seed_given ? g->params.sampling.seed : draw_seed();
     if (g->echo && run.gp.logprobs) run.gp.logprobs_from = 1;
     if (run.gp.context_shift && run.gp.keep > r->n_prompt) run.gp.keep = r->n_prompt;  // as gpt --keep
@@ -435,7 +448,7 @@ int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s, gpt_to
     if (out) *out = NULL;
     if (!m || !prompt || !out)
         return fail(err, GPT_ERR_ARGUMENT, "gpt_generate: %s is NULL", !m ? "the model" : !prompt ? "prompt" : "out");
-    return generate(m, prompt, NULL, 0, s, callback, user_data, out, err);
+    return generate(m, prompt, NULL, 0, NULL, s, callback, user_data, out, err);
 }
 
 int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_settings *s,
@@ -445,7 +458,86 @@ int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_se
     if (!m || (!ids && n) || !out)
         return fail(err, GPT_ERR_ARGUMENT, "gpt_generate_tokens: %s is NULL",
                     !m ? "the model" : !out ? "out" : "ids");
-    return generate(m, NULL, ids, n, s, callback, user_data, out, err);
+    return generate(m, NULL, ids, n, NULL, s, callback, user_data, out, err);
+}
+
+// ----------------------------------------------------------------------------
+// chat
+
+// The template (NULL: gpt2) and the messages as the library's: GPT_OK, or
+// the code with err set (then *t is closed).
+static int chat_open(const char *template_name, const gpt_message *msgs, size_t n, ChatTemplate *t,
+                     ChatMessage **out, gpt_err *err) {
+    *out = NULL;
+    memset(t, 0, sizeof *t);
+    if (!msgs && n) return fail(err, GPT_ERR_ARGUMENT, "messages is NULL");
+    if (n == 0) return fail(err, GPT_ERR_INPUT, "messages: a conversation has at least one message");
+    if (n > CHAT_MAX_MESSAGES) return fail(err, GPT_ERR_INPUT, "messages: at most %d", CHAT_MAX_MESSAGES);
+    ChatMessage *cm = calloc(n, sizeof *cm);
+    if (!cm) return fail(err, GPT_ERR_MEMORY, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int role = msgs[i].role ? chat_role_from_name(msgs[i].role) : -1;
+        if (!msgs[i].role || !msgs[i].content) {
+            free(cm);
+            return fail(err, GPT_ERR_ARGUMENT, "messages[%zu].%s is NULL", i, msgs[i].role ? "content" : "role");
+        }
+        if (role < 0) {
+            free(cm);
+            return fail(err, GPT_ERR_INPUT, "messages[%zu].role: \"%.40s\" is not a role gpt takes (system, user, "
+                        "assistant)", i, msgs[i].role);
+        }
+        cm[i] = (ChatMessage){.role = (ChatRole)role, .content = msgs[i].content, .len = strlen(msgs[i].content)};
+    }
+    GptError e = {{0}};
+    if (chat_template_open(template_name ? template_name : "gpt2", t, &e) != 0) {
+        free(cm);
+        return fail(err, GPT_ERR_ARGUMENT, "chat template: %s", e.msg);
+    }
+    *out = cm;
+    return GPT_OK;
+}
+
+int gpt_chat_render(const char *template_name, const gpt_message *msgs, size_t n, int add_generation_prompt,
+                    char **text, size_t *len, gpt_err *err) {
+    clear(err);
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!text) return fail(err, GPT_ERR_ARGUMENT, "gpt_chat_render: text is NULL");
+    ChatTemplate t;
+    ChatMessage *cm;
+    int rc = chat_open(template_name, msgs, n, &t, &cm, err);
+    if (rc != GPT_OK) return rc;
+    GptError e = {{0}};
+    size_t got = 0;
+    if (chat_render(&t, cm, n, add_generation_prompt, text, &got, &e) != 0) rc = fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    else if (len) *len = got;
+    free(cm);
+    chat_template_free(&t);
+    return rc;
+}
+
+int gpt_chat(gpt_model *m, const char *template_name, const gpt_message *msgs, size_t n, const gpt_settings *s,
+             gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (!m || !out) return fail(err, GPT_ERR_ARGUMENT, "gpt_chat: %s is NULL", !m ? "the model" : "out");
+    ChatTemplate t;
+    ChatMessage *cm;
+    int rc = chat_open(template_name, msgs, n, &t, &cm, err);
+    if (rc != GPT_OK) return rc;
+    // the conversation's ids: a content's <|endoftext|> stays text
+    GptError e = {{0}};
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    pthread_mutex_lock(&m->tok_lock);
+    int bad = chat_tokens(m->s.tok, &t, cm, n, 1, &ids, &n_ids, &e) != 0;
+    pthread_mutex_unlock(&m->tok_lock);
+    rc = bad ? fail(err, GPT_ERR_MEMORY, "%s", e.msg)
+             : generate(m, NULL, ids, n_ids, &t, s, callback, user_data, out, err);
+    free(ids);
+    free(cm);
+    chat_template_free(&t);
+    return rc;
 }
 
 // ----------------------------------------------------------------------------

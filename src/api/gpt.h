@@ -177,6 +177,28 @@ GPT_API int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, cons
                                 gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err);
 
 // ----------------------------------------------------------------------------
+// chat: a conversation rendered with a chat template (docs/chat.md): a
+// built-in by name ("gpt2", the default for NULL; "transcript"; "chatml")
+// or a template file's path.
+
+typedef struct {
+    const char *role;     // "system", "user" or "assistant"
+    const char *content;  // UTF-8 text; a literal <|endoftext|> in it stays text
+} gpt_message;
+
+// The prompt msgs[0..n) render to (gpt --apply-template), with the opening
+// of the assistant's turn when add_generation_prompt: *text (gpt_free;
+// NUL-terminated), *len (may be NULL) its bytes.
+GPT_API int gpt_chat_render(const char *template_name, const gpt_message *msgs, size_t n, int add_generation_prompt,
+                            char **text, size_t *len, gpt_err *err);
+// The assistant's answer to msgs[0..n): the conversation's tokens generated
+// with the settings, the template's stops after the settings' stops: the
+// bits of gpt --chat-template and of gpt serve's /v1/chat/completions.
+GPT_API int gpt_chat(gpt_model *m, const char *template_name, const gpt_message *msgs, size_t n,
+                     const gpt_settings *s, gpt_token_callback callback, void *user_data, gpt_result **out,
+                     gpt_err *err);
+
+// ----------------------------------------------------------------------------
 // scoring, as gpt --score: the tokens of text[0..len) (with prepend_eos,
 // <|endoftext|> first, so that the text's first token is scored too) in *ids,
 // *n of them (n >= 1), and in *logprobs the log-probability of each but the
