@@ -17,6 +17,9 @@
  *     stop for each built-in template (a content's <|endoftext|> text, a
  *     stop of the settings beside the template's); gpt_chat_render: gpt
  *     --apply-template's bytes;
+ *   - a batch of 16 requests through the scheduler, 4 at a time: each the
+ *     single run's result; a request stopped by its callback and one
+ *     cancelled before the run end "cancelled", the others untouched;
  *   - tokenize and detokenize: `gpt --tokenize`'s ids, the exact bytes back;
  *   - misuse: every NULL handle and argument, an unknown setting, values out
  *     of range or not JSON, a second grammar, bad model options, a missing
@@ -382,6 +385,94 @@ static void test_chat(void) {
     gpt_settings_free(s);
 }
 
+// A batch of 16 requests (seeds, temperatures, stops, logprobs, echo, a
+// regex, two prompts) through the scheduler 4 at a time: each result is the
+// single gpt_generate's; a callback that stops its request and a request
+// cancelled before the run end "cancelled", the others untouched; misuse.
+static int stop_at_2(void *user_data, const char *text, size_t len, int32_t token) {
+    (void)text, (void)len, (void)token;
+    return ++*(int *)user_data == 2;
+}
+
+static void test_batch(void) {
+    enum { N = 16 };
+    gpt_settings *s[N];
+    const char *prompts[N];
+    gpt_batch *b = NULL;
+    gpt_err err;
+    int calls = 0;
+    CHECK(gpt_batch_new(model, 4, &b, &err) == GPT_OK && b, "%s", err.message);
+    if (!b) return;
+    for (int i = 0; i < N; i++) {
+        char seed[16], temp[16];
+        snprintf(seed, sizeof seed, "%d", 100 + i);
+        snprintf(temp, sizeof temp, "%.1f", 0.2 * (i % 8));
+        s[i] = settings_of((const char *[]){"seed", seed, "temperature", temp, "max_tokens", i % 3 ? "20" : "33",
+                                            i % 4 == 1 ? "stop" : NULL, "[\"the\", \"of\"]", NULL});
+        if (i % 5 == 2) gpt_settings_set(s[i], "logprobs", "2", NULL);
+        if (i % 6 == 3) gpt_settings_set(s[i], "echo", "true", NULL);
+        if (i == 7) gpt_settings_set(s[i], "regex", "\" [a-z]+( [a-z]+)*\\.\"", NULL);
+        prompts[i] = i % 2 ? PROMPT : "The king said unto";
+        size_t index = 99;
+        CHECK(gpt_batch_add(b, prompts[i], s[i], i == 9 ? stop_at_2 : NULL, &calls, &index, &err) == GPT_OK &&
+                  index == (size_t)i,
+              "add %d: %s", i, err.message);
+    }
+    CHECK(!gpt_batch_result(b, 0, &err) && err.code == GPT_ERR_ARGUMENT && strstr(err.message, "not ended"), "%s",
+          err.message);
+    CHECK(gpt_batch_cancel(b, 12, &err) == GPT_OK, "%s", err.message);
+    CHECK(gpt_batch_run(b, &err) == GPT_OK, "%s", err.message);
+    for (int i = 0; i < N; i++) {
+        const gpt_result *got = gpt_batch_result(b, (size_t)i, &err);
+        gpt_result *want = NULL;
+        CHECK(got && gpt_generate(model, prompts[i], s[i], NULL, NULL, &want, NULL) == GPT_OK, "%d: %s", i,
+              err.message);
+        if (got && want) {
+            size_t ng, nw;
+            const int32_t *g = gpt_result_tokens(got, &ng), *w = gpt_result_tokens(want, &nw);
+            if (i == 9 || i == 12) {
+                CHECK(gpt_result_stop(got) == GPT_STOP_CANCELLED && ng <= nw && !memcmp(g, w, ng * sizeof *g) &&
+                          ng == (i == 9 ? 2u : 0u),
+                      "%d: cancelled, %zu tokens, %s", i, ng, gpt_result_stop_reason(got));
+            } else {
+                const char *lg = gpt_result_logprobs_json(got), *lw = gpt_result_logprobs_json(want);
+                CHECK(ng == nw && !memcmp(g, w, ng * sizeof *g) &&
+                          !strcmp(gpt_result_text(got, NULL), gpt_result_text(want, NULL)) &&
+                          gpt_result_stop(got) == gpt_result_stop(want) && gpt_result_seed(got) == gpt_result_seed(want) &&
+                          (lg ? lw && !strcmp(lg, lw) : !lw),
+                      "%d: not the single run's result: [%s] [%s]", i, gpt_result_text(got, NULL),
+                      gpt_result_text(want, NULL));
+            }
+        }
+        gpt_result_free(want);
+        gpt_settings_free(s[i]);
+    }
+    // misuse
+    size_t index;
+    char long_prompt[2000];
+    memset(long_prompt, 0, sizeof long_prompt);
+    for (size_t i = 0; i + 3 < sizeof long_prompt; i += 2) memcpy(long_prompt + i, " a", 2);
+    CHECK(gpt_batch_add(b, long_prompt, NULL, NULL, NULL, &index, &err) == GPT_ERR_INPUT && strstr(err.message, "context"),
+          "%s", err.message);
+    CHECK(gpt_batch_add(b, NULL, NULL, NULL, NULL, &index, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_batch_add(NULL, "x", NULL, NULL, NULL, &index, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(!gpt_batch_result(b, N, &err) && err.code == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_batch_cancel(b, N, &err) == GPT_ERR_ARGUMENT && gpt_batch_cancel(NULL, 0, NULL) == GPT_ERR_ARGUMENT,
+          "cancel");
+    CHECK(gpt_batch_run(NULL, &err) == GPT_ERR_ARGUMENT, "run NULL");
+    // a second run after more requests
+    CHECK(gpt_batch_add(b, PROMPT, NULL, NULL, NULL, &index, &err) == GPT_OK && index == N &&
+              gpt_batch_run(b, &err) == GPT_OK && gpt_batch_result(b, N, &err),
+          "a second run: %s", err.message);
+    gpt_batch_free(b);
+    gpt_batch_free(NULL);
+    gpt_batch *bad = (gpt_batch *)&err;
+    CHECK(gpt_batch_new(model, 0, &bad, &err) == GPT_ERR_ARGUMENT && !bad && strstr(err.message, "parallel"), "%s",
+          err.message);
+    CHECK(gpt_batch_new(NULL, 4, &bad, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_batch_new(model, 4, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+}
+
 // A callback that stops after 3 calls: the tokens are the full run's first
 // ones, the text is the pieces, the stop reason "cancelled".
 static void test_callback_stops(void) {
@@ -711,6 +802,7 @@ int main(void) {
     test_generate_tokens();
     test_score();
     test_chat();
+    test_batch();
     test_callback_stops();
     test_threads();
     test_generate_misuse();

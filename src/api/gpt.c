@@ -23,6 +23,7 @@
 #include "front/chat.h"
 #include "front/front.h"
 #include "model/loader.h"
+#include "scheduler.h"
 #include "score.h"
 
 struct gpt_model {
@@ -255,6 +256,10 @@ static const GrammarVocab *model_vocab(gpt_model *m, GptError *err) {
     return v;
 }
 
+// A step's text for a callback: never NULL (a sequence has no buffer
+// before its first text).
+static const char *piece(const Sequence *s) { return s->out ? s->out : ""; }
+
 static int append(gpt_result *r, const char *p, size_t n) {
     if (grow_array(&r->text, &r->text_cap, r->text_len + n + 1, 1) != 0) return -1;
     if (n) memcpy(r->text + r->text_len, p, n);
@@ -313,11 +318,11 @@ static int run_loop(Run *run, gpt_token_callback cb, void *user_data, gpt_err *e
         if (engine_step(&run->engine, &(Sequence *){seq}, 1, &e) != 0) return fail(err, GPT_ERR_RUNTIME, "%s", e.msg);
         if (seq->stop == STOP_ERROR) return fail(err, GPT_ERR_RUNTIME, "%s", seq->error.msg);
         if (append(r, seq->out, seq->out_len) != 0) return fail(err, GPT_ERR_MEMORY, "out of memory");
-        if (cb && cb(user_data, seq->out, seq->out_len, seq->last_token) && !seq->stop) {
+        if (cb && cb(user_data, piece(seq), seq->out_len, seq->last_token) && !seq->stop) {
             sequence_interrupt(seq);  // what it held back for a stop string is the text's too
             if (seq->stop == STOP_ERROR || append(r, seq->out, seq->out_len) != 0)
                 return fail(err, GPT_ERR_MEMORY, "out of memory");
-            cb(user_data, seq->out, seq->out_len, -1);
+            cb(user_data, piece(seq), seq->out_len, -1);
             r->stop = GPT_STOP_CANCELLED;
             return GPT_OK;
         }
@@ -327,21 +332,23 @@ static int run_loop(Run *run, gpt_token_callback cb, void *user_data, gpt_err *e
 }
 
 // The result's tokens and log-probabilities from the finished sequence.
-static int run_finish(Run *run, gpt_err *err) {
-    const Sequence *seq = &run->seq;
-    gpt_result *r = run->r;
+static int result_finish(gpt_result *r, const Sequence *seq, const Tokenizer *tok, int logprobs, int echo,
+                         gpt_err *err) {
     size_t n = r->n_prompt;
     r->n_tokens = seq->n_generated;
     if (!(r->tokens = malloc((r->n_tokens ? r->n_tokens : 1) * sizeof *r->tokens)))
         return fail(err, GPT_ERR_MEMORY, "out of memory");
     if (r->n_tokens) memcpy(r->tokens, seq->tokens + n, r->n_tokens * sizeof *r->tokens);
-    if (!run->gp.logprobs) return GPT_OK;
-    const Tokenizer *tok = run->m->s.tok;
-    cJSON *lp = run->g->echo ? logprobs_json(tok, seq->tokens, seq->n_tokens, seq->lp, seq->lp_from, 0)
+    if (!logprobs) return GPT_OK;
+    cJSON *lp = echo ? logprobs_json(tok, seq->tokens, seq->n_tokens, seq->lp, seq->lp_from, 0)
                              : logprobs_json(tok, seq->tokens + n, seq->n_generated, seq->lp, 0, 0);
     r->logprobs = lp ? cJSON_PrintUnformatted(lp) : NULL;
     cJSON_Delete(lp);
     return r->logprobs ? GPT_OK : fail(err, GPT_ERR_MEMORY, "out of memory");
+}
+
+static int run_finish(Run *run, gpt_err *err) {
+    return result_finish(run->r, &run->seq, run->m->s.tok, run->gp.logprobs, run->g->echo, err);
 }
 
 // The prompt's tokens into r->prompt: text's as -p's (an empty one:
@@ -538,6 +545,212 @@ int gpt_chat(gpt_model *m, const char *template_name, const gpt_message *msgs, s
     free(cm);
     chat_template_free(&t);
     return rc;
+}
+
+// ----------------------------------------------------------------------------
+// a batch: requests through the scheduler (scheduler.h), as gpt --batch runs
+// its lines
+
+typedef struct {
+    Sequence seq;
+    gpt_result *r;
+    gpt_token_callback cb;
+    void *user_data;
+    int logprobs, echo;
+    int cancelled, ended;
+    gpt_err outcome;  // GPT_OK, or why it failed
+} BatchRequest;
+
+struct gpt_batch {
+    gpt_model *m;
+    int pooled;  // holds the model's threads
+    Engine engine;
+    Scheduler sched;
+    BatchRequest **req;
+    size_t n, cap;
+};
+
+static int batch_dropped(void *ctx, void *request) {
+    (void)ctx;
+    return ((BatchRequest *)request)->cancelled;
+}
+
+static void batch_stepped(void *ctx, void *request, size_t index, Sequence *s) {
+    (void)ctx;
+    (void)index;
+    BatchRequest *q = request;
+    if (q->cancelled) return;
+    if (append(q->r, s->out, s->out_len) != 0) {
+        fail(&q->outcome, GPT_ERR_MEMORY, "out of memory");
+        q->cancelled = 1;
+        return;
+    }
+    if (q->cb && q->cb(q->user_data, piece(s), s->out_len, s->last_token) && !s->stop) q->cancelled = 1;
+}
+
+static void batch_ended(void *ctx, void *request, size_t index, Sequence *s, SchedEnd why, const GptError *e) {
+    gpt_batch *b = ctx;
+    BatchRequest *q = request;
+    (void)index;
+    q->ended = 1;
+    if (q->outcome.code) return;
+    switch (why) {
+    case SCHED_DROPPED:  // cancelled: what it held back is its text's too
+        sequence_interrupt(s);
+        if (s->stop == STOP_ERROR || append(q->r, s->out, s->out_len) != 0) {
+            fail(&q->outcome, GPT_ERR_MEMORY, "out of memory");
+            return;
+        }
+        if (q->cb) q->cb(q->user_data, piece(s), s->out_len, -1);
+        q->r->stop = GPT_STOP_CANCELLED;
+        break;
+    case SCHED_REFUSED: fail(&q->outcome, GPT_ERR_INPUT, "%s", e->msg); return;
+    case SCHED_NO_ROOM: fail(&q->outcome, GPT_ERR_MEMORY, "the KV pool cannot take this sequence"); return;
+    case SCHED_FAILED: fail(&q->outcome, GPT_ERR_RUNTIME, "%s", e->msg); return;
+    case SCHED_STOPPED:
+        if (s->stop == STOP_ERROR) {
+            fail(&q->outcome, GPT_ERR_RUNTIME, "%s", s->error.msg);
+            return;
+        }
+        q->r->stop = (gpt_stop)s->stop;
+        break;
+    }
+    result_finish(q->r, s, b->m->s.tok, q->logprobs, q->echo, &q->outcome);
+}
+
+int gpt_batch_new(gpt_model *m, size_t parallel, gpt_batch **out, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (!m || !out) return fail(err, GPT_ERR_ARGUMENT, "gpt_batch_new: %s is NULL", !m ? "the model" : "out");
+    if (parallel < 1 || parallel > 256)
+        return fail(err, GPT_ERR_ARGUMENT, "parallel %zu: must be an integer in [1, 256]", parallel);
+    gpt_batch *b = calloc(1, sizeof *b);
+    if (!b) return fail(err, GPT_ERR_MEMORY, "out of memory");
+    b->m = m;
+    b->pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
+    // gpt --batch's engine: prompts read 128 tokens a step beside the decodes,
+    // the default KV budget, prefixes shared
+    const GPT2Config *c = &m->s.model.config;
+    EngineConfig ec = {.max_seqs = parallel, .max_step_tokens = parallel + 128, .kv_dtype = m->kv_dtype,
+                       .kv_blocks = kv_blocks_for_budget(c, m->kv_dtype, 0, parallel), .share_prefixes = 1,
+                       .pool = b->pooled ? m->s.pool : NULL, .plan = &m->s.plan, .prompt_logit_rows = 128};
+    SchedulerHooks hooks = {.ctx = b, .dropped = batch_dropped, .stepped = batch_stepped, .ended = batch_ended};
+    GptError e = {{0}};
+    if (engine_init(&b->engine, &m->s.model, m->s.tok, &ec, &e) != 0) {
+        if (b->pooled) pthread_mutex_unlock(&m->pool_lock);
+        free(b);
+        return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    }
+    if (scheduler_init(&b->sched, &b->engine, parallel, &hooks, &e) != 0) {
+        engine_free(&b->engine);
+        if (b->pooled) pthread_mutex_unlock(&m->pool_lock);
+        free(b);
+        return fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    }
+    *out = b;
+    return GPT_OK;
+}
+
+int gpt_batch_add(gpt_batch *b, const char *prompt, const gpt_settings *s, gpt_token_callback callback,
+                  void *user_data, size_t *index, gpt_err *err) {
+    clear(err);
+    if (!b || !prompt) return fail(err, GPT_ERR_ARGUMENT, "gpt_batch_add: %s is NULL", !b ? "the batch" : "prompt");
+    gpt_model *m = b->m;
+    GenSettings defaults;
+    settings_defaults(&defaults);
+    const GenSettings *g = s ? &s->g : &defaults;
+    char why[256];
+    if (settings_check_keep(g, g->given[SETTING_KEEP], 1, (size_t)m->s.model.config.n_ctx, why, sizeof why) != 0)
+        return fail(err, GPT_ERR_SETTING, "%s", why);
+    if (grow_array(&b->req, &b->cap, b->n + 1, sizeof *b->req) != 0) return fail(err, GPT_ERR_MEMORY, "out of memory");
+    BatchRequest *q = calloc(1, sizeof *q);
+    gpt_result *r = q ? calloc(1, sizeof *r) : NULL;
+    if (!r || append(r, "", 0) != 0) {
+        free(r);
+        free(q);
+        return fail(err, GPT_ERR_MEMORY, "out of memory");
+    }
+    q->r = r;
+    int rc = prompt_of(m, r, prompt, NULL, 0, g->echo, err);
+    GenParams gp = g->params;
+    gp.sampling.seed = r->seed = g->seed_given ? g->params.sampling.seed : draw_seed();
+    if (g->echo && gp.logprobs) gp.logprobs_from = 1;
+    if (gp.context_shift && gp.keep > r->n_prompt) gp.keep = r->n_prompt;
+    GptError e = {{0}};
+    if (rc == GPT_OK && gp.grammar && !(gp.grammar_vocab = model_vocab(m, &e))) rc = fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    if (rc == GPT_OK && sequence_init(&q->seq, &b->engine, r->prompt, r->n_prompt, &gp, &e) != 0) {
+        sequence_free(&q->seq, &b->engine);
+        rc = fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    }
+    if (rc == GPT_OK && scheduler_add(&b->sched, q, b->n, &q->seq, &e) != 0) {
+        sequence_free(&q->seq, &b->engine);
+        rc = fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+    }
+    if (rc != GPT_OK) {
+        gpt_result_free(r);
+        free(q);
+        return rc;
+    }
+    q->cb = callback;
+    q->user_data = user_data;
+    q->logprobs = gp.logprobs;
+    q->echo = g->echo;
+    if (index) *index = b->n;
+    b->req[b->n++] = q;
+    return GPT_OK;
+}
+
+int gpt_batch_run(gpt_batch *b, gpt_err *err) {
+    clear(err);
+    if (!b) return fail(err, GPT_ERR_ARGUMENT, "gpt_batch_run: the batch is NULL");
+    GptError e = {{0}};
+    while (scheduler_held(&b->sched) > 0)
+        if (scheduler_step(&b->sched, &e) != 0) {
+            scheduler_drop_all(&b->sched);  // the waiting ones too: the step cannot run
+            return fail(err, GPT_ERR_RUNTIME, "%s", e.msg);
+        }
+    return GPT_OK;
+}
+
+int gpt_batch_cancel(gpt_batch *b, size_t index, gpt_err *err) {
+    clear(err);
+    if (!b || index >= b->n)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_batch_cancel: %s", !b ? "the batch is NULL" : "no such request");
+    b->req[index]->cancelled = 1;
+    return GPT_OK;
+}
+
+const gpt_result *gpt_batch_result(const gpt_batch *b, size_t index, gpt_err *err) {
+    clear(err);
+    if (!b || index >= b->n) {
+        fail(err, GPT_ERR_ARGUMENT, "gpt_batch_result: %s", !b ? "the batch is NULL" : "no such request");
+        return NULL;
+    }
+    const BatchRequest *q = b->req[index];
+    if (!q->ended) {
+        fail(err, GPT_ERR_ARGUMENT, "gpt_batch_result: request %zu has not ended (gpt_batch_run)", index);
+        return NULL;
+    }
+    if (q->outcome.code) {
+        if (err) *err = q->outcome;
+        return NULL;
+    }
+    return q->r;
+}
+
+void gpt_batch_free(gpt_batch *b) {
+    if (!b) return;
+    scheduler_drop_all(&b->sched);
+    for (size_t i = 0; i < b->n; i++) {
+        sequence_free(&b->req[i]->seq, &b->engine);
+        gpt_result_free(b->req[i]->r);
+        free(b->req[i]);
+    }
+    free(b->req);
+    scheduler_free(&b->sched);
+    engine_free(&b->engine);
+    if (b->pooled) pthread_mutex_unlock(&b->m->pool_lock);
+    free(b);
 }
 
 // ----------------------------------------------------------------------------

@@ -144,8 +144,8 @@ GPT_API int gpt_settings_set(gpt_settings *s, const char *name, const char *json
 // generation
 
 // Called after each step of a generation with the text that step completed
-// (text[0..len), whole UTF-8 characters, not NUL-terminated, possibly
-// empty: a character or a possible stop string still incomplete is held
+// (text[0..len), whole UTF-8 characters, not NUL-terminated, never NULL,
+// possibly empty: a character or a possible stop string still incomplete is held
 // back) and the token it sampled (-1 for the last call after a stop from
 // the callback, which hands over the text held back). Returning nonzero
 // stops the generation after this step (stop reason "cancelled"). The
@@ -175,6 +175,34 @@ GPT_API int gpt_generate(gpt_model *m, const char *prompt, const gpt_settings *s
 // the text starts with the ids' bytes as UTF-8.
 GPT_API int gpt_generate_tokens(gpt_model *m, const int32_t *ids, size_t n, const gpt_settings *s,
                                 gpt_token_callback callback, void *user_data, gpt_result **out, gpt_err *err);
+
+// ----------------------------------------------------------------------------
+// a batch: many requests through the continuous-batching scheduler (that of
+// gpt --batch and gpt serve): up to `parallel` sequences decode together,
+// prompts that start alike share their computed blocks, and each request's
+// result is gpt_generate's with the same prompt and settings, bit for bit.
+// A batch is used by one thread at a time; from gpt_batch_new to
+// gpt_batch_free it holds the model's threads (when no generation does).
+// The settings a request is added with must live until gpt_batch_run
+// returns.
+
+typedef struct gpt_batch gpt_batch;
+
+GPT_API int gpt_batch_new(gpt_model *m, size_t parallel, gpt_batch **out, gpt_err *err);
+// Adds a request: prompt with s (NULL: the defaults), callback (may be NULL)
+// called as gpt_generate calls it; *index (may be NULL) its number, from 0
+// in the order added. A bad prompt or setting is refused here.
+GPT_API int gpt_batch_add(gpt_batch *b, const char *prompt, const gpt_settings *s, gpt_token_callback callback,
+                          void *user_data, size_t *index, gpt_err *err);
+// Runs until every request added has ended. A request whose callback
+// returns nonzero, or that gpt_batch_cancel names (from a callback, or
+// before the run), ends "cancelled"; the others go on.
+GPT_API int gpt_batch_run(gpt_batch *b, gpt_err *err);
+GPT_API int gpt_batch_cancel(gpt_batch *b, size_t index, gpt_err *err);
+// Request index's result once it has ended (the batch's: valid until
+// gpt_batch_free), or NULL with err set: its failure, or that it has not ended.
+GPT_API const gpt_result *gpt_batch_result(const gpt_batch *b, size_t index, gpt_err *err);
+GPT_API void gpt_batch_free(gpt_batch *b);  // NULL-safe
 
 // ----------------------------------------------------------------------------
 // chat: a conversation rendered with a chat template (docs/chat.md): a
