@@ -2,7 +2,8 @@
 output for the same seed and settings (`gpt -m models/demo.bin ... --json`):
 create_completion's text, tokens, finish_reason, usage, seed and
 log-probabilities (from a text or token ids); score (gpt --score);
-create_chat_completion and apply_chat_template (gpt --chat-template,
+create_completions (16 prompts through the scheduler equal 16 single
+calls); create_chat_completion and apply_chat_template (gpt --chat-template,
 --apply-template, per built-in template); the stream's chunks together equal the whole answer;
 __call__; tokenize (gpt --tokenize) and detokenize; 4 Python threads
 sharing one Model each get the single call's result; every bad argument an
@@ -163,6 +164,35 @@ class TestPython(unittest.TestCase):
             self.model.create_chat_completion([])
         with self.assertRaises(ValueError):
             self.model.create_chat_completion(msgs, chat_template="no/such/template.json")
+
+    def test_batch(self):
+        # 16 prompts through the scheduler, 4 at a time: each the single call's answer
+        requests = [{"prompt": PROMPT if i % 2 else "The king said unto", "seed": 100 + i,
+                     "temperature": 0.2 * (i % 8), "max_tokens": 20 if i % 3 else 33} for i in range(16)]
+        requests[5]["stop"] = ["the", "of"]
+        requests[7]["logprobs"] = 2
+        requests[9]["echo"] = True
+        requests[11]["regex"] = r" [a-z]+( [a-z]+)*\."
+        got = self.model.create_completions(requests, parallel=4)
+        self.assertEqual(len(got), 16)
+        for req, g in zip(requests, got):
+            args = dict(req)
+            prompt = args.pop("prompt")
+            want = self.model.create_completion(prompt, **args)
+            self.assertEqual(g["choices"], want["choices"], req)
+            self.assertEqual((g["tokens"], g["seed"], g["usage"]), (want["tokens"], want["seed"], want["usage"]))
+        # the defaults for every prompt, and the command's bits
+        got = self.model.create_completions([PROMPT, "The king said"], max_tokens=12, seed=2)
+        self.assertEqual(got[0]["choices"][0]["text"], command("-p", PROMPT, "-n", "12", "-s", "2")["text"])
+        self.assertEqual(got[1]["choices"][0]["text"], command("-p", "The king said", "-n", "12", "-s", "2")["text"])
+        with self.assertRaises(ValueError):
+            self.model.create_completions([PROMPT], temperature=-1)
+        with self.assertRaises(TypeError):
+            self.model.create_completions([PROMPT], stream=True)
+        with self.assertRaises(TypeError):
+            self.model.create_completions([{"prompt": PROMPT, "bogus": 1}])
+        with self.assertRaises(ValueError):
+            self.model.create_completions([PROMPT], parallel=0)
 
     def test_call_and_max_tokens_none(self):
         a = self.model(PROMPT, max_tokens=12, seed=8)

@@ -113,6 +113,9 @@ def _load():
         "gpt_settings_set": ([P, ctypes.c_char_p, ctypes.c_char_p, E], I),
         "gpt_generate": ([P, ctypes.c_char_p, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
         "gpt_generate_tokens": ([P, ctypes.POINTER(ctypes.c_int32), S, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
+        "gpt_batch_new": ([P, S, ctypes.POINTER(P), E], I), "gpt_batch_free": ([P], V),
+        "gpt_batch_add": ([P, ctypes.c_char_p, P, _CALLBACK, P, ctypes.POINTER(S), E], I),
+        "gpt_batch_run": ([P, E], I), "gpt_batch_result": ([P, S, E], P),
         "gpt_chat": ([P, ctypes.c_char_p, ctypes.POINTER(_Message), S, P, _CALLBACK, P, ctypes.POINTER(P), E], I),
         "gpt_chat_render": ([ctypes.c_char_p, ctypes.POINTER(_Message), S, I, ctypes.POINTER(P), ctypes.POINTER(S),
                              E], I),
@@ -335,6 +338,69 @@ class Model:
 
     __call__ = create_completion
 
+    def create_completions(self, prompts, parallel=16, **kwargs):
+        """Many completions at once through gpt's continuous-batching
+        scheduler (gpt --batch's): each of prompts is a prompt (a str) or a
+        dict {"prompt": ..., and create_completion's keyword
+        arguments for it alone}; kwargs are every prompt's. Up to parallel
+        sequences decode together; each answer is create_completion's for
+        the same prompt and arguments, bit for bit. Returns the list of
+        completions in the order of prompts."""
+        if "stream" in kwargs:
+            raise TypeError("create_completions takes no stream")
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= 256:
+            raise ValueError("parallel must be an integer in [1, 256], not %r" % (parallel,))
+        lib, err = self._lib, _Err()
+        batch = ctypes.c_void_p()
+        rc = lib.gpt_batch_new(self._ptr, parallel, ctypes.byref(batch), ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        held, metas = [], []
+        try:
+            for item in prompts:
+                args = dict(kwargs)
+                if isinstance(item, dict):
+                    args.update(item)
+                    item = args.pop("prompt", None)
+                if not isinstance(item, str):
+                    raise TypeError("a batch's prompt must be a str, not %s" % type(item).__name__)
+                if "\0" in item:
+                    raise ValueError("prompt holds a NUL character")
+                settings = self._settings(**self._defaults(args))
+                held.append(settings)
+                rc = lib.gpt_batch_add(batch, item.encode("utf-8"), settings.ptr, _CALLBACK(), None, None,
+                                       ctypes.byref(err))
+                if rc != _OK:
+                    _raise(rc, err)
+                metas.append({"id": "cmpl-" + uuid.uuid4().hex, "created": int(time.time()), "model": self.model_path})
+            rc = lib.gpt_batch_run(batch, ctypes.byref(err))
+            if rc != _OK:
+                _raise(rc, err)
+            out = []
+            for i, meta in enumerate(metas):
+                r = lib.gpt_batch_result(batch, i, ctypes.byref(err))
+                if not r:
+                    _raise(err.code, err)
+                out.append(self._completion(meta, self._read_result(r, owned=False)))
+            return out
+        finally:
+            lib.gpt_batch_free(batch)
+            for settings in held:
+                settings.close()
+
+    def _defaults(self, args):
+        """create_completion's keyword arguments (less prompt and stream) with
+        its defaults, as _settings takes them; an unknown one is a TypeError."""
+        names = ("max_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "seed", "logprobs", "echo",
+                 "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "grammar", "json_schema",
+                 "regex")
+        defaults = {"max_tokens": 16, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "echo": False,
+                    "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+        for k in args:
+            if k not in names:
+                raise TypeError("create_completions() got an unexpected keyword argument %r" % k)
+        return {k: args.get(k, defaults.get(k)) for k in names}
+
     def create_chat_completion(self, messages, chat_template=None, max_tokens=None, temperature=1.0, top_p=1.0,
                                top_k=0, min_p=0.0, stop=None, seed=None, repeat_penalty=1.0, presence_penalty=0.0,
                                frequency_penalty=0.0, logit_bias=None, grammar=None, json_schema=None, regex=None,
@@ -438,7 +504,16 @@ class Model:
                                                ctypes.byref(res), ctypes.byref(err))
         if rc != _OK:
             _raise(rc, err)
-        lib, r = self._lib, res.value
+        out = self._read_result(res.value, owned=True)
+        if state["error"] is not None:
+            raise state["error"]
+        if state["interrupted"] and on_piece is None:
+            raise KeyboardInterrupt
+        return out
+
+    def _read_result(self, r, owned):
+        """A gpt_result's fields (freed when owned)."""
+        lib = self._lib
         try:
             n = ctypes.c_size_t()
             text = lib.gpt_result_text(r, ctypes.byref(n))
@@ -451,11 +526,8 @@ class Model:
             lp = lib.gpt_result_logprobs_json(r)
             out["logprobs"] = json.loads(lp) if lp else None
         finally:
-            lib.gpt_result_free(r)
-        if state["error"] is not None:
-            raise state["error"]
-        if state["interrupted"] and on_piece is None:
-            raise KeyboardInterrupt
+            if owned:
+                lib.gpt_result_free(r)
         return out
 
     def _completion(self, meta, r):
