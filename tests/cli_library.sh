@@ -7,7 +7,9 @@
 #     --cflags --libs gpt` alone (PKG_CONFIG_PATH and PKG_CONFIG_SYSROOT_DIR
 #     into DESTDIR) and runs with LD_LIBRARY_PATH there; its output is
 #     `gpt -m models/demo.bin -p PROMPT -s SEED -n N --temp T`'s, byte for
-#     byte, for several seeds, temperatures and prompts;
+#     byte, for several seeds, temperatures and prompts; examples/batch.c,
+#     built the same way, answers 16 prompts through the scheduler, each
+#     line the command's text for its seed;
 #   - libgpt.so exports exactly the functions gpt.h declares GPT_API (nm -D)
 #     and nothing else, and gpt.h includes no header of gpt's own.
 # Prints "cli_library: N passed, M failed" like the test binaries.
@@ -75,6 +77,31 @@ same "And it came to pass" 3 30 0
 same "The king said" 42 40 1.5
 same "The king said" 7 24 0.3
 same "" 5 20 1
+
+# examples/batch.c: 16 prompts through the scheduler, each line the command's
+# text for its seed (newlines written \n)
+# shellcheck disable=SC2086 # the flags are words
+if cc -std=c11 -Wall -Wextra -Werror $san examples/batch.c $flags -o "$tmp/batch" 2> "$tmp/cc.log"; then
+    pass
+else
+    fail "examples/batch.c does not build against the install: $(cat "$tmp/cc.log")"
+fi
+: > "$tmp/prompts"
+: > "$tmp/want"
+i=0
+while [ $i -lt 16 ]; do
+    case $((i % 4)) in 0) p="And it came to pass" ;; 1) p="The king said" ;; 2) p="In the beginning" ;; 3) p="" ;; esac
+    echo "$p" >> "$tmp/prompts"
+    "$GPT" -m models/demo.bin -q -p "$p" -s $((7 + i)) -n 20 > "$tmp/one"
+    { sed -z 's/\n/\\n/g' "$tmp/one"; echo; } >> "$tmp/want"
+    i=$((i + 1))
+done
+if LD_LIBRARY_PATH=$lib "$tmp/batch" models/demo.bin 7 20 < "$tmp/prompts" > "$tmp/got" 2> "$tmp/err" &&
+    cmp -s "$tmp/got" "$tmp/want"; then
+    pass
+else
+    fail "examples/batch: $(cat "$tmp/err"; diff "$tmp/want" "$tmp/got" | head -6)"
+fi
 
 # the example's errors: one line, exit 1
 LD_LIBRARY_PATH=$lib "$tmp/generate" no/model.bin "x" 1 2 1 > /dev/null 2> "$tmp/err"
