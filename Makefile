@@ -263,7 +263,7 @@ clean:
 # flags, the target-specific ones too), read from `make -n -B` of each
 # object: src/ and tests/ as `make` builds them, tests/bench/ as `make
 # bench`, tests/fuzz/ as `make fuzz` (clang). Nothing is built.
-CC_JSON_OBJS = $(LIB_OBJS) $(CLI_OBJS) $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/*.c)) \
+CC_JSON_OBJS = $(LIB_OBJS) $(CLI_OBJS) $(API_OBJS) $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/*.c)) \
                $(BENCH_BINS:%=%.o) $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/tests/%.o,$(wildcard tests/fuzz/*.c))
 # a compiler line is one with -c and a .c file last; esc escapes " and backslash
 CC_JSON_AWK = function esc(s,  r, i, c) { for (i = 1; i <= length(s); i++) { c = substr(s, i, 1); \

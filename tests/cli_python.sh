@@ -26,7 +26,7 @@ preload=""
 if readelf -d "$BUILD/libgpt.so.0" | grep -q libasan; then
     preload="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
 fi
-GPT=$GPT GPT_LIBRARY=$BUILD/libgpt.so.0 PYTHONPATH=python LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 \
+GPT=$GPT GPT_LIBRARY=$BUILD/libgpt.so.0 PYTHONPATH=python LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 \
     /usr/bin/python3 -m unittest -v tests/test_python.py > "$tmp/log" 2>&1
 rc=$?
 cat "$tmp/log"
@@ -40,7 +40,7 @@ line="import gpt; print(gpt.Model('$(pwd)/models/demo.bin').create_completion('A
 mkdir -p "$tmp/beside"
 cp -r python/gpt "$tmp/beside/"
 cp "$BUILD/libgpt.so.0" "$tmp/beside/gpt/"
-got=$(cd "$tmp" && env -u GPT_LIBRARY PYTHONPATH="$tmp/beside" LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 \
+got=$(cd "$tmp" && env -u GPT_LIBRARY PYTHONPATH="$tmp/beside" LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 \
     /usr/bin/python3 -c "$line" 2>&1)
 if [ "$got" = "$want" ]; then pass; else fail "the library beside the package: [$got], gpt's [$want]"; fi
 if make --no-print-directory -s install BUILD="$BUILD" DESTDIR="$tmp/root" PREFIX=/usr/local > "$tmp/install.log" 2>&1; then
@@ -50,7 +50,7 @@ if make --no-print-directory -s install BUILD="$BUILD" DESTDIR="$tmp/root" PREFI
     *) fail "make install put the package in '$pydir'" ;;
     esac
     got=$(cd "$tmp" && env -u GPT_LIBRARY PYTHONPATH="$pydir" LD_LIBRARY_PATH="$tmp/root/usr/local/lib" \
-        LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 -c "$line" 2>&1)
+        LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 /usr/bin/python3 -c "$line" 2>&1)
     if [ "$got" = "$want" ]; then pass; else fail "the installed package: [$got], gpt's [$want]"; fi
 else
     fail "make install DESTDIR=$tmp/root failed: $(cat "$tmp/install.log")"
@@ -61,7 +61,7 @@ elif ! "$tmp/venv/bin/pip" install -q --no-index --no-build-isolation ./python >
     fail "pip install ./python: $(tail -3 "$tmp/pip.log")"
 else
     lib=$(cd "$BUILD" && pwd)/libgpt.so.0
-    got=$(cd "$tmp" && GPT_LIBRARY="$lib" LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 \
+    got=$(cd "$tmp" && GPT_LIBRARY="$lib" LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 \
         "$tmp/venv/bin/python" -c "$line" 2>&1)
     if [ "$got" = "$want" ]; then pass; else fail "the package pip installed: [$got], gpt's [$want]"; fi
 fi
