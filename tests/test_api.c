@@ -20,6 +20,7 @@
  *   - a batch of 16 requests through the scheduler, 4 at a time: each the
  *     single run's result; a request stopped by its callback and one
  *     cancelled before the run end "cancelled", the others untouched;
+ *   - gpt_choose: gpt --choice --json's sums, means, bytes and best;
  *   - tokenize and detokenize: `gpt --tokenize`'s ids, the exact bytes back;
  *   - misuse: every NULL handle and argument, an unknown setting, values out
  *     of range or not JSON, a second grammar, bad model options, a missing
@@ -473,6 +474,43 @@ static void test_batch(void) {
     CHECK(gpt_batch_new(model, 4, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
 }
 
+// gpt_choose against gpt --choice --json: each choice's sum, mean, mean per
+// byte, tokens and bytes, bit for bit, and the best; the misuse.
+static void test_choose(void) {
+    const char *choices[] = {" that", ", when", "x", " unto Moses", ""};
+    const char *args[] = {"-m", MODEL, "-q", "--json", "-p", PROMPT, "--choice", choices[0], "--choice", choices[1],
+                          "--choice", choices[2], "--choice", choices[3], NULL};
+    Result out = run_gpt(scratch, NULL, 0, args);
+    cJSON *want = cJSON_Parse(out.out), *list = cJSON_GetObjectItem(want, "choices");
+    gpt_choice_score sc[4];
+    size_t best = 99;
+    gpt_err err;
+    CHECK(want && gpt_choose(model, PROMPT, choices, 4, sc, &best, &err) == GPT_OK, "%s", err.message);
+    for (int i = 0; want && i < 4; i++) {
+        const cJSON *c = cJSON_GetArrayItem(list, i);
+        CHECK(sc[i].sum == cJSON_GetObjectItem(c, "sum")->valuedouble &&
+                  sc[i].mean == cJSON_GetObjectItem(c, "mean")->valuedouble &&
+                  sc[i].mean_per_byte == cJSON_GetObjectItem(c, "mean_per_byte")->valuedouble &&
+                  (double)sc[i].bytes == cJSON_GetObjectItem(c, "bytes")->valuedouble &&
+                  (int)sc[i].tokens == cJSON_GetArraySize(cJSON_GetObjectItem(c, "tokens")),
+              "choice %d: %.17g, gpt's %.17g", i, sc[i].sum, cJSON_GetObjectItem(c, "sum")->valuedouble);
+    }
+    CHECK(want && (double)best == cJSON_GetObjectItem(want, "best")->valuedouble, "best %zu", best);
+    cJSON_Delete(want);
+    result_free(&out);
+    CHECK(gpt_choose(model, PROMPT, choices, 5, sc, &best, &err) == GPT_ERR_INPUT && strstr(err.message, "choices[4]"),
+          "an empty choice: %s", err.message);
+    CHECK(gpt_choose(model, PROMPT, choices, 0, sc, &best, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_choose(model, PROMPT, NULL, 2, sc, &best, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_choose(model, PROMPT, choices, 2, NULL, &best, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_choose(model, NULL, choices, 2, sc, &best, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_choose(NULL, PROMPT, choices, 2, sc, &best, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    const char *with_null[] = {"a", NULL};
+    CHECK(gpt_choose(model, PROMPT, with_null, 2, sc, NULL, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "choices[1]"),
+          "%s", err.message);
+    CHECK(gpt_choose(model, PROMPT, choices, 1, sc, NULL, &err) == GPT_OK, "no best asked: %s", err.message);
+}
+
 // A callback that stops after 3 calls: the tokens are the full run's first
 // ones, the text is the pieces, the stop reason "cancelled".
 static void test_callback_stops(void) {
@@ -803,6 +841,7 @@ int main(void) {
     test_score();
     test_chat();
     test_batch();
+    test_choose();
     test_callback_stops();
     test_threads();
     test_generate_misuse();

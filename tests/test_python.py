@@ -1,7 +1,7 @@
 """The Python package gpt (python/gpt/), each call against the gpt command's
 output for the same seed and settings (`gpt -m models/demo.bin ... --json`):
 create_completion's text, tokens, finish_reason, usage, seed and
-log-probabilities (from a text or token ids); score (gpt --score);
+log-probabilities (from a text or token ids); score (gpt --score); choose (gpt --choice);
 create_completions (16 prompts through the scheduler equal 16 single
 calls); create_chat_completion and apply_chat_template (gpt --chat-template,
 --apply-template, per built-in template); the stream's chunks together equal the whole answer;
@@ -193,6 +193,22 @@ class TestPython(unittest.TestCase):
             self.model.create_completions([{"prompt": PROMPT, "bogus": 1}])
         with self.assertRaises(ValueError):
             self.model.create_completions([PROMPT], parallel=0)
+
+    def test_choose(self):
+        choices = [" that", ", when", "x", " unto Moses"]
+        args = [a for c in choices for a in ("--choice", c)]
+        want = command("-p", PROMPT, *args)
+        got = self.model.choose(PROMPT, choices)
+        self.assertEqual(got["best"], want["best"])
+        for g, w in zip(got["choices"], want["choices"]):
+            self.assertEqual((g["text"], g["sum"], g["mean"], g["mean_per_byte"], g["bytes"], g["tokens"]),
+                             (w["text"], w["sum"], w["mean"], w["mean_per_byte"], w["bytes"], len(w["tokens"])))
+        with self.assertRaises(ValueError):
+            self.model.choose(PROMPT, [])
+        with self.assertRaises(ValueError):
+            self.model.choose(PROMPT, ["a", ""])
+        with self.assertRaises(TypeError):
+            self.model.choose(PROMPT, "ab")
 
     def test_call_and_max_tokens_none(self):
         a = self.model(PROMPT, max_tokens=12, seed=8)

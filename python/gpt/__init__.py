@@ -66,6 +66,11 @@ class _Chat:
             self.array[i].role, self.array[i].content = role.encode(), content.encode()
 
 
+class _ChoiceScore(ctypes.Structure):
+    _fields_ = [("sum", ctypes.c_double), ("mean", ctypes.c_double), ("mean_per_byte", ctypes.c_double),
+                ("tokens", ctypes.c_size_t), ("bytes", ctypes.c_size_t)]
+
+
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_char_p), ("n_threads", ctypes.c_int), ("kv_type", ctypes.c_char_p),
                 ("tokenizer", ctypes.c_char_p), ("tune", ctypes.c_char_p)]
@@ -121,6 +126,8 @@ def _load():
                              E], I),
         "gpt_score": ([P, ctypes.c_char_p, S, I, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
                        ctypes.POINTER(ctypes.POINTER(ctypes.c_double)), ctypes.POINTER(S), E], I),
+        "gpt_choose": ([P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), S, ctypes.POINTER(_ChoiceScore),
+                        ctypes.POINTER(S), E], I),
         "gpt_result_free": ([P], V),
         "gpt_result_text": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_char)),
         "gpt_result_tokens": ([P, ctypes.POINTER(S)], ctypes.POINTER(ctypes.c_int32)),
@@ -305,6 +312,24 @@ class Model:
             total += v
         return {"tokens": tokens, "logprobs": [None] + logprobs, "sum": total,
                 "perplexity": math.exp(-total / len(logprobs)) if logprobs else None}
+
+    def choose(self, prompt, choices):
+        """Multiple choice (gpt --choice --json): {"choices": [{"index",
+        "text", "sum", "mean", "tokens", "bytes", "mean_per_byte"}], "best"}:
+        each choice scored as the continuation of prompt, best the largest
+        sum (the lower index of equal ones)."""
+        if not isinstance(prompt, str) or isinstance(choices, str) or not all(isinstance(c, str) for c in choices):
+            raise TypeError("choose(prompt: str, choices: list of str)")
+        arr = (ctypes.c_char_p * len(choices))(*[c.encode("utf-8") for c in choices])
+        scores = (_ChoiceScore * max(len(choices), 1))()
+        best, err = ctypes.c_size_t(), _Err()
+        rc = self._lib.gpt_choose(self._ptr, prompt.encode("utf-8"), arr, len(choices), scores, ctypes.byref(best),
+                                  ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        return {"choices": [{"index": i, "text": c, "sum": sc.sum, "mean": sc.mean, "tokens": sc.tokens,
+                             "bytes": sc.bytes, "mean_per_byte": sc.mean_per_byte}
+                            for i, (c, sc) in enumerate(zip(choices, scores))], "best": best.value}
 
     def create_completion(self, prompt, max_tokens=16, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, stop=None,
                           seed=None, logprobs=None, echo=False, repeat_penalty=1.0, presence_penalty=0.0,

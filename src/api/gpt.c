@@ -754,6 +754,106 @@ void gpt_batch_free(gpt_batch *b) {
 }
 
 // ----------------------------------------------------------------------------
+// multiple choice, as gpt --choice: each choice one sequence over prompt +
+// choice that generates nothing and reports its own tokens' log-probabilities
+// (run_model.c's run_choice)
+
+// Steps every sequence of seqs[0..n) until all have stopped: 0, or -1 with
+// err set.
+static int step_all(Engine *e, Sequence *seqs, Sequence **live, size_t n, GptError *err) {
+    for (;;) {
+        for (size_t i = 0; i < n; i++) {
+            int a = seqs[i].admitted ? 1 : engine_admit(e, &seqs[i], err);
+            if (a < 0) return -1;
+            if (a == 0) break;
+        }
+        size_t n_live = 0, waiting = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (seqs[i].admitted && !seqs[i].stop) live[n_live++] = &seqs[i];
+            waiting += !seqs[i].admitted;
+        }
+        if (n_live == 0) return waiting ? gpt_error(err, "engine: the pool admits none of them") : 0;
+        if (engine_step(e, live, n_live, err) != 0) return -1;
+        for (size_t i = 0; i < n_live; i++)
+            if (live[i]->stop == STOP_ERROR) return gpt_error(err, "%s", live[i]->error.msg);
+    }
+}
+
+int gpt_choose(gpt_model *m, const char *prompt, const char *const *choices, size_t n, gpt_choice_score *scores,
+               size_t *best, gpt_err *err) {
+    clear(err);
+    if (!m || !prompt || !choices || !scores)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_choose: %s is NULL",
+                    !m ? "the model" : !prompt ? "prompt" : !choices ? "choices" : "scores");
+    if (n < 1 || n > 64) return fail(err, GPT_ERR_ARGUMENT, "choices: %zu of them; 1 to 64", n);
+    for (size_t i = 0; i < n; i++)
+        if (!choices[i]) return fail(err, GPT_ERR_ARGUMENT, "choices[%zu] is NULL", i);
+    int32_t *ids[64] = {0};
+    size_t len[64], first[64], longest = 0, rows = 0, blocks = 0;
+    Sequence *seqs = calloc(n, sizeof *seqs);
+    Sequence **live = calloc(n, sizeof *live);
+    Engine engine;
+    int engine_up = 0, rc = GPT_OK, pooled = 0;
+    GptError e = {{0}};
+    if (!seqs || !live) rc = fail(err, GPT_ERR_MEMORY, "out of memory");
+    for (size_t i = 0; rc == GPT_OK && i < n; i++) {
+        pthread_mutex_lock(&m->tok_lock);
+        int bad = candidate_tokens(m->s.tok, prompt, strlen(prompt), choices[i], strlen(choices[i]), 0, &ids[i],
+                                   &len[i], &first[i], &e) != 0;
+        pthread_mutex_unlock(&m->tok_lock);
+        if (bad || check_prompt_length(&m->s.model.config, len[i], &e) != 0) {
+            rc = fail(err, GPT_ERR_INPUT, "choices[%zu]: %s", i, e.msg);
+            break;
+        }
+        if (len[i] > longest) longest = len[i];
+        rows += len[i] - first[i] + 1;
+        blocks += (len[i] + KV_BLOCK - 1) / KV_BLOCK;
+    }
+    if (rc == GPT_OK) {
+        // every choice's rows with logits in one step (up to a bound on the logits' memory)
+        size_t logit_rows = rows < 512 ? rows : 512;
+        pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
+        EngineConfig ec = {.max_seqs = n, .max_step_tokens = longest > logit_rows ? longest : logit_rows,
+                           .kv_dtype = m->kv_dtype, .kv_blocks = blocks, .share_prefixes = 1,
+                           .pool = pooled ? m->s.pool : NULL, .plan = &m->s.plan, .prompt_logit_rows = logit_rows};
+        if (engine_init(&engine, &m->s.model, m->s.tok, &ec, &e) != 0) rc = fail(err, GPT_ERR_MEMORY, "%s", e.msg);
+        else engine_up = 1;
+    }
+    for (size_t i = 0; rc == GPT_OK && i < n; i++) {
+        GenParams gp = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f}, .max_new = 0,
+                        .logprobs = 1, .logprobs_from = first[i]};
+        if (sequence_init(&seqs[i], &engine, ids[i], len[i], &gp, &e) != 0) rc = fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    }
+    if (rc == GPT_OK && step_all(&engine, seqs, live, n, &e) != 0) rc = fail(err, GPT_ERR_RUNTIME, "%s", e.msg);
+    // as candidate_measure: the sum, the mean per token, the bytes and the sum per byte
+    for (size_t i = 0; rc == GPT_OK && i < n; i++) {
+        gpt_choice_score *c = &scores[i];
+        *c = (gpt_choice_score){.tokens = len[i] - first[i]};
+        for (size_t k = 0; k < c->tokens; k++) {
+            size_t b;
+            c->sum += seqs[i].lp[k].logprob;
+            if (tokenizer_token_bytes(m->s.tok, ids[i][first[i] + k], &b)) c->bytes += b;
+        }
+        c->mean = c->sum / (double)c->tokens;
+        c->mean_per_byte = c->bytes ? c->sum / (double)c->bytes : c->sum;
+        if (!isfinite(c->sum)) rc = fail(err, GPT_ERR_RUNTIME, "choices[%zu]: the model produced a non-finite "
+                                                               "log-probability", i);
+    }
+    if (rc == GPT_OK && best) {
+        *best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (scores[i].sum > scores[*best].sum) *best = i;  // equal ones: the lower index
+    }
+    for (size_t i = 0; seqs && engine_up && i < n; i++) sequence_free(&seqs[i], &engine);
+    if (engine_up) engine_free(&engine);
+    if (pooled) pthread_mutex_unlock(&m->pool_lock);
+    for (size_t i = 0; i < n; i++) free(ids[i]);
+    free(seqs);
+    free(live);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
 // scoring
 
 int gpt_score(gpt_model *m, const char *text, size_t len, int prepend_eos, size_t stride, int32_t **ids,

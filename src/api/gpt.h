@@ -237,6 +237,19 @@ GPT_API int gpt_chat(gpt_model *m, const char *template_name, const gpt_message 
 GPT_API int gpt_score(gpt_model *m, const char *text, size_t len, int prepend_eos, size_t stride, int32_t **ids,
                       double **logprobs, size_t *n, gpt_err *err);
 
+// Multiple choice, as gpt --choice: each of choices[0..n) (1 to 64) scored
+// as the continuation of prompt (prompt + choice tokenized as one text; a
+// token across the boundary is the choice's), into scores[i] (the caller's
+// array of n): the sum of its tokens' log-probabilities, their mean, its
+// tokens' bytes and the sum per byte, each bit for bit gpt --choice --json's;
+// *best (may be NULL) the index of the largest sum, the lower of equal ones.
+typedef struct {
+    double sum, mean, mean_per_byte;
+    size_t tokens, bytes;
+} gpt_choice_score;
+GPT_API int gpt_choose(gpt_model *m, const char *prompt, const char *const *choices, size_t n,
+                       gpt_choice_score *scores, size_t *best, gpt_err *err);
+
 // ----------------------------------------------------------------------------
 // the result
 
