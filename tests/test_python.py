@@ -2,6 +2,7 @@
 output for the same seed and settings (`gpt -m models/demo.bin ... --json`):
 create_completion's text, tokens, finish_reason, usage, seed and
 log-probabilities (from a text or token ids); score (gpt --score); choose (gpt --choice);
+n completions (gpt --completions);
 create_completions (16 prompts through the scheduler equal 16 single
 calls); create_chat_completion and apply_chat_template (gpt --chat-template,
 --apply-template, per built-in template); the stream's chunks together equal the whole answer;
@@ -209,6 +210,19 @@ class TestPython(unittest.TestCase):
             self.model.choose(PROMPT, ["a", ""])
         with self.assertRaises(TypeError):
             self.model.choose(PROMPT, "ab")
+
+    def test_n(self):
+        want = command("-p", PROMPT, "-n", "8", "-s", "5", "--completions", "3", "--logprobs", "1")
+        got = self.model.create_completion(PROMPT, max_tokens=8, seed=5, n=3, logprobs=1)
+        self.assertEqual([c["text"] for c in got["choices"]], [c["text"] for c in want["completions"]])
+        self.assertEqual([c["index"] for c in got["choices"]], [0, 1, 2])
+        self.assertEqual([c["logprobs"] for c in got["choices"]], [c["logprobs"] for c in want["completions"]])
+        self.assertEqual(got["tokens"], [c["tokens"] for c in want["completions"]])
+        self.assertEqual(got["usage"]["completion_tokens"], sum(len(c["tokens"]) for c in want["completions"]))
+        with self.assertRaises(ValueError):
+            self.model.create_completion(PROMPT, n=0)
+        with self.assertRaises(ValueError):
+            self.model.create_completion(PROMPT, n=2, stream=True)
 
     def test_call_and_max_tokens_none(self):
         a = self.model(PROMPT, max_tokens=12, seed=8)

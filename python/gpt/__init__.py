@@ -334,7 +334,7 @@ class Model:
     def create_completion(self, prompt, max_tokens=16, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, stop=None,
                           seed=None, logprobs=None, echo=False, repeat_penalty=1.0, presence_penalty=0.0,
                           frequency_penalty=0.0, logit_bias=None, grammar=None, json_schema=None, regex=None,
-                          stream=False):
+                          stream=False, n=1):
         """A completion of prompt (a str, or a list of token ids), in OpenAI's shape (llama_cpp.Llama's):
         {"id", "object": "text_completion", "created", "model", "choices":
         [{"text", "index", "logprobs", "finish_reason"}], "usage"}, plus
@@ -342,7 +342,15 @@ class Model:
         each with a piece of the text (the last with finish_reason).
         max_tokens None: up to the context. Bad arguments raise TypeError
         or ValueError naming the field; Ctrl-C stops the generation and
-        raises KeyboardInterrupt."""
+        raises KeyboardInterrupt. n > 1: n completions, seeds seed, seed + 1,
+        ... (gpt --completions n), decoded together; "choices" lists them,
+        "tokens" and "stop_reason" are lists too."""
+        if n != 1:
+            return self._n_completions(prompt, n, seed, stream, dict(
+                max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, stop=stop,
+                logprobs=logprobs, echo=echo, repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                frequency_penalty=frequency_penalty, logit_bias=logit_bias, grammar=grammar, json_schema=json_schema,
+                regex=regex))
         if isinstance(prompt, (list, tuple)):
             prompt = _ids(prompt)  # token ids, as llama_cpp takes them
         elif not isinstance(prompt, str):
@@ -412,6 +420,26 @@ class Model:
             lib.gpt_batch_free(batch)
             for settings in held:
                 settings.close()
+
+    def _n_completions(self, prompt, n, seed, stream, args):
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
+            raise ValueError("n must be an integer in [1, 64], not %r" % (n,))
+        if stream:
+            raise ValueError("n > 1 does not stream")
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little") & (2 ** 53 - 1)  # as gpt draws one
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2 ** 64 - n:
+            raise ValueError("seed must be an integer in [0, 2^64 - n], not %r" % (seed,))
+        rs = self.create_completions([{"prompt": prompt, "seed": seed + i} for i in range(n)], parallel=n, **args)
+        out = rs[0]
+        out["choices"] = [dict(r["choices"][0], index=i) for i, r in enumerate(rs)]
+        done = sum(r["usage"]["completion_tokens"] for r in rs)
+        out["usage"] = {"prompt_tokens": out["usage"]["prompt_tokens"], "completion_tokens": done,
+                        "total_tokens": out["usage"]["prompt_tokens"] + done}
+        out["tokens"] = [r["tokens"] for r in rs]
+        out["stop_reason"] = [r["stop_reason"] for r in rs]
+        out["seed"] = seed
+        return out
 
     def _defaults(self, args):
         """create_completion's keyword arguments (less prompt and stream) with
