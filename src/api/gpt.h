@@ -19,25 +19,29 @@
  *
  * Threads:
  *   - a gpt_model is read-only once open: any number of threads may call
- *     gpt_tokenize, gpt_detokenize and gpt_generate on one model at once
- *     (tokenizing takes a lock of the model's). One generation at a time
- *     runs on the model's threads (gpt_model_options.n_threads); one that
- *     starts while another runs them runs on its calling thread alone. The
- *     bits are the same either way. gpt_model_close only when no call on the
- *     model is running.
- *   - a gpt_settings and a gpt_result belong to one thread at a time; a
- *     gpt_settings may be used by many generations one after another (it
- *     is not changed by them), and a gpt_settings handed to gpt_generate
- *     must not be changed or freed until that call returns.
- *   - the token callback runs on the thread that called gpt_generate.
+ *     every call taking it (gpt_tokenize, gpt_generate, gpt_chat,
+ *     gpt_score, gpt_choose, ...) on one model at once (tokenizing takes a
+ *     lock of the model's). One call at a time runs on the model's threads
+ *     (gpt_model_options.n_threads), and a gpt_batch holds them while it
+ *     lives; a call that starts while they are taken runs on its calling
+ *     thread alone. The bits are the same either way. gpt_model_close only
+ *     when no call on the model runs and no batch of it is left.
+ *   - a gpt_settings, a gpt_result and a gpt_batch belong to one thread at
+ *     a time; a gpt_settings may be used by many generations one after
+ *     another (they do not change it), and one handed to a call must not be
+ *     changed or freed until that call returns (a batch's: until
+ *     gpt_batch_run returns).
+ *   - a token callback runs on the thread that made the call.
  *
  * Ownership: every handle is the caller's, freed by its own call
- * (gpt_model_close, gpt_settings_free, gpt_result_free; each NULL-safe). A
- * buffer a call returns through an out-parameter (gpt_tokenize's ids,
- * gpt_detokenize's text) is the caller's, freed with gpt_free. A pointer a
- * gpt_result_* accessor returns is the result's, valid until
- * gpt_result_free. The text a token callback gets is valid during the
- * call only. Strings passed in are copied where they are kept.
+ * (gpt_model_close, gpt_settings_free, gpt_result_free, gpt_batch_free; each
+ * NULL-safe). A buffer a call returns through an out-parameter
+ * (gpt_tokenize's ids, gpt_detokenize's text, gpt_chat_render's text,
+ * gpt_score's ids and log-probabilities) is the caller's, freed with
+ * gpt_free. A pointer a gpt_result_* accessor returns is the result's, valid
+ * until gpt_result_free; a batch's results are the batch's, valid until
+ * gpt_batch_free. The text a token callback gets is valid during the call
+ * only. Strings passed in are copied where they are kept.
  *
  * Versions: gpt_version() is gpt's version ("0.1.0"); GPT_ABI_VERSION is the
  * version of this interface, the number in the library's soname
