@@ -274,6 +274,32 @@ class TestPython(unittest.TestCase):
         for i in range(4):
             self.assertEqual(results[i]["tokens"], self.model.create_completion(PROMPT, max_tokens=24, seed=20 + i)["tokens"])
 
+    def test_interrupt(self):
+        # A SIGINT taken while the library calls back (Ctrl-C during a
+        # generation) stops the C call after that step: the callback turns
+        # KeyboardInterrupt into its stop; the model goes on serving.
+        import signal
+        settings = gpt._Settings(gpt.library(), {"seed": 3, "max_tokens": 40})
+        seen = []
+
+        def on_piece(piece):
+            seen.append(piece)
+            if len(seen) == 3:
+                signal.raise_signal(signal.SIGINT)
+            return False
+
+        try:
+            r = self.model._generate(PROMPT, settings, on_piece)
+        finally:
+            settings.close()
+        self.assertEqual(r["stop"], "cancelled")
+        full = self.model.create_completion(PROMPT, max_tokens=40, seed=3)
+        self.assertEqual(r["tokens"], full["tokens"][:len(r["tokens"])])
+        self.assertLess(len(r["tokens"]), 40)
+        # the model goes on serving: the next call is the command's
+        self.assertEqual(self.model(PROMPT, max_tokens=5, seed=3)["choices"][0]["text"],
+                         command("-p", PROMPT, "-n", "5", "-s", "3")["text"])
+
     def test_bad_arguments(self):
         m = self.model
         for kw, field in (({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"), ({"top_k": 1.5}, "top_k"),
