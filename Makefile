@@ -128,6 +128,19 @@ $(SO): $(API_OBJS) $(FRONT_OBJS) $(LIB_OBJS) src/api/exports.map
 $(BUILD)/libgpt.so: $(SO)
 	ln -sf $(SONAME) $@
 
+# The static library make install puts beside it (build/libgpt.a is the
+# internal one the tests link): the same objects as one relocatable object
+# in which every symbol but gpt.h's calls is made local, so that a program
+# linking it statically meets no name of gpt's internals.
+STATIC := $(BUILD)/static/libgpt.a
+$(STATIC): $(API_OBJS) $(FRONT_OBJS) $(LIB_OBJS) src/api/gpt.h
+	@mkdir -p $(dir $@)
+	sed -n 's/^GPT_API [^(]*[ *]\(gpt_[a-z_]*\)(.*/\1/p' src/api/gpt.h > $(BUILD)/static/exports.txt
+	$(LD) -r -o $(BUILD)/static/gpt.o $(filter %.o,$^)
+	objcopy --keep-global-symbols=$(BUILD)/static/exports.txt $(BUILD)/static/gpt.o
+	rm -f $@
+	$(AR) rcs $@ $(BUILD)/static/gpt.o
+
 # pkg-config's gpt.pc, which make install writes for PREFIX: the shared
 # library; cJSON and utf8proc only for a static link (Requires.private).
 GPT_VERSION := $(shell sed -n 's/^\#define GPT_VERSION "\([^"]*\)".*/\1/p' src/front/front.h)
@@ -235,9 +248,9 @@ bench: bench-bins checkpoints
 # scripts/get-gpt2.sh as gpt-get-gpt2; the manual page gpt(1) and the bash
 # completion (which bash-completion loads from share/bash-completion); the
 # C library (include/gpt.h, lib/libgpt.so.0 and its libgpt.so link,
-# lib/pkgconfig/gpt.pc) and the Python package (PYDIR/gpt, with a link to the
+# lib/libgpt.a, lib/pkgconfig/gpt.pc) and the Python package (PYDIR/gpt, with a link to the
 # library beside it).
-install: $(BUILD)/gpt $(SO)
+install: $(BUILD)/gpt $(SO) $(STATIC)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
 	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
@@ -250,6 +263,7 @@ install: $(BUILD)/gpt $(SO)
 	install -m 644 src/api/gpt.h $(DESTDIR)$(PREFIX)/include/gpt.h
 	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libgpt.so
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/libgpt.a
 	printf '%s\n' $(GPT_PC) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gpt.pc
 	@if [ -z "$(PYDIR)" ]; then echo "make install: no python3: the Python package (python/gpt) not installed"; else \
 	  install -d $(DESTDIR)$(PYDIR)/gpt && install -m 644 python/gpt/__init__.py $(DESTDIR)$(PYDIR)/gpt/ && \

@@ -2,7 +2,8 @@
 # cli_library.sh - gpt as a C library, as a program outside the repository
 # meets it:
 #   - `make install DESTDIR=... PREFIX=/usr/local` installs gpt.h,
-#     libgpt.so.0 (soname libgpt.so.0), the libgpt.so link and gpt.pc;
+#     libgpt.so.0 (soname libgpt.so.0), the libgpt.so link, libgpt.a and
+#     gpt.pc;
 #   - examples/generate.c builds against that install with `pkg-config
 #     --cflags --libs gpt` alone (PKG_CONFIG_PATH and PKG_CONFIG_SYSROOT_DIR
 #     into DESTDIR) and runs with LD_LIBRARY_PATH there; its output is
@@ -11,7 +12,9 @@
 #     built the same way, answers 16 prompts through the scheduler, each
 #     line the command's text for its seed;
 #   - libgpt.so exports exactly the functions gpt.h declares GPT_API (nm -D)
-#     and nothing else, and gpt.h includes no header of gpt's own.
+#     and nothing else, libgpt.a defines them and no other global symbol
+#     (the example linked with it prints the same bytes), and gpt.h
+#     includes no header of gpt's own.
 # Prints "cli_library: N passed, M failed" like the test binaries.
 # Environment: GPT (default build/gpt), BUILD (default build).
 GPT=${GPT:-build/gpt}
@@ -31,7 +34,7 @@ else
     exit 1
 fi
 lib=$root/usr/local/lib
-for f in include/gpt.h lib/libgpt.so.0 lib/libgpt.so lib/pkgconfig/gpt.pc; do
+for f in include/gpt.h lib/libgpt.so.0 lib/libgpt.so lib/libgpt.a lib/pkgconfig/gpt.pc; do
     if [ -e "$root/usr/local/$f" ]; then pass; else fail "make install did not install $f"; fi
 done
 soname=$(readelf -d "$lib/libgpt.so.0" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -78,6 +81,25 @@ same "The king said" 42 40 1.5
 same "The king said" 7 24 0.3
 same "" 5 20 1
 
+sed -n 's/^GPT_API [^(]*[ *]\(gpt_[a-z_]*\)(.*/\1/p' src/api/gpt.h | sort > "$tmp/declared"
+# the static library: the example linked with lib/libgpt.a and pkg-config
+# --static's other libraries prints the same bytes; it defines gpt.h's calls
+# and no other global symbol
+# shellcheck disable=SC2046 # the flags are words
+if cc -std=c11 -Wall -Wextra -Werror $san examples/generate.c $(pkg-config --cflags gpt) "$lib/libgpt.a" \
+    $(pkg-config --static --libs-only-l gpt | sed 's/-lgpt //') -o "$tmp/generate_static" 2> "$tmp/cc.log" &&
+    ! readelf -d "$tmp/generate_static" | grep -q libgpt; then
+    "$tmp/generate_static" models/demo.bin "The king said" 42 40 1.5 > "$tmp/lib.out" 2> /dev/null
+    "$GPT" -m models/demo.bin -q -p "The king said" -s 42 -n 40 --temp 1.5 > "$tmp/gpt.out"
+    if cmp -s "$tmp/lib.out" "$tmp/gpt.out"; then pass; else fail "the static example: [$(cat "$tmp/lib.out")]"; fi
+else
+    fail "examples/generate.c does not link with lib/libgpt.a: $(cat "$tmp/cc.log")"
+fi
+nm -g --defined-only "$lib/libgpt.a" | awk 'NF == 3 { print $3 }' | sort > "$tmp/static_exported"
+if cmp -s "$tmp/static_exported" "$tmp/declared"; then pass; else
+    fail "libgpt.a's global symbols differ from gpt.h's calls: $(diff "$tmp/declared" "$tmp/static_exported" | grep '^[<>]' | head -5 | tr '\n' ' ')"
+fi
+
 # examples/batch.c: 16 prompts through the scheduler, each line the command's
 # text for its seed (newlines written \n)
 # shellcheck disable=SC2086 # the flags are words
@@ -114,7 +136,6 @@ if grep -q 'temperature must be' "$tmp/err"; then pass; else fail "a bad tempera
 
 # exported: exactly gpt.h's GPT_API functions
 nm -D --defined-only "$lib/libgpt.so.0" | awk '{print $NF}' | sort > "$tmp/exported"
-sed -n 's/^GPT_API [^(]*[ *]\(gpt_[a-z_]*\)(.*/\1/p' src/api/gpt.h | sort > "$tmp/declared"
 if [ -s "$tmp/declared" ] && cmp -s "$tmp/exported" "$tmp/declared"; then pass; else
     fail "libgpt.so exports other than gpt.h declares: $(diff "$tmp/declared" "$tmp/exported" | grep '^[<>]' | head -5 | tr '\n' ' ')"
 fi
