@@ -288,9 +288,13 @@ class TestPython(unittest.TestCase):
                 signal.raise_signal(signal.SIGINT)
             return False
 
+        # Python's Ctrl-C handler, which it leaves out when started with
+        # SIGINT ignored (a background job of tests/run.sh)
+        old = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             r = self.model._generate(PROMPT, settings, on_piece)
         finally:
+            signal.signal(signal.SIGINT, old)
             settings.close()
         self.assertEqual(r["stop"], "cancelled")
         full = self.model.create_completion(PROMPT, max_tokens=40, seed=3)
