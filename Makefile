@@ -7,7 +7,7 @@
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
 #   make bench-bins the bench programs only (to run one of them by hand)
 #   make compile_commands.json   the compile commands, for editors (clangd)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=  (gpt, libgpt.so, gpt.h, gpt.pc, python/gpt)
 #   make clean
 #
 # Layout (docs/architecture.md): the library (libgpt.a: it computes, never
@@ -58,6 +58,12 @@ BASE_CFLAGS += -fopenmp-simd -fno-trapping-math
 # the kernels fix their order of operations (and where they fuse, with
 # fmaf or intrinsics) so that every ISA and every batch gives the same bits.
 BASE_CFLAGS += -ffp-contract=off
+# Every object may go into the shared library (libgpt.so): position-
+# independent, and no symbol exported but those gpt.h marks GPT_API. With
+# hidden visibility -fPIC compiles to the instructions of the -fPIE that
+# gcc builds executables with by default (no call goes through the PLT), so
+# the gpt binary built from the same objects loses nothing.
+BASE_CFLAGS += -fPIC -fvisibility=hidden
 ALL_CFLAGS  = $(CFLAGS) $(BASE_CFLAGS)
 
 # SANITIZE=address,undefined builds everything with those sanitizers.
@@ -81,6 +87,13 @@ LIB        := $(BUILD)/libgpt.a
 # the front-ends: the command line, the server, and what they share (src/front/)
 CLI_SRCS   := $(wildcard src/cli/*.c src/front/*.c src/serve/*.c)
 CLI_OBJS   := $(CLI_SRCS:src/%.c=$(BUILD)/src/%.o)
+# the public C API (src/api/, its header src/api/gpt.h installed as gpt.h):
+# libgpt.so holds it, src/front/ and the library; only gpt_* is exported
+API_SRCS   := $(wildcard src/api/*.c)
+API_OBJS   := $(API_SRCS:src/%.c=$(BUILD)/src/%.o)
+FRONT_OBJS := $(patsubst src/%.c,$(BUILD)/src/%.o,$(wildcard src/front/*.c))
+SONAME     := libgpt.so.0
+SO         := $(BUILD)/$(SONAME)
 PAGE_OBJ   := $(BUILD)/src/serve/page_html.o
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -91,11 +104,11 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 .PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
 
 ifeq ($(BUILD),build)
-all: gpt
+all: gpt $(SO) $(BUILD)/libgpt.so
 gpt: $(BUILD)/gpt
 	cp $< $@
 else
-all: $(BUILD)/gpt
+all: $(BUILD)/gpt $(SO) $(BUILD)/libgpt.so
 endif
 
 $(LIB): $(LIB_OBJS)
@@ -104,6 +117,44 @@ $(LIB): $(LIB_OBJS)
 
 $(BUILD)/gpt: $(CLI_OBJS) $(PAGE_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The shared library: the API, src/front/ and the library's objects; -z
+# defs: every symbol it uses is in them or in the libraries it names;
+# src/api/exports.map: only gpt_* exported.
+$(SO): $(API_OBJS) $(FRONT_OBJS) $(LIB_OBJS) src/api/exports.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,--version-script=src/api/exports.map \
+	  -o $@ $(filter %.o,$^) $(LDLIBS)
+
+$(BUILD)/libgpt.so: $(SO)
+	ln -sf $(SONAME) $@
+
+# The static library make install puts beside it (build/libgpt.a is the
+# internal one the tests link): the same objects as one relocatable object
+# in which every symbol but gpt.h's calls is made local, so that a program
+# linking it statically meets no name of gpt's internals.
+STATIC := $(BUILD)/static/libgpt.a
+$(STATIC): $(API_OBJS) $(FRONT_OBJS) $(LIB_OBJS) src/api/gpt.h
+	@mkdir -p $(dir $@)
+	sed -n 's/^GPT_API [^(]*[ *]\(gpt_[a-z_]*\)(.*/\1/p' src/api/gpt.h > $(BUILD)/static/exports.txt
+	$(LD) -r -o $(BUILD)/static/gpt.o $(filter %.o,$^)
+	objcopy --keep-global-symbols=$(BUILD)/static/exports.txt $(BUILD)/static/gpt.o
+	rm -f $@
+	$(AR) rcs $@ $(BUILD)/static/gpt.o
+
+# pkg-config's gpt.pc, which make install writes for PREFIX: the shared
+# library; cJSON and utf8proc only for a static link (Requires.private).
+GPT_VERSION := $(shell sed -n 's/^\#define GPT_VERSION "\([^"]*\)".*/\1/p' src/front/front.h)
+GPT_PC = 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+  'Name: gpt' 'Description: a small, exact GPT-2 runtime' 'Version: $(GPT_VERSION)' \
+  'Requires.private: libcjson libutf8proc' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lgpt' \
+  'Libs.private: -lpthread -lm -ldl'
+# Where the system python3 (PYTHON) finds a package under PREFIX: its own
+# site-packages when that lies under PREFIX (Debian's /usr/local/lib/
+# python3.X/dist-packages), else PREFIX's lib/python3.X/site-packages.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYDIR ?= $(shell $(PYTHON) -c 'import sys, sysconfig; p = sysconfig.get_path("purelib"); \
+  print(p if p.startswith(sys.argv[1] + "/") else sysconfig.get_path("purelib", "posix_prefix", vars={"base": sys.argv[1]}))' \
+  '$(PREFIX)' 2> /dev/null)
 
 # gpt serve's page at / (src/serve/page.html) as a C array in the binary,
 # written with od and sed (xxd is not everywhere).
@@ -140,6 +191,10 @@ $(BUILD)/tests/test_chat: $(BUILD)/tests/test_chat.o $(BUILD)/src/front/chat.o $
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/tests/test_request: $(BUILD)/tests/test_request.o \
                              $(addprefix $(BUILD)/src/front/,settings.o constrain.o numbers.o report.o request.o) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# test_api: the public API linked from its objects (so that make asan
+# checks it under the sanitizers too)
+$(BUILD)/tests/test_api: $(BUILD)/tests/test_api.o $(API_OBJS) $(FRONT_OBJS) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/%.o: tests/bench/%.c
@@ -195,8 +250,11 @@ bench: bench-bins checkpoints
 # gpt, the GPT-2 tokenizer files and the demo model (run when no GPT-2 is
 # installed) where it looks for them (PREFIX/share/gpt), and
 # scripts/get-gpt2.sh as gpt-get-gpt2; the manual page gpt(1) and the bash
-# completion (which bash-completion loads from share/bash-completion).
-install: $(BUILD)/gpt
+# completion (which bash-completion loads from share/bash-completion); the
+# C library (include/gpt.h, lib/libgpt.so.0 and its libgpt.so link,
+# lib/libgpt.a, lib/pkgconfig/gpt.pc) and the Python package (PYDIR/gpt, with a link to the
+# library beside it).
+install: $(BUILD)/gpt $(SO) $(STATIC)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/gpt
 	install -m 755 $(BUILD)/gpt $(DESTDIR)$(PREFIX)/bin/gpt
 	install -m 755 scripts/get-gpt2.sh $(DESTDIR)$(PREFIX)/bin/gpt-get-gpt2
@@ -205,6 +263,15 @@ install: $(BUILD)/gpt
 	install -m 644 man/gpt.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpt.1
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 completions/gpt.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpt
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 src/api/gpt.h $(DESTDIR)$(PREFIX)/include/gpt.h
+	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libgpt.so
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/libgpt.a
+	printf '%s\n' $(GPT_PC) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gpt.pc
+	@if [ -z "$(PYDIR)" ]; then echo "make install: no python3: the Python package (python/gpt) not installed"; else \
+	  install -d $(DESTDIR)$(PYDIR)/gpt && install -m 644 python/gpt/__init__.py $(DESTDIR)$(PYDIR)/gpt/ && \
+	  ln -sf $(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PYDIR)/gpt/$(SONAME); fi
 
 clean:
 	rm -rf build build-asan gpt
@@ -214,7 +281,7 @@ clean:
 # flags, the target-specific ones too), read from `make -n -B` of each
 # object: src/ and tests/ as `make` builds them, tests/bench/ as `make
 # bench`, tests/fuzz/ as `make fuzz` (clang). Nothing is built.
-CC_JSON_OBJS = $(LIB_OBJS) $(CLI_OBJS) $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/*.c)) \
+CC_JSON_OBJS = $(LIB_OBJS) $(CLI_OBJS) $(API_OBJS) $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(wildcard tests/*.c)) \
                $(BENCH_BINS:%=%.o) $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/tests/%.o,$(wildcard tests/fuzz/*.c))
 # a compiler line is one with -c and a .c file last; esc escapes " and backslash
 CC_JSON_AWK = function esc(s,  r, i, c) { for (i = 1; i <= length(s); i++) { c = substr(s, i, 1); \

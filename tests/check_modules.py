@@ -4,8 +4,8 @@
 Two rules, each a test:
   layers   a file includes only headers of its own layer or of the layers
            under it: base <- model <- kernels, grammar <- pipeline (the top of src/)
-           <- front <- cli, serve (cli and serve never include each other,
-           but for the command's main including serve/run_serve.h).
+           <- front <- cli, serve, api (the front-ends never include each
+           other, but for the command's main including serve/run_serve.h).
   map      the folders of src/ are exactly LAYERS' (a new folder fails
            until it has a layer), and the Makefile's LIB_DIRS (what
            libgpt.a holds, what check_library.sh reads) are exactly the
@@ -30,7 +30,7 @@ from collections import defaultdict
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 SRC = os.path.join(ROOT, 'src')
-LAYERS = {'base': 0, 'model': 1, 'kernels': 2, 'grammar': 2, '': 3, 'front': 4, 'cli': 5, 'serve': 5}
+LAYERS = {'base': 0, 'model': 1, 'kernels': 2, 'grammar': 2, '': 3, 'front': 4, 'cli': 5, 'serve': 5, 'api': 5}
 passed = failed = 0
 
 

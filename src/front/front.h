@@ -126,6 +126,11 @@ typedef struct {
 // Opens all three; EXIT_OK, or the exit code after reporting (then *s is
 // closed).
 int session_open_model(Session *s, const ModelOptions *mo);
+// The rest of a session once s->model is loaded from s->model_path (what a
+// caller without the search does: the public API): the tokenizer, checked
+// against the model's vocabulary, the threads and the matmul plan. 0, or -1
+// with err set and *s closed. Prints nothing.
+int session_finish(Session *s, const ModelOptions *mo, GptError *err);
 void session_close(Session *s);  // idempotent
 
 // A seed drawn from the OS below 2^53 (so that a JSON reader keeps it

@@ -18,26 +18,30 @@ int session_open_model(Session *s, const ModelOptions *mo) {
     int rc = open_model(mo->model_path, &wo, &s->model, s->model_path, sizeof s->model_path, mo->quiet);
     if (rc != EXIT_OK) return rc;
     GptError err = {{0}};
-    s->tok = open_tokenizer(mo->tokenizer_path, &s->model, s->model_path, &s->tok_owned, &err);
+    return session_finish(s, mo, &err) == 0 ? EXIT_OK : report_error(&err);
+}
+
+int session_finish(Session *s, const ModelOptions *mo, GptError *err) {
+    s->tok = open_tokenizer(mo->tokenizer_path, &s->model, s->model_path, &s->tok_owned, err);
     if (!s->tok) {
         session_close(s);
-        return report_error(&err);
+        return -1;
     }
     if ((size_t)s->model.config.vocab_size != tokenizer_vocab_size(s->tok)) {
-        runtime_error(NULL, "%s: the model's vocabulary has %d tokens, the tokenizer %zu", s->model_path,
-                s->model.config.vocab_size, tokenizer_vocab_size(s->tok));
+        gpt_error(err, "%s: the model's vocabulary has %d tokens, the tokenizer %zu", s->model_path,
+                  s->model.config.vocab_size, tokenizer_vocab_size(s->tok));
         session_close(s);
-        return EXIT_RUNTIME;
+        return -1;
     }
     // -t N: the threads our kernels split the work over
-    s->pool = threadpool_create((int)mo->threads, &err);
+    s->pool = threadpool_create((int)mo->threads, err);
     if (!s->pool) {
         session_close(s);
-        return report_error(&err);
+        return -1;
     }
     // the matmul variants for this model on these threads (never fails)
     tune_model(&s->model, s->pool, (TuneMode)mo->tune, mo->version ? mo->version : "", &s->plan, &s->tune);
-    return EXIT_OK;
+    return 0;
 }
 
 void session_close(Session *s) {
