@@ -18,6 +18,9 @@ Two rules, each a test:
            another header): a prototype written in the caller alone, or
            in a header the definition never sees, would compile after
            the definition changed and break at run time.
+  messages a front-end's message on stderr (a string that starts "gpt",
+           written with fprintf, vfprintf or fputs to stderr) is written
+           by front/report.c alone: every front-end reports the same way.
   circles  no circle of calls between modules. A module is a .c file
            without its _avx2 / _avx512 / _scalar / _kernels suffix; module
            A calls module B when A's object file refers to a symbol B's
@@ -103,6 +106,21 @@ def check_layers():
                      '<- front <- cli, serve' % (rel, d or 'pipeline', target, td or 'pipeline'))
                 ok = False
         if ok:
+            passed += 1
+
+
+def check_messages():
+    global passed
+    to_stderr = re.compile(r'\b(?:v?fprintf\s*\(\s*stderr\s*,\s*"gpt|fputs\s*\(\s*"gpt[^"]*"\s*,\s*stderr)')
+    for rel in source_files():
+        if layer_of(rel)[1] < LAYERS['front'] or rel == os.path.join('front', 'report.c'):
+            continue
+        lines = open(os.path.join(SRC, rel)).read().split('\n')
+        bad = [n for n, line in enumerate(lines, 1) if to_stderr.search(line)]
+        if bad:
+            fail('%s writes a message to stderr itself (line %s): report it through front/report.c '
+                 '(runtime_error, usage_error, warning, note)' % (rel, ', '.join(map(str, bad[:5]))))
+        else:
             passed += 1
 
 
@@ -233,6 +251,7 @@ def check_circles(build):
 build = sys.argv[1] if len(sys.argv) > 1 else 'build'
 check_map()
 check_layers()
+check_messages()
 check_circles(build)
 print('check_modules: %d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -108,14 +108,14 @@ static int next_line(LineReader *r, int wait, char **line, size_t *n) {
         // at least 4 KiB free to read into; 64 KiB to start
         if (r->cap - r->len < 4096 &&
             grow_array(&r->buf, &r->cap, r->len + (r->cap ? 4096 : 1 << 16), 1) != 0) {
-            fprintf(stderr, "gpt: stdin: out of memory for a line of %zu bytes\n", r->len);
+            runtime_error(NULL, "stdin: out of memory for a line of %zu bytes", r->len);
             r->error = 1;
             return -1;
         }
         ssize_t got = read(r->fd, r->buf + r->len, r->cap - r->len);
         if (got < 0 && errno == EINTR) return 0;
         if (got < 0) {
-            fprintf(stderr, "gpt: stdin: %s\n", strerror(errno));
+            runtime_error(NULL, "stdin: %s", strerror(errno));
             r->error = 1;
             r->eof = 1;
             return -1;
@@ -134,7 +134,7 @@ typedef struct {
     size_t len, cap;
     double last_token_at;   // when its last token came out, 0 before the first
     const char *stop_reason;  // why it ended; NULL while it runs
-} Completion;
+} BatchOutput;
 
 typedef struct {
     uint64_t index;
@@ -157,44 +157,44 @@ typedef struct {
     size_t n_seqs;          // initialized (sequence_free-able) ones
     size_t n_held;          // of them, in the scheduler (the request is freed only at 0)
     size_t n_ended;         // of them, ended by the scheduler
-    Completion *outs;       // its completions (seeds seed, seed + 1, ...), or NULL for choices
+    BatchOutput *outs;       // its completions (seeds seed, seed + 1, ...), or NULL for choices
     size_t n_completions;   // --completions or the line's "n" (1: the line's result is the completion's)
     size_t input_bytes;     // its line's bytes in the input, the newline too
     int command;            // the command's --completions or --choice (run_one_request): a
                             // message names the flag, and a sequence's error is its own
     int done;
     const char *stop_reason;
-} Request;
+} BatchRequest;
 
-static void request_free(Request *j, Engine *e) {
-    if (!j) return;
-    cJSON_Delete(j->id);
-    cJSON_Delete(j->stop_json);
-    free(j->prompt);
-    free(j->prompt_hex);
-    free(j->error);
-    free(j->ids);
-    for (size_t i = 0; j->outs && i < j->n_completions; i++) free(j->outs[i].text);
-    free(j->outs);
-    for (size_t i = 0; i < j->n_seqs; i++) sequence_free(&j->seqs[i], e);
-    free(j->seqs);
-    grammar_free(j->grammar);  // after the sequences that read it
-    for (size_t i = 0; j->candidates && i < j->n_candidates; i++) free(j->candidates[i].ids);
-    free(j->candidates);
-    cJSON_Delete(j->candidates_json);
-    free(j);
+static void batch_request_free(BatchRequest *req, Engine *e) {
+    if (!req) return;
+    cJSON_Delete(req->id);
+    cJSON_Delete(req->stop_json);
+    free(req->prompt);
+    free(req->prompt_hex);
+    free(req->error);
+    free(req->ids);
+    for (size_t i = 0; req->outs && i < req->n_completions; i++) free(req->outs[i].text);
+    free(req->outs);
+    for (size_t i = 0; i < req->n_seqs; i++) sequence_free(&req->seqs[i], e);
+    free(req->seqs);
+    grammar_free(req->grammar);  // after the sequences that read it
+    for (size_t i = 0; req->candidates && i < req->n_candidates; i++) free(req->candidates[i].ids);
+    free(req->candidates);
+    cJSON_Delete(req->candidates_json);
+    free(req);
 }
 
-static int request_fail(Request *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int request_fail(Request *j, const char *fmt, ...) {
+static int batch_request_fail(BatchRequest *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int batch_request_fail(BatchRequest *req, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    free(j->error);
-    j->error = strdup(msg);
-    j->done = 1;
+    free(req->error);
+    req->error = strdup(msg);
+    req->done = 1;
     return -1;
 }
 
@@ -203,96 +203,96 @@ static int request_fail(Request *j, const char *fmt, ...) {
 // them: a JSON string is UTF-8, so a byte that is not part of a valid UTF-8
 // character is U+FFFD there, while the model ran the byte itself:
 // "prompt_hex" then gives what -p must be to run it again. 0 or -1.
-static int echo_prompt(Request *j, const char *p, size_t n) {
-    j->prompt = utf8_replace_invalid((const unsigned char *)p, n, NULL);
-    if (!j->prompt) return -1;
-    if (strlen(j->prompt) == n && !memcmp(j->prompt, p, n)) return 0;
+static int echo_prompt(BatchRequest *req, const char *p, size_t n) {
+    req->prompt = utf8_replace_invalid((const unsigned char *)p, n, NULL);
+    if (!req->prompt) return -1;
+    if (strlen(req->prompt) == n && !memcmp(req->prompt, p, n)) return 0;
     static const char digits[] = "0123456789abcdef";
-    j->prompt_hex = malloc(2 * n + 1);
-    if (!j->prompt_hex) return -1;
+    req->prompt_hex = malloc(2 * n + 1);
+    if (!req->prompt_hex) return -1;
     for (size_t i = 0; i < n; i++) {
-        j->prompt_hex[2 * i] = digits[(unsigned char)p[i] >> 4];
-        j->prompt_hex[2 * i + 1] = digits[(unsigned char)p[i] & 15];
+        req->prompt_hex[2 * i] = digits[(unsigned char)p[i] >> 4];
+        req->prompt_hex[2 * i + 1] = digits[(unsigned char)p[i] & 15];
     }
-    j->prompt_hex[2 * n] = '\0';
+    req->prompt_hex[2 * n] = '\0';
     return 0;
 }
 
 // One field of a --jsonl line that is not a setting: "prompt" (a string
-// into *prompt, pointing into f; token ids, each below vocab, into j->ids),
+// into *prompt, pointing into f; token ids, each below vocab, into req->ids),
 // "id", "choices". 0, or -1 (the request failed).
-static int line_field(Request *j, const cJSON *f, size_t vocab, const char **prompt, size_t *prompt_len) {
+static int line_field(BatchRequest *req, const cJSON *f, size_t vocab, const char **prompt, size_t *prompt_len) {
     const char *k = f->string;
     if (!strcmp(k, "prompt")) {
-        free(j->ids);  // given twice: the last one
-        j->ids = NULL, j->n_ids = 0, *prompt = NULL;
+        free(req->ids);  // given twice: the last one
+        req->ids = NULL, req->n_ids = 0, *prompt = NULL;
         if (cJSON_IsString(f)) {
             *prompt = f->valuestring;
             *prompt_len = strlen(f->valuestring);
         } else if (cJSON_IsArray(f)) {
             char msg[160];
-            if (json_token_ids(f, vocab, "prompt", &j->ids, &j->n_ids, msg, sizeof msg) != 0)
-                return request_fail(j, "%s", msg);
-            if (j->n_ids == 0) return request_fail(j, "prompt has an empty array of token ids");
+            if (json_token_ids(f, vocab, "prompt", &req->ids, &req->n_ids, msg, sizeof msg) != 0)
+                return batch_request_fail(req, "%s", msg);
+            if (req->n_ids == 0) return batch_request_fail(req, "prompt has an empty array of token ids");
         } else {
-            return request_fail(j, "prompt must be a string or an array of token ids");
+            return batch_request_fail(req, "prompt must be a string or an array of token ids");
         }
     } else if (!strcmp(k, "id")) {
-        cJSON_Delete(j->id);  // given twice: the last one, as for every field
-        j->id = cJSON_Duplicate(f, 1);
+        cJSON_Delete(req->id);  // given twice: the last one, as for every field
+        req->id = cJSON_Duplicate(f, 1);
     } else if (!strcmp(k, "choices")) {
         size_t n = cJSON_IsArray(f) ? (size_t)cJSON_GetArraySize(f) : 0;
         int bad = n == 0;
         for (const cJSON *c = cJSON_IsArray(f) ? f->child : NULL; c && !bad; c = c->next)
             bad = !cJSON_IsString(c) || !*c->valuestring;
         if (bad || n > MAX_CHOICES)
-            return request_fail(j, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
-        cJSON_Delete(j->candidates_json);
-        j->candidates_json = cJSON_Duplicate(f, 1);
-        j->n_candidates = n;
+            return batch_request_fail(req, "choices must be an array of 1 to %d non-empty strings", MAX_CHOICES);
+        cJSON_Delete(req->candidates_json);
+        req->candidates_json = cJSON_Duplicate(f, 1);
+        req->n_candidates = n;
     } else {
-        return request_fail(j, "unknown field \"%.40s\"", k);
+        return batch_request_fail(req, "unknown field \"%.40s\"", k);
     }
     return 0;
 }
 
-// A line's settings g (read over j's defaults) into j: its stops (when it
+// A line's settings g (read over req's defaults) into req: its stops (when it
 // gave "stop") and its grammar (set or not: the request's to free) with them.
-static void take_line_settings(Request *j, GenSettings *g) {
-    j->params = g->params;
+static void take_line_settings(BatchRequest *req, GenSettings *g) {
+    req->params = g->params;
     if (g->stop_json) {
-        memcpy(j->stops, g->stops, sizeof j->stops);
-        j->params.stops = j->stops;
-        j->stop_json = g->stop_json;
+        memcpy(req->stops, g->stops, sizeof req->stops);
+        req->params.stops = req->stops;
+        req->stop_json = g->stop_json;
     }
-    j->n_completions = g->n;
-    j->echo = g->echo;
-    j->grammar = g->grammar;
+    req->n_completions = g->n;
+    req->echo = g->echo;
+    req->grammar = g->grammar;
 }
 
-// The fields of a --jsonl line over the defaults in j->params. 0 or -1.
-static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, size_t n_ctx, const char **prompt,
+// The fields of a --jsonl line over the defaults in req->params. 0 or -1.
+static int parse_jsonl(BatchRequest *req, const char *line, size_t len, size_t vocab, size_t n_ctx, const char **prompt,
                        size_t *prompt_len, int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     char msg[512];
     if (!o) {
         json_parse_error(line, len, end, msg, sizeof msg);
-        return request_fail(j, "%s", msg);
+        return batch_request_fail(req, "%s", msg);
     }
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return request_fail(j, "not a JSON object");
+        return batch_request_fail(req, "not a JSON object");
     }
     // one object per line: whatever follows it ({"prompt":"y"} too) is an error, never dropped
     while (end < line + len && (*end == ' ' || *end == '\t' || *end == '\r')) end++;
     if (end < line + len) {
         cJSON_Delete(o);
-        return request_fail(j, "text after the JSON object, at byte %ld", (long)(end - line));
+        return batch_request_fail(req, "text after the JSON object, at byte %ld", (long)(end - line));
     }
     int rc = -1;
-    // the line's settings over the options' (j's), copied back below
-    GenSettings g = {.params = j->params, .n = j->n_completions, .echo = j->echo};
+    // the line's settings over the options' (req's), copied back below
+    GenSettings g = {.params = req->params, .n = req->n_completions, .echo = req->echo};
     GenLimits limits = {.vocab_size = vocab};
     const char *generation_field = NULL;  // a field of generation the line has, if any
     size_t member = 0;  // f's place in the object
@@ -300,28 +300,28 @@ static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, s
         const char *k = f->string;
         int known = setting_from_json(&g, &limits, f, line, len, member, msg, sizeof msg);
         if (known < 0) {
-            request_fail(j, "%s", msg);
+            batch_request_fail(req, "%s", msg);
             goto done;
         }
-        if (!known && line_field(j, f, vocab, prompt, prompt_len) != 0) goto done;
+        if (!known && line_field(req, f, vocab, prompt, prompt_len) != 0) goto done;
         if (known || (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices"))) generation_field = k;
     }
-    if (j->n_candidates && generation_field) {
-        request_fail(j, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
+    if (req->n_candidates && generation_field) {
+        batch_request_fail(req, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
                      generation_field);
         goto done;
     }
     if (settings_check_keep(&g, g.given[SETTING_KEEP], 1, n_ctx, msg, sizeof msg) != 0) {
-        request_fail(j, "%s", msg);
+        batch_request_fail(req, "%s", msg);
         goto done;
     }
     *seed_given = g.seed_given;
-    if (!*prompt && !j->n_ids) {
-        request_fail(j, "no \"prompt\" field");
+    if (!*prompt && !req->n_ids) {
+        batch_request_fail(req, "no \"prompt\" field");
         goto done;
     }
-    if (j->n_ids && j->n_candidates) {
-        request_fail(j, "\"choices\" needs a text prompt (each choice is tokenized with it)");
+    if (req->n_ids && req->n_candidates) {
+        batch_request_fail(req, "\"choices\" needs a text prompt (each choice is tokenized with it)");
         goto done;
     }
     if (!*prompt) {  // token ids: the caller decodes their text
@@ -331,14 +331,14 @@ static int parse_jsonl(Request *j, const char *line, size_t len, size_t vocab, s
     // the prompt string lives in o: keep it past o's deletion
     char *copy = malloc(*prompt_len + 1);
     if (!copy) {
-        request_fail(j, "out of memory");
+        batch_request_fail(req, "out of memory");
         goto done;
     }
     memcpy(copy, *prompt, *prompt_len + 1);
     *prompt = copy;
     rc = 0;
 done:
-    take_line_settings(j, &g);
+    take_line_settings(req, &g);
     cJSON_Delete(o);
     return rc;
 }
@@ -346,96 +346,96 @@ done:
 // A multiple-choice request's choices (their texts set), each tokenized
 // with the prompt (candidate_tokens) and checked against the context. 0, or
 // -1 (the request failed).
-static int candidates_tokenize(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
+static int candidates_tokenize(BatchRequest *req, Tokenizer *tok, const Model *m, int special, const char *prompt,
                                size_t prompt_len) {
     GptError err = {{0}};
-    for (size_t i = 0; i < j->n_candidates; i++) {
-        Candidate *r = &j->candidates[i];
+    for (size_t i = 0; i < req->n_candidates; i++) {
+        Candidate *r = &req->candidates[i];
         if (candidate_tokens(tok, prompt, prompt_len, r->text, strlen(r->text), special, &r->ids, &r->n, &r->first,
                           &err) != 0 ||
             check_prompt_length(&m->config, r->n, &err) != 0)
-            return request_fail(j, "%schoice %zu: %s", j->command ? "--" : "", i + 1, err.msg);
+            return batch_request_fail(req, "%schoice %zu: %s", req->command ? "--" : "", i + 1, err.msg);
     }
     return 0;
 }
 
 // A multiple-choice line's choices, tokenized (candidates_tokenize). 0, or -1
 // (the request failed).
-static int candidates_from_line(Request *j, Tokenizer *tok, const Model *m, int special, const char *prompt,
+static int candidates_from_line(BatchRequest *req, Tokenizer *tok, const Model *m, int special, const char *prompt,
                                 size_t prompt_len) {
-    if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates))) return request_fail(j, "out of memory");
+    if (!(req->candidates = calloc(req->n_candidates, sizeof *req->candidates))) return batch_request_fail(req, "out of memory");
     size_t i = 0;
-    for (const cJSON *c = j->candidates_json->child; c; c = c->next, i++) j->candidates[i].text = c->valuestring;
-    return candidates_tokenize(j, tok, m, special, prompt, prompt_len);
+    for (const cJSON *c = req->candidates_json->child; c; c = c->next, i++) req->candidates[i].text = c->valuestring;
+    return candidates_tokenize(req, tok, m, special, prompt, prompt_len);
 }
 
 // A request for input line `index`: parsed, tokenized and checked, or failed.
 // Line `index`'s request with the options' defaults, before its line is
 // read; NULL when out of memory.
-static Request *request_new(const Options *o, const Grammar *grammar, uint64_t seed_base, uint64_t index) {
-    Request *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    j->index = index;
-    j->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
+static BatchRequest *batch_request_new(const Options *o, const Grammar *grammar, uint64_t seed_base, uint64_t index) {
+    BatchRequest *req = calloc(1, sizeof *req);
+    if (!req) return NULL;
+    req->index = index;
+    req->params = (GenParams){.sampling = o->sampling, .max_new = (size_t)o->max_tokens,
                             .ignore_eos = o->ignore_eos, .stops = o->stops, .n_stops = o->n_stops,
                             .logprobs = o->logprobs >= 0, .top_logprobs = o->logprobs > 0 ? (size_t)o->logprobs : 0,
                             .context_shift = o->context_shift, .keep = (size_t)o->keep, .grammar = grammar};
-    j->echo = o->echo;
-    j->n_completions = (size_t)o->completions;
-    j->params.sampling.seed = seed_base + index;
-    return j;
+    req->echo = o->echo;
+    req->n_completions = (size_t)o->completions;
+    req->params.sampling.seed = seed_base + index;
+    return req;
 }
 
-static Request *request_from_line(const Options *o, Tokenizer *tok, const Model *m, const Grammar *grammar,
+static BatchRequest *request_from_line(const Options *o, Tokenizer *tok, const Model *m, const Grammar *grammar,
                                   uint64_t seed_base, uint64_t index, const char *line, size_t len) {
-    Request *j = request_new(o, grammar, seed_base, index);
-    if (!j) return NULL;
+    BatchRequest *req = batch_request_new(o, grammar, seed_base, index);
+    if (!req) return NULL;
     const char *prompt = line;
     size_t prompt_len = len;
     int seed_given = 0;
     char *owned_prompt = NULL;
     long nul = nul_at(line, len, o->jsonl);
     if (nul >= 0) {
-        request_fail(j, "a NUL byte at byte %ld of the line: gpt takes none (-p could not repeat the prompt)", nul);
-        return j;
+        batch_request_fail(req, "a NUL byte at byte %ld of the line: gpt takes none (-p could not repeat the prompt)", nul);
+        return req;
     }
     if (o->jsonl) {
         prompt = NULL;
-        if (parse_jsonl(j, line, len, (size_t)m->config.vocab_size, (size_t)m->config.n_ctx, &prompt, &prompt_len, &seed_given) != 0)
-            return j;
+        if (parse_jsonl(req, line, len, (size_t)m->config.vocab_size, (size_t)m->config.n_ctx, &prompt, &prompt_len, &seed_given) != 0)
+            return req;
         owned_prompt = (char *)prompt;
     }
     GptError decode_err = {{0}};
-    if (!prompt && tokenizer_decode(tok, j->ids, j->n_ids, &owned_prompt, &prompt_len, &decode_err) != 0) {
-        request_fail(j, "prompt: %s", decode_err.msg);
-        return j;
+    if (!prompt && tokenizer_decode(tok, req->ids, req->n_ids, &owned_prompt, &prompt_len, &decode_err) != 0) {
+        batch_request_fail(req, "prompt: %s", decode_err.msg);
+        return req;
     }
     if (!prompt) prompt = owned_prompt;  // the token ids' text, for "prompt" and echo
     GptError err = {{0}};
-    if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
-    if (j->n_completions > 1 && o->text_output)
-        request_fail(j, "\"n\": %zu and --text exclude each other (--text writes one text per input line; without "
-                     "--text the JSON line lists its \"completions\")", j->n_completions);
-    else if (j->params.logprobs && o->text_output)
-        request_fail(j, "\"logprobs\" and --text exclude each other (--text writes only the text; without --text "
+    if (req->echo && req->params.logprobs) req->params.logprobs_from = 1;
+    if (req->n_completions > 1 && o->text_output)
+        batch_request_fail(req, "\"n\": %zu and --text exclude each other (--text writes one text per input line; without "
+                     "--text the JSON line lists its \"completions\")", req->n_completions);
+    else if (req->params.logprobs && o->text_output)
+        batch_request_fail(req, "\"logprobs\" and --text exclude each other (--text writes only the text; without --text "
                      "the JSON line has its \"logprobs\")");
-    else if (echo_prompt(j, prompt, prompt_len) != 0) request_fail(j, "out of memory");
-    else if (j->n_candidates) candidates_from_line(j, tok, m, o->special, prompt, prompt_len);
-    else if (sampler_params_validate(&j->params.sampling, &err) != 0) request_fail(j, "%s", err.msg);
-    else if ((!j->ids && prompt_tokens(tok, prompt, prompt_len, o->special, &j->ids, &j->n_ids, &err) != 0) ||
-             check_prompt_length(&m->config, j->n_ids, &err) != 0)
-        request_fail(j, "%s", err.msg);
+    else if (echo_prompt(req, prompt, prompt_len) != 0) batch_request_fail(req, "out of memory");
+    else if (req->n_candidates) candidates_from_line(req, tok, m, o->special, prompt, prompt_len);
+    else if (sampler_params_validate(&req->params.sampling, &err) != 0) batch_request_fail(req, "%s", err.msg);
+    else if ((!req->ids && prompt_tokens(tok, prompt, prompt_len, o->special, &req->ids, &req->n_ids, &err) != 0) ||
+             check_prompt_length(&m->config, req->n_ids, &err) != 0)
+        batch_request_fail(req, "%s", err.msg);
     free(owned_prompt);
-    return j;
+    return req;
 }
 
 char *batch_line_error(const Options *o, Tokenizer *tok, const Model *m, uint64_t index, const char *line,
                        size_t len) {
-    Request *j = request_from_line(o, tok, m, NULL, 0, index, line, len);
-    if (!j) return strdup("out of memory");
-    char *error = j->error;
-    j->error = NULL;
-    request_free(j, NULL);
+    BatchRequest *req = request_from_line(o, tok, m, NULL, 0, index, line, len);
+    if (!req) return strdup("out of memory");
+    char *error = req->error;
+    req->error = NULL;
+    batch_request_free(req, NULL);
     return error;
 }
 
@@ -474,7 +474,7 @@ typedef struct {
     Grammar *grammar;       // the options' grammar (every line's default), or NULL
     GrammarVocab *vocab;    // the tokens' trie, made when a line first has a grammar
     size_t in_flight;       // requests with sequences in the scheduler
-    Request **queue;            // every request read and not yet written, in input order
+    BatchRequest **queue;            // every request read and not yet written, in input order
     size_t q_head, q_len, q_cap;
     size_t lines, failed, written;
     size_t interrupted;     // lines read and stopped by Ctrl-C (or SIGTERM) before their end
@@ -490,10 +490,10 @@ typedef struct {
     int write_failed;
 } Batch;
 
-static int queue_push(Batch *b, Request *j) {
+static int queue_push(Batch *b, BatchRequest *req) {
     if (b->q_len == b->q_cap) {
         size_t cap = b->q_cap ? 2 * b->q_cap : 64;
-        Request **q = malloc(cap * sizeof *q);
+        BatchRequest **q = malloc(cap * sizeof *q);
         if (!q) return -1;
         for (size_t i = 0; i < b->q_len; i++) q[i] = b->queue[(b->q_head + i) % b->q_cap];
         free(b->queue);
@@ -501,30 +501,30 @@ static int queue_push(Batch *b, Request *j) {
         b->q_cap = cap;
         b->q_head = 0;
     }
-    b->queue[(b->q_head + b->q_len++) % b->q_cap] = j;
+    b->queue[(b->q_head + b->q_len++) % b->q_cap] = req;
     return 0;
 }
 
-static Request *queue_at(const Batch *b, size_t i) { return b->queue[(b->q_head + i) % b->q_cap]; }
+static BatchRequest *queue_at(const Batch *b, size_t i) { return b->queue[(b->q_head + i) % b->q_cap]; }
 
-// Completion k of a finished request into c: text, ids, why it stopped, its
+// BatchOutput k of a finished request into c: text, ids, why it stopped, its
 // seed, log-probabilities and KV cache (with one completion, c is the line).
-static void add_completion_json(const Batch *b, Request *j, size_t k, cJSON *c) {
-    const Sequence *s = &j->seqs[k];
-    Completion *out = &j->outs[k];
+static void add_completion_json(const Batch *b, BatchRequest *req, size_t k, cJSON *c) {
+    const Sequence *s = &req->seqs[k];
+    BatchOutput *out = &req->outs[k];
     size_t per_token = kvcache_bytes_per_token(&b->m->config, b->o->kv_dtype);
     if (out->text) out->text[out->len] = '\0';
     cJSON_AddStringToObject(c, "text", out->text ? out->text : "");
     cJSON_AddItemToObject(c, "tokens", ids_json(s->tokens + s->n_prompt, s->n_generated));
-    if (j->n_completions == 1) {
+    if (req->n_completions == 1) {
         cJSON_AddItemToObject(c, "prompt_ids", ids_json(s->tokens, s->n_prompt));
         cJSON_AddNumberToObject(c, "prompt_tokens", (double)s->n_prompt);
     }
-    cJSON_AddStringToObject(c, "stop_reason", out->stop_reason ? out->stop_reason : j->stop_reason);
-    cJSON_AddItemToObject(c, "seed", seed_json(j->params.sampling.seed + k));
+    cJSON_AddStringToObject(c, "stop_reason", out->stop_reason ? out->stop_reason : req->stop_reason);
+    cJSON_AddItemToObject(c, "seed", seed_json(req->params.sampling.seed + k));
     if (s->logprobs)  // the generated tokens', or (echo) every token's from the prompt's first
         cJSON_AddItemToObject(c, "logprobs",
-                              j->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from, 0)
+                              req->echo ? logprobs_json(b->tok, s->tokens, s->n_tokens, s->lp, s->lp_from, 0)
                                       : logprobs_json(b->tok, s->tokens + s->n_prompt, s->n_generated, s->lp, 0, 0));
     cJSON *st = cJSON_CreateObject();
     cJSON_AddNumberToObject(st, "seq_tokens", (double)s->positions);
@@ -537,41 +537,41 @@ static void add_completion_json(const Batch *b, Request *j, size_t k, cJSON *c) 
 }
 
 // The result line of a finished request.
-static int write_request(Batch *b, Request *j) {
+static int write_request(Batch *b, BatchRequest *req) {
     const Options *o = b->o;
-    if (j->error) {
+    if (req->error) {
         b->failed++;
         if (o->text_output) {
             progress_clear(&b->progress);
             // the line of stdin, counted from 1 as editors and sed -n count
-            fprintf(stderr, "gpt: line %llu: %s\n", (unsigned long long)(j->index - o->first_index + 1), j->error);
+            runtime_error(NULL, "line %llu: %s", (unsigned long long)(req->index - o->first_index + 1), req->error);
             return out_write("\n", 1) || out_flush() ? -1 : 0;
         }
     }
     if (o->text_output) {
         // a multiple-choice line's text is its most likely choice
-        const char *t = j->outs ? j->outs[0].text : NULL;
-        size_t n = j->outs ? j->outs[0].len : 0;
-        if (j->n_candidates && !strcmp(j->stop_reason, "choice")) {
-            t = j->candidates[candidate_best(j->candidates, j->n_candidates, 0)].text;
+        const char *t = req->outs ? req->outs[0].text : NULL;
+        size_t n = req->outs ? req->outs[0].len : 0;
+        if (req->n_candidates && !strcmp(req->stop_reason, "choice")) {
+            t = req->candidates[candidate_best(req->candidates, req->n_candidates, 0)].text;
             n = strlen(t);
         }
         return print_escaped((const unsigned char *)t, n) || out_write("\n", 1) || out_flush() ? -1 : 0;
     }
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddItemToObject(r, "index", u64_json(j->index));
-    if (j->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(j->id, 1));
-    if (j->error) {
-        cJSON_AddStringToObject(r, "error", j->error);
-    } else if (j->n_candidates) {
-        cJSON_AddStringToObject(r, "prompt", j->prompt);
-        if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
-        if (!strcmp(j->stop_reason, "choice")) add_candidates_json(r, j->candidates, j->n_candidates);
-        else cJSON_AddStringToObject(r, "stop_reason", j->stop_reason);  // interrupted
+    cJSON_AddItemToObject(r, "index", u64_json(req->index));
+    if (req->id) cJSON_AddItemToObject(r, "id", cJSON_Duplicate(req->id, 1));
+    if (req->error) {
+        cJSON_AddStringToObject(r, "error", req->error);
+    } else if (req->n_candidates) {
+        cJSON_AddStringToObject(r, "prompt", req->prompt);
+        if (req->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", req->prompt_hex);
+        if (!strcmp(req->stop_reason, "choice")) add_candidates_json(r, req->candidates, req->n_candidates);
+        else cJSON_AddStringToObject(r, "stop_reason", req->stop_reason);  // interrupted
         size_t reused = 0, prefilled = 0;
-        for (size_t i = 0; i < j->n_seqs; i++) {
-            reused += j->seqs[i].prefix_reused;
-            prefilled += j->seqs[i].prefill_tokens;
+        for (size_t i = 0; i < req->n_seqs; i++) {
+            reused += req->seqs[i].prefix_reused;
+            prefilled += req->seqs[i].prefill_tokens;
         }
         cJSON *st = cJSON_CreateObject();
         cJSON_AddNumberToObject(st, "prefix_tokens_reused", (double)reused);
@@ -579,20 +579,20 @@ static int write_request(Batch *b, Request *j) {
         cJSON_AddItemToObject(r, "stats", st);
     } else {
         // one completion: its fields in the line; several: a list of them
-        const Sequence *s0 = &j->seqs[0];
-        cJSON_AddStringToObject(r, "prompt", j->prompt);
-        if (j->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", j->prompt_hex);
-        cJSON *list = j->n_completions > 1 ? cJSON_CreateArray() : NULL;
-        for (size_t k = 0; k < j->n_completions; k++) {
+        const Sequence *s0 = &req->seqs[0];
+        cJSON_AddStringToObject(r, "prompt", req->prompt);
+        if (req->prompt_hex) cJSON_AddStringToObject(r, "prompt_hex", req->prompt_hex);
+        cJSON *list = req->n_completions > 1 ? cJSON_CreateArray() : NULL;
+        for (size_t k = 0; k < req->n_completions; k++) {
             cJSON *c = list ? cJSON_CreateObject() : r;
             if (list) cJSON_AddNumberToObject(c, "index", (double)k);
-            add_completion_json(b, j, k, c);
+            add_completion_json(b, req, k, c);
             if (list) cJSON_AddItemToArray(list, c);
         }
         if (list) {
             cJSON_AddItemToObject(r, "prompt_ids", ids_json(s0->tokens, s0->n_prompt));
             cJSON_AddNumberToObject(r, "prompt_tokens", (double)s0->n_prompt);
-            cJSON_AddItemToObject(r, "seed", seed_json(j->params.sampling.seed));  // completion k's: seed + k
+            cJSON_AddItemToObject(r, "seed", seed_json(req->params.sampling.seed));  // completion k's: seed + k
             cJSON_AddItemToObject(r, "completions", list);
         }
     }
@@ -606,17 +606,17 @@ static int write_request(Batch *b, Request *j) {
 static int write_done(Batch *b) {
     size_t keep = 0;
     for (size_t i = 0; i < b->q_len; i++) {
-        Request *j = queue_at(b, i);
-        int ready = j->done && !j->n_held && (b->o->unordered || keep == 0);
+        BatchRequest *req = queue_at(b, i);
+        int ready = req->done && !req->n_held && (b->o->unordered || keep == 0);
         if (!ready) {
-            b->queue[(b->q_head + keep++) % b->q_cap] = j;
+            b->queue[(b->q_head + keep++) % b->q_cap] = req;
             continue;
         }
         if (b->stdout_terminal) progress_clear(&b->progress);
-        if (!b->write_failed && write_request(b, j) != 0) b->write_failed = 1;
+        if (!b->write_failed && write_request(b, req) != 0) b->write_failed = 1;
         b->written++;
-        b->input_done += j->input_bytes;
-        request_free(j, &b->engine);
+        b->input_done += req->input_bytes;
+        batch_request_free(req, &b->engine);
     }
     b->q_len = keep;
     return b->write_failed ? -1 : 0;
@@ -624,14 +624,14 @@ static int write_done(Batch *b) {
 
 // A request stops: its texts are complete (a completion still running ends
 // for the same reason: interrupted).
-static void finish(Request *j, const char *reason) {
-    j->done = 1;
-    j->stop_reason = reason;
-    for (size_t k = 0; j->outs && k < j->n_completions; k++)
-        if (!j->outs[k].stop_reason) j->outs[k].stop_reason = reason;
+static void finish(BatchRequest *req, const char *reason) {
+    req->done = 1;
+    req->stop_reason = reason;
+    for (size_t k = 0; req->outs && k < req->n_completions; k++)
+        if (!req->outs[k].stop_reason) req->outs[k].stop_reason = reason;
 }
 
-static int append_text(Completion *c, const char *p, size_t n) {
+static int append_text(BatchOutput *c, const char *p, size_t n) {
     if (n > SIZE_MAX - 1 - c->len || grow_array(&c->text, &c->cap, c->len + n + 1, 1) != 0) return -1;
     memcpy(c->text + c->len, p, n);
     c->len += n;
@@ -735,44 +735,44 @@ static size_t stdin_file_bytes(void) {
 // first computes the prompt, the others share its blocks, engine_admit),
 // or one per choice that reports the log-probabilities of the choice's
 // tokens and generates nothing. 0, or -1 with err set.
-static int request_sequences(Request *j, Engine *e, GptError *err) {
-    size_t n = j->n_candidates ? j->n_candidates : j->n_completions;
-    if (!(j->seqs = calloc(n, sizeof *j->seqs))) return gpt_error(err, "out of memory");
-    if (!j->n_candidates && !(j->outs = calloc(n, sizeof *j->outs))) return gpt_error(err, "out of memory");
+static int batch_request_sequences(BatchRequest *req, Engine *e, GptError *err) {
+    size_t n = req->n_candidates ? req->n_candidates : req->n_completions;
+    if (!(req->seqs = calloc(n, sizeof *req->seqs))) return gpt_error(err, "out of memory");
+    if (!req->n_candidates && !(req->outs = calloc(n, sizeof *req->outs))) return gpt_error(err, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        const int32_t *ids = j->n_candidates ? j->candidates[i].ids : j->ids;
-        size_t n_ids = j->n_candidates ? j->candidates[i].n : j->n_ids;
-        GenParams own = j->params;
+        const int32_t *ids = req->n_candidates ? req->candidates[i].ids : req->ids;
+        size_t n_ids = req->n_candidates ? req->candidates[i].n : req->n_ids;
+        GenParams own = req->params;
         own.sampling.seed += i;
         GenParams choice = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
-                            .logprobs = 1, .logprobs_from = j->n_candidates ? j->candidates[i].first : 0};
-        j->n_seqs = i + 1;
-        if (sequence_init(&j->seqs[i], e, ids, n_ids, j->n_candidates ? &choice : &own, err) != 0) return -1;
+                            .logprobs = 1, .logprobs_from = req->n_candidates ? req->candidates[i].first : 0};
+        req->n_seqs = i + 1;
+        if (sequence_init(&req->seqs[i], e, ids, n_ids, req->n_candidates ? &choice : &own, err) != 0) return -1;
         // echo: the text starts with the prompt (as UTF-8, as "prompt" shows it)
-        if (j->echo && !j->n_candidates && append_text(&j->outs[i], j->prompt, strlen(j->prompt)) != 0)
+        if (req->echo && !req->n_candidates && append_text(&req->outs[i], req->prompt, strlen(req->prompt)) != 0)
             return gpt_error(err, "out of memory");
     }
     return 0;
 }
 
 // ----------------------------------------------------------------------------
-// the scheduler's hooks (scheduler.h): request is the Request, index the
+// the scheduler's hooks (scheduler.h): request is the BatchRequest, index the
 // completion's or the candidate's
 
 // A request that failed or was interrupted: its other sequences are dropped.
 static int hook_dropped(void *ctx, void *request) {
     (void)ctx;
-    return ((Request *)request)->done;
+    return ((BatchRequest *)request)->done;
 }
 
 // A completion's new text, and the time since its last token.
 static void hook_stepped(void *ctx, void *request, size_t index, Sequence *s) {
     Batch *b = ctx;
-    Request *j = request;
-    if (j->n_candidates || j->done) return;
-    Completion *c = &j->outs[index];
+    BatchRequest *req = request;
+    if (req->n_candidates || req->done) return;
+    BatchOutput *c = &req->outs[index];
     if (s->out_len && append_text(c, s->out, s->out_len) != 0)
-        request_fail(j, "out of memory%s", j->command ? " for the --json text" : "");
+        batch_request_fail(req, "out of memory%s", req->command ? " for the --json text" : "");
     if (s->last_token >= 0) {
         b->generated++;
         double now = b->sched.last_step_end;
@@ -782,45 +782,45 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *s) {
 }
 
 // A multiple-choice request is done when all its candidates are.
-static void candidates_done(Request *j, const Tokenizer *tok) {
-    for (size_t i = 0; i < j->n_candidates; i++) {
-        j->candidates[i].lp = j->seqs[i].lp;
-        candidate_measure(tok, &j->candidates[i]);
-        if (!isfinite(j->candidates[i].sum)) {
-            request_fail(j, "%schoice %zu: the model produced a non-finite log-probability", j->command ? "--" : "",
+static void candidates_done(BatchRequest *req, const Tokenizer *tok) {
+    for (size_t i = 0; i < req->n_candidates; i++) {
+        req->candidates[i].lp = req->seqs[i].lp;
+        candidate_measure(tok, &req->candidates[i]);
+        if (!isfinite(req->candidates[i].sum)) {
+            batch_request_fail(req, "%schoice %zu: the model produced a non-finite log-probability", req->command ? "--" : "",
                          i + 1);
             return;
         }
     }
-    finish(j, "choice");
+    finish(req, "choice");
 }
 
 static void hook_ended(void *ctx, void *request, size_t index, Sequence *s, SchedEnd why, const GptError *err) {
     Batch *b = ctx;
-    Request *j = request;
-    j->n_ended++;
-    if (--j->n_held == 0) b->in_flight--;
-    if (j->done) return;  // failed already: nothing more to say
+    BatchRequest *req = request;
+    req->n_ended++;
+    if (--req->n_held == 0) b->in_flight--;
+    if (req->done) return;  // failed already: nothing more to say
     switch (why) {
     case SCHED_DROPPED:
-        finish(j, "interrupted");
+        finish(req, "interrupted");
         b->interrupted++;
         return;
-    case SCHED_REFUSED: case SCHED_FAILED: request_fail(j, "%s", err->msg); return;
-    case SCHED_NO_ROOM: request_fail(j, "the KV pool cannot take this sequence now"); return;
+    case SCHED_REFUSED: case SCHED_FAILED: batch_request_fail(req, "%s", err->msg); return;
+    case SCHED_NO_ROOM: batch_request_fail(req, "the KV pool cannot take this sequence now"); return;
     case SCHED_STOPPED: break;
     }
     if (s->stop == STOP_ERROR) {
-        if (j->command) request_fail(j, "%s", s->error.msg);
-        else if (j->n_candidates) request_fail(j, "choice %zu: %s", index + 1, s->error.msg);
-        else if (j->n_seqs > 1) request_fail(j, "completion %zu: %s", index, s->error.msg);
-        else request_fail(j, "%s", s->error.msg);
+        if (req->command) batch_request_fail(req, "%s", s->error.msg);
+        else if (req->n_candidates) batch_request_fail(req, "choice %zu: %s", index + 1, s->error.msg);
+        else if (req->n_seqs > 1) batch_request_fail(req, "completion %zu: %s", index, s->error.msg);
+        else batch_request_fail(req, "%s", s->error.msg);
         return;
     }
-    if (!j->n_candidates) j->outs[index].stop_reason = stop_reason_name(s->stop);
-    if (j->n_ended < j->n_seqs) return;
-    if (j->n_candidates) candidates_done(j, b->tok);
-    else finish(j, j->outs[0].stop_reason);
+    if (!req->n_candidates) req->outs[index].stop_reason = stop_reason_name(s->stop);
+    if (req->n_ended < req->n_seqs) return;
+    if (req->n_candidates) candidates_done(req, b->tok);
+    else finish(req, req->outs[0].stop_reason);
 }
 
 // ----------------------------------------------------------------------------
@@ -839,14 +839,14 @@ static int batch_engine(Batch *b, const Session *ss, const EngineConfig *ec, siz
     return EXIT_OK;
 }
 
-// A request's sequences (request_sequences), handed to the scheduler. 0, or
+// A request's sequences (batch_request_sequences), handed to the scheduler. 0, or
 // -1 with err set (the ones handed over stay held).
-static int request_submit(Batch *b, Request *j, GptError *err) {
-    if (request_sequences(j, &b->engine, err) != 0) return -1;
+static int batch_request_submit(Batch *b, BatchRequest *req, GptError *err) {
+    if (batch_request_sequences(req, &b->engine, err) != 0) return -1;
     int rc = 0;
-    for (size_t k = 0; k < j->n_seqs && rc == 0; k++)
-        if ((rc = scheduler_add(&b->sched, j, k, &j->seqs[k], err)) == 0) j->n_held++;
-    if (j->n_held) b->in_flight++;
+    for (size_t k = 0; k < req->n_seqs && rc == 0; k++)
+        if ((rc = scheduler_add(&b->sched, req, k, &req->seqs[k], err)) == 0) req->n_held++;
+    if (req->n_held) b->in_flight++;
     return rc;
 }
 
@@ -887,27 +887,27 @@ static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t windo
         size_t consumed_before = in->consumed;
         int got = next_line(in, idle, &line, &len);
         if (got <= 0) break;
-        Request *j = got == 2 ? request_new(o, b->grammar, seed_base, o->first_index + b->lines)
+        BatchRequest *req = got == 2 ? batch_request_new(o, b->grammar, seed_base, o->first_index + b->lines)
                               : request_from_line(o, b->tok, b->m, b->grammar, seed_base, o->first_index + b->lines,
                                                   line, len);
-        if (j && got == 2)
-            request_fail(j, "the line is %zu bytes, longer than the %d MiB a --batch line may have", len,
+        if (req && got == 2)
+            batch_request_fail(req, "the line is %zu bytes, longer than the %d MiB a --batch line may have", len,
                          BATCH_LINE_MAX >> 20);
-        if (!j || queue_push(b, j) != 0) {
-            request_free(j, &b->engine);
-            fprintf(stderr, "gpt: out of memory\n");
+        if (!req || queue_push(b, req) != 0) {
+            batch_request_free(req, &b->engine);
+            runtime_error(NULL, "out of memory");
             return -1;
         }
         b->lines++;
-        j->input_bytes = in->consumed - consumed_before;
-        if (j->done) continue;
-        if (j->params.grammar && !b->vocab &&
+        req->input_bytes = in->consumed - consumed_before;
+        if (req->done) continue;
+        if (req->params.grammar && !b->vocab &&
             !(b->vocab = sequence_grammar_vocab(b->tok, (size_t)b->m->config.vocab_size, &err))) {
-            request_fail(j, "%s", err.msg);
+            batch_request_fail(req, "%s", err.msg);
             continue;
         }
-        j->params.grammar_vocab = b->vocab;
-        if (request_submit(b, j, &err) != 0) request_fail(j, "%s", err.msg);
+        req->params.grammar_vocab = b->vocab;
+        if (batch_request_submit(b, req, &err) != 0) batch_request_fail(req, "%s", err.msg);
     }
     return in->error ? -1 : 0;
 }
@@ -920,8 +920,8 @@ static void count_unread(Batch *b, LineReader *in) {
     int got;
     while ((got = next_line(in, 0, &line, &len)) > 0) b->not_read++;
     b->not_read_exact = got < 0 && !in->error;
-    fprintf(stderr, "gpt: --batch interrupted: %zu lines answered, %zu of them stopped early; %s%zu lines not read\n",
-            b->lines, b->interrupted, b->not_read_exact ? "" : "at least ", b->not_read);
+    runtime_error(NULL, "--batch interrupted: %zu lines answered, %zu of them stopped early; %s%zu lines not read",
+                  b->lines, b->interrupted, b->not_read_exact ? "" : "at least ", b->not_read);
 }
 
 int run_batch(const Options *o) {
@@ -976,7 +976,7 @@ int run_batch(const Options *o) {
 done:
     progress_clear(&b.progress);
     scheduler_drop_all(&b.sched);
-    for (size_t i = 0; i < b.q_len; i++) request_free(queue_at(&b, i), &b.engine);
+    for (size_t i = 0; i < b.q_len; i++) batch_request_free(queue_at(&b, i), &b.engine);
     free(b.queue);
     free(in.buf);
     scheduler_free(&b.sched);
@@ -990,67 +990,67 @@ done:
 // ----------------------------------------------------------------------------
 // one request of the command: --completions N, --choice
 
-// The engine for the command's one request j alone: a place and a pool for
+// The engine for the command's one request req alone: a place and a pool for
 // every sequence at once, and each prompt in one step; for choices, every
 // choice's rows with logits in one step (up to a bound on the logits'
 // memory); for completions with --echo and log-probabilities, SCORE_CHUNK
 // prompt rows a step, and with a context shift, half the context in one
 // step.
-static EngineConfig one_request_engine(const Options *o, const Session *ss, const Request *j) {
+static EngineConfig one_request_engine(const Options *o, const Session *ss, const BatchRequest *req) {
     EngineConfig ec = {.kv_dtype = o->kv_dtype, .share_prefixes = 1, .pool = ss->pool, .plan = &ss->plan};
-    if (j->n_candidates) {
+    if (req->n_candidates) {
         size_t longest = 0, rows = 0;
-        for (size_t i = 0; i < j->n_candidates; i++) {
-            const Candidate *c = &j->candidates[i];
+        for (size_t i = 0; i < req->n_candidates; i++) {
+            const Candidate *c = &req->candidates[i];
             if (c->n > longest) longest = c->n;
             rows += c->n - c->first + 1;
             ec.kv_blocks += (c->n + KV_BLOCK - 1) / KV_BLOCK;
         }
-        ec.max_seqs = j->n_candidates;
+        ec.max_seqs = req->n_candidates;
         ec.prompt_logit_rows = rows < 512 ? rows : 512;
         ec.max_step_tokens = longest > ec.prompt_logit_rows ? longest : ec.prompt_logit_rows;
         return ec;
     }
-    size_t n = j->n_completions, n_prompt = j->n_ids, half = (size_t)ss->model.config.n_ctx / 2;
-    size_t positions = sequence_positions(&ss->model.config, n_prompt, j->params.max_new);
+    size_t n = req->n_completions, n_prompt = req->n_ids, half = (size_t)ss->model.config.n_ctx / 2;
+    size_t positions = sequence_positions(&ss->model.config, n_prompt, req->params.max_new);
     ec.max_seqs = n;
     ec.max_step_tokens = o->context_shift && half > n_prompt ? half + n : n_prompt + n;
     ec.kv_blocks = n * ((positions + KV_BLOCK - 1) / KV_BLOCK);
-    if (j->params.logprobs && j->echo) ec.prompt_logit_rows = n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK;
+    if (req->params.logprobs && req->echo) ec.prompt_logit_rows = n_prompt < SCORE_CHUNK ? n_prompt : SCORE_CHUNK;
     return ec;
 }
 
 // The command's request for in: the prompt's tokens and text (--completions)
 // or the choices tokenized with it (--choice). 0, or -1 after reporting.
-static int one_request_fill(Request *j, const Options *o, const Session *ss, const OneRequest *in) {
-    j->command = 1;
-    j->params.grammar_vocab = in->vocab;
-    if (echo_prompt(j, in->prompt, in->prompt_len) != 0) return fprintf(stderr, "gpt: out of memory\n"), -1;
+static int one_request_fill(BatchRequest *req, const Options *o, const Session *ss, const OneRequest *in) {
+    req->command = 1;
+    req->params.grammar_vocab = in->vocab;
+    if (echo_prompt(req, in->prompt, in->prompt_len) != 0) return runtime_error(NULL, "out of memory"), -1;
     if (o->mode == MODE_CHOICE) {
-        j->n_candidates = o->n_choices;
-        if (!(j->candidates = calloc(j->n_candidates, sizeof *j->candidates)))
-            return fprintf(stderr, "gpt: out of memory\n"), -1;
-        for (size_t i = 0; i < j->n_candidates; i++) j->candidates[i].text = o->choices[i];
-        if (candidates_tokenize(j, ss->tok, &ss->model, o->special, in->prompt, in->prompt_len) != 0)
-            return fprintf(stderr, "gpt: %s\n", j->error), -1;
+        req->n_candidates = o->n_choices;
+        if (!(req->candidates = calloc(req->n_candidates, sizeof *req->candidates)))
+            return runtime_error(NULL, "out of memory"), -1;
+        for (size_t i = 0; i < req->n_candidates; i++) req->candidates[i].text = o->choices[i];
+        if (candidates_tokenize(req, ss->tok, &ss->model, o->special, in->prompt, in->prompt_len) != 0)
+            return runtime_error(NULL, "%s", req->error), -1;
         return 0;
     }
-    if (j->echo && j->params.logprobs) j->params.logprobs_from = 1;
-    if (!(j->ids = malloc(in->n_ids * sizeof *j->ids))) return fprintf(stderr, "gpt: out of memory\n"), -1;
-    memcpy(j->ids, in->ids, in->n_ids * sizeof *j->ids);
-    j->n_ids = in->n_ids;
+    if (req->echo && req->params.logprobs) req->params.logprobs_from = 1;
+    if (!(req->ids = malloc(in->n_ids * sizeof *req->ids))) return runtime_error(NULL, "out of memory"), -1;
+    memcpy(req->ids, in->ids, in->n_ids * sizeof *req->ids);
+    req->n_ids = in->n_ids;
     return 0;
 }
 
 // Ctrl-C: every sequence not stopped lets out what it held back for a stop
 // string, which is its text's too.
-static void one_request_interrupt(Request *j) {
-    for (size_t k = 0; k < j->n_seqs; k++) {
-        Sequence *s = &j->seqs[k];
+static void one_request_interrupt(BatchRequest *req) {
+    for (size_t k = 0; k < req->n_seqs; k++) {
+        Sequence *s = &req->seqs[k];
         if (s->stop) continue;
         sequence_interrupt(s);
-        if (j->outs && s->out_len && append_text(&j->outs[k], s->out, s->out_len) != 0)
-            request_fail(j, "out of memory for the --json text");
+        if (req->outs && s->out_len && append_text(&req->outs[k], s->out, s->out_len) != 0)
+            batch_request_fail(req, "out of memory for the --json text");
     }
 }
 
@@ -1059,23 +1059,23 @@ int run_one_request(const Options *o, const Session *ss, const OneRequest *in, O
     GptError err = {{0}};
     int rc = EXIT_RUNTIME, engine_up = 0, interrupted = 0;
     const char **texts = NULL;
-    Request *j = request_new(o, in->grammar, run_seed(o), 0);
-    if (!j) {
-        fprintf(stderr, "gpt: out of memory\n");
+    BatchRequest *req = batch_request_new(o, in->grammar, run_seed(o), 0);
+    if (!req) {
+        runtime_error(NULL, "out of memory");
         return rc;
     }
-    if (one_request_fill(j, o, ss, in) != 0) goto done;
-    EngineConfig ec = one_request_engine(o, ss, j);
+    if (one_request_fill(req, o, ss, in) != 0) goto done;
+    EngineConfig ec = one_request_engine(o, ss, req);
     if (batch_engine(&b, ss, &ec, ec.max_seqs) != EXIT_OK) goto done;
     engine_up = 1;
-    if (request_submit(&b, j, &err) != 0) {
+    if (batch_request_submit(&b, req, &err) != 0) {
         report_error(&err);
         goto done;
     }
     defer_interrupts();  // from here on a signal ends the run after its step
-    while (scheduler_held(&b.sched) && !j->error) {
+    while (scheduler_held(&b.sched) && !req->error) {
         if ((interrupted = was_interrupted())) {
-            one_request_interrupt(j);
+            one_request_interrupt(req);
             break;
         }
         if (scheduler_step(&b.sched, &err) != 0) {
@@ -1083,20 +1083,20 @@ int run_one_request(const Options *o, const Session *ss, const OneRequest *in, O
             goto done;
         }
     }
-    if (j->error) {
-        fprintf(stderr, "gpt: %s\n", j->error);
+    if (req->error) {
+        runtime_error(NULL, "%s", req->error);
         goto done;
     }
-    OneRun run = {.engine = &b.engine, .seqs = j->seqs, .n_seqs = j->n_seqs, .candidates = j->candidates,
-                  .seed = j->params.sampling.seed, .interrupted = interrupted};
-    if (j->outs) {
-        if (!(texts = calloc(j->n_seqs, sizeof *texts))) {
-            fprintf(stderr, "gpt: out of memory\n");
+    OneRun run = {.engine = &b.engine, .seqs = req->seqs, .n_seqs = req->n_seqs, .candidates = req->candidates,
+                  .seed = req->params.sampling.seed, .interrupted = interrupted};
+    if (req->outs) {
+        if (!(texts = calloc(req->n_seqs, sizeof *texts))) {
+            runtime_error(NULL, "out of memory");
             goto done;
         }
-        for (size_t k = 0; k < j->n_seqs; k++) {
-            if (j->outs[k].text) j->outs[k].text[j->outs[k].len] = '\0';
-            texts[k] = j->outs[k].text ? j->outs[k].text : "";
+        for (size_t k = 0; k < req->n_seqs; k++) {
+            if (req->outs[k].text) req->outs[k].text[req->outs[k].len] = '\0';
+            texts[k] = req->outs[k].text ? req->outs[k].text : "";
         }
         run.texts = texts;
     }
@@ -1104,7 +1104,7 @@ int run_one_request(const Options *o, const Session *ss, const OneRequest *in, O
 done:
     free(texts);
     if (engine_up) scheduler_drop_all(&b.sched);
-    request_free(j, &b.engine);
+    batch_request_free(req, &b.engine);
     if (engine_up) {
         scheduler_free(&b.sched);
         engine_free(&b.engine);

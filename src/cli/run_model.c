@@ -283,8 +283,8 @@ static int run_score(const Options *o, const Session *ss, const int32_t *ids, si
     if (n > 1 && !isfinite(sum)) {
         size_t bad = 0;
         while (bad + 1 < n && isfinite(logprobs[bad])) bad++;
-        fprintf(stderr, "gpt: the model produced a non-finite log-probability (token %zu: %g)\n", bad + 1,
-                logprobs[bad]);
+        runtime_error(NULL, "the model produced a non-finite log-probability (token %zu: %g)", bad + 1,
+                      logprobs[bad]);
         goto done;
     }
     if (o->json) {
@@ -395,8 +395,8 @@ static void generation_params(Generation *g) {
     g->positions = sequence_positions(&g->ss->model.config, n_prompt, (size_t)o->max_tokens);
     g->guesses = g->dm->model || o->lookup_n ? default_guesses(o, &g->ss->model, g->dm->model) : 0;
     if (o->context_shift && g->gp.keep > n_prompt) {
-        fprintf(stderr, "gpt: --keep %zu: the prompt is %zu tokens; a shift keeps all %zu\n", g->gp.keep, n_prompt,
-                n_prompt);
+        runtime_error(NULL, "--keep %zu: the prompt is %zu tokens; a shift keeps all %zu", g->gp.keep, n_prompt,
+                      n_prompt);
         g->gp.keep = n_prompt;
     }
     g->r.context_shift = o->context_shift;
@@ -441,7 +441,7 @@ static int echo_prompt(Generation *g, const char *prompt, size_t prompt_len) {
         char *valid = utf8_replace_invalid((const unsigned char *)prompt, prompt_len, &len);
         if (!valid || grow_array(&g->text, &g->text_cap, len + 1, 1) != 0) {
             free(valid);
-            fprintf(stderr, "gpt: out of memory for the --json text\n");
+            runtime_error(NULL, "out of memory for the --json text");
             return -1;
         }
         memcpy(g->text, valid, len);
@@ -492,7 +492,7 @@ static int show_step(Generation *g) {
     }
     if (g->o->json) {
         if (grow_array(&g->text, &g->text_cap, g->text_len + seq->out_len + 1, 1) != 0) {
-            fprintf(stderr, "gpt: out of memory for the --json text\n");
+            runtime_error(NULL, "out of memory for the --json text");
             return -1;
         }
         if (seq->out_len) memcpy(g->text + g->text_len, seq->out, seq->out_len);
@@ -743,19 +743,19 @@ static int load_draft(const Options *o, const char *model_file, const Model *m, 
     const char *path = o->draft_path ? o->draft_path : model_file;
     WeightOptions wo = {.matrix_dtype = o->draft_dtype, .q4_pure = o->draft_q4_pure};
     if (model_load_with(draft, path, &wo, &err) != 0) {
-        fprintf(stderr, "gpt: %s: %s\n", draft_flag(o), err.msg);
+        runtime_error(NULL, "%s: %s", draft_flag(o), err.msg);
         return -1;
     }
     if (draft->config.vocab_size != m->config.vocab_size) {
-        fprintf(stderr, "gpt: --draft %s: its vocabulary has %d tokens, the model's %d\n", path,
-                draft->config.vocab_size, m->config.vocab_size);
+        runtime_error(NULL, "--draft %s: its vocabulary has %d tokens, the model's %d", path,
+                      draft->config.vocab_size, m->config.vocab_size);
         return -1;
     }
     if (!o->draft_path) return 0;  // the model itself
     int owned;
     Tokenizer *dtok = open_tokenizer(NULL, draft, path, &owned, &err);
     if (!dtok) {
-        fprintf(stderr, "gpt: --draft %s: its tokenizer: %s\n", path, err.msg);
+        runtime_error(NULL, "--draft %s: its tokenizer: %s", path, err.msg);
         return -1;
     }
     int same = tokenizer_vocab_size(dtok) == tokenizer_vocab_size(tok);
@@ -768,7 +768,7 @@ static int load_draft(const Options *o, const char *model_file, const Model *m, 
     }
     if (owned) tokenizer_free(dtok);
     if (!same) {
-        fprintf(stderr, "gpt: --draft %s: its tokenizer differs from the model's (token %zu)\n", path, id - 1);
+        runtime_error(NULL, "--draft %s: its tokenizer differs from the model's (token %zu)", path, id - 1);
         return -1;
     }
     return 0;
@@ -842,14 +842,14 @@ int run_model(const Options *o) {
         goto done;
     }
     if (scoring && n == 0) {
-        fprintf(stderr, "gpt: --score: the text is empty\n");
+        runtime_error(NULL, "--score: the text is empty");
         goto done;
     }
     // --prepend-eos: <|endoftext|> goes first, the context of the text's first token
     if (scoring && o->prepend_eos) {
         int32_t eot = tokenizer_eot_id(ss.tok), *with = eot >= 0 ? malloc((n + 1) * sizeof *with) : NULL;
         if (!with) {
-            fprintf(stderr, "gpt: --prepend-eos: %s\n", eot < 0 ? "the tokenizer has no <|endoftext|>" : "out of memory");
+            runtime_error(NULL, "--prepend-eos: %s", eot < 0 ? "the tokenizer has no <|endoftext|>" : "out of memory");
             goto done;
         }
         with[0] = eot;
@@ -859,8 +859,8 @@ int run_model(const Options *o) {
         n++;
     }
     if (scoring && n > (size_t)m->config.n_ctx && !o->stride) {
-        fprintf(stderr, "gpt: the text is %zu tokens; the model's context holds %d (--stride N scores longer texts "
-                        "in windows)\n", n, m->config.n_ctx);
+        runtime_error(NULL, "the text is %zu tokens; the model's context holds %d (--stride N scores longer texts "
+                      "in windows)", n, m->config.n_ctx);
         goto done;
     }
     char why[160];
