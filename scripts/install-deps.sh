@@ -13,7 +13,8 @@
 #   build   compile gpt: the compiler, pkg-config and the four libraries
 #   test    make test: the tools the test scripts call (curl, jq, python3
 #           with numpy and jsonschema, GNU parallel, groff and man, node
-#           with the `openai` and `@langchain/openai` npm clients, chromium)
+#           with the `openai`, `@langchain/openai` and `ollama` npm clients,
+#           chromium)
 #   ci      what .ci/run adds: clang and its sanitizer and libFuzzer
 #           runtimes (make asan, make fuzz), haproxy (make test-scale)
 #
@@ -51,7 +52,8 @@ chromium|chromium-browser:cmd:chromium|chromium-browser
 nodejs:cmd:node
 npm:cmd:npm
 openai@6:npm:openai
-@langchain/openai@1:npm:@langchain/openai"
+@langchain/openai@1:npm:@langchain/openai
+ollama@0:npm:ollama"
 ci_reqs="clang:cmd:clang
 libclang-rt-14-dev?:rt:libclang_rt.fuzzer-x86_64.a
 haproxy:cmd:haproxy"

@@ -8,7 +8,8 @@
 # sequence dropped, its blocks back), a model whose logits are NaN (a 500,
 # or in a stream the error event: no finish_reason "error"), bad
 # stream_options, best_of and
-# suffix, hostile CORS headers (an Origin of 20 KB or of invalid bytes, an
+# suffix, Ollama's bodies (malformed, NULs, wrong types in options: its
+# {"error": MESSAGE}), hostile CORS headers (an Origin of 20 KB or of invalid bytes, an
 # Access-Control-Request-Headers of 100 KB, of a thousand names, with a
 # CR or a NUL in it: never echoed), and SIGTERM under load (exit 0). After
 # each, a well-formed request with a seed still gets exactly the command's
@@ -157,6 +158,46 @@ bad 400 "objects 10000 deep" "$tmp/body"
 python3 -c 'print("[" * 10000, end="")' > "$tmp/body"
 bad 400 "10000 opened, none closed" "$tmp/body"
 still_serving "deep JSON"
+
+# Ollama's bodies (/api/generate, /api/chat, /api/show): each fault a 400
+# in Ollama's shape, {"error": MESSAGE} in valid UTF-8
+# bad_ollama PATH WHAT BODY-FILE
+bad_ollama() {
+    got=$(curl -s -o "$tmp/e" -w '%{http_code}' --data-binary "@$3" "http://127.0.0.1:$port$1")
+    if [ "$got" = 400 ] && iconv -f UTF-8 -t UTF-8 "$tmp/e" > /dev/null 2>&1 &&
+        jq -e '(keys == ["error"]) and (.error | type == "string" and length > 0)' "$tmp/e" > /dev/null 2>&1
+    then pass
+    else fail "$1 $2: want 400, got $got $(head -c 300 "$tmp/e")"
+    fi
+}
+for body in '' '{"prompt":"x",' '[1]' 'null' '{"prompt":"x"}{"prompt":"y"}' '{"prompt":"a\u0000b"}' \
+    '{"prompt":"x","options":{"stop":"a\u0000b"}}' '{"prompt":5}' '{"prompt":"x","options":[]}' \
+    '{"prompt":"x","options":{"temperature":"hot"}}' '{"prompt":"x","options":{"num_predict":1e400}}' \
+    '{"prompt":"x","options":{"num_predict":1.5}}' '{"prompt":"x","options":{"seed":1e30}}' \
+    '{"prompt":"x","options":{"seed":-2}}' '{"prompt":"x","options":{"num_ctx":"big"}}' \
+    '{"prompt":"x","options":{"num_ctx":1e400}}' '{"prompt":"x","options":{"stop":5}}' \
+    '{"prompt":"x","options":{"top_k":1e300}}' '{"prompt":"x","stream":1}' '{"prompt":"x","raw":"yes"}' \
+    '{"prompt":"x","format":5}' '{"prompt":"x","format":["json"]}' '{"prompt":"x","model":5}'; do
+    printf '%s' "$body" > "$tmp/body"
+    bad_ollama /api/generate "$body" "$tmp/body"
+done
+for body in '{"messages":5}' '{"messages":[5]}' '{"messages":[{"role":"user"}]}' '{"messages":{}}' \
+    '{"messages":[{"role":"user","content":"x","images":5}]}' '{"messages":[{"role":"user","content":"x"}],"tools":5}' \
+    '{"model":"x"}'; do
+    printf '%s' "$body" > "$tmp/body"
+    bad_ollama /api/chat "$body" "$tmp/body"
+done
+for body in 'x' '{"model":5}' '[]'; do
+    printf '%s' "$body" > "$tmp/body"
+    bad_ollama /api/show "$body" "$tmp/body"
+done
+printf '{"prompt":"a\000b"}' > "$tmp/body"
+bad_ollama /api/generate "a raw NUL" "$tmp/body"
+printf '{"prompt":"x","options":{"\377\376":1}}' > "$tmp/body"
+bad_ollama /api/generate "an option named in invalid UTF-8" "$tmp/body"
+python3 -c 'print("{\"prompt\":\"x\",\"options\":" + "{\"a\":" * 10000 + "1" + "}" * 10001, end="")' > "$tmp/body"
+bad_ollama /api/generate "options 10000 deep" "$tmp/body"
+still_serving "Ollama's bodies"
 
 # hostile CORS headers. An Origin of 20 KB, or of bytes that are not
 # UTF-8: answered, with no CORS header (nothing of it echoed)

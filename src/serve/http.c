@@ -9,14 +9,17 @@
  *   2. the API key, when there is one, is checked in constant time (every
  *      route but /health, which load balancers ask, and the page at /,
  *      which asks for the key itself);
- *   3. the route answers: GET /, /health, /metrics, /v1/models at once; POST
- *      /tokenize, /detokenize and /apply-template at once (tokenizing under
- *      the tokenizer's lock); POST /v1/completions, /v1/chat/completions
- *      and /v1/score become an ApiRequest for the
+ *   3. the route answers: GET /, /health, /metrics, /v1/models, /api/version,
+ *      /api/tags, /api/ps at once; POST /tokenize, /detokenize,
+ *      /apply-template and /api/show at once (tokenizing under the
+ *      tokenizer's lock); Ollama's model management (/api/pull, ...) a 501
+ *      whatever the method; POST /v1/completions, /v1/chat/completions,
+ *      /v1/score, /api/generate and /api/chat become an ApiRequest for the
  *      scheduler, and the connection is parked (suspended: its thread goes
  *      on with the others) until the engine thread has news (Server.news, http_resume);
  *      then it answers: the whole JSON once the request is done, or the
- *      server-sent events of the new text, and parks again till the next.
+ *      server-sent events (under /api/: Ollama's NDJSON lines) of the new
+ *      text, and parks again till the next.
  *      A client that goes away while parked cancels its ApiRequest
  *      (http_deadlines);
  *   4. one JSON line (on stderr, or --log's file) says what was asked and answered.
@@ -33,7 +36,8 @@
  * connection: libmicrohttpd's timeout counts idle time alone, which a
  * client sending a byte a second never reaches (http_deadlines).
  *
- * Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400
+ * Errors are OpenAI's {"error": {"message", "type", "param", "code"}} (under
+ * /api/, Ollama's {"error": "message"}): 400
  * for a bad body (the command's rules and messages), 401, 404, 405, 413, and
  * 503 with Retry-After when the queue is full or the server is shutting down.
  */
@@ -170,13 +174,16 @@ static const char *model_id(const char *path) {
 }
 
 // The paths that take GET (and HEAD), and those that take POST.
+// (Ollama's model management, ollama_route's OLLAMA_MANAGE, takes any method.)
 static int get_path(const char *p) {
     return !strcmp(p, "/") || !strcmp(p, "/health") || !strcmp(p, "/metrics") || !strcmp(p, "/v1/models") ||
-           !strcmp(p, "/tokenizer_info") || model_id(p);
+           !strcmp(p, "/tokenizer_info") || model_id(p) || !strcmp(p, "/api/version") || !strcmp(p, "/api/tags") ||
+           !strcmp(p, "/api/ps");
 }
 static int post_path(const char *p) {
     return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/score") ||
-           !strcmp(p, "/tokenize") || !strcmp(p, "/detokenize") || !strcmp(p, "/apply-template");
+           !strcmp(p, "/tokenize") || !strcmp(p, "/detokenize") || !strcmp(p, "/apply-template") ||
+           !strcmp(p, "/api/show") || !strcmp(p, "/api/generate") || !strcmp(p, "/api/chat");
 }
 
 static void count_status(Server *s, int status) {
@@ -318,9 +325,10 @@ static enum MHD_Result answer_json(struct MHD_Connection *c, Conn *k, int status
     return answer(c, k, status, json, "application/json");
 }
 
+// OpenAI's error object, or under /api/ Ollama's {"error": MESSAGE}.
 static enum MHD_Result answer_error(struct MHD_Connection *c, Conn *k, int status, const char *msg,
                                     const char *param) {
-    return answer_json(c, k, status, error_json(status, msg, param));
+    return answer_json(c, k, status, ollama_path(k->path) ? ollama_error_json(msg) : error_json(status, msg, param));
 }
 
 // The page at / (page.html, in the binary). Its policy lets it run its own
@@ -423,15 +431,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             pthread_mutex_unlock(&s->lock);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
+        // server-sent events, or Ollama's NDJSON: one object a line
+        const char *head = req->ollama ? "" : "data: ", *tail = req->ollama ? "\n" : "\n\n";
         for (size_t k = 0; k < req->n_completions && !bad; k++) {
             int finished;
-            char *chunk = completion_chunk(s, req, k, st->id, st->created, &finished);
-            if (chunk) bad = stream_put(st, "data: ", chunk, "\n\n");
+            char *chunk = req->ollama ? ollama_chunk(s, req, k, &finished)
+                                      : completion_chunk(s, req, k, st->id, st->created, &finished);
+            if (chunk) bad = stream_put(st, head, chunk, tail);
             free(chunk);
             all &= finished;
         }
-        char *error = all && req->status != 200 ? error_json(req->status, req->error ? req->error : "failed", req->error_param)
-                                              : NULL;
+        const char *why = req->error ? req->error : "failed";
+        char *error = all && req->status != 200
+                          ? req->ollama ? ollama_error_json(why) : error_json(req->status, why, req->error_param)
+                          : NULL;
         // a failed request's stream ends with its error, as OpenAI's: no usage after it
         int with_usage = all && req->include_usage && req->status == 200;
         char *usage = with_usage ? usage_chunk(s, req, st->id, st->created) : NULL;
@@ -442,7 +455,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             return 0;
         }
         pthread_mutex_unlock(&s->lock);
-        if (error) bad |= stream_put(st, "data: ", error, "\n\n");
+        if (error) bad |= stream_put(st, head, error, tail);
         if (usage && !bad) bad |= stream_put(st, "data: ", usage, "\n\n");  // the last before [DONE]
         free(error);
         free(usage);
@@ -451,7 +464,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (all) {
-            if (stream_put(st, "data: [DONE]\n\n", "", "") != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            if (stream_put(st, req->ollama ? "" : "data: [DONE]\n\n", "", "") != 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
             st->ended = 1;
             continue;
         }
@@ -485,7 +499,8 @@ static enum MHD_Result answer_stream(Server *s, struct MHD_Connection *c, Conn *
         api_request_cancel(s, req);
         return MHD_NO;
     }
-    mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            req->ollama ? "application/x-ndjson" : "text/event-stream");
     mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     return queue(c, k, 200, r);
 }
@@ -555,7 +570,7 @@ static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Con
     char id[40];
     completion_id(s, req, id, sizeof id);
     pthread_mutex_lock(&s->lock);
-    char *body = completion_response(s, req, id, (long)time(NULL));
+    char *body = req->ollama ? ollama_response(s, req) : completion_response(s, req, id, (long)time(NULL));
     pthread_mutex_unlock(&s->lock);
     return answer_json(c, k, 200, body);
 }
@@ -568,6 +583,21 @@ static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Con
     int stream;
     int status = (chat ? chat_request : completion_request)(s, k->body ? k->body : "", k->len, &req, &stream, &msg,
                                                            param);
+    enum MHD_Result refused;
+    if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
+    k->stream = stream;
+    if (stream) return answer_stream(s, c, k, req);
+    return answer_when_done(s, c, k);
+}
+
+// POST /api/generate, or (chat) /api/chat.
+static enum MHD_Result post_ollama(Server *s, struct MHD_Connection *c, Conn *k, int chat) {
+    ApiRequest *req;
+    char *msg = NULL, *load;
+    char param[PARAM_CAP];
+    int stream;
+    int status = ollama_request(s, chat, k->body ? k->body : "", k->len, &req, &stream, &load, &msg, param);
+    if (!status && load) return answer_json(c, k, 200, load);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
     k->stream = stream;
@@ -605,8 +635,8 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     const char *p = k->path;
     // HEAD is GET without the body (libmicrohttpd leaves it out)
     int get = !strcmp(k->method, "GET") || !strcmp(k->method, "HEAD"), post = !strcmp(k->method, "POST");
-    int known_get = get_path(p), known_post = post_path(p);
-    if (!known_get && !known_post) return answer_error(c, k, 404, "no such endpoint", NULL);
+    int known_get = get_path(p), known_post = post_path(p), manage = ollama_route(p) == OLLAMA_MANAGE;
+    if (!known_get && !known_post && !manage) return answer_error(c, k, 404, "no such endpoint", NULL);
     // a preflight: from an allowed origin 204 (no key: the browser sends
     // none), from another 403; with no Origin, OPTIONS is a 405 below
     if (!strcmp(k->method, "OPTIONS") && k->cors > 0) return answer_preflight(c, k);
@@ -615,7 +645,7 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
                                            ? "this origin is not one that --cors-origin allows"
                                            : "cross-origin requests are not allowed (gpt serve --cors-origin allows them)",
                             NULL);
-    if ((known_get && !get) || (known_post && !post)) {
+    if (((known_get && !get) || (known_post && !post)) && !manage) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s takes %s, not %s", p, known_get ? "GET or HEAD" : "POST", k->method);
         return answer_error(c, k, 405, msg, NULL);
@@ -637,7 +667,18 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
         return answer_error(c, k, 413, msg, NULL);
     }
     if (!ready) return answer_error(c, k, 503, "the model is loading", NULL);
+    if (manage) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "%s: gpt does not manage models: gpt serve serves the one it was started with "
+                 "(gpt serve -m FILE), and pulls, creates, copies, pushes and deletes none",
+                 p);
+        return answer_error(c, k, 501, msg, NULL);
+    }
     if (get) {
+        if (ollama_route(p) == OLLAMA_VERSION) return answer_json(c, k, 200, ollama_version_response());
+        if (ollama_route(p) == OLLAMA_TAGS || ollama_route(p) == OLLAMA_PS)
+            return answer_json(c, k, 200, ollama_models_response(s, ollama_route(p) == OLLAMA_PS));
         if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
         if (!strcmp(p, "/tokenizer_info")) return answer_json(c, k, 200, tokenizer_info_response(s));
         if (model_id(p)) {
@@ -652,10 +693,13 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k, 0);
     if (!strcmp(p, "/v1/chat/completions")) return post_completions(s, c, k, 1);
     if (!strcmp(p, "/v1/score")) return post_score(s, c, k);
+    if (ollama_route(p) == OLLAMA_GENERATE || ollama_route(p) == OLLAMA_CHAT)
+        return post_ollama(s, c, k, ollama_route(p) == OLLAMA_CHAT);
     int status;
     char *msg = NULL, *body;
-    char param[PARAM_CAP];
-    if (!strcmp(p, "/tokenize")) body = tokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
+    char param[PARAM_CAP] = "";
+    if (ollama_route(p) == OLLAMA_SHOW) body = ollama_show_response(s, k->body ? k->body : "", k->len, &status, &msg);
+    else if (!strcmp(p, "/tokenize")) body = tokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
     else if (!strcmp(p, "/apply-template"))
         body = apply_template_response(s, k->body ? k->body : "", k->len, &status, &msg, param);
     else body = detokenize_response(s, k->body ? k->body : "", k->len, &status, &msg, param);

@@ -229,6 +229,7 @@ static void hook_stepped(void *ctx, void *request, size_t index, Sequence *q) {
         double now = now_seconds();
         size_t k = c->n_tokens - before;
         if (before == 0) histogram_observe(&s->metrics.latency[H_FIRST_TOKEN], H_FIRST_TOKEN, now - req->arrived), k--;
+        if (before == 0) c->t_first = now;
         for (size_t i = 0; i < k; i++)
             histogram_observe(&s->metrics.latency[H_INTER_TOKEN], H_INTER_TOKEN, (now - c->t_last) / (double)k);
         c->t_last = now;

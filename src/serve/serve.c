@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,7 +77,9 @@ static const char *serve_usage =
     "  -h, --help              this help\n"
     "Endpoints: GET / (a page to try the model), /health, /v1/models, /v1/models/ID,\n"
     "/tokenizer_info, /metrics; POST /v1/completions, /v1/chat/completions, /v1/score,\n"
-    "/tokenize, /detokenize, /apply-template. A request with a seed gets exactly what\n"
+    "/tokenize, /detokenize, /apply-template. Ollama's API: GET /api/version, /api/tags,\n"
+    "/api/ps; POST /api/show, /api/generate (the prompt continued as it is), /api/chat\n"
+    "(docs/serving.md: what is mapped, what refused). A request with a seed gets exactly what\n"
     "gpt -p PROMPT -s SEED gives (a chat: gpt --chat-template T with its messages;\n"
     "docs/chat.md); a choice's finish_reason is OpenAI's, its stop_reason gpt's own (eos,\n"
     "stop, grammar: \"stop\"; length, context: \"length\"). The output matches a request's\n"
@@ -380,6 +383,8 @@ static int start_engine(Server *s, const ServeOptions *so) {
 static void announce_ready(Server *s, const ServeOptions *so, int ipv6, int port) {
     pthread_mutex_lock(&s->lock);
     s->model_name = base_name(s->session.model_path);
+    struct stat st;  // Ollama's /api/tags lists the file's size and time
+    if (stat(s->session.model_path, &st) == 0) s->model_bytes = (size_t)st.st_size, s->model_mtime = st.st_mtime;
     s->started = (long)time(NULL);
     s->next_id = draw_seed();
     s->ready = 1;

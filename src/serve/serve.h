@@ -11,6 +11,8 @@
  *                 responses (JSON, server-sent events), the log line
  *   api.c         the endpoints' JSON: a completion body read into an ApiRequest,
  *                 a finished ApiRequest written as OpenAI's response
+ *   ollama.c      Ollama's API (under /api/): its bodies as the OpenAI bodies they
+ *                 mean (api.c reads them), the answers in Ollama's shapes
  *
  * Threads. One scheduler thread owns the Engine, its KV pool and the thread
  * pool: nothing else touches them. libmicrohttpd runs a few threads
@@ -32,6 +34,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "front/chat.h"
 #include "front/front.h"
@@ -62,7 +65,7 @@ typedef struct {
     const char *finish;      // "stop", "length", "interrupted", "error"; NULL while running
     const char *stop_reason; // gpt's own (stop_reason_name, engine.h) when it stopped; NULL: finish's
     size_t seq_tokens;       // the positions its KV cache held when it stopped (--json's stats.seq_tokens)
-    double t_last;           // the scheduler's: when its last token came (now_seconds)
+    double t_first, t_last;  // the scheduler's: when its first and last tokens came (now_seconds)
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
     int sent_echo, sent_finish;
@@ -89,6 +92,7 @@ typedef struct ApiRequest {
     int show_logprobs;       // the client asked for "logprobs" (best_of computes them to rank)
     int include_usage;       // a stream's stream_options.include_usage: a last chunk with the usage
     int chat;                // /v1/chat/completions: answered in the chat shapes
+    int ollama;              // /api/generate, /api/chat: answered in Ollama's shapes (ollama.c)
     // shared, under Server.lock
     struct MHD_Connection *parked;  // the request's connection, suspended until there is news; or NULL
     int refs;                // the HTTP side and the scheduler: the last one frees
@@ -163,6 +167,8 @@ typedef struct Server {
     Session session;
     ChatTemplate chat_template;  // --chat-template: how /v1/chat/completions renders messages
     const char *model_name;  // as the responses name it: the file's name
+    size_t model_bytes;      // the file's size and modification time (Ollama's /api/tags)
+    time_t model_mtime;
     ServeLimits limits;
     size_t kv_blocks;        // the pool's blocks
     size_t engine_bytes;     // the engine's step buffers (engine_buffer_bytes)
@@ -238,6 +244,39 @@ char *usage_chunk(Server *s, const ApiRequest *req, const char *id, long created
 char *metrics_text(Server *s);  // Prometheus' text format
 // {"error": {"message", "type", "param", "code"}}
 char *error_json(int status, const char *msg, const char *param);  // param NULL or "": null
+
+// ollama.c: Ollama's API (under /api/) over the same requests. Its errors are
+// Ollama's {"error": "MESSAGE"}.
+typedef enum {
+    OLLAMA_NONE,
+    OLLAMA_VERSION,
+    OLLAMA_TAGS,
+    OLLAMA_PS,
+    OLLAMA_SHOW,
+    OLLAMA_GENERATE,
+    OLLAMA_CHAT,
+    OLLAMA_MANAGE  // pull, push, create, delete, copy, blobs: refused, whatever the method
+} OllamaRoute;
+OllamaRoute ollama_route(const char *path);
+int ollama_path(const char *path);  // under /api/: answered in Ollama's shapes, errors included
+char *ollama_error_json(const char *msg);
+char *ollama_version_response(void);
+// GET /api/tags (ps 0) and /api/ps (ps 1): the one model served.
+char *ollama_models_response(Server *s, int ps);
+// POST /api/show {"model"}: the model's details; else NULL with *status and *msg (malloc'd).
+char *ollama_show_response(Server *s, const char *body, size_t len, int *status, char **msg);
+// POST /api/generate (chat 0) or /api/chat (chat 1): the OpenAI body it
+// means, read by completion_request or chat_request (their rules and
+// messages, renamed to the Ollama fields); *stream Ollama's (default true).
+// 0 with *out (ApiRequest.ollama set), or with *load (malloc'd) the
+// answer to give at once (an empty prompt or conversation: Ollama's "load
+// the model"); or the status with *msg and param as completion_request's.
+int ollama_request(Server *s, int chat, const char *body, size_t len, ApiRequest **out, int *stream, char **load,
+                   char **msg, char *param);
+// The answer of a finished request, and a stream's next NDJSON line for
+// choice k (NULL: nothing new; *finished once its last is out). Under Server.lock.
+char *ollama_response(Server *s, const ApiRequest *req);
+char *ollama_chunk(Server *s, ApiRequest *req, size_t k, int *finished);
 
 // page.html, the page at /, as the Makefile writes it into page_html.c
 extern const unsigned char serve_page_html[];

@@ -6,8 +6,8 @@ A development aid (the seeds are committed; `make fuzz` does not run this):
     make build/tests/gen_checkpoint gpt && python3 tests/fuzz/make_corpus.py
     python3 tests/fuzz/make_corpus.py --requests   # only the five below, no build
 
-The request and grammar harnesses' seeds (completion, chat, jsonl, grammar,
-schema) are the inputs of the tests, taken from their sources: the bodies
+The request and grammar harnesses' seeds (completion, chat, ollama, jsonl,
+grammar, schema) are the inputs of the tests, taken from their sources: the bodies
 that tests/cli_serve*.sh post and tests/fixtures/clients/ holds, the --jsonl
 lines of tests/test_batch.c, the grammars of tests/test_grammar.c,
 tests/cli_grammar.sh and docs/grammars.md, and the cases of
@@ -90,6 +90,26 @@ def put_all(harness, seeds):
         put(harness, hashlib.sha1(data).hexdigest()[:12], data)
 
 
+def ollama_seeds():
+    """The corpus of ollama: the bodies tests/cli_serve_ollama.sh posts and a few more."""
+    with open(os.path.join(ROOT, "tests", "cli_serve_ollama.sh"), encoding="utf-8") as f:
+        bodies = re.findall(r"'(\{\"[^']*)'", f.read())
+    bodies += [
+        '{"model":"demo.bin","prompt":"The LORD said unto Moses","stream":false,"raw":true,"keep_alive":"5m",'
+        '"format":"json","options":{"num_predict":-1,"seed":7,"temperature":0.8,"top_k":40,"top_p":0.9,"min_p":0.05,'
+        '"stop":["\\n"],"repeat_penalty":1.1,"presence_penalty":0.5,"frequency_penalty":-0.5,"num_ctx":256,'
+        '"num_gpu":1,"mirostat":0,"typical_p":1,"tfs_z":1}}',
+        '{"model":"demo.bin","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi",'
+        '"images":[]},{"role":"assistant","content":"Hello.","tool_calls":[]}],"stream":true,"think":false,'
+        '"format":{"type":"object","properties":{"who":{"enum":["Moses","Aaron"]}},"required":["who"]},'
+        '"options":{"num_predict":5,"seed":-1}}',
+        '{"model":"demo.bin:latest","verbose":true}',
+        '{"prompt":"","context":[],"images":null,"system":"","template":"{{ .Prompt }}","suffix":""}',
+        '{"messages":[]}',
+    ]
+    put_all("ollama", bodies)
+
+
 def request_seeds():
     """The corpora of completion, chat, jsonl, grammar and schema."""
     tests = os.path.join(ROOT, "tests")
@@ -120,6 +140,7 @@ def request_seeds():
     ]
     put_all("completion", completion)
     put_all("chat", chat)
+    ollama_seeds()
 
     # --jsonl lines: those of test_batch.c, and the serve bodies' fields
     jsonl = []
