@@ -363,7 +363,7 @@ static void mat_make(Mat *m, DType dt, size_t N, size_t K) {
 }
 
 // The matrix's arithmetic, for messages.
-static const char *mat_label(const Mat *m) { return m->W.q8_int8 ? "Q8 x int8" : mat_label(m); }
+static const char *mat_label(const Mat *m) { return m->W.q8_int8 ? "Q8 x int8" : dtype_name(m->dt); }
 
 static void mat_free(Mat *m) { free(m->bytes), free(m->deq); }
 
