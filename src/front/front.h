@@ -274,6 +274,11 @@ const Setting *setting_by_code(int code);
 // getopt_long's entries of the settings with a flag taken `in`, in the
 // table's order, into out[0..cap): how many.
 size_t settings_options(unsigned in, struct option *out, size_t cap);
+// One option's --help lines (-LETTER when letter, --FLAG ARG; help split
+// at \n): the option in columns 0..25, its text from column 26 (on the next
+// line past 24 columns), into out (cap bytes, may be 0). Returns the
+// length it needs.
+size_t help_entry(char letter, const char *flag, const char *arg, const char *help, char *out, size_t cap);
 // --help's lines of the settings taken `in` (IN_GPT or IN_CHAT), in the
 // table's order, into out (cap bytes): "  -n, --max-tokens N      tokens ...".
 // Returns the length it needs.

@@ -270,27 +270,19 @@ static int append(char **b, size_t *len, size_t *cap, const char *text, size_t n
 }
 
 // The --help lines of the shared option with the long name name[0..len)
-// (the layout of settings_help: the text from column 26, on the next line
-// past 24 columns): 0, or -1 (out of memory, or no shared option has help
-// by that name).
+// (help_entry's layout): 0, or -1 (out of memory, or no shared option has
+// help by that name).
 static int shared_help(const char *name, size_t name_len, char **b, size_t *len, size_t *cap) {
     for (size_t i = 0; i < N_SHARED_OPTIONS; i++) {
         const struct option *o = &SHARED[i].opt;
         if (strlen(o->name) != name_len || strncmp(o->name, name, name_len) || !SHARED[i].help) continue;
-        char line[128];
-        int n = o->val < 128 ? snprintf(line, sizeof line, "  -%c, --%s", o->val, o->name)
-                             : snprintf(line, sizeof line, "      --%s", o->name);
-        if (SHARED[i].arg) n += snprintf(line + n, sizeof line - (size_t)n, " %s", SHARED[i].arg);
-        n += n <= 24 ? snprintf(line + n, sizeof line - (size_t)n, "%*s", 26 - n, "")
-                     : snprintf(line + n, sizeof line - (size_t)n, "\n%26s", "");
-        if (append(b, len, cap, line, (size_t)n)) return -1;
-        for (const char *h = SHARED[i].help; *h;) {
-            size_t end = strcspn(h, "\n");
-            if (append(b, len, cap, h, end) || append(b, len, cap, "\n", 1)) return -1;
-            h += end;
-            if (*h == '\n' && *++h && append(b, len, cap, "                          ", 26)) return -1;
-        }
-        return 0;
+        char letter = o->val < 128 ? (char)o->val : 0;
+        size_t n = help_entry(letter, o->name, SHARED[i].arg, SHARED[i].help, NULL, 0);
+        char *entry = malloc(n + 1);
+        int rc = !entry || (help_entry(letter, o->name, SHARED[i].arg, SHARED[i].help, entry, n + 1),
+                            append(b, len, cap, entry, n));
+        free(entry);
+        return rc ? -1 : 0;
     }
     return -1;
 }

@@ -282,6 +282,7 @@ int setting_from_arg(GenSettings *g, const Setting *s, const char *flag, char *v
     setting_range(s, range, sizeof range);
     long n;
     float f;
+    int rc;
     const char *bad;
     switch (s->kind) {
     case VALUE_SWITCH:
@@ -292,8 +293,9 @@ int setting_from_arg(GenSettings *g, const Setting *s, const char *flag, char *v
         set_value(g, s->id, (double)n);
         return 0;
     case VALUE_NUMBER:  // past float (1e50, 1e-400): out of range, whatever the setting's range
-        if (parse_decimal(v, &f) == -2) return fail(msg, cap, "%s %s: out of range (a float)", flag, v);
-        if (parse_decimal(v, &f) != 0 || !in_range(s, f)) return fail(msg, cap, "%s %s: must be %s", flag, v, range);
+        rc = parse_decimal(v, &f);
+        if (rc == -2) return fail(msg, cap, "%s %s: out of range (a float)", flag, v);
+        if (rc != 0 || !in_range(s, f)) return fail(msg, cap, "%s %s: must be %s", flag, v, range);
         set_value(g, s->id, f);
         return 0;
     case VALUE_SEED:
@@ -600,25 +602,31 @@ static void put(char *out, size_t cap, size_t *len, const char *fmt, ...) {
 // (on the next line when the option is longer than 24 columns).
 enum { HELP_TEXT_COLUMN = 26 };
 
+size_t help_entry(char letter, const char *flag, const char *arg, const char *help, char *out, size_t cap) {
+    size_t len = 0;
+    char label[64];
+    int n = letter ? snprintf(label, sizeof label, "  -%c, --%s", letter, flag)
+                   : snprintf(label, sizeof label, "      --%s", flag);
+    if (arg) n += snprintf(label + n, sizeof label - (size_t)n, " %s", arg);
+    if (n <= HELP_TEXT_COLUMN - 2) put(out, cap, &len, "%-*s", HELP_TEXT_COLUMN, label);
+    else put(out, cap, &len, "%s\n%*s", label, HELP_TEXT_COLUMN, "");
+    for (const char *line = help; *line;) {
+        size_t end = strcspn(line, "\n");
+        put(out, cap, &len, "%.*s\n", (int)end, line);
+        line += end;
+        if (*line == '\n' && *++line) put(out, cap, &len, "%*s", HELP_TEXT_COLUMN, "");
+    }
+    return len;
+}
+
 size_t settings_help(unsigned in, char *out, size_t cap) {
     size_t len = 0;
     if (cap) *out = '\0';
     for (size_t i = 0; i < N_SETTINGS; i++) {
         const Setting *s = &SETTINGS[i];
         if (!(s->in & in) || !s->flag) continue;
-        char label[64];
-        int n = s->letter ? snprintf(label, sizeof label, "  -%c, --%s", s->letter, s->flag)
-                          : snprintf(label, sizeof label, "      --%s", s->flag);
-        if (s->arg) n += snprintf(label + n, sizeof label - (size_t)n, " %s", s->arg);
-        if (n <= HELP_TEXT_COLUMN - 2) put(out, cap, &len, "%-*s", HELP_TEXT_COLUMN, label);
-        else put(out, cap, &len, "%s\n%*s", label, HELP_TEXT_COLUMN, "");
         const char *help = in == IN_CHAT && s->chat_help ? s->chat_help : s->help;
-        for (const char *line = help; *line;) {
-            size_t end = strcspn(line, "\n");
-            put(out, cap, &len, "%.*s\n", (int)end, line);
-            line += end;
-            if (*line == '\n' && *++line) put(out, cap, &len, "%*s", HELP_TEXT_COLUMN, "");
-        }
+        len += help_entry(s->letter, s->flag, s->arg, help, len < cap ? out + len : NULL, len < cap ? cap - len : 0);
     }
     return len;
 }

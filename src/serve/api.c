@@ -28,7 +28,6 @@
 #include "serve.h"
 #include "base/utf8.h"
 
-static char *print(cJSON *root);
 
 // The most completions one request may have (prompts x n).
 enum { MAX_CHOICES = 64, MAX_N = SETTINGS_N_MAX };
@@ -474,7 +473,7 @@ char *apply_template_response(Server *s, const char *body, size_t len, int *stat
     if (!*status) {
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "prompt", text);
-        out = print(r);
+        out = json_text(r);
         *status = 200;
     }
     free(text);
@@ -566,7 +565,7 @@ done:
 // ----------------------------------------------------------------------------
 // responses
 
-static char *print(cJSON *root) {
+char *json_text(cJSON *root) {
     char *s = root ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     return s;
@@ -714,7 +713,7 @@ static char *chat_response(Server *s, const ApiRequest *req, const char *id, lon
         free(text);
     }
     add_usage(r, req);
-    return print(r);
+    return json_text(r);
 }
 
 // A chat stream's next event for choice k: the role first (with the text
@@ -746,7 +745,7 @@ static char *chat_chunk(Server *s, ApiRequest *req, size_t k, const char *id, lo
     c->sent_text = c->text_len;
     if (!finish_now) c->sent_tokens = c->n_tokens;
     if (finish_now) c->sent_finish = *finished = 1;
-    return print(r);
+    return json_text(r);
 }
 
 // The mean log-probability per generated token of completion c, best_of's
@@ -807,14 +806,14 @@ char *completion_response(Server *s, const ApiRequest *req, const char *id, long
         free(text);
     }
     add_usage(r, req);
-    return print(r);
+    return json_text(r);
 }
 
 char *usage_chunk(Server *s, const ApiRequest *req, const char *id, long created) {
     cJSON *r = response_head(s, req, id, created, 1);
     cJSON_AddArrayToObject(r, "choices");
     add_usage(r, req);
-    return print(r);
+    return json_text(r);
 }
 
 char *completion_chunk(Server *s, ApiRequest *req, size_t k, const char *id, long created, int *finished) {
@@ -849,7 +848,7 @@ char *completion_chunk(Server *s, ApiRequest *req, size_t k, const char *id, lon
     c->sent_text = c->text_len;
     c->sent_tokens = c->n_tokens;
     if (c->finish) c->sent_finish = *finished = 1;
-    return print(r);
+    return json_text(r);
 }
 
 char *score_response(Server *s, const ApiRequest *req) {
@@ -867,7 +866,7 @@ char *score_response(Server *s, const ApiRequest *req) {
     if (n > 1 && isfinite(sum)) cJSON_AddItemToObject(r, "perplexity", exact_json(exp(-sum / (double)(n - 1))));
     else cJSON_AddNullToObject(r, "perplexity");
     cJSON_AddNumberToObject(r, "windows", (double)req->windows);
-    return print(r);
+    return json_text(r);
 }
 
 // Two shapes: llama.cpp's {"content", "special"} -> {"tokens"}, and vLLM's
@@ -918,7 +917,7 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
                 cJSON_AddNumberToObject(r, "count", (double)n);
                 cJSON_AddNumberToObject(r, "max_model_len", s->session.model.config.n_ctx);
             }
-            out = print(r);
+            out = json_text(r);
             *status = 200;
         }
         free(ids);
@@ -949,7 +948,7 @@ char *tokenizer_info_response(Server *s) {
     cJSON_AddFalseToObject(r, "add_prefix_space");
     cJSON_AddNumberToObject(r, "model_max_length", s->session.model.config.n_ctx);
     cJSON_AddNumberToObject(r, "vocab_size", tokenizer_vocab_size(s->session.tok));
-    return print(r);
+    return json_text(r);
 }
 
 char *detokenize_response(Server *s, const char *body, size_t len, int *status, char **msg,
@@ -984,7 +983,7 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
             // llama.cpp's answer is "content", vLLM's "prompt": both, the same text
             cJSON_AddStringToObject(r, "content", text ? text : "");
             cJSON_AddStringToObject(r, "prompt", text ? text : "");
-            out = print(r);
+            out = json_text(r);
             free(text);
             *status = 200;
         }
@@ -1009,13 +1008,13 @@ char *models_response(Server *s) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "object", "list");
     cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), model_json(s));
-    return print(r);
+    return json_text(r);
 }
 
 char *model_response(Server *s, const char *id, int *status) {
     if (!strcmp(id, s->model_name)) {
         *status = 200;
-        return print(model_json(s));
+        return json_text(model_json(s));
     }
     *status = 404;
     char msg[400];
@@ -1050,7 +1049,7 @@ char *error_json(int status, const char *msg, const char *param) {
     free(field);
     if (code) cJSON_AddStringToObject(e, "code", code);
     else cJSON_AddNullToObject(e, "code");
-    return print(r);
+    return json_text(r);
 }
 
 // The process's resident memory (/proc/self/statm), 0 where it cannot be read.

@@ -87,18 +87,12 @@ OllamaRoute ollama_route(const char *path) {
 
 int ollama_path(const char *path) { return !strncmp(path, OLLAMA_PREFIX, sizeof OLLAMA_PREFIX - 1); }
 
-static char *print(cJSON *root) {
-    char *s = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    return s;
-}
-
 char *ollama_error_json(const char *msg) {
     cJSON *r = cJSON_CreateObject();
     char *m = utf8_replace_invalid((const unsigned char *)msg, strlen(msg), NULL);
     cJSON_AddStringToObject(r, "error", m ? m : "out of memory");
     free(m);
-    return print(r);
+    return json_text(r);
 }
 
 // ----------------------------------------------------------------------------
@@ -180,13 +174,13 @@ static cJSON *model_entry(Server *s, int ps) {
 char *ollama_version_response(void) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "version", GPT_VERSION);
-    return print(r);
+    return json_text(r);
 }
 
 char *ollama_models_response(Server *s, int ps) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "models"), model_entry(s, ps));
-    return print(r);
+    return json_text(r);
 }
 
 // A model name as a client sends it: the served one, with or without Ollama's ":latest".
@@ -247,7 +241,7 @@ char *ollama_show_response(Server *s, const char *body, size_t len, int *status,
     time_rfc3339(s->model_mtime, when, sizeof when);
     cJSON_AddStringToObject(r, "modified_at", when);
     *status = 200;
-    return print(r);
+    return json_text(r);
 }
 
 // ----------------------------------------------------------------------------
@@ -490,7 +484,7 @@ int ollama_request(Server *s, int chat, const char *body, size_t len, ApiRequest
         cJSON_AddTrueToObject(r, "done");
         cJSON_AddStringToObject(r, "done_reason", "load");
         cJSON_Delete(o);
-        if (!(*load = print(r))) return (*msg = strdup("out of memory")), 500;
+        if (!(*load = json_text(r))) return (*msg = strdup("out of memory")), 500;
         return 0;
     }
     char *text = status ? NULL : cJSON_PrintUnformatted(o);
@@ -556,7 +550,7 @@ char *ollama_response(Server *s, const ApiRequest *req) {
     const ApiChoice *c = &req->completions[0];
     cJSON *r = answer_head(s, req, c->text, c->text_len);
     add_done(r, req, c);
-    return print(r);
+    return json_text(r);
 }
 
 char *ollama_chunk(Server *s, ApiRequest *req, size_t k, int *finished) {
@@ -568,12 +562,12 @@ char *ollama_chunk(Server *s, ApiRequest *req, size_t k, int *finished) {
         cJSON *r = answer_head(s, req, c->text + c->sent_text, new_text);
         cJSON_AddFalseToObject(r, "done");
         c->sent_text = c->text_len;
-        return print(r);
+        return json_text(r);
     }
     if (!c->finish) return NULL;
     c->sent_finish = *finished = 1;
     if (!strcmp(c->finish, "error")) return NULL;  // http.c sends the error's line
     cJSON *r = answer_head(s, req, "", 0);
     add_done(r, req, c);
-    return print(r);
+    return json_text(r);
 }

@@ -215,6 +215,9 @@ void api_request_free(ApiRequest *req);
 // the error with *msg (malloc'd) and param (PARAM_CAP bytes: the field at
 // fault, or "") set.
 enum { PARAM_CAP = 64 };
+// root as one line of JSON text (malloc'd), root deleted; NULL when out of
+// memory (or root NULL).
+char *json_text(cJSON *root);
 int completion_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg,
                    char *param);
 // /v1/chat/completions: the messages rendered with the server's chat
