@@ -2,7 +2,8 @@
 #
 #   make            build ./gpt
 #   make test       build, generate the test checkpoints, run every test
-#   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make check      the source checks alone (tests/check_*.sh)
+#   make asan       the same tests but those under AddressSanitizer + UBSan (build-asan/)
 #   make test-scale two gpt serve behind haproxy (tests/scale/haproxy.sh)
 #   make bench      speed and memory numbers (prints, asserts nothing on time)
 #   make bench-bins the bench programs only (to run one of them by hand)
@@ -101,7 +102,7 @@ TOOL_BINS  := $(BUILD)/tests/gen_checkpoint
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
+.PHONY: all test check test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
 
 ifeq ($(BUILD),build)
 all: gpt $(SO) $(BUILD)/libgpt.so
@@ -229,14 +230,20 @@ checkpoints: $(BUILD)/tests/gen_checkpoint
 # tests/run.sh runs the test programs TEST_JOBS at a time (default: the
 # cores, at most 4; TEST_JOBS=1 one after another).
 test: test-bins checkpoints
-	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) sh tests/run.sh
+	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) TEST_SET=$(TEST_SET) sh tests/run.sh
+
+# the source checks alone (tests/check_*.sh): the maps, the modules' rules,
+# the manual, the completion, docs/ and the README against the program
+check: $(BUILD)/gpt
+	BUILD=$(BUILD) CKPT_DIR=$(CKPT_DIR) TEST_SET=checks sh tests/run.sh
 
 # -O2, as gpt itself is built: the sanitizers check the code that ships, and
 # the kernels' small inline helpers are inlined (at -O1 the suite took
 # twice as long: test_forward 433 s against 184 s). `make -j2 asan` builds
-# it 2 files at a time (the sub-make shares the jobserver).
+# it 2 files at a time (the sub-make shares the jobserver). The source
+# checks are not run again: they read the same sources and help texts.
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O2" test
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined CFLAGS="-O2" TEST_SET=programs test
 
 # two gpt serve behind haproxy, one killed midway (tests/scale/; README, Serving)
 test-scale: $(BUILD)/gpt

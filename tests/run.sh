@@ -33,6 +33,10 @@
 # cli_serve, cli_serve.sh), each with the environment it gets in the
 # whole suite; a name that matches none is an error (exit 2).
 #
+# TEST_SET picks a part: all (the default), checks (tests/check_*.sh, the
+# source checks: `make check`) or programs (the others: `make asan`, where
+# the checks would read the same sources and print the same help).
+#
 # Environment: BUILD (build dir, default build), CKPT_DIR (generated
 # checkpoints), TEST_JOBS (programs at a time; default the number of
 # cores, 4 at most; 1 runs them one after another), GPT_TEST_REQUIRE_ALL
@@ -87,7 +91,13 @@ exec 3<> "$work/done"
 # the programs, in the order they start: SLOW first, then the others in
 # the order of the glob, then ALONE
 all=""
-for t in tests/check_*.sh "$BUILD"/tests/test_* tests/cli_*.sh; do
+case "${TEST_SET:=all}" in
+    all) set_globs='tests/check_*.sh $BUILD/tests/test_* tests/cli_*.sh' ;;
+    checks) set_globs='tests/check_*.sh' ;;
+    programs) set_globs='$BUILD/tests/test_* tests/cli_*.sh' ;;
+    *) echo "tests/run.sh: TEST_SET must be all, checks or programs, not '$TEST_SET'" >&2; exit 2 ;;
+esac
+for t in $(eval echo "$set_globs"); do
     case "$t" in *.o | *.d) continue ;; esac
     [ -e "$t" ] || continue
     all="$all $t"
