@@ -3,7 +3,8 @@
 # ($BUILD/tests/test_*) and every CLI test script (tests/cli_*.sh) from the
 # repository root, TEST_JOBS of them at a time, and stops starting new ones
 # at the first failure (those running are waited for; exit 1).
-# Each prints "NAME: N passed, M failed" last; this sums them. A program's
+# Each prints "NAME: N passed, M failed" last; this sums them, and at the
+# end lists each program's seconds and counts, the longest first. A program's
 # output goes to a log of its own and is printed whole when it ends,
 # between "== PROGRAM" and "-- PROGRAM: N s" (its seconds), so the output
 # of programs running side by side never interleaves.
@@ -175,6 +176,7 @@ reap() {
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0}))
+    echo "$secs ${prog##*/} ${p:-0} ${f:-0}" >> "$work/times"
     if [ "$rc" -ne 0 ]; then
         [ "${f:-0}" -eq 0 ] && failed=$((failed + 1))
         stop="$stop
@@ -196,6 +198,11 @@ for t in $alone; do
     reap
 done
 wait
+# each program's seconds and counts, the longest first: where the time went
+if [ -s "$work/times" ]; then
+    echo "programs, longest first (seconds, passed, failed):"
+    sort -k1,1nr "$work/times" | awk '{ printf "  %5d s  %-28s %8d %4d\n", $1, $2, $3, $4 }'
+fi
 if [ -n "$stop" ]; then
     echo "${stop#?}"
     echo "total: $passed passed, $failed failed"
