@@ -278,9 +278,11 @@ class Term:
                 os._exit(127)
         self.seen = b""
 
-    def wait_for(self, what, after=0, deadline=60):
+    def read_until(self, done, deadline=60):
+        """Reads until done() holds (True), the deadline passes or the
+        terminal closes (False)."""
         end = time.monotonic() + deadline
-        while what not in self.seen[after:]:
+        while not done():
             left = end - time.monotonic()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 return False
@@ -293,20 +295,11 @@ class Term:
             self.seen += data
         return True
 
+    def wait_for(self, what, after=0, deadline=60):
+        return self.read_until(lambda: what in self.seen[after:], deadline)
+
     def wait_bytes(self, n, deadline=60):
-        end = time.monotonic() + deadline
-        while len(self.seen) < n:
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                return False
-            try:
-                data = os.read(self.fd, 4096)
-            except OSError:
-                return False
-            if not data:
-                return False
-            self.seen += data
-        return True
+        return self.read_until(lambda: len(self.seen) >= n, deadline)
 
     def send(self, b):
         os.write(self.fd, b)

@@ -197,22 +197,28 @@ check "apply-template: the transcript" [ "$(post /apply-template \
     "$tmp/o")" = 200 ] && [ "$(jq -c . "$tmp/o")" = '{"prompt":"System: S\n\nUser: Hi\nAssistant: Yo\nAssistant:"}' ]
 
 # 16 clients at once, the odd ones streaming, each gpt's own
+# post_16 PREFIX: 16 chats at once (seeds 100.., every other streamed),
+# answer i in $tmp/PREFIXi and its status in $tmp/PREFIXi.status; their
+# pids in $clients
+post_16() {
+    clients=
+    i=0
+    while [ $i -lt 16 ]; do
+        conv=$(sed -n "$((i % n_conv + 1))p" "$tmp/conversations")
+        more=
+        [ $((i % 2)) = 1 ] && more=',"stream":true'
+        post /v1/chat/completions "$(body "$conv" $((100 + i)) $((10 + i)) "$more")" "$tmp/$1$i" > "$tmp/$1$i.status" &
+        clients="$clients $!"
+        i=$((i + 1))
+    done
+}
 i=0
 while [ $i -lt 16 ]; do
     conv=$(sed -n "$((i % n_conv + 1))p" "$tmp/conversations")
     cli_chat transcript "$conv" $((100 + i)) $((10 + i)) "$tmp/c16e$i"
     i=$((i + 1))
 done
-clients=
-i=0
-while [ $i -lt 16 ]; do
-    conv=$(sed -n "$((i % n_conv + 1))p" "$tmp/conversations")
-    more=
-    [ $((i % 2)) = 1 ] && more=',"stream":true'
-    post /v1/chat/completions "$(body "$conv" $((100 + i)) $((10 + i)) "$more")" "$tmp/c16r$i" > "$tmp/c16r$i.status" &
-    clients="$clients $!"
-    i=$((i + 1))
-done
+post_16 c16r
 wait $clients
 i=0
 while [ $i -lt 16 ]; do
@@ -222,16 +228,7 @@ while [ $i -lt 16 ]; do
 done
 
 # SIGTERM while 16 chats run: each answer whole and gpt's (or a 503), exit 0
-clients=
-i=0
-while [ $i -lt 16 ]; do
-    conv=$(sed -n "$((i % n_conv + 1))p" "$tmp/conversations")
-    more=
-    [ $((i % 2)) = 1 ] && more=',"stream":true'
-    post /v1/chat/completions "$(body "$conv" $((100 + i)) $((10 + i)) "$more")" "$tmp/t16r$i" > "$tmp/t16r$i.status" &
-    clients="$clients $!"
-    i=$((i + 1))
-done
+post_16 t16r
 check "SIGTERM: the 16 chats in the server first" all_inside 16 "$tmp/t16r"
 sigterm "$pid"
 check "SIGTERM with 16 chats: exit 0 (exit $rc)" [ "$rc" = 0 ]

@@ -22,10 +22,9 @@
 // logprobs}], "violations": [...], "errors": [...]} (errors: what the page
 // logged or threw) on stdout.
 // Environment: CHROMIUM (default chromium).
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { chromium } from "./serve/chromium.mjs";
 
 const [url, casesJson, shots] = process.argv.slice(2);
 if (!url || !casesJson || !shots) {
@@ -33,77 +32,7 @@ if (!url || !casesJson || !shots) {
     process.exit(2);
 }
 const cases = JSON.parse(casesJson);
-const profile = mkdtempSync(join(tmpdir(), "gpt-page-"));
-const chrome = spawn(process.env.CHROMIUM || "chromium",
-    ["--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu", "--no-first-run",
-     "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-     "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1000,800",
-     `--user-data-dir=${profile}`, "about:blank"],
-    { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
-let chromeErr = "";
-chrome.stderr.on("data", (d) => { chromeErr = (chromeErr + d).slice(-2000); });
-
-// Ends Chromium (asked over the protocol, so that it ends its own child
-// processes; killed if it has not gone within 5 s), then removes the profile
-// and exits. The first call decides the exit status. Chromium's children may
-// still write to the profile for a moment after it has gone, so removing it
-// is retried, and a profile that cannot be removed is a note on stderr, not
-// a failure (tests/cli_serve_page.sh points TMPDIR into its scratch
-// directory, which it removes after).
-let quitting = false;
-function quit(code, why) {
-    if (quitting) return;
-    quitting = true;
-    if (why) console.error(`cli_serve_page.mjs: ${why}${chromeErr ? `\nchromium said: ${chromeErr}` : ""}`);
-    const done = () => {
-        try {
-            rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
-        } catch (e) {
-            console.error(`cli_serve_page.mjs: note: could not remove the profile ${profile}: ${e.message}`);
-        }
-        process.exit(code);
-    };
-    if (chrome.exitCode !== null || chrome.signalCode !== null) return done();
-    chrome.on("exit", done);
-    const kill = setTimeout(() => chrome.kill("SIGKILL"), 5000);
-    kill.unref();
-    try {
-        chrome.stdio[3].write(JSON.stringify({ id: nextId++, method: "Browser.close" }) + "\0");
-    } catch {
-        chrome.kill("SIGKILL");
-    }
-}
-chrome.on("error", (e) => quit(1, `cannot run chromium: ${e.message}`));
-const deadline = setTimeout(() => quit(1, "timed out after 60 s"), 60000);
-
-// The protocol: JSON messages ended by a NUL byte, ours on fd 3, Chromium's on fd 4.
-let nextId = 1, inbox = "";
-const waiting = new Map();
-const listeners = [];
-chrome.stdio[4].on("data", (d) => {
-    inbox += d.toString("utf8");
-    let at;
-    while ((at = inbox.indexOf("\0")) >= 0) {
-        const msg = JSON.parse(inbox.slice(0, at));
-        inbox = inbox.slice(at + 1);
-        if (msg.id && waiting.has(msg.id)) {
-            const { resolve, reject } = waiting.get(msg.id);
-            waiting.delete(msg.id);
-            if (msg.error) reject(new Error(`${msg.error.message} (${JSON.stringify(msg.error.data || "")})`));
-            else resolve(msg.result);
-        } else if (msg.method) {
-            for (const l of listeners) l(msg);
-        }
-    }
-});
-chrome.stdio[4].on("end", () => quit(1, "chromium closed its pipe"));
-for (const fd of [3, 4]) chrome.stdio[fd].on("error", (e) => quit(1, `chromium's pipe: ${e.message}`));
-
-function send(method, params = {}, sessionId = undefined) {
-    const id = nextId++;
-    chrome.stdio[3].write(JSON.stringify({ id, method, params, sessionId }) + "\0");
-    return new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));
-}
+const { send, listeners, quit } = chromium("cli_serve_page.mjs", "gpt-page-", ["--window-size=1000,800"]);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -179,7 +108,6 @@ async function main() {
         setTimeout(() => resolve(seen.sort()), 1500);
     })`);
     console.log(JSON.stringify({ loaded: onLoad, runs, violations, errors: logged }));
-    clearTimeout(deadline);
     quit(0);
 }
 
