@@ -20,13 +20,22 @@
 # --dtype f16 quantizes the merged weights: within 1e-4 of the reference
 # whose merged matrices are rounded to float32 and then to f16. The modes:
 # --batch --jsonl, gpt serve (/v1/score and /v1/completions) within 1e-4;
+# llama.cpp's GGUF LoRA files of the same tensors (make_lora.py's GGUF
+# list, alone and beside a PEFT adapter) give the PEFT adapter's bits, and
+# so are within 1e-4 of the reference too;
 # gpt chat's turn equals the single run of its conversation; gpt convert
 # --lora writes a model.bin whose run equals --lora at load bit for bit, in
 # f32 and in q8. Refusals: every malformed adapter of make_lora.py (bad
 # JSON, a missing tensor, a wrong shape or rank, use_dora, modules_to_save,
 # bias all, a target that is no layer matrix, untargeted tensors, an F64
 # tensor, adapter_model.bin alone, a Python-only regex, a layer the base
-# lacks), and adapter_model.safetensors cut short at ten places, exit 1
+# lacks; for GGUF files: general.type model or absent, adapter.type not
+# lora, general.architecture not gpt2, adapter.lora.alpha absent or not a
+# float32, lora_a's or lora_b's shape, lora_a and lora_b swapped (as
+# llama.cpp's converter writes GPT-2's Conv1D), a tensor of no layer matrix
+# or of the embeddings, a lora_b missing, a layer the base lacks, a Q8_0
+# tensor), adapter_model.safetensors cut short at ten places and a GGUF
+# adapter at nine, exit 1
 # with one line naming it, in gpt, --score, --batch, chat, serve and
 # convert; a --lora value without a path, with an out-of-range
 # scale or one adapter too many exits 2.
@@ -107,6 +116,21 @@ for dt in stored q8; do
     fi
 done
 
+# llama.cpp's GGUF LoRA files (make_lora.py's GGUF list): the PEFT
+# adapter's tensors under llama.cpp's names, the same bits as the PEFT one;
+# and one beside a PEFT adapter, as "two" with r8 as a GGUF file
+for name in $(jq -r '.gguf[]' "$A/manifest.json"); do
+    # shellcheck disable=SC2086
+    run_gpt "$O/$name.gguf.gen" -m "$B" --lora "$A/$name.gguf" -p "$P0" $GEN
+    # shellcheck disable=SC2086
+    run_gpt "$O/$name.gguf.score" -m "$B" --lora "$A/$name.gguf" --score --json -q -t 1 -p "$P1"
+    same_run "--lora $name.gguf" "$O/$name.gguf.gen.json" "$O/$name.gen.json"
+    same_run "--lora $name.gguf --score" "$O/$name.gguf.score.json" "$O/$name.score.json"
+done
+# shellcheck disable=SC2086
+run_gpt "$O/two_gguf.gen" -m "$B" --lora "$A/r8.gguf:0.5" --lora "$A/rslora:-1.5" -p "$P0" $GEN
+same_run "--lora r8.gguf:0.5 --lora rslora:-1.5" "$O/two_gguf.gen.json" "$O/two.gen.json"
+
 # ----------------------------------------------------------------------------
 # the server: /v1/score and a greedy completion, checked with the rest below
 # shellcheck disable=SC2086
@@ -144,6 +168,18 @@ for n in 0 4 8 9 40 $((8 + hlen - 1)) $((8 + hlen)) $((8 + hlen + 100)) $((size 
     "$GPT" -m "$B" --lora "$tmp/cut$n" -p "$P0" -n 1 -q > /dev/null 2> "$O/cut.err"
     refused "adapter_model.safetensors cut at $n of $size bytes" "$O/cut.err" $? 1 "adapter_model.safetensors"
 done
+# a GGUF adapter cut short anywhere: the header, the metadata, the tensor
+# infos, the data
+g=$A/r8.gguf
+size=$(wc -c < "$g")
+for n in 0 3 4 12 30 100 400 $((size / 2)) $((size - 1)); do
+    head -c "$n" "$g" > "$tmp/cut.gguf"
+    "$GPT" -m "$B" --lora "$tmp/cut.gguf" -p "$P0" -n 1 -q > /dev/null 2> "$O/cut.err"
+    refused "r8.gguf cut at $n of $size bytes" "$O/cut.err" $? 1 "cut.gguf"
+done
+# a GGUF adapter given as the model: named as an adapter
+"$GPT" -m "$g" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
+refused "-m r8.gguf" "$O/m.err" $? 1 "general.type"
 # each mode refuses through the same reader: one fault in each
 d=$A/broken/use_dora
 "$GPT" -m "$B" --lora "$d" --score -p "$P0" -q > /dev/null 2> "$O/m.err"
@@ -224,6 +260,8 @@ def load(name, what):
 
 
 def adapters(name):
+    if name.endswith(".gguf"):  # the PEFT adapter's tensors
+        return [(os.path.join(A, name[:-5]), 1.0)]
     if name == "two":
         return [(os.path.join(A, "r8"), 0.5), (os.path.join(A, "rslora"), -1.5)]
     return [(os.path.join(A, name), 1.0)]
@@ -286,6 +324,15 @@ for name in names:
             ok(d > CONTRAST, "%s: a merge %s moves the reference only %.3g: the test cannot see it" % (name, wrong, d))
     except Exception as e:
         ok(False, "%s: %s: %s" % (name, type(e).__name__, e))
+
+# the GGUF files against the reference too (the same bits as PEFT's runs,
+# checked above, so the same distance)
+for name in json.load(open(os.path.join(A, "manifest.json")))["gguf"]:
+    g, s = load(name + ".gguf.gen", name + ".gguf"), load(name + ".gguf.score", name + ".gguf --score")
+    if g is not None:
+        generation(name + ".gguf", models[name], g, TOL)
+    if s is not None:
+        scored(name + ".gguf --score", models[name], s, TOL)
 
 # fan_in_fan_out true and false: the same tensors, the same bits
 a, b = load("r8.score", "r8"), load("r8_fifo.score", "r8_fifo")

@@ -10,7 +10,9 @@
  * that works must hold every weight inside its block.
  *
  * The safetensors part's length is filled in as fuzz_safetensors.c's is
- * (fuzz_write_safetensors, fuzz_common.h).
+ * (fuzz_write_safetensors, fuzz_common.h). An input that begins "GGUF" is
+ * a llama.cpp GGUF LoRA file (gguf.c's gguf_lora_read, lora.c), written
+ * whole as adapter.gguf.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,7 +58,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!base_path[0]) write_base();
     char cfg[1024], st[1024];
     const uint8_t *sep = fuzz_find(data, size, SEPARATOR);
-    if (sep) {
+    if (size >= 4 && !memcmp(data, "GGUF", 4)) {
+        fuzz_write(st, sizeof st, "adapter.gguf", data, size);
+    } else if (sep) {
         fuzz_write(cfg, sizeof cfg, "adapter_config.json", data, (size_t)(sep - data));
         size_t skip = (size_t)(sep - data) + strlen(SEPARATOR);
         fuzz_write_safetensors(st, sizeof st, "adapter_model.safetensors", data + skip, size - skip);
