@@ -144,6 +144,56 @@ if start "$O/serve.log" -m "$B" $TWO -t 1 --parallel 2; then
 fi
 
 # ----------------------------------------------------------------------------
+# run time: gpt serve --lora NAME=PATH holds three adapters (PEFT r8, PEFT
+# rsLoRA, GGUF r1) beside the base. First each with "echo" (the prompt's
+# log-probabilities: no block is shared, and its answer is checked against
+# the reference below); then each alone without "echo" (its single run: the
+# same generated tokens and log-probabilities as the echo run, though its
+# prompt of several KV blocks was registered by the other adapters' runs
+# too: prefix sharing must keep adapters apart); then the four at once, by
+# "model" and by "lora": each the single run's bits.
+RT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf"
+# shellcheck disable=SC2086
+if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
+    body() {  # NAME FIELD ECHO: a greedy completion of P1 x 4 with the adapter NAME picked by FIELD
+        printf '{"%s": "%s", "prompt": "%s %s %s %s", "max_tokens": 24, "temperature": 0, "logprobs": 1, "echo": %s, "ignore_eos": true}' \
+            "$2" "$1" "$P1" "$P1" "$P1" "$P1" "$3"
+    }
+    post_rt() {  # OUT BODY
+        curl -s -H 'Content-Type: application/json' --data-binary "$2" "http://127.0.0.1:$port/v1/completions" > "$1"
+    }
+    curl -s "http://127.0.0.1:$port/v1/models" > "$O/rt.models"
+    got=$(jq -c '[.data[].id]' "$O/rt.models")
+    [ "$got" = '["default","a8","rs","g1"]' ] && pass || fail "/v1/models with three adapters: $got"
+    for m in a8 rs g1 default; do post_rt "$O/rt_single.$m" "$(body $m model true)"; done
+    for m in a8 rs g1 default; do post_rt "$O/rt_alone.$m" "$(body $m model false)"; done
+    clients=
+    for m in a8 rs g1 default; do
+        field=model
+        [ $m = rs ] && field=lora
+        post_rt "$O/rt_batch.$m" "$(body $m $field false)" &
+        clients="$clients $!"
+    done
+    # shellcheck disable=SC2086
+    wait $clients
+    f='.choices[0] | [.tokens, .logprobs.token_logprobs[-24:], .logprobs.top_logprobs[-24:]]'
+    for m in a8 rs g1 default; do
+        want=$(jq -c "$f" "$O/rt_single.$m" 2> /dev/null)
+        a=$(jq -c "$f" "$O/rt_alone.$m" 2> /dev/null)
+        b=$(jq -c "$f" "$O/rt_batch.$m" 2> /dev/null)
+        if [ -n "$want" ] && [ "$a" = "$want" ]; then pass
+        else fail "serve run time, $m alone after the others: $(head -c 200 "$O/rt_alone.$m") differs from its echo run $(head -c 200 "$O/rt_single.$m")"
+        fi
+        if [ -n "$b" ] && [ "$b" = "$a" ]; then pass
+        else fail "serve run time, $m in a batch of four: $(head -c 200 "$O/rt_batch.$m") differs from its single run $(head -c 200 "$O/rt_alone.$m")"
+        fi
+    done
+    post_rt "$O/rt.bad" "$(body nosuch lora false)"
+    [ "$(jq -r .error.param "$O/rt.bad")" = lora ] && pass || fail "\"lora\": \"nosuch\": $(cat "$O/rt.bad")"
+    kill "$pid"
+fi
+
+# ----------------------------------------------------------------------------
 # refusals: exit 1 (2 for usage), not a signal, one line naming the fault
 # refused WHAT ERRFILE RC WANT_RC WORD
 refused() {
@@ -217,6 +267,10 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do many="$many --lora $A/r1"
 # shellcheck disable=SC2086
 "$GPT" -m "$B" $many -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
 refused "17 adapters" "$O/m.err" $? 2 "at most 16"
+"$GPT" -m "$B" --lora "a8=$A/r8" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
+refused "gpt --lora NAME=PATH" "$O/m.err" $? 2 "gpt serve"
+"$GPT" serve -m "$B" --lora "a8=$A/r8" --lora "a8=$A/r1" 2> "$O/m.err"
+refused "gpt serve --lora a8=... twice" "$O/m.err" $? 2 "twice"
 "$GPT" convert "$B" "$O/never.bin" --lora 2> "$O/m.err"
 refused "gpt convert --lora" "$O/m.err" $? 2 "lora"
 "$GPT" -m "$B" --lora "$tmp/nosuch" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
@@ -333,6 +387,19 @@ for name in json.load(open(os.path.join(A, "manifest.json")))["gguf"]:
         generation(name + ".gguf", models[name], g, TOL)
     if s is not None:
         scored(name + ".gguf --score", models[name], s, TOL)
+
+# run time (gpt serve --lora NAME=PATH): each adapter's single run against
+# the reference of its merge
+for m, name in (("a8", "r8"), ("rs", "rslora"), ("g1", "r1"), ("default", None)):
+    try:
+        c = json.load(open(os.path.join(O, "rt_single." + m)))["choices"][0]
+        lp = c["logprobs"]
+        n_prompt = len(lp["token_ids"]) - len(c["tokens"])
+        cut = {k: lp[k][:n_prompt + N] for k in ("token_ids", "token_logprobs", "top_logprobs")}
+        generation("serve run time " + m, models[name] if name else base,
+                   {"prompt_ids": lp["token_ids"][:n_prompt], "tokens": c["tokens"][:N], "logprobs": cut}, TOL)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        ok(False, "serve run time %s: %s: %s" % (m, type(e).__name__, e))
 
 # fan_in_fan_out true and false: the same tensors, the same bits
 a, b = load("r8.score", "r8"), load("r8_fifo.score", "r8_fifo")

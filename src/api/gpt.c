@@ -109,7 +109,7 @@ static int read_options(const gpt_model_options *o, ModelOptions *mo, DType *kv,
             return fail(err, GPT_ERR_ARGUMENT, "lora[%zu]: the path is %s", i, o->lora[i].path ? "empty" : "NULL");
         if (!isfinite(o->lora[i].scale))
             return fail(err, GPT_ERR_ARGUMENT, "lora[%zu] %.200s: the scale is not a finite number", i, o->lora[i].path);
-        mo->lora[i] = (LoraRequest){o->lora[i].path, o->lora[i].scale};
+        mo->lora[i] = (LoraRequest){.path = o->lora[i].path, .scale = o->lora[i].scale};
     }
     mo->n_lora = o->n_lora;
     return GPT_OK;

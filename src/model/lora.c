@@ -670,3 +670,94 @@ int lora_set_deltas(void *ctx, const GPT2Config *c, const MatrixDelta **deltas, 
     *n = s->n_deltas;
     return 0;
 }
+
+// ---------------------------------------------------------------------------
+// run time
+
+// value i of a tensor of dtype dt, widened exactly
+static float widen(const void *p, DType dt, size_t i) {
+    const unsigned char *b = p;
+    if (dt == DTYPE_F32) {
+        float f;
+        memcpy(&f, b + 4 * i, 4);
+        return f;
+    }
+    uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+    return dt == DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+int lora_weights_load(LoraWeights *w, const LoraRequest *r, const GPT2Config *c, GptError *err) {
+    memset(w, 0, sizeof *w);
+    LoraSet set;
+    if (lora_set_open(&set, r, 1, err) != 0) return -1;
+    const MatrixDelta *d;
+    size_t n;
+    int rc = -1;
+    if (lora_set_deltas(&set, c, &d, &n, err) != 0) goto done;
+    w->n_layer = (size_t)c->n_layer;
+    if (!(w->m = calloc(w->n_layer * 4, sizeof *w->m))) {
+        gpt_error(err, "%s: out of memory", r->path);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int l, k = -1;
+        char kind[32];
+        if (sscanf(d[i].name, "h.%d.%31[a-z_.]", &l, kind) != 2) continue;  // lora_set_deltas names them so
+        for (int j = 0; j < 4; j++)
+            if (!strncmp(kind, MATRICES[j], strlen(MATRICES[j])) && !strcmp(kind + strlen(MATRICES[j]), ".weight"))
+                k = j;
+        long unused;
+        size_t io[2];  // (in, out)
+        gpt2_tensor_shape(c, (size_t)gpt2_tensor_index(c, d[i].name, &unused), io);
+        if (k < 0 || d[i].a_dims[1] != io[0] || d[i].b_dims[0] != io[1]) {
+            gpt_error(err, "%s: the change to %s has A [%zu,%zu] and B [%zu,%zu]; the base model implies [r,%zu] "
+                           "and [%zu,r]", d[i].source, d[i].name, d[i].a_dims[0], d[i].a_dims[1], d[i].b_dims[0],
+                      d[i].b_dims[1], io[0], io[1]);
+            goto done;
+        }
+        LoraMatrix *m = &w->m[(size_t)l * 4 + (size_t)k];
+        size_t R = d[i].r, in = io[0], out = io[1];
+        m->r = R;
+        m->in = in, m->out = out;
+        m->scale = d[i].scale;
+        m->a = malloc(R * in * sizeof *m->a);
+        m->bt = malloc(R * out * sizeof *m->bt);
+        if (!m->a || !m->bt) {
+            gpt_error(err, "%s: out of memory", r->path);
+            goto done;
+        }
+        for (size_t j = 0; j < R * in; j++) m->a[j] = widen(d[i].a, d[i].a_dtype, j);
+        for (size_t o = 0; o < out; o++)
+            for (size_t j = 0; j < R; j++) m->bt[j * out + o] = widen(d[i].b, d[i].b_dtype, o * R + j);
+        w->bytes += R * (in + out) * sizeof(float);
+    }
+    // the salt: a hash (FNV-1a) of every scale and value, never 0
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < w->n_layer * 4; i++) {
+        const LoraMatrix *m = &w->m[i];
+        uint64_t v;
+        memcpy(&v, &m->scale, 8);
+        h = (h ^ v ^ i) * 0x100000001B3ull;
+        for (size_t j = 0; j < m->r * (m->in + m->out); j++) {
+            uint32_t u;
+            memcpy(&u, j < m->r * m->in ? &m->a[j] : &m->bt[j - m->r * m->in], 4);
+            h = (h ^ u) * 0x100000001B3ull;
+        }
+    }
+    w->salt = h ? h : 1;
+    rc = 0;
+done:
+    lora_set_close(&set);
+    if (rc != 0) lora_weights_free(w);
+    return rc;
+}
+
+void lora_weights_free(LoraWeights *w) {
+    if (!w) return;
+    for (size_t i = 0; w->m && i < w->n_layer * 4; i++) {
+        free(w->m[i].a);
+        free(w->m[i].bt);
+    }
+    free(w->m);
+    memset(w, 0, sizeof *w);
+}

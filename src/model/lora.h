@@ -79,4 +79,30 @@ int lora_set_deltas(void *s, const GPT2Config *c, const MatrixDelta **deltas, si
 // them after the model is loaded.
 void lora_set_close(LoraSet *s);
 
+// An adapter applied at run time (forward.h), beside base weights that it
+// leaves untouched: for each layer's matrix it changes, y = W x + b +
+// scale * B (A x), per row. A and B are held in float32 (an F16 or BF16
+// adapter widened exactly); the scale in float64, as the merge takes it.
+typedef struct {
+    size_t r;        // 0: this matrix is not changed
+    size_t in, out;  // the matrix's
+    double scale;    // the request's scale times alpha / r (or / sqrt(r))
+    float *a;        // (r, in)  A, row-major
+    float *bt;       // (r, out) B transposed: the product's inner loop runs along out
+} LoraMatrix;
+
+typedef struct {
+    LoraMatrix *m;   // (n_layer * 4) layer by layer: attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj
+    size_t n_layer;
+    size_t bytes;    // of A and B as held
+    uint64_t salt;   // nonzero, for KVCache.salt: the adapter's own prefix tree
+} LoraWeights;
+
+// Reads adapter r (a PEFT directory or a GGUF LoRA file, as lora_set_open)
+// for a base of configuration c into w, to apply at run time: the same
+// changes the merge makes, refused the same way (plus a shape that does not
+// fit c, which the merge refuses in model.c). 0, or -1 with err set.
+int lora_weights_load(LoraWeights *w, const LoraRequest *r, const GPT2Config *c, GptError *err);
+void lora_weights_free(LoraWeights *w);  // NULL-safe, idempotent
+
 #endif
