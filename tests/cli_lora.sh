@@ -193,6 +193,28 @@ if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
     kill "$pid"
 fi
 
+# --batch --jsonl with --lora NAME=PATH: a line's "lora" picks one, applied
+# at run time. The four lines together (--parallel 4) give each line's bits
+# alone, and are checked against the reference below.
+BRT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf"
+for m in a8 rs g1 ""; do
+    printf '{"prompt": "%s", "lora": "%s", "max_tokens": 6, "temperature": 0, "logprobs": 1, "echo": true}\n' "$P0" "$m"
+done > "$tmp/rt.jsonl"
+# shellcheck disable=SC2086
+run_gpt "$O/rt.batch" --batch --jsonl -m "$B" $BRT --parallel 4 --ignore-eos -q -t 1 < "$tmp/rt.jsonl"
+k=0
+while read -r line; do
+    # shellcheck disable=SC2086
+    printf '%s\n' "$line" | "$GPT" --batch --jsonl -m "$B" $BRT --ignore-eos -q -t 1 > "$O/rt_line.$k" 2> /dev/null
+    got=$(sed -n "$((k + 1))p" "$O/rt.batch.json" | jq -cS 'del(.stats, .seed, .index)')
+    if [ -n "$got" ] && [ "$got" = "$(jq -cS 'del(.stats, .seed, .index)' "$O/rt_line.$k")" ]; then pass
+    else fail "--batch run time, line $k of four: $got differs from the line alone $(head -c 300 "$O/rt_line.$k")"
+    fi
+    k=$((k + 1))
+done < "$tmp/rt.jsonl"
+printf '{"prompt": "x", "lora": "nosuch"}\n' | "$GPT" --batch --jsonl -m "$B" $BRT -q -t 1 > "$O/rt_bad.json" 2> /dev/null
+grep -q '"lora \\"nosuch\\": no adapter' "$O/rt_bad.json" && pass || fail "--batch \"lora\": \"nosuch\": $(cat "$O/rt_bad.json")"
+
 # ----------------------------------------------------------------------------
 # refusals: exit 1 (2 for usage), not a signal, one line naming the fault
 # refused WHAT ERRFILE RC WANT_RC WORD
@@ -268,7 +290,9 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do many="$many --lora $A/r1"
 "$GPT" -m "$B" $many -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
 refused "17 adapters" "$O/m.err" $? 2 "at most 16"
 "$GPT" -m "$B" --lora "a8=$A/r8" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
-refused "gpt --lora NAME=PATH" "$O/m.err" $? 2 "gpt serve"
+refused "gpt --lora NAME=PATH" "$O/m.err" $? 2 "batch"
+echo Hi | "$GPT" chat -m "$B" --lora "a8=$A/r8" -q > /dev/null 2> "$O/m.err"
+refused "gpt chat --lora NAME=PATH" "$O/m.err" $? 2 "gpt serve"
 "$GPT" serve -m "$B" --lora "a8=$A/r8" --lora "a8=$A/r1" 2> "$O/m.err"
 refused "gpt serve --lora a8=... twice" "$O/m.err" $? 2 "twice"
 "$GPT" convert "$B" "$O/never.bin" --lora 2> "$O/m.err"
@@ -400,6 +424,13 @@ for m, name in (("a8", "r8"), ("rs", "rslora"), ("g1", "r1"), ("default", None))
                    {"prompt_ids": lp["token_ids"][:n_prompt], "tokens": c["tokens"][:N], "logprobs": cut}, TOL)
     except (OSError, ValueError, KeyError, TypeError) as e:
         ok(False, "serve run time %s: %s: %s" % (m, type(e).__name__, e))
+
+# --batch at run time: each line against its adapter's reference
+lines = load("rt.batch", "--batch run time")
+if lines is not None and ok(len(lines) == 4, "--batch run time: %d lines" % len(lines)):
+    for g, name in zip(lines, ["r8", "rslora", "r1", None]):
+        if ok("error" not in g, "--batch run time %s: %s" % (name, g.get("error"))):
+            generation("--batch run time %s" % name, models[name] if name else base, g, TOL)
 
 # fan_in_fan_out true and false: the same tensors, the same bits
 a, b = load("r8.score", "r8"), load("r8_fifo.score", "r8_fifo")

@@ -359,7 +359,8 @@ enum { N_SHARED_OPTIONS = 11, OPTIONS_MAX = 80 };
 // what follows the last colon when that is a decimal number, and v is then
 // cut there (the path points into it); else all of v is the path. NAME
 // (letters, digits, '-', '_', '.', before a '='; each once) names an
-// adapter gpt serve applies at run time, and only cmd "serve" takes one.
+// adapter applied at run time: cmd "serve" and the command (NULL, which
+// takes one with --batch only) take one.
 // 0, or EXIT_USAGE after reporting (naming flag as typed).
 int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const char *cmd);
 // A front-end's --help from its template, malloc'd (NULL when out of

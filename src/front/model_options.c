@@ -76,9 +76,9 @@ int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const c
     // NAME=PATH: a name of letters, digits, '-', '_' and '.' (no '/': a path)
     size_t name_len = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.");
     if (v[name_len] == '=' && name_len > 0) {
-        if (!cmd || strcmp(cmd, "serve"))
-            return usage_error(cmd, "%s %s: a named adapter is applied at run time by gpt serve; give %s PATH to merge "
-                               "it", flag, v, flag);
+        if (cmd && strcmp(cmd, "serve"))
+            return usage_error(cmd, "%s %s: a named adapter is applied at run time by gpt serve and --batch; give %s "
+                               "PATH to merge it", flag, v, flag);
         if (name_len >= LORA_NAME_MAX) return usage_error(cmd, "%s %s: the name is longer than %d bytes", flag, v,
                                                           LORA_NAME_MAX - 1);
         for (size_t i = 0; i < *n; i++)
