@@ -286,9 +286,13 @@ static void lora_down_part(void *arg, int part, int n_parts, int thread) {
         size_t k = it % j->rmax;
         if (k >= r->m->r) continue;
         const float *a = r->m->a + k * j->n_in, *x = j->inp + r->t * j->n_in;
-        float acc = 0;
-        for (size_t c = 0; c < j->n_in; c++) acc += a[c] * x[c];
-        j->u[it] = acc;
+        // 16 lanes (lane c % 16 takes product c, in order), then their fixed tree
+        float lane[16] = {0};
+        size_t c = 0;
+        for (; c + 16 <= j->n_in; c += 16)
+            for (int q = 0; q < 16; q++) lane[q] += a[c + q] * x[c + q];
+        for (int q = 0; c < j->n_in; c++, q++) lane[q] += a[c] * x[c];
+        j->u[it] = lane16_sum(lane);
     }
 }
 
@@ -305,8 +309,14 @@ static void lora_up_part(void *arg, int part, int n_parts, int thread) {
         const float *u = j->u + it / runs * j->rmax;
         float acc[LORA_RUN] = {0};
         for (size_t k = 0; k < r->m->r; k++) {
-            const float *bt = r->m->bt + k * j->n_out + o0;
-            for (size_t o = 0; o < n; o++) acc[o] += bt[o] * u[k];
+            const float *restrict bt = r->m->bt + k * j->n_out + o0;
+            const float uk = u[k];
+            if (n == LORA_RUN) {
+#pragma omp simd
+                for (size_t o = 0; o < LORA_RUN; o++) acc[o] += bt[o] * uk;
+            } else {
+                for (size_t o = 0; o < n; o++) acc[o] += bt[o] * uk;
+            }
         }
         float *y = j->out + r->t * j->n_out + o0;
         for (size_t o = 0; o < n; o++) y[o] += (float)(r->m->scale * acc[o]);
