@@ -53,8 +53,9 @@ static const struct {
      "block's largest\ninput instead of 2^-15: other bits and a larger error, faster\nprefill with AVX512-VNNI; "
      "docs/models.md)"},
     {{"lora", required_argument, 0, OPT_LORA}, "PATH",
-     "a PEFT LoRA adapter directory merged into the weights at\nload, before --dtype's conversion; PATH:SCALE "
-     "multiplies\nits change by SCALE (default 1); repeatable: the adapters\nadd (docs/models.md)"},
+     "a PEFT LoRA adapter directory or a llama.cpp GGUF LoRA file\nmerged into the weights at load, before "
+     "--dtype's\nconversion; PATH:SCALE multiplies its change by SCALE\n(default 1); repeatable: the adapters add. "
+     "NAME=PATH (gpt\nserve, and batch mode): applied at run time to the requests\nthat name it (docs/models.md)"},
 };
 _Static_assert(sizeof SHARED / sizeof *SHARED == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
 
