@@ -340,7 +340,8 @@ static size_t step_build(Engine *e, Sequence *const *seqs, size_t n) {
                 sequence_stop(s, STOP_ERROR);
                 continue;
             }
-            e->inputs[n_in] = (SeqInput){.tokens = sequence_window_ids(s) + at, .n_tokens = take, .cache = &s->cache, .want = want};
+            e->inputs[n_in] = (SeqInput){.tokens = sequence_window_ids(s) + at, .n_tokens = take, .cache = &s->cache, .want = want,
+                                         .lora = s->lora};
             prefilling[i] = !decoding;
             which[n_in++] = i;
             budget -= take;
@@ -445,7 +446,8 @@ int engine_step_verify(Engine *e, Sequence *s, const int32_t *draft, size_t k, G
         sequence_release(s, e);
         return 0;
     }
-    SeqInput in = {.tokens = e->verify_tokens, .n_tokens = k + 1, .cache = &s->cache, .want = LOGITS_ALL};
+    SeqInput in = {.tokens = e->verify_tokens, .n_tokens = k + 1, .cache = &s->cache, .want = LOGITS_ALL,
+                   .lora = s->lora};
     double t0 = now_seconds();
     if (gpt2_forward(e->model, &e->fs, &in, 1, err) != 0) return -1;
     double t1 = now_seconds();

@@ -97,6 +97,10 @@ typedef struct {
     // the engine's tokenizer (sequence_grammar_vocab).
     const Grammar *grammar;
     const GrammarVocab *grammar_vocab;
+    // An adapter applied at run time to this sequence alone (forward.h,
+    // SeqInput.lora), or NULL; the caller's, outliving the sequence. Its
+    // prompts share computed blocks only with the same adapter's.
+    const LoraWeights *lora;
 } GenParams;
 
 // One token's log-probability and the most likely tokens at its position,
@@ -168,6 +172,7 @@ typedef struct {
     GrammarMasker *masker;  // the engine's for this grammar (GrammarShare), shared
     GrammarShare *grammar_share;  // the engine's, which holds masker for it
     uint64_t *mask;         // (GRAMMAR_MASK_WORDS(V))
+    const LoraWeights *lora;  // GenParams.lora
 } Sequence;
 
 typedef struct {

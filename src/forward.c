@@ -84,6 +84,8 @@ int forward_state_use_blas(ForwardState *s, const GPT2Config *cfg, GptError *err
 
 void forward_state_free(ForwardState *s) {
     if (!s) return;
+    free(s->lora_u);
+    free(s->lora_rows);
     free(s->blas_scratch);
     free(s->block);
     memset(s, 0, sizeof *s);
@@ -255,6 +257,99 @@ static void product_activation(const ForwardState *s, float *out, const float *i
     matmul_then(out, inp, W, bias, T, 0, mm, act);
 }
 
+// ----------------------------------------------------------------------------
+// run-time adapters (SeqInput.lora)
+
+// A row of a call and the adapter's change to the matrix of the product.
+typedef struct {
+    size_t t;
+    const LoraMatrix *m;
+} LoraRow;
+
+typedef struct {
+    const LoraRow *rows;
+    size_t n, rmax;     // rows; u holds rmax values a row
+    const float *inp;   // (T, n_in)
+    float *out;         // (T, n_out)
+    float *u;           // (n, rmax) A inp(t)
+    size_t n_in, n_out;
+} LoraJob;
+
+// u(i, j) = A_j . inp(t_i): the items (row, j) dealt out in runs.
+static void lora_down_part(void *arg, int part, int n_parts, int thread) {
+    (void)thread;
+    const LoraJob *j = arg;
+    size_t items = j->n * j->rmax, lo = items * (size_t)part / (size_t)n_parts,
+           hi = items * (size_t)(part + 1) / (size_t)n_parts;
+    for (size_t it = lo; it < hi; it++) {
+        const LoraRow *r = &j->rows[it / j->rmax];
+        size_t k = it % j->rmax;
+        if (k >= r->m->r) continue;
+        const float *a = r->m->a + k * j->n_in, *x = j->inp + r->t * j->n_in;
+        // 16 lanes (lane c % 16 takes product c, in order), then their fixed tree
+        float lane[16] = {0};
+        size_t c = 0;
+        for (; c + 16 <= j->n_in; c += 16)
+            for (int q = 0; q < 16; q++) lane[q] += a[c + q] * x[c + q];
+        for (int q = 0; c < j->n_in; c++, q++) lane[q] += a[c] * x[c];
+        j->u[it] = lane16_sum(lane);
+    }
+}
+
+// out(t_i, o) += scale * sum_j B(o, j) u(i, j): the outputs dealt out in
+// runs of 64, each summed over j in order.
+enum { LORA_RUN = 64 };
+static void lora_up_part(void *arg, int part, int n_parts, int thread) {
+    (void)thread;
+    const LoraJob *j = arg;
+    size_t runs = (j->n_out + LORA_RUN - 1) / LORA_RUN, items = j->n * runs;
+    for (size_t it = (size_t)part; it < items; it += (size_t)n_parts) {
+        const LoraRow *r = &j->rows[it / runs];
+        size_t o0 = it % runs * LORA_RUN, n = j->n_out - o0 < LORA_RUN ? j->n_out - o0 : LORA_RUN;
+        const float *u = j->u + it / runs * j->rmax;
+        float acc[LORA_RUN] = {0};
+        for (size_t k = 0; k < r->m->r; k++) {
+            const float *restrict bt = r->m->bt + k * j->n_out + o0;
+            const float uk = u[k];
+            if (n == LORA_RUN) {
+#pragma omp simd
+                for (size_t o = 0; o < LORA_RUN; o++) acc[o] += bt[o] * uk;
+            } else {
+                for (size_t o = 0; o < n; o++) acc[o] += bt[o] * uk;
+            }
+        }
+        float *y = j->out + r->t * j->n_out + o0;
+        for (size_t o = 0; o < n; o++) y[o] += (float)(r->m->scale * acc[o]);
+    }
+}
+
+// out(T, n_out) += the changes of matrix k of layer l for the rows of the
+// sequences whose adapter changes it. Every value is computed by one part
+// in a fixed order: the same bits whatever the batch and the threads. 0,
+// or -1 with err set (out of memory).
+static int lora_product(ForwardState *s, float *out, const float *inp, const SeqInput *seqs, size_t n_seqs,
+                        size_t l, int k, size_t n_in, size_t n_out, GptError *err) {
+    LoraRow *rows = s->lora_rows;
+    size_t n = 0, rmax = 0;
+    for (size_t i = 0, t = 0; i < n_seqs; t += seqs[i].n_tokens, i++) {
+        const LoraMatrix *m = seqs[i].lora ? &seqs[i].lora->m[l * 4 + (size_t)k] : NULL;
+        if (!m || !m->r) continue;
+        for (size_t q = 0; q < seqs[i].n_tokens; q++) rows[n++] = (LoraRow){t + q, m};
+        if (m->r > rmax) rmax = m->r;
+    }
+    if (!n) return 0;
+    if (n * rmax > s->lora_u_cap) {
+        float *u = realloc(s->lora_u, n * rmax * sizeof *u);
+        if (!u) return gpt_error(err, "forward: out of memory for an adapter's products");
+        s->lora_u = u, s->lora_u_cap = n * rmax;
+    }
+    LoraJob job = {rows, n, rmax, inp, out, s->lora_u, n_in, n_out};
+    int parts = threadpool_size(s->pool);
+    threadpool_run_parts(s->pool, lora_down_part, &job, parts);
+    threadpool_run_parts(s->pool, lora_up_part, &job, parts);
+    return 0;
+}
+
 // Everything that can go wrong is checked before any cache is touched.
 static int check_batch(const Model *m, const ForwardState *s, const SeqInput *seqs,
                        size_t n_seqs, GptError *err) {
@@ -296,6 +391,11 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     size_t C = (size_t)cfg->n_embd, NH = (size_t)cfg->n_head, V = (size_t)cfg->vocab_size;
     const MatmulContext mm = {s->pool, s->matmul_scratch, s->matmul_scratch_floats, s->isa, &s->plan};
     const ActivationFn act = activation_kernel(cfg->activation);  // validated: never NULL
+    int adapted = 0;  // a sequence has a run-time adapter
+    for (size_t i = 0; i < n_seqs; i++) adapted |= seqs[i].lora != NULL;
+    if (adapted && !s->lora_rows && !(s->lora_rows = malloc(s->max_tokens * sizeof(LoraRow))))
+        return gpt_error(err, "forward: out of memory for an adapter's rows");
+    size_t F = gpt2_mlp_width(cfg);
 
     // x(T,C) = wte[token] + wpe[position]
     size_t T = 0;
@@ -317,6 +417,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         layernorm_pool(s->pool, s->ln, s->x, lw->ln1_w, lw->ln1_b, T, C, cfg->ln_eps);
         // qkv(T,3C) = ln(T,C) @ qkv_w(C,3C) + qkv_b
         product(s, s->qkv, s->ln, &lw->qkv_w, lw->qkv_b, T, 0, &mm);
+        if (adapted && lora_product(s, s->qkv, s->ln, seqs, n_seqs, l, 0, C, 3 * C, err) != 0) return -1;
         // The new tokens' keys and values go into the caches first; then
         // each (token, head) attends over its sequence's cache.
         KVStoreJob store = {seqs, n_seqs, l, C, NH, s->qkv};
@@ -335,11 +436,21 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         threadpool_run_parts(s->pool, attention_part, &job, T < FEW_ROWS ? n_threads : 4 * n_threads);
         // x(T,C) += attn(T,C) @ attn_proj_w(C,C) + attn_proj_b
         product(s, s->x, s->attn, &lw->attn_proj_w, lw->attn_proj_b, T, 1, &mm);
+        if (adapted && lora_product(s, s->x, s->attn, seqs, n_seqs, l, 1, C, C, err) != 0) return -1;
         layernorm_pool(s->pool, s->ln, s->x, lw->ln2_w, lw->ln2_b, T, C, cfg->ln_eps);
-        // fc(T,F) = act(ln(T,C) @ fc_w(C,F) + fc_b)
-        product_activation(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, act, &mm);
+        // fc(T,F) = act(ln(T,C) @ fc_w(C,F) + fc_b); an adapter's change
+        // goes in before the activation (the same bits for the other rows:
+        // product_activation's are a pass over the product's)
+        if (adapted) {
+            product(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, 0, &mm);
+            if (lora_product(s, s->fc, s->ln, seqs, n_seqs, l, 2, C, F, err) != 0) return -1;
+            activation_pool(s->pool, act, s->fc, T * F);
+        } else {
+            product_activation(s, s->fc, s->ln, &lw->fc_w, lw->fc_b, T, act, &mm);
+        }
         // x(T,C) += fc(T,F) @ fc_proj_w(F,C) + fc_proj_b
         product(s, s->x, s->fc, &lw->fc_proj_w, lw->fc_proj_b, T, 1, &mm);
+        if (adapted && lora_product(s, s->x, s->fc, seqs, n_seqs, l, 3, F, C, err) != 0) return -1;
         // A NaN or an infinity from a damaged weight spreads to everything
         // after it: say where it first appears, not just that the logits are bad.
         if (!all_finite(s->x, T * C))

@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "model/kvcache.h"
 #include "kernels/matmul.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "base/threads.h"
 
@@ -37,6 +38,9 @@ typedef struct {
     LogitsWanted want;
     size_t logits_row;      // out: row of ForwardState.logits holding this
                             // sequence's first requested logits
+    const LoraWeights *lora;  // an adapter applied at run time to this sequence's rows, or NULL:
+                              // each matrix it changes gives W x + b + scale B (A x), the
+                              // low-rank product row by row (the same bits whatever else runs)
 } SeqInput;
 
 // Scratch memory for gpt2_forward, allocated once for the largest call.
@@ -60,6 +64,10 @@ typedef struct {
     int use_blas;    // products of many float32 rows, and long chunks' attention, through OpenBLAS (blas.h)
     float *blas_scratch;  // (blas_attention_floats(max_tokens, max_ctx, HS)) with use_blas
     size_t bytes;    // of block and blas_scratch: what the state allocated
+    // run-time adapters' scratch, grown by the first call that needs it
+    float *lora_u;         // (lora_u_cap) A x of each adapted row
+    size_t lora_u_cap;
+    void *lora_rows;       // (max_tokens) the rows one product adapts
 } ForwardState;
 
 // pool (may be NULL) is used by every call; it must outlive the state.

@@ -228,6 +228,9 @@ int sequence_init(Sequence *s, const Engine *e, const int32_t *prompt, size_t n_
     if (kvcache_attach(&s->cache, e->kv, capacity, err) != 0 ||
         sampler_init_shared(&s->sampler, &p->sampling, (SamplerScratch *)&e->scratch, err) != 0)
         return -1;
+    if ((s->lora = p->lora) && p->lora->n_layer != (size_t)c->n_layer)
+        return gpt_error(err, "an adapter for %zu layers on a model of %d", p->lora->n_layer, c->n_layer);
+    s->cache.salt = p->lora ? p->lora->salt : 0;
     if (p->grammar) {
         size_t V = (size_t)c->vocab_size;
         if (!p->grammar_vocab || grammar_vocab_size(p->grammar_vocab) != V)

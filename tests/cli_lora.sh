@@ -20,13 +20,22 @@
 # --dtype f16 quantizes the merged weights: within 1e-4 of the reference
 # whose merged matrices are rounded to float32 and then to f16. The modes:
 # --batch --jsonl, gpt serve (/v1/score and /v1/completions) within 1e-4;
+# llama.cpp's GGUF LoRA files of the same tensors (make_lora.py's GGUF
+# list, alone and beside a PEFT adapter) give the PEFT adapter's bits, and
+# so are within 1e-4 of the reference too;
 # gpt chat's turn equals the single run of its conversation; gpt convert
 # --lora writes a model.bin whose run equals --lora at load bit for bit, in
 # f32 and in q8. Refusals: every malformed adapter of make_lora.py (bad
 # JSON, a missing tensor, a wrong shape or rank, use_dora, modules_to_save,
 # bias all, a target that is no layer matrix, untargeted tensors, an F64
 # tensor, adapter_model.bin alone, a Python-only regex, a layer the base
-# lacks), and adapter_model.safetensors cut short at ten places, exit 1
+# lacks; for GGUF files: general.type model or absent, adapter.type not
+# lora, general.architecture not gpt2, adapter.lora.alpha absent or not a
+# float32, lora_a's or lora_b's shape, lora_a and lora_b swapped (as
+# llama.cpp's converter writes GPT-2's Conv1D), a tensor of no layer matrix
+# or of the embeddings, a lora_b missing, a layer the base lacks, a Q8_0
+# tensor), adapter_model.safetensors cut short at ten places and a GGUF
+# adapter at nine, exit 1
 # with one line naming it, in gpt, --score, --batch, chat, serve and
 # convert; a --lora value without a path, with an out-of-range
 # scale or one adapter too many exits 2.
@@ -107,6 +116,21 @@ for dt in stored q8; do
     fi
 done
 
+# llama.cpp's GGUF LoRA files (make_lora.py's GGUF list): the PEFT
+# adapter's tensors under llama.cpp's names, the same bits as the PEFT one;
+# and one beside a PEFT adapter, as "two" with r8 as a GGUF file
+for name in $(jq -r '.gguf[]' "$A/manifest.json"); do
+    # shellcheck disable=SC2086
+    run_gpt "$O/$name.gguf.gen" -m "$B" --lora "$A/$name.gguf" -p "$P0" $GEN
+    # shellcheck disable=SC2086
+    run_gpt "$O/$name.gguf.score" -m "$B" --lora "$A/$name.gguf" --score --json -q -t 1 -p "$P1"
+    same_run "--lora $name.gguf" "$O/$name.gguf.gen.json" "$O/$name.gen.json"
+    same_run "--lora $name.gguf --score" "$O/$name.gguf.score.json" "$O/$name.score.json"
+done
+# shellcheck disable=SC2086
+run_gpt "$O/two_gguf.gen" -m "$B" --lora "$A/r8.gguf:0.5" --lora "$A/rslora:-1.5" -p "$P0" $GEN
+same_run "--lora r8.gguf:0.5 --lora rslora:-1.5" "$O/two_gguf.gen.json" "$O/two.gen.json"
+
 # ----------------------------------------------------------------------------
 # the server: /v1/score and a greedy completion, checked with the rest below
 # shellcheck disable=SC2086
@@ -118,6 +142,78 @@ if start "$O/serve.log" -m "$B" $TWO -t 1 --parallel 2; then
         "http://127.0.0.1:$port/v1/completions" > "$O/two.serve_gen.json"
     kill "$pid"
 fi
+
+# ----------------------------------------------------------------------------
+# run time: gpt serve --lora NAME=PATH holds three adapters (PEFT r8, PEFT
+# rsLoRA, GGUF r1) beside the base. First each with "echo" (the prompt's
+# log-probabilities: no block is shared, and its answer is checked against
+# the reference below); then each alone without "echo" (its single run: the
+# same generated tokens and log-probabilities as the echo run, though its
+# prompt of several KV blocks was registered by the other adapters' runs
+# too: prefix sharing must keep adapters apart); then the four at once, by
+# "model" and by "lora": each the single run's bits.
+RT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf"
+# shellcheck disable=SC2086
+if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
+    body() {  # NAME FIELD ECHO: a greedy completion of P1 x 4 with the adapter NAME picked by FIELD
+        printf '{"%s": "%s", "prompt": "%s %s %s %s", "max_tokens": 24, "temperature": 0, "logprobs": 1, "echo": %s, "ignore_eos": true}' \
+            "$2" "$1" "$P1" "$P1" "$P1" "$P1" "$3"
+    }
+    post_rt() {  # OUT BODY
+        curl -s -H 'Content-Type: application/json' --data-binary "$2" "http://127.0.0.1:$port/v1/completions" > "$1"
+    }
+    curl -s "http://127.0.0.1:$port/v1/models" > "$O/rt.models"
+    got=$(jq -c '[.data[].id]' "$O/rt.models")
+    [ "$got" = '["default","a8","rs","g1"]' ] && pass || fail "/v1/models with three adapters: $got"
+    for m in a8 rs g1 default; do post_rt "$O/rt_single.$m" "$(body $m model true)"; done
+    for m in a8 rs g1 default; do post_rt "$O/rt_alone.$m" "$(body $m model false)"; done
+    clients=
+    for m in a8 rs g1 default; do
+        field=model
+        [ $m = rs ] && field=lora
+        post_rt "$O/rt_batch.$m" "$(body $m $field false)" &
+        clients="$clients $!"
+    done
+    # shellcheck disable=SC2086
+    wait $clients
+    f='.choices[0] | [.tokens, .logprobs.token_logprobs[-24:], .logprobs.top_logprobs[-24:]]'
+    for m in a8 rs g1 default; do
+        want=$(jq -c "$f" "$O/rt_single.$m" 2> /dev/null)
+        a=$(jq -c "$f" "$O/rt_alone.$m" 2> /dev/null)
+        b=$(jq -c "$f" "$O/rt_batch.$m" 2> /dev/null)
+        if [ -n "$want" ] && [ "$a" = "$want" ]; then pass
+        else fail "serve run time, $m alone after the others: $(head -c 200 "$O/rt_alone.$m") differs from its echo run $(head -c 200 "$O/rt_single.$m")"
+        fi
+        if [ -n "$b" ] && [ "$b" = "$a" ]; then pass
+        else fail "serve run time, $m in a batch of four: $(head -c 200 "$O/rt_batch.$m") differs from its single run $(head -c 200 "$O/rt_alone.$m")"
+        fi
+    done
+    post_rt "$O/rt.bad" "$(body nosuch lora false)"
+    [ "$(jq -r .error.param "$O/rt.bad")" = lora ] && pass || fail "\"lora\": \"nosuch\": $(cat "$O/rt.bad")"
+    kill "$pid"
+fi
+
+# --batch --jsonl with --lora NAME=PATH: a line's "lora" picks one, applied
+# at run time. The four lines together (--parallel 4) give each line's bits
+# alone, and are checked against the reference below.
+BRT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf"
+for m in a8 rs g1 ""; do
+    printf '{"prompt": "%s", "lora": "%s", "max_tokens": 6, "temperature": 0, "logprobs": 1, "echo": true}\n' "$P0" "$m"
+done > "$tmp/rt.jsonl"
+# shellcheck disable=SC2086
+run_gpt "$O/rt.batch" --batch --jsonl -m "$B" $BRT --parallel 4 --ignore-eos -q -t 1 < "$tmp/rt.jsonl"
+k=0
+while read -r line; do
+    # shellcheck disable=SC2086
+    printf '%s\n' "$line" | "$GPT" --batch --jsonl -m "$B" $BRT --ignore-eos -q -t 1 > "$O/rt_line.$k" 2> /dev/null
+    got=$(sed -n "$((k + 1))p" "$O/rt.batch.json" | jq -cS 'del(.stats, .seed, .index)')
+    if [ -n "$got" ] && [ "$got" = "$(jq -cS 'del(.stats, .seed, .index)' "$O/rt_line.$k")" ]; then pass
+    else fail "--batch run time, line $k of four: $got differs from the line alone $(head -c 300 "$O/rt_line.$k")"
+    fi
+    k=$((k + 1))
+done < "$tmp/rt.jsonl"
+printf '{"prompt": "x", "lora": "nosuch"}\n' | "$GPT" --batch --jsonl -m "$B" $BRT -q -t 1 > "$O/rt_bad.json" 2> /dev/null
+grep -q '"lora \\"nosuch\\": no adapter' "$O/rt_bad.json" && pass || fail "--batch \"lora\": \"nosuch\": $(cat "$O/rt_bad.json")"
 
 # ----------------------------------------------------------------------------
 # refusals: exit 1 (2 for usage), not a signal, one line naming the fault
@@ -144,6 +240,18 @@ for n in 0 4 8 9 40 $((8 + hlen - 1)) $((8 + hlen)) $((8 + hlen + 100)) $((size 
     "$GPT" -m "$B" --lora "$tmp/cut$n" -p "$P0" -n 1 -q > /dev/null 2> "$O/cut.err"
     refused "adapter_model.safetensors cut at $n of $size bytes" "$O/cut.err" $? 1 "adapter_model.safetensors"
 done
+# a GGUF adapter cut short anywhere: the header, the metadata, the tensor
+# infos, the data
+g=$A/r8.gguf
+size=$(wc -c < "$g")
+for n in 0 3 4 12 30 100 400 $((size / 2)) $((size - 1)); do
+    head -c "$n" "$g" > "$tmp/cut.gguf"
+    "$GPT" -m "$B" --lora "$tmp/cut.gguf" -p "$P0" -n 1 -q > /dev/null 2> "$O/cut.err"
+    refused "r8.gguf cut at $n of $size bytes" "$O/cut.err" $? 1 "cut.gguf"
+done
+# a GGUF adapter given as the model: named as an adapter
+"$GPT" -m "$g" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
+refused "-m r8.gguf" "$O/m.err" $? 1 "general.type"
 # each mode refuses through the same reader: one fault in each
 d=$A/broken/use_dora
 "$GPT" -m "$B" --lora "$d" --score -p "$P0" -q > /dev/null 2> "$O/m.err"
@@ -181,6 +289,12 @@ for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do many="$many --lora $A/r1"
 # shellcheck disable=SC2086
 "$GPT" -m "$B" $many -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
 refused "17 adapters" "$O/m.err" $? 2 "at most 16"
+"$GPT" -m "$B" --lora "a8=$A/r8" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
+refused "gpt --lora NAME=PATH" "$O/m.err" $? 2 "batch"
+echo Hi | "$GPT" chat -m "$B" --lora "a8=$A/r8" -q > /dev/null 2> "$O/m.err"
+refused "gpt chat --lora NAME=PATH" "$O/m.err" $? 2 "gpt serve"
+"$GPT" serve -m "$B" --lora "a8=$A/r8" --lora "a8=$A/r1" 2> "$O/m.err"
+refused "gpt serve --lora a8=... twice" "$O/m.err" $? 2 "twice"
 "$GPT" convert "$B" "$O/never.bin" --lora 2> "$O/m.err"
 refused "gpt convert --lora" "$O/m.err" $? 2 "lora"
 "$GPT" -m "$B" --lora "$tmp/nosuch" -p "$P0" -n 1 -q > /dev/null 2> "$O/m.err"
@@ -224,6 +338,8 @@ def load(name, what):
 
 
 def adapters(name):
+    if name.endswith(".gguf"):  # the PEFT adapter's tensors
+        return [(os.path.join(A, name[:-5]), 1.0)]
     if name == "two":
         return [(os.path.join(A, "r8"), 0.5), (os.path.join(A, "rslora"), -1.5)]
     return [(os.path.join(A, name), 1.0)]
@@ -286,6 +402,35 @@ for name in names:
             ok(d > CONTRAST, "%s: a merge %s moves the reference only %.3g: the test cannot see it" % (name, wrong, d))
     except Exception as e:
         ok(False, "%s: %s: %s" % (name, type(e).__name__, e))
+
+# the GGUF files against the reference too (the same bits as PEFT's runs,
+# checked above, so the same distance)
+for name in json.load(open(os.path.join(A, "manifest.json")))["gguf"]:
+    g, s = load(name + ".gguf.gen", name + ".gguf"), load(name + ".gguf.score", name + ".gguf --score")
+    if g is not None:
+        generation(name + ".gguf", models[name], g, TOL)
+    if s is not None:
+        scored(name + ".gguf --score", models[name], s, TOL)
+
+# run time (gpt serve --lora NAME=PATH): each adapter's single run against
+# the reference of its merge
+for m, name in (("a8", "r8"), ("rs", "rslora"), ("g1", "r1"), ("default", None)):
+    try:
+        c = json.load(open(os.path.join(O, "rt_single." + m)))["choices"][0]
+        lp = c["logprobs"]
+        n_prompt = len(lp["token_ids"]) - len(c["tokens"])
+        cut = {k: lp[k][:n_prompt + N] for k in ("token_ids", "token_logprobs", "top_logprobs")}
+        generation("serve run time " + m, models[name] if name else base,
+                   {"prompt_ids": lp["token_ids"][:n_prompt], "tokens": c["tokens"][:N], "logprobs": cut}, TOL)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        ok(False, "serve run time %s: %s: %s" % (m, type(e).__name__, e))
+
+# --batch at run time: each line against its adapter's reference
+lines = load("rt.batch", "--batch run time")
+if lines is not None and ok(len(lines) == 4, "--batch run time: %d lines" % len(lines)):
+    for g, name in zip(lines, ["r8", "rslora", "r1", None]):
+        if ok("error" not in g, "--batch run time %s: %s" % (name, g.get("error"))):
+            generation("--batch run time %s" % name, models[name] if name else base, g, TOL)
 
 # fan_in_fan_out true and false: the same tensors, the same bits
 a, b = load("r8.score", "r8"), load("r8_fifo.score", "r8_fifo")

@@ -7,7 +7,16 @@ base model with adapters merged by PEFT's rules.
 
 Writes OUT_DIR/NAME/adapter_config.json and adapter_model.safetensors for
 each adapter of ADAPTERS (good ones) and BROKEN (each malformed in one way,
-with the word its refusal must name), and OUT_DIR/manifest.json. As a module
+with the word its refusal must name), and OUT_DIR/manifest.json. Each
+adapter of GGUF (one alpha for every matrix, plain LoRA scaling: what a
+llama.cpp LoRA file can hold) is also written as OUT_DIR/NAME.gguf, by our
+own GGUF writer (gguf_write.py), in the layout llama.cpp's runtime applies
+(src/llama-adapter.cpp): general.type "adapter", adapter.type "lora",
+general.architecture "gpt2", float32 adapter.lora.alpha, and for each
+matrix blk.N.{attn_qkv,attn_output,ffn_up,ffn_down}.weight.lora_a, ggml's
+ne [in, r] (PEFT's lora_A (r, in) row for row), and .lora_b, ne [r, out]
+(lora_B (out, r)), in the adapter's own dtype: the same numbers, so the
+same merge, bit for bit. Malformed GGUF files go into OUT_DIR/broken too. As a module
 (tests/cli_lora.sh): merged(base, [(adapter_dir, scale)...]) is the base
 model (reference_forward.load) with the adapters merged in float64 as PEFT
 merges them; its wrong=... argument merges them wrongly on purpose (the
@@ -43,6 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import reference_forward as rf  # noqa: E402
 from make_variants import to_bytes  # noqa: E402
+import gguf_write as gw  # noqa: E402
 
 MATRICES = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]
 
@@ -64,6 +74,10 @@ ADAPTERS = {
                     "layers_pattern": "h"}, "F32", True),
     "gpt2model": ({"r": 3, "lora_alpha": 5, "target_modules": ["c_fc"]}, "F32", False),
 }
+
+# the adapters written as GGUF files too (no alpha_pattern, no rsLoRA)
+GGUF = ["r1", "r8", "paths", "all_linear", "gpt2model"]
+GGUF_NAMES = {"attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
 
 # PEFT's LoraConfig defaults, as save_pretrained writes them
 DEFAULTS = {
@@ -187,6 +201,25 @@ def config(entries):
     return c
 
 
+def gguf_tensors(tensors):
+    """PEFT's tensors [(name, array, dtype)] under llama.cpp's names, as
+    [(name, array, dtype)] with the array's rows ggml's ne[1]"""
+    out = []
+    for name, a, dt in tensors:
+        m = re.match(r"base_model\.model\.(?:transformer\.)?h\.(\d+)\.(.*)\.lora_([AB])\.weight$", name)
+        out.append(("blk.%s.%s.weight.lora_%s" % (m.group(1), GGUF_NAMES[m.group(2)], m.group(3).lower()), a, dt))
+    return out
+
+
+def gguf_adapter_bytes(tensors, alpha, kvs=None):
+    """a GGUF LoRA file: tensors [(name, array, dtype)]; kvs replaces the
+    metadata (for the malformed ones)"""
+    if kvs is None:
+        kvs = [("general.architecture", gw.STRING, "gpt2"), ("general.type", gw.STRING, "adapter"),
+               ("adapter.type", gw.STRING, "lora"), ("adapter.lora.alpha", gw.F32V, alpha)]
+    return gw.gguf_bytes(kvs, [(n, gw.TYPES[dt][0], list(a.shape[::-1]), to_bytes(a, dt)) for n, a, dt in tensors])
+
+
 # ---------------------------------------------------------------------------
 # reading back and merging: the reference
 
@@ -285,6 +318,43 @@ def broken(m, out):
     put("too_deep", good, good_t + [("base_model.model.transformer.h.7.attn.c_attn.lora_A.weight", good_t[0][1], "F32"),
                                     ("base_model.model.transformer.h.7.attn.c_attn.lora_B.weight", good_t[1][1], "F32")],
         "h.7")
+
+    # GGUF files: r8's tensors, one fault each
+    gt = gguf_tensors(good_t)
+    kv = [("general.architecture", gw.STRING, "gpt2"), ("general.type", gw.STRING, "adapter"),
+          ("adapter.type", gw.STRING, "lora"), ("adapter.lora.alpha", gw.F32V, 4.0)]
+
+    def put_gguf(name, tensors, word, kvs=None):
+        with open(os.path.join(out, name + ".gguf"), "wb") as f:
+            f.write(gguf_adapter_bytes(tensors, 4.0, kvs))
+        made[name + ".gguf"] = word
+
+    def without(key):
+        return [e for e in kv if e[0] != key]
+
+    put_gguf("gguf_model_type", gt, "general.type", without("general.type") + [("general.type", gw.STRING, "model")])
+    put_gguf("gguf_no_type", gt, "general.type", without("general.type"))
+    put_gguf("gguf_not_lora", gt, "adapter.type", without("adapter.type") + [("adapter.type", gw.STRING, "control_vector")])
+    put_gguf("gguf_llama", gt, "general.architecture",
+             without("general.architecture") + [("general.architecture", gw.STRING, "llama")])
+    put_gguf("gguf_no_alpha", gt, "adapter.lora.alpha", without("adapter.lora.alpha"))
+    put_gguf("gguf_alpha_int", gt, "adapter.lora.alpha", without("adapter.lora.alpha") + [("adapter.lora.alpha", gw.U32, 4)])
+    put_gguf("gguf_shape", [(n, a[:, :32] if n == "blk.0.attn_qkv.weight.lora_a" else a, dt) for n, a, dt in gt],
+             "blk.0.attn_qkv.weight")
+    # lora_a and lora_b swapped and transposed, as convert_lora_to_gguf.py's GPT-2 path writes c_attn
+    put_gguf("gguf_transposed", [(n, gt[i ^ 1][1].T if n.startswith("blk.0.attn_qkv.") else a, dt)
+                                 for i, (n, a, dt) in enumerate(gt)], "blk.0.attn_qkv.weight")
+    put_gguf("gguf_rank", [(n, a[:4] if n == "blk.1.ffn_up.weight.lora_a" else a, dt) for n, a, dt in gt],
+             "blk.1.ffn_up.weight")
+    put_gguf("gguf_unknown", gt + [("blk.0.attn_q.weight.lora_a", gt[0][1], "F32")], "blk.0.attn_q.weight.lora_a")
+    put_gguf("gguf_embd", gt + [("token_embd.weight.lora_a", gt[0][1], "F32")], "token_embd.weight.lora_a")
+    put_gguf("gguf_missing_b", [t for t in gt if t[0] != "blk.1.ffn_up.weight.lora_b"], "blk.1.ffn_up.weight.lora_b")
+    put_gguf("gguf_too_deep", gt + [("blk.7.attn_qkv.weight.lora_a", gt[0][1], "F32"),
+                                    ("blk.7.attn_qkv.weight.lora_b", gt[1][1], "F32")], "blk.7")
+    with open(os.path.join(out, "gguf_q8.gguf"), "wb") as f:
+        f.write(gw.gguf_bytes(kv, [(n, gw.TYPES["Q8_0"][0], list(a.shape[::-1]), gw.encode(np.asarray(a, np.float32), "Q8_0")[0])
+                                   for n, a, dt in gt]))
+    made["gguf_q8.gguf"] = "Q8_0"
     return made
 
 
@@ -300,6 +370,10 @@ def fuzz_corpus(out):
         st = safetensors_bytes(adapter_tensors(Tiny, name, cfg, dtype, prefixed))
         with open(os.path.join(out, name), "wb") as f:
             f.write(json.dumps(cfg).encode() + b"\n#safetensors\n" + st)
+        if name in GGUF:
+            with open(os.path.join(out, name + ".gguf"), "wb") as f:
+                f.write(gguf_adapter_bytes(gguf_tensors(adapter_tensors(Tiny, name, cfg, dtype, prefixed)),
+                                           cfg["lora_alpha"]))
 
 
 def main():
@@ -312,9 +386,14 @@ def main():
     for name, (entries, dtype, prefixed) in ADAPTERS.items():
         cfg = config(entries)
         src = "r8" if name == "r8_fifo" else name  # the same tensors
-        write_adapter(os.path.join(out, name), cfg, adapter_tensors(m, src, config(ADAPTERS[src][0]), dtype, prefixed))
+        tensors = adapter_tensors(m, src, config(ADAPTERS[src][0]), dtype, prefixed)
+        write_adapter(os.path.join(out, name), cfg, tensors)
+        if name in GGUF:
+            with open(os.path.join(out, name + ".gguf"), "wb") as f:
+                f.write(gguf_adapter_bytes(gguf_tensors(tensors), cfg["lora_alpha"]))
     made = broken(m, os.path.join(out, "broken"))
-    json.dump({"good": list(ADAPTERS), "broken": made}, open(os.path.join(out, "manifest.json"), "w"), indent=1)
+    json.dump({"good": list(ADAPTERS), "gguf": GGUF, "broken": made}, open(os.path.join(out, "manifest.json"), "w"),
+              indent=1)
     with open(os.path.join(out, "broken.txt"), "w") as f:
         for k, v in made.items():
             f.write("%s %s\n" % (k, v))

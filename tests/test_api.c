@@ -11,6 +11,10 @@
  *     one model each get the single run's result;
  *   - every model format -m takes (the test checkpoints, $CKPT_DIR): the
  *     same bits as the command;
+ *   - adapters (gpt_model_options.lora): a GGUF LoRA file and a PEFT
+ *     directory written here, at scales 1 and -0.5: gpt --lora's bits (and
+ *     not the base's); n_lora past 16, a NULL list or path, a scale that is
+ *     no number, a model given as an adapter: each refused by name;
  *   - gpt_score: gpt --score --json's tokens and log-probabilities, bit for
  *     bit, with --prepend-eos and --stride;
  *   - gpt_chat: gpt --chat-template T --json's prompt ids, tokens, text and
@@ -35,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api/gpt.h"
 #include "check.h"
@@ -807,6 +812,150 @@ static void test_formats(void) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// adapters (gpt_model_options.lora): written here for the demo model (8
+// layers, C 128, F 512), a llama.cpp GGUF LoRA file and a PEFT directory
+
+static void put_u32(FILE *f, uint32_t v) { fwrite(&v, 4, 1, f); }
+static void put_u64(FILE *f, uint64_t v) { fwrite(&v, 8, 1, f); }
+static void put_str(FILE *f, const char *s) {
+    put_u64(f, strlen(s));
+    fwrite(s, 1, strlen(s), f);
+}
+// n float32 values from seed, in [-0.25, 0.25)
+static void put_values(FILE *f, size_t n, uint32_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        float v = (float)(seed >> 8) / (float)(1u << 24) * 0.5f - 0.25f;
+        fwrite(&v, 4, 1, f);
+    }
+}
+
+// The GGUF adapter: blk.0.attn_qkv and blk.7.ffn_down at rank 4, alpha 8;
+// lora_a ne [in, 4], lora_b ne [4, out] (ggml's order), F32.
+static void write_gguf_adapter(const char *path) {
+    static const struct {
+        const char *name;
+        uint64_t ne0, ne1;
+    } T[] = {{"blk.0.attn_qkv.weight.lora_a", 128, 4}, {"blk.0.attn_qkv.weight.lora_b", 4, 384},
+             {"blk.7.ffn_down.weight.lora_a", 512, 4}, {"blk.7.ffn_down.weight.lora_b", 4, 128}};
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite("GGUF", 1, 4, f);
+    put_u32(f, 3);
+    put_u64(f, 4);
+    put_u64(f, 4);
+    const char *strs[][2] = {{"general.architecture", "gpt2"}, {"general.type", "adapter"}, {"adapter.type", "lora"}};
+    for (int i = 0; i < 3; i++) {
+        put_str(f, strs[i][0]);
+        put_u32(f, 8);  // string
+        put_str(f, strs[i][1]);
+    }
+    put_str(f, "adapter.lora.alpha");
+    put_u32(f, 6);  // float32
+    float alpha = 8;
+    fwrite(&alpha, 4, 1, f);
+    uint64_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        put_str(f, T[i].name);
+        put_u32(f, 2);
+        put_u64(f, T[i].ne0);
+        put_u64(f, T[i].ne1);
+        put_u32(f, 0);  // F32
+        put_u64(f, off);
+        off += (T[i].ne0 * T[i].ne1 * 4 + 31) / 32 * 32;  // sizes here are multiples of 32
+    }
+    while (ftell(f) % 32) fputc(0, f);
+    for (int i = 0; i < 4; i++) put_values(f, T[i].ne0 * T[i].ne1, 7u + (uint32_t)i);
+    fclose(f);
+}
+
+// The PEFT adapter: every mlp.c_fc at rank 2, lora_alpha 3.
+static void write_peft_adapter(const char *dir) {
+    char path[512], header[8192];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs("{\"peft_type\": \"LORA\", \"r\": 2, \"lora_alpha\": 3, \"target_modules\": [\"c_fc\"]}\n", f);
+    fclose(f);
+    size_t n = 0, off = 0, a = 2 * 128 * 4, b = 512 * 2 * 4;
+    n += (size_t)snprintf(header + n, sizeof header - n, "{");
+    for (int l = 0; l < 8; l++) {
+        n += (size_t)snprintf(header + n, sizeof header - n,
+                              "%s\"base_model.model.transformer.h.%d.mlp.c_fc.lora_A.weight\": {\"dtype\": \"F32\", "
+                              "\"shape\": [2, 128], \"data_offsets\": [%zu, %zu]}, "
+                              "\"base_model.model.transformer.h.%d.mlp.c_fc.lora_B.weight\": {\"dtype\": \"F32\", "
+                              "\"shape\": [512, 2], \"data_offsets\": [%zu, %zu]}",
+                              l ? ", " : "", l, off, off + a, l, off + a, off + a + b);
+        off += a + b;
+    }
+    n += (size_t)snprintf(header + n, sizeof header - n, "}");
+    while (n % 8) header[n++] = ' ';
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    if (!(f = fopen(path, "wb"))) return;
+    put_u64(f, n);
+    fwrite(header, 1, n, f);
+    for (int l = 0; l < 8; l++) {
+        put_values(f, 2 * 128, 100u + (uint32_t)l);
+        put_values(f, 512 * 2, 200u + (uint32_t)l);
+    }
+    fclose(f);
+}
+
+// gpt_model_options.lora: the command's bits with the same --lora; misuse
+// refused by field; a broken adapter a model error naming its file.
+static void test_lora(void) {
+    char gguf[256], peft[256], peft_arg[300];
+    snprintf(gguf, sizeof gguf, "%s/adapter.gguf", scratch);
+    snprintf(peft, sizeof peft, "%s/peft", scratch);
+    snprintf(peft_arg, sizeof peft_arg, "%s:-0.5", peft);
+    mkdir(peft, 0700);
+    write_gguf_adapter(gguf);
+    write_peft_adapter(peft);
+    gpt_lora lora[2] = {{gguf, 1.0}, {peft, -0.5}};
+    gpt_model_options o = gpt_model_options_default();
+    o.n_threads = 2;
+    o.tune = "off";
+    o.lora = lora;
+    o.n_lora = 2;
+    gpt_model *m = NULL;
+    gpt_err err;
+    CHECK(gpt_model_open(MODEL, &o, &m, &err) == GPT_OK, "lora: %s", err.message);
+    if (m) {
+        gpt_model *keep = model;
+        model = m;
+        check_same("lora", PROMPT, (const char *[]){"seed", "5", "max_tokens", "10", "logprobs", "2", NULL},
+                   (const char *[]){"--lora", gguf, "--lora", peft_arg, "-p", PROMPT, "-s", "5", "-n", "10",
+                                    "--logprobs", "2", NULL});
+        // and the adapters change the run: not the base's bits
+        cJSON *base = gpt_json((const char *[]){"-p", PROMPT, "--temp", "0", "-n", "10", "--logprobs", "1", NULL});
+        cJSON *with = gpt_json((const char *[]){"--lora", gguf, "--lora", peft_arg, "-p", PROMPT, "--temp", "0", "-n",
+                                                "10", "--logprobs", "1", NULL});
+        CHECK(base && with && !cJSON_Compare(cJSON_GetObjectItem(base, "logprobs"), cJSON_GetObjectItem(with, "logprobs"), 1),
+              "lora: the adapters leave the base's log-probabilities");
+        cJSON_Delete(base);
+        cJSON_Delete(with);
+        model = keep;
+        gpt_model_close(m);
+    }
+    o.n_lora = 17;
+    CHECK(gpt_model_open(MODEL, &o, &m, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "n_lora") && !m, "%s",
+          err.message);
+    o.n_lora = 1;
+    o.lora = NULL;
+    CHECK(gpt_model_open(MODEL, &o, &m, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "lora") && !m, "%s",
+          err.message);
+    gpt_lora bad[1] = {{NULL, 1}};
+    o.lora = bad;
+    CHECK(gpt_model_open(MODEL, &o, &m, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "lora[0]") && !m, "%s",
+          err.message);
+    bad[0] = (gpt_lora){gguf, 1.0 / 0.0};
+    CHECK(gpt_model_open(MODEL, &o, &m, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "scale") && !m, "%s",
+          err.message);
+    bad[0] = (gpt_lora){MODEL, 1};  // a model, not an adapter
+    CHECK(gpt_model_open(MODEL, &o, &m, &err) == GPT_ERR_MODEL && strstr(err.message, MODEL) && !m, "%s", err.message);
+}
+
 static void test_versions(void) {
     const char *args[] = {"--version", NULL};
     Result r = run_gpt(scratch, NULL, 0, args);
@@ -834,6 +983,7 @@ int main(void) {
     test_versions();
     test_open();
     test_formats();
+    test_lora();
     test_tokenize();
     test_settings();
     test_generate_same_bits();

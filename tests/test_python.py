@@ -6,7 +6,8 @@ n completions (gpt --completions);
 create_completions (16 prompts through the scheduler equal 16 single
 calls); create_chat_completion and apply_chat_template (gpt --chat-template,
 --apply-template, per built-in template); the stream's chunks together equal the whole answer;
-__call__; tokenize (gpt --tokenize) and detokenize; 4 Python threads
+__call__; tokenize (gpt --tokenize) and detokenize; a Model with lora=
+(an adapter written here) gives gpt --lora's bits; 4 Python threads
 sharing one Model each get the single call's result; every bad argument an
 exception naming the field; a missing library a clear ImportError.
 
@@ -346,6 +347,40 @@ class TestPython(unittest.TestCase):
             gpt.Model(MODEL, n_threads=0)
         with self.assertRaises(TypeError):
             gpt.Model(None)
+
+    def test_lora(self):
+        # a PEFT adapter written here (every mlp.c_fc at rank 2) at scale
+        # -0.5: gpt --lora's bits, through lora= and through lora_path=
+        import struct
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "adapter_config.json"), "w") as f:
+                json.dump({"peft_type": "LORA", "r": 2, "lora_alpha": 3, "target_modules": ["c_fc"]}, f)
+            header, blobs, off = {}, [], 0
+            for l in range(8):
+                for name, shape in (("lora_A", [2, 128]), ("lora_B", [512, 2])):
+                    n = shape[0] * shape[1]
+                    b = struct.pack("<%df" % n, *[((i * 7919 + l * 31) % 101 - 50) / 200 for i in range(n)])
+                    key = "base_model.model.transformer.h.%d.mlp.c_fc.%s.weight" % (l, name)
+                    header[key] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+                    blobs.append(b)
+                    off += len(b)
+            h = json.dumps(header).encode()
+            with open(os.path.join(d, "adapter_model.safetensors"), "wb") as f:
+                f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+            want = command("--lora", d + ":-0.5", "-p", PROMPT, "-n", "12", "-s", "4", "--logprobs", "2")
+            for kw in ({"lora": (d, -0.5)}, {"lora": [(d, -0.5)]}, {"lora_path": d, "lora_scale": -0.5}):
+                with gpt.Model(MODEL, n_threads=2, **kw) as m:
+                    self.same(m.create_completion(PROMPT, max_tokens=12, seed=4, logprobs=2), want)
+            self.assertNotEqual(want["logprobs"], command("-p", PROMPT, "-n", "12", "-s", "4", "--logprobs", "2")["logprobs"])
+            with self.assertRaises(OSError) as cm:
+                gpt.Model(MODEL, lora=os.path.join(d, "nosuch"))
+            self.assertIn("nosuch", str(cm.exception))
+            with self.assertRaises(TypeError):
+                gpt.Model(MODEL, lora=[(d, "1")])
+            with self.assertRaises(ValueError) as cm:
+                gpt.Model(MODEL, lora=[d] * 17)
+            self.assertIn("n_lora", str(cm.exception))
 
     def test_missing_library(self):
         env = dict(os.environ, GPT_LIBRARY="/no/such/libgpt.so.0")

@@ -71,9 +71,31 @@ class _ChoiceScore(ctypes.Structure):
                 ("tokens", ctypes.c_size_t), ("bytes", ctypes.c_size_t)]
 
 
+class _Lora(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("scale", ctypes.c_double)]
+
+
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_char_p), ("n_threads", ctypes.c_int), ("kv_type", ctypes.c_char_p),
-                ("tokenizer", ctypes.c_char_p), ("tune", ctypes.c_char_p)]
+                ("tokenizer", ctypes.c_char_p), ("tune", ctypes.c_char_p), ("lora", ctypes.POINTER(_Lora)),
+                ("n_lora", ctypes.c_size_t)]
+
+
+def _loras(lora, lora_path, lora_scale):
+    """lora (a path, a (path, scale) pair, or a list of them) and
+    llama_cpp's lora_path / lora_scale, as gpt_lora entries"""
+    items = [] if lora is None else list(lora) if isinstance(lora, list) else [lora]
+    if lora_path is not None:
+        items.append((lora_path, lora_scale))
+    out = (_Lora * max(1, len(items)))()
+    for i, it in enumerate(items):
+        path, scale = it if isinstance(it, tuple) and len(it) == 2 else (it, 1.0)
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError("lora[%d] must be a path or a (path, scale) pair, not %s" % (i, type(it).__name__))
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise TypeError("lora[%d]'s scale must be a number, not %s" % (i, type(scale).__name__))
+        out[i].path, out[i].scale = os.fspath(path).encode(), float(scale)
+    return out, len(items)
 
 
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char), ctypes.c_size_t,
@@ -212,10 +234,14 @@ class Model:
     n_threads: the threads of a generation (None: one per core); dtype: the
     matrices converted at load ("f16", "bf16", "q8", "q6", "q4", "q4-pure";
     None as stored); kv_type "f32" or "f16"; tokenizer: a directory or
-    tokenizer.json (None: the model's own, else beside it). One Model may be
-    used by many threads at once."""
+    tokenizer.json (None: the model's own, else beside it); lora: adapters
+    merged at load as gpt --lora PATH:SCALE merges them (a PEFT directory or
+    a llama.cpp GGUF LoRA file; a path, a (path, scale) pair, or a list of
+    them), and llama_cpp's lora_path / lora_scale for one more. One Model
+    may be used by many threads at once."""
 
-    def __init__(self, model_path, n_threads=None, dtype=None, kv_type=None, tokenizer=None, verbose=False):
+    def __init__(self, model_path, n_threads=None, dtype=None, kv_type=None, tokenizer=None, verbose=False,
+                 lora=None, lora_path=None, lora_scale=1.0):
         lib = self._lib = library()
         self._ptr = None
         if not isinstance(model_path, (str, os.PathLike)):
@@ -226,6 +252,8 @@ class Model:
         opts.n_threads = n_threads or 0
         keep = [s.encode() if isinstance(s, str) else s for s in (dtype, kv_type, tokenizer and os.fspath(tokenizer))]
         opts.dtype, opts.kv_type, opts.tokenizer = keep
+        loras, opts.n_lora = _loras(lora, lora_path, lora_scale)
+        opts.lora = ctypes.cast(loras, ctypes.POINTER(_Lora))
         ptr, err = ctypes.c_void_p(), _Err()
         self.model_path = os.fspath(model_path)
         rc = lib.gpt_model_open(self.model_path.encode(), ctypes.byref(opts), ctypes.byref(ptr), ctypes.byref(err))

@@ -101,6 +101,17 @@ static int read_options(const gpt_model_options *o, ModelOptions *mo, DType *kv,
         return o->tune ? fail(err, GPT_ERR_ARGUMENT, "tune \"%.40s\": must be on, off or force", o->tune)
                        : fail(err, GPT_ERR_ARGUMENT, "$GPT_TUNE=%.40s: must be on, off or force", getenv("GPT_TUNE"));
     mo->tune = (int)tune;
+    if (o->n_lora > LORA_MAX)
+        return fail(err, GPT_ERR_ARGUMENT, "n_lora %zu: at most %d adapters", o->n_lora, LORA_MAX);
+    if (o->n_lora && !o->lora) return fail(err, GPT_ERR_ARGUMENT, "lora is NULL with n_lora %zu", o->n_lora);
+    for (size_t i = 0; i < o->n_lora; i++) {
+        if (!o->lora[i].path || !*o->lora[i].path)
+            return fail(err, GPT_ERR_ARGUMENT, "lora[%zu]: the path is %s", i, o->lora[i].path ? "empty" : "NULL");
+        if (!isfinite(o->lora[i].scale))
+            return fail(err, GPT_ERR_ARGUMENT, "lora[%zu] %.200s: the scale is not a finite number", i, o->lora[i].path);
+        mo->lora[i] = (LoraRequest){.path = o->lora[i].path, .scale = o->lora[i].scale};
+    }
+    mo->n_lora = o->n_lora;
     return GPT_OK;
 }
 
@@ -122,6 +133,8 @@ int gpt_model_open(const char *path, const gpt_model_options *options, gpt_model
     }
     snprintf(m->s.model_path, sizeof m->s.model_path, "%s", path);
     GptError e = {{0}};
+    mo.weights.lora = mo.lora;
+    mo.weights.n_lora = mo.n_lora;
     if (model_load_with(&m->s.model, path, &mo.weights, &e) != 0 || session_finish(&m->s, &mo, &e) != 0) {
         model_free(&m->s.model);
         free(m);

@@ -97,6 +97,15 @@ GPT_API void gpt_free(void *p);
 // ----------------------------------------------------------------------------
 // the model
 
+// An adapter merged into the weights at load, as gpt --lora PATH:SCALE
+// merges it: a PEFT LoRA directory (or its adapter_model.safetensors) or a
+// llama.cpp GGUF LoRA file, its change times scale (docs/models.md,
+// "Adapters").
+typedef struct {
+    const char *path;
+    double scale;  // 1: the adapter as trained; 0.5 half its change, -1 its opposite
+} gpt_lora;
+
 // How a model is opened; gpt's options of the same names. Fill it with
 // gpt_model_options_default() and change what differs.
 typedef struct {
@@ -105,6 +114,9 @@ typedef struct {
     const char *kv_type;    // --kv-type: "f32" (NULL) or "f16"
     const char *tokenizer;  // --tokenizer: a directory or tokenizer.json; NULL: the model's, else beside it
     const char *tune;       // --tune: "on", "off", "force"; NULL: $GPT_TUNE, else "on" (speed only)
+    const gpt_lora *lora;   // --lora: (n_lora) adapters merged at load, in order (their changes add); read
+                            // during gpt_model_open only
+    size_t n_lora;          // 0 to 16
 } gpt_model_options;
 
 GPT_API gpt_model_options gpt_model_options_default(void);

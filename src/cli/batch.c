@@ -218,12 +218,29 @@ static int echo_prompt(BatchRequest *req, const char *p, size_t n) {
     return 0;
 }
 
+// The adapters --lora NAME=PATH named, applied at run time to the lines
+// whose "lora" names one.
+typedef struct {
+    const char *name[LORA_MAX];
+    LoraWeights w[LORA_MAX];
+    size_t n;
+} BatchAdapters;
+
 // One field of a --jsonl line that is not a setting: "prompt" (a string
 // into *prompt, pointing into f; token ids, each below vocab, into req->ids),
-// "id", "choices". 0, or -1 (the request failed).
-static int line_field(BatchRequest *req, const cJSON *f, size_t vocab, const char **prompt, size_t *prompt_len) {
+// "id", "choices", "lora" (a name of ad, which may be NULL). 0, or -1 (the
+// request failed).
+static int line_field(BatchRequest *req, const cJSON *f, size_t vocab, const BatchAdapters *ad, const char **prompt,
+                      size_t *prompt_len) {
     const char *k = f->string;
-    if (!strcmp(k, "prompt")) {
+    if (!strcmp(k, "lora")) {
+        if (!cJSON_IsString(f)) return batch_request_fail(req, "lora must be a string: an adapter's name");
+        req->params.lora = NULL;
+        for (size_t i = 0; ad && i < ad->n; i++)
+            if (!strcmp(ad->name[i], f->valuestring)) req->params.lora = &ad->w[i];
+        if (!req->params.lora && *f->valuestring)
+            return batch_request_fail(req, "lora \"%.60s\": no adapter of that name (--lora NAME=PATH)", f->valuestring);
+    } else if (!strcmp(k, "prompt")) {
         free(req->ids);  // given twice: the last one
         req->ids = NULL, req->n_ids = 0, *prompt = NULL;
         if (cJSON_IsString(f)) {
@@ -259,7 +276,9 @@ static int line_field(BatchRequest *req, const cJSON *f, size_t vocab, const cha
 // A line's settings g (read over req's defaults) into req: its stops (when it
 // gave "stop") and its grammar (set or not: the request's to free) with them.
 static void take_line_settings(BatchRequest *req, GenSettings *g) {
+    const LoraWeights *lora = req->params.lora;  // line_field's, not a setting
     req->params = g->params;
+    req->params.lora = lora;
     if (g->stop_json) {
         memcpy(req->stops, g->stops, sizeof req->stops);
         req->params.stops = req->stops;
@@ -271,8 +290,8 @@ static void take_line_settings(BatchRequest *req, GenSettings *g) {
 }
 
 // The fields of a --jsonl line over the defaults in req->params. 0 or -1.
-static int parse_jsonl(BatchRequest *req, const char *line, size_t len, size_t vocab, size_t n_ctx, const char **prompt,
-                       size_t *prompt_len, int *seed_given) {
+static int parse_jsonl(BatchRequest *req, const char *line, size_t len, size_t vocab, size_t n_ctx,
+                       const BatchAdapters *ad, const char **prompt, size_t *prompt_len, int *seed_given) {
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     char msg[512];
@@ -303,8 +322,9 @@ static int parse_jsonl(BatchRequest *req, const char *line, size_t len, size_t v
             batch_request_fail(req, "%s", msg);
             goto done;
         }
-        if (!known && line_field(req, f, vocab, prompt, prompt_len) != 0) goto done;
-        if (known || (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices"))) generation_field = k;
+        if (!known && line_field(req, f, vocab, ad, prompt, prompt_len) != 0) goto done;
+        if (known || (strcmp(k, "prompt") && strcmp(k, "id") && strcmp(k, "choices") && strcmp(k, "lora")))
+            generation_field = k;
     }
     if (req->n_candidates && generation_field) {
         batch_request_fail(req, "%s does not apply to a line with \"choices\" (multiple choice generates nothing)",
@@ -387,7 +407,8 @@ static BatchRequest *batch_request_new(const Options *o, const Grammar *grammar,
 }
 
 static BatchRequest *request_from_line(const Options *o, Tokenizer *tok, const Model *m, const Grammar *grammar,
-                                  uint64_t seed_base, uint64_t index, const char *line, size_t len) {
+                                       const BatchAdapters *ad, uint64_t seed_base, uint64_t index, const char *line,
+                                       size_t len) {
     BatchRequest *req = batch_request_new(o, grammar, seed_base, index);
     if (!req) return NULL;
     const char *prompt = line;
@@ -401,7 +422,8 @@ static BatchRequest *request_from_line(const Options *o, Tokenizer *tok, const M
     }
     if (o->jsonl) {
         prompt = NULL;
-        if (parse_jsonl(req, line, len, (size_t)m->config.vocab_size, (size_t)m->config.n_ctx, &prompt, &prompt_len, &seed_given) != 0)
+        if (parse_jsonl(req, line, len, (size_t)m->config.vocab_size, (size_t)m->config.n_ctx, ad, &prompt, &prompt_len,
+                        &seed_given) != 0)
             return req;
         owned_prompt = (char *)prompt;
     }
@@ -431,7 +453,7 @@ static BatchRequest *request_from_line(const Options *o, Tokenizer *tok, const M
 
 char *batch_line_error(const Options *o, Tokenizer *tok, const Model *m, uint64_t index, const char *line,
                        size_t len) {
-    BatchRequest *req = request_from_line(o, tok, m, NULL, 0, index, line, len);
+    BatchRequest *req = request_from_line(o, tok, m, NULL, NULL, 0, index, line, len);
     if (!req) return strdup("out of memory");
     char *error = req->error;
     req->error = NULL;
@@ -488,6 +510,7 @@ typedef struct {
     GapHistogram gaps;
     double t0;
     int write_failed;
+    BatchAdapters adapters;  // --lora NAME=PATH
 } Batch;
 
 static int queue_push(Batch *b, BatchRequest *req) {
@@ -745,7 +768,8 @@ static int batch_request_sequences(BatchRequest *req, Engine *e, GptError *err) 
         GenParams own = req->params;
         own.sampling.seed += i;
         GenParams choice = {.sampling = {.temperature = 0.0f, .top_p = 1.0f, .repeat_penalty = 1.0f},
-                            .logprobs = 1, .logprobs_from = req->n_candidates ? req->candidates[i].first : 0};
+                            .logprobs = 1, .logprobs_from = req->n_candidates ? req->candidates[i].first : 0,
+                            .lora = own.lora};
         req->n_seqs = i + 1;
         if (sequence_init(&req->seqs[i], e, ids, n_ids, req->n_candidates ? &choice : &own, err) != 0) return -1;
         // echo: the text starts with the prompt (as UTF-8, as "prompt" shows it)
@@ -867,6 +891,13 @@ static int batch_open(Batch *b, const Session *ss) {
     char why[160];
     if (settings_check_keep(&o->gen, 0, 0, (size_t)mp->config.n_ctx, why, sizeof why) != 0)
         return usage_error(NULL, "%s", why);
+    for (size_t i = 0; i < o->n_lora; i++) {
+        if (!o->lora[i].name) continue;
+        GptError err = {{0}};
+        if (lora_weights_load(&b->adapters.w[b->adapters.n], &o->lora[i], &mp->config, &err) != 0)
+            return report_error(&err);
+        b->adapters.name[b->adapters.n++] = o->lora[i].name;
+    }
     EngineConfig ec = {.max_seqs = (size_t)o->parallel, .max_step_tokens = (size_t)(o->parallel + o->prefill_chunk),
                        .kv_dtype = o->kv_dtype, .kv_blocks = kv_blocks, .share_prefixes = o->share_prefixes,
                        .pool = ss->pool, .plan = &ss->plan, .prompt_logit_rows = (size_t)o->prefill_chunk};
@@ -888,8 +919,8 @@ static int read_lines(Batch *b, LineReader *in, uint64_t seed_base, size_t windo
         int got = next_line(in, idle, &line, &len);
         if (got <= 0) break;
         BatchRequest *req = got == 2 ? batch_request_new(o, b->grammar, seed_base, o->first_index + b->lines)
-                              : request_from_line(o, b->tok, b->m, b->grammar, seed_base, o->first_index + b->lines,
-                                                  line, len);
+                              : request_from_line(o, b->tok, b->m, b->grammar, &b->adapters, seed_base,
+                                                  o->first_index + b->lines, line, len);
         if (req && got == 2)
             batch_request_fail(req, "the line is %zu bytes, longer than the %d MiB a --batch line may have", len,
                          BATCH_LINE_MAX >> 20);
@@ -936,6 +967,7 @@ int run_batch(const Options *o) {
     }
     Batch b = {.o = o, .m = &ss.model, .model_file = ss.model_path, .tok = ss.tok, .grammar = grammar};
     if ((rc = batch_open(&b, &ss)) != EXIT_OK) {
+        for (size_t i = 0; i < b.adapters.n; i++) lora_weights_free(&b.adapters.w[i]);
         grammar_free(grammar);
         session_close(&ss);
         return rc;
@@ -983,6 +1015,7 @@ done:
     engine_free(&b.engine);
     grammar_free(b.grammar);
     grammar_vocab_free(b.vocab);
+    for (size_t i = 0; i < b.adapters.n; i++) lora_weights_free(&b.adapters.w[i]);
     session_close(&ss);
     return rc;
 }

@@ -391,6 +391,10 @@ void options_take_shared(Options *o, const SharedOptions *so) {
 // Each option given applies to the mode: 0, or the usage error's code.
 // given: by code, the option as typed.
 static int check_modes(const Options *o, const char *const *given) {
+    for (size_t i = 0; i < o->n_lora; i++)
+        if (o->lora[i].name && o->mode != MODE_BATCH)
+            return FAIL("--lora %s=%s: a named adapter is applied at run time to the --batch --jsonl lines that name "
+                        "it (\"lora\"); give --lora PATH to merge it", o->lora[i].name, o->lora[i].path);
     if (o->mode == MODE_BATCH && given[O_CHOICE])
         return FAIL("--choice does not apply to --batch (give each line its \"choices\" with --jsonl)");
     // Speculation checks one sequence's guesses per step; a --batch step is

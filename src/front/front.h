@@ -97,8 +97,9 @@ Tokenizer *open_tokenizer(const char *tokenizer_path, const Model *m, const char
 // ----------------------------------------------------------------------------
 // session.c: what a run with a model holds.
 
-// The most --lora adapters one run merges.
-enum { LORA_MAX = 16 };
+// The most --lora adapters one run merges (or gpt serve holds by name), and
+// the bytes of a name with its NUL.
+enum { LORA_MAX = 16, LORA_NAME_MAX = 64 };
 
 typedef struct {
     const char *model_path;      // -m, or NULL: $GPT_MODEL or the search
@@ -353,11 +354,14 @@ enum {
 // The shared options (-m, -t and -q by their letters), and the most a
 // front-end's own and the shared ones may be together.
 enum { N_SHARED_OPTIONS = 11, OPTIONS_MAX = 80 };
-// --lora PATH[:SCALE] with value v (argv's word): appends the adapter to
-// list[0..*n) (LORA_MAX at most), scaled by SCALE (default 1). SCALE is
+// --lora [NAME=]PATH[:SCALE] with value v (argv's word): appends the adapter
+// to list[0..*n) (LORA_MAX at most), scaled by SCALE (default 1). SCALE is
 // what follows the last colon when that is a decimal number, and v is then
-// cut there (the path points into it); else all of v is the path. 0, or
-// EXIT_USAGE after reporting (naming flag as typed).
+// cut there (the path points into it); else all of v is the path. NAME
+// (letters, digits, '-', '_', '.', before a '='; each once) names an
+// adapter applied at run time: cmd "serve" and the command (NULL, which
+// takes one with --batch only) take one.
+// 0, or EXIT_USAGE after reporting (naming flag as typed).
 int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const char *cmd);
 // A front-end's --help from its template, malloc'd (NULL when out of
 // memory, or when an "@shared" names an option without help): the

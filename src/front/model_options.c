@@ -53,8 +53,9 @@ static const struct {
      "block's largest\ninput instead of 2^-15: other bits and a larger error, faster\nprefill with AVX512-VNNI; "
      "docs/models.md)"},
     {{"lora", required_argument, 0, OPT_LORA}, "PATH",
-     "a PEFT LoRA adapter directory merged into the weights at\nload, before --dtype's conversion; PATH:SCALE "
-     "multiplies\nits change by SCALE (default 1); repeatable: the adapters\nadd (docs/models.md)"},
+     "a PEFT LoRA adapter directory or a llama.cpp GGUF LoRA file\nmerged into the weights at load, before "
+     "--dtype's\nconversion; PATH:SCALE multiplies its change by SCALE\n(default 1); repeatable: the adapters add. "
+     "NAME=PATH (gpt\nserve, and batch mode): applied at run time to the requests\nthat name it (docs/models.md)"},
 };
 _Static_assert(sizeof SHARED / sizeof *SHARED == N_SHARED_OPTIONS, "N_SHARED_OPTIONS");
 
@@ -72,10 +73,24 @@ static int counted(const char *s, long max, long *out) {
 int lora_option(LoraRequest *list, size_t *n, const char *flag, char *v, const char *cmd) {
     if (*n == LORA_MAX) return usage_error(cmd, "%s %s: at most %d adapters", flag, v, LORA_MAX);
     LoraRequest *r = &list[*n];
+    *r = (LoraRequest){.path = v, .scale = 1};
+    // NAME=PATH: a name of letters, digits, '-', '_' and '.' (no '/': a path)
+    size_t name_len = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.");
+    if (v[name_len] == '=' && name_len > 0) {
+        if (cmd && strcmp(cmd, "serve"))
+            return usage_error(cmd, "%s %s: a named adapter is applied at run time by gpt serve and --batch; give %s "
+                               "PATH to merge it", flag, v, flag);
+        if (name_len >= LORA_NAME_MAX) return usage_error(cmd, "%s %s: the name is longer than %d bytes", flag, v,
+                                                          LORA_NAME_MAX - 1);
+        for (size_t i = 0; i < *n; i++)
+            if (list[i].name && strlen(list[i].name) == name_len && !strncmp(list[i].name, v, name_len))
+                return usage_error(cmd, "%s %s: the name %.*s is given twice", flag, v, (int)name_len, v);
+        v[name_len] = 0;
+        r->name = v;
+        r->path = v = v + name_len + 1;
+    }
     const char *colon = strrchr(v, ':');
     float f;
-    r->path = v;
-    r->scale = 1;
     int rc = colon ? parse_decimal(colon + 1, &f) : -1;
     if (rc == -2) return usage_error(cmd, "%s %s: the scale %s is out of range", flag, v, colon + 1);
     if (rc == 0 && colon == v) return usage_error(cmd, "%s %s: needs a PATH before the scale", flag, v);

@@ -13,8 +13,11 @@
 int session_open_model(Session *s, const ModelOptions *mo) {
     memset(s, 0, sizeof *s);
     WeightOptions wo = mo->weights;
-    wo.lora = mo->lora;
-    wo.n_lora = mo->n_lora;
+    LoraRequest merged[LORA_MAX];  // the adapters without a name (gpt serve applies the named at run time)
+    wo.n_lora = 0;
+    for (size_t i = 0; i < mo->n_lora; i++)
+        if (!mo->lora[i].name) merged[wo.n_lora++] = mo->lora[i];
+    wo.lora = merged;
     int rc = open_model(mo->model_path, &wo, &s->model, s->model_path, sizeof s->model_path, mo->quiet);
     if (rc != EXIT_OK) return rc;
     GptError err = {{0}};

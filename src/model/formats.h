@@ -95,6 +95,23 @@ typedef struct {
 // err naming path and the tensor.
 int safetensors_entry(const cJSON *e, size_t data_size, const char *path, SafetensorsEntry *out, GptError *err);
 
+// gguf.c's reading of llama.cpp's GGUF LoRA adapter, for lora.c: one
+// tensor, as the file stores it.
+typedef struct {
+    char name[64];   // "blk.0.attn_qkv.weight.lora_a"
+    DType dtype;     // F32, F16 or BF16 (any other is refused)
+    uint64_t ne[2];  // ggml's order: ne[0] values per row, ne[1] rows
+    size_t begin;    // offset of its bytes from *data
+} GgufLoraTensor;
+// Checks the GGUF file (size bytes, named path in messages) and that it is
+// a LoRA adapter of a GPT-2: general.type "adapter", adapter.type "lora",
+// general.architecture "gpt2", a float32 adapter.lora.alpha (into *alpha);
+// every tensor 2-D in F32, F16 or BF16, inside the data region (*data).
+// *t (free it) gets the n tensors in file order. 0, or -1 with err naming
+// path and the field or tensor (*t NULL).
+int gguf_lora_read(const unsigned char *file, size_t size, const char *path, float *alpha,
+                   const unsigned char **data, GgufLoraTensor **t, size_t *n, GptError *err);
+
 // Hugging Face's model.safetensors, with config.json beside it (safetensors.c).
 extern const ModelFormat SAFETENSORS_FORMAT;
 // gpt's model.bin, its tokenizer included (modelbin.c).

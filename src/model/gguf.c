@@ -42,7 +42,12 @@
  * token_embd) and .merges ("a b", by rank). .token_type, .bos_token_id and
  * .eos_token_id are checked but not used: the end of text is <|endoftext|>,
  * as with config.json.
+ *
+ * A LoRA adapter in this format (general.type "adapter") is not a model:
+ * gguf_lora_read (formats.h) checks its metadata and lists its tensors for
+ * lora.c, which says what they change.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -725,6 +730,9 @@ static int read_config(const Gguf *g, GPT2Config *c, const char *path, GptError 
     int r = kv_string(g, "general.architecture", &arch, path, err);
     if (r < 0) return -1;
     if (r == 1) return gpt_error(err, "%s: metadata general.architecture is missing", path);
+    Str type;
+    if (kv_string(g, "general.type", &type, path, err) == 0 && str_is(type, "adapter"))
+        return gpt_error(err, "%s: general.type is \"adapter\": a LoRA adapter, which is applied with --lora", path);
     if (!str_is(arch, "gpt2"))
         return gpt_error(err, "%s: general.architecture is \"%s\"; gpt runs only GPT-2 (\"gpt2\")", path,
                          printable(buf, sizeof buf, arch));
@@ -1132,3 +1140,85 @@ static int gguf_list(const unsigned char *file, size_t size, ModelInfo *info, Gp
 }
 
 const ModelFormat GGUF_FORMAT = {"GGUF", gguf_sniff, gguf_load, gguf_list};
+
+// ---------------------------------------------------------------------------
+// llama.cpp's LoRA adapters (formats.h): the metadata that makes a file one,
+// and its tensors, each 2-D and F32, F16 or BF16. What they mean is lora.c's.
+
+// A required string entry equal to want: 0, or -1 with err naming the key.
+static int kv_want(const Gguf *g, const char *key, const char *want, const char *why, const char *path,
+                   GptError *err) {
+    Str s;
+    char buf[80];
+    int r = kv_string(g, key, &s, path, err);
+    if (r < 0) return -1;
+    if (r == 1) return gpt_error(err, "%s: metadata %s is missing (%s)", path, key, why);
+    if (!str_is(s, want))
+        return gpt_error(err, "%s: metadata %s is \"%s\", not \"%s\" (%s)", path, key, printable(buf, sizeof buf, s),
+                         want, why);
+    return 0;
+}
+
+int gguf_lora_read(const unsigned char *file, size_t size, const char *path, float *alpha,
+                   const unsigned char **data, GgufLoraTensor **out, size_t *n, GptError *err) {
+    Gguf g;
+    *out = NULL;
+    *n = 0;
+    if (gguf_parse(&g, file, size, path, err) != 0) return -1;
+    int rc = -1;
+    char name[80];
+    if (kv_want(&g, "general.type", "adapter", "a LoRA adapter's; a GGUF model is loaded with -m", path, err) != 0 ||
+        kv_want(&g, "adapter.type", "lora", "gpt reads LoRA adapters only", path, err) != 0 ||
+        kv_want(&g, "general.architecture", "gpt2", "an adapter of a GPT-2", path, err) != 0)
+        goto done;
+    const Kv *a = find_kv(&g, "adapter.lora.alpha");
+    if (!a) {
+        gpt_error(err, "%s: metadata adapter.lora.alpha is missing", path);
+        goto done;
+    }
+    if (a->type != V_F32) {
+        gpt_error(err, "%s: metadata adapter.lora.alpha is a %s, not a float32", path,
+                  a->type < N_VTYPES ? VALUE_NAMES[a->type] : "?");
+        goto done;
+    }
+    uint32_t u = rd32(g.file + a->at);
+    memcpy(alpha, &u, 4);
+    if (!isfinite(*alpha)) {
+        gpt_error(err, "%s: metadata adapter.lora.alpha is not a finite number", path);
+        goto done;
+    }
+    *out = calloc(g.n_t ? g.n_t : 1, sizeof **out);
+    if (!*out) {
+        gpt_error(err, "%s: out of memory", path);
+        goto done;
+    }
+    for (size_t i = 0; i < g.n_t; i++) {
+        const TensorInfoG *t = &g.t[i];
+        printable(name, sizeof name, t->name);
+        if (t->n_dims != 2) {
+            gpt_error(err, "%s: tensor %s has %u dims; a LoRA matrix has 2", path, name, t->n_dims);
+            goto done;
+        }
+        if (!is_float_type(t->type)) {
+            gpt_error(err, "%s: tensor %s has type %s; gpt reads adapters in F32, F16 or BF16", path, name,
+                      ggml_type_name(t->type));
+            goto done;
+        }
+        GgufLoraTensor *o = &(*out)[i];
+        memcpy(o->name, t->name.p, t->name.len);  // < MAX_NAME, no NUL inside (the parse's checks)
+        o->name[t->name.len] = '\0';
+        o->dtype = float_dtype(t->type);
+        o->ne[0] = t->ne[0], o->ne[1] = t->ne[1];
+        o->begin = (size_t)t->offset;
+    }
+    *data = g.file + g.data_start;
+    *n = g.n_t;
+    rc = 0;
+done:
+    if (rc != 0) {
+        free(*out);
+        *out = NULL;
+    }
+    gguf_free(&g);
+    return rc;
+}

@@ -307,9 +307,9 @@ static uint32_t best_child(const KVPool *p, uint64_t parent, const int32_t *toke
 
 // Positions of tokens[0..n) that registered blocks hold (computed_only: and
 // have computed); *full_blocks gets the whole blocks of the run.
-static size_t match(const KVPool *p, const int32_t *tokens, size_t n, int computed_only, uint32_t *chain,
-                    size_t *full_blocks) {
-    uint64_t h = ROOT;
+static size_t match(const KVPool *p, uint64_t root, const int32_t *tokens, size_t n, int computed_only,
+                    uint32_t *chain, size_t *full_blocks) {
+    uint64_t h = root;
     size_t m = 0;
     *full_blocks = 0;
     while (m < n) {
@@ -334,8 +334,8 @@ size_t kvcache_share_prefix(KVCache *c, const int32_t *tokens, size_t n, size_t 
     uint32_t *chain = malloc((limit / KV_BLOCK + 1) * sizeof *chain);
     if (!chain) return 0;
     size_t full_known, full;
-    size_t known = match(p, tokens, limit, 0, chain, &full_known);
-    size_t done = match(p, tokens, limit, 1, chain, &full);
+    size_t known = match(p, ROOT ^ c->salt, tokens, limit, 0, chain, &full_known);
+    size_t done = match(p, ROOT ^ c->salt, tokens, limit, 1, chain, &full);
     if (known > done) {
         *wait = 1;  // another sequence is computing more of it right now
         free(chain);
@@ -371,7 +371,7 @@ size_t kvcache_share_prefix(KVCache *c, const int32_t *tokens, size_t n, size_t 
 
 void kvcache_register_prompt(KVCache *c, const int32_t *tokens, size_t n) {
     KVPool *p = c->pool;
-    uint64_t h = ROOT;
+    uint64_t h = ROOT ^ c->salt;
     for (size_t b = 0; b * KV_BLOCK < n && b < c->n_blocks; b++) {
         BlockInfo *info = &p->info[c->block_ids[b]];
         size_t k = n - b * KV_BLOCK < KV_BLOCK ? n - b * KV_BLOCK : KV_BLOCK;

@@ -47,6 +47,9 @@ typedef struct {
     size_t n_blocks, max_blocks;
     KVPool *pool;            // where the blocks come from
     KVPool *own_pool;        // the pool kvcache_init made, else NULL
+    uint64_t salt;           // prefix sharing joins caches of one salt only: what else
+                             // than the tokens decides the positions (a run-time
+                             // adapter); 0: the base model's
 } KVCache;
 
 // A cache with a pool of its own for `capacity` positions (1 <= capacity <=

@@ -1,8 +1,9 @@
 /*
- * lora.c - reads PEFT LoRA adapters and says which matrices of a GPT-2
- * they change, by PEFT's rules (lora.h). The merging itself is
- * model_set_weights' (model.c); the safetensors header is read by
- * safetensors.c's reader (formats.h).
+ * lora.c - reads PEFT LoRA adapters and llama.cpp's GGUF LoRA files and
+ * says which matrices of a GPT-2 they change, by PEFT's rules and
+ * llama.cpp's (lora.h). The merging itself is model_set_weights'
+ * (model.c); the safetensors header and the GGUF file are read by
+ * safetensors.c's and gguf.c's readers (formats.h).
  */
 #include "model/lora.h"
 
@@ -41,6 +42,7 @@ struct LoraAdapter {
     Module *modules;            // (n_modules)
     size_t n_modules;
     int prefixed;  // its names carry "transformer."
+    int gguf;      // a GGUF file: modules named "blk.N.attn_qkv.weight", alpha its adapter.lora.alpha
 };
 
 // ---------------------------------------------------------------------------
@@ -350,6 +352,84 @@ done:
 }
 
 // ---------------------------------------------------------------------------
+// llama.cpp's GGUF LoRA file
+
+// llama.cpp's names of a layer's four matrices, in MATRICES' order.
+static const char *const GGUF_MATRICES[4] = {"attn_qkv", "attn_output", "ffn_up", "ffn_down"};
+
+// The layer and the matrix (an index of GGUF_MATRICES) of "blk.N.KIND.weight",
+// or -1 (N without a leading zero, below 2^20).
+static int gguf_module(const char *name, long *layer) {
+    if (strncmp(name, "blk.", 4) || name[4] < '0' || name[4] > '9' || (name[4] == '0' && name[5] != '.')) return -1;
+    char *end;
+    *layer = strtol(name + 4, &end, 10);
+    if (*end != '.' || *layer >= 1L << 20) return -1;
+    for (int k = 0; k < 4; k++) {
+        size_t n = strlen(GGUF_MATRICES[k]);
+        if (!strncmp(end + 1, GGUF_MATRICES[k], n) && !strcmp(end + 1 + n, ".weight")) return k;
+    }
+    return -1;
+}
+
+// The tensors of a GGUF adapter: "blk.N.KIND.weight.lora_a" (ne [in, r])
+// and ".lora_b" (ne [r, out]), into modules named "blk.N.KIND.weight".
+static int read_gguf(LoraAdapter *a, GptError *err) {
+    const char *path = a->st_path;
+    float alpha;
+    GgufLoraTensor *t;
+    size_t n;
+    if (gguf_lora_read(a->map.data, a->map.size, path, &alpha, &a->data, &t, &n, err) != 0) return -1;
+    a->alpha = alpha;
+    int rc = -1;
+    a->modules = calloc(n ? n : 1, sizeof *a->modules);
+    if (!a->modules) {
+        gpt_error(err, "%s: out of memory", path);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *key = t[i].name;
+        size_t len = strlen(key), tail = sizeof ".lora_a" - 1;
+        int is_a = len > tail && !strcmp(key + len - tail, ".lora_a");
+        int is_b = len > tail && !strcmp(key + len - tail, ".lora_b");
+        char module[64];
+        snprintf(module, sizeof module, "%.*s", (int)(len - ((is_a || is_b) ? tail : 0)), key);
+        long layer;
+        if ((!is_a && !is_b) || gguf_module(module, &layer) < 0) {
+            gpt_error(err,
+                      "%s: tensor %s is not a LoRA matrix gpt applies (blk.N.attn_qkv, attn_output, ffn_up or "
+                      "ffn_down .weight.lora_a or .lora_b)%s",
+                      path, key,
+                      !strncmp(key, "token_embd.", 11) || !strncmp(key, "output.", 7)
+                          ? ": LoRA on the embeddings is not merged by gpt"
+                      : strstr(key, "_norm.") ? ": an adapter's norms are not read by gpt"
+                                              : "");
+            goto done;
+        }
+        Module *m = NULL;
+        for (size_t j = 0; j < a->n_modules && !m; j++)
+            if (!strcmp(a->modules[j].module, module)) m = &a->modules[j];
+        if (!m) snprintf((m = &a->modules[a->n_modules++])->module, sizeof m->module, "%s", module);
+        if (is_a ? m->has_a : m->has_b) {
+            gpt_error(err, "%s: tensor %s appears twice", path, key);
+            goto done;
+        }
+        SafetensorsEntry *e = is_a ? &m->a : &m->b;
+        // as a row-major (rows, values per row) matrix, PEFT's shapes: A (r, in), B (out, r)
+        *e = (SafetensorsEntry){.dtype = t[i].dtype, .ndim = 2, .dims = {t[i].ne[1], t[i].ne[0]}, .begin = t[i].begin};
+        if (is_a) m->has_a = 1;
+        else m->has_b = 1;
+    }
+    if (!a->n_modules) {
+        gpt_error(err, "%s: holds no LoRA tensors", path);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(t);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
 // opening
 
 static void adapter_close(LoraAdapter *a) {
@@ -386,10 +466,30 @@ static int locate(LoraAdapter *a, const char *path, GptError *err) {
     return rc;
 }
 
+// Whether path is a file that begins as a GGUF file does.
+static int is_gguf(const char *path) {
+    char magic[4] = {0};
+    FILE *f = path_is_dir(path) ? NULL : fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && !memcmp(magic, "GGUF", 4);
+}
+
 static int adapter_open(LoraAdapter **out, const LoraRequest *r, GptError *err) {
     LoraAdapter *a = calloc(1, sizeof *a);
     if (!a) return gpt_error(err, "%s: out of memory", r->path);
     a->scale = r->scale;
+    if (is_gguf(r->path)) {
+        a->gguf = 1;
+        if (!(a->st_path = path_join(r->path, NULL))) {
+            gpt_error(err, "%s: out of memory", r->path);
+            goto fail;
+        }
+        if (file_map(a->st_path, &a->map, err) != 0 || read_gguf(a, err) != 0) goto fail;
+        *out = a;
+        return 0;
+    }
     char *text = NULL;
     size_t len;
     if (locate(a, r->path, err) != 0 || file_read_all(a->config_path, &text, &len, err) != 0) goto fail;
@@ -511,6 +611,53 @@ static int adapter_deltas(LoraSet *s, LoraAdapter *a, const GPT2Config *c, GptEr
     return 0;
 }
 
+// The changes of GGUF adapter a to a base of c, appended to s->deltas:
+// every pair of the file, at llama.cpp's scale alpha / r (the request's
+// scale alone when alpha is 0, as llama.cpp reads it).
+static int gguf_deltas(LoraSet *s, LoraAdapter *a, const GPT2Config *c, GptError *err) {
+    const char *path = a->st_path;
+    for (size_t i = 0; i < a->n_modules; i++) {
+        const Module *m = &a->modules[i];
+        long layer;
+        gguf_module(m->module, &layer);
+        if (layer >= c->n_layer)
+            return gpt_error(err, "%s: tensor %s.lora_a: the base model has %d layers", path, m->module, c->n_layer);
+        if (!m->has_a || !m->has_b)
+            return gpt_error(err, "%s: tensor %s.lora_%c is missing", path, m->module, m->has_a ? 'b' : 'a');
+    }
+    for (int l = 0; l < c->n_layer; l++)
+        for (int k = 0; k < 4; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, GGUF_MATRICES[k]);
+            const Module *m = NULL;
+            for (size_t i = 0; i < a->n_modules && !m; i++)
+                if (!strcmp(a->modules[i].module, name)) m = &a->modules[i];
+            if (!m) continue;
+            MatrixDelta *d = &s->deltas[s->n_deltas++];
+            memset(d, 0, sizeof *d);
+            snprintf(d->name, sizeof d->name, "h.%d.%s.weight", l, MATRICES[k]);
+            long unused;
+            size_t io[2];  // the matrix's (in, out)
+            gpt2_tensor_shape(c, (size_t)gpt2_tensor_index(c, d->name, &unused), io);
+            size_t r = m->a.dims[0];
+            // ggml's ne: lora_a [in, r], lora_b [r, out]
+            if (m->a.dims[1] != io[0] || m->b.dims[0] != io[1] || m->b.dims[1] != r || r == 0)
+                return gpt_error(err,
+                                 "%s: tensors %s.lora_a ne [%zu,%zu] and .lora_b ne [%zu,%zu] do not fit the base "
+                                 "model's matrix ne [%zu,%zu]: they must be [%zu,r] and [r,%zu]",
+                                 path, name, m->a.dims[1], m->a.dims[0], m->b.dims[1], m->b.dims[0], io[0], io[1],
+                                 io[0], io[1]);
+            d->source = path;
+            d->scale = a->scale * (a->alpha != 0 ? a->alpha / (double)r : 1.0);
+            d->r = r;
+            d->a_dims[0] = r, d->a_dims[1] = io[0];
+            d->b_dims[0] = io[1], d->b_dims[1] = r;
+            d->a_dtype = m->a.dtype, d->b_dtype = m->b.dtype;
+            d->a = a->data + m->a.begin, d->b = a->data + m->b.begin;
+        }
+    return 0;
+}
+
 int lora_set_deltas(void *ctx, const GPT2Config *c, const MatrixDelta **deltas, size_t *n, GptError *err) {
     LoraSet *s = ctx;
     free(s->deltas);
@@ -518,8 +665,99 @@ int lora_set_deltas(void *ctx, const GPT2Config *c, const MatrixDelta **deltas, 
     s->deltas = calloc((size_t)c->n_layer * 4 * (s->n ? s->n : 1), sizeof *s->deltas);
     if (!s->deltas) return gpt_error(err, "out of memory for the adapters' changes");
     for (size_t i = 0; i < s->n; i++)
-        if (adapter_deltas(s, s->a[i], c, err) != 0) return -1;
+        if ((s->a[i]->gguf ? gguf_deltas(s, s->a[i], c, err) : adapter_deltas(s, s->a[i], c, err)) != 0) return -1;
     *deltas = s->deltas;
     *n = s->n_deltas;
     return 0;
+}
+
+// ---------------------------------------------------------------------------
+// run time
+
+// value i of a tensor of dtype dt, widened exactly
+static float widen(const void *p, DType dt, size_t i) {
+    const unsigned char *b = p;
+    if (dt == DTYPE_F32) {
+        float f;
+        memcpy(&f, b + 4 * i, 4);
+        return f;
+    }
+    uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+    return dt == DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+int lora_weights_load(LoraWeights *w, const LoraRequest *r, const GPT2Config *c, GptError *err) {
+    memset(w, 0, sizeof *w);
+    LoraSet set;
+    if (lora_set_open(&set, r, 1, err) != 0) return -1;
+    const MatrixDelta *d;
+    size_t n;
+    int rc = -1;
+    if (lora_set_deltas(&set, c, &d, &n, err) != 0) goto done;
+    w->n_layer = (size_t)c->n_layer;
+    if (!(w->m = calloc(w->n_layer * 4, sizeof *w->m))) {
+        gpt_error(err, "%s: out of memory", r->path);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int l, k = -1;
+        char kind[32];
+        if (sscanf(d[i].name, "h.%d.%31[a-z_.]", &l, kind) != 2) continue;  // lora_set_deltas names them so
+        for (int j = 0; j < 4; j++)
+            if (!strncmp(kind, MATRICES[j], strlen(MATRICES[j])) && !strcmp(kind + strlen(MATRICES[j]), ".weight"))
+                k = j;
+        long unused;
+        size_t io[2];  // (in, out)
+        gpt2_tensor_shape(c, (size_t)gpt2_tensor_index(c, d[i].name, &unused), io);
+        if (k < 0 || d[i].a_dims[1] != io[0] || d[i].b_dims[0] != io[1]) {
+            gpt_error(err, "%s: the change to %s has A [%zu,%zu] and B [%zu,%zu]; the base model implies [r,%zu] "
+                           "and [%zu,r]", d[i].source, d[i].name, d[i].a_dims[0], d[i].a_dims[1], d[i].b_dims[0],
+                      d[i].b_dims[1], io[0], io[1]);
+            goto done;
+        }
+        LoraMatrix *m = &w->m[(size_t)l * 4 + (size_t)k];
+        size_t R = d[i].r, in = io[0], out = io[1];
+        m->r = R;
+        m->in = in, m->out = out;
+        m->scale = d[i].scale;
+        m->a = malloc(R * in * sizeof *m->a);
+        m->bt = malloc(R * out * sizeof *m->bt);
+        if (!m->a || !m->bt) {
+            gpt_error(err, "%s: out of memory", r->path);
+            goto done;
+        }
+        for (size_t j = 0; j < R * in; j++) m->a[j] = widen(d[i].a, d[i].a_dtype, j);
+        for (size_t o = 0; o < out; o++)
+            for (size_t j = 0; j < R; j++) m->bt[j * out + o] = widen(d[i].b, d[i].b_dtype, o * R + j);
+        w->bytes += R * (in + out) * sizeof(float);
+    }
+    // the salt: a hash (FNV-1a) of every scale and value, never 0
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < w->n_layer * 4; i++) {
+        const LoraMatrix *m = &w->m[i];
+        uint64_t v;
+        memcpy(&v, &m->scale, 8);
+        h = (h ^ v ^ i) * 0x100000001B3ull;
+        for (size_t j = 0; j < m->r * (m->in + m->out); j++) {
+            uint32_t u;
+            memcpy(&u, j < m->r * m->in ? &m->a[j] : &m->bt[j - m->r * m->in], 4);
+            h = (h ^ u) * 0x100000001B3ull;
+        }
+    }
+    w->salt = h ? h : 1;
+    rc = 0;
+done:
+    lora_set_close(&set);
+    if (rc != 0) lora_weights_free(w);
+    return rc;
+}
+
+void lora_weights_free(LoraWeights *w) {
+    if (!w) return;
+    for (size_t i = 0; w->m && i < w->n_layer * 4; i++) {
+        free(w->m[i].a);
+        free(w->m[i].bt);
+    }
+    free(w->m);
+    memset(w, 0, sizeof *w);
 }

@@ -207,6 +207,8 @@ typedef struct {
 typedef struct {
     const char *path;
     double scale;
+    const char *name;  // gpt serve's --lora NAME=PATH: applied at run time to the requests
+                       // that name it, not merged (model/lora.h); NULL: merged at load
 } LoraRequest;
 
 // A low-rank change to one matrix, merged at load (model/lora.h reads

@@ -123,6 +123,7 @@ typedef struct {
     int stream_options, include_usage;  // stream_options given (not null); its include_usage
     size_t top_logprobs;       // a chat's top_logprobs
     int top_given;
+    int lora_given;            // "lora" was given: it, not "model", picks the adapter
 } CompletionBody;
 
 // stream_options: {"include_usage": true or false}, or null. 0, or the status.
@@ -201,6 +202,17 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             b->prompt = f;
         } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
             if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
+            // a model named as an adapter is that adapter; any other name, the base
+            const ServeAdapter *a = !strcmp(k, "model") && cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
+            if (a && !b->lora_given) b->gs.params.lora = &a->w;
+        } else if (!strcmp(k, "lora")) {
+            const ServeAdapter *a = cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
+            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "lora must be a string: an adapter's name");
+            else if (!a && *f->valuestring)
+                status = fail(400, msg, param, k, "lora \"%.60s\": no adapter of that name (gpt serve --lora NAME=PATH)",
+                              f->valuestring);
+            b->gs.params.lora = a ? &a->w : NULL;
+            b->lora_given = 1;
         } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "suffix"))) {
             status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
         } else if (!strcmp(k, "best_of")) {
@@ -994,27 +1006,37 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
     return out;
 }
 
-// The served model as OpenAI's model object.
-static cJSON *model_json(Server *s) {
+const ServeAdapter *serve_adapter(const Server *s, const char *name) {
+    for (size_t i = 0; i < s->n_adapters; i++)
+        if (!strcmp(s->adapters[i].name, name)) return &s->adapters[i];
+    return NULL;
+}
+
+// The served model, or an adapter of it (its "parent"), as OpenAI's model object.
+static cJSON *model_json(Server *s, const char *id) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "id", id);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)s->started);
     cJSON_AddStringToObject(m, "owned_by", "gpt");
+    if (id != s->model_name) cJSON_AddStringToObject(m, "parent", s->model_name);
     return m;
 }
 
 char *models_response(Server *s) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "object", "list");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), model_json(s));
+    cJSON *data = cJSON_AddArrayToObject(r, "data");
+    cJSON_AddItemToArray(data, model_json(s, s->model_name));
+    for (size_t i = 0; i < s->n_adapters; i++) cJSON_AddItemToArray(data, model_json(s, s->adapters[i].name));
     return json_text(r);
 }
 
 char *model_response(Server *s, const char *id, int *status) {
-    if (!strcmp(id, s->model_name)) {
+    const ServeAdapter *a = serve_adapter(s, id);
+    if (a || !strcmp(id, s->model_name)) {
         *status = 200;
-        return json_text(model_json(s));
+        return json_text(model_json(s, a ? a->name : s->model_name));
     }
     *status = 404;
     char msg[400];

@@ -354,6 +354,15 @@ static int start_engine(Server *s, const ServeOptions *so) {
     int rc = session_open_model(&s->session, &so->shared.model);
     if (rc != EXIT_OK) return rc;
     const GPT2Config *cfg = &s->session.model.config;
+    const ModelOptions *mo = &so->shared.model;
+    for (size_t i = 0; i < mo->n_lora; i++) {
+        if (!mo->lora[i].name) continue;
+        GptError e = {{0}};
+        ServeAdapter *a = &s->adapters[s->n_adapters];
+        if (lora_weights_load(&a->w, &mo->lora[i], cfg, &e) != 0) return report_error(&e);
+        a->name = mo->lora[i].name;
+        s->n_adapters++;
+    }
     size_t block_bytes = kvcache_bytes_per_token(cfg, lim->kv_dtype) * KV_BLOCK;
     s->kv_blocks = kv_blocks_for_budget(cfg, lim->kv_dtype, so->shared.kv_budget, lim->parallel);
     if (s->kv_blocks == 0)
@@ -469,6 +478,7 @@ static void server_free(Server *s, struct MHD_Daemon *d, pthread_t *scheduler, i
     if (s->engine_up) engine_free(&s->engine);
     grammar_vocab_free(s->grammar_vocab);
     session_close(&s->session);
+    for (size_t i = 0; i < s->n_adapters; i++) lora_weights_free(&s->adapters[i].w);
     chat_template_free(&s->chat_template);
     free(s);
 }

@@ -163,8 +163,18 @@ typedef struct {
     Histogram latency[N_HISTOGRAMS];
 } Metrics;
 
+// An adapter gpt serve applies at run time (--lora NAME=PATH), beside the
+// shared base weights: the requests whose "model" or "lora" names it run
+// with it.
+typedef struct {
+    const char *name;  // argv's
+    LoraWeights w;
+} ServeAdapter;
+
 typedef struct Server {
     Session session;
+    ServeAdapter adapters[LORA_MAX];  // read-only once serving
+    size_t n_adapters;
     ChatTemplate chat_template;  // --chat-template: how /v1/chat/completions renders messages
     const char *model_name;  // as the responses name it: the file's name
     size_t model_bytes;      // the file's size and modification time (Ollama's /api/tags)
@@ -224,6 +234,8 @@ int completion_request(Server *s, const char *body, size_t len, ApiRequest **out
 // template into one prompt (chat_tokens), the template's stops added to
 // the body's; the answers in the chat shapes (ApiRequest.chat).
 int chat_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param);
+// The adapter named name (--lora NAME=PATH), or NULL.
+const ServeAdapter *serve_adapter(const Server *s, const char *name);
 // POST /apply-template: {"messages"} -> {"prompt": the rendered text}, as llama-server's.
 char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 int score_request(Server *s, const char *body, size_t len, ApiRequest **out, char **msg, char *param);

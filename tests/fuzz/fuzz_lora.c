@@ -7,16 +7,20 @@
  * seed corpus's tiny model.bin (tests/fuzz/corpus/model/f32: 1 layer,
  * n_embd 4, n_inner 16), as stored and converted to a dtype the input's
  * bytes pick (fuzz_common.h): a refusal must have a message, and a load
- * that works must hold every weight inside its block.
+ * that works must hold every weight inside its block; and it is read for
+ * run time (lora_weights_load), where a refusal must have a message too.
  *
  * The safetensors part's length is filled in as fuzz_safetensors.c's is
- * (fuzz_write_safetensors, fuzz_common.h).
+ * (fuzz_write_safetensors, fuzz_common.h). An input that begins "GGUF" is
+ * a llama.cpp GGUF LoRA file (gguf.c's gguf_lora_read, lora.c), written
+ * whole as adapter.gguf.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "model/lora.h"
 
 static const char SEPARATOR[] = "\n#safetensors\n";
 static const char DEFAULT_CONFIG[] =
@@ -56,7 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!base_path[0]) write_base();
     char cfg[1024], st[1024];
     const uint8_t *sep = fuzz_find(data, size, SEPARATOR);
-    if (sep) {
+    if (size >= 4 && !memcmp(data, "GGUF", 4)) {
+        fuzz_write(st, sizeof st, "adapter.gguf", data, size);
+    } else if (sep) {
         fuzz_write(cfg, sizeof cfg, "adapter_config.json", data, (size_t)(sep - data));
         size_t skip = (size_t)(sep - data) + strlen(SEPARATOR);
         fuzz_write_safetensors(st, sizeof st, "adapter_model.safetensors", data + skip, size - skip);
@@ -69,5 +75,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     LoraRequest req = {.path = st, .scale = (sum & 1) ? -0.5 : 1.0};
     load_with(&req, -1, data, size);
     load_with(&req, (int)(sum % DTYPE_COUNT), data, size);
+    // read for run time (gpt serve --lora NAME=PATH): a refusal has a message
+    static Model base;
+    static int base_loaded;
+    GptError err = {{0}};
+    if (!base_loaded && model_load(&base, base_path, &err) != 0) fuzz_fail("the base: %s", err.msg);
+    base_loaded = 1;
+    LoraWeights w;
+    if (lora_weights_load(&w, &req, &base.config, &err) != 0 && !err.msg[0])
+        fuzz_fail("a run-time read of the adapter failed without a message");
+    lora_weights_free(&w);
     return 0;
 }
