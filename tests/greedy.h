@@ -1,6 +1,6 @@
 /*
  * greedy.h - the greedy half of the accuracy protocol, shared by
- * tests/test_accuracy.c (the check) and tests/q4_study.c (the study): 40
+ * tests/test_accuracy.c (the check) and scripts/q4_study.c (the study): 40
  * greedy tokens of each reference prompt, one token at a time through the
  * KV cache, against the reference's. Header-only.
  */

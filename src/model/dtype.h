@@ -91,7 +91,7 @@ size_t q8_quantize_row(int8_t *q, uint16_t *scales, const float *x, size_t K);
  * to give all the others finer steps. (A symmetric max |w| / 7 on [-7, 7]
  * wastes the 16th level.) The search has less squared error than m / -8
  * on uniform and on Gaussian weights, and cuts Q4's mean KL from float32
- * (tests/q4_study.c; the measurements: docs/model-format.md).
+ * (scripts/q4_study.c; the measurements: docs/model-format.md).
  * A row takes K_pad / 2 bytes of quants and K_pad / 32 scales: 18 bytes per
  * 32 weights, 4.5 bits a weight, 7.1 times fewer than float32.
  */

@@ -460,7 +460,7 @@ static int in_place(const TensorRef *t, TensorKind kind, DType dt, const char *n
 // errors every later layer carries on; and every layer's attention output
 // projection (attn.c_proj, the smallest matrix). Q4: the rest. Which
 // matrices: the most mean KL from float32 saved per byte read a token,
-// measured with tests/q4_study.c and test_accuracy (the numbers:
+// measured with scripts/q4_study.c and test_accuracy (the numbers:
 // docs/model-format.md). A token of 124M then reads 83.0 MB, 1.59 times
 // fewer bytes than Q8's 131.7 MB, and pure Q6 (--dtype q6, 101 MB) is the
 // accurate choice between. --dtype q4-pure (WeightOptions.q4_pure) keeps

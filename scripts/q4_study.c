@@ -9,7 +9,7 @@
  *
  * Not part of `make test` (a study, not a check). Build and run:
  *   make && cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -Isrc -Itests \
- *       $(pkg-config --cflags libcjson) tests/q4_study.c build/libgpt.a \
+ *       $(pkg-config --cflags libcjson) scripts/q4_study.c build/libgpt.a \
  *       $(pkg-config --libs libcjson libutf8proc openblas) -lpthread -lm -o build/q4_study
  *   CKPT_DIR=... build/q4_study [--demo] [--windows N] [--no-greedy] RULES...
  * RULES is one variant: comma-separated SEL:FMT, later ones win, starting
