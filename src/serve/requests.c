@@ -71,6 +71,8 @@ void api_request_free(ApiRequest *req) {
     free(req->error);
     free(req->logprobs);
     cJSON_Delete(req->responses);
+    for (size_t i = 0; i < req->n_tools; i++) free(req->tool_names[i]);
+    free(req->tool_names);
     grammar_free(req->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
     free(req);
 }
