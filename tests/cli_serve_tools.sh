@@ -10,7 +10,10 @@
 # docs/chat.md gives; a named function the same with its one branch; the
 # stream's deltas (the id and name once, the arguments in pieces) join to
 # the plain call; "auto" (the default) a BadRequestError naming tool_choice;
-# LangChain's tool_calls the same call. Then with curl: "none" is the
+# LangChain's tool_calls the same call; the call and its result sent back
+# (the client's message and a tool message; LangChain's AIMessage and a
+# ToolMessage) give `gpt --chat-template gpt2`'s answer with the call as
+# the assistant's text and the result as a user message. Then with curl: "none" is the
 # answer without tools, parallel_tool_calls true the same call, a call cut
 # by max_tokens finish_reason length, and the refusals, each a 400 naming
 # its field.
@@ -37,7 +40,8 @@ KEY=sekret-tools
 TOOLS='[{"type":"function","function":{"name":"get_weather","description":"The weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":20},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"]}}},{"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"zone":{"enum":["UTC","CET"]}},"required":["zone"]}}}]'
 MESSAGES='[{"role":"system","content":"Call a tool."},{"role":"user","content":"Weather in Paris?"}]'
 start "$tmp/s.log" -m "$MODEL" --api-key "$KEY" -t 2 || { summary; exit 1; }
-TOOLS=$TOOLS MESSAGES=$MESSAGES node tests/serve/tools_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" 7 \
+RESULT="12:00 in Paris"
+TOOLS=$TOOLS MESSAGES=$MESSAGES RESULT=$RESULT node tests/serve/tools_client.mjs "$NODE_DIR" "http://127.0.0.1:$port/v1" "$KEY" 7 \
     > "$tmp/out" 2> "$tmp/err"
 rc=$?
 check "the client ran: $(head -c 600 "$tmp/err")" [ $rc = 0 ]
@@ -87,6 +91,15 @@ check "auto: BadRequestError naming tool_choice ($(call auto | head -c 300))" \
 check "LangChain bindTools(tool_choice required): the same call ($(call langchain))" \
     [ "$(call langchain | jq -c '[.tool_calls[0].name, .tool_calls[0].args, .finish_reason]')" = \
       "$(call required | jq -c '[.message.tool_calls[0].function.name, (.message.tool_calls[0].function.arguments | fromjson), "tool_calls"]')" ]
+
+# the next turn: the call sent back renders as its text, the tool's result as a user message
+CALL=$(call required | jq -c '.message.tool_calls[0].function | "{\"name\":\"" + .name + "\",\"arguments\":" + .arguments + "}"')
+NEXT=$(printf '%s' "$MESSAGES" | jq -c --argjson c "$CALL" --arg r "$RESULT" '. + [{role: "assistant", content: $c}, {role: "user", content: $r}]')
+"$GPT" -m "$MODEL" --chat-template gpt2 -p "$NEXT" -s 7 -n 12 --json > "$tmp/cli_next" 2> /dev/null
+check "the call and a tool message sent back: gpt --chat-template's answer with the call as the assistant's text and the result as a user's ($(call 'openai tool result'))" \
+    [ "$(call 'openai tool result' | jq -c '[.content, .tokens]')" = "$(jq -c '[.text, .tokens]' "$tmp/cli_next")" ]
+check "LangChain: its AIMessage and a ToolMessage sent back, the same answer ($(call 'langchain tool result'))" \
+    [ "$(call 'langchain tool result' | jq -c .content)" = "$(jq -c .text "$tmp/cli_next")" ]
 
 # ----------------------------------------------------------------------------
 # curl

@@ -14,6 +14,10 @@
 //      "pieces": N, "finish_reason": ...}
 //     {"call": "auto", "error": CLASS, "status": 400, "param": ...}
 //     {"call": "langchain", "tool_calls": (the AIMessage's), "finish_reason": ...}
+//     {"call": "openai tool result", "content": ...}   the required call and a tool message with RESULT
+//                                                      sent back, tool_choice "none", max_tokens 12
+//     {"call": "langchain tool result", "content": ...}  the same through LangChain (its AIMessage and
+//                                                        a ToolMessage), without tools
 //
 // No retries: an error is seen at once, as it is.
 import { join } from 'node:path';
@@ -68,3 +72,16 @@ const chat = new lc.ChatOpenAI({ model: 'demo.bin', apiKey: key, configuration: 
 const bound = chat.bindTools(tools, { tool_choice: 'required' });
 const ai = await bound.invoke(messages.map((m) => [m.role === 'user' ? 'human' : m.role, m.content]));
 say({ call: 'langchain', tool_calls: ai.tool_calls, finish_reason: ai.response_metadata?.finish_reason ?? null });
+
+// the next turn: the call and its result sent back
+const call = required.choices[0].message.tool_calls[0];
+const after = await client.chat.completions.create({ ...request, tool_choice: 'none', max_tokens: 12, messages: [
+    ...messages, required.choices[0].message, { role: 'tool', tool_call_id: call.id, content: process.env.RESULT }] });
+say({ call: 'openai tool result', content: after.choices[0].message.content, tokens: after.choices[0].tokens });
+const { ToolMessage } = await import(pathToFileURL(join(modules, '@langchain', 'core', 'dist', 'messages', 'index.js')).href);
+const plain = new lc.ChatOpenAI({ model: 'demo.bin', apiKey: key, configuration: { baseURL }, maxRetries: 0,
+                                  timeout: 20000, maxTokens: 12, modelKwargs: { seed: Number(seed) } });
+const history = messages.map((m) => [m.role === 'user' ? 'human' : m.role, m.content]);
+const answer = await plain.invoke([...history, ai,
+                                   new ToolMessage({ tool_call_id: ai.tool_calls[0].id, content: process.env.RESULT })]);
+say({ call: 'langchain tool result', content: answer.content });
