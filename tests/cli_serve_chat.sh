@@ -281,7 +281,13 @@ next_turn gpt2
 
 # ----------------------------------------------------------------------------
 # what is refused: 400, OpenAI's error, the field named
-refused "unknown role" '{"messages":[{"role":"tool","content":"x"}]}' messages '"tool" is not a role'
+refused "unknown role" '{"messages":[{"role":"function","content":"x"}]}' messages '"function" is not a role'
+refused "a tool's result without its call's id" '{"messages":[{"role":"tool","content":"x"}]}' messages \
+    'needs its tool_call_id'
+refused "a user's tool calls" '{"messages":[{"role":"user","content":"x","tool_calls":[]}]}' messages \
+    "only an assistant's message has them"
+refused "a tool call of no function" '{"messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f"}}]}]}' \
+    messages 'tool_calls[0] must be'
 refused "no role" '{"messages":[{"content":"x"}]}' messages 'messages[0].role must be a string'
 refused "empty messages" '{"messages":[]}' messages 'messages is empty'
 refused "no messages" '{"max_tokens":3}' messages 'no "messages" field'
@@ -293,8 +299,8 @@ refused "an image part" '{"messages":[{"role":"user","content":[{"type":"image_u
     messages 'part type "image_url" is not supported'
 refused "a part without text" '{"messages":[{"role":"user","content":[{"type":"text"}]}]}' messages \
     'content[0].text must be a string'
-refused "an unknown message field" '{"messages":[{"role":"user","content":"x","tool_calls":[]}]}' messages \
-    'unknown field "tool_calls"'
+refused "an unknown message field" '{"messages":[{"role":"user","content":"x","audio":{}}]}' messages \
+    'unknown field "audio"'
 refused "response_format of no type" '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}}' \
     response_format 'response_format.type "xml" is not text, json_object or json_schema'
 refused "response_format with a bad schema" \
@@ -357,7 +363,7 @@ cli_refused() {
 }
 cli_refused "apply-template: empty" 1 "messages is empty" --apply-template -p '[]'
 cli_refused "apply-template: not JSON" 1 "invalid JSON" --apply-template -p '[{"role":'
-cli_refused "apply-template: unknown role" 1 '"tool" is not a role' --apply-template -p '[{"role":"tool","content":"x"}]'
+cli_refused "apply-template: unknown role" 1 '"function" is not a role' --apply-template -p '[{"role":"function","content":"x"}]'
 cli_refused "apply-template: a bad file" 1 "not valid JSON" --apply-template --chat-template "$tmp/cut.json" -p \
     '[{"role":"user","content":"x"}]'
 cli_refused "chat-template with --special" 2 "--special does not apply to --chat-template" -m "$MODEL" \

@@ -199,6 +199,95 @@ python3 -c 'print("{\"prompt\":\"x\",\"options\":" + "{\"a\":" * 10000 + "1" + "
 bad_ollama /api/generate "options 10000 deep" "$tmp/body"
 still_serving "Ollama's bodies"
 
+# /v1/responses: each refusal a 400 in OpenAI's shape whose param names the
+# field the client sent (valid UTF-8 JSON); a body that is no JSON object
+# any 400 in that shape
+# bad_responses PARAM BODY
+bad_responses() {
+    printf '%s' "$2" > "$tmp/body"
+    got=$(curl -s -o "$tmp/e" -w '%{http_code}' --data-binary "@$tmp/body" "http://127.0.0.1:$port/v1/responses")
+    if [ "$got" = 400 ] && iconv -f UTF-8 -t UTF-8 "$tmp/e" > /dev/null 2>&1 &&
+        jq -e --arg p "$1" '.error | (.message | length > 0) and (.param == (if $p == "" then null else $p end)) and
+                            has("type") and has("code")' "$tmp/e" > /dev/null 2>&1
+    then pass
+    else fail "/v1/responses $2: want 400 naming ${1:-nothing}, got $got $(head -c 300 "$tmp/e")"
+    fi
+}
+for body in '' '{"input":"x",' '[1]' 'null' '{"input":"x"}{"input":"y"}' '{"input":"a\u0000b"}'; do
+    bad_responses "" "$body"
+done
+while read -r param body; do
+    bad_responses "$param" "$body"
+done << 'BODIES'
+input {}
+input {"input":5}
+input {"input":[]}
+input {"input":[5]}
+input {"input":{"role":"user","content":"x"}}
+input {"input":[{"role":"tool","content":"x"}]}
+input {"input":[{"role":"user"}]}
+input {"input":[{"role":"user","content":5}]}
+input {"input":[{"role":"user","content":[5]}]}
+input {"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}
+input {"input":[{"role":"user","content":[{"type":"input_text"}]}]}
+input {"input":[{"role":"user","content":[{"type":"input_text","text":"x","x":1}]}]}
+input {"input":[{"type":"function_call","name":"f","arguments":"{}","call_id":"c"}]}
+input {"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}
+input {"input":[{"role":"user","content":"x","name":"me"}]}
+instructions {"input":"x","instructions":5}
+max_output_tokens {"input":"x","max_output_tokens":-1}
+max_output_tokens {"input":"x","max_output_tokens":"5"}
+max_output_tokens {"input":"x","max_output_tokens":1e400}
+top_k {"input":"x","top_k":-1e400}
+logit_bias {"input":"x","logit_bias":{"1":1e400}}
+text.format {"input":"x","text":{"format":{"type":"json_schema","schema":{"type":"integer","maximum":1e400}}}}
+max_output_tokens {"input":"x","max_output_tokens":100001}
+temperature {"input":"x","temperature":"hot"}
+top_p {"input":"x","top_p":0}
+seed {"input":"x","seed":1.5}
+seed {"input":"x","seed":1e30}
+stream {"input":"x","stream":1}
+text {"input":"x","text":5}
+text {"input":"x","text":{"form":{}}}
+text.verbosity {"input":"x","text":{"verbosity":"high"}}
+text.format {"input":"x","text":{"format":"json"}}
+text.format {"input":"x","text":{"format":{"type":"xml"}}}
+text.format {"input":"x","text":{"format":{"type":"json_schema","name":"a"}}}
+text.format {"input":"x","text":{"format":{"type":"json_schema","schema":{"type":"array","uniqueItems":true}}}}
+text.format {"input":"x","text":{"format":{"type":"json_schema","schema":{},"strict":"yes"}}}
+regex {"input":"x","text":{"format":{"type":"json_object"}},"regex":"a"}
+store {"input":"x","store":true}
+store {"input":"x","store":"no"}
+previous_response_id {"input":"x","previous_response_id":"resp_1"}
+conversation {"input":"x","conversation":"conv_1"}
+background {"input":"x","background":true}
+tools {"input":"x","tools":[{"type":"web_search"}]}
+tools {"input":"x","tools":[{"type":"function","name":"f","parameters":{}},{"type":"file_search"}]}
+tools {"input":"x","tools":[{"type":"function","name":"f","parameters":{}}]}
+tools {"input":"x","tools":5}
+tool_choice {"input":"x","tool_choice":"required"}
+include {"input":"x","include":["message.output_text.logprobs"]}
+reasoning {"input":"x","reasoning":{"effort":"high"}}
+truncation {"input":"x","truncation":"auto"}
+metadata {"input":"x","metadata":{"a":1}}
+metadata {"input":"x","metadata":[]}
+parallel_tool_calls {"input":"x","parallel_tool_calls":"yes"}
+model {"input":"x","model":5}
+user {"input":"x","user":[]}
+prompt_cache_key {"input":"x","prompt_cache_key":5}
+max_tokens {"input":"x","max_tokens":5}
+n {"input":"x","n":2}
+echo {"input":"x","echo":true}
+logprobs {"input":"x","logprobs":2}
+response_format {"input":"x","response_format":{"type":"json_object"}}
+prompt {"input":"x","prompt":{"id":"pmpt_1"}}
+bogus {"input":"x","bogus":1}
+BODIES
+python3 -c 'print("{\"input\":" + "[" * 10000 + "]" * 10000 + "}", end="")' > "$tmp/body"
+got=$(curl -s -o "$tmp/e" -w '%{http_code}' --data-binary "@$tmp/body" "http://127.0.0.1:$port/v1/responses")
+check "/v1/responses: input 10000 deep: 400 ($got)" [ "$got" = 400 ]
+still_serving "Responses bodies"
+
 # hostile CORS headers. An Origin of 20 KB, or of bytes that are not
 # UTF-8: answered, with no CORS header (nothing of it echoed)
 st=$(curl -s -D "$tmp/h" -o /dev/null -w '%{http_code}' -H "Origin: $ORIGIN$(head -c 20000 /dev/zero | tr '\0' a)" \
@@ -431,6 +520,18 @@ if start "$tmp/nan.log" -m "$tmp/nan.bin" -t 1 --log off; then
         check "$path streamed on a damaged model: 200 (got $st)" [ "$st" = 200 ]
         nan_check "$path streamed on a damaged model: the error event, [DONE], no finish_reason but OpenAI's"
     done
+    # /v1/responses: a 500 naming the logit; streamed, the events end with
+    # response.failed, its error naming it (no completed, no [DONE])
+    st=$(post /v1/responses '{"input":"Hello","max_output_tokens":4}' "$tmp/nan.json")
+    if [ "$st" = 500 ] && jq -r .error.message "$tmp/nan.json" | grep -q 'logit of token 0 is not finite'; then pass
+    else fail "/v1/responses on a damaged model: $st $(head -c 300 "$tmp/nan.json"), want 500 naming the logit"
+    fi
+    st=$(post /v1/responses '{"input":"Hello","max_output_tokens":4,"stream":true}' "$tmp/nan.sse")
+    sed -n 's/^data: //p' "$tmp/nan.sse" > "$tmp/nan.events"
+    check "/v1/responses streamed on a damaged model: 200, response.failed last naming the logit ($(tail -c 300 "$tmp/nan.sse"))" \
+        sh -c "[ '$st' = 200 ] && ! grep -q DONE '$tmp/nan.sse' &&
+               tail -n 1 '$tmp/nan.events' | jq -e '.type == \"response.failed\" and .response.status == \"failed\" and
+                   (.response.error.message | contains(\"logit of token 0 is not finite\"))' > /dev/null"
     kill -TERM "$nan_server"
     wait "$nan_server"
 fi

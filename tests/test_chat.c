@@ -264,18 +264,29 @@ static void test_messages(void) {
         const char *json, *want;  // want: NULL (taken), or words of the message
     } cases[] = {
         {"[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
-         "{\"role\":\"developer\",\"content\":\"s\",\"name\":\"x\"}]", NULL},
+         "{\"role\":\"developer\",\"content\":\"s\",\"name\":\"x\"}]",
+         NULL},
         {"[]", "messages is empty"},
         {"{}", "messages must be an array"},
         {"[3]", "messages[0] must be an object"},
+        {"[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"function\",\"content\":\"x\"}]",
+         "messages[1].role: \"function\" is not a role"},
         {"[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"tool\",\"content\":\"x\"}]",
-         "messages[1].role: \"tool\" is not a role"},
+         "messages[1].role \"tool\": a tool's result needs its tool_call_id"},
+        {"[{\"role\":\"user\",\"content\":\"x\",\"tool_call_id\":\"c\"}]", "only a tool's result has one"},
+        {"[{\"role\":\"assistant\",\"tool_calls\":5}]", "messages[0].tool_calls must be an array"},
+        {"[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}]",
+         "messages[0].tool_calls[0] must be"},
+        {"[{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[{\"type\":\"function\",\"function\":"
+         "{\"name\":\"f\",\"arguments\":\"{}\"}},3]}]",
+         "messages[0].tool_calls[1] must be"},
         {"[{\"role\":\"user\"}]", "messages[0] has no content"},
         {"[{\"role\":\"user\",\"content\":null}]", "messages[0].content must be a string or an array"},
         {"[{\"role\":\"user\",\"content\":[[]]}]", "messages[0].content[0] must be an object"},
         {"[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]", "part type \"image_url\""},
         {"[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]", "content[0].text must be a string"},
-        {"[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]", "unknown field \"tool_calls\""},
+        {"[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]", "only an assistant's message has them"},
+        {"[{\"role\":\"user\",\"content\":\"x\",\"audio\":{}}]", "unknown field \"audio\""},
         {"[{\"role\":\"user\",\"content\":\"x\",\"name\":1}]", "messages[0].name must be a string"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -292,6 +303,30 @@ static void test_messages(void) {
         } else {
             CHECK(rc != 0 && strstr(msg, cases[i].want), "case %zu: rc %d, '%s', want '%s'", i, rc, msg, cases[i].want);
         }
+        cJSON_Delete(a);
+    }
+    // an assistant's tool calls render as its content, each call as gpt
+    // serve generates one ({"name":..,"arguments":..}, the arguments as
+    // sent), after the content it has; a tool's result as a user message
+    {
+        cJSON *a = cJSON_Parse("[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+                               "\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":"
+                               "\"{\\\"zone\\\": \\\"CET\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+                               "\"content\":\"12:00\"},{\"role\":\"assistant\",\"content\":\"ok \",\"tool_calls\":"
+                               "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"arguments\":\"{}\"}},"
+                               "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"arguments\":\"[]\"}}]}]");
+        ChatConversation c;
+        char msg[512] = "";
+        static const char want0[] = "{\"name\":\"get_time\",\"arguments\":{\"zone\": \"CET\"}}";
+        static const char want2[] = "ok {\"name\":\"a\",\"arguments\":{}}{\"name\":\"b\",\"arguments\":[]}";
+        int rc = chat_conversation_from_json(a, &c, msg, sizeof msg);
+        CHECK(rc == 0 && c.n == 3 && c.m[0].role == CHAT_ASSISTANT && c.m[0].len == strlen(want0) &&
+                  !memcmp(c.m[0].content, want0, c.m[0].len) && c.m[1].role == CHAT_USER && c.m[1].len == 5 &&
+                  !memcmp(c.m[1].content, "12:00", 5) && c.m[2].len == strlen(want2) &&
+                  !memcmp(c.m[2].content, want2, c.m[2].len),
+              "tool calls and a tool's result: rc %d '%s', message 0 '%.*s'", rc, msg, rc ? 0 : (int)c.m[0].len,
+              rc ? "" : c.m[0].content);
+        if (rc == 0) chat_conversation_free(&c);
         cJSON_Delete(a);
     }
     // one message too many

@@ -364,6 +364,53 @@ fail:
     return -1;
 }
 
+// An assistant message's tool_calls appended to its content (buf), each
+// as gpt serve's tool calls are generated (src/serve/tools.c):
+// {"name":NAME,"arguments":ARGUMENTS}, the arguments' text as sent. 0, or
+// -1 with msg.
+static int tool_calls_from_json(const cJSON *v, size_t i, char **buf, size_t *len, size_t *bcap, char *msg,
+                                size_t cap) {
+    if (!cJSON_IsArray(v)) {
+        snprintf(msg, cap,
+                 "messages[%zu].tool_calls must be an array of {\"id\", \"type\": \"function\", "
+                 "\"function\": {\"name\", \"arguments\"}}",
+                 i);
+        return -1;
+    }
+    size_t k = 0;
+    for (const cJSON *t = v->child; t; t = t->next, k++) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (k == CHAT_MAX_PARTS) {
+            snprintf(msg, cap, "messages[%zu].tool_calls: more than %d calls", i, CHAT_MAX_PARTS);
+            return -1;
+        }
+        if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") ||
+            !cJSON_IsString(name) || !cJSON_IsString(args)) {
+            snprintf(msg, cap,
+                     "messages[%zu].tool_calls[%zu] must be {\"id\", \"type\": \"function\", "
+                     "\"function\": {\"name\": a string, \"arguments\": a string}}",
+                     i, k);
+            return -1;
+        }
+        cJSON *quoted = cJSON_CreateString(name->valuestring);
+        char *q = quoted ? cJSON_PrintUnformatted(quoted) : NULL;
+        cJSON_Delete(quoted);
+        int bad = !q || append(buf, len, bcap, "{\"name\":", 8) || append(buf, len, bcap, q, strlen(q)) ||
+                  append(buf, len, bcap, ",\"arguments\":", 13) ||
+                  append(buf, len, bcap, args->valuestring, strlen(args->valuestring)) ||
+                  append(buf, len, bcap, "}", 1);
+        free(q);
+        if (bad) {
+            snprintf(msg, cap, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int chat_conversation_from_json(const cJSON *a, ChatConversation *c, char *msg, size_t cap) {
     memset(c, 0, sizeof *c);
     if (!cJSON_IsArray(a)) {
@@ -386,32 +433,61 @@ int chat_conversation_from_json(const cJSON *a, ChatConversation *c, char *msg, 
     }
     size_t i = 0;
     for (const cJSON *x = a->child; x; x = x->next, i++) {
-        const cJSON *role = NULL, *content = NULL;
+        const cJSON *role = NULL, *content = NULL, *calls = NULL, *call_id = NULL;
         int bad = !cJSON_IsObject(x);
         if (bad) snprintf(msg, cap, "messages[%zu] must be an object {\"role\", \"content\"}", i);
         for (const cJSON *f = bad ? NULL : x->child; f && !bad; f = f->next) {
             if (!strcmp(f->string, "role")) role = f;
             else if (!strcmp(f->string, "content")) content = f;
+            else if (!strcmp(f->string, "tool_calls")) calls = f;
+            else if (!strcmp(f->string, "tool_call_id")) call_id = f;
             else if (!strcmp(f->string, "name")) {
                 if (!cJSON_IsString(f)) bad = 1, snprintf(msg, cap, "messages[%zu].name must be a string", i);
             } else {
                 bad = 1;
-                snprintf(msg, cap, "messages[%zu]: unknown field \"%.40s\" (gpt takes role, content, name)", i,
-                         f->string);
+                snprintf(msg, cap,
+                         "messages[%zu]: unknown field \"%.40s\" (gpt takes role, content, name, "
+                         "tool_calls, tool_call_id)",
+                         i, f->string);
             }
         }
-        int r = -1;
+        int r = -1, tool = 0;
         if (!bad && !cJSON_IsString(role)) bad = 1, snprintf(msg, cap, "messages[%zu].role must be a string", i);
         if (!bad) {
-            r = !strcmp(role->valuestring, "developer") ? (int)CHAT_SYSTEM : chat_role_from_name(role->valuestring);
+            // a tool's result: the templates have no tool role, so it renders as a user message
+            tool = !strcmp(role->valuestring, "tool");
+            r = !strcmp(role->valuestring, "developer") ? (int)CHAT_SYSTEM
+                : tool                                  ? (int)CHAT_USER
+                                                        : chat_role_from_name(role->valuestring);
             if (r < 0)
-                bad = 1, snprintf(msg, cap, "messages[%zu].role: \"%.40s\" is not a role gpt takes (system, user, "
-                                            "assistant)", i, role->valuestring);
+                bad = 1, snprintf(msg, cap,
+                                  "messages[%zu].role: \"%.40s\" is not a role gpt takes (system, user, "
+                                  "assistant, tool)",
+                                  i, role->valuestring);
         }
-        if (!bad && !content) bad = 1, snprintf(msg, cap, "messages[%zu] has no content", i);
+        if (!bad && tool && !cJSON_IsString(call_id))
+            bad = 1, snprintf(msg, cap,
+                              "messages[%zu].role \"tool\": a tool's result needs its tool_call_id (a "
+                              "string)",
+                              i);
+        if (!bad && !tool && call_id)
+            bad = 1, snprintf(msg, cap, "messages[%zu].tool_call_id: only a tool's result has one", i);
+        if (!bad && calls && r != CHAT_ASSISTANT)
+            bad = 1, snprintf(msg, cap, "messages[%zu].tool_calls: only an assistant's message has them", i);
+        // an assistant's calls may come without content (null)
+        if (!bad && calls && (!content || cJSON_IsNull(content))) content = NULL;
+        else if (!bad && !content) bad = 1, snprintf(msg, cap, "messages[%zu] has no content", i);
         if (!bad) {
             c->m[i].role = (ChatRole)r;
-            bad = content_from_json(content, i, &c->m[i], msg, cap) != 0;
+            bad = content ? content_from_json(content, i, &c->m[i], msg, cap) != 0
+                          : (c->m[i].content = calloc(1, 1)) == NULL && (snprintf(msg, cap, "out of memory"), 1);
+        }
+        if (!bad && calls) {
+            char *buf = (char *)c->m[i].content;
+            size_t len = c->m[i].len, bcap = len + 1;
+            bad = tool_calls_from_json(calls, i, &buf, &len, &bcap, msg, cap) != 0;
+            c->m[i].content = buf, c->m[i].len = len;
+            if (bad) free(buf);  // message i is not counted in c->n: freed here
         }
         c->n = i + (bad ? 0 : 1);
         if (bad) {

@@ -112,7 +112,12 @@ enum { CHAT_MAX_PARTS = 1024 };
 // OpenAI's messages array a into *c: each an object {"role": "system" |
 // "user" | "assistant" (also "developer", OpenAI's new name for system),
 // "content": a string, or an array of {"type": "text", "text": "..."} parts,
-// joined; "name" a string, ignored}; at least one, at most
+// joined; "name" a string, ignored}; an assistant's "tool_calls" ([{"type":
+// "function", "function": {"name", "arguments"}}], its content then may
+// be null) appended to its content, each call as gpt serve generates one,
+// {"name":NAME,"arguments":ARGUMENTS} with the arguments' text as sent; a
+// tool's result {"role": "tool", "tool_call_id", "content"} as a user
+// message (the templates have no tool role); at least one, at most
 // CHAT_MAX_MESSAGES. 0, or -1 with msg (cap bytes) naming the message and
 // what is wrong ("messages[2].role: \"tool\" is not a role gpt takes
 // (system, user, assistant)"). Free with chat_conversation_free.

@@ -124,6 +124,10 @@ typedef struct {
     size_t top_logprobs;       // a chat's top_logprobs
     int top_given;
     int lora_given;            // "lora" was given: it, not "model", picks the adapter
+    const cJSON *tools, *tool_choice, *parallel_tool_calls;  // a chat's (tools.c)
+    // the functions an answer calls (tools_read's), or NULL
+    char **tool_names;
+    size_t n_tools;
 } CompletionBody;
 
 // stream_options: {"include_usage": true or false}, or null. 0, or the status.
@@ -155,6 +159,12 @@ static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, 
     char why[512];
     if (!strcmp(k, "messages")) {
         b->messages = f;
+    } else if (!strcmp(k, "tools")) {
+        b->tools = f;
+    } else if (!strcmp(k, "tool_choice")) {
+        b->tool_choice = f;
+    } else if (!strcmp(k, "parallel_tool_calls")) {
+        b->parallel_tool_calls = f;
     } else if (!strcmp(k, "max_completion_tokens")) {
         cJSON alias = *f;  // max_tokens' rules, under this name
         alias.string = (char *)"max_tokens";
@@ -173,6 +183,32 @@ static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, 
         return 0;
     }
     return 1;
+}
+
+// A chat's tools (tools.c): the answer's grammar a call of one of the
+// functions, which excludes the other constraints. 0, or the status.
+static int read_tools(CompletionBody *b, char **msg, char *param) {
+    char why[512], *schema;
+    const char *at;
+    if (tools_read(b->tools, b->tool_choice, b->parallel_tool_calls, &schema, &b->tool_names, &b->n_tools, why,
+                   sizeof why, &at) != 0)
+        return fail(400, msg, param, at, "%s", why);
+    if (!schema) return 0;
+    if (*b->gs.constraint_by) {
+        free(schema);
+        return fail(400, msg, param, "tools", "tools (an answer that calls one) and %s exclude each other",
+                    b->gs.constraint_by);
+    }
+    cJSON *alias = cJSON_Parse(schema);  // the calls' schema, under json_schema's rules
+    free(schema);
+    if (!alias) return fail(500, msg, param, NULL, "out of memory");
+    alias->string = (char *)"json_schema";
+    int rc = setting_from_json(&b->gs, &b->limits, alias, "", 0, 0, why, sizeof why);
+    alias->string = NULL;
+    cJSON_Delete(alias);
+    if (rc < 0) return fail(400, msg, param, "tools", "tools: %s", why + (strncmp(why, "json_schema: ", 13) ? 0 : 13));
+    snprintf(b->gs.constraint_by, sizeof b->gs.constraint_by, "tools");
+    return 0;
 }
 
 // The fields of body's object o into b, each checked. 0, or the status of
@@ -248,6 +284,7 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
                     "at the end", b->best_of, b->gs.n);
     if (settings_check_keep(&b->gs, b->gs.given[SETTING_KEEP], 1, (size_t)cfg->n_ctx, why, sizeof why) != 0)
         return fail(400, msg, param, "keep", "%s", why);
+    if (b->chat && (status = read_tools(b, msg, param))) return status;
     if (b->chat) {
         if (b->top_given && !b->gs.params.logprobs)
             return fail(400, msg, param, "top_logprobs", "top_logprobs needs \"logprobs\": true");
@@ -438,7 +475,9 @@ static int body_request(Server *s, int chat, const char *body, size_t len, ApiRe
     if (!status && make_completions(req, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         req->grammar = b.gs.grammar;  // the completions' params point at it
-        req->grammar_field = b.gs.grammar ? setting_by_key(b.gs.constraint_by)->key : NULL;
+        req->grammar_field = !b.gs.grammar ? NULL : b.n_tools ? "tools" : setting_by_key(b.gs.constraint_by)->key;
+        req->tool_names = b.tool_names, req->n_tools = b.n_tools;
+        b.tool_names = NULL, b.n_tools = 0;
         b.gs.grammar = NULL;
         *out = req;
         *stream = b.stream;
@@ -446,6 +485,8 @@ static int body_request(Server *s, int chat, const char *body, size_t len, ApiRe
     }
     api_request_free(req);
     grammar_free(b.gs.grammar);
+    for (size_t i = 0; i < b.n_tools; i++) free(b.tool_names[i]);
+    free(b.tool_names);
     cJSON_Delete(b.gs.stop_json);
     cJSON_Delete(o);
     return status;
@@ -709,6 +750,24 @@ static char *copy_text(const char *p, size_t n) {
     return t;
 }
 
+// A tool call's answer (tools.c): content null and the call in tool_calls
+// (none while its function's name is not whole), finish_reason
+// "tool_calls" once the call is whole; one cut short keeps the choice's
+// finish_reason, its arguments as far as they came.
+static void add_tool_call(cJSON *choice, const char *key, const ApiRequest *req, const ApiChoice *c, const char *id,
+                          size_t k) {
+    const char *name;
+    size_t end;
+    int whole;
+    size_t head = tool_call_args(req, c, &name, &end, &whole);
+    cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, key);
+    cJSON_AddNullToObject(m, "content");
+    if (head)
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(m, "tool_calls"),
+                             tool_call_json(id, k, name, c->text + head, end - head, 0));
+    if (whole && choice_finish(c)) cJSON_ReplaceItemInObject(choice, "finish_reason", cJSON_CreateString("tool_calls"));
+}
+
 static char *chat_response(Server *s, const ApiRequest *req, const char *id, long created) {
     cJSON *r = response_head(s, req, id, created, 0);
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
@@ -720,11 +779,53 @@ static char *chat_response(Server *s, const ApiRequest *req, const char *id, lon
             return NULL;
         }
         cJSON *lp = chat_choice_logprobs(s, req, c, 0, c->n_tokens);
-        cJSON_AddItemToArray(choices, chat_choice_json(req, k, k, "message", "assistant", text, c->tokens, c->n_tokens, lp,
-                                                               c));
+        cJSON *choice = chat_choice_json(req, k, k, "message", "assistant", req->n_tools ? NULL : text, c->tokens,
+                                         c->n_tokens, lp, c);
+        cJSON_AddItemToArray(choices, choice);
         free(text);
+        if (req->n_tools) add_tool_call(choice, "message", req, c, id, k);
     }
     add_usage(r, req);
+    return json_text(r);
+}
+
+// A tool call's stream (tools.c) for choice k: the role first, then the
+// call's id, type and name once the name is whole, with the arguments so
+// far, then each new piece of them (the call's closing brace held back),
+// then the finish reason ("tool_calls" for a whole call) with an empty
+// delta. sent_text: 0 until the name went, then the end of the arguments
+// sent. NULL when there is nothing new.
+static char *tool_chunk(Server *s, ApiRequest *req, size_t k, const char *id, long created, int *finished) {
+    ApiChoice *c = &req->completions[k];
+    const char *name;
+    size_t end;
+    int whole, first = !c->sent_echo;
+    size_t head = tool_call_args(req, c, &name, &end, &whole);
+    size_t from = c->sent_text ? c->sent_text : head;
+    int news = head && (!c->sent_text || end > from);
+    if (!first && !news && !c->finish) return NULL;
+    int finish_now = c->finish && !news && !first;
+    if (finish_now && !choice_finish(c)) {  // a failed choice: no finish_reason
+        c->sent_finish = *finished = 1;
+        return NULL;
+    }
+    cJSON *r = response_head(s, req, id, created, 1);
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON *choice = chat_choice_json(req, k, k, "delta", first ? "assistant" : NULL, NULL,
+                                     c->tokens ? c->tokens + c->sent_tokens : NULL,
+                                     finish_now ? 0 : c->n_tokens - c->sent_tokens, NULL, finish_now ? c : NULL);
+    cJSON_AddItemToArray(choices, choice);
+    cJSON *delta = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+    if (first) cJSON_AddNullToObject(delta, "content");
+    if (news)
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(delta, "tool_calls"),
+                             tool_call_json(id, k, c->sent_text ? NULL : name, c->text + from, end - from, 1));
+    if (finish_now && whole) cJSON_ReplaceItemInObject(choice, "finish_reason", cJSON_CreateString("tool_calls"));
+    if (req->include_usage) cJSON_AddNullToObject(r, "usage");
+    c->sent_echo = 1;
+    if (news) c->sent_text = end;
+    if (!finish_now) c->sent_tokens = c->n_tokens;
+    if (finish_now) c->sent_finish = *finished = 1;
     return json_text(r);
 }
 
@@ -733,6 +834,7 @@ static char *chat_response(Server *s, const ApiRequest *req, const char *id, lon
 // finish reason with an empty delta; NULL when there is nothing new.
 static char *chat_chunk(Server *s, ApiRequest *req, size_t k, const char *id, long created, int *finished) {
     ApiChoice *c = &req->completions[k];
+    if (req->n_tools) return tool_chunk(s, req, k, id, created, finished);
     size_t new_text = c->text_len - c->sent_text;
     int first = !c->sent_echo;  // sent_echo: the role has been sent
     if (!first && !new_text && !c->finish) return NULL;

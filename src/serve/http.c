@@ -14,7 +14,7 @@
  *      /apply-template and /api/show at once (tokenizing under the
  *      tokenizer's lock); Ollama's model management (/api/pull, ...) a 501
  *      whatever the method; POST /v1/completions, /v1/chat/completions,
- *      /v1/score, /api/generate and /api/chat become an ApiRequest for the
+ *      /v1/responses, /v1/score, /api/generate and /api/chat become an ApiRequest for the
  *      scheduler, and the connection is parked (suspended: its thread goes
  *      on with the others) until the engine thread has news (Server.news, http_resume);
  *      then it answers: the whole JSON once the request is done, or the
@@ -181,9 +181,10 @@ static int get_path(const char *p) {
            !strcmp(p, "/api/ps");
 }
 static int post_path(const char *p) {
-    return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/score") ||
-           !strcmp(p, "/tokenize") || !strcmp(p, "/detokenize") || !strcmp(p, "/apply-template") ||
-           !strcmp(p, "/api/show") || !strcmp(p, "/api/generate") || !strcmp(p, "/api/chat");
+    return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/responses") ||
+           !strcmp(p, "/v1/score") || !strcmp(p, "/tokenize") || !strcmp(p, "/detokenize") ||
+           !strcmp(p, "/apply-template") || !strcmp(p, "/api/show") || !strcmp(p, "/api/generate") ||
+           !strcmp(p, "/api/chat");
 }
 
 static void count_status(Server *s, int status) {
@@ -396,7 +397,7 @@ static void completion_id(Server *s, const ApiRequest *req, char *id, size_t cap
     pthread_mutex_lock(&s->lock);
     uint64_t n = s->next_id++;
     pthread_mutex_unlock(&s->lock);
-    snprintf(id, cap, "%s-%016llx", req->chat ? "chatcmpl" : "cmpl", (unsigned long long)n);
+    snprintf(id, cap, "%s%016llx", req->responses ? "resp_" : req->chat ? "chatcmpl-" : "cmpl-", (unsigned long long)n);
 }
 
 // ----------------------------------------------------------------------------
@@ -431,18 +432,22 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             pthread_mutex_unlock(&s->lock);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        // server-sent events, or Ollama's NDJSON: one object a line
-        const char *head = req->ollama ? "" : "data: ", *tail = req->ollama ? "\n" : "\n\n";
+        // server-sent events, or Ollama's NDJSON: one object a line; the
+        // Responses events come whole, with their names (and a failure as
+        // one of them)
+        const char *head = req->ollama || req->responses ? "" : "data: ";
+        const char *tail = req->ollama ? "\n" : req->responses ? "" : "\n\n";
         for (size_t k = 0; k < req->n_completions && !bad; k++) {
             int finished;
-            char *chunk = req->ollama ? ollama_chunk(s, req, k, &finished)
-                                      : completion_chunk(s, req, k, st->id, st->created, &finished);
+            char *chunk = req->ollama      ? ollama_chunk(s, req, k, &finished)
+                          : req->responses ? responses_chunk(s, req, st->id, st->created, &finished)
+                                           : completion_chunk(s, req, k, st->id, st->created, &finished);
             if (chunk) bad = stream_put(st, head, chunk, tail);
             free(chunk);
             all &= finished;
         }
         const char *why = req->error ? req->error : "failed";
-        char *error = all && req->status != 200
+        char *error = all && req->status != 200 && !req->responses
                           ? req->ollama ? ollama_error_json(why) : error_json(req->status, why, req->error_param)
                           : NULL;
         // a failed request's stream ends with its error, as OpenAI's: no usage after it
@@ -464,7 +469,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (all) {
-            if (stream_put(st, req->ollama ? "" : "data: [DONE]\n\n", "", "") != 0)
+            // the Responses stream ends with its response.completed: no [DONE]
+            if (stream_put(st, req->ollama || req->responses ? "" : "data: [DONE]\n\n", "", "") != 0)
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             st->ended = 1;
             continue;
@@ -570,19 +576,23 @@ static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Con
     char id[40];
     completion_id(s, req, id, sizeof id);
     pthread_mutex_lock(&s->lock);
-    char *body = req->ollama ? ollama_response(s, req) : completion_response(s, req, id, (long)time(NULL));
+    char *body = req->ollama      ? ollama_response(s, req)
+                 : req->responses ? responses_response(s, req, id, (long)time(NULL))
+                                  : completion_response(s, req, id, (long)time(NULL));
     pthread_mutex_unlock(&s->lock);
     return answer_json(c, k, 200, body);
 }
 
-// POST /v1/completions, or (chat) /v1/chat/completions.
-static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k, int chat) {
+// The readers of the bodies POST /v1/completions, /v1/chat/completions and /v1/responses take.
+typedef int BodyReader(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param);
+
+// POST /v1/completions, /v1/chat/completions or /v1/responses: the body read by `read`.
+static enum MHD_Result post_completions(Server *s, struct MHD_Connection *c, Conn *k, BodyReader *read) {
     ApiRequest *req;
     char *msg = NULL;
     char param[PARAM_CAP];
     int stream;
-    int status = (chat ? chat_request : completion_request)(s, k->body ? k->body : "", k->len, &req, &stream, &msg,
-                                                           param);
+    int status = read(s, k->body ? k->body : "", k->len, &req, &stream, &msg, param);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
     k->stream = stream;
@@ -690,8 +700,9 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
         return answer_json(c, k, 200, models_response(s));
     }
     if (draining) return answer_error(c, k, 503, "the server is shutting down", NULL);
-    if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k, 0);
-    if (!strcmp(p, "/v1/chat/completions")) return post_completions(s, c, k, 1);
+    if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k, completion_request);
+    if (!strcmp(p, "/v1/chat/completions")) return post_completions(s, c, k, chat_request);
+    if (!strcmp(p, "/v1/responses")) return post_completions(s, c, k, responses_request);
     if (!strcmp(p, "/v1/score")) return post_score(s, c, k);
     if (ollama_route(p) == OLLAMA_GENERATE || ollama_route(p) == OLLAMA_CHAT)
         return post_ollama(s, c, k, ollama_route(p) == OLLAMA_CHAT);

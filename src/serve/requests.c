@@ -23,6 +23,7 @@
  * A sequence's tokens do not depend on what else is in the step (forward.h),
  * so every completion gets exactly what `gpt -p PROMPT -s SEED` gives.
  */
+#include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,9 @@ void api_request_free(ApiRequest *req) {
     free(req->stop_strings);
     free(req->error);
     free(req->logprobs);
+    cJSON_Delete(req->responses);
+    for (size_t i = 0; i < req->n_tools; i++) free(req->tool_names[i]);
+    free(req->tool_names);
     grammar_free(req->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
     free(req);
 }
@@ -205,6 +209,7 @@ static void hook_admitted(void *ctx, void *request, size_t index, Sequence *q) {
     s->metrics.queued--;
     s->metrics.running++;
     req->completions[index].running = 1;
+    req->completions[index].cached_tokens = q->prefix_reused;
     histogram_observe(&s->metrics.latency[H_QUEUE], H_QUEUE, now_seconds() - req->arrived);
     s->metrics.prefix_reused += q->prefix_reused;
     pthread_mutex_unlock(&s->lock);

@@ -13,6 +13,10 @@
  *                 a finished ApiRequest written as OpenAI's response
  *   ollama.c      Ollama's API (under /api/): its bodies as the OpenAI bodies they
  *                 mean (api.c reads them), the answers in Ollama's shapes
+ *   tools.c       function tools on the chat endpoint: the calls' JSON Schema, and
+ *                 the call found back in an answer's text
+ *   responses.c   OpenAI's Responses API (/v1/responses): its bodies as the chat
+ *                 bodies they mean, the answers and stream events in its shapes
  *
  * Threads. One scheduler thread owns the Engine, its KV pool and the thread
  * pool: nothing else touches them. libmicrohttpd runs a few threads
@@ -66,6 +70,7 @@ typedef struct {
     const char *stop_reason; // gpt's own (stop_reason_name, engine.h) when it stopped; NULL: finish's
     size_t seq_tokens;       // the positions its KV cache held when it stopped (--json's stats.seq_tokens)
     double t_first, t_last;  // the scheduler's: when its first and last tokens came (now_seconds)
+    size_t cached_tokens;    // of its prompt, the tokens shared from earlier KV blocks (once admitted)
     // the HTTP thread's alone: what a stream has sent
     size_t sent_text, sent_tokens;
     int sent_echo, sent_finish;
@@ -93,6 +98,10 @@ typedef struct ApiRequest {
     int include_usage;       // a stream's stream_options.include_usage: a last chunk with the usage
     int chat;                // /v1/chat/completions: answered in the chat shapes
     int ollama;              // /api/generate, /api/chat: answered in Ollama's shapes (ollama.c)
+    char **tool_names;       // a chat's functions (tools.c): each answer is a call of one of them, or
+    size_t n_tools;          // (0) text
+    cJSON *responses;        // /v1/responses: the fields its answer repeats, and answered in the Responses
+                             // shapes (responses.c); NULL for the others
     // shared, under Server.lock
     struct MHD_Connection *parked;  // the request's connection, suspended until there is news; or NULL
     int refs;                // the HTTP side and the scheduler: the last one frees
@@ -107,6 +116,8 @@ typedef struct ApiRequest {
     double arrived;          // when it was submitted (now_seconds), for the latency histograms
     struct ApiRequest *next;    // the inbox
     size_t live;             // the scheduler's: completions it still holds
+    size_t events;           // a Responses stream's events so far, its next sequence_number (the HTTP
+                             // thread's alone)
 } ApiRequest;
 
 // Limits and settings, from the options.
@@ -292,6 +303,40 @@ int ollama_request(Server *s, int chat, const char *body, size_t len, ApiRequest
 // choice k (NULL: nothing new; *finished once its last is out). Under Server.lock.
 char *ollama_response(Server *s, const ApiRequest *req);
 char *ollama_chunk(Server *s, ApiRequest *req, size_t k, int *finished);
+
+// responses.c: OpenAI's Responses API (POST /v1/responses), stateless.
+// The body as the chat body it means, read by chat_request (its rules and
+// messages, renamed to the Responses fields); 0 with *out
+// (ApiRequest.responses set) and *stream, or the status with *msg and
+// param as completion_request's.
+int responses_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param);
+// The response object of a finished request, and a stream's next events
+// (server-sent events with their names, each with its sequence_number; NULL:
+// nothing new; *finished once the last is out, which for a failed request
+// is response.failed). id is "resp_" and hex digits. Under Server.lock.
+char *responses_response(Server *s, const ApiRequest *req, const char *id, long created);
+char *responses_chunk(Server *s, ApiRequest *req, const char *id, long created, int *finished);
+
+// tools.c: function tools on /v1/chat/completions. tools, tool_choice and
+// parallel_tool_calls (each NULL when absent) read: 0 with *schema (malloc'd
+// JSON Schema text whose instances are {"name":NAME,"arguments":ARGS}
+// calls of the functions chosen) and *names (malloc'd, n_names, every
+// function's), or both NULL when no tool is to be called (none given, or
+// tool_choice "none"); -1 with msg (cap bytes) and *param the field at fault.
+int tools_read(const cJSON *tools, const cJSON *choice, const cJSON *parallel, char **schema, char ***names,
+               size_t *n_names, char *msg, size_t cap, const char **param);
+// The length of the head {"name":"NAME","arguments": that text[0..len)
+// starts with (*name the function's), or 0 while it does not have it whole.
+size_t tool_call_head(const ApiRequest *req, const char *text, size_t len, const char **name);
+// Choice c's call as its text is now: the head's length (0: no name yet)
+// and *end, where the arguments that may be sent end (the call's closing
+// brace held back; *whole once the finished text is the whole call).
+size_t tool_call_args(const ApiRequest *req, const ApiChoice *c, const char **name, size_t *end, int *whole);
+// OpenAI's tool call {"id": "call_…", "type": "function", "function":
+// {"name", "arguments"}} of choice k of the answer `id`, the arguments'
+// text args[0..n); name NULL: the function's arguments alone (a stream's
+// later piece); index: with "index": 0 (a stream's delta).
+cJSON *tool_call_json(const char *id, size_t k, const char *name, const char *args, size_t n, int index);
 
 // page.html, the page at /, as the Makefile writes it into page_html.c
 extern const unsigned char serve_page_html[];

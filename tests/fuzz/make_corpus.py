@@ -6,7 +6,7 @@ A development aid (the seeds are committed; `make fuzz` does not run this):
     make build/tests/gen_checkpoint gpt && python3 tests/fuzz/make_corpus.py
     python3 tests/fuzz/make_corpus.py --requests   # only the five below, no build
 
-The request and grammar harnesses' seeds (completion, chat, ollama, jsonl,
+The request and grammar harnesses' seeds (completion, chat, ollama, responses, jsonl,
 grammar, schema) are the inputs of the tests, taken from their sources: the bodies
 that tests/cli_serve*.sh post and tests/fixtures/clients/ holds, the --jsonl
 lines of tests/test_batch.c, the grammars of tests/test_grammar.c,
@@ -110,6 +110,29 @@ def ollama_seeds():
     put_all("ollama", bodies)
 
 
+def responses_seeds():
+    """The corpus of responses: the bodies tests/cli_serve_faults.sh refuses and a few taken."""
+    with open(os.path.join(ROOT, "tests", "cli_serve_faults.sh"), encoding="utf-8") as f:
+        text = f.read()
+    block = text[text.index("<< 'BODIES'"):text.index("\nBODIES\n")]
+    bodies = [line.split(" ", 1)[1] for line in block.splitlines()[1:] if " {" in line]
+    bodies += [
+        '{"model":"demo.bin","instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text",'
+        '"text":"Who spoke "},{"type":"input_text","text":"unto Moses?"}]},{"type":"message","id":"msg_1",'
+        '"status":"completed","role":"assistant","content":[{"type":"output_text","text":"Aaron","annotations":[]}]},'
+        '{"role":"developer","content":"x"}],"max_output_tokens":24,"seed":7,"temperature":0.8,"top_p":0.9,'
+        '"stream":true,"store":false,"metadata":{"a":"b"},"tools":[],"tool_choice":"auto","parallel_tool_calls":true,'
+        '"truncation":"disabled","include":[],"reasoning":null,"user":"u","top_k":40,"stop":["\\n"]}',
+        '{"input":"Hi","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object","properties":'
+        '{"who":{"enum":["Moses","Aaron"]}},"required":["who"]},"strict":true},"verbosity":"medium"}}',
+        '{"input":"Hi","text":{"format":{"type":"json_object"}},"max_output_tokens":40}',
+        '{"input":"Hi","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":'
+        '[{"id":"c","type":"function","function":{"name":"get_time","arguments":"{}"}}]},{"role":"tool",'
+        '"tool_call_id":"c","content":"12:00"}]}',
+    ]
+    put_all("responses", bodies)
+
+
 def request_seeds():
     """The corpora of completion, chat, jsonl, grammar and schema."""
     tests = os.path.join(ROOT, "tests")
@@ -141,6 +164,7 @@ def request_seeds():
     put_all("completion", completion)
     put_all("chat", chat)
     ollama_seeds()
+    responses_seeds()
 
     # --jsonl lines: those of test_batch.c, and the serve bodies' fields
     jsonl = []
