@@ -190,6 +190,15 @@ if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
     done
     post_rt "$O/rt.bad" "$(body nosuch lora false)"
     [ "$(jq -r .error.param "$O/rt.bad")" = lora ] && pass || fail "\"lora\": \"nosuch\": $(cat "$O/rt.bad")"
+    # an answer names the model that gave it: the adapter picked, or the base
+    for m in a8 rs g1 default; do
+        got=$(jq -r .model "$O/rt_batch.$m" 2> /dev/null)
+        [ "$got" = "$m" ] && pass || fail "serve run time, $m: the answer names the model \"$got\""
+    done
+    # /v1/score scores with the base: a model that names a run-time adapter is refused, not scored without it
+    curl -s -H 'Content-Type: application/json' --data-binary "{\"model\": \"a8\", \"prompt\": \"$P1\"}" \
+        "http://127.0.0.1:$port/v1/score" > "$O/rt.score"
+    [ "$(jq -r .error.param "$O/rt.score")" = model ] && pass || fail "/v1/score with model a8: $(head -c 300 "$O/rt.score")"
     kill "$pid"
 fi
 

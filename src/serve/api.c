@@ -124,6 +124,7 @@ typedef struct {
     size_t top_logprobs;       // a chat's top_logprobs
     int top_given;
     int lora_given;            // "lora" was given: it, not "model", picks the adapter
+    const ServeAdapter *adapter;  // the adapter picked, or NULL: the base
     const cJSON *tools, *tool_choice, *parallel_tool_calls;  // a chat's (tools.c)
     // the functions an answer calls (tools_read's), or NULL
     char **tool_names;
@@ -240,7 +241,7 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
             // a model named as an adapter is that adapter; any other name, the base
             const ServeAdapter *a = !strcmp(k, "model") && cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
-            if (a && !b->lora_given) b->gs.params.lora = &a->w;
+            if (a && !b->lora_given) b->gs.params.lora = &a->w, b->adapter = a;
         } else if (!strcmp(k, "lora")) {
             const ServeAdapter *a = cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
             if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "lora must be a string: an adapter's name");
@@ -248,6 +249,7 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
                 status = fail(400, msg, param, k, "lora \"%.60s\": no adapter of that name (gpt serve --lora NAME=PATH)",
                               f->valuestring);
             b->gs.params.lora = a ? &a->w : NULL;
+            b->adapter = a;
             b->lora_given = 1;
         } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "suffix"))) {
             status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
@@ -394,6 +396,7 @@ static int make_completions(ApiRequest *req, CompletionBody *b) {
         b->gs.params.stops = (const char *const *)req->stop_strings;
     }
     req->seed = b->gs.seed_given ? b->gs.params.sampling.seed : draw_seed();
+    req->adapter = b->adapter ? b->adapter->name : NULL;
     req->n = b->gs.n;
     req->best_of = (size_t)b->best_of;
     req->show_logprobs = b->gs.params.logprobs;
@@ -554,6 +557,9 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
         if (!strcmp(k, "prompt")) prompt = f;
         else if (!strcmp(k, "model")) {
             if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "model must be a string");
+            else if (serve_adapter(s, f->valuestring))
+                status = fail(400, msg, param, k, "model \"%.60s\" is an adapter applied at run time; /v1/score "
+                              "scores with the base (gpt --score --lora PATH scores with one merged)", f->valuestring);
         } else if (!strcmp(k, "stride")) {
             if (json_int(f, 1, cfg->n_ctx, &stride) != 0)
                 status = fail(400, msg, param, k, "stride must be an integer in [1, %d] (the context)", cfg->n_ctx);
@@ -635,6 +641,10 @@ static void add_usage(cJSON *r, const ApiRequest *req) {
     cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt_tokens + completion_tokens));
 }
 
+const char *answered_model(const Server *s, const ApiRequest *req) {
+    return req->adapter ? req->adapter : s->model_name;
+}
+
 // chunk: the head of a stream's event (a chat's object differs).
 static cJSON *response_head(Server *s, const ApiRequest *req, const char *id, long created, int chunk) {
     cJSON *r = cJSON_CreateObject();
@@ -642,7 +652,7 @@ static cJSON *response_head(Server *s, const ApiRequest *req, const char *id, lo
     cJSON_AddStringToObject(r, "object", !req->chat ? "text_completion" : chunk ? "chat.completion.chunk"
                                                                              : "chat.completion");
     cJSON_AddNumberToObject(r, "created", (double)created);
-    cJSON_AddStringToObject(r, "model", s->model_name);
+    cJSON_AddStringToObject(r, "model", answered_model(s, req));
     cJSON_AddItemToObject(r, "seed", seed_json(req->seed));
     return r;
 }

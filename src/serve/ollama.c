@@ -509,7 +509,7 @@ static cJSON *answer_head(Server *s, const ApiRequest *req, const char *text, si
     char when[48];
     now_rfc3339(when, sizeof when);
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "model", s->model_name);
+    cJSON_AddStringToObject(r, "model", answered_model(s, req));
     cJSON_AddStringToObject(r, "created_at", when);
     char *t = malloc(n + 1);
     if (t) {

@@ -556,7 +556,7 @@ static cJSON *response_json(Server *s, const ApiRequest *req, const char *id, lo
     }
     if (reason) cJSON_AddStringToObject(cJSON_AddObjectToObject(r, "incomplete_details"), "reason", reason);
     else cJSON_AddNullToObject(r, "incomplete_details");
-    cJSON_AddStringToObject(r, "model", s->model_name);
+    cJSON_AddStringToObject(r, "model", answered_model(s, req));
     cJSON *output = cJSON_AddArrayToObject(r, "output");
     if (whole) {
         const char *item_status = !strcmp(status, "completed") ? "completed" : "incomplete";

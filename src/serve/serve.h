@@ -100,6 +100,7 @@ typedef struct ApiRequest {
     int ollama;              // /api/generate, /api/chat: answered in Ollama's shapes (ollama.c)
     char **tool_names;       // a chat's functions (tools.c): each answer is a call of one of them, or
     size_t n_tools;          // (0) text
+    const char *adapter;     // the adapter's name (Server's) when one was picked, or NULL
     cJSON *responses;        // /v1/responses: the fields its answer repeats, and answered in the Responses
                              // shapes (responses.c); NULL for the others
     // shared, under Server.lock
@@ -247,6 +248,8 @@ int completion_request(Server *s, const char *body, size_t len, ApiRequest **out
 int chat_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param);
 // The adapter named name (--lora NAME=PATH), or NULL.
 const ServeAdapter *serve_adapter(const Server *s, const char *name);
+// The model an answer names: the adapter picked, else the base.
+const char *answered_model(const Server *s, const ApiRequest *req);
 // POST /apply-template: {"messages"} -> {"prompt": the rendered text}, as llama-server's.
 char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param);
 int score_request(Server *s, const char *body, size_t len, ApiRequest **out, char **msg, char *param);
