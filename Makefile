@@ -115,12 +115,15 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test check test-scale asan bench install clean checkpoints test-bins bench-bins docs compile_commands.json
 
+# The two files slowest to compile start first, so that make -j2 builds
+# the others beside them instead of waiting on them at the end.
+SLOW_OBJS := $(BUILD)/src/kernels/matmul_avx512.o $(BUILD)/src/kernels/matmul_avx2.o
 ifeq ($(BUILD),build)
-all: gpt $(SO) $(BUILD)/libgpt.so
+all: $(SLOW_OBJS) gpt $(SO) $(BUILD)/libgpt.so
 gpt: $(BUILD)/gpt
 	cp $< $@
 else
-all: $(BUILD)/gpt $(SO) $(BUILD)/libgpt.so
+all: $(SLOW_OBJS) $(BUILD)/gpt $(SO) $(BUILD)/libgpt.so
 endif
 
 $(LIB): $(LIB_OBJS)
