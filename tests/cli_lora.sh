@@ -144,17 +144,17 @@ if start "$O/serve.log" -m "$B" $TWO -t 1 --parallel 2; then
 fi
 
 # ----------------------------------------------------------------------------
-# run time: gpt serve --lora NAME=PATH holds three adapters (PEFT r8, PEFT
-# rsLoRA, GGUF r1) beside the base. First each with "echo" (the prompt's
+# run time: gpt serve --lora NAME=PATH holds four adapters (PEFT r8, PEFT
+# rsLoRA, GGUF r1, PEFT r64) beside the base. First each with "echo" (the prompt's
 # log-probabilities: no block is shared, and its answer is checked against
 # the reference below); then each alone without "echo" (its single run: the
 # same generated tokens and log-probabilities as the echo run, though its
 # prompt of several KV blocks was registered by the other adapters' runs
-# too: prefix sharing must keep adapters apart); then the four at once, by
+# too: prefix sharing must keep adapters apart); then the five at once, by
 # "model" and by "lora": each the single run's bits.
-RT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf"
+RT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf --lora r64=$A/r64"
 # shellcheck disable=SC2086
-if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
+if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 5; then
     body() {  # NAME FIELD ECHO: a greedy completion of P1 x 4 with the adapter NAME picked by FIELD
         printf '{"%s": "%s", "prompt": "%s %s %s %s", "max_tokens": 24, "temperature": 0, "logprobs": 1, "echo": %s, "ignore_eos": true}' \
             "$2" "$1" "$P1" "$P1" "$P1" "$P1" "$3"
@@ -164,11 +164,11 @@ if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
     }
     curl -s "http://127.0.0.1:$port/v1/models" > "$O/rt.models"
     got=$(jq -c '[.data[].id]' "$O/rt.models")
-    [ "$got" = '["default","a8","rs","g1"]' ] && pass || fail "/v1/models with three adapters: $got"
-    for m in a8 rs g1 default; do post_rt "$O/rt_single.$m" "$(body $m model true)"; done
-    for m in a8 rs g1 default; do post_rt "$O/rt_alone.$m" "$(body $m model false)"; done
+    [ "$got" = '["default","a8","rs","g1","r64"]' ] && pass || fail "/v1/models with four adapters: $got"
+    for m in a8 rs g1 r64 default; do post_rt "$O/rt_single.$m" "$(body $m model true)"; done
+    for m in a8 rs g1 r64 default; do post_rt "$O/rt_alone.$m" "$(body $m model false)"; done
     clients=
-    for m in a8 rs g1 default; do
+    for m in a8 rs g1 r64 default; do
         field=model
         [ $m = rs ] && field=lora
         post_rt "$O/rt_batch.$m" "$(body $m $field false)" &
@@ -177,7 +177,7 @@ if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
     # shellcheck disable=SC2086
     wait $clients
     f='.choices[0] | [.tokens, .logprobs.token_logprobs[-24:], .logprobs.top_logprobs[-24:]]'
-    for m in a8 rs g1 default; do
+    for m in a8 rs g1 r64 default; do
         want=$(jq -c "$f" "$O/rt_single.$m" 2> /dev/null)
         a=$(jq -c "$f" "$O/rt_alone.$m" 2> /dev/null)
         b=$(jq -c "$f" "$O/rt_batch.$m" 2> /dev/null)
@@ -185,13 +185,13 @@ if start "$O/serve_rt.log" -m "$B" $RT -t 1 --parallel 4; then
         else fail "serve run time, $m alone after the others: $(head -c 200 "$O/rt_alone.$m") differs from its echo run $(head -c 200 "$O/rt_single.$m")"
         fi
         if [ -n "$b" ] && [ "$b" = "$a" ]; then pass
-        else fail "serve run time, $m in a batch of four: $(head -c 200 "$O/rt_batch.$m") differs from its single run $(head -c 200 "$O/rt_alone.$m")"
+        else fail "serve run time, $m in a batch of five: $(head -c 200 "$O/rt_batch.$m") differs from its single run $(head -c 200 "$O/rt_alone.$m")"
         fi
     done
     post_rt "$O/rt.bad" "$(body nosuch lora false)"
     [ "$(jq -r .error.param "$O/rt.bad")" = lora ] && pass || fail "\"lora\": \"nosuch\": $(cat "$O/rt.bad")"
     # an answer names the model that gave it: the adapter picked, or the base
-    for m in a8 rs g1 default; do
+    for m in a8 rs g1 r64 default; do
         got=$(jq -r .model "$O/rt_batch.$m" 2> /dev/null)
         [ "$got" = "$m" ] && pass || fail "serve run time, $m: the answer names the model \"$got\""
     done
@@ -205,7 +205,7 @@ fi
 # --batch --jsonl with --lora NAME=PATH: a line's "lora" picks one, applied
 # at run time. The four lines together (--parallel 4) give each line's bits
 # alone, and are checked against the reference below.
-BRT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf"
+BRT="--lora a8=$A/r8 --lora rs=$A/rslora --lora g1=$A/r1.gguf --lora r64=$A/r64"
 for m in a8 rs g1 ""; do
     printf '{"prompt": "%s", "lora": "%s", "max_tokens": 6, "temperature": 0, "logprobs": 1, "echo": true}\n' "$P0" "$m"
 done > "$tmp/rt.jsonl"
@@ -423,7 +423,7 @@ for name in json.load(open(os.path.join(A, "manifest.json")))["gguf"]:
 
 # run time (gpt serve --lora NAME=PATH): each adapter's single run against
 # the reference of its merge
-for m, name in (("a8", "r8"), ("rs", "rslora"), ("g1", "r1"), ("default", None)):
+for m, name in (("a8", "r8"), ("rs", "rslora"), ("g1", "r1"), ("r64", "r64"), ("default", None)):
     try:
         c = json.load(open(os.path.join(O, "rt_single." + m)))["choices"][0]
         lp = c["logprobs"]

@@ -73,6 +73,8 @@ ADAPTERS = {
     "all_linear": ({"r": 2, "lora_alpha": 1, "target_modules": "all-linear", "layers_to_transform": 1,
                     "layers_pattern": "h"}, "F32", True),
     "gpt2model": ({"r": 3, "lora_alpha": 5, "target_modules": ["c_fc"]}, "F32", False),
+    # a task adapter's rank: as wide as the test checkpoint's d_model
+    "r64": ({"r": 64, "lora_alpha": 16, "target_modules": ["c_attn", "c_proj", "c_fc"]}, "F32", True),
 }
 
 # the adapters written as GGUF files too (no alpha_pattern, no rsLoRA)
