@@ -10,7 +10,8 @@
  * drives. The engine thread sleeps until a request comes, then loops:
  *
  *   1. take the requests of the inbox: a scoring request runs at once (score_tokens,
- *      between two steps, on the engine's threads); a completion job's
+ *      between two steps, on the engine's threads), and so does an embedding
+ *      request (embed_tokens, each input alone); a completion job's
  *      sequences are made and handed to the scheduler, in arrival order;
  *   2. one scheduler_step: the sequences of cancelled requests dropped (all of
  *      them once the grace after SIGTERM ran out), waiting ones admitted,
@@ -69,6 +70,7 @@ void api_request_free(ApiRequest *req) {
     free(req->stop_strings);
     free(req->error);
     free(req->logprobs);
+    free(req->embeddings);
     grammar_free(req->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
     free(req);
 }
@@ -89,11 +91,11 @@ int api_request_submit(Server *s, ApiRequest *req) {
     s->in_flight++;
     req->arrived = now_seconds();
     req->next = NULL;
-    req->live = req->kind == REQUEST_SCORE ? 1 : req->n_completions;
+    req->live = req->kind != REQUEST_COMPLETION ? 1 : req->n_completions;
     if (s->inbox_tail) s->inbox_tail->next = req;
     else s->inbox = req;
     s->inbox_tail = req;
-    s->metrics.queued += req->kind == REQUEST_SCORE ? 0 : req->n_completions;
+    s->metrics.queued += req->kind != REQUEST_COMPLETION ? 0 : req->n_completions;
     for (size_t i = 0; i < req->n_prompts; i++) s->metrics.prompt_tokens += req->prompt_lens[i];
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
@@ -181,6 +183,34 @@ static void run_score(Server *s, ApiRequest *req) {
     } else {
         req->logprobs = lp;
         req->windows = st.windows;
+    }
+    completion_done(s, req, NULL, NULL);
+    pthread_mutex_unlock(&s->lock);
+}
+
+// Embeddings: each input alone (embed.h), between two steps on the engine's
+// threads; a request whose client went away stops at the next input.
+static void run_embed(Server *s, ApiRequest *req) {
+    GptError err = {{0}};
+    size_t C = (size_t)s->session.model.config.n_embd;
+    float *out = malloc(req->n_prompts * C * sizeof *out);
+    EmbedConfig how = {.model = &s->session.model, .pool = s->session.pool, .kv_dtype = s->limits.kv_dtype,
+                       .plan = &s->session.plan};
+    int rc = out ? 0 : gpt_error(&err, "out of memory");
+    for (size_t i = 0; rc == 0 && i < req->n_prompts; i++) {
+        pthread_mutex_lock(&s->lock);
+        int gone = req->cancelled || s->hard_stop;
+        pthread_mutex_unlock(&s->lock);
+        if (gone) rc = gpt_error(&err, "interrupted");
+        else rc = embed_tokens(&how, req->prompt_ids[i], req->prompt_lens[i], s->pooling, req->normalize,
+                               out + i * C, &err);
+    }
+    pthread_mutex_lock(&s->lock);
+    if (rc != 0) {
+        request_fail(req, 500, err.msg);
+        free(out);
+    } else {
+        req->embeddings = out;
     }
     completion_done(s, req, NULL, NULL);
     pthread_mutex_unlock(&s->lock);
@@ -334,6 +364,7 @@ void *scheduler_main(void *arg) {
         for (ApiRequest *req = inbox, *next; req; req = next) {
             next = req->next;
             if (req->kind == REQUEST_SCORE) run_score(s, req);
+            else if (req->kind == REQUEST_EMBED) run_embed(s, req);
             else start_completions(s, &sch, req);
         }
         // 2. one turn of the scheduler (a failed step has ended its sequences)
