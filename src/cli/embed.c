@@ -42,6 +42,8 @@ static const char embed_usage[] =
     "                          TransformerLens' names (blocks.L.hook_resid_pre,\n"
     "                          blocks.L.hook_resid_post, ln_final.hook_normalized)\n"
     "                          (default: none)\n"
+    "      --parallel N        refused: each text runs alone\n"
+    "      --kv-budget SIZE    refused: each text has a cache of its own, of its length\n"
     "  -h, --help              this help\n"
     "The vector is gpt serve's /v1/embeddings' for the same text and --pooling, bit for\n"
     "bit. A line that cannot be embedded (empty, longer than the context, bad JSON) gets\n"
