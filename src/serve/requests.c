@@ -10,8 +10,10 @@
  * drives. The engine thread sleeps until a request comes, then loops:
  *
  *   1. take the requests of the inbox: a scoring request runs at once (score_tokens,
- *      between two steps, on the engine's threads), and so does an embedding
- *      request (embed_tokens, each input alone); a completion job's
+ *      between two steps, on the engine's threads); an embedding request
+ *      joins the embeddings' queue, which runs one input (embed_tokens,
+ *      alone) between two steps, so a request of many inputs delays the
+ *      steps by one input's time at a time; a completion job's
  *      sequences are made and handed to the scheduler, in arrival order;
  *   2. one scheduler_step: the sequences of cancelled requests dropped (all of
  *      them once the grace after SIGTERM ran out), waiting ones admitted,
@@ -188,32 +190,29 @@ static void run_score(Server *s, ApiRequest *req) {
     pthread_mutex_unlock(&s->lock);
 }
 
-// Embeddings: each input alone (embed.h), between two steps on the engine's
-// threads; a request whose client went away stops at the next input.
-static void run_embed(Server *s, ApiRequest *req) {
+// Embeddings: the next input of req alone (embed.h), between two steps on
+// the engine's threads, so that a request of many inputs holds the
+// others' steps up one input at a time. 1 when req is finished (answered,
+// failed, or its client gone: then it may be freed), else 0.
+static int embed_step(Server *s, ApiRequest *req) {
     GptError err = {{0}};
-    size_t C = (size_t)s->session.model.config.n_embd;
-    float *out = malloc(req->n_prompts * C * sizeof *out);
+    size_t C = (size_t)s->session.model.config.n_embd, i = req->embedded;
     EmbedConfig how = {.model = &s->session.model, .pool = s->session.pool, .kv_dtype = s->limits.kv_dtype,
                        .plan = &s->session.plan};
-    int rc = out ? 0 : gpt_error(&err, "out of memory");
-    for (size_t i = 0; rc == 0 && i < req->n_prompts; i++) {
-        pthread_mutex_lock(&s->lock);
-        int gone = req->cancelled || s->hard_stop;
-        pthread_mutex_unlock(&s->lock);
-        if (gone) rc = gpt_error(&err, "interrupted");
-        else rc = embed_tokens(&how, req->prompt_ids[i], req->prompt_lens[i], s->pooling, req->normalize,
-                               out + i * C, &err);
-    }
     pthread_mutex_lock(&s->lock);
-    if (rc != 0) {
-        request_fail(req, 500, err.msg);
-        free(out);
-    } else {
-        req->embeddings = out;
-    }
+    int gone = req->cancelled || s->hard_stop;
+    pthread_mutex_unlock(&s->lock);
+    int rc = gone ? gpt_error(&err, "interrupted") : 0;
+    if (!rc && !req->embeddings && !(req->embeddings = malloc(req->n_prompts * C * sizeof *req->embeddings)))
+        rc = gpt_error(&err, "out of memory");
+    if (!rc) rc = embed_tokens(&how, req->prompt_ids[i], req->prompt_lens[i], s->pooling, req->normalize,
+                               req->embeddings + i * C, &err);
+    if (!rc && ++req->embedded < req->n_prompts) return 0;
+    pthread_mutex_lock(&s->lock);
+    if (rc != 0) request_fail(req, 500, err.msg);
     completion_done(s, req, NULL, NULL);
     pthread_mutex_unlock(&s->lock);
+    return 1;
 }
 
 // The scheduler's hooks (scheduler.h): request is the ApiRequest, index the
@@ -352,10 +351,11 @@ void *scheduler_main(void *arg) {
         pthread_mutex_unlock(&s->lock);
         sch.parallel = 0;
     }
+    ApiRequest *embeds = NULL, *embeds_tail = NULL;  // embedding requests, in arrival order (their next)
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->inbox && !scheduler_held(&sch) && !s->stopping) pthread_cond_wait(&s->wake, &s->lock);
-        if (s->stopping && !s->inbox && !scheduler_held(&sch)) break;
+        while (!s->inbox && !scheduler_held(&sch) && !embeds && !s->stopping) pthread_cond_wait(&s->wake, &s->lock);
+        if (s->stopping && !s->inbox && !scheduler_held(&sch) && !embeds) break;
         ApiRequest *inbox = s->inbox;
         s->inbox = s->inbox_tail = NULL;
         pthread_mutex_unlock(&s->lock);
@@ -363,9 +363,21 @@ void *scheduler_main(void *arg) {
         // 1. the new requests
         for (ApiRequest *req = inbox, *next; req; req = next) {
             next = req->next;
-            if (req->kind == REQUEST_SCORE) run_score(s, req);
-            else if (req->kind == REQUEST_EMBED) run_embed(s, req);
-            else start_completions(s, &sch, req);
+            if (req->kind == REQUEST_SCORE) {
+                run_score(s, req);
+            } else if (req->kind == REQUEST_EMBED) {
+                req->next = NULL;
+                if (embeds_tail) embeds_tail->next = req;
+                else embeds = req;
+                embeds_tail = req;
+            } else {
+                start_completions(s, &sch, req);
+            }
+        }
+        // one input of the first embedding request (it may be freed once finished)
+        if (embeds) {
+            ApiRequest *next = embeds->next;
+            if (embed_step(s, embeds) && !(embeds = next)) embeds_tail = NULL;
         }
         // 2. one turn of the scheduler (a failed step has ended its sequences)
         scheduler_step(&sch, &err);

@@ -106,6 +106,7 @@ typedef struct ApiRequest {
     double *logprobs;        // REQUEST_SCORE: (n_ids - 1)
     size_t windows;
     float *embeddings;       // REQUEST_EMBED: (n_prompts, C), each prompt's pooled vector (embed.h)
+    size_t embedded;         // REQUEST_EMBED, the engine thread's: inputs done
     int normalize;           // REQUEST_EMBED: unit length ("normalize", default true)
     int base64;              // REQUEST_EMBED: "encoding_format": "base64"
     double arrived;          // when it was submitted (now_seconds), for the latency histograms

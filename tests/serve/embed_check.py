@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -157,6 +158,36 @@ for t in threads:
     t.join()
 for i, (order, got) in enumerate(results):
     ok(same(got, [alone[j] for j in order]), "concurrent client %d: its vectors differ from each text alone" % i)
+
+# A request of many inputs runs one input between two steps: a completion
+# sent while it runs is answered before it (the whole request at once would
+# hold every step up for all of its inputs)
+
+
+def prompt_tokens():
+    req = urllib.request.Request("http://127.0.0.1:%s/metrics" % PORT_MEAN, headers={"Authorization": "Bearer " + KEY})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("gpt_prompt_tokens_total "):
+                return int(line.split()[1])
+
+
+big = [PARA * 4] * 48
+finished = []
+before = prompt_tokens()
+big_call = threading.Thread(target=lambda: finished.append(("embeddings",) + post(PORT_MEAN, "/v1/embeddings",
+                                                                                  {"input": big})))
+big_call.start()
+for _ in range(3000):  # until the server has taken it
+    if prompt_tokens() >= before + 48 * len(ids16[9]):
+        break
+    time.sleep(0.01)
+st, a = post(PORT_MEAN, "/v1/completions", {"prompt": "Hello", "max_tokens": 4, "seed": 1})
+finished.append(("completion", st, a))
+big_call.join()
+ok([f[0] for f in finished] == ["completion", "embeddings"] and all(f[1] == 200 for f in finished),
+   "a completion sent during 48 inputs' embeddings: the order of the answers %s, statuses %s"
+   % ([f[0] for f in finished], [f[1] for f in finished]))
 
 # ----------------------------------------------------------------------------
 # Ollama's /api/embed: the same vectors; truncate
