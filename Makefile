@@ -331,7 +331,7 @@ ifeq ($(origin FUZZ_CC),undefined)
 FUZZ_CC := $(shell command -v clang >/dev/null 2>&1 && echo clang || echo clang-14)
 endif
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= tokenizer safetensors model tokenizer_files cli gguf completion chat ollama responses jsonl grammar schema lora
+FUZZ_TARGETS ?= tokenizer safetensors model tokenizer_files cli gguf completion chat ollama responses embed jsonl grammar schema lora
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := $(BASE_CFLAGS) $(FUZZ_SAN) -g -O1 -fno-omit-frame-pointer -DGPT_FUZZ
@@ -379,9 +379,9 @@ $(FUZZ_DIR)/fuzz_cli: $(FUZZ_DIR)/tests/fuzz_cli.o $(FUZZ_DIR)/src/cli/options.o
 # gpt serve's body parsers (api.c, with request_new/request_free of
 # requests.c) and what they use of src/front/, without http.c or serve.c:
 # the harnesses build a stub Server (fuzz_serve.h).
-FUZZ_SERVE_OBJS := $(addprefix $(FUZZ_DIR)/src/,serve/api.o serve/ollama.o serve/responses.o serve/tools.o serve/requests.o front/chat.o front/request.o front/settings.o \
+FUZZ_SERVE_OBJS := $(addprefix $(FUZZ_DIR)/src/,serve/api.o serve/ollama.o serve/responses.o serve/tools.o serve/embed.o serve/requests.o front/chat.o front/request.o front/settings.o \
                      front/constrain.o front/numbers.o front/json.o front/session.o front/locate.o front/report.o)
-$(FUZZ_DIR)/fuzz_completion $(FUZZ_DIR)/fuzz_chat $(FUZZ_DIR)/fuzz_ollama $(FUZZ_DIR)/fuzz_responses: $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_SERVE_OBJS) \
+$(FUZZ_DIR)/fuzz_completion $(FUZZ_DIR)/fuzz_chat $(FUZZ_DIR)/fuzz_ollama $(FUZZ_DIR)/fuzz_responses $(FUZZ_DIR)/fuzz_embed: $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz_%.o $(FUZZ_SERVE_OBJS) \
                                                   $(FUZZ_DIR)/libgpt.a
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 

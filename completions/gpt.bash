@@ -2,7 +2,7 @@
 # the modes and the subcommands, the values of --dtype and --kv-type, and
 # file names for -m/--model, --tokenizer and the files of gpt convert and
 # gpt inspect; the modes of --tune, and model files first for -m and
-# --draft; gpt serve's, gpt tune's and gpt chat's options (the model's options are gpt's own, shared
+# --draft; gpt serve's, gpt tune's, gpt chat's and gpt embed's options (the model's options are gpt's own, shared
 # by src/front/model_options.c). Abbreviated options (--kv-t f16) and
 # --opt=value work as they do in gpt.
 #
@@ -19,7 +19,7 @@
 # src/cli/options.c's
 # modes_of);
 # its value: - (none), file, model (a file, model files first), dtype,
-# kvtype, q8act, tune, or text (not completed).
+# kvtype, q8act, tune, pooling, or text (not completed).
 _gpt_options='
 -m                  gbstdca model
 --model             gbstdca model
@@ -110,6 +110,7 @@ _gpt_serve_options='
 --grace             c     text
 --log               c     file
 --chat-template     c     file
+--pooling           c     pooling
 -h                  c     -
 --help              c     -
 '
@@ -143,6 +144,30 @@ _gpt_chat_options='
 --no-prefix-sharing c     -
 --json              c     -
 --stats             c     -
+-h                  c     -
+--help              c     -
+'
+_gpt_embed_options='
+-m                  c     model
+--model             c     model
+--tokenizer         c     file
+--dtype             c     dtype
+--q8-act            c     q8act
+--lora              c     file
+--kv-type           c     kvtype
+--kv-budget         c     text
+--parallel          c     text
+-t                  c     text
+--threads           c     text
+--tune              c     tune
+-q                  c     -
+--quiet             c     -
+-p                  c     text
+--prompt            c     text
+--jsonl             c     -
+--pooling           c     pooling
+--no-normalize      c     -
+--hidden-states     c     text
 -h                  c     -
 --help              c     -
 '
@@ -193,11 +218,12 @@ _gpt_chat_settings='
 --keep              c      text
 '
 # END generated settings
-_gpt_subcommands='chat convert inspect serve tune'
+_gpt_subcommands='chat convert embed inspect serve tune'
 _gpt_dtypes='f32 f16 bf16 q8 q6 q4 q4-pure'
 _gpt_kv_types='f32 f16'
 _gpt_q8_acts='int16 int8'
 _gpt_tune_modes='on off force'
+_gpt_poolings='mean last'
 
 # _gpt_resolve WORD TABLE: "NAME MODES VALUE" of the option WORD names in
 # TABLE (exactly, or as an unambiguous abbreviation of a long option), or
@@ -273,6 +299,7 @@ _gpt() {
             serve) sub=serve table=$_gpt_serve_options ;;
             tune) sub=tune table=$_gpt_tune_options ;;
             chat) sub=chat table=$_gpt_chat_options$_gpt_chat_settings ;;
+            embed) sub=embed table=$_gpt_embed_options ;;
         esac
     fi
 
@@ -288,6 +315,7 @@ _gpt() {
                 dtype) _gpt_words "$_gpt_dtypes"; return ;;
                 kvtype) _gpt_words "$_gpt_kv_types"; return ;;
                 q8act) _gpt_words "$_gpt_q8_acts"; return ;;
+                pooling) _gpt_words "$_gpt_poolings"; return ;;
                 text) COMPREPLY=(); return ;;
             esac
         fi
@@ -302,7 +330,7 @@ _gpt() {
         if [[ $w == -- ]]; then
             # no options after --: gpt takes no operands; convert and inspect, files
             COMPREPLY=()
-            [[ -n $sub && $sub != serve && $sub != tune && $sub != chat ]] && _gpt_files
+            [[ -n $sub && $sub != serve && $sub != tune && $sub != chat && $sub != embed ]] && _gpt_files
             return
         fi
         [[ $w == -* ]] || continue
@@ -322,9 +350,9 @@ _gpt() {
         [[ $value != - && $w != *=* && ( $w == --* || ${#w} -eq 2 ) ]] && i=$((i + 1))
     done
 
-    # convert and inspect take files; serve, tune and chat take no operand
+    # convert and inspect take files; serve, tune, chat and embed take no operand
     if [[ -n $sub && $cur != -* ]]; then
-        [[ $sub == serve || $sub == tune || $sub == chat ]] && { COMPREPLY=(); return; }
+        [[ $sub == serve || $sub == tune || $sub == chat || $sub == embed ]] && { COMPREPLY=(); return; }
         _gpt_files
         return
     fi

@@ -350,6 +350,14 @@ static int lora_product(ForwardState *s, float *out, const float *inp, const Seq
     return 0;
 }
 
+// Each sequence's rows of x(T,C) that asks for its residual stream into
+// its slot k (SeqInput.residual).
+static void copy_residual(const ForwardState *s, const SeqInput *seqs, size_t n_seqs, size_t k, size_t C) {
+    for (size_t i = 0, row = 0; i < n_seqs; row += seqs[i].n_tokens, i++)
+        if (seqs[i].residual)
+            memcpy(seqs[i].residual + k * seqs[i].residual_stride, s->x + row * C, seqs[i].n_tokens * C * sizeof(float));
+}
+
 // Everything that can go wrong is checked before any cache is touched.
 static int check_batch(const Model *m, const ForwardState *s, const SeqInput *seqs,
                        size_t n_seqs, GptError *err) {
@@ -371,6 +379,9 @@ static int check_batch(const Model *m, const ForwardState *s, const SeqInput *se
             if (q->tokens[t] < 0 || q->tokens[t] >= cfg->vocab_size)
                 return gpt_error(err, "forward: token id %d outside the vocabulary [0, %d)",
                                  (int)q->tokens[t], cfg->vocab_size);
+        if (q->residual && q->residual_stride < q->n_tokens * (size_t)cfg->n_embd)
+            return gpt_error(err, "forward: sequence %zu: residual_stride %zu below its %zu tokens' rows", i,
+                             q->residual_stride, q->n_tokens);
         T += q->n_tokens;
         if (q->want == LOGITS_LAST && q->n_tokens > 0) rows += 1;
         if (q->want == LOGITS_ALL) rows += q->n_tokens;
@@ -411,6 +422,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     if (!all_finite(s->x, T * C))
         return gpt_error(err, "forward: the embedding of a token is not finite (NaN or infinite): "
                               "wte or wpe of the model is damaged");
+    copy_residual(s, seqs, n_seqs, 0, C);
 
     for (size_t l = 0; l < (size_t)cfg->n_layer; l++) {
         const GPT2Layer *lw = &w->layers[l];
@@ -456,6 +468,7 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
         if (!all_finite(s->x, T * C))
             return gpt_error(err, "forward: layer %zu gives a non-finite activation (NaN or infinite): "
                                   "a weight of h.%zu is damaged, or too large for float32", l, l);
+        copy_residual(s, seqs, n_seqs, l + 1, C);
     }
 
     // The final layernorm only for the rows whose logits are wanted, gathered
@@ -464,6 +477,8 @@ int gpt2_forward(const Model *m, ForwardState *s, SeqInput *seqs, size_t n_seqs,
     for (size_t i = 0; i < n_seqs; i++) {
         size_t n = seqs[i].n_tokens;
         seqs[i].logits_row = R;
+        // the final hidden states: ln_f row by row, the rule of the rows below
+        if (seqs[i].hidden) layernorm_forward(seqs[i].hidden, s->x + row * C, w->lnf_w, w->lnf_b, n, C, cfg->ln_eps);
         if (n > 0 && seqs[i].want == LOGITS_LAST) {
             layernorm_forward(s->ln + R * C, s->x + (row + n - 1) * C, w->lnf_w, w->lnf_b, 1, C,
                               cfg->ln_eps);

@@ -41,6 +41,12 @@ typedef struct {
     const LoraWeights *lora;  // an adapter applied at run time to this sequence's rows, or NULL:
                               // each matrix it changes gives W x + b + scale B (A x), the
                               // low-rank product row by row (the same bits whatever else runs)
+    // Hidden states (embeddings, gpt embed --hidden-states): copies, the
+    // computation is the same with or without them. NULL: not wanted.
+    float *hidden;          // out: (n_tokens, C) ln_f of each new token's residual stream (the final hidden state)
+    float *residual;        // out: the residual stream of each new token before block 0 (k = 0) and after
+                            // each block l (k = l + 1): token t of k at residual + k * residual_stride + t * C
+    size_t residual_stride; // floats from one k's rows to the next's (at least n_tokens * C)
 } SeqInput;
 
 // Scratch memory for gpt2_forward, allocated once for the largest call.

@@ -9,7 +9,8 @@
 # or in a stream the error event: no finish_reason "error"), bad
 # stream_options, best_of and
 # suffix, Ollama's bodies (malformed, NULs, wrong types in options: its
-# {"error": MESSAGE}), hostile CORS headers (an Origin of 20 KB or of invalid bytes, an
+# {"error": MESSAGE}), the embedding bodies (bad input types, an empty or
+# too long input, dimensions, a bad encoding_format: a 400 naming the field), hostile CORS headers (an Origin of 20 KB or of invalid bytes, an
 # Access-Control-Request-Headers of 100 KB, of a thousand names, with a
 # CR or a NUL in it: never echoed), and SIGTERM under load (exit 0). After
 # each, a well-formed request with a seed still gets exactly the command's
@@ -287,6 +288,45 @@ python3 -c 'print("{\"input\":" + "[" * 10000 + "]" * 10000 + "}", end="")' > "$
 got=$(curl -s -o "$tmp/e" -w '%{http_code}' --data-binary "@$tmp/body" "http://127.0.0.1:$port/v1/responses")
 check "/v1/responses: input 10000 deep: 400 ($got)" [ "$got" = 400 ]
 still_serving "Responses bodies"
+
+# the embedding bodies: each fault a 400 naming its field (/v1/embeddings:
+# OpenAI's error with param FIELD; /api/embed: Ollama's, its message
+# naming FIELD)
+# bad_embed PATH FIELD BODY
+bad_embed() {
+    printf '%s' "$3" > "$tmp/body"
+    got=$(curl -s -o "$tmp/e" -w '%{http_code}' --data-binary "@$tmp/body" "http://127.0.0.1:$port$1")
+    if [ "$1" = /v1/embeddings ]; then named=$(jq -r .error.param "$tmp/e" 2> /dev/null)
+    else named=$(jq -r 'select(keys == ["error"]) | .error' "$tmp/e" 2> /dev/null | grep -o "$2" | head -n 1)
+    fi
+    if [ "$got" = 400 ] && [ "$named" = "$2" ] && iconv -f UTF-8 -t UTF-8 "$tmp/e" > /dev/null 2>&1; then pass
+    else fail "$1 $3: want 400 naming $2, got $got $(head -c 300 "$tmp/e")"
+    fi
+}
+long=$(python3 -c 'print("[" + ",".join(["464"] * 5000) + "]", end="")')
+for body in '{}' '{"input":null}' '{"input":5}' '{"input":true}' '{"input":{"a":1}}' '{"input":""}' '{"input":[]}' \
+    '{"input":[[]]}' '{"input":["a",""]}' '{"input":["a",[1]]}' '{"input":[1,"a"]}' '{"input":[[1],"a"]}' \
+    '{"input":[-1]}' '{"input":[1.5]}' '{"input":[50257]}' '{"input":[[1],[1e300]]}' '{"input":[[[1]]]}' \
+    "{\"input\":$long}" "{\"input\":[[1],$long]}"; do
+    bad_embed /v1/embeddings input "$body"
+done
+for f in '"encoding_format":"int8"' '"encoding_format":5' '"encoding_format":null,"dimensions":8' '"dimensions":8' \
+    '"dimensions":null,"normalize":"no"' '"normalize":1' '"model":5' '"user":[]' '"pooling":"last"'; do
+    field=$(printf '{%s}' "$f" | jq -r 'to_entries | map(select(.value != null)) | .[0].key')
+    bad_embed /v1/embeddings "$field" "{\"input\":\"x\",$f}"
+done
+python3 -c 'print("[" + ",".join(["\"a\""] * 2049) + "]", end="")' > "$tmp/many"
+bad_embed /v1/embeddings input "{\"input\":$(cat "$tmp/many")}"
+for body in '{"input":5}' '{"input":""}' '{"input":[]}' '{"input":[1,2]}' '{"input":["a",[1]]}' '{"input":["a",""]}'; do
+    bad_embed /api/embed input "$body"
+done
+bad_embed /api/embed input "{\"input\":\"$(python3 -c 'print("x " * 5000, end="")')\",\"truncate\":false}"
+for f in '"truncate":"no"' '"dimensions":4' '"options":[]' '"encoding_format":"float"' '"normalize":false'; do
+    field=$(printf '{%s}' "$f" | jq -r 'keys[0]')
+    bad_embed /api/embed "$field" "{\"input\":\"x\",$f}"
+done
+check "an embedding well formed after the faults: 200" [ "$(post /v1/embeddings '{"input":"x"}' "$tmp/r")" = 200 ]
+still_serving "the embedding bodies"
 
 # hostile CORS headers. An Origin of 20 KB, or of bytes that are not
 # UTF-8: answered, with no CORS header (nothing of it echoed)

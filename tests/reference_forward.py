@@ -2,7 +2,7 @@
 """A float64 forward pass of transformers' GPT2LMHeadModel, in numpy.
 
     /usr/bin/python3 tests/reference_forward.py MODEL_DIR --ids 15496,995,11 [--greedy N]
-                     [--set KEY=JSON]...
+                     [--hidden] [--set KEY=JSON]...
 
 Reads a Hugging Face GPT-2 directory (config.json, model.safetensors) and
 prints one JSON object: for token ids x0..x(T-1), "logprobs"[i] is
@@ -11,6 +11,9 @@ log p(x(i+1) | x0..xi), the log-softmax in float64 of position i's logits
 log-probability at position i and its lead over the second (for telling a
 near tie from a wrong token); "greedy" is the argmax continuation of N
 tokens (the whole sequence computed again each step) with "greedy_margins".
+--hidden adds the hidden states: "hidden", ln_f's output (T rows of C),
+transformers' GPT2Model last_hidden_state, and "residual", the residual
+stream before block 0 and after each block (L + 1 of T rows).
 --set KEY=JSON replaces a config.json entry (a "what if" for the tests).
 tests/cli_configs.sh imports it as a module (load, forward, score, greedy).
 
@@ -173,8 +176,11 @@ def layernorm(x, g, b, eps):
     return (x - mu) / np.sqrt(var + eps) * g + b
 
 
-def hidden(m, ids):
-    """ln_f's output (T, C) for token ids."""
+def hidden(m, ids, residual=None):
+    """ln_f's output (T, C) for token ids: GPT2Model's last_hidden_state.
+    A list residual gets the residual stream (T, C) before block 0 and after
+    each block (TransformerLens' blocks.l.hook_resid_pre is residual[l],
+    blocks.l.hook_resid_post residual[l + 1])."""
     ids = np.asarray(ids, dtype=np.int64)
     T = len(ids)
     if T > m.n_positions:
@@ -182,6 +188,8 @@ def hidden(m, ids):
     w, C, NH, HS = m.w, m.C, m.NH, m.HS
     x = w["wte.weight"][ids] + w["wpe.weight"][:T]
     future = np.triu(np.ones((T, T), dtype=bool), 1)  # j > i
+    if residual is not None:
+        residual.append(x)
     for l in range(m.L):
         p = "h.%d." % l
         h = layernorm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], m.eps)
@@ -200,6 +208,8 @@ def hidden(m, ids):
         h = layernorm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], m.eps)
         h = m.act(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
         x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+        if residual is not None:
+            residual.append(x)
     return layernorm(x, w["ln_f.weight"], w["ln_f.bias"], m.eps)
 
 
@@ -244,6 +254,8 @@ def main():
     ap.add_argument("model_dir")
     ap.add_argument("--ids", required=True, help="token ids, comma-separated")
     ap.add_argument("--greedy", type=int, default=0, metavar="N", help="also the argmax continuation of N tokens")
+    ap.add_argument("--hidden", action="store_true",
+                    help="also the hidden states: \"hidden\" (T, C), ln_f's output, and \"residual\" (L + 1, T, C)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON", help="replace a config entry")
     a = ap.parse_args()
     overrides = {}
@@ -256,6 +268,10 @@ def main():
     r.update(score(m, ids))
     if a.greedy:
         r.update(greedy(m, ids, a.greedy))
+    if a.hidden:
+        res = []
+        r["hidden"] = hidden(m, ids, res).tolist()
+        r["residual"] = [x.tolist() for x in res]
     json.dump(r, sys.stdout)
     sys.stdout.write("\n")
 

@@ -19,6 +19,7 @@
  *                  the conversation kept in the KV cache between them
  *   convert.c      gpt convert and gpt inspect
  *   tune.c         gpt tune: the matmul variants measured and saved
+ *   embed.c        gpt embed: a vector per text, and the hidden states
  *   output.c       stdout, with every write checked
  *   progress.c     the progress line on stderr
  *
@@ -171,6 +172,8 @@ int run_model(const Options *o);
 int print_tuning(FILE *e, const TuneReport *t);
 // tune.c: gpt tune, argv from the subcommand's name on.
 int run_tune(int argc, char **argv);
+// embed.c: gpt embed, argv from the subcommand's name on; an exit code
+int run_embed(int argc, char **argv);
 
 // probs.c
 // One line of --per-token: the token's text escaped (print_escaped), TAB,

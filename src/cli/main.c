@@ -6,6 +6,7 @@
  *   gpt --tokenize / --detokenize             text <-> token ids
  *   gpt --apply-template [--chat-template T]  a conversation's prompt
  *   gpt chat [options]                        a conversation, turn by turn
+ *   gpt embed [options]                       a vector per text (and hidden states)
  *   gpt convert SRC OUT.bin / gpt inspect FILE / gpt tune
  *   gpt serve [options]                       the HTTP server (src/serve/)
  */
@@ -20,6 +21,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "serve")) return run_serve(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "tune")) return run_tune(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "chat")) return run_chat(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "embed")) return run_embed(argc - 1, argv + 1);
     Options o;
     int done = 0;
     int rc = parse_options(argc, argv, &o, &done);

@@ -34,6 +34,7 @@ static const char *usage_text =
     "                                           on stdin (see gpt chat -h)\n"
     "       gpt convert SRC OUT.bin             write a one-file model (see gpt convert -h)\n"
     "       gpt inspect FILE                    describe a model file\n"
+    "       gpt embed [options] < texts         a vector per text, and hidden states (see gpt embed -h)\n"
     "       gpt tune [options]                  measure and save the kernels' variants (see gpt tune -h)\n"
     "       gpt serve [options]                 an OpenAI-compatible HTTP server (see gpt serve -h)\n"
     "\n"

@@ -316,6 +316,10 @@ long nul_at(const char *text, size_t len, int json);
 // json.c: tokens as JSON.
 
 cJSON *ids_json(const int32_t *ids, size_t n);
+// float32 numbers as a JSON array, each with the fewest digits that read
+// back as its bits (strtof); a non-finite one has none (the callers' are
+// finite: forward.h fails on a NaN). NULL when out of memory.
+cJSON *floats_json(const float *v, size_t n);
 cJSON *u64_json(uint64_t v);  // exact digits (an index), which cJSON would round to a double
 // The bytes of the tokens ids[0..n) together: where the text of the next
 // one starts.

@@ -9,6 +9,7 @@
  */
 #include <cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "front.h"
@@ -18,6 +19,27 @@ cJSON *u64_json(uint64_t v) {
     char digits[32];
     snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
     return cJSON_CreateRaw(digits);
+}
+
+cJSON *floats_json(const float *v, size_t n) {
+    char *text = malloc(n * 16 + 3), *p = text;
+    if (!text) return NULL;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        // the fewest digits (6 to 9; 9 always do) that read back as v[i]
+        int len = 0;
+        for (int digits = 6; digits <= 9; digits++) {
+            len = snprintf(p + (i > 0), 16, "%.*g", digits, (double)v[i]);
+            if (strtof(p + (i > 0), NULL) == v[i]) break;
+        }
+        if (i > 0) *p = ',';
+        p += len + (i > 0);
+    }
+    *p++ = ']';
+    *p = '\0';
+    cJSON *raw = cJSON_CreateRaw(text);
+    free(text);
+    return raw;
 }
 
 cJSON *ids_json(const int32_t *ids, size_t n) {

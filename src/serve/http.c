@@ -14,7 +14,7 @@
  *      /apply-template and /api/show at once (tokenizing under the
  *      tokenizer's lock); Ollama's model management (/api/pull, ...) a 501
  *      whatever the method; POST /v1/completions, /v1/chat/completions,
- *      /v1/responses, /v1/score, /api/generate and /api/chat become an ApiRequest for the
+ *      /v1/responses, /v1/score, /v1/embeddings, /api/generate, /api/chat and /api/embed become an ApiRequest for the
  *      scheduler, and the connection is parked (suspended: its thread goes
  *      on with the others) until the engine thread has news (Server.news, http_resume);
  *      then it answers: the whole JSON once the request is done, or the
@@ -184,7 +184,7 @@ static int post_path(const char *p) {
     return !strcmp(p, "/v1/completions") || !strcmp(p, "/v1/chat/completions") || !strcmp(p, "/v1/responses") ||
            !strcmp(p, "/v1/score") || !strcmp(p, "/tokenize") || !strcmp(p, "/detokenize") ||
            !strcmp(p, "/apply-template") || !strcmp(p, "/api/show") || !strcmp(p, "/api/generate") ||
-           !strcmp(p, "/api/chat");
+           !strcmp(p, "/api/chat") || !strcmp(p, "/v1/embeddings") || !strcmp(p, "/api/embed");
 }
 
 static void count_status(Server *s, int status) {
@@ -573,6 +573,7 @@ static enum MHD_Result answer_when_done(Server *s, struct MHD_Connection *c, Con
     enum MHD_Result rc;
     if (answer_failed_request(s, c, k, req, &rc)) return rc;
     if (req->kind == REQUEST_SCORE) return answer_json(c, k, 200, score_response(s, req));  // the scheduler wrote its last
+    if (req->kind == REQUEST_EMBED) return answer_json(c, k, 200, embed_response(s, req));
     char id[40];
     completion_id(s, req, id, sizeof id);
     pthread_mutex_lock(&s->lock);
@@ -620,6 +621,17 @@ static enum MHD_Result post_score(Server *s, struct MHD_Connection *c, Conn *k) 
     char *msg = NULL;
     char param[PARAM_CAP];
     int status = score_request(s, k->body ? k->body : "", k->len, &req, &msg, param);
+    enum MHD_Result refused;
+    if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
+    return answer_when_done(s, c, k);
+}
+
+// POST /v1/embeddings, or (ollama) /api/embed.
+static enum MHD_Result post_embed(Server *s, struct MHD_Connection *c, Conn *k, int ollama) {
+    ApiRequest *req;
+    char *msg = NULL;
+    char param[PARAM_CAP];
+    int status = embed_request(s, ollama, k->body ? k->body : "", k->len, &req, &msg, param);
     enum MHD_Result refused;
     if (submit(s, c, k, status, msg, param, req, &refused) != 0) return refused;
     return answer_when_done(s, c, k);
@@ -704,6 +716,8 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     if (!strcmp(p, "/v1/chat/completions")) return post_completions(s, c, k, chat_request);
     if (!strcmp(p, "/v1/responses")) return post_completions(s, c, k, responses_request);
     if (!strcmp(p, "/v1/score")) return post_score(s, c, k);
+    if (!strcmp(p, "/v1/embeddings") || ollama_route(p) == OLLAMA_EMBED)
+        return post_embed(s, c, k, ollama_route(p) == OLLAMA_EMBED);
     if (ollama_route(p) == OLLAMA_GENERATE || ollama_route(p) == OLLAMA_CHAT)
         return post_ollama(s, c, k, ollama_route(p) == OLLAMA_CHAT);
     int status;

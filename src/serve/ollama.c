@@ -75,6 +75,7 @@ OllamaRoute ollama_route(const char *path) {
     } routes[] = {
         {"/api/version", OLLAMA_VERSION}, {"/api/tags", OLLAMA_TAGS},         {"/api/ps", OLLAMA_PS},
         {"/api/show", OLLAMA_SHOW},       {"/api/generate", OLLAMA_GENERATE}, {"/api/chat", OLLAMA_CHAT},
+        {"/api/embed", OLLAMA_EMBED},
         {"/api/pull", OLLAMA_MANAGE},     {"/api/push", OLLAMA_MANAGE},       {"/api/create", OLLAMA_MANAGE},
         {"/api/delete", OLLAMA_MANAGE},   {"/api/copy", OLLAMA_MANAGE},
     };

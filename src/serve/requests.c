@@ -10,7 +10,10 @@
  * drives. The engine thread sleeps until a request comes, then loops:
  *
  *   1. take the requests of the inbox: a scoring request runs at once (score_tokens,
- *      between two steps, on the engine's threads); a completion job's
+ *      between two steps, on the engine's threads); an embedding request
+ *      joins the embeddings' queue, which runs one input (embed_tokens,
+ *      alone) between two steps, so a request of many inputs delays the
+ *      steps by one input's time at a time; a completion job's
  *      sequences are made and handed to the scheduler, in arrival order;
  *   2. one scheduler_step: the sequences of cancelled requests dropped (all of
  *      them once the grace after SIGTERM ran out), waiting ones admitted,
@@ -73,6 +76,7 @@ void api_request_free(ApiRequest *req) {
     cJSON_Delete(req->responses);
     for (size_t i = 0; i < req->n_tools; i++) free(req->tool_names[i]);
     free(req->tool_names);
+    free(req->embeddings);
     grammar_free(req->grammar);  // its sequences are freed already (the scheduler's ref is dropped)
     free(req);
 }
@@ -93,11 +97,11 @@ int api_request_submit(Server *s, ApiRequest *req) {
     s->in_flight++;
     req->arrived = now_seconds();
     req->next = NULL;
-    req->live = req->kind == REQUEST_SCORE ? 1 : req->n_completions;
+    req->live = req->kind != REQUEST_COMPLETION ? 1 : req->n_completions;
     if (s->inbox_tail) s->inbox_tail->next = req;
     else s->inbox = req;
     s->inbox_tail = req;
-    s->metrics.queued += req->kind == REQUEST_SCORE ? 0 : req->n_completions;
+    s->metrics.queued += req->kind != REQUEST_COMPLETION ? 0 : req->n_completions;
     for (size_t i = 0; i < req->n_prompts; i++) s->metrics.prompt_tokens += req->prompt_lens[i];
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
@@ -188,6 +192,31 @@ static void run_score(Server *s, ApiRequest *req) {
     }
     completion_done(s, req, NULL, NULL);
     pthread_mutex_unlock(&s->lock);
+}
+
+// Embeddings: the next input of req alone (embed.h), between two steps on
+// the engine's threads, so that a request of many inputs holds the
+// others' steps up one input at a time. 1 when req is finished (answered,
+// failed, or its client gone: then it may be freed), else 0.
+static int embed_step(Server *s, ApiRequest *req) {
+    GptError err = {{0}};
+    size_t C = (size_t)s->session.model.config.n_embd, i = req->embedded;
+    EmbedConfig how = {.model = &s->session.model, .pool = s->session.pool, .kv_dtype = s->limits.kv_dtype,
+                       .plan = &s->session.plan};
+    pthread_mutex_lock(&s->lock);
+    int gone = req->cancelled || s->hard_stop;
+    pthread_mutex_unlock(&s->lock);
+    int rc = gone ? gpt_error(&err, "interrupted") : 0;
+    if (!rc && !req->embeddings && !(req->embeddings = malloc(req->n_prompts * C * sizeof *req->embeddings)))
+        rc = gpt_error(&err, "out of memory");
+    if (!rc) rc = embed_tokens(&how, req->prompt_ids[i], req->prompt_lens[i], s->pooling, req->normalize,
+                               req->embeddings + i * C, &err);
+    if (!rc && ++req->embedded < req->n_prompts) return 0;
+    pthread_mutex_lock(&s->lock);
+    if (rc != 0) request_fail(req, 500, err.msg);
+    completion_done(s, req, NULL, NULL);
+    pthread_mutex_unlock(&s->lock);
+    return 1;
 }
 
 // The scheduler's hooks (scheduler.h): request is the ApiRequest, index the
@@ -327,10 +356,11 @@ void *scheduler_main(void *arg) {
         pthread_mutex_unlock(&s->lock);
         sch.parallel = 0;
     }
+    ApiRequest *embeds = NULL, *embeds_tail = NULL;  // embedding requests, in arrival order (their next)
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->inbox && !scheduler_held(&sch) && !s->stopping) pthread_cond_wait(&s->wake, &s->lock);
-        if (s->stopping && !s->inbox && !scheduler_held(&sch)) break;
+        while (!s->inbox && !scheduler_held(&sch) && !embeds && !s->stopping) pthread_cond_wait(&s->wake, &s->lock);
+        if (s->stopping && !s->inbox && !scheduler_held(&sch) && !embeds) break;
         ApiRequest *inbox = s->inbox;
         s->inbox = s->inbox_tail = NULL;
         pthread_mutex_unlock(&s->lock);
@@ -338,8 +368,21 @@ void *scheduler_main(void *arg) {
         // 1. the new requests
         for (ApiRequest *req = inbox, *next; req; req = next) {
             next = req->next;
-            if (req->kind == REQUEST_SCORE) run_score(s, req);
-            else start_completions(s, &sch, req);
+            if (req->kind == REQUEST_SCORE) {
+                run_score(s, req);
+            } else if (req->kind == REQUEST_EMBED) {
+                req->next = NULL;
+                if (embeds_tail) embeds_tail->next = req;
+                else embeds = req;
+                embeds_tail = req;
+            } else {
+                start_completions(s, &sch, req);
+            }
+        }
+        // one input of the first embedding request (it may be freed once finished)
+        if (embeds) {
+            ApiRequest *next = embeds->next;
+            if (embed_step(s, embeds) && !(embeds = next)) embeds_tail = NULL;
         }
         // 2. one turn of the scheduler (a failed step has ended its sequences)
         scheduler_step(&sch, &err);

@@ -74,13 +74,17 @@ static const char *serve_usage =
     "                          (each message then <|endoftext|>; the default), transcript\n"
     "                          (User: ...\\nAssistant:), chatml, or a template file (JSON;\n"
     "                          docs/chat.md)\n"
+    "      --pooling P         how /v1/embeddings and /api/embed make a text's vector from\n"
+    "                          its tokens' final hidden states: mean (their average; the\n"
+    "                          default) or last (the last token's, the one that saw the\n"
+    "                          whole text)\n"
     "  -h, --help              this help\n"
     "Endpoints: GET / (a page to try the model), /health, /v1/models, /v1/models/ID,\n"
     "/tokenizer_info, /metrics; POST /v1/completions, /v1/chat/completions, /v1/responses\n"
-    "(OpenAI's Responses API, stateless: chat's answer), /v1/score, /tokenize, /detokenize,\n"
-    "/apply-template. Ollama's API: GET /api/version, /api/tags, /api/ps; POST /api/show,\n"
-    "/api/generate (the prompt continued as it is), /api/chat\n"
-    "(docs/serving.md: what is mapped, what refused). A request with a seed gets exactly what\n"
+    "(OpenAI's Responses API, stateless: chat's answer), /v1/score, /v1/embeddings,\n"
+    "/tokenize, /detokenize, /apply-template. Ollama's API: GET /api/version, /api/tags,\n"
+    "/api/ps; POST /api/show, /api/generate (the prompt continued as it is), /api/chat,\n"
+    "/api/embed (docs/serving.md: what is mapped, what refused). A request with a seed gets exactly what\n"
     "gpt -p PROMPT -s SEED gives (a chat: gpt --chat-template T with its messages;\n"
     "docs/chat.md); a choice's finish_reason is OpenAI's, its stop_reason gpt's own (eos,\n"
     "stop, grammar: \"stop\"; length, context: \"length\"). The output matches a request's\n"
@@ -161,13 +165,14 @@ typedef struct {
     const char *log;       // --log as given, or NULL
     const char *chat_template;  // --chat-template NAME|FILE (default gpt2)
     const char *port_file;      // --port-file FILE, or NULL
+    Pooling pooling;            // --pooling mean|last (default mean)
 } ServeOptions;
 
 // getopt_long codes of gpt serve's own long-only options (the shared ones
 // are front.h's OPT_*)
 enum {
     O_HOST = 256, O_PORT, O_API_KEY, O_CORS_ORIGIN, O_MAX_BODY, O_MAX_TOKENS, O_MAX_CONNECTIONS, O_QUEUE, O_TIMEOUT, O_GRACE, O_LOG,
-    O_CHAT_TEMPLATE, O_PORT_FILE,
+    O_CHAT_TEMPLATE, O_PORT_FILE, O_POOLING,
     O_COUNT  // one past the last
 };
 _Static_assert((int)O_COUNT <= (int)OPT_SHARED, "gpt serve's option codes run into the shared ones");
@@ -187,6 +192,7 @@ static const struct option SERVE_OPTIONS[] = {{"help", no_argument, 0, 'h'},
                                               {"log", required_argument, 0, O_LOG},
                                               {"chat-template", required_argument, 0, O_CHAT_TEMPLATE},
                                               {"port-file", required_argument, 0, O_PORT_FILE},
+                                              {"pooling", required_argument, 0, O_POOLING},
                                               {0, 0, 0, 0}};
 
 // A whole number in [lo, hi] for an option: 0, or -1.
@@ -257,6 +263,9 @@ static int serve_option(ServeOptions *so, int c, const char *o) {
         if (!*o) return usage_error("serve", "--log: a file name, - (stdout) or off");
         so->log = o;
         break;
+    case O_POOLING:
+        if (pooling_from_name(o, &so->pooling) != 0) return usage_error("serve", "--pooling %s: must be mean or last", o);
+        break;
     case O_PORT_FILE:
         if (!*o) return usage_error("serve", "--port-file: a file name");
         so->port_file = o;
@@ -281,7 +290,7 @@ static int parse_serve_options(int argc, char **argv, ServeOptions *so, int *don
     *so = (ServeOptions){.lim = {.parallel = 16, .queue = 64, .max_body = 1 << 20, .max_tokens = 4096,
                                  .max_connections = 256, .timeout = 30, .grace = 10, .kv_dtype = DTYPE_F32,
                                  .log_fd = STDERR_FILENO},
-                         .host = "127.0.0.1", .port = 8080, .chat_template = "gpt2"};
+                         .host = "127.0.0.1", .port = 8080, .chat_template = "gpt2", .pooling = POOLING_MEAN};
     const char *env_key = getenv("GPT_API_KEY");
     so->lim.api_key = env_key && *env_key ? env_key : NULL;
     *done = 1;
@@ -558,6 +567,7 @@ int run_serve(int argc, char **argv) {
                 so.host);
     Server *s = server_new(&so.lim);
     if (s) s->chat_template = chat;  // the server's from now on
+    if (s) s->pooling = so.pooling;
     else chat_template_free(&chat);
     if (!s) {
         close(fd);

@@ -42,11 +42,12 @@
 
 #include "front/chat.h"
 #include "front/front.h"
+#include "embed.h"
 #include "engine.h"
 
 typedef struct cJSON cJSON;
 
-typedef enum { REQUEST_COMPLETION, REQUEST_SCORE } RequestKind;
+typedef enum { REQUEST_COMPLETION, REQUEST_SCORE, REQUEST_EMBED } RequestKind;
 
 // One sequence of a completion request: choice `index` of its response.
 typedef struct {
@@ -114,6 +115,10 @@ typedef struct ApiRequest {
     const char *error_param; // the field at fault (a literal), or NULL
     double *logprobs;        // REQUEST_SCORE: (n_ids - 1)
     size_t windows;
+    float *embeddings;       // REQUEST_EMBED: (n_prompts, C), each prompt's pooled vector (embed.h)
+    size_t embedded;         // REQUEST_EMBED, the engine thread's: inputs done
+    int normalize;           // REQUEST_EMBED: unit length ("normalize", default true)
+    int base64;              // REQUEST_EMBED: "encoding_format": "base64"
     double arrived;          // when it was submitted (now_seconds), for the latency histograms
     struct ApiRequest *next;    // the inbox
     size_t live;             // the scheduler's: completions it still holds
@@ -192,6 +197,7 @@ typedef struct Server {
     size_t model_bytes;      // the file's size and modification time (Ollama's /api/tags)
     time_t model_mtime;
     ServeLimits limits;
+    Pooling pooling;         // --pooling: how /v1/embeddings and /api/embed pool a text's hidden states
     size_t kv_blocks;        // the pool's blocks
     size_t engine_bytes;     // the engine's step buffers (engine_buffer_bytes)
     GrammarVocab *grammar_vocab;  // the tokens' trie, for requests with a grammar (read-only)
@@ -284,6 +290,7 @@ typedef enum {
     OLLAMA_SHOW,
     OLLAMA_GENERATE,
     OLLAMA_CHAT,
+    OLLAMA_EMBED,
     OLLAMA_MANAGE  // pull, push, create, delete, copy, blobs: refused, whatever the method
 } OllamaRoute;
 OllamaRoute ollama_route(const char *path);
@@ -340,6 +347,13 @@ size_t tool_call_args(const ApiRequest *req, const ApiChoice *c, const char **na
 // text args[0..n); name NULL: the function's arguments alone (a stream's
 // later piece); index: with "index": 0 (a stream's delta).
 cJSON *tool_call_json(const char *id, size_t k, const char *name, const char *args, size_t n, int index);
+
+// embed.c: POST /v1/embeddings (OpenAI's) and /api/embed (Ollama's, ollama 1):
+// the body read into a REQUEST_EMBED (every input tokenized, checked
+// against the context); 0, or the status with *msg and param as
+// completion_request's. The answer of a finished one (malloc'd JSON).
+int embed_request(Server *s, int ollama, const char *body, size_t len, ApiRequest **out, char **msg, char *param);
+char *embed_response(Server *s, const ApiRequest *req);
 
 // page.html, the page at /, as the Makefile writes it into page_html.c
 extern const unsigned char serve_page_html[];

@@ -1,5 +1,5 @@
 /*
- * fuzz_serve.h - what the request-body harnesses (fuzz_completion.c, fuzz_ollama.c,
+ * fuzz_serve.h - what the request-body harnesses (fuzz_completion.c, fuzz_ollama.c, fuzz_embed.c,
  * fuzz_chat.c) share: a Server as gpt serve's api.c sees it while it reads
  * a body, without a model's weights, an engine or a socket, and the checks
  * of what a body was read into.

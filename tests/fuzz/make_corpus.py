@@ -6,7 +6,7 @@ A development aid (the seeds are committed; `make fuzz` does not run this):
     make build/tests/gen_checkpoint gpt && python3 tests/fuzz/make_corpus.py
     python3 tests/fuzz/make_corpus.py --requests   # only the five below, no build
 
-The request and grammar harnesses' seeds (completion, chat, ollama, responses, jsonl,
+The request and grammar harnesses' seeds (completion, chat, ollama, responses, embed, jsonl,
 grammar, schema) are the inputs of the tests, taken from their sources: the bodies
 that tests/cli_serve*.sh post and tests/fixtures/clients/ holds, the --jsonl
 lines of tests/test_batch.c, the grammars of tests/test_grammar.c,
@@ -133,6 +133,18 @@ def responses_seeds():
     put_all("responses", bodies)
 
 
+def embed_seeds():
+    """The corpus of embed: the bodies tests/cli_serve_faults.sh posts to the embedding endpoints and a few more."""
+    bodies = [
+        '{"input":"Hello world","model":"x"}', '{"input":["Hello","world"],"encoding_format":"base64"}',
+        '{"input":[15496,995],"normalize":false}', '{"input":[[15496],[995,11]],"user":"u","encoding_format":"float"}',
+        '{"input":"x","dimensions":8}', '{"input":""}', '{"input":[]}', '{"input":[[]]}', '{"input":["a",[1]]}',
+        '{"model":"demo.bin","input":["a","b"],"truncate":false,"keep_alive":"5m","options":{}}',
+        '{"input":"' + "x " * 1100 + '"}',
+    ]
+    put_all("embed", bodies)
+
+
 def request_seeds():
     """The corpora of completion, chat, jsonl, grammar and schema."""
     tests = os.path.join(ROOT, "tests")
@@ -165,6 +177,7 @@ def request_seeds():
     put_all("chat", chat)
     ollama_seeds()
     responses_seeds()
+    embed_seeds()
 
     # --jsonl lines: those of test_batch.c, and the serve bodies' fields
     jsonl = []

@@ -28,7 +28,7 @@ export GPT_FUZZ_TOKENIZER
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export UBSAN_OPTIONS
 
-[ $# -gt 0 ] || set -- tokenizer safetensors model tokenizer_files cli gguf completion chat ollama responses jsonl grammar schema lora
+[ $# -gt 0 ] || set -- tokenizer safetensors model tokenizer_files cli gguf completion chat ollama responses embed jsonl grammar schema lora
 mkdir -p "$FUZZ_DIR/artifacts" "$FUZZ_DIR/logs"
 
 # fuzz NAME: the regression inputs, then FUZZ_SECONDS of fuzzing; its line
