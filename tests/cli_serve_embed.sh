@@ -7,9 +7,9 @@
 #     last hidden state (the default pooling) on gpt2-124M-shaped, up to
 #     the whole context; the last token's (--pooling last) on tiny;
 #   - 16 texts of 1 to about 320 tokens in one call (as text, as token ids,
-#     as base64) give each text's vector alone, bit for bit, and so do 8
+#     as base64) give each text's vector alone, bit for bit, and so do 4
 #     clients at once, each with the texts in another order;
-#   - a completion sent while 48 inputs are embedded is answered first (the
+#   - a completion sent while 24 inputs are embedded is answered first (the
 #     engine thread runs one input between two steps);
 #   - the answer's shape (object, index, model, usage), /api/embed's
 #     vectors and prompt_eval_count, its truncate (default: the first
