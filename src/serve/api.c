@@ -32,10 +32,7 @@
 // The most completions one request may have (prompts x n).
 enum { MAX_CHOICES = 64, MAX_N = SETTINGS_N_MAX };
 
-// A request's error: *msg (malloc'd) and *param; returns the status.
-static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...) {
+int api_fail(int status, char **msg, char *param, const char *p, const char *fmt, ...) {
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -46,12 +43,10 @@ static int fail(int status, char **msg, char *param, const char *p, const char *
     return status;
 }
 
-// The body as a JSON object: parsed, with nothing after it. NULL with the
-// error set.
-static cJSON *parse_body(const char *body, size_t len, int *status, char **msg, char *param) {
+cJSON *api_body(const char *body, size_t len, int *status, char **msg, char *param) {
     long nul = nul_at(body, len, 1);
     if (nul >= 0) {
-        *status = fail(400, msg, param, NULL,
+        *status = api_fail(400, msg, param, NULL,
                        "a NUL byte (or \\u0000) at byte %ld of the body: gpt takes none (-p could not repeat it)", nul);
         return NULL;
     }
@@ -60,12 +55,12 @@ static cJSON *parse_body(const char *body, size_t len, int *status, char **msg, 
     if (!o) {
         char why[256];
         json_parse_error(body, len, end, why, sizeof why);
-        *status = fail(400, msg, param, NULL, "%s", why);
+        *status = api_fail(400, msg, param, NULL, "%s", why);
         return NULL;
     }
     while (end < body + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
     if (!cJSON_IsObject(o) || end < body + len) {
-        *status = fail(400, msg, param, NULL, cJSON_IsObject(o) ? "text after the JSON object, at byte %ld"
+        *status = api_fail(400, msg, param, NULL, cJSON_IsObject(o) ? "text after the JSON object, at byte %ld"
                                                                 : "the body must be a JSON object", (long)(end - body));
         cJSON_Delete(o);
         return NULL;
@@ -87,8 +82,8 @@ static int json_ids(const cJSON *a, size_t vocab, int32_t **ids, size_t *n, char
                     const char *field) {
     char why[160];
     if (json_token_ids(a, vocab, field, ids, n, why, sizeof why) != 0)
-        return strcmp(why, "out of memory") ? fail(400, msg, param, field, "%s", why)
-                                             : fail(500, msg, param, NULL, "out of memory");
+        return strcmp(why, "out of memory") ? api_fail(400, msg, param, field, "%s", why)
+                                             : api_fail(500, msg, param, NULL, "out of memory");
     return 0;
 }
 
@@ -134,14 +129,14 @@ typedef struct {
 // stream_options: {"include_usage": true or false}, or null. 0, or the status.
 static int read_stream_options(const cJSON *f, CompletionBody *b, char **msg, char *param) {
     if (!cJSON_IsObject(f))
-        return fail(400, msg, param, "stream_options", "stream_options must be an object ({\"include_usage\": true})");
+        return api_fail(400, msg, param, "stream_options", "stream_options must be an object ({\"include_usage\": true})");
     for (const cJSON *o = f->child; o; o = o->next) {
         if (!strcmp(o->string, "include_usage") && (cJSON_IsBool(o) || cJSON_IsNull(o))) {
             b->include_usage = cJSON_IsTrue(o);
         } else if (!strcmp(o->string, "include_usage")) {
-            return fail(400, msg, param, "stream_options", "stream_options.include_usage must be true or false");
+            return api_fail(400, msg, param, "stream_options", "stream_options.include_usage must be true or false");
         } else {
-            return fail(400, msg, param, "stream_options", "stream_options: unknown field \"%.40s\" (gpt knows "
+            return api_fail(400, msg, param, "stream_options", "stream_options: unknown field \"%.40s\" (gpt knows "
                         "include_usage)", o->string);
         }
     }
@@ -170,15 +165,15 @@ static int read_chat_field(CompletionBody *b, const cJSON *f, const char *body, 
         cJSON alias = *f;  // max_tokens' rules, under this name
         alias.string = (char *)"max_tokens";
         if (setting_from_json(&b->gs, &b->limits, &alias, body, len, member, why, sizeof why) < 0)
-            *status = fail(400, msg, param, k, "max_completion_tokens%s", why + strlen("max_tokens"));
+            *status = api_fail(400, msg, param, k, "max_completion_tokens%s", why + strlen("max_tokens"));
         b->max_given = 1;
     } else if (!strcmp(k, "logprobs")) {
-        if (!cJSON_IsBool(f)) *status = fail(400, msg, param, k, "logprobs must be true or false");
+        if (!cJSON_IsBool(f)) *status = api_fail(400, msg, param, k, "logprobs must be true or false");
         b->gs.params.logprobs = cJSON_IsTrue(f);
     } else if (!strcmp(k, "top_logprobs")) {
         long top;
         if (json_int(f, 0, LOGPROBS_TOP_MAX, &top) != 0)
-            *status = fail(400, msg, param, k, "top_logprobs must be an integer in [0, %d]", LOGPROBS_TOP_MAX);
+            *status = api_fail(400, msg, param, k, "top_logprobs must be an integer in [0, %d]", LOGPROBS_TOP_MAX);
         else b->top_logprobs = (size_t)top, b->top_given = 1;
     } else {
         return 0;
@@ -193,21 +188,21 @@ static int read_tools(CompletionBody *b, char **msg, char *param) {
     const char *at;
     if (tools_read(b->tools, b->tool_choice, b->parallel_tool_calls, &schema, &b->tool_names, &b->n_tools, why,
                    sizeof why, &at) != 0)
-        return fail(400, msg, param, at, "%s", why);
+        return api_fail(400, msg, param, at, "%s", why);
     if (!schema) return 0;
     if (*b->gs.constraint_by) {
         free(schema);
-        return fail(400, msg, param, "tools", "tools (an answer that calls one) and %s exclude each other",
+        return api_fail(400, msg, param, "tools", "tools (an answer that calls one) and %s exclude each other",
                     b->gs.constraint_by);
     }
     cJSON *alias = cJSON_Parse(schema);  // the calls' schema, under json_schema's rules
     free(schema);
-    if (!alias) return fail(500, msg, param, NULL, "out of memory");
+    if (!alias) return api_fail(500, msg, param, NULL, "out of memory");
     alias->string = (char *)"json_schema";
     int rc = setting_from_json(&b->gs, &b->limits, alias, "", 0, 0, why, sizeof why);
     alias->string = NULL;
     cJSON_Delete(alias);
-    if (rc < 0) return fail(400, msg, param, "tools", "tools: %s", why + (strncmp(why, "json_schema: ", 13) ? 0 : 13));
+    if (rc < 0) return api_fail(400, msg, param, "tools", "tools: %s", why + (strncmp(why, "json_schema: ", 13) ? 0 : 13));
     snprintf(b->gs.constraint_by, sizeof b->gs.constraint_by, "tools");
     return 0;
 }
@@ -228,68 +223,68 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
             if (chat_known) continue;
         }
         if (b->chat && (!strcmp(k, "echo"))) {
-            status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
+            status = api_fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
             continue;
         }
         int known = setting_from_json(&b->gs, &b->limits, f, body, len, member, why, sizeof why);
         if (known > 0 && !strcmp(k, "max_tokens")) b->max_given = 1;
-        if (known < 0) status = fail(400, msg, param, k, "%s", why);
+        if (known < 0) status = api_fail(400, msg, param, k, "%s", why);
         if (known) continue;
         if (!strcmp(k, "prompt") && !b->chat) {
             b->prompt = f;
         } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
-            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "%s must be a string", k);
+            if (!cJSON_IsString(f)) status = api_fail(400, msg, param, k, "%s must be a string", k);
             // a model named as an adapter is that adapter; any other name, the base
             const ServeAdapter *a = !strcmp(k, "model") && cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
             if (a && !b->lora_given) b->gs.params.lora = &a->w, b->adapter = a;
         } else if (!strcmp(k, "lora")) {
             const ServeAdapter *a = cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
-            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "lora must be a string: an adapter's name");
+            if (!cJSON_IsString(f)) status = api_fail(400, msg, param, k, "lora must be a string: an adapter's name");
             else if (!a && *f->valuestring)
-                status = fail(400, msg, param, k, "lora \"%.60s\": no adapter of that name (gpt serve --lora NAME=PATH)",
+                status = api_fail(400, msg, param, k, "lora \"%.60s\": no adapter of that name (gpt serve --lora NAME=PATH)",
                               f->valuestring);
             b->gs.params.lora = a ? &a->w : NULL;
             b->adapter = a;
             b->lora_given = 1;
         } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "suffix"))) {
-            status = fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
+            status = api_fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
         } else if (!strcmp(k, "best_of")) {
             long best_of;
             if (json_int(f, 1, MAX_N, &best_of) != 0)
-                status = fail(400, msg, param, k, "best_of must be an integer in [1, %d]", MAX_N);
+                status = api_fail(400, msg, param, k, "best_of must be an integer in [1, %d]", MAX_N);
             else b->best_of = (size_t)best_of;
         } else if (!strcmp(k, "stream_options")) {
             status = read_stream_options(f, b, msg, param);
         } else if (!strcmp(k, "suffix")) {
             // "" says what absent says; anything else asks for infilling
             if (!cJSON_IsString(f) || *f->valuestring)
-                status = fail(400, msg, param, k, "suffix is not supported: GPT-2 has no infilling (it continues a "
+                status = api_fail(400, msg, param, k, "suffix is not supported: GPT-2 has no infilling (it continues a "
                                                   "prompt, it cannot fill in before a suffix)");
         } else if (!strcmp(k, "stream")) {
-            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
+            if (!cJSON_IsBool(f)) status = api_fail(400, msg, param, k, "%s must be true or false", k);
             b->stream = cJSON_IsTrue(f);
         } else {
-            status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
+            status = api_fail(400, msg, param, k, "unknown field \"%.40s\"", k);
         }
     }
     if (status) return status;
-    if (b->chat && !b->messages) return fail(400, msg, param, "messages", "no \"messages\" field");
-    if (!b->chat && !b->prompt) return fail(400, msg, param, "prompt", "no \"prompt\" field");
+    if (b->chat && !b->messages) return api_fail(400, msg, param, "messages", "no \"messages\" field");
+    if (!b->chat && !b->prompt) return api_fail(400, msg, param, "prompt", "no \"prompt\" field");
     if (b->stream_options && !b->stream)
-        return fail(400, msg, param, "stream_options", "stream_options is only allowed with \"stream\": true");
+        return api_fail(400, msg, param, "stream_options", "stream_options is only allowed with \"stream\": true");
     if (!b->best_of) b->best_of = b->gs.n;
     if (b->best_of < b->gs.n)
-        return fail(400, msg, param, "best_of", "best_of %zu is less than n %zu: best_of must be >= n", b->best_of,
+        return api_fail(400, msg, param, "best_of", "best_of %zu is less than n %zu: best_of must be >= n", b->best_of,
                     b->gs.n);
     if (b->best_of > b->gs.n && b->stream)
-        return fail(400, msg, param, "best_of", "best_of %zu (more than n %zu) cannot be streamed: the best are known "
+        return api_fail(400, msg, param, "best_of", "best_of %zu (more than n %zu) cannot be streamed: the best are known "
                     "at the end", b->best_of, b->gs.n);
     if (settings_check_keep(&b->gs, b->gs.given[SETTING_KEEP], 1, (size_t)cfg->n_ctx, why, sizeof why) != 0)
-        return fail(400, msg, param, "keep", "%s", why);
+        return api_fail(400, msg, param, "keep", "%s", why);
     if (b->chat && (status = read_tools(b, msg, param))) return status;
     if (b->chat) {
         if (b->top_given && !b->gs.params.logprobs)
-            return fail(400, msg, param, "top_logprobs", "top_logprobs needs \"logprobs\": true");
+            return api_fail(400, msg, param, "top_logprobs", "top_logprobs needs \"logprobs\": true");
         b->gs.params.top_logprobs = b->top_logprobs;
         // OpenAI's default: as long as the context allows (and --max-tokens)
         if (!b->max_given)
@@ -300,7 +295,7 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
     if (b->gs.echo && b->gs.params.logprobs) b->gs.params.logprobs_from = 1;
     GptError err = {{0}};
     if (sampler_params_validate(&b->gs.params.sampling, &err) != 0)
-        return fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
+        return api_fail(400, msg, param, sampling_param(err.msg), "%s", err.msg);
     return 0;
 }
 
@@ -311,10 +306,10 @@ static int check_fits(Server *s, size_t n_ids, const CompletionBody *b, char **m
     const GPT2Config *cfg = &s->session.model.config;
     GptError err = {{0}};
     if (check_prompt_length(cfg, n_ids, &err) != 0)
-        return fail(400, msg, param, b->chat ? "messages" : "prompt", "%s", err.msg);
+        return api_fail(400, msg, param, b->chat ? "messages" : "prompt", "%s", err.msg);
     size_t blocks = (sequence_positions(cfg, n_ids, b->gs.params.max_new) + KV_BLOCK - 1) / KV_BLOCK;
     if (blocks > s->kv_blocks)
-        return fail(400, msg, param, "max_tokens",
+        return api_fail(400, msg, param, "max_tokens",
                     "the prompt and max_tokens need %zu KV blocks; the server's --kv-budget holds %zu", blocks,
                     s->kv_blocks);
     return 0;
@@ -332,18 +327,18 @@ static int read_prompt(Server *s, ApiRequest *req, size_t p, const cJSON *it, in
     if (is_string) {
         const char *text = it->valuestring;
         if (encode_locked(s, text, strlen(text), 1, ids, n_ids, &err) != 0)
-            return fail(500, msg, param, NULL, "%s", err.msg);
+            return api_fail(500, msg, param, NULL, "%s", err.msg);
         // a JSON string is UTF-8: bytes of the body that are not show as U+FFFD
         if (b->gs.echo && !(req->echo[p] = utf8_replace_invalid((const unsigned char *)text, strlen(text), NULL)))
-            return fail(500, msg, param, NULL, "out of memory");
+            return api_fail(500, msg, param, NULL, "out of memory");
     } else {
         if ((status = json_ids(it, (size_t)cfg->vocab_size, ids, n_ids, msg, param, "prompt"))) return status;
-        if (*n_ids == 0) return fail(400, msg, param, "prompt", "prompt has an empty array of token ids");
+        if (*n_ids == 0) return api_fail(400, msg, param, "prompt", "prompt has an empty array of token ids");
         if (b->gs.echo) {
             char *bytes;
             size_t n_bytes;
             if (tokenizer_decode(s->session.tok, *ids, *n_ids, &bytes, &n_bytes, &err) != 0)
-                return fail(400, msg, param, "prompt", "%s", err.msg);
+                return api_fail(400, msg, param, "prompt", "%s", err.msg);
             req->echo[p] = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);
             free(bytes);
         }
@@ -359,14 +354,14 @@ static int read_prompts(Server *s, const CompletionBody *b, ApiRequest **out, ch
     int one_string = cJSON_IsString(prompt), one_ids = first && cJSON_IsNumber(first);
     size_t n_prompts = one_string || one_ids ? 1 : (size_t)cJSON_GetArraySize(prompt);
     if (!one_string && !cJSON_IsArray(prompt))
-        return fail(400, msg, param, "prompt", "prompt must be a string, an array of strings, an array of token ids "
+        return api_fail(400, msg, param, "prompt", "prompt must be a string, an array of strings, an array of token ids "
                                                "or an array of arrays of token ids");
-    if (n_prompts == 0) return fail(400, msg, param, "prompt", "prompt is an empty array");
+    if (n_prompts == 0) return api_fail(400, msg, param, "prompt", "prompt is an empty array");
     if (n_prompts * (size_t)b->best_of > MAX_CHOICES)
-        return fail(400, msg, param, b->best_of > b->gs.n ? "best_of" : "n", "%zu prompts x %s %zu is more than %d "
+        return api_fail(400, msg, param, b->best_of > b->gs.n ? "best_of" : "n", "%zu prompts x %s %zu is more than %d "
                     "completions", n_prompts, b->best_of > b->gs.n ? "best_of" : "n", b->best_of, MAX_CHOICES);
     ApiRequest *req = api_request_new(n_prompts);
-    if (!req) return fail(500, msg, param, NULL, "out of memory");
+    if (!req) return api_fail(500, msg, param, NULL, "out of memory");
     const cJSON *it = one_string || one_ids ? prompt : first;
     int status = 0;
     for (size_t p = 0; p < n_prompts && !status; p++, it = it->next) {
@@ -374,7 +369,7 @@ static int read_prompts(Server *s, const CompletionBody *b, ApiRequest **out, ch
         int is_ids = cJSON_IsArray(it) && (one_ids || cJSON_IsArray(first));
         if (is_string || is_ids) status = read_prompt(s, req, p, it, is_string, b, msg, param);
         else
-            status = fail(400, msg, param, "prompt", "prompt %zu: an array of prompts holds strings alone, or "
+            status = api_fail(400, msg, param, "prompt", "prompt %zu: an array of prompts holds strings alone, or "
                                                      "arrays of token ids alone", p);
     }
     if (status) {
@@ -425,10 +420,10 @@ static int read_conversation(Server *s, CompletionBody *b, ApiRequest **out, cha
     ChatConversation conv;
     char why[512];
     if (chat_conversation_from_json(b->messages, &conv, why, sizeof why) != 0)
-        return fail(400, msg, param, "messages", "%s", why);
+        return api_fail(400, msg, param, "messages", "%s", why);
     if (b->gs.params.n_stops + t->n_stops > MAX_STOPS) {
         chat_conversation_free(&conv);
-        return fail(400, msg, param, "stop", "stop: %zu strings and the chat template's %zu are more than %d",
+        return api_fail(400, msg, param, "stop", "stop: %zu strings and the chat template's %zu are more than %d",
                     b->gs.params.n_stops, t->n_stops, MAX_STOPS);
     }
     for (size_t i = 0; i < t->n_stops; i++) b->gs.stops[b->gs.params.n_stops++] = t->stops[i];
@@ -436,12 +431,12 @@ static int read_conversation(Server *s, CompletionBody *b, ApiRequest **out, cha
     ApiRequest *req = api_request_new(1);
     GptError err = {{0}};
     int status = 0;
-    if (!req) status = fail(500, msg, param, NULL, "out of memory");
+    if (!req) status = api_fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         pthread_mutex_lock(&s->tok_lock);
         int rc = chat_tokens(s->session.tok, t, conv.m, conv.n, 1, &req->prompt_ids[0], &req->prompt_lens[0], &err);
         pthread_mutex_unlock(&s->tok_lock);
-        if (rc != 0) status = fail(500, msg, param, NULL, "%s", err.msg);
+        if (rc != 0) status = api_fail(500, msg, param, NULL, "%s", err.msg);
     }
     chat_conversation_free(&conv);
     if (!status) status = check_fits(s, req->prompt_lens[0], b, msg, param);
@@ -464,7 +459,7 @@ static int body_request(Server *s, int chat, const char *body, size_t len, ApiRe
     *stream = 0;
     *param = '\0';
     int status = 400;
-    cJSON *o = parse_body(body, len, &status, msg, param);
+    cJSON *o = api_body(body, len, &status, msg, param);
     if (!o) return status;
     CompletionBody b = {.chat = chat,
                         .limits = {.max_tokens_limit = s->limits.max_tokens,
@@ -475,7 +470,7 @@ static int body_request(Server *s, int chat, const char *body, size_t len, ApiRe
     ApiRequest *req = NULL;
     status = read_completion_fields(s, o, body, len, &b, msg, param);
     if (!status) status = chat ? read_conversation(s, &b, &req, msg, param) : read_prompts(s, &b, &req, msg, param);
-    if (!status && make_completions(req, &b) != 0) status = fail(500, msg, param, NULL, "out of memory");
+    if (!status && make_completions(req, &b) != 0) status = api_fail(500, msg, param, NULL, "out of memory");
     if (!status) {
         req->grammar = b.gs.grammar;  // the completions' params point at it
         req->grammar_field = !b.gs.grammar ? NULL : b.n_tools ? "tools" : setting_by_key(b.gs.constraint_by)->key;
@@ -507,25 +502,25 @@ int chat_request(Server *s, const char *body, size_t len, ApiRequest **out, int 
 char *apply_template_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
     *param = '\0';
     *status = 400;
-    cJSON *o = parse_body(body, len, status, msg, param);
+    cJSON *o = api_body(body, len, status, msg, param);
     if (!o) return NULL;
     const cJSON *messages = NULL;
     *status = 0;
     for (const cJSON *f = o->child; f && !*status; f = f->next) {
         if (!strcmp(f->string, "messages")) messages = f;
         else if (strcmp(f->string, "model") != 0)
-            *status = fail(400, msg, param, f->string, "unknown field \"%.40s\" (apply-template takes messages)",
+            *status = api_fail(400, msg, param, f->string, "unknown field \"%.40s\" (apply-template takes messages)",
                            f->string);
     }
     ChatConversation conv = {0};
     char why[512], *text = NULL, *out = NULL;
     size_t n;
     GptError err = {{0}};
-    if (!*status && !messages) *status = fail(400, msg, param, "messages", "no \"messages\" field");
+    if (!*status && !messages) *status = api_fail(400, msg, param, "messages", "no \"messages\" field");
     if (!*status && chat_conversation_from_json(messages, &conv, why, sizeof why) != 0)
-        *status = fail(400, msg, param, "messages", "%s", why);
+        *status = api_fail(400, msg, param, "messages", "%s", why);
     if (!*status && chat_render(&s->chat_template, conv.m, conv.n, 1, &text, &n, &err) != 0)
-        *status = fail(500, msg, param, NULL, "%s", err.msg);
+        *status = api_fail(500, msg, param, NULL, "%s", err.msg);
     if (!*status) {
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "prompt", text);
@@ -542,7 +537,7 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
     *out = NULL;
     *param = '\0';
     int status = 400;
-    cJSON *o = parse_body(body, len, &status, msg, param);
+    cJSON *o = api_body(body, len, &status, msg, param);
     if (!o) return status;
     const GPT2Config *cfg = &s->session.model.config;
     const cJSON *prompt = NULL;
@@ -556,25 +551,25 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
         if (cJSON_IsNull(f)) continue;
         if (!strcmp(k, "prompt")) prompt = f;
         else if (!strcmp(k, "model")) {
-            if (!cJSON_IsString(f)) status = fail(400, msg, param, k, "model must be a string");
+            if (!cJSON_IsString(f)) status = api_fail(400, msg, param, k, "model must be a string");
             else if (serve_adapter(s, f->valuestring))
-                status = fail(400, msg, param, k, "model \"%.60s\" is an adapter applied at run time; /v1/score "
+                status = api_fail(400, msg, param, k, "model \"%.60s\" is an adapter applied at run time; /v1/score "
                               "scores with the base (gpt --score --lora PATH scores with one merged)", f->valuestring);
         } else if (!strcmp(k, "stride")) {
             if (json_int(f, 1, cfg->n_ctx, &stride) != 0)
-                status = fail(400, msg, param, k, "stride must be an integer in [1, %d] (the context)", cfg->n_ctx);
+                status = api_fail(400, msg, param, k, "stride must be an integer in [1, %d] (the context)", cfg->n_ctx);
         } else if (!strcmp(k, "prepend_eos")) {
-            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "prepend_eos must be true or false");
+            if (!cJSON_IsBool(f)) status = api_fail(400, msg, param, k, "prepend_eos must be true or false");
             prepend_eos = cJSON_IsTrue(f);
-        } else status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
+        } else status = api_fail(400, msg, param, k, "unknown field \"%.40s\"", k);
     }
     if (status) goto done;
     if (!cJSON_IsString(prompt) && !cJSON_IsArray(prompt)) {
-        status = fail(400, msg, param, "prompt", "prompt must be a string or an array of token ids");
+        status = api_fail(400, msg, param, "prompt", "prompt must be a string or an array of token ids");
         goto done;
     }
     if (!(req = api_request_new(1))) {
-        status = fail(500, msg, param, NULL, "out of memory");
+        status = api_fail(500, msg, param, NULL, "out of memory");
         goto done;
     }
     req->kind = REQUEST_SCORE;
@@ -582,7 +577,7 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
     if (cJSON_IsString(prompt)) {
         if (encode_locked(s, prompt->valuestring, strlen(prompt->valuestring), 0, &req->prompt_ids[0],
                           &req->prompt_lens[0], &err) != 0) {
-            status = fail(500, msg, param, NULL, "%s", err.msg);
+            status = api_fail(500, msg, param, NULL, "%s", err.msg);
             goto done;
         }
     } else if ((status = json_ids(prompt, (size_t)cfg->vocab_size, &req->prompt_ids[0], &req->prompt_lens[0], msg, param,
@@ -591,14 +586,14 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
     }
     size_t n = req->prompt_lens[0];
     if (n == 0) {
-        status = fail(400, msg, param, "prompt", "the text is empty");
+        status = api_fail(400, msg, param, "prompt", "the text is empty");
         goto done;
     }
     // prepend_eos: <|endoftext|> first, the context of the text's first token (gpt --score --prepend-eos)
     int32_t eot = tokenizer_eot_id(s->session.tok), *with = NULL;
     if (prepend_eos && (eot < 0 || !(with = malloc((n + 1) * sizeof *with)))) {
-        status = eot < 0 ? fail(400, msg, param, "prepend_eos", "the tokenizer has no <|endoftext|>")
-                         : fail(500, msg, param, NULL, "out of memory");
+        status = eot < 0 ? api_fail(400, msg, param, "prepend_eos", "the tokenizer has no <|endoftext|>")
+                         : api_fail(500, msg, param, NULL, "out of memory");
         goto done;
     }
     if (with) {
@@ -609,7 +604,7 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
         req->prompt_lens[0] = ++n;
     }
     if (n > (size_t)cfg->n_ctx && !stride) {
-        status = fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
+        status = api_fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
                                                  "scores longer texts in windows)", n, cfg->n_ctx);
         goto done;
     }
@@ -1001,7 +996,7 @@ char *score_response(Server *s, const ApiRequest *req) {
 char *tokenize_response(Server *s, const char *body, size_t len, int *status, char **msg, char *param) {
     *param = '\0';
     *status = 400;
-    cJSON *o = parse_body(body, len, status, msg, param);
+    cJSON *o = api_body(body, len, status, msg, param);
     if (!o) return NULL;
     const cJSON *content = NULL, *prompt = NULL;
     int special = 0;
@@ -1013,16 +1008,16 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
         else if (!strcmp(f->string, "add_special_tokens") && cJSON_IsBool(f)) continue;
         else if (!strcmp(f->string, "model") && cJSON_IsString(f)) continue;
         else if (!strcmp(f->string, "special") || !strcmp(f->string, "add_special_tokens"))
-            *status = fail(400, msg, param, f->string, "%s must be true or false", f->string);
+            *status = api_fail(400, msg, param, f->string, "%s must be true or false", f->string);
         else if (!strcmp(f->string, "model"))
-            *status = fail(400, msg, param, f->string, "model must be a string");
-        else *status = fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
+            *status = api_fail(400, msg, param, f->string, "model must be a string");
+        else *status = api_fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
     }
     if (!*status && content && prompt)
-        *status = fail(400, msg, param, "prompt", "content (llama.cpp's) and prompt (vLLM's): send one");
+        *status = api_fail(400, msg, param, "prompt", "content (llama.cpp's) and prompt (vLLM's): send one");
     const cJSON *text = prompt ? prompt : content;
     if (!*status && !cJSON_IsString(text))
-        *status = fail(400, msg, param, prompt ? "prompt" : "content", "%s must be a string (the text to tokenize)",
+        *status = api_fail(400, msg, param, prompt ? "prompt" : "content", "%s must be a string (the text to tokenize)",
                        prompt ? "prompt" : "content");
     char *out = NULL;
     if (!*status) {
@@ -1033,7 +1028,7 @@ char *tokenize_response(Server *s, const char *body, size_t len, int *status, ch
         int rc = tokenizer_encode(s->session.tok, text->valuestring, strlen(text->valuestring), special, &ids, &n,
                                   &err);
         pthread_mutex_unlock(&s->tok_lock);
-        if (rc != 0) *status = fail(500, msg, param, NULL, "%s", err.msg);
+        if (rc != 0) *status = api_fail(500, msg, param, NULL, "%s", err.msg);
         else {
             cJSON *r = cJSON_CreateObject();
             cJSON_AddItemToObject(r, "tokens", ids_json(ids, n));
@@ -1079,17 +1074,17 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
                           char *param) {
     *param = '\0';
     *status = 400;
-    cJSON *o = parse_body(body, len, status, msg, param);
+    cJSON *o = api_body(body, len, status, msg, param);
     if (!o) return NULL;
     const cJSON *tokens = NULL;
     *status = 0;
     for (const cJSON *f = o->child; f && !*status; f = f->next) {
         if (!strcmp(f->string, "tokens")) tokens = f;
         else if (!strcmp(f->string, "model") && cJSON_IsString(f)) continue;
-        else *status = fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
+        else *status = api_fail(400, msg, param, f->string, "unknown field \"%.40s\"", f->string);
     }
     if (!*status && !cJSON_IsArray(tokens))
-        *status = fail(400, msg, param, "tokens", "tokens must be an array of token ids");
+        *status = api_fail(400, msg, param, "tokens", "tokens must be an array of token ids");
     char *out = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -1099,7 +1094,7 @@ char *detokenize_response(Server *s, const char *body, size_t len, int *status, 
         size_t n_bytes;
         GptError err = {{0}};
         if (tokenizer_decode(s->session.tok, ids, n, &bytes, &n_bytes, &err) != 0) {
-            *status = fail(400, msg, param, "tokens", "%s", err.msg);
+            *status = api_fail(400, msg, param, "tokens", "%s", err.msg);
         } else {
             // a JSON string is UTF-8: bytes that are not show as U+FFFD
             char *text = utf8_replace_invalid((unsigned char *)bytes, n_bytes, NULL);

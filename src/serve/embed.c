@@ -32,45 +32,6 @@
 // The most inputs one request may hold (OpenAI's limit).
 enum { MAX_INPUTS = 2048 };
 
-// A request's error: *msg (malloc'd) and param; returns the status.
-static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int fail(int status, char **msg, char *param, const char *p, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    *msg = strdup(buf);
-    snprintf(param, PARAM_CAP, "%s", p ? p : "");
-    return status;
-}
-
-// The body as a JSON object, nothing after it; NULL with the 400 set.
-static cJSON *read_body(const char *body, size_t len, int *status, char **msg, char *param) {
-    long nul = nul_at(body, len, 1);
-    if (nul >= 0) {
-        *status = fail(400, msg, param, NULL, "a NUL byte (or \\u0000) at byte %ld of the body: gpt takes none", nul);
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!o) {
-        char why[256];
-        json_parse_error(body, len, end, why, sizeof why);
-        *status = fail(400, msg, param, NULL, "%s", why);
-        return NULL;
-    }
-    while (end < body + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
-    if (!cJSON_IsObject(o) || end < body + len) {
-        *status = fail(400, msg, param, NULL, cJSON_IsObject(o) ? "text after the JSON object, at byte %ld"
-                                                                : "the body must be a JSON object", (long)(end - body));
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
-}
-
 // The inputs of "input": how many (0: not one of the shapes), and whether
 // each is text (else token ids). A single string or id array is one input.
 static size_t count_inputs(const cJSON *in, int ollama, int *single) {
@@ -101,19 +62,19 @@ static int read_input(Server *s, ApiRequest *req, size_t i, const cJSON *e, int 
         int rc = tokenizer_encode(s->session.tok, e->valuestring, strlen(e->valuestring), 0, &req->prompt_ids[i],
                                   &req->prompt_lens[i], &err);
         pthread_mutex_unlock(&s->tok_lock);
-        if (rc != 0) return fail(500, msg, param, NULL, "%s", err.msg);
+        if (rc != 0) return api_fail(500, msg, param, NULL, "%s", err.msg);
     } else {
         char why[160];
         if (json_token_ids(e, (size_t)cfg->vocab_size, label, &req->prompt_ids[i], &req->prompt_lens[i], why,
                            sizeof why) != 0)
-            return strcmp(why, "out of memory") ? fail(400, msg, param, "input", "%s", why)
-                                                 : fail(500, msg, param, NULL, "out of memory");
+            return strcmp(why, "out of memory") ? api_fail(400, msg, param, "input", "%s", why)
+                                                 : api_fail(500, msg, param, NULL, "out of memory");
     }
     size_t n = req->prompt_lens[i];
-    if (n == 0) return fail(400, msg, param, "input", "%s is empty: it has no tokens to embed", label);
+    if (n == 0) return api_fail(400, msg, param, "input", "%s is empty: it has no tokens to embed", label);
     if (n > (size_t)cfg->n_ctx && ollama && truncate) req->prompt_lens[i] = (size_t)cfg->n_ctx;  // its first tokens
     else if (n > (size_t)cfg->n_ctx)
-        return fail(400, msg, param, "input", "%s is %zu tokens; the model's context holds %d%s", label, n,
+        return api_fail(400, msg, param, "input", "%s is %zu tokens; the model's context holds %d%s", label, n,
                     cfg->n_ctx, ollama ? " (\"truncate\": true keeps its first tokens)" : "");
     return 0;
 }
@@ -122,7 +83,7 @@ int embed_request(Server *s, int ollama, const char *body, size_t len, ApiReques
     *out = NULL;
     *param = '\0';
     int status = 400;
-    cJSON *o = read_body(body, len, &status, msg, param);
+    cJSON *o = api_body(body, len, &status, msg, param);
     if (!o) return status;
     const cJSON *input = NULL;
     int base64 = 0, normalize = 1, truncate = 1;
@@ -134,47 +95,47 @@ int embed_request(Server *s, int ollama, const char *body, size_t len, ApiReques
         else if (cJSON_IsNull(f)) continue;
         else if (!strcmp(k, "model") || (!ollama && !strcmp(k, "user")) || (ollama && !strcmp(k, "keep_alive"))) {
             if (!cJSON_IsString(f) && !(ollama && cJSON_IsNumber(f)))
-                status = fail(400, msg, param, k, "%s must be a string", k);
+                status = api_fail(400, msg, param, k, "%s must be a string", k);
         } else if (!strcmp(k, "dimensions")) {
-            status = fail(400, msg, param, k, "dimensions: gpt gives the model's whole vectors (%d numbers) and "
+            status = api_fail(400, msg, param, k, "dimensions: gpt gives the model's whole vectors (%d numbers) and "
                           "shortens none; leave dimensions out", s->session.model.config.n_embd);
         } else if (!ollama && !strcmp(k, "encoding_format")) {
             if (!cJSON_IsString(f) || (strcmp(f->valuestring, "float") && strcmp(f->valuestring, "base64")))
-                status = fail(400, msg, param, k, "encoding_format must be \"float\" or \"base64\"");
+                status = api_fail(400, msg, param, k, "encoding_format must be \"float\" or \"base64\"");
             else base64 = !strcmp(f->valuestring, "base64");
         } else if ((!ollama && !strcmp(k, "normalize")) || (ollama && !strcmp(k, "truncate"))) {
-            if (!cJSON_IsBool(f)) status = fail(400, msg, param, k, "%s must be true or false", k);
+            if (!cJSON_IsBool(f)) status = api_fail(400, msg, param, k, "%s must be true or false", k);
             else *(ollama ? &truncate : &normalize) = cJSON_IsTrue(f);
         } else if (ollama && !strcmp(k, "options")) {
-            if (!cJSON_IsObject(f)) status = fail(400, msg, param, k, "options must be an object");
+            if (!cJSON_IsObject(f)) status = api_fail(400, msg, param, k, "options must be an object");
         } else {
-            status = fail(400, msg, param, k, "unknown field \"%.40s\"", k);
+            status = api_fail(400, msg, param, k, "unknown field \"%.40s\"", k);
         }
     }
     if (status) goto done;
     int single;
     size_t n = input ? count_inputs(input, ollama, &single) : 0;
     if (!input || cJSON_IsNull(input)) {
-        status = fail(400, msg, param, "input", "input is missing: the text (or texts) to embed");
+        status = api_fail(400, msg, param, "input", "input is missing: the text (or texts) to embed");
         goto done;
     }
     if (cJSON_IsArray(input) && !input->child) {
-        status = fail(400, msg, param, "input", "input is an empty array: nothing to embed");
+        status = api_fail(400, msg, param, "input", "input is an empty array: nothing to embed");
         goto done;
     }
     if (n == 0) {
-        status = fail(400, msg, param, "input",
+        status = api_fail(400, msg, param, "input",
                       ollama ? "input must be a string or an array of strings"
                              : "input must be a string, an array of strings, an array of token ids or an array "
                                "of arrays of token ids");
         goto done;
     }
     if (n > MAX_INPUTS) {
-        status = fail(400, msg, param, "input", "input holds %zu inputs; one request takes at most %d", n, MAX_INPUTS);
+        status = api_fail(400, msg, param, "input", "input holds %zu inputs; one request takes at most %d", n, MAX_INPUTS);
         goto done;
     }
     if (!(req = api_request_new(n))) {
-        status = fail(500, msg, param, NULL, "out of memory");
+        status = api_fail(500, msg, param, NULL, "out of memory");
         goto done;
     }
     req->kind = REQUEST_EMBED;

@@ -248,19 +248,6 @@ char *ollama_show_response(Server *s, const char *body, size_t len, int *status,
 // ----------------------------------------------------------------------------
 // a body, as the OpenAI body it means
 
-// A 400 with the message; returns the status.
-static int refuse(char **msg, char *param, const char *p, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int refuse(char **msg, char *param, const char *p, const char *fmt, ...) {
-    char buf[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    *msg = strdup(buf);
-    snprintf(param, PARAM_CAP, "%s", p);
-    return 400;
-}
-
 // The option f (of "options") into the OpenAI body o. 0, or the status.
 static int read_option(Server *s, const cJSON *f, cJSON *o, char **msg, char *param) {
     const char *k = f->string;
@@ -269,12 +256,12 @@ static int read_option(Server *s, const cJSON *f, cJSON *o, char **msg, char *pa
     snprintf(field, sizeof field, "options.%.60s", k);
     // past a double (1e400): cJSON would write it as null, which reads as not given
     if (cJSON_IsNumber(f) && !isfinite(f->valuedouble))
-        return refuse(msg, param, field, "%s: out of range (beyond a double)", field);
+        return api_fail(400, msg, param, field, "%s: out of range (beyond a double)", field);
     if (!strcmp(k, "num_ctx")) {
         double v = cJSON_IsNumber(f) ? f->valuedouble : NAN;
-        if (!(v >= 1) || v != floor(v)) return refuse(msg, param, field, "options.num_ctx must be a positive integer");
+        if (!(v >= 1) || v != floor(v)) return api_fail(400, msg, param, field, "options.num_ctx must be a positive integer");
         if (v > n_ctx)
-            return refuse(msg, param, field, "options.num_ctx %.0f: more than the model's context (%d tokens)", v,
+            return api_fail(400, msg, param, field, "options.num_ctx %.0f: more than the model's context (%d tokens)", v,
                           n_ctx);
         return 0;
     }
@@ -296,10 +283,10 @@ static int read_option(Server *s, const cJSON *f, cJSON *o, char **msg, char *pa
     for (size_t i = 0; i < sizeof OFF_OPTIONS / sizeof *OFF_OPTIONS; i++)
         if (!strcmp(k, OFF_OPTIONS[i].name)) {
             if (cJSON_IsNumber(f) && f->valuedouble == OFF_OPTIONS[i].off) return 0;
-            return refuse(msg, param, field, "%s: gpt has no such sampler (only %g, off, is taken)", field,
+            return api_fail(400, msg, param, field, "%s: gpt has no such sampler (only %g, off, is taken)", field,
                           OFF_OPTIONS[i].off);
         }
-    return refuse(msg, param, field,
+    return api_fail(400, msg, param, field,
                   "%s is not an option gpt takes (it maps num_predict, temperature, top_k, top_p, "
                   "min_p, seed, stop, repeat_penalty, presence_penalty, frequency_penalty, num_ctx)",
                   field);
@@ -317,7 +304,7 @@ static int read_format(const cJSON *f, cJSON *o, char **msg, char *param) {
         cJSON_AddItemToObject(o, "json_schema", cJSON_Duplicate(f, 1));
         return 0;
     }
-    return refuse(msg, param, "format", "format must be \"json\" or a JSON Schema (an object)");
+    return api_fail(400, msg, param, "format", "format must be \"json\" or a JSON Schema (an object)");
 }
 
 // A field that must be empty (absent, null, "", [] or false) for gpt to answer
@@ -339,7 +326,7 @@ static int read_messages(const cJSON *f, cJSON *o, char **msg, char *param) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, extra[x]);
             if (!v) continue;
             if (!empty(v))
-                return refuse(msg, param, "messages",
+                return api_fail(400, msg, param, "messages",
                               "messages[%zu].%s: gpt takes text messages alone (GPT-2 reads "
                               "no images and calls no tools)",
                               i, extra[x]);
@@ -360,7 +347,7 @@ static int translate(Server *s, int chat, const cJSON *b, cJSON *o, int *stream,
         if (!strcmp(k, "model")) {
             cJSON_AddItemToObject(o, "model", cJSON_Duplicate(f, 1));
         } else if (!strcmp(k, "stream")) {
-            if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) return refuse(msg, param, k, "stream must be true or false");
+            if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) return api_fail(400, msg, param, k, "stream must be true or false");
             if (cJSON_IsBool(f)) *stream = cJSON_IsTrue(f);
         } else if (!strcmp(k, "keep_alive")) {
             // how long Ollama keeps a model loaded: gpt serve holds its one model till it stops
@@ -368,56 +355,56 @@ static int translate(Server *s, int chat, const cJSON *b, cJSON *o, int *stream,
             if (!cJSON_IsNull(f)) status = read_format(f, o, msg, param);
         } else if (!strcmp(k, "options")) {
             if (!cJSON_IsObject(f) && !cJSON_IsNull(f))
-                return refuse(msg, param, k, "options must be an object {\"temperature\": 0.8, ...}");
+                return api_fail(400, msg, param, k, "options must be an object {\"temperature\": 0.8, ...}");
             for (const cJSON *e = cJSON_IsObject(f) ? f->child : NULL; e && !status; e = e->next) {
                 if (cJSON_IsNull(e)) continue;
                 status = read_option(s, e, o, msg, param);
             }
         } else if (!strcmp(k, "think")) {
-            if (!empty(f)) return refuse(msg, param, k, "think: GPT-2 is no thinking model (only false is taken)");
+            if (!empty(f)) return api_fail(400, msg, param, k, "think: GPT-2 is no thinking model (only false is taken)");
         } else if (chat && !strcmp(k, "messages")) {
             if (cJSON_IsArray(f) && !f->child) *load_only = 1;
             status = read_messages(f, o, msg, param);
         } else if (chat && !strcmp(k, "tools")) {
-            if (!empty(f)) return refuse(msg, param, k, "tools: gpt serve calls no tools (docs/serving.md)");
+            if (!empty(f)) return api_fail(400, msg, param, k, "tools: gpt serve calls no tools (docs/serving.md)");
         } else if (!chat && !strcmp(k, "prompt")) {
-            if (!cJSON_IsString(f)) return refuse(msg, param, k, "prompt must be a string");
+            if (!cJSON_IsString(f)) return api_fail(400, msg, param, k, "prompt must be a string");
             if (!*f->valuestring) *load_only = 1;
             cJSON_AddItemToObject(o, "prompt", cJSON_Duplicate(f, 1));
             has_prompt = 1;
         } else if (!chat && !strcmp(k, "raw")) {
             // raw: the prompt as it is, which is what /api/generate always continues
-            if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) return refuse(msg, param, k, "raw must be true or false");
+            if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) return api_fail(400, msg, param, k, "raw must be true or false");
         } else if (!chat && !strcmp(k, "system")) {
             if (!empty(f))
-                return refuse(msg, param, k,
+                return api_fail(400, msg, param, k,
                               "system: /api/generate continues the prompt as it is (its template is "
                               "{{ .Prompt }}); send the system message in /api/chat's messages, or in the prompt");
         } else if (!chat && !strcmp(k, "template")) {
             if (!empty(f) && !(cJSON_IsString(f) && !strcmp(f->valuestring, "{{ .Prompt }}")))
-                return refuse(msg, param, k,
+                return api_fail(400, msg, param, k,
                               "template: gpt runs no Go templates (/api/generate's is {{ .Prompt }}: "
                               "render the text into the prompt, and send \"raw\": true)");
         } else if (!chat && !strcmp(k, "suffix")) {
             if (!empty(f))
-                return refuse(msg, param, k,
+                return api_fail(400, msg, param, k,
                               "suffix is not supported: GPT-2 has no infilling (it continues a prompt, "
                               "it cannot fill in before a suffix)");
         } else if (!chat && !strcmp(k, "images")) {
-            if (!empty(f)) return refuse(msg, param, k, "images: GPT-2 reads text alone");
+            if (!empty(f)) return api_fail(400, msg, param, k, "images: GPT-2 reads text alone");
         } else if (!chat && !strcmp(k, "context")) {
             if (!empty(f))
-                return refuse(msg, param, k,
+                return api_fail(400, msg, param, k,
                               "context: gpt keeps no conversation of token ids (Ollama's context is "
                               "deprecated): send the whole text in the prompt, or use /api/chat");
         } else {
-            return refuse(msg, param, k, "unknown field \"%.40s\"", k);
+            return api_fail(400, msg, param, k, "unknown field \"%.40s\"", k);
         }
         if (status) return status;
     }
     if (!chat && !has_prompt) *load_only = 1;
     if (chat && !cJSON_GetObjectItemCaseSensitive(o, "messages"))
-        return refuse(msg, param, "messages", "no \"messages\" field");
+        return api_fail(400, msg, param, "messages", "no \"messages\" field");
     if (!cJSON_GetObjectItemCaseSensitive(
             o, "max_tokens")) {  // Ollama's default: to the end of the context (and the server's --max-tokens)
         size_t n_ctx = (size_t)s->session.model.config.n_ctx;

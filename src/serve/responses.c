@@ -57,19 +57,6 @@ static const struct {
     {"logprobs", "nothing: gpt answers no log-probabilities here"},
 };
 
-// A 400 with the message; returns the status.
-static int refuse(char **msg, char *param, const char *p, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int refuse(char **msg, char *param, const char *p, const char *fmt, ...) {
-    char buf[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    *msg = strdup(buf);
-    snprintf(param, PARAM_CAP, "%s", p);
-    return 400;
-}
-
 // ----------------------------------------------------------------------------
 // a body, as the chat body it means
 
@@ -82,13 +69,13 @@ static int empty(const cJSON *f) {
 static int read_part(const cJSON *p, size_t i, size_t k, cJSON *parts, char **msg, char *param) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type"), *text = NULL;
     if (!cJSON_IsObject(p) || !cJSON_IsString(type))
-        return refuse(msg, param, "input",
+        return api_fail(400, msg, param, "input",
                       "input[%zu].content[%zu] must be an object {\"type\": \"input_text\", "
                       "\"text\": ...}",
                       i, k);
     const char *t = type->valuestring;
     if (strcmp(t, "input_text") && strcmp(t, "output_text"))
-        return refuse(msg, param, "input",
+        return api_fail(400, msg, param, "input",
                       "input[%zu].content[%zu]: part type \"%.40s\" is not supported (GPT-2 "
                       "reads text alone: input_text, or an answer's output_text)",
                       i, k, t);
@@ -97,12 +84,12 @@ static int read_part(const cJSON *p, size_t i, size_t k, cJSON *parts, char **ms
         // an answer sent back as it came: its annotations and log-probabilities change no text
         else if (!strcmp(t, "output_text") && (!strcmp(f->string, "annotations") || !strcmp(f->string, "logprobs"))) {
             if (!cJSON_IsArray(f) && !cJSON_IsNull(f))
-                return refuse(msg, param, "input", "input[%zu].content[%zu].%s must be an array", i, k, f->string);
+                return api_fail(400, msg, param, "input", "input[%zu].content[%zu].%s must be an array", i, k, f->string);
         } else if (strcmp(f->string, "type"))
-            return refuse(msg, param, "input", "input[%zu].content[%zu]: unknown field \"%.40s\"", i, k, f->string);
+            return api_fail(400, msg, param, "input", "input[%zu].content[%zu]: unknown field \"%.40s\"", i, k, f->string);
     }
     if (!cJSON_IsString(text))
-        return refuse(msg, param, "input", "input[%zu].content[%zu].text must be a string", i, k);
+        return api_fail(400, msg, param, "input", "input[%zu].content[%zu].text must be a string", i, k);
     cJSON *part = cJSON_CreateObject();
     cJSON_AddItemToArray(parts, part);
     cJSON_AddStringToObject(part, "type", "text");
@@ -114,25 +101,25 @@ static int read_part(const cJSON *p, size_t i, size_t k, cJSON *parts, char **ms
 static int read_item(const cJSON *x, size_t i, cJSON *messages, char **msg, char *param) {
     const cJSON *role = NULL, *content = NULL;
     if (!cJSON_IsObject(x))
-        return refuse(msg, param, "input", "input[%zu] must be an object {\"role\", \"content\"}", i);
+        return api_fail(400, msg, param, "input", "input[%zu] must be an object {\"role\", \"content\"}", i);
     for (const cJSON *f = x->child; f; f = f->next) {
         const char *k = f->string;
         if (!strcmp(k, "role")) role = f;
         else if (!strcmp(k, "content")) content = f;
         else if (!strcmp(k, "type")) {
             if (!cJSON_IsString(f))
-                return refuse(msg, param, "input", "input[%zu].type must be a string (\"message\")", i);
+                return api_fail(400, msg, param, "input", "input[%zu].type must be a string (\"message\")", i);
             if (strcmp(f->valuestring, "message"))
-                return refuse(msg, param, "input",
+                return api_fail(400, msg, param, "input",
                               "input[%zu].type \"%.40s\": gpt takes messages alone (no tool "
                               "calls, their outputs, reasoning or references)",
                               i, f->valuestring);
         } else if (!strcmp(k, "id") || !strcmp(k, "status")) {
             // an output item sent back as it came: its id and status change no text
             if (!cJSON_IsString(f) && !cJSON_IsNull(f))
-                return refuse(msg, param, "input", "input[%zu].%s must be a string", i, k);
+                return api_fail(400, msg, param, "input", "input[%zu].%s must be a string", i, k);
         } else {
-            return refuse(msg, param, "input",
+            return api_fail(400, msg, param, "input",
                           "input[%zu]: unknown field \"%.40s\" (gpt takes type, role, content, "
                           "id, status)",
                           i, k);
@@ -143,12 +130,12 @@ static int read_item(const cJSON *x, size_t i, cJSON *messages, char **msg, char
     for (size_t r = 0; cJSON_IsString(role) && r < sizeof roles / sizeof *roles; r++)
         known |= !strcmp(role->valuestring, roles[r]);
     if (!known)
-        return refuse(msg, param, "input",
+        return api_fail(400, msg, param, "input",
                       "input[%zu].role must be \"user\", \"assistant\", \"system\" or "
                       "\"developer\"",
                       i);
     if (!cJSON_IsString(content) && !cJSON_IsArray(content))
-        return refuse(msg, param, "input", "input[%zu].content must be a string or an array of input_text parts", i);
+        return api_fail(400, msg, param, "input", "input[%zu].content must be a string or an array of input_text parts", i);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddItemToArray(messages, m);
     cJSON_AddStringToObject(m, "role", role->valuestring);
@@ -160,7 +147,7 @@ static int read_item(const cJSON *x, size_t i, cJSON *messages, char **msg, char
     size_t k = 0;
     for (const cJSON *p = content->child; p; p = p->next, k++) {
         if (k == CHAT_MAX_PARTS)
-            return refuse(msg, param, "input", "input[%zu].content: more than %d parts", i, CHAT_MAX_PARTS);
+            return api_fail(400, msg, param, "input", "input[%zu].content: more than %d parts", i, CHAT_MAX_PARTS);
         int status = read_part(p, i, k, parts, msg, param);
         if (status) return status;
     }
@@ -176,7 +163,7 @@ static int read_input(const cJSON *input, const cJSON *instructions, cJSON *o, c
         cJSON_AddStringToObject(m, "role", "system");
         cJSON_AddStringToObject(m, "content", instructions->valuestring);
     }
-    if (!input) return refuse(msg, param, "input", "no \"input\" field");
+    if (!input) return api_fail(400, msg, param, "input", "no \"input\" field");
     if (cJSON_IsString(input)) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddItemToArray(messages, m);
@@ -185,11 +172,11 @@ static int read_input(const cJSON *input, const cJSON *instructions, cJSON *o, c
         return 0;
     }
     if (!cJSON_IsArray(input))
-        return refuse(msg, param, "input", "input must be a string or an array of messages {\"role\", \"content\"}");
+        return api_fail(400, msg, param, "input", "input must be a string or an array of messages {\"role\", \"content\"}");
     size_t n = (size_t)cJSON_GetArraySize(input);
-    if (n == 0) return refuse(msg, param, "input", "input is empty: a conversation has at least one message");
+    if (n == 0) return api_fail(400, msg, param, "input", "input is empty: a conversation has at least one message");
     if (n + (instructions != NULL) > CHAT_MAX_MESSAGES)
-        return refuse(msg, param, "input", "input: %zu messages; a conversation holds at most %d", n,
+        return api_fail(400, msg, param, "input", "input: %zu messages; a conversation holds at most %d", n,
                       CHAT_MAX_MESSAGES - (instructions != NULL));
     size_t i = 0;
     for (const cJSON *x = input->child; x; x = x->next, i++) {
@@ -202,23 +189,23 @@ static int read_input(const cJSON *input, const cJSON *instructions, cJSON *o, c
 // text: {"format": {...}, "verbosity"}; format into the chat body's
 // response_format (the Responses shape has the schema's fields at its top).
 static int read_text(const cJSON *f, cJSON *o, char **msg, char *param) {
-    if (!cJSON_IsObject(f)) return refuse(msg, param, "text", "text must be an object {\"format\": {\"type\": ...}}");
+    if (!cJSON_IsObject(f)) return api_fail(400, msg, param, "text", "text must be an object {\"format\": {\"type\": ...}}");
     for (const cJSON *e = f->child; e; e = e->next) {
         if (!strcmp(e->string, "verbosity")) {
             // the default, which changes nothing; another asks a model to write more or less
             if (!cJSON_IsNull(e) && !(cJSON_IsString(e) && !strcmp(e->valuestring, "medium")))
-                return refuse(msg, param, "text.verbosity",
+                return api_fail(400, msg, param, "text.verbosity",
                               "text.verbosity: only \"medium\" is taken (GPT-2 "
                               "cannot be asked to write more or less)");
         } else if (strcmp(e->string, "format")) {
-            return refuse(msg, param, "text", "text: unknown field \"%.40s\" (gpt takes format)", e->string);
+            return api_fail(400, msg, param, "text", "text: unknown field \"%.40s\" (gpt takes format)", e->string);
         }
     }
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(f, "format");
     if (empty(format)) return 0;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(format, "type");
     if (!cJSON_IsObject(format) || !cJSON_IsString(type))
-        return refuse(msg, param, "text.format",
+        return api_fail(400, msg, param, "text.format",
                       "text.format must be an object {\"type\": \"text\", \"json_object\" "
                       "or \"json_schema\"}");
     const char *t = type->valuestring;
@@ -242,21 +229,21 @@ static int read_text(const cJSON *f, cJSON *o, char **msg, char *param) {
 static int read_stateful(const cJSON *f, int *status, char **msg, char *param) {
     const char *k = f->string;
     if (!strcmp(k, "store")) {
-        if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) *status = refuse(msg, param, k, "store must be true or false");
+        if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) *status = api_fail(400, msg, param, k, "store must be true or false");
         else if (cJSON_IsTrue(f))
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "store: gpt serve keeps no responses (it is stateless): send \"store\": "
                              "false, and the whole conversation in each request's input");
     } else if (!strcmp(k, "previous_response_id") || !strcmp(k, "conversation")) {
         if (!cJSON_IsNull(f))
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "%s: gpt serve keeps no responses or conversations (it is stateless): "
                              "send the whole conversation in input",
                              k);
     } else if (!strcmp(k, "background")) {
-        if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) *status = refuse(msg, param, k, "background must be true or false");
+        if (!cJSON_IsBool(f) && !cJSON_IsNull(f)) *status = api_fail(400, msg, param, k, "background must be true or false");
         else if (cJSON_IsTrue(f))
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "background: gpt serve answers while the client waits (it keeps no "
                              "responses to poll): send \"background\": false, or \"stream\": true");
     } else if (!strcmp(k, "tools")) {
@@ -266,33 +253,33 @@ static int read_stateful(const cJSON *f, int *status, char **msg, char *param) {
             type = cJSON_GetObjectItemCaseSensitive(t, "type");
             if (!cJSON_IsString(type) || !strcmp(type->valuestring, "function")) type = NULL;
         }
-        if (!cJSON_IsArray(f) && !cJSON_IsNull(f)) *status = refuse(msg, param, k, "tools must be an array");
+        if (!cJSON_IsArray(f) && !cJSON_IsNull(f)) *status = api_fail(400, msg, param, k, "tools must be an array");
         else if (type)
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "tools[%zu]: the built-in tool \"%.40s\" is not served: gpt serve runs "
                              "no tools (web search, file search, code, computer)",
                              i - 1, type->valuestring);
         else if (!empty(f))
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "tools: /v1/responses calls no functions (/v1/chat/completions does, "
                              "with tool_choice \"required\")");
     } else if (!strcmp(k, "tool_choice")) {
         // without tools: "none" and "auto" both mean text
         if (!cJSON_IsNull(f) &&
             !(cJSON_IsString(f) && (!strcmp(f->valuestring, "none") || !strcmp(f->valuestring, "auto"))))
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "tool_choice: there are no tools to choose (only \"auto\" and \"none\" "
                              "are taken)");
     } else if (!strcmp(k, "include")) {
         if (!empty(f) || cJSON_IsFalse(f))
-            *status = refuse(msg, param, k, "include: gpt adds nothing to an answer (only [] is taken)");
+            *status = api_fail(400, msg, param, k, "include: gpt adds nothing to an answer (only [] is taken)");
     } else if (!strcmp(k, "reasoning")) {
         int none = cJSON_IsNull(f) || cJSON_IsObject(f);
         for (const cJSON *e = cJSON_IsObject(f) ? f->child : NULL; e; e = e->next) none &= cJSON_IsNull(e);
-        if (!none) *status = refuse(msg, param, k, "reasoning: GPT-2 is no reasoning model (only null is taken)");
+        if (!none) *status = api_fail(400, msg, param, k, "reasoning: GPT-2 is no reasoning model (only null is taken)");
     } else if (!strcmp(k, "truncation")) {
         if (!cJSON_IsNull(f) && !(cJSON_IsString(f) && !strcmp(f->valuestring, "disabled")))
-            *status = refuse(msg, param, k,
+            *status = api_fail(400, msg, param, k,
                              "truncation: only \"disabled\" is taken (an input longer than the "
                              "context is refused)");
     } else {
@@ -304,13 +291,13 @@ static int read_stateful(const cJSON *f, int *status, char **msg, char *param) {
 // metadata: at most 16 string values (keys up to 64 bytes, values up to
 // 512), repeated in the answer, as OpenAI's.
 static int read_metadata(const cJSON *f, char **msg, char *param) {
-    if (!cJSON_IsObject(f)) return refuse(msg, param, "metadata", "metadata must be an object of strings");
+    if (!cJSON_IsObject(f)) return api_fail(400, msg, param, "metadata", "metadata must be an object of strings");
     int n = 0;
     for (const cJSON *e = f->child; e; e = e->next, n++) {
-        if (n == 16) return refuse(msg, param, "metadata", "metadata: more than 16 keys");
-        if (strlen(e->string) > 64) return refuse(msg, param, "metadata", "metadata: a key longer than 64 bytes");
+        if (n == 16) return api_fail(400, msg, param, "metadata", "metadata: more than 16 keys");
+        if (strlen(e->string) > 64) return api_fail(400, msg, param, "metadata", "metadata: a key longer than 64 bytes");
         if (!cJSON_IsString(e) || strlen(e->valuestring) > 512)
-            return refuse(msg, param, "metadata", "metadata.%.64s must be a string of at most 512 bytes", e->string);
+            return api_fail(400, msg, param, "metadata", "metadata.%.64s must be a string of at most 512 bytes", e->string);
     }
     return 0;
 }
@@ -326,7 +313,7 @@ static int read_seed(Server *s, const cJSON *f, const char *body, size_t len, si
     char why[512], digits[24];
     settings_defaults(&g);
     if (setting_from_json(&g, &lim, f, body, len, member, why, sizeof why) < 0)
-        return refuse(msg, param, "seed", "%s", why);
+        return api_fail(400, msg, param, "seed", "%s", why);
     snprintf(digits, sizeof digits, "%llu", (unsigned long long)g.params.sampling.seed);
     cJSON_AddStringToObject(o, "seed", digits);
     return 0;
@@ -376,13 +363,13 @@ static int read_field(Server *s, const cJSON *f, const char *body, size_t len, s
     const char *k = f->string;
     int status = 0;
     if (beyond_double(f))
-        return refuse(msg, param, !strcmp(k, "text") ? "text.format" : k, "%s: a number out of range (beyond a double)",
+        return api_fail(400, msg, param, !strcmp(k, "text") ? "text.format" : k, "%s: a number out of range (beyond a double)",
                       k);
     if (read_stateful(f, &status, msg, param)) return status;
     if (cJSON_IsNull(f)) return 0;  // as if absent (clients send it for what they leave unset)
     if (!strcmp(k, "input") || !strcmp(k, "instructions")) {
         if (!strcmp(k, "instructions") && !cJSON_IsString(f))
-            return refuse(msg, param, k, "instructions must be a string (a system message)");
+            return api_fail(400, msg, param, k, "instructions must be a string (a system message)");
         return 0;  // read_input's, once every field is read
     }
     if (!strcmp(k, "max_output_tokens")) {
@@ -390,27 +377,27 @@ static int read_field(Server *s, const cJSON *f, const char *body, size_t len, s
     } else if (!strcmp(k, "seed")) {
         return read_seed(s, f, body, len, member, o, msg, param);
     } else if (!strcmp(k, "stream")) {
-        if (!cJSON_IsBool(f)) return refuse(msg, param, k, "stream must be true or false");
+        if (!cJSON_IsBool(f)) return api_fail(400, msg, param, k, "stream must be true or false");
         *stream = cJSON_IsTrue(f);
     } else if (!strcmp(k, "text")) {
         return read_text(f, o, msg, param);
     } else if (!strcmp(k, "metadata")) {
         return read_metadata(f, msg, param);
     } else if (!strcmp(k, "parallel_tool_calls")) {
-        if (!cJSON_IsBool(f)) return refuse(msg, param, k, "parallel_tool_calls must be true or false");
+        if (!cJSON_IsBool(f)) return api_fail(400, msg, param, k, "parallel_tool_calls must be true or false");
     } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
         cJSON_AddItemToObject(o, k, cJSON_Duplicate(f, 1));  // the chat body checks them
     } else if (!strcmp(k, "safety_identifier") || !strcmp(k, "prompt_cache_key")) {
         // who asks, and a hint for OpenAI's cache: gpt shares any common prefix anyway
-        if (!cJSON_IsString(f)) return refuse(msg, param, k, "%s must be a string", k);
+        if (!cJSON_IsString(f)) return api_fail(400, msg, param, k, "%s must be a string", k);
     } else if (setting_by_key(k) && (setting_by_key(k)->in & IN_SERVE)) {
         for (size_t i = 0; i < sizeof CHAT_ONLY / sizeof *CHAT_ONLY; i++)
             if (!strcmp(k, CHAT_ONLY[i].key))
-                return refuse(msg, param, k, "%s is a field of /v1/chat/completions; /v1/responses takes %s", k,
+                return api_fail(400, msg, param, k, "%s is a field of /v1/chat/completions; /v1/responses takes %s", k,
                               CHAT_ONLY[i].instead);
         cJSON_AddItemToObject(o, k, cJSON_Duplicate(f, 1));  // gpt's own settings, as the chat body has them
     } else {
-        return refuse(msg, param, k, "unknown field \"%.40s\"", k);
+        return api_fail(400, msg, param, k, "unknown field \"%.40s\"", k);
     }
     return 0;
 }

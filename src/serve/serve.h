@@ -254,6 +254,13 @@ int completion_request(Server *s, const char *body, size_t len, ApiRequest **out
 int chat_request(Server *s, const char *body, size_t len, ApiRequest **out, int *stream, char **msg, char *param);
 // The adapter named name (--lora NAME=PATH), or NULL.
 const ServeAdapter *serve_adapter(const Server *s, const char *name);
+// A request's error: *msg (malloc'd) and param (PARAM_CAP bytes) the field
+// p names (NULL: none); returns status.
+int api_fail(int status, char **msg, char *param, const char *p, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+// The body as a JSON object: parsed, with nothing after it, no NUL byte.
+// NULL with *status, *msg and param set (400).
+cJSON *api_body(const char *body, size_t len, int *status, char **msg, char *param);
 // The model an answer names: the adapter picked, else the base.
 const char *answered_model(const Server *s, const ApiRequest *req);
 // POST /apply-template: {"messages"} -> {"prompt": the rendered text}, as llama-server's.
