@@ -34,6 +34,7 @@
  * Run under make asan too (the API's objects are linked in, sanitized).
  */
 #include <cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -310,6 +311,59 @@ static void test_score(void) {
     CHECK(gpt_score(model, "And", 3, 0, 0, &ids, &lp, &n, &err) == GPT_OK && n == 1, "%s", err.message);
     gpt_free(ids);
     gpt_free(lp);
+}
+
+// gpt_embed against gpt embed's vector (every float's bits), with each
+// pooling, raw and of unit length; its misuse.
+static void check_embed(const char *text, const char *pooling, int normalize) {
+    const char *args[12] = {"embed", "-q", "-m", MODEL, "-p", text};
+    int k = 6;
+    if (pooling) args[k++] = "--pooling", args[k++] = pooling;
+    if (!normalize) args[k++] = "--no-normalize";
+    args[k] = NULL;
+    Result out = run_gpt(scratch, NULL, 0, args);
+    cJSON *want = cJSON_Parse(out.out), *we = cJSON_GetObjectItem(want, "embedding");
+    float *v = NULL;
+    size_t dim = 0;
+    gpt_err err;
+    int rc = gpt_embed(model, text, strlen(text), pooling, normalize, &v, &dim, &err);
+    CHECK(want && rc == GPT_OK && dim == (size_t)cJSON_GetArraySize(we), "%.20s, %s, normalize %d: %s (gpt embed: %.200s)",
+          text, pooling ? pooling : "mean", normalize, err.message, out.out);
+    int same = v && dim > 0, unit = 1;
+    double norm = 0;
+    for (size_t i = 0; same && i < dim; i++) {
+        same = (float)cJSON_GetArrayItem(we, (int)i)->valuedouble == v[i];
+        norm += (double)v[i] * v[i];
+    }
+    if (normalize) unit = fabs(norm - 1) < 1e-6;
+    CHECK(same && unit, "%.20s, %s, normalize %d: the vector differs from gpt embed's (or |v|^2 %.9g)", text,
+          pooling ? pooling : "mean", normalize, norm);
+    gpt_free(v);
+    cJSON_Delete(want);
+    result_free(&out);
+}
+
+static void test_embed(void) {
+    check_embed(PROMPT, NULL, 1);
+    check_embed(PROMPT " unto Moses", "last", 1);
+    check_embed("Hello", "mean", 0);
+    check_embed(PROMPT, "last", 0);
+    float *v = NULL;
+    size_t dim = 0;
+    gpt_err err;
+    char long_text[4000] = "";
+    while (strlen(long_text) + 40 < sizeof long_text) strcat(long_text, "And the LORD spake unto Moses, saying, ");
+    CHECK(gpt_embed(model, "", 0, NULL, 1, &v, &dim, &err) == GPT_ERR_INPUT && strstr(err.message, "empty") && !v,
+          "%s", err.message);
+    CHECK(gpt_embed(model, long_text, strlen(long_text), NULL, 1, &v, &dim, &err) == GPT_ERR_INPUT &&
+              strstr(err.message, "context holds 256") && !v,
+          "%s", err.message);
+    CHECK(gpt_embed(model, PROMPT, 5, "max", 1, &v, &dim, &err) == GPT_ERR_ARGUMENT && strstr(err.message, "pooling"),
+          "%s", err.message);
+    CHECK(gpt_embed(NULL, PROMPT, 5, NULL, 1, &v, &dim, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_embed(model, NULL, 5, NULL, 1, &v, &dim, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_embed(model, PROMPT, 5, NULL, 1, NULL, &dim, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
+    CHECK(gpt_embed(model, PROMPT, 5, NULL, 1, &v, NULL, &err) == GPT_ERR_ARGUMENT, "%s", err.message);
 }
 
 // gpt_chat against gpt --chat-template T --json, gpt_chat_render against
@@ -989,6 +1043,7 @@ int main(void) {
     test_generate_same_bits();
     test_generate_tokens();
     test_score();
+    test_embed();
     test_chat();
     test_batch();
     test_choose();

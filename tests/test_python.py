@@ -17,6 +17,7 @@ build/gpt).
 """
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
@@ -131,6 +132,21 @@ class TestPython(unittest.TestCase):
         self.assertIn("context", str(cm.exception))
         with self.assertRaises(ValueError):
             self.model.score(PROMPT, stride=-1)
+
+    def test_embed(self):
+        for text, kw, args in ((PROMPT, {}, []), (PROMPT + " unto Moses", {"pooling": "last"}, ["--pooling", "last"]),
+                               ("Hello", {"normalize": False}, ["--no-normalize"])):
+            out = subprocess.run([GPT, "embed", "-m", MODEL, "-q", "-p", text, *args], capture_output=True, check=True)
+            want = [struct.unpack("f", struct.pack("f", x))[0] for x in json.loads(out.stdout)["embedding"]]
+            self.assertEqual(self.model.embed(text, **kw), want, text)
+        both = self.model.create_embedding([PROMPT, "Hello"])
+        self.assertEqual([d["index"] for d in both["data"]], [0, 1])
+        self.assertEqual(both["data"][0]["embedding"], self.model.embed(PROMPT))
+        self.assertEqual(both["usage"]["prompt_tokens"], len(self.model.tokenize(PROMPT)) + len(self.model.tokenize("Hello")))
+        with self.assertRaises(ValueError):
+            self.model.embed("")
+        with self.assertRaises(ValueError):
+            self.model.embed(PROMPT, pooling="max")
 
     def test_chat(self):
         msgs = [{"role": "system", "content": "You answer from the books."},

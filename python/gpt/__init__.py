@@ -148,6 +148,8 @@ def _load():
                              E], I),
         "gpt_score": ([P, ctypes.c_char_p, S, I, S, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
                        ctypes.POINTER(ctypes.POINTER(ctypes.c_double)), ctypes.POINTER(S), E], I),
+        "gpt_embed": ([P, ctypes.c_char_p, S, ctypes.c_char_p, I, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
+                       ctypes.POINTER(S), E], I),
         "gpt_choose": ([P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), S, ctypes.POINTER(_ChoiceScore),
                         ctypes.POINTER(S), E], I),
         "gpt_result_free": ([P], V),
@@ -340,6 +342,38 @@ class Model:
             total += v
         return {"tokens": tokens, "logprobs": [None] + logprobs, "sum": total,
                 "perplexity": math.exp(-total / len(logprobs)) if logprobs else None}
+
+    def embed(self, text, pooling="mean", normalize=True):
+        """gpt embed's vector of text (bytes, or str as UTF-8): a list of
+        d_model floats, the final hidden states pooled ("mean" or "last")
+        and, with normalize, of unit length; a list of texts gives a list of
+        vectors (llama_cpp.Llama.embed's shapes)."""
+        if isinstance(text, list):
+            return [self.embed(t, pooling, normalize) for t in text]
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        if not isinstance(text, (bytes, bytearray)):
+            raise TypeError("text must be bytes, str or a list of them, not %s" % type(text).__name__)
+        v, dim, err = ctypes.POINTER(ctypes.c_float)(), ctypes.c_size_t(), _Err()
+        rc = self._lib.gpt_embed(self._ptr, bytes(text), len(text), pooling.encode("utf-8"), 1 if normalize else 0,
+                                 ctypes.byref(v), ctypes.byref(dim), ctypes.byref(err))
+        if rc != _OK:
+            _raise(rc, err)
+        out = v[:dim.value]
+        self._lib.gpt_free(v)
+        return out
+
+    def create_embedding(self, input, pooling="mean", normalize=True):
+        """POST /v1/embeddings' answer for input (a text or a list of them):
+        {"object": "list", "data": [{"object": "embedding", "index",
+        "embedding"}], "model", "usage"}."""
+        texts = input if isinstance(input, list) else [input]
+        data, tokens = [], 0
+        for i, t in enumerate(texts):
+            data.append({"object": "embedding", "index": i, "embedding": self.embed(t, pooling, normalize)})
+            tokens += len(self.tokenize(t))
+        return {"object": "list", "data": data, "model": self.model_path,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
     def choose(self, prompt, choices):
         """Multiple choice (gpt --choice --json): {"choices": [{"index",

@@ -19,6 +19,7 @@
 #include "api/gpt.h"
 #include "base/grow.h"
 #include "base/utf8.h"
+#include "embed.h"
 #include "engine.h"
 #include "front/chat.h"
 #include "front/front.h"
@@ -933,6 +934,51 @@ int gpt_score(gpt_model *m, const char *text, size_t len, int prepend_eos, size_
     *ids = t;
     *logprobs = lp;
     *n = k;
+    return GPT_OK;
+}
+
+int gpt_embed(gpt_model *m, const char *text, size_t len, const char *pooling, int normalize, float **out,
+              size_t *dim, gpt_err *err) {
+    clear(err);
+    if (out) *out = NULL;
+    if (dim) *dim = 0;
+    if (!m || (!text && len) || !out || !dim)
+        return fail(err, GPT_ERR_ARGUMENT, "gpt_embed: %s is NULL", !m ? "the model" : !out ? "out" : !dim ? "dim" : "text");
+    Pooling how_pool = POOLING_MEAN;
+    if (pooling && pooling_from_name(pooling, &how_pool) != 0)
+        return fail(err, GPT_ERR_ARGUMENT, "pooling \"%.40s\": must be mean or last", pooling);
+    const GPT2Config *cfg = &m->s.model.config;
+    size_t C = (size_t)cfg->n_embd, ctx = (size_t)cfg->n_ctx;
+    GptError e = {{0}};
+    int32_t *t = NULL;
+    size_t k = 0;
+    pthread_mutex_lock(&m->tok_lock);
+    int rc = tokenizer_encode(m->s.tok, text ? text : "", len, 0, &t, &k, &e);
+    pthread_mutex_unlock(&m->tok_lock);
+    if (rc != 0) return fail(err, GPT_ERR_INPUT, "%s", e.msg);
+    if (k == 0 || k > ctx) {
+        free(t);
+        return k == 0 ? fail(err, GPT_ERR_INPUT, "the text is empty: it has no tokens to embed")
+                      : fail(err, GPT_ERR_INPUT, "the text is %zu tokens; the model's context holds %zu", k, ctx);
+    }
+    float *hidden = malloc(k * C * sizeof *hidden), *v = malloc(C * sizeof *v);
+    if (!hidden || !v) {
+        free(t), free(hidden), free(v);
+        return fail(err, GPT_ERR_MEMORY, "out of memory");
+    }
+    int pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
+    EmbedConfig how = {.model = &m->s.model, .pool = pooled ? m->s.pool : NULL, .kv_dtype = m->kv_dtype,
+                       .plan = &m->s.plan};
+    rc = embed_hidden(&how, t, k, hidden, NULL, &e);
+    if (pooled) pthread_mutex_unlock(&m->pool_lock);
+    if (rc == 0) embed_pool(v, hidden, k, C, how_pool, normalize);
+    free(t), free(hidden);
+    if (rc != 0) {
+        free(v);
+        return fail(err, GPT_ERR_RUNTIME, "%s", e.msg);
+    }
+    *out = v;
+    *dim = C;
     return GPT_OK;
 }
 

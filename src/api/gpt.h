@@ -253,6 +253,15 @@ GPT_API int gpt_chat(gpt_model *m, const char *template_name, const gpt_message 
 GPT_API int gpt_score(gpt_model *m, const char *text, size_t len, int prepend_eos, size_t stride, int32_t **ids,
                       double **logprobs, size_t *n, gpt_err *err);
 
+// Embeddings, as gpt embed: the tokens of text[0..len) (1 to the context)
+// run alone, their final hidden states (ln_f's output, transformers'
+// GPT2Model last_hidden_state) pooled by pooling ("mean", the default when
+// NULL, or "last") and, with normalize, scaled to unit length; *out
+// (gpt_free) holds *dim floats (the model's d_model), bit for bit gpt
+// embed's vector of the same text.
+GPT_API int gpt_embed(gpt_model *m, const char *text, size_t len, const char *pooling, int normalize, float **out,
+                      size_t *dim, gpt_err *err);
+
 // Multiple choice, as gpt --choice: each of choices[0..n) (1 to 64) scored
 // as the continuation of prompt (prompt + choice tokenized as one text; a
 // token across the boundary is the choice's), into scores[i] (the caller's
