@@ -76,10 +76,11 @@ NODE_DIR=${NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt/node}
 export NODE_DIR
 
 # by the file's name; SLOW longest first (seconds in make test and make
-# asan on 2 cores: check_readme 241/171, test_matmul 188/129, test_batch
-# 236/103, test_accuracy 89/135, test_cli 117/119, ...)
-SLOW="check_readme.sh test_matmul test_batch test_accuracy test_cli test_forward test_speculate test_logprobs
-      cli_serve.sh test_cli_speculate check_completion.sh"
+# asan on 2 cores: test_accuracy 78/225, test_speculate 11/172, test_batch
+# 48/125, test_cli 35/135, cli_configs 38/130, cli_serve_embed 47/132,
+# cli_serve 35/115, cli_gguf 24/112, test_matmul 37/105, cli_embed 37/101)
+SLOW="test_accuracy test_speculate test_batch test_cli cli_configs.sh cli_serve_embed.sh cli_serve.sh cli_gguf.sh
+      test_matmul cli_embed.sh test_forward check_readme.sh check_completion.sh"
 ALONE="test_threads test_tune test_robust cli_serve_faults.sh"
 
 work=$(mktemp -d)

@@ -411,6 +411,35 @@ static int tool_calls_from_json(const cJSON *v, size_t i, char **buf, size_t *le
     return 0;
 }
 
+// Message i's fields (x an object of role, content, name, tool_calls,
+// tool_call_id; those absent NULL). 0, or -1 with msg.
+static int message_fields(const cJSON *x, size_t i, const cJSON **role, const cJSON **content, const cJSON **calls,
+                          const cJSON **call_id, char *msg, size_t cap) {
+    if (!cJSON_IsObject(x)) {
+        snprintf(msg, cap, "messages[%zu] must be an object {\"role\", \"content\"}", i);
+        return -1;
+    }
+    for (const cJSON *f = x->child; f; f = f->next) {
+        if (!strcmp(f->string, "role")) *role = f;
+        else if (!strcmp(f->string, "content")) *content = f;
+        else if (!strcmp(f->string, "tool_calls")) *calls = f;
+        else if (!strcmp(f->string, "tool_call_id")) *call_id = f;
+        else if (!strcmp(f->string, "name")) {
+            if (!cJSON_IsString(f)) {
+                snprintf(msg, cap, "messages[%zu].name must be a string", i);
+                return -1;
+            }
+        } else {
+            snprintf(msg, cap,
+                     "messages[%zu]: unknown field \"%.40s\" (gpt takes role, content, name, tool_calls, "
+                     "tool_call_id)",
+                     i, f->string);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int chat_conversation_from_json(const cJSON *a, ChatConversation *c, char *msg, size_t cap) {
     memset(c, 0, sizeof *c);
     if (!cJSON_IsArray(a)) {
@@ -434,23 +463,7 @@ int chat_conversation_from_json(const cJSON *a, ChatConversation *c, char *msg, 
     size_t i = 0;
     for (const cJSON *x = a->child; x; x = x->next, i++) {
         const cJSON *role = NULL, *content = NULL, *calls = NULL, *call_id = NULL;
-        int bad = !cJSON_IsObject(x);
-        if (bad) snprintf(msg, cap, "messages[%zu] must be an object {\"role\", \"content\"}", i);
-        for (const cJSON *f = bad ? NULL : x->child; f && !bad; f = f->next) {
-            if (!strcmp(f->string, "role")) role = f;
-            else if (!strcmp(f->string, "content")) content = f;
-            else if (!strcmp(f->string, "tool_calls")) calls = f;
-            else if (!strcmp(f->string, "tool_call_id")) call_id = f;
-            else if (!strcmp(f->string, "name")) {
-                if (!cJSON_IsString(f)) bad = 1, snprintf(msg, cap, "messages[%zu].name must be a string", i);
-            } else {
-                bad = 1;
-                snprintf(msg, cap,
-                         "messages[%zu]: unknown field \"%.40s\" (gpt takes role, content, name, "
-                         "tool_calls, tool_call_id)",
-                         i, f->string);
-            }
-        }
+        int bad = message_fields(x, i, &role, &content, &calls, &call_id, msg, cap) != 0;
         int r = -1, tool = 0;
         if (!bad && !cJSON_IsString(role)) bad = 1, snprintf(msg, cap, "messages[%zu].role must be a string", i);
         if (!bad) {

@@ -209,6 +209,28 @@ static int read_tools(CompletionBody *b, char **msg, char *param) {
 
 // The fields of body's object o into b, each checked. 0, or the status of
 // the first error with *msg and param set.
+// "model" or "user" (strings; a model that names an adapter is that
+// adapter, any other name the base) or "lora" (an adapter's name, "" the
+// base; it wins over model). 0, or the status.
+static int read_adapter_field(Server *s, const cJSON *f, CompletionBody *b, char **msg, char *param) {
+    const char *k = f->string;
+    if (strcmp(k, "lora") != 0) {
+        if (!cJSON_IsString(f)) return api_fail(400, msg, param, k, "%s must be a string", k);
+        const ServeAdapter *a = !strcmp(k, "model") ? serve_adapter(s, f->valuestring) : NULL;
+        if (a && !b->lora_given) b->gs.params.lora = &a->w, b->adapter = a;
+        return 0;
+    }
+    if (!cJSON_IsString(f)) return api_fail(400, msg, param, k, "lora must be a string: an adapter's name");
+    const ServeAdapter *a = serve_adapter(s, f->valuestring);
+    if (!a && *f->valuestring)
+        return api_fail(400, msg, param, k, "lora \"%.60s\": no adapter of that name (gpt serve --lora NAME=PATH)",
+                        f->valuestring);
+    b->gs.params.lora = a ? &a->w : NULL;
+    b->adapter = a;
+    b->lora_given = 1;
+    return 0;
+}
+
 static int read_completion_fields(Server *s, const cJSON *o, const char *body, size_t len, CompletionBody *b,
                                   char **msg, char *param) {
     const GPT2Config *cfg = &s->session.model.config;
@@ -232,20 +254,8 @@ static int read_completion_fields(Server *s, const cJSON *o, const char *body, s
         if (known) continue;
         if (!strcmp(k, "prompt") && !b->chat) {
             b->prompt = f;
-        } else if (!strcmp(k, "model") || !strcmp(k, "user")) {
-            if (!cJSON_IsString(f)) status = api_fail(400, msg, param, k, "%s must be a string", k);
-            // a model named as an adapter is that adapter; any other name, the base
-            const ServeAdapter *a = !strcmp(k, "model") && cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
-            if (a && !b->lora_given) b->gs.params.lora = &a->w, b->adapter = a;
-        } else if (!strcmp(k, "lora")) {
-            const ServeAdapter *a = cJSON_IsString(f) ? serve_adapter(s, f->valuestring) : NULL;
-            if (!cJSON_IsString(f)) status = api_fail(400, msg, param, k, "lora must be a string: an adapter's name");
-            else if (!a && *f->valuestring)
-                status = api_fail(400, msg, param, k, "lora \"%.60s\": no adapter of that name (gpt serve --lora NAME=PATH)",
-                              f->valuestring);
-            b->gs.params.lora = a ? &a->w : NULL;
-            b->adapter = a;
-            b->lora_given = 1;
+        } else if (!strcmp(k, "model") || !strcmp(k, "user") || !strcmp(k, "lora")) {
+            status = read_adapter_field(s, f, b, msg, param);
         } else if (b->chat && (!strcmp(k, "best_of") || !strcmp(k, "suffix"))) {
             status = api_fail(400, msg, param, k, "%s is a field of /v1/completions, not of /v1/chat/completions", k);
         } else if (!strcmp(k, "best_of")) {
@@ -533,6 +543,22 @@ char *apply_template_response(Server *s, const char *body, size_t len, int *stat
     return out;
 }
 
+// prepend_eos: <|endoftext|> before the text's tokens, the context of its
+// first token (gpt --score --prepend-eos). 0, or the status.
+static int prepend_eot(Server *s, ApiRequest *req, char **msg, char *param) {
+    size_t n = req->prompt_lens[0];
+    int32_t eot = tokenizer_eot_id(s->session.tok), *with = eot >= 0 ? malloc((n + 1) * sizeof *with) : NULL;
+    if (!with)
+        return eot < 0 ? api_fail(400, msg, param, "prepend_eos", "the tokenizer has no <|endoftext|>")
+                       : api_fail(500, msg, param, NULL, "out of memory");
+    with[0] = eot;
+    memcpy(with + 1, req->prompt_ids[0], n * sizeof *with);
+    free(req->prompt_ids[0]);
+    req->prompt_ids[0] = with;
+    req->prompt_lens[0] = n + 1;
+    return 0;
+}
+
 int score_request(Server *s, const char *body, size_t len, ApiRequest **out, char **msg, char *param) {
     *out = NULL;
     *param = '\0';
@@ -589,20 +615,8 @@ int score_request(Server *s, const char *body, size_t len, ApiRequest **out, cha
         status = api_fail(400, msg, param, "prompt", "the text is empty");
         goto done;
     }
-    // prepend_eos: <|endoftext|> first, the context of the text's first token (gpt --score --prepend-eos)
-    int32_t eot = tokenizer_eot_id(s->session.tok), *with = NULL;
-    if (prepend_eos && (eot < 0 || !(with = malloc((n + 1) * sizeof *with)))) {
-        status = eot < 0 ? api_fail(400, msg, param, "prepend_eos", "the tokenizer has no <|endoftext|>")
-                         : api_fail(500, msg, param, NULL, "out of memory");
-        goto done;
-    }
-    if (with) {
-        with[0] = eot;
-        memcpy(with + 1, req->prompt_ids[0], n * sizeof *with);
-        free(req->prompt_ids[0]);
-        req->prompt_ids[0] = with;
-        req->prompt_lens[0] = ++n;
-    }
+    if (prepend_eos && (status = prepend_eot(s, req, msg, param))) goto done;
+    n = req->prompt_lens[0];
     if (n > (size_t)cfg->n_ctx && !stride) {
         status = api_fail(400, msg, param, "prompt", "the text is %zu tokens; the model's context holds %d (\"stride\" "
                                                  "scores longer texts in windows)", n, cfg->n_ctx);

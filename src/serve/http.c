@@ -653,6 +653,24 @@ static int authorized(Server *s, struct MHD_Connection *c) {
     return key_matches(h + 7, s->limits.api_key);
 }
 
+// A GET or HEAD once route has checked the method, the key and that the
+// model is loaded (/ and /health route answers itself, before the key).
+static enum MHD_Result route_get(Server *s, struct MHD_Connection *c, Conn *k) {
+    const char *p = k->path;
+    if (ollama_route(p) == OLLAMA_VERSION) return answer_json(c, k, 200, ollama_version_response());
+    if (ollama_route(p) == OLLAMA_TAGS || ollama_route(p) == OLLAMA_PS)
+        return answer_json(c, k, 200, ollama_models_response(s, ollama_route(p) == OLLAMA_PS));
+    if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
+    if (!strcmp(p, "/tokenizer_info")) return answer_json(c, k, 200, tokenizer_info_response(s));
+    if (model_id(p)) {
+        int status;
+        if (k->path_cut) return answer_error(c, k, 404, "The model id is longer than any gpt serves", "model");
+        char *body = model_response(s, model_id(p), &status);
+        return answer_json(c, k, status, body);
+    }
+    return answer_json(c, k, 200, models_response(s));
+}
+
 static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
     const char *p = k->path;
     // HEAD is GET without the body (libmicrohttpd leaves it out)
@@ -697,20 +715,7 @@ static enum MHD_Result route(Server *s, struct MHD_Connection *c, Conn *k) {
                  p);
         return answer_error(c, k, 501, msg, NULL);
     }
-    if (get) {
-        if (ollama_route(p) == OLLAMA_VERSION) return answer_json(c, k, 200, ollama_version_response());
-        if (ollama_route(p) == OLLAMA_TAGS || ollama_route(p) == OLLAMA_PS)
-            return answer_json(c, k, 200, ollama_models_response(s, ollama_route(p) == OLLAMA_PS));
-        if (!strcmp(p, "/metrics")) return answer(c, k, 200, metrics_text(s), "text/plain; version=0.0.4");
-        if (!strcmp(p, "/tokenizer_info")) return answer_json(c, k, 200, tokenizer_info_response(s));
-        if (model_id(p)) {
-            int status;
-            if (k->path_cut) return answer_error(c, k, 404, "The model id is longer than any gpt serves", "model");
-            char *body = model_response(s, model_id(p), &status);
-            return answer_json(c, k, status, body);
-        }
-        return answer_json(c, k, 200, models_response(s));
-    }
+    if (get) return route_get(s, c, k);
     if (draining) return answer_error(c, k, 503, "the server is shutting down", NULL);
     if (!strcmp(p, "/v1/completions")) return post_completions(s, c, k, completion_request);
     if (!strcmp(p, "/v1/chat/completions")) return post_completions(s, c, k, chat_request);

@@ -521,6 +521,21 @@ static int port_file_commit(const char *path, NewFile *nf, int port) {
     return -1;
 }
 
+// --log FILE (appended to), - (stdout) or off: so->lim.log_fd. 0, or -1
+// with the message written.
+static int open_log(ServeOptions *so) {
+    if (so->log && strcmp(so->log, "-") && strcmp(so->log, "off")) {
+        so->lim.log_fd = open(so->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (so->lim.log_fd < 0) {
+            runtime_error("serve", "--log %s: %s", so->log, strerror(errno));
+            return -1;
+        }
+    } else if (so->log) {
+        so->lim.log_fd = strcmp(so->log, "off") ? STDOUT_FILENO : -1;
+    }
+    return 0;
+}
+
 int run_serve(int argc, char **argv) {
     ServeOptions so;
     int done, rc = parse_serve_options(argc, argv, &so, &done);
@@ -530,15 +545,7 @@ int run_serve(int argc, char **argv) {
     block_signals(&signals);
 
     // the log's file, before anything else can fail on its account
-    if (so.log && strcmp(so.log, "-") && strcmp(so.log, "off")) {
-        so.lim.log_fd = open(so.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (so.lim.log_fd < 0) {
-            runtime_error("serve", "--log %s: %s", so.log, strerror(errno));
-            return EXIT_RUNTIME;
-        }
-    } else if (so.log) {
-        so.lim.log_fd = strcmp(so.log, "off") ? STDOUT_FILENO : -1;
-    }
+    if (open_log(&so) != 0) return EXIT_RUNTIME;
     int log_fd = so.lim.log_fd > STDERR_FILENO ? so.lim.log_fd : -1;  // ours to close
     ChatTemplate chat;
     GptError err = {{0}};
