@@ -760,8 +760,7 @@ static cJSON *chat_choice_json(const ApiRequest *req, size_t index, size_t k, co
     return c;
 }
 
-// A copy of n bytes of p, NUL-terminated; NULL when out of memory.
-static char *copy_text(const char *p, size_t n) {
+char *copy_text(const char *p, size_t n) {
     char *t = malloc(n + 1);
     if (!t) return NULL;
     if (n) memcpy(t, p, n);

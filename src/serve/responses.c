@@ -472,14 +472,6 @@ int responses_request(Server *s, const char *body, size_t len, ApiRequest **out,
 // ----------------------------------------------------------------------------
 // answers
 
-// A copy of n bytes of p, NUL-terminated; NULL when out of memory.
-static char *copy_text(const char *p, size_t n) {
-    char *t = malloc(n + 1);
-    if (!t) return NULL;
-    if (n) memcpy(t, p, n);
-    t[n] = '\0';
-    return t;
-}
 
 // The answer's status: in_progress while it runs, completed at its end
 // (<|endoftext|>, a stop, a grammar's end), incomplete at max_output_tokens

@@ -261,6 +261,8 @@ int api_fail(int status, char **msg, char *param, const char *p, const char *fmt
 // The body as a JSON object: parsed, with nothing after it, no NUL byte.
 // NULL with *status, *msg and param set (400).
 cJSON *api_body(const char *body, size_t len, int *status, char **msg, char *param);
+// A copy of n bytes of p (NUL bytes too), NUL-terminated; NULL when out of memory.
+char *copy_text(const char *p, size_t n);
 // The model an answer names: the adapter picked, else the base.
 const char *answered_model(const Server *s, const ApiRequest *req);
 // POST /apply-template: {"messages"} -> {"prompt": the rendered text}, as llama-server's.
