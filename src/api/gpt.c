@@ -961,18 +961,17 @@ int gpt_embed(gpt_model *m, const char *text, size_t len, const char *pooling, i
         return k == 0 ? fail(err, GPT_ERR_INPUT, "the text is empty: it has no tokens to embed")
                       : fail(err, GPT_ERR_INPUT, "the text is %zu tokens; the model's context holds %zu", k, ctx);
     }
-    float *hidden = malloc(k * C * sizeof *hidden), *v = malloc(C * sizeof *v);
-    if (!hidden || !v) {
-        free(t), free(hidden), free(v);
+    float *v = malloc(C * sizeof *v);
+    if (!v) {
+        free(t);
         return fail(err, GPT_ERR_MEMORY, "out of memory");
     }
     int pooled = pthread_mutex_trylock(&m->pool_lock) == 0;
     EmbedConfig how = {.model = &m->s.model, .pool = pooled ? m->s.pool : NULL, .kv_dtype = m->kv_dtype,
                        .plan = &m->s.plan};
-    rc = embed_hidden(&how, t, k, hidden, NULL, &e);
+    rc = embed_tokens(&how, t, k, how_pool, normalize, v, &e);
     if (pooled) pthread_mutex_unlock(&m->pool_lock);
-    if (rc == 0) embed_pool(v, hidden, k, C, how_pool, normalize);
-    free(t), free(hidden);
+    free(t);
     if (rc != 0) {
         free(v);
         return fail(err, GPT_ERR_RUNTIME, "%s", e.msg);
